@@ -1,0 +1,166 @@
+"""The dossier: one attempt rendered for reading, in the seed page's section order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+from .lineage import ancestry, successors
+from .model import INFRASTRUCTURE_KIND, Attempt, RegistryMeta
+
+UNKNOWN = "unknown"
+SECTION_TITLES = (
+    "Evidence readout",
+    "What the attempt taught",
+    "Why it stopped or stayed bounded",
+    "Method and scope",
+    "Disposition",
+    "Lineage",
+    "Source provenance",
+)
+RETAINED_NOTE = (
+    "This retained disposition is historical evidence, not authorization to restart the experiment. "
+    "A new run needs a fresh question, frozen evaluator, explicit resource budget, and scoped tracking issue."
+)
+READING_NOTE = [
+    "This page separates the retained decision from the material that informed it. A source may describe "
+    "an external claim, a historical measurement, a local observation or a planned procedure; those "
+    "evidence classes are not interchangeable. Follow the provenance before reusing a number or method.",
+    "Status and disposition describe what the registry retained when this record was written. They are "
+    "not a live promise, a newly run benchmark, or permission to restart the work. Unknown or unmeasured "
+    "fields remain unknown rather than being treated as zero.",
+    "To reuse the record, name the exact claim you need and trace it to its source; check whether the "
+    "environment, revision, data, evaluator, hardware and budget match your use. If they do not, treat it "
+    "as a hypothesis and run the smallest fresh comparison that could falsify it.",
+]
+
+
+@dataclass
+class Section:
+    title: str
+    lines: list[str]  # a line starting with "- " is a list item
+
+
+def _text(value: Optional[str]) -> str:
+    return value if value is not None else UNKNOWN
+
+
+def _words(value: Optional[str]) -> str:
+    """'runtime-perf' reads as 'runtime perf', as on the seed page."""
+    return value.replace("-", " ") if value is not None else UNKNOWN
+
+
+def _listed(values: Optional[list[str]]) -> str:
+    return ", ".join(values) if values else UNKNOWN
+
+
+def sections(attempt: Attempt, by_id: Mapping[str, Attempt], meta: RegistryMeta, record_file: Optional[str]) -> list[Section]:
+    a = attempt
+    scope = [f"- Experiment family: {_words(a.family)}.", f"- Record kind: {_text(a.kind)}."]
+    if a.kind == INFRASTRUCTURE_KIND:
+        scope.append("- Methods, bases, objective, data rows: not applicable to infrastructure.")
+    else:
+        scope += [
+            f"- Methods: {_listed(a.methods)}.",
+            f"- Bases: {_listed(a.bases)}.",
+            f"- Objective: {_text(a.objective)}.",
+            f"- Data rows: {a.data_rows if a.data_rows is not None else UNKNOWN}.",
+        ]
+
+    disposition = [_text(a.next_action), f"- Status: {a.status}.", RETAINED_NOTE]
+
+    chain = ancestry(a.id, by_id)
+    lineage = []
+    if a.varied_from is None:
+        lineage.append("- Varies: nothing (a root attempt).")
+    else:
+        steps = " -> ".join(x.id for x in chain)
+        if chain[0].varied_from is not None:
+            steps = f"{chain[0].varied_from} (not in this registry) -> {steps}"
+        lineage.append(f"- Chain, oldest first: {steps}.")
+        for step in chain[1:]:
+            lineage.append(f"- {step.id} varied from {step.varied_from}: {_text(step.varied)}.")
+    later = successors(a.id, by_id)
+    if later:
+        for s in later:
+            lineage.append(f"- Superseded by {'  ' * (s.depth - 1)}{s.attempt.id} ({s.attempt.status}): {_text(s.attempt.varied)}.")
+    else:
+        lineage.append("- Superseded by: nothing yet.")
+
+    confidence = a.failure_reason_confidence
+    meaning = meta.confidence_vocabulary.get(confidence) if confidence else None
+    provenance = [
+        f"The normalized record comes from {record_file or UNKNOWN}. The sources below are the tracked "
+        "evidence and explanatory sources preserved with the record.",
+        f"- Source: {_text(a.source)}.",
+        f"- Evidence sources: {_listed(a.evidence_sources)}.",
+        f"- Failure-reason confidence: {_text(confidence)}" + (f" ({meaning})" if meaning else "") + ".",
+    ]
+    result = [
+        Section("Evidence readout", [_text(a.evidence)]),
+        Section("What the attempt taught", [_text(a.lesson)]),
+        Section("Why it stopped or stayed bounded", [_text(a.failure_reason)]),
+        Section("Method and scope", scope),
+        Section("Disposition", disposition),
+        Section("Lineage", lineage),
+        Section("Source provenance", provenance),
+    ]
+    prereg = _preregistration(a)
+    if prereg:
+        result.append(Section("Pre-registration", prereg))
+    result.append(Section("How to read this dossier", READING_NOTE))
+    return result
+
+
+def _preregistration(a: Attempt) -> list[str]:
+    if not any((a.question, a.hypothesis, a.evaluator, a.budget, a.tracking_issue, a.runs)):
+        return []
+    lines = [
+        f"- Question: {_text(a.question)}.",
+        f"- Hypothesis: {_text(a.hypothesis)}.",
+        f"- Evaluator: {_text(a.evaluator)}.",
+        f"- Budget: {_budget(a)}.",
+        f"- Tracking issue: {_text(a.tracking_issue)}.",
+    ]
+    for run in a.runs or ():
+        lines.append(f"- Run {run.run_id}: {run.status}" + (f", evaluator {run.evaluator}" if run.evaluator else "") + ".")
+    return lines
+
+
+def _budget(a: Attempt) -> str:
+    if a.budget is None:
+        return UNKNOWN
+    parts = [f"{a.budget.wall_clock_seconds:g} s wall clock"]
+    for name, unit in (("max_timed_steps", "timed steps"), ("max_repeats", "repeats"), ("max_threads", "threads"), ("max_memory_mb", "MB")):
+        value = getattr(a.budget, name)
+        if value is not None:
+            parts.append(f"at most {value:g} {unit}")
+    return ", ".join(parts)
+
+
+def render_text(attempt: Attempt, parts: list[Section]) -> str:
+    out = [f"{attempt.name} ({attempt.id})", ""]
+    for section in parts:
+        out.append(section.title)
+        out.extend(section.lines)
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(attempt: Attempt, parts: list[Section]) -> str:
+    out = [f"# {attempt.name}", "", f"`{attempt.id}` · status **{attempt.status}**", ""]
+    for section in parts:
+        out += [f"## {section.title}", ""]
+        for line in section.lines:
+            out.append(line)
+            if not line.startswith("- "):
+                out.append("")
+        if out[-1] != "":
+            out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def render_json(attempt: Attempt, parts: list[Section]) -> dict[str, Any]:
+    return {
+        "attempt": attempt.to_json_dict(),
+        "sections": [{"title": s.title, "lines": s.lines} for s in parts],
+    }

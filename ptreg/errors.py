@@ -1,0 +1,28 @@
+"""Errors that reach the user as one line and an exit code, never as a traceback."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1  # the input was usable and a check on it failed
+EXIT_UNUSABLE = 2  # the input could not be used at all (missing, unreadable, malformed)
+
+
+class PtregError(Exception):
+    """A failure to report as ``ptreg: error: <message>`` with ``exit_code``."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_UNUSABLE):
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+class UnknownAttempt(PtregError):
+    def __init__(self, attempt_id: str, where: str, known: Iterable[str]):
+        close = difflib.get_close_matches(attempt_id, list(known), n=3, cutoff=0.5)
+        hint = f" (did you mean: {', '.join(close)}?)" if close else ""
+        super().__init__(f"no attempt {attempt_id!r} in {where}{hint}", EXIT_CHECK_FAILED)
+        self.attempt_id = attempt_id
+        self.suggestions = close

@@ -1,0 +1,200 @@
+"""Import and export of the single-file ``attempts.json`` format (schema_version 1 and 2)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import EXIT_CHECK_FAILED, PtregError
+from .jsonio import dumps_pretty, fsync_directory
+from .model import ATTEMPTS_FILE_KEYS, VOCABULARY_KEYS, Attempt, RegistryMeta
+from .problems import Problem
+from .registry import (
+    REGISTRY_FILE,
+    Registry,
+    default_meta,
+    ids_in,
+    load_attempts_file,
+    load_directory,
+    record_path,
+)
+from .rules import check_registry
+
+# The fields a complete record states; a version 1 file lacks most of them.
+_REPORTED_UNKNOWN = (
+    "family",
+    "kind",
+    "failure_reason",
+    "failure_reason_confidence",
+    "lesson",
+    "next_action",
+    "evidence_sources",
+)
+
+
+class ImportRefused(PtregError):
+    """The file cannot be imported as it is; ``problems`` says why, record by record."""
+
+    def __init__(self, message: str, problems: list[Problem]):
+        super().__init__(message, EXIT_CHECK_FAILED)
+        self.problems = problems
+
+
+@dataclass
+class ImportReport:
+    source: str
+    schema_version: int
+    imported: list[str]
+    replaced: list[str]
+    created_registry: bool
+    unknown_fields: dict[str, int]  # field -> how many imported attempts leave it unknown
+    vocabulary_added: dict[str, list[str]] = field(default_factory=dict)
+    vocabulary_conflicts: list[str] = field(default_factory=list)
+    problems_after: list[Problem] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "schema_version": self.schema_version,
+            "imported": len(self.imported),
+            "replaced": self.replaced,
+            "created_registry": self.created_registry,
+            "unknown_fields": self.unknown_fields,
+            "vocabulary_added": self.vocabulary_added,
+            "vocabulary_conflicts": self.vocabulary_conflicts,
+            "problems_after_import": [p.to_json() for p in self.problems_after],
+        }
+
+
+def import_file(root: Path, path: Path, *, replace: bool = False) -> ImportReport:
+    """Import every attempt of ``path`` into the registry at ``root``, or none of them.
+
+    Refused, with nothing written: a record that does not match the schema, an id used twice
+    in the file, or an id the registry already holds (unless ``replace``). Rule problems that
+    the records bring with them (e.g. fields a version 1 file does not have) do not block the
+    import; they are reported, and `ptreg validate` keeps reporting them until fixed.
+    """
+    incoming = load_attempts_file(path)
+    if incoming.problems:
+        raise ImportRefused(f"{path}: {len(incoming.problems)} schema problem(s); nothing imported", incoming.problems)
+    seen: set[str] = set()
+    twice = sorted({i for i in ids_in(incoming.records) if i in seen or seen.add(i)})
+    if twice:
+        raise PtregError(f"{path}: ids used more than once: {', '.join(twice)}; nothing imported", EXIT_CHECK_FAILED)
+
+    created = not (root / REGISTRY_FILE).exists()
+    if created:
+        existing_ids: set[str] = set()
+        meta = incoming.meta if incoming.schema_version == 2 else default_meta()
+    else:
+        current = load_directory(root)
+        existing_ids = set(ids_in(current.records)) | {Path(p.file).stem for p in current.problems if p.file}
+        meta = current.meta
+    attempts = incoming.attempts
+    clashes = sorted(existing_ids & {a.id for a in attempts})
+    if clashes and not replace:
+        shown = ", ".join(clashes[:10]) + (f" and {len(clashes) - 10} more" if len(clashes) > 10 else "")
+        raise PtregError(
+            f"{root} already holds {len(clashes)} of these ids: {shown}; nothing imported (use --replace to overwrite)",
+            EXIT_CHECK_FAILED,
+        )
+
+    added, conflicts = ({}, []) if created else _merge_vocabularies(meta, incoming)
+    _write_all(root, attempts, meta, write_meta=created or bool(added))
+
+    after = check_registry(load_directory(root))
+    imported_ids = {a.id for a in attempts}
+    unknown = {
+        name: sum(1 for a in attempts if getattr(a, name) is None)
+        for name in _REPORTED_UNKNOWN
+        if any(getattr(a, name) is None for a in attempts)
+    }
+    # failure_reason is legitimately absent for worked and not-tried; report it only for v1.
+    if incoming.schema_version == 2:
+        unknown.pop("failure_reason", None)
+    return ImportReport(
+        source=str(path),
+        schema_version=incoming.schema_version,
+        imported=[a.id for a in attempts],
+        replaced=clashes,
+        created_registry=created,
+        unknown_fields=unknown,
+        vocabulary_added=added,
+        vocabulary_conflicts=conflicts,
+        problems_after=[p for p in after if p.attempt_id in imported_ids],
+    )
+
+
+def _merge_vocabularies(meta: RegistryMeta, incoming: Registry) -> tuple[dict[str, list[str]], list[str]]:
+    """Add the file's unknown terms to the registry; a term defined differently keeps the registry's text."""
+    added: dict[str, list[str]] = {}
+    conflicts: list[str] = []
+    for key in VOCABULARY_KEYS + ("confidence_vocabulary",):
+        ours: dict = getattr(meta, key)
+        for term, text in getattr(incoming.meta, key).items():
+            if term not in ours:
+                ours[term] = text
+                added.setdefault(key, []).append(term)
+            elif ours[term] != text:
+                conflicts.append(f"{key}.{term}")
+    return added, conflicts
+
+
+def _write_all(root: Path, attempts: list[Attempt], meta: RegistryMeta, *, write_meta: bool) -> None:
+    """Stage every file first, then rename them into place, so a failure before the renames
+    leaves the registry untouched."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PtregError(f"{root}: cannot create directory: {exc.strerror}") from None
+    staged: list[tuple[str, Path]] = []
+    try:
+        for attempt in attempts:
+            staged.append((_stage(root, dumps_pretty(attempt.to_json_dict())), record_path(root, attempt.id)))
+        if write_meta:
+            # registry.json last: a registry directory only counts as one once it is in place.
+            staged.append((_stage(root, dumps_pretty(meta.model_dump(mode="json"))), root / REGISTRY_FILE))
+    except BaseException:
+        for tmp, _ in staged:
+            _unlink(tmp)
+        raise
+    for tmp, target in staged:
+        os.replace(tmp, target)
+    fsync_directory(root)
+
+
+def _stage(root: Path, text: str) -> str:
+    fd, tmp = tempfile.mkstemp(prefix=".import.", suffix=".tmp", dir=root)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        _unlink(tmp)
+        raise
+    return tmp
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def export_registry(registry: Registry) -> dict[str, Any]:
+    """The registry as one schema_version 2 document, keys in the source project's order."""
+    broken = sorted({p.file or p.attempt_id or "?" for p in registry.problems})
+    if broken:
+        raise PtregError(
+            f"{registry.source}: {len(broken)} record(s) cannot be read ({', '.join(broken[:5])}); "
+            "run `ptreg validate` and fix them before exporting",
+            EXIT_CHECK_FAILED,
+        )
+    body = registry.meta.model_dump(mode="json")
+    body["attempts"] = [a.to_json_dict() for a in registry.attempts]
+    return {key: body[key] for key in ATTEMPTS_FILE_KEYS}

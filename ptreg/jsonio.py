@@ -1,0 +1,94 @@
+"""Reading JSON with errors a person can act on, and writing it atomically and stably."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .errors import PtregError
+
+
+class DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise DuplicateKey(key)
+        result[key] = value
+    return result
+
+
+def parse_json(text: str, where: str) -> Any:
+    """Parse ``text``; a syntax error or a duplicate key raises PtregError naming ``where``."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except json.JSONDecodeError as exc:
+        raise PtregError(f"{where}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except DuplicateKey as exc:
+        raise PtregError(f"{where}: duplicate key {exc.args[0]!r} in a JSON object") from None
+    except RecursionError:
+        raise PtregError(f"{where}: JSON nested too deeply to read") from None
+
+
+def read_json(path: Path) -> Any:
+    """Read and parse a JSON file; every failure is one PtregError naming the file."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise PtregError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise PtregError(f"{path}: is a directory, not a JSON file") from None
+    except OSError as exc:
+        raise PtregError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PtregError(f"{path}: not UTF-8 text (bad byte at offset {exc.start})") from None
+    return parse_json(text, str(path))
+
+
+def dumps_pretty(obj: Any) -> str:
+    """The on-disk form: two-space indent, the caller's key order, UTF-8, final newline."""
+    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` so that ``path`` holds either its old content or the new, never a part.
+
+    Temporary file in the same directory (so the rename stays on one file system), flushed
+    and fsynced, renamed over the target, then the directory fsynced so the rename is durable.
+    """
+    directory = path.parent
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+    fsync_directory(directory)
+
+
+def fsync_directory(directory: Path) -> None:
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return  # some platforms cannot open directories; the rename itself is still atomic
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)

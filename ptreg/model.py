@@ -1,0 +1,164 @@
+"""The record model: one attempt, and the registry's schema version and vocabularies.
+
+Field names and meanings follow the single-file ``attempts.json`` format, schema_version 2.
+Only ``id``, ``name`` and ``status`` are required by the schema: every earlier format carries
+them. Any other field may be unknown (absent or null), and stays so: completeness is a
+semantic rule (see ``rules.py``) so that a legacy record can be imported and reported as
+incomplete instead of having values invented for it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+SCHEMA_VERSION = 2
+SUPPORTED_IMPORT_VERSIONS = (1, 2)
+
+# A slug: lowercase letters, digits and '-', in segments joined by single dots. Ids become
+# file names, so no '/', no '..', no leading '.' or '-', no spaces.
+ID_PATTERN = r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9-]+)*$"
+ID_MAX_LENGTH = 128
+# registry.json sits beside the attempt files, so an attempt may not be called "registry".
+RESERVED_IDS = frozenset({"registry"})
+
+Status = Literal["worked", "worked-with-caveat", "failed", "regressed", "inconclusive", "not-tried"]
+STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
+Confidence = Literal["exact", "inferred", "missing-evidence", "not-applicable"]
+CONFIDENCES: tuple[str, ...] = Confidence.__args__  # type: ignore[attr-defined]
+
+# Statuses whose record must say why it fell short (the ledger rule of the source project).
+STATUSES_NEEDING_REASON = ("failed", "regressed", "worked-with-caveat", "inconclusive")
+# What `list --failures-only` and the streak count treat as a negative outcome.
+NEGATIVE_STATUSES = ("failed", "regressed", "inconclusive")
+# Fields that describe the shape of a training or evaluation attempt; infrastructure has none.
+SHAPE_FIELDS = ("methods", "bases", "objective", "data_rows", "varied_from")
+INFRASTRUCTURE_KIND = "infrastructure"
+
+AttemptId = Annotated[str, StringConstraints(pattern=ID_PATTERN, max_length=ID_MAX_LENGTH)]
+Text = Annotated[str, StringConstraints(min_length=1)]
+Term = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+class Budget(BaseModel):
+    """An explicit resource budget for running an attempt (admitted by the gate)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    wall_clock_seconds: float = Field(gt=0, description="Wall-clock seconds the run may take at most.")
+    max_timed_steps: Optional[int] = Field(default=None, gt=0)
+    max_repeats: Optional[int] = Field(default=None, gt=0)
+    max_threads: Optional[int] = Field(default=None, gt=0)
+    max_memory_mb: Optional[float] = Field(default=None, gt=0)
+
+
+class RunRef(BaseModel):
+    """The attempt's link to one run folder under ``runs/<attempt id>/<run id>/``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    run_id: AttemptId
+    status: Text
+    evaluator: Optional[Text] = None
+    started_at: Optional[Text] = None
+    finished_at: Optional[Text] = None
+
+
+def _conditional_rules(schema: dict[str, Any]) -> None:
+    """Add the status and infrastructure rules to the generated JSON Schema, so that a tool
+    holding only the schema files enforces them too."""
+    schema["allOf"] = [
+        {
+            "if": {"properties": {"status": {"enum": list(STATUSES_NEEDING_REASON)}}, "required": ["status"]},
+            "then": {
+                "required": ["failure_reason", "lesson", "next_action", "failure_reason_confidence"],
+                "properties": {
+                    "failure_reason": {"type": "string"},
+                    "lesson": {"type": "string"},
+                    "next_action": {"type": "string"},
+                    "failure_reason_confidence": {"enum": [c for c in CONFIDENCES if c != "not-applicable"]},
+                },
+            },
+        },
+        {
+            # null means unknown, which is allowed; a value is not.
+            "if": {"properties": {"kind": {"const": INFRASTRUCTURE_KIND}}, "required": ["kind"]},
+            "then": {"properties": {f: {"type": "null"} for f in SHAPE_FIELDS}},
+        },
+        {
+            "if": {"properties": {"varied_from": {"type": "string"}}, "required": ["varied_from"]},
+            "then": {"required": ["varied"], "properties": {"varied": {"type": "string"}}},
+        },
+    ]
+
+
+class Attempt(BaseModel):
+    """One attempt: what was tried, what happened, what it taught, and what to do next."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_conditional_rules)
+
+    id: AttemptId = Field(description="Lowercase slug; also the record's file name.")
+    name: Text
+    family: Optional[Text] = Field(default=None, description="Experiment family, e.g. runtime-perf.")
+    status: Status
+    evidence: Optional[Text] = Field(default=None, description="The measured result, as a readout.")
+    failure_reason: Optional[Text] = Field(default=None, description="Why it stopped or stayed bounded.")
+    failure_reason_confidence: Optional[Confidence] = None
+    lesson: Optional[Text] = Field(default=None, description="What the attempt taught.")
+    next_action: Optional[Text] = Field(default=None, description="The retained disposition.")
+    evidence_sources: Optional[list[Text]] = None
+    source: Optional[Text] = None
+    kind: Optional[Term] = None
+    methods: Optional[list[Term]] = None
+    bases: Optional[list[Term]] = None
+    objective: Optional[Term] = None
+    data_rows: Optional[int] = Field(default=None, ge=0)
+    varied_from: Optional[AttemptId] = Field(default=None, description="Id of the attempt this one varies.")
+    varied: Optional[Text] = Field(default=None, description="What was varied from varied_from.")
+    # Pre-registration (gated proposals and runs); a record imported without them stays valid.
+    question: Optional[Text] = Field(default=None, description="The fresh question a rerun asks.")
+    hypothesis: Optional[Text] = None
+    evaluator: Optional[Text] = Field(default=None, description="Frozen evaluator, as name@hash.")
+    budget: Optional[Budget] = None
+    tracking_issue: Optional[Text] = None
+    runs: Optional[list[RunRef]] = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Known fields in the model's order; unknown fields are left out, never zeroed."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+Vocabulary = dict[Term, Text]
+
+
+class RegistryMeta(BaseModel):
+    """``registry.json``: the schema version and the registry-level vocabularies."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    schema_version: Literal[2]
+    confidence_vocabulary: dict[Confidence, Text]
+    method_vocabulary: Vocabulary
+    objective_vocabulary: Vocabulary
+    kind_vocabulary: Vocabulary
+
+
+class AttemptsFile(RegistryMeta):
+    """The single-file interchange format (``attempts.json``, schema_version 2)."""
+
+    attempts: list[Attempt]
+
+
+# Key order of an exported attempts.json, as in the source project's file.
+ATTEMPTS_FILE_KEYS = (
+    "schema_version",
+    "confidence_vocabulary",
+    "attempts",
+    "method_vocabulary",
+    "objective_vocabulary",
+    "kind_vocabulary",
+)
+VOCABULARY_KEYS = ("method_vocabulary", "objective_vocabulary", "kind_vocabulary")
+# Fields a schema_version 1 file carries; everything else is unknown on import.
+V1_FIELDS = ("id", "name", "status", "evidence", "source")
