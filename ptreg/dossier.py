@@ -78,7 +78,9 @@ def sections(attempt: Attempt, by_id: Mapping[str, Attempt], meta: RegistryMeta,
         if chain[0].varied_from is not None:
             steps = f"{chain[0].varied_from} (not in this registry) -> {steps}"
         lineage.append(f"- Chain, oldest first: {steps}.")
-        for step in chain[1:]:
+        for step in chain:
+            if step.varied_from is None:
+                continue
             lineage.append(f"- {step.id} varied from {step.varied_from}: {_text(step.varied)}.")
     later = successors(a.id, by_id)
     if later:

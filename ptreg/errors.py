@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import Iterable
 
 EXIT_OK = 0
@@ -21,6 +20,8 @@ class PtregError(Exception):
 
 class UnknownAttempt(PtregError):
     def __init__(self, attempt_id: str, where: str, known: Iterable[str]):
+        import difflib  # only on this error path: keeps it off every command's start-up
+
         close = difflib.get_close_matches(attempt_id, list(known), n=3, cutoff=0.5)
         hint = f" (did you mean: {', '.join(close)}?)" if close else ""
         super().__init__(f"no attempt {attempt_id!r} in {where}{hint}", EXIT_CHECK_FAILED)

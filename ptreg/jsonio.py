@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from .errors import PtregError
 
@@ -24,10 +23,13 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys)
+
+
 def parse_json(text: str, where: str) -> Any:
     """Parse ``text``; a syntax error or a duplicate key raises PtregError naming ``where``."""
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        return _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise PtregError(f"{where}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except DuplicateKey as exc:
@@ -58,27 +60,61 @@ def dumps_pretty(obj: Any) -> str:
     return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
 
 
+def _default_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+# Read once, at import, while no other thread can be creating files.
+_NEW_FILE_MODE = _default_mode()
+
+
+def stage_text(directory: Path, text: str, *, prefix: str, mode: Optional[int] = None) -> str:
+    """Write ``text`` to a new temporary file in ``directory``, flushed and fsynced; return its path.
+
+    The temporary file gets the mode a plain new file would get (mkstemp's 0600 would
+    otherwise survive the rename), or ``mode`` when it replaces a file whose mode to keep.
+    """
+    import tempfile  # off the read-only commands' start-up path
+
+    fd, tmp_name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            os.fchmod(handle.fileno(), _NEW_FILE_MODE if mode is None else mode)
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        discard(tmp_name)
+        raise
+    return tmp_name
+
+
+def discard(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` so that ``path`` holds either its old content or the new, never a part.
 
     Temporary file in the same directory (so the rename stays on one file system), flushed
     and fsynced, renamed over the target, then the directory fsynced so the rename is durable.
     """
-    directory = path.parent
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
+        mode: Optional[int] = os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None
+    tmp_name = stage_text(path.parent, text, prefix=f".{path.name}.", mode=mode)
+    try:
         os.replace(tmp_name, path)
     except BaseException:
-        try:
-            os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
+        discard(tmp_name)
         raise
-    fsync_directory(directory)
+    fsync_directory(path.parent)
 
 
 def fsync_directory(directory: Path) -> None:

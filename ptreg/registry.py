@@ -42,7 +42,7 @@ def resolve_registry_dir(option: Optional[str]) -> Path:
 
 def check_id(attempt_id: str) -> str:
     """Refuse an id that is not a slug, so it can never name a file outside the registry."""
-    if not isinstance(attempt_id, str) or len(attempt_id) > ID_MAX_LENGTH or not _ID_RE.match(attempt_id):
+    if not isinstance(attempt_id, str) or len(attempt_id) > ID_MAX_LENGTH or not _ID_RE.fullmatch(attempt_id):
         raise PtregError(
             f"invalid attempt id {attempt_id!r}: use lowercase letters, digits, '-' and single '.' "
             f"(at most {ID_MAX_LENGTH} characters; no '/', '..' or spaces)"

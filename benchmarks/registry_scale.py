@@ -1,0 +1,147 @@
+"""How ptreg's registry commands scale: import, validate, list, streaks and show at 1k-100k attempts.
+
+Each command runs as a cold `ptreg` process (what a person waits for), several times; the table
+gives the median and the range in seconds. The baseline row is `python -c "import typer,
+pydantic"`, the floor any Typer + pydantic CLI pays, against which `show` is compared.
+
+    python benchmarks/registry_scale.py                 # 1k, 10k, 100k; 3 repeats
+    python benchmarks/registry_scale.py --sizes 1000 10000 --repeats 5 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PTREG = str(Path(sys.executable).parent / "ptreg")
+STATUSES = ["worked", "worked-with-caveat", "failed", "regressed", "inconclusive", "not-tried"]
+METHODS = ["cache-blocking", "register-blocking", "multithreading", "vectorization", "jit-compilation", "vendor-blas"]
+OBJECTIVES = ["training-step-time", "kernel-throughput", "peak-memory", "command-latency"]
+FAMILIES = ["matmul", "attention", "optimizer", "data-loader", "cache", "compiler"]
+
+
+def synthetic_attempts(n: int, seed: int = 0) -> dict:
+    """A valid schema_version 2 registry of n attempts; about 60% sit in varied_from chains."""
+    rng = random.Random(seed)
+    attempts = []
+    open_chains: list[str] = []  # tips that may be varied again
+    for i in range(n):
+        status = rng.choice(STATUSES)
+        kind = "infrastructure" if rng.random() < 0.3 else "runtime-benchmark"
+        a = {
+            "id": f"attempt-{i:06d}",
+            "name": f"Synthetic attempt {i}",
+            "family": rng.choice(FAMILIES),
+            "status": status,
+            "evidence": f"step time `{rng.uniform(50, 2000):.1f}` ms, or about `{rng.uniform(0.8, 4):.2f}x` over naive",
+            "failure_reason_confidence": "not-applicable",
+            "lesson": "Synthetic lesson text of a realistic length, long enough to matter when rendering tables.",
+            "next_action": "Synthetic next action: rerun with a fresh question if the headroom is real.",
+            "evidence_sources": [f"docs/bench-{i % 97}.md"],
+            "source": f"docs/bench-{i % 97}.md",
+            "kind": kind,
+        }
+        if status in ("failed", "regressed", "worked-with-caveat", "inconclusive"):
+            a["failure_reason"] = "Synthetic reason: the remaining kernel bounds the step."
+            a["failure_reason_confidence"] = rng.choice(["exact", "inferred", "missing-evidence"])
+        if kind != "infrastructure":
+            a["methods"] = rng.sample(METHODS, rng.randint(1, 3))
+            a["bases"] = [rng.choice(["naive", "blocked-numpy", "numba", "numpy-blas"])]
+            a["objective"] = rng.choice(OBJECTIVES)
+            if open_chains and rng.random() < 0.6:
+                parent = open_chains.pop(rng.randrange(len(open_chains)))
+                a["varied_from"] = parent
+                a["varied"] = "tile size 64 -> 128"
+            open_chains.append(a["id"])
+            if len(open_chains) > 200:
+                open_chains.pop(0)
+        attempts.append(a)
+    return {
+        "schema_version": 2,
+        "confidence_vocabulary": {c: c for c in ["exact", "inferred", "missing-evidence", "not-applicable"]},
+        "attempts": attempts,
+        "method_vocabulary": {m: m for m in METHODS},
+        "objective_vocabulary": {o: o for o in OBJECTIVES},
+        "kind_vocabulary": {"infrastructure": "tooling", "runtime-benchmark": "kernels"},
+    }
+
+
+def timed(argv: list[str], repeats: int, expect: int = 0, fresh=None) -> list[float]:
+    """Wall-clock seconds of a cold process, `repeats` times; `fresh` resets state before each run."""
+    samples = []
+    for _ in range(repeats):
+        if fresh:
+            fresh()
+        start = time.perf_counter()
+        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        samples.append(time.perf_counter() - start)
+        if done.returncode != expect:
+            raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()[-500:]}")
+    return samples
+
+
+def summary(samples: list[float]) -> dict:
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples), "samples": samples}
+
+
+def measure(size: int, repeats: int, work: Path) -> dict:
+    source = work / f"attempts-{size}.json"
+    source.write_text(json.dumps(synthetic_attempts(size)))
+    registry = work / f"registry-{size}"
+
+    def wipe() -> None:
+        shutil.rmtree(registry, ignore_errors=True)
+
+    results = {"size": size}
+    results["import"] = summary(timed([PTREG, "-r", str(registry), "import", str(source)], repeats, fresh=wipe))
+    results["validate"] = summary(timed([PTREG, "validate", str(registry)], repeats))
+    results["list --method vectorization"] = summary(
+        timed([PTREG, "-r", str(registry), "list", "--method", "vectorization"], repeats)
+    )
+    results["streaks"] = summary(timed([PTREG, "-r", str(registry), "streaks"], repeats))
+    middle = f"attempt-{size // 2:06d}"
+    results["show"] = summary(timed([PTREG, "-r", str(registry), "show", middle], repeats))
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", type=Path, help="Also write the samples here.")
+    args = parser.parse_args()
+    if not Path(PTREG).exists():
+        raise SystemExit(f"{PTREG} not found: install ptreg into this Python first (pip install .)")
+
+    baseline = summary(timed([sys.executable, "-c", "import typer, pydantic"], max(args.repeats, 5)))
+    print(f"baseline `python -c 'import typer, pydantic'`: median {baseline['median']:.3f} s", flush=True)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ptreg-scale-") as tmp:
+        for size in args.sizes:
+            print(f"measuring {size} attempts ...", file=sys.stderr, flush=True)
+            rows.append(measure(size, args.repeats, Path(tmp)))
+    commands = [k for k in rows[0] if k != "size"]
+    header = "| attempts | " + " | ".join(commands) + " |"
+    print(header)
+    print("|" + " --- |" * (len(commands) + 1))
+    for row in rows:
+        cells = [f"{row[c]['median']:.2f} ({row[c]['min']:.2f}-{row[c]['max']:.2f})" for c in commands]
+        print(f"| {row['size']:,} | " + " | ".join(cells) + " |")
+    print(f"\nseconds, cold process, median (min-max) of {args.repeats}; show / baseline at the smallest size: "
+          f"{rows[0]['show']['median'] / baseline['median']:.2f}x")
+    if args.json:
+        args.json.write_text(json.dumps({"baseline": baseline, "rows": rows, "python": sys.version,
+                                         "cpus": os.cpu_count()}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Structural validation of records: pydantic's compiled core versus jsonschema on the same schema.
+
+ptreg validates records with the pydantic models and publishes the JSON Schema generated from
+them for other tools. This measures both engines on the same synthetic records, interleaved in
+one process, to justify which one `ptreg validate` uses.
+
+    python benchmarks/validation_engine.py --size 10000 --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from registry_scale import synthetic_attempts  # noqa: E402
+
+from jsonschema import Draft202012Validator  # noqa: E402
+
+from ptreg.model import Attempt  # noqa: E402
+from ptreg.schema import generate  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=int, default=10000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    records = synthetic_attempts(args.size)["attempts"]
+    validator = Draft202012Validator(generate("attempt.schema.json"))
+
+    def with_pydantic() -> int:
+        return sum(1 for r in records if Attempt.model_validate(r))
+
+    def with_jsonschema() -> int:
+        return sum(1 for r in records if not any(True for _ in validator.iter_errors(r)))
+
+    engines = {"pydantic": with_pydantic, "jsonschema": with_jsonschema}
+    samples: dict[str, list[float]] = {name: [] for name in engines}
+    for _ in range(args.repeats):
+        for name, run in engines.items():  # interleaved
+            start = time.perf_counter()
+            valid = run()
+            samples[name].append(time.perf_counter() - start)
+            assert valid == len(records), f"{name} rejected a valid synthetic record"
+    print(f"structural validation of {args.size:,} records, {args.repeats} repeats, seconds")
+    print("| engine | median | min | max |")
+    print("| --- | --- | --- | --- |")
+    for name, values in samples.items():
+        print(f"| {name} | {statistics.median(values):.3f} | {min(values):.3f} | {max(values):.3f} |")
+    ratio = statistics.median(samples["jsonschema"]) / statistics.median(samples["pydantic"])
+    print(f"jsonschema / pydantic: {ratio:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Fixtures: the ../shared material, synthetic registries, and the in-process CLI runner.
+
+The shared files are read where they are (``../shared`` beside the repository root) and only
+ever imported into ``tmp_path`` registries; nothing of them is copied into the repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from helpers import SEED_FILE, SHARED, SHARED_FILE, Result, sample_records, write_attempts_file
+from ptreg.cli import main
+from ptreg.interchange import import_file
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees the caller's PTREG_REGISTRY or can reach the repository's ./attempts."""
+    monkeypatch.delenv("PTREG_REGISTRY", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+# --------------------------------------------------------------------------- shared material
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """../shared; skipped when absent, a failure when PTREG_REQUIRE_SHARED=1."""
+    missing = [p for p in (SHARED_FILE, SEED_FILE) if not p.is_file()]
+    if missing:
+        reason = (
+            f"shared test material not found ({', '.join(str(p) for p in missing)}); "
+            f"it is expected in ../shared beside the repository root"
+        )
+        if os.environ.get("PTREG_REQUIRE_SHARED") == "1":
+            pytest.fail(f"PTREG_REQUIRE_SHARED=1 requires the shared material, but {reason}", pytrace=False)
+        pytest.skip(reason)
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def shared_file(shared_dir: Path) -> Path:
+    return SHARED_FILE
+
+
+@pytest.fixture(scope="session")
+def seed_file(shared_dir: Path) -> Path:
+    return SEED_FILE
+
+
+@pytest.fixture(scope="session")
+def shared_raw(shared_file: Path) -> dict[str, Any]:
+    """The shared file as plain JSON, to compute expectations independently of ptreg."""
+    return json.loads(shared_file.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def _shared_registry_master(shared_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("shared") / "registry"
+    import_file(root, shared_file)
+    return root
+
+
+@pytest.fixture
+def shared_registry(_shared_registry_master: Path, tmp_path: Path) -> Path:
+    """A registry directory holding the imported shared file; each test gets its own copy."""
+    root = tmp_path / "shared-registry"
+    shutil.copytree(_shared_registry_master, root)
+    return root
+
+
+# --------------------------------------------------------------------------- synthetic material
+
+
+@pytest.fixture
+def sample_file(tmp_path: Path) -> Path:
+    return write_attempts_file(tmp_path / "sample-attempts.json", sample_records())
+
+
+@pytest.fixture
+def sample_registry(sample_file: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "registry"
+    import_file(root, sample_file)
+    return root
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
+    """Run ``ptreg.cli.main(args)`` in-process and return exit code, stdout and stderr."""
+
+    def run(*args: Any) -> Result:
+        capsys.readouterr()
+        code: Any = 0
+        try:
+            main([str(a) for a in args])
+        except SystemExit as exc:
+            code = exc.code
+        out, err = capsys.readouterr()
+        if code is None:
+            code = 0
+        assert isinstance(code, int), f"exit code {code!r} is not an int (stderr: {err!r})"
+        return Result(code, out, err)
+
+    return run

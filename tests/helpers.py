@@ -1,0 +1,197 @@
+"""Plain helpers for the tests: synthetic records, registries on disk, snapshots, CLI results."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from ptreg.registry import default_meta, init_registry
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+SHARED_FILE = SHARED / "data" / "posttrainllm-attempts.json"
+SEED_FILE = SHARED / "seeds" / "000_dbdb73fcca9c7afe.txt"
+SCHEMAS = REPO / "schemas"
+
+NEGATIVE = ("failed", "regressed", "inconclusive")
+
+
+# --------------------------------------------------------------------------- synthetic records
+
+
+def complete_record(attempt_id: str, **changes: Any) -> dict[str, Any]:
+    """A record that breaks no rule under the default vocabularies; a change to ``None``
+    removes the field."""
+    record: dict[str, Any] = {
+        "id": attempt_id,
+        "name": f"Attempt {attempt_id}",
+        "family": "runtime-perf",
+        "status": "worked",
+        "evidence": "1.20x faster per step",
+        "failure_reason_confidence": "not-applicable",
+        "lesson": "Blocking pays off at these shapes.",
+        "next_action": "Keep it.",
+        "evidence_sources": ["docs/bench.md"],
+        "source": "docs/bench.md",
+        "kind": "runtime-benchmark",
+        "methods": ["cache-blocking"],
+        "bases": ["matmul-f32"],
+        "objective": "training-step-time",
+        "data_rows": 64,
+    }
+    for key, value in changes.items():
+        if value is None:
+            record.pop(key, None)
+        else:
+            record[key] = value
+    return record
+
+
+def failed_record(attempt_id: str, **changes: Any) -> dict[str, Any]:
+    """A complete record with a negative outcome (status failed unless changed)."""
+    base: dict[str, Any] = dict(
+        status="failed",
+        failure_reason="The change moved the microbenchmark, not the training step.",
+        failure_reason_confidence="exact",
+        lesson="Measure end to end.",
+        next_action="Stop here.",
+    )
+    base.update(changes)
+    return complete_record(attempt_id, **base)
+
+
+def meta_json() -> dict[str, Any]:
+    return default_meta().model_dump(mode="json")
+
+
+def attempts_document(records: list[Any], version: int = 2) -> dict[str, Any]:
+    """A single-file attempts.json body with the default vocabularies (none for version 1)."""
+    if version == 1:
+        return {"schema_version": 1, "attempts": records}
+    body = meta_json()
+    return {
+        "schema_version": version,
+        "confidence_vocabulary": body["confidence_vocabulary"],
+        "attempts": records,
+        "method_vocabulary": body["method_vocabulary"],
+        "objective_vocabulary": body["objective_vocabulary"],
+        "kind_vocabulary": body["kind_vocabulary"],
+    }
+
+
+def write_attempts_file(path: Path, records: list[Any], version: int = 2) -> Path:
+    document = attempts_document(copy.deepcopy(records), version)
+    path.write_text(json.dumps(document, indent=2), encoding="utf-8")
+    return path
+
+
+def write_registry(root: Path, records: list[Any], files: Optional[dict[str, Any]] = None) -> Path:
+    """A registry directory with the default vocabularies and each record written raw as
+    ``<id>.json`` (so broken records can be written too). ``files`` maps further file names to
+    content: bytes as they are, str as UTF-8 text, anything else as JSON."""
+    init_registry(root)
+    for record in records:
+        (root / f"{record['id']}.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
+    for name, content in (files or {}).items():
+        target = root / name
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        elif isinstance(content, str):
+            target.write_text(content, encoding="utf-8")
+        else:
+            target.write_text(json.dumps(content, indent=2), encoding="utf-8")
+    return root
+
+
+def sample_records() -> list[dict[str, Any]]:
+    """A small valid registry: a chain of three on one objective (failed, failed, worked), an
+    infrastructure record and a not-tried proposal."""
+    return [
+        failed_record("naive-baseline", methods=["vectorization"]),
+        failed_record(
+            "cache-blocked", methods=["cache-blocking"], varied_from="naive-baseline", varied="tile loops 64x64"
+        ),
+        complete_record(
+            "register-blocked",
+            methods=["cache-blocking", "register-blocking"],
+            bases=["matmul-f64"],
+            varied_from="cache-blocked",
+            varied="4x4 register tile",
+        ),
+        complete_record(
+            "harness-fix",
+            kind="infrastructure",
+            family="tooling",
+            methods=None,
+            bases=None,
+            objective=None,
+            data_rows=None,
+        ),
+        complete_record(
+            "fused-adam",
+            status="not-tried",
+            methods=["operator-fusion"],
+            objective="peak-memory",
+            evidence=None,
+            lesson=None,
+            next_action=None,
+        ),
+    ]
+
+
+# --------------------------------------------------------------------------- checking results
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` with its bytes (empty when ``root`` does not exist)."""
+    if not root.exists():
+        return {}
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+def assert_one_line_error(result: Result, code: int, *fragments: str) -> None:
+    """A failed command: its exit code, one line ``ptreg: error: ...`` on stderr, no traceback."""
+    assert result.code == code, (result.code, result.err)
+    assert "Traceback" not in result.err + result.out
+    lines = result.err.strip("\n").splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got: {result.err!r}"
+    assert lines[0].startswith("ptreg: error: "), lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+def problems_by(problems, rule: str) -> list:
+    return [p for p in problems if p.rule == rule]
+
+
+def raw_chain(raw_attempts: list[dict[str, Any]], attempt_id: str) -> list[str]:
+    """The varied_from chain, oldest first, computed from plain JSON."""
+    by_id = {a["id"]: a for a in raw_attempts}
+    chain, node = [], attempt_id
+    while node is not None and node in by_id and node not in chain:
+        chain.append(node)
+        node = by_id[node].get("varied_from")
+    return list(reversed(chain))
+
+
+def raw_descendants(raw_attempts: list[dict[str, Any]], attempt_id: str) -> set[str]:
+    """Every attempt that varies ``attempt_id``, directly or through others, from plain JSON."""
+    found: set[str] = set()
+    frontier = {attempt_id}
+    while frontier:
+        frontier = {a["id"] for a in raw_attempts if a.get("varied_from") in frontier} - found
+        found |= frontier
+    return found
