@@ -1,23 +1,31 @@
 """Cold-process cost of `ptreg show` against the floor of any Typer + pydantic CLI.
 
-Interleaves, in one run: `python -c "import typer, pydantic"` (the floor), `ptreg show ID`
-as shipped, and `ptreg show ID` with pydantic's plugin scan left on (PYDANTIC_DISABLE_PLUGINS=0),
-the one start-up cost ptreg removes. Prints medians and ranges in seconds, and ratios.
+Interleaves, in one run, `python -c "import typer, pydantic"` (the floor named by the
+registry issue) and `ptreg show ID` for each given ptreg executable, e.g. the same checkout
+installed in two virtual environments that differ only in their Typer version. Prints
+medians and ranges in seconds, and each median's ratio to the floor.
 
-    python benchmarks/cold_start.py --registry attempts --id <attempt id> --repeats 30
+    python benchmarks/cold_start.py --id <attempt id> --repeats 30
+    python benchmarks/cold_start.py --id <attempt id> --ptreg venv-a/bin/ptreg venv-b/bin/ptreg
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-PTREG = str(Path(sys.executable).parent / "ptreg")
+
+def version_of(ptreg: str, package: str) -> str:
+    python = Path(ptreg).parent / "python"
+    done = subprocess.run(
+        [str(python), "-c", f"import importlib.metadata as m; print(m.version({package!r}))"],
+        capture_output=True, text=True,
+    )
+    return done.stdout.strip() or "?"
 
 
 def main() -> None:
@@ -25,21 +33,19 @@ def main() -> None:
     parser.add_argument("--registry", default="attempts")
     parser.add_argument("--id", required=True)
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--ptreg", nargs="+", default=[str(Path(sys.executable).parent / "ptreg")])
     args = parser.parse_args()
-    plain = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
-    variants = {
-        "import typer, pydantic": ([sys.executable, "-c", "import typer, pydantic"], plain),
-        "ptreg show": ([PTREG, "-r", args.registry, "show", args.id], plain),
-        "ptreg show, plugin scan on": ([PTREG, "-r", args.registry, "show", args.id], {**plain, "PYDANTIC_DISABLE_PLUGINS": "0"}),
-    }
+    variants = {"python -c 'import typer, pydantic'": [sys.executable, "-c", "import typer, pydantic"]}
+    for exe in args.ptreg:
+        variants[f"ptreg show (typer {version_of(exe, 'typer')}, {exe})"] = [exe, "-r", args.registry, "show", args.id]
     samples: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.repeats):
-        for name, (argv, env) in variants.items():  # interleaved
+        for name, argv in variants.items():  # interleaved, so drift on a shared machine hits all
             start = time.perf_counter()
-            subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=True)
+            subprocess.run(argv, stdout=subprocess.DEVNULL, check=True)
             samples[name].append(time.perf_counter() - start)
-    floor = statistics.median(samples["import typer, pydantic"])
-    print(f"cold process, {args.repeats} repeats, seconds")
+    floor = statistics.median(samples[next(iter(variants))])
+    print(f"cold process, {args.repeats} repeats, seconds (floor: typer {version_of(sys.executable, 'typer')})")
     print("| command | median | min | max | / floor |")
     print("| --- | --- | --- | --- | --- |")
     for name, values in samples.items():

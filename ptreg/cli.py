@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Callable, Iterator, List, Optional
 
 import typer
 
@@ -64,11 +65,33 @@ def _print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
+@contextmanager
+def _progress() -> Iterator[Optional[Callable[[str, int, int], None]]]:
+    """A progress bar on stderr for long reads and writes, only when a person is watching."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(what: str, done: int, total: int) -> None:
+            if what not in tasks:
+                tasks[what] = bar.add_task(what, total=total)
+            bar.update(tasks[what], completed=done, total=total)
+
+        yield update
+
+
 def _load():
     """The registry, with a warning on stderr for each record that cannot be used."""
     from .registry import load_directory
 
-    registry = load_directory(_registry_dir())
+    with _progress() as progress:
+        registry = load_directory(_registry_dir(), progress)
     if registry.problems:
         for p in registry.problems[:5]:
             typer.echo(f"ptreg: warning: {p.location()}: {p.message} (skipped)", err=True)
@@ -111,7 +134,9 @@ def init(
 
 @app.command()
 def validate(
-    path: Optional[Path] = typer.Argument(None, help="A registry directory or an attempts.json file (default: the registry)."),
+    path: Optional[Path] = typer.Argument(
+        None, help="A registry directory, one record file of it, or an attempts.json file (default: the registry)."
+    ),
     check_sources: Optional[Path] = typer.Option(
         None, "--check-sources", metavar="DIR", help="Also require local evidence sources to exist under DIR (URLs are not checked)."
     ),
@@ -119,14 +144,13 @@ def validate(
 ) -> None:
     """Check every record against the schema and the registry's rules, reporting all problems."""
     from .problems import count_errors
-    from .registry import load_path
-    from .rules import check_registry
+    from .rules import validate_path
 
     target = path or _registry_dir()
     if check_sources is not None and not check_sources.is_dir():
         raise PtregError(f"{check_sources}: --check-sources needs a directory")
-    registry = load_path(target)
-    problems = check_registry(registry, check_sources)
+    with _progress() as progress:
+        registry, problems = validate_path(target, check_sources, progress)
     errors = count_errors(problems)
     if as_json:
         _print_json(
@@ -162,10 +186,9 @@ def show(
 ) -> None:
     """The dossier of one attempt: evidence, lesson, why it stopped, scope, disposition, lineage, sources."""
     from .dossier import render_json, render_markdown, render_text, sections
-    from .registry import check_id
+    from .registry import check_id, load_lineage
 
-    check_id(attempt_id)
-    registry = _load()
+    registry = load_lineage(_registry_dir(), check_id(attempt_id))
     attempt = registry.get(attempt_id)
     record = next(r for r in registry.records if r.attempt is attempt)
     parts = sections(attempt, registry.by_id(), registry.meta, record.file)
@@ -214,11 +237,9 @@ def lineage(
 ) -> None:
     """The varied_from chain of an attempt, oldest first, and what superseded it."""
     from .lineage import ancestry, successors
-    from .registry import check_id
+    from .registry import check_id, load_lineage
 
-    check_id(attempt_id)
-    registry = _load()
-    registry.get(attempt_id)
+    registry = load_lineage(_registry_dir(), check_id(attempt_id))
     by_id = registry.by_id()
     chain = ancestry(attempt_id, by_id)
     later = successors(attempt_id, by_id)
@@ -296,7 +317,8 @@ def import_(
 
     root = _registry_dir()
     try:
-        report = import_file(root, file, replace=replace)
+        with _progress() as progress:
+            report = import_file(root, file, replace=replace, progress=progress)
     except ImportRefused as refused:
         for p in refused.problems[:20]:
             typer.echo(f"{p.location()}: {p.message}", err=True)
@@ -327,7 +349,8 @@ def export(
     from .jsonio import atomic_write_text, dumps_pretty
     from .registry import load_directory
 
-    document = export_registry(load_directory(_registry_dir()))
+    with _progress() as progress:
+        document = export_registry(load_directory(_registry_dir(), progress))
     text = dumps_pretty(document)
     if output is None:
         typer.echo(text, nl=False)

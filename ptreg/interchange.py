@@ -6,14 +6,16 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from .errors import EXIT_CHECK_FAILED, PtregError
 from .jsonio import discard, dumps_pretty, fsync_directory, stage_text
 from .model import ATTEMPTS_FILE_KEYS, RESERVED_IDS, VOCABULARY_KEYS, Attempt, RegistryMeta
 from .problems import Problem, pointer_join
 from .registry import (
+    PROGRESS_EVERY,
     REGISTRY_FILE,
+    Progress,
     Registry,
     default_meta,
     ids_in,
@@ -72,7 +74,7 @@ class ImportReport:
         }
 
 
-def import_file(root: Path, path: Path, *, replace: bool = False) -> ImportReport:
+def import_file(root: Path, path: Path, *, replace: bool = False, progress: Optional[Progress] = None) -> ImportReport:
     """Import every attempt of ``path`` into the registry at ``root``, or none of them.
 
     Refused, with nothing written: a record that does not match the schema, an id used twice
@@ -101,7 +103,7 @@ def import_file(root: Path, path: Path, *, replace: bool = False) -> ImportRepor
         existing_ids: set[str] = set()
         meta = incoming.meta if incoming.schema_version == 2 else default_meta()
     else:
-        current = load_directory(root)
+        current = load_directory(root, progress)
         existing_ids = set(ids_in(current.records)) | {Path(p.file).stem for p in current.problems if p.file}
         meta = current.meta
     attempts = incoming.attempts
@@ -114,9 +116,9 @@ def import_file(root: Path, path: Path, *, replace: bool = False) -> ImportRepor
         )
 
     added, conflicts = ({}, []) if created else _merge_vocabularies(meta, incoming)
-    _write_all(root, attempts, meta, write_meta=created or bool(added))
+    _write_all(root, attempts, meta, write_meta=created or bool(added), progress=progress)
 
-    after = check_registry(load_directory(root))
+    after = check_registry(load_directory(root, progress))
     imported_ids = {a.id for a in attempts}
     unknown = {
         name: sum(1 for a in attempts if getattr(a, name) is None)
@@ -154,7 +156,9 @@ def _merge_vocabularies(meta: RegistryMeta, incoming: Registry) -> tuple[dict[st
     return added, conflicts
 
 
-def _write_all(root: Path, attempts: list[Attempt], meta: RegistryMeta, *, write_meta: bool) -> None:
+def _write_all(
+    root: Path, attempts: list[Attempt], meta: RegistryMeta, *, write_meta: bool, progress: Optional[Progress] = None
+) -> None:
     """Stage every file first, then rename them into place, so a failure before the renames
     leaves the registry untouched."""
     try:
@@ -171,6 +175,10 @@ def _write_all(root: Path, attempts: list[Attempt], meta: RegistryMeta, *, write
     # about twice as fast (benchmarks/registry_scale.py, attempt import-parallel-fsync).
     with ThreadPoolExecutor(max_workers=_STAGING_THREADS) as pool:
         futures = [pool.submit(stage_text, root, text, prefix=".import.") for text in texts]
+        for done, future in enumerate(futures, start=1):
+            future.exception()  # waits for it
+            if progress is not None and (done % PROGRESS_EVERY == 0 or done == len(futures)):
+                progress("writing records", done, len(futures))
     failed = [f.exception() for f in futures if f.exception() is not None]
     if failed:
         for f in futures:

@@ -44,7 +44,7 @@ Term = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 class Budget(BaseModel):
     """An explicit resource budget for running an attempt (admitted by the gate)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     wall_clock_seconds: float = Field(gt=0, description="Wall-clock seconds the run may take at most.")
     max_timed_steps: Optional[int] = Field(default=None, gt=0)
@@ -56,7 +56,7 @@ class Budget(BaseModel):
 class RunRef(BaseModel):
     """The attempt's link to one run folder under ``runs/<attempt id>/<run id>/``."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     run_id: AttemptId
     status: Text
@@ -96,7 +96,7 @@ def _conditional_rules(schema: dict[str, Any]) -> None:
 class Attempt(BaseModel):
     """One attempt: what was tried, what happened, what it taught, and what to do next."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True, json_schema_extra=_conditional_rules)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_conditional_rules)
 
     id: AttemptId = Field(description="Lowercase slug; also the record's file name.")
     name: Text
@@ -135,7 +135,7 @@ Vocabulary = dict[Term, Text]
 class RegistryMeta(BaseModel):
     """``registry.json``: the schema version and the registry-level vocabularies."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     schema_version: Literal[2]
     confidence_vocabulary: dict[Confidence, Text]

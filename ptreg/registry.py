@@ -10,7 +10,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from pydantic import ValidationError
 
@@ -187,11 +187,19 @@ def attempt_files(root: Path) -> list[Path]:
     return [root / n for n in sorted(names)]
 
 
-def load_directory(root: Path) -> Registry:
+# progress(what, done, total): told how far a long read or write has come.
+Progress = Callable[[str, int, int], None]
+PROGRESS_EVERY = 500
+
+
+def load_directory(root: Path, progress: Optional[Progress] = None) -> Registry:
     meta = load_meta(root)
     records: list[Record] = []
     problems: list[Problem] = []
-    for path in attempt_files(root):
+    paths = attempt_files(root)
+    for index, path in enumerate(paths):
+        if progress is not None and index % PROGRESS_EVERY == 0:
+            progress("reading records", index, len(paths))
         shown = str(path)
         try:
             raw = read_json(path)
@@ -211,6 +219,8 @@ def load_directory(root: Path) -> Registry:
                 )
             )
         records.append(record)
+    if progress is not None:
+        progress("reading records", len(paths), len(paths))
     return Registry(source=str(root), meta=meta, records=records, problems=problems, root=root)
 
 
@@ -250,10 +260,10 @@ def load_attempts_file(path: Path) -> Registry:
     return Registry(source=where, meta=meta, records=records, problems=problems, schema_version=version)
 
 
-def load_path(path: Path) -> Registry:
+def load_path(path: Path, progress: Optional[Progress] = None) -> Registry:
     """A registry directory or a single attempts.json file."""
     if path.is_dir():
-        return load_directory(path)
+        return load_directory(path, progress)
     if not path.exists():
         raise PtregError(f"{path}: no such file or directory")
     return load_attempts_file(path)
@@ -273,10 +283,63 @@ def read_attempt(root: Path, attempt_id: str) -> Attempt:
     record, problems = parse_record(read_json(path), file=str(path))
     if record.attempt is None:
         first = problems[0]
-        raise PtregError(f"{first.location()}: {first.message}", EXIT_CHECK_FAILED)
+        raise PtregError(
+            f"{first.location()}: {first.message} (not a valid record; `ptreg validate` lists every problem)",
+            EXIT_CHECK_FAILED,
+        )
     if record.attempt.id != attempt_id:
         raise PtregError(f"{path}#/id: id {record.attempt.id!r} does not match the file name", EXIT_CHECK_FAILED)
     return record.attempt
+
+
+_VARIED_FROM = re.compile(rb'"varied_from"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def load_lineage(root: Path, attempt_id: str) -> Registry:
+    """The attempt, its ancestors and everything that varies it, without parsing every record.
+
+    `show` and `lineage` need only that neighbourhood. Each file is read once and searched
+    for its varied_from value; only the attempts of the lineage are parsed and validated.
+    Records that are not valid are left out, as in `load_directory`.
+    """
+    meta = load_meta(root)
+    target = read_attempt(root, attempt_id)
+    parent_of: dict[str, str] = {}
+    for path in attempt_files(root):
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue  # an unreadable record cannot be part of the lineage; validate reports it
+        found = _VARIED_FROM.search(data)
+        if found:
+            try:
+                parent_of[path.stem] = parse_json('"' + found.group(1).decode("utf-8") + '"', str(path))
+            except (PtregError, UnicodeDecodeError):
+                continue
+    wanted = {attempt_id}
+    node = target.varied_from
+    while node is not None and node not in wanted and _ID_RE.fullmatch(node) and (root / f"{node}.json").exists():
+        wanted.add(node)
+        node = parent_of.get(node)
+    children: dict[str, list[str]] = {}
+    for child, parent in parent_of.items():
+        children.setdefault(parent, []).append(child)
+    stack = [attempt_id]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in wanted:
+                wanted.add(child)
+                stack.append(child)
+    records = []
+    for other in sorted(wanted):
+        path = root / f"{other}.json"
+        try:
+            record, _ = parse_record(read_json(path), file=str(path))
+        except PtregError:
+            continue
+        if record.attempt is not None and record.attempt.id == other:
+            records.append(record)
+    return Registry(source=str(root), meta=meta, records=records, root=root)
 
 
 def write_meta(root: Path, meta: RegistryMeta) -> None:

@@ -16,7 +16,8 @@ from .model import (
     RegistryMeta,
 )
 from .problems import Problem, pointer_join
-from .registry import Record, Registry
+from .errors import PtregError
+from .registry import REGISTRY_FILE, Progress, Record, Registry, load_directory, load_path
 
 # Fields every record needs to be complete, whatever its status.
 ALWAYS_KNOWN = ("family", "kind", "failure_reason_confidence", "evidence_sources", "source")
@@ -35,6 +36,25 @@ def check_registry(registry: Registry, check_sources: Optional[Path] = None) -> 
         problems.extend(check_attempt(record, registry.meta, known_ids, check_sources))
     problems.extend(_cycles(valid))
     return problems
+
+
+def validate_path(
+    path: Path, check_sources: Optional[Path] = None, progress: Optional[Progress] = None
+) -> tuple[Registry, list[Problem]]:
+    """Validate a registry directory, a single attempts.json file, or one record file of a
+    registry (checked in its registry's context, so varied_from and duplicates still resolve)."""
+    if path.is_file() and (path.parent / REGISTRY_FILE).is_file():
+        registry = load_directory(path.parent, progress)
+        problems = check_registry(registry, check_sources)
+        if path.name == REGISTRY_FILE:
+            return registry, problems
+        mine = [r for r in registry.records if r.file == str(path)]
+        if not mine and not any(p.file == str(path) for p in problems):
+            raise PtregError(f"{path}: not an attempt file of the registry {path.parent}")
+        registry.records = mine
+        return registry, [p for p in problems if p.file == str(path)]
+    registry = load_path(path, progress)
+    return registry, check_registry(registry, check_sources)
 
 
 def _duplicate_ids(records: list[Record]) -> Iterator[Problem]:

@@ -428,3 +428,30 @@ def test_script_unknown_id(sample_registry: Path, tmp_path: Path) -> None:
 def test_script_missing_registry(tmp_path: Path) -> None:
     assert_clean_failure(run_script("list", cwd=tmp_path), 2, "attempts")
     assert not (tmp_path / "attempts").exists()
+
+
+# --------------------------------------------------------------------------- validate one record file
+
+
+def test_validate_one_record_file_checks_it_in_its_registry(cli, tmp_path: Path) -> None:
+    root = write_registry(
+        tmp_path / "reg",
+        [complete_record("parent"), complete_record("child", varied_from="parent", varied="tile 64 -> 128")],
+    )
+    ok = cli("validate", root / "child.json", "--json")
+    assert ok.code == 0, ok.out
+    assert ok.json()["attempts"] == 1  # only that record is reported on, its parent still resolves
+
+    broken = complete_record("orphan", varied_from="missing-parent", varied="x")
+    (root / "orphan.json").write_text(json.dumps(broken))
+    bad = cli("validate", root / "orphan.json", "--json")
+    assert bad.code == 1
+    assert {p["attempt_id"] for p in bad.json()["problems"]} == {"orphan"}
+    # the whole registry is invalid because of orphan, but child alone is still fine
+    assert cli("validate", root / "child.json").code == 0
+
+
+def test_validate_a_non_attempt_file_inside_a_registry_is_unusable(cli, tmp_path: Path) -> None:
+    root = write_registry(tmp_path / "reg", [complete_record("one")])
+    (root / "notes.txt").write_text("hello")
+    assert_one_line_error(cli("validate", root / "notes.txt"), 2, "notes.txt")

@@ -109,3 +109,30 @@ def test_version_1_of_the_shared_file(shared_raw: dict[str, Any], tmp_path: Path
     problems = check_registry(load_directory(root))
     assert {p.attempt_id for p in problems if p.rule == "unknown-field"} == {a["id"] for a in legacy}
     assert not [p for p in problems if p.rule in ("schema", "json", "vocabulary", "infrastructure-shape")]
+
+
+def test_lineage_loading_reads_the_same_lineage_as_a_full_load(shared_registry: Path) -> None:
+    """`show` and `lineage` read only an attempt's neighbourhood; it must be the whole of it."""
+    from ptreg.lineage import ancestry, successors
+    from ptreg.registry import load_lineage
+
+    full = load_directory(shared_registry).by_id()
+    for attempt_id in full:
+        part = load_lineage(shared_registry, attempt_id).by_id()
+        assert [a.id for a in ancestry(attempt_id, part)] == [a.id for a in ancestry(attempt_id, full)]
+        assert [(s.attempt.id, s.depth) for s in successors(attempt_id, part)] == [
+            (s.attempt.id, s.depth) for s in successors(attempt_id, full)
+        ]
+
+
+def test_lineage_loading_follows_escaped_and_spaced_varied_from(tmp_path: Path) -> None:
+    """A record written by another tool: other spacing, an escaped character in the value."""
+    from helpers import complete_record, write_registry
+    from ptreg.lineage import successors
+    from ptreg.registry import load_lineage
+
+    root = write_registry(tmp_path / "reg", [complete_record("a-b"), complete_record("c")])
+    child = complete_record("c", varied="tile 64 -> 128")
+    text = json.dumps(child)[:-1] + ', "varied_from"  :   "a\\u002db"}'
+    (root / "c.json").write_text(text)
+    assert [s.attempt.id for s in successors("a-b", load_lineage(root, "a-b").by_id())] == ["c"]
