@@ -1,7 +1,8 @@
 """Cold-process cost of `ptreg show` against the floor of any Typer + pydantic CLI.
 
 Interleaves, in one run, `python -c "import typer, pydantic"` (the floor named by the
-registry issue) and `ptreg show ID` for each given ptreg executable, e.g. the same checkout
+registry issue), the same plus building and using one pydantic model (what validating with
+pydantic costs at start-up), and `ptreg show ID` for each given ptreg executable, e.g. the same checkout
 installed in two virtual environments that differ only in their Typer version. Prints
 medians and ranges in seconds, and each median's ratio to the floor.
 
@@ -17,6 +18,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+
+_ONE_MODEL = """
+import typer
+from pydantic import BaseModel
+class Record(BaseModel):
+    id: str
+Record.model_validate({"id": "x"})
+"""
 
 
 def version_of(ptreg: str, package: str) -> str:
@@ -35,7 +45,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--ptreg", nargs="+", default=[str(Path(sys.executable).parent / "ptreg")])
     args = parser.parse_args()
-    variants = {"python -c 'import typer, pydantic'": [sys.executable, "-c", "import typer, pydantic"]}
+    variants = {
+        "python -c 'import typer, pydantic'": [sys.executable, "-c", "import typer, pydantic"],
+        # `import pydantic` is lazy; the first model class pulls in its machinery. This row is the
+        # floor of any CLI that validates with a pydantic model, before any of ptreg's own work.
+        "python: typer + one pydantic model": [sys.executable, "-c", _ONE_MODEL],
+    }
     for exe in args.ptreg:
         variants[f"ptreg show (typer {version_of(exe, 'typer')}, {exe})"] = [exe, "-r", args.registry, "show", args.id]
     samples: dict[str, list[float]] = {name: [] for name in variants}

@@ -120,6 +120,18 @@ def _table(rows: list[list[Any]], headers: list[str], widths: Optional[dict[int,
     return tabulate(shown, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
+def _room_left(rows: list[list[Any]], headers: list[str], column: int) -> int:
+    """Characters left for ``column`` once the other columns fit the terminal (at least 24)."""
+    import shutil
+
+    used = sum(
+        max(len(str(h)), *(len(str(r[i] if r[i] is not None else "unknown")) for r in rows)) + 2
+        for i, h in enumerate(headers)
+        if i != column
+    )
+    return max(24, shutil.get_terminal_size((120, 24)).columns - used)
+
+
 @app.command()
 def init(
     directory: Optional[Path] = typer.Argument(None, help="Where to create it (default: the --registry directory)."),
@@ -226,7 +238,8 @@ def list_attempts(
         return
     rows = [[a.id, a.status, a.family, a.kind, a.objective or "", ",".join(a.methods or ()), a.lesson] for a in found]
     if rows:
-        typer.echo(_table(rows, ["id", "status", "family", "kind", "objective", "methods", "lesson"], {6: 60}))
+        headers = ["id", "status", "family", "kind", "objective", "methods", "lesson"]
+        typer.echo(_table(rows, headers, {6: _room_left(rows, headers, 6)}))
     typer.echo(f"{len(found)} of {len(registry.attempts)} attempts")
 
 
