@@ -1,8 +1,8 @@
 """How ptreg's registry commands scale: import, validate, list, streaks and show at 1k-100k attempts.
 
 Each command runs as a cold `ptreg` process (what a person waits for), several times; the table
-gives the median and the range in seconds. The baseline row is `python -c "import typer,
-pydantic"`, the floor any Typer + pydantic CLI pays, against which `show` is compared.
+gives the median and the range in seconds. For `show` against the start-up floor of a Typer +
+pydantic CLI, measured side by side, use benchmarks/cold_start.py.
 
     python benchmarks/registry_scale.py                 # 1k, 10k, 100k; 3 repeats
     python benchmarks/registry_scale.py --sizes 1000 10000 --repeats 5 --json out.json
@@ -122,8 +122,6 @@ def main() -> None:
     if not Path(PTREG).exists():
         raise SystemExit(f"{PTREG} not found: install ptreg into this Python first (pip install .)")
 
-    baseline = summary(timed([sys.executable, "-c", "import typer, pydantic"], max(args.repeats, 5)))
-    print(f"baseline `python -c 'import typer, pydantic'`: median {baseline['median']:.3f} s", flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="ptreg-scale-") as tmp:
         for size in args.sizes:
@@ -136,10 +134,9 @@ def main() -> None:
     for row in rows:
         cells = [f"{row[c]['median']:.2f} ({row[c]['min']:.2f}-{row[c]['max']:.2f})" for c in commands]
         print(f"| {row['size']:,} | " + " | ".join(cells) + " |")
-    print(f"\nseconds, cold process, median (min-max) of {args.repeats}; show / baseline at the smallest size: "
-          f"{rows[0]['show']['median'] / baseline['median']:.2f}x")
+    print(f"\nseconds, cold process, median (min-max) of {args.repeats}")
     if args.json:
-        args.json.write_text(json.dumps({"baseline": baseline, "rows": rows, "python": sys.version,
+        args.json.write_text(json.dumps({"rows": rows, "python": sys.version,
                                          "cpus": os.cpu_count()}, indent=2))
 
 
