@@ -13,11 +13,12 @@ medians and ranges in seconds, and each median's ratio to the floor.
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
-import time
+from functools import partial
 from pathlib import Path
+
+from timing import interleaved, table
 
 
 _ONE_MODEL = """
@@ -53,19 +54,10 @@ def main() -> None:
     }
     for exe in args.ptreg:
         variants[f"ptreg show (typer {version_of(exe, 'typer')}, {exe})"] = [exe, "-r", args.registry, "show", args.id]
-    samples: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(args.repeats):
-        for name, argv in variants.items():  # interleaved, so drift on a shared machine hits all
-            start = time.perf_counter()
-            subprocess.run(argv, stdout=subprocess.DEVNULL, check=True)
-            samples[name].append(time.perf_counter() - start)
-    floor = statistics.median(samples[next(iter(variants))])
+    runs = {name: partial(subprocess.run, argv, stdout=subprocess.DEVNULL, check=True) for name, argv in variants.items()}
+    samples = interleaved(runs, args.repeats)
     print(f"cold process, {args.repeats} repeats, seconds (floor: typer {version_of(sys.executable, 'typer')})")
-    print("| command | median | min | max | / floor |")
-    print("| --- | --- | --- | --- | --- |")
-    for name, values in samples.items():
-        median = statistics.median(values)
-        print(f"| {name} | {median:.3f} | {min(values):.3f} | {max(values):.3f} | {median / floor:.2f}x |")
+    print(table(samples, "command", reference=next(iter(variants))))
 
 
 if __name__ == "__main__":

@@ -11,14 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from registry_scale import synthetic_attempts  # noqa: E402
+from timing import interleaved, table  # noqa: E402
 
 from ptreg import interchange  # noqa: E402
 
@@ -29,25 +29,19 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 8])
     args = parser.parse_args()
-    samples: dict[int, list[float]] = {t: [] for t in args.threads}
     with tempfile.TemporaryDirectory(prefix="ptreg-import-") as tmp:
         source = Path(tmp) / "attempts.json"
         source.write_text(json.dumps(synthetic_attempts(args.size)))
-        for _ in range(args.repeats):
-            for threads in args.threads:  # interleaved, so drift on a shared machine hits both
-                target = Path(tmp) / f"registry-{threads}"
-                shutil.rmtree(target, ignore_errors=True)
-                interchange._STAGING_THREADS = threads
-                start = time.perf_counter()
-                interchange.import_file(target, source)
-                samples[threads].append(time.perf_counter() - start)
-    base = statistics.median(samples[args.threads[0]])
+        target = Path(tmp) / "registry"
+
+        def fresh(name: str) -> None:
+            shutil.rmtree(target, ignore_errors=True)
+            interchange._STAGING_THREADS = int(name.split()[0])
+
+        runs = {f"{t} threads": partial(interchange.import_file, target, source) for t in args.threads}
+        samples = interleaved(runs, args.repeats, before_each=fresh)
     print(f"import of {args.size:,} attempts, {args.repeats} repeats, seconds")
-    print("| staging threads | median | min | max | speedup |")
-    print("| --- | --- | --- | --- | --- |")
-    for threads, values in samples.items():
-        median = statistics.median(values)
-        print(f"| {threads} | {median:.2f} | {min(values):.2f} | {max(values):.2f} | {base / median:.2f}x |")
+    print(table(samples, "staging", reference=next(iter(runs)), speedup=True, digits=2))
 
 
 if __name__ == "__main__":

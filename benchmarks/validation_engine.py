@@ -10,13 +10,13 @@ one process, to justify which one `ptreg validate` uses.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from registry_scale import synthetic_attempts  # noqa: E402
+from timing import interleaved, table  # noqa: E402
 
 from jsonschema import Draft202012Validator  # noqa: E402
 
@@ -38,22 +38,12 @@ def main() -> None:
     def with_jsonschema() -> int:
         return sum(1 for r in records if not any(True for _ in validator.iter_errors(r)))
 
-    engines = {"pydantic": with_pydantic, "jsonschema": with_jsonschema}
-    samples: dict[str, list[float]] = {name: [] for name in engines}
-    for _ in range(args.repeats):
-        for name, run in engines.items():  # interleaved
-            start = time.perf_counter()
-            valid = run()
-            samples[name].append(time.perf_counter() - start)
-            assert valid == len(records), f"{name} rejected a valid synthetic record"
-    print(f"structural validation of {args.size:,} records, {args.repeats} repeats, seconds")
-    print("| engine | median | min | max |")
-    print("| --- | --- | --- | --- |")
-    for name, values in samples.items():
-        print(f"| {name} | {statistics.median(values):.3f} | {min(values):.3f} | {max(values):.3f} |")
-    ratio = statistics.median(samples["jsonschema"]) / statistics.median(samples["pydantic"])
-    print(f"jsonschema / pydantic: {ratio:.1f}x")
+    def check(run) -> None:
+        assert run() == len(records), "an engine rejected a valid synthetic record"
 
+    samples = interleaved({"pydantic": partial(check, with_pydantic), "jsonschema": partial(check, with_jsonschema)}, args.repeats)
+    print(f"structural validation of {args.size:,} records, {args.repeats} repeats, seconds")
+    print(table(samples, "engine", reference="pydantic"))
 
 if __name__ == "__main__":
     main()
