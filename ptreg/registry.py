@@ -89,7 +89,7 @@ class Registry:
     def get(self, attempt_id: str) -> Attempt:
         found = self.by_id().get(attempt_id)
         if found is None:
-            if any(r.raw_id == attempt_id for r in self.records):
+            if any(r.raw_id == attempt_id or (r.file and Path(r.file).stem == attempt_id) for r in self.records):
                 raise PtregError(
                     f"attempt {attempt_id!r} in {self.source} is not a valid record; run `ptreg validate` to see why",
                     EXIT_CHECK_FAILED,
@@ -209,6 +209,7 @@ def load_directory(root: Path, progress: Optional[Progress] = None) -> Registry:
             raw = read_json(path)
         except PtregError as exc:
             problems.append(Problem("json", exc.message.removeprefix(f"{shown}: "), path.stem, "", shown))
+            records.append(Record(None, None, shown))  # counted, so that no file goes unmentioned
             continue
         record, found = parse_record(raw, file=shown)
         problems.extend(found)

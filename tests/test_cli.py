@@ -455,3 +455,15 @@ def test_validate_a_non_attempt_file_inside_a_registry_is_unusable(cli, tmp_path
     root = write_registry(tmp_path / "reg", [complete_record("one")])
     (root / "notes.txt").write_text("hello")
     assert_one_line_error(cli("validate", root / "notes.txt"), 2, "notes.txt")
+
+
+def test_validate_counts_every_record_file_even_unreadable_ones(cli, tmp_path: Path) -> None:
+    root = write_registry(tmp_path / "reg", [complete_record("fine")])
+    (root / "broken.json").write_text('{"id": "broken",')
+    result = cli("validate", root, "--json")
+    assert result.code == 1
+    report = result.json()
+    assert report["attempts"] == 2
+    assert [p["file"] for p in report["problems"]] == [str(root / "broken.json")]
+    shown = cli("--registry", root, "show", "broken")
+    assert_one_line_error(shown, 2, "broken.json", "line 1")
