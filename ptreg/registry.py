@@ -185,10 +185,10 @@ def _json_type(value: Any) -> str:
 
 
 def attempt_files(root: Path) -> list[Path]:
-    """The attempt files of a registry directory, sorted by name (deterministic output)."""
+    """The attempt files of a registry directory, in id order (deterministic output)."""
     with os.scandir(root) as entries:
         names = [e.name for e in entries if e.name.endswith(".json") and e.name != REGISTRY_FILE and e.is_file()]
-    return [root / n for n in sorted(names)]
+    return [root / n for n in sorted(names, key=lambda n: n[: -len(".json")])]
 
 
 # progress(what, done, total): told how far a long read or write has come.

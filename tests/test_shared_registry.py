@@ -136,3 +136,18 @@ def test_lineage_loading_follows_escaped_and_spaced_varied_from(tmp_path: Path) 
     text = json.dumps(child)[:-1] + ', "varied_from"  :   "a\\u002db"}'
     (root / "c.json").write_text(text)
     assert [s.attempt.id for s in successors("a-b", load_lineage(root, "a-b").by_id())] == ["c"]
+
+
+def test_lineage_loading_orders_successors_like_a_full_load(tmp_path: Path) -> None:
+    """Ids that sort differently with and without '.json' ('a' < 'a-b', but 'a-b.json' < 'a.json')."""
+    from helpers import complete_record, write_registry
+    from ptreg.lineage import successors
+    from ptreg.registry import load_lineage
+
+    records = [complete_record("root")] + [
+        complete_record(i, varied_from="root", varied="x") for i in ("a", "a-b", "a.b", "a0")
+    ]
+    root = write_registry(tmp_path / "reg", records)
+    full = [s.attempt.id for s in successors("root", load_directory(root).by_id())]
+    assert full == sorted(full)
+    assert [s.attempt.id for s in successors("root", load_lineage(root, "root").by_id())] == full
