@@ -98,15 +98,8 @@ def sections(attempt: Attempt, by_id: Mapping[str, Attempt], meta: RegistryMeta,
         f"- Evidence sources: {_listed(a.evidence_sources)}.",
         f"- Failure-reason confidence: {_text(confidence)}" + (f" ({meaning})" if meaning else "") + ".",
     ]
-    result = [
-        Section("Evidence readout", [_text(a.evidence)]),
-        Section("What the attempt taught", [_text(a.lesson)]),
-        Section("Why it stopped or stayed bounded", [_text(a.failure_reason)]),
-        Section("Method and scope", scope),
-        Section("Disposition", disposition),
-        Section("Lineage", lineage),
-        Section("Source provenance", provenance),
-    ]
+    contents = [[_text(a.evidence)], [_text(a.lesson)], [_text(a.failure_reason)], scope, disposition, lineage, provenance]
+    result = [Section(title, lines) for title, lines in zip(SECTION_TITLES, contents, strict=True)]
     prereg = _preregistration(a)
     if prereg:
         result.append(Section("Pre-registration", prereg))

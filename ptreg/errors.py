@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Iterable
 
-EXIT_OK = 0
 EXIT_CHECK_FAILED = 1  # the input was usable and a check on it failed
 EXIT_UNUSABLE = 2  # the input could not be used at all (missing, unreadable, malformed)
 

@@ -21,6 +21,7 @@ from .model import (
     ID_PATTERN,
     RESERVED_IDS,
     SCHEMA_VERSION,
+    SUPPORTED_IMPORT_VERSIONS,
     Attempt,
     RegistryMeta,
 )
@@ -236,7 +237,7 @@ def load_attempts_file(path: Path) -> Registry:
     if not isinstance(raw, dict):
         raise PtregError(f"{where}: expected a JSON object with 'schema_version' and 'attempts', got {_json_type(raw)}")
     version = raw.get("schema_version")
-    if version not in (1, 2) or isinstance(version, bool):
+    if version not in SUPPORTED_IMPORT_VERSIONS or isinstance(version, bool):
         if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
             raise PtregError(
                 f"{where}: schema_version {version} is newer than this ptreg reads (1 and 2); upgrade ptreg"

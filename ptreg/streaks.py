@@ -8,7 +8,7 @@ the negatives at the tip count.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable
 
 from .lineage import ancestry, depths
 from .model import NEGATIVE_STATUSES, Attempt
@@ -74,13 +74,6 @@ def streaks(attempts: Iterable[Attempt]) -> list[Streak]:
         result.append(Streak(objective, chain, _trailing(chain, objective)))
     result.sort(key=lambda s: (-s.negatives, s.objective))
     return result
-
-
-def streak_for(objective: str, attempts: Iterable[Attempt]) -> Optional[Streak]:
-    for s in streaks(attempts):
-        if s.objective == objective:
-            return s
-    return None
 
 
 def _trailing(chain: list[Attempt], objective: str) -> list[Attempt]:
