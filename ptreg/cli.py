@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, List, Optional
 
 import typer
+from typer.exceptions import TyperException  # base of the (vendored) Click exceptions, typer >= 0.28
 
 from . import __version__
 from .errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
@@ -395,12 +396,26 @@ def schema(
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    """Console entry point: a PtregError becomes one line on stderr and its exit code."""
+    """Console entry point: every failure becomes one line on stderr and a stable exit code."""
     try:
-        app(args=argv, prog_name="ptreg")
+        code = app(args=argv, prog_name="ptreg", standalone_mode=False)
     except PtregError as exc:
         typer.echo(f"ptreg: error: {exc.message}", err=True)
         sys.exit(exc.exit_code)
+    except TyperException as exc:  # a usage error: unknown option, missing argument, bad value
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            # `ptreg` alone: the help is the answer (rich has printed it already; plain Click
+            # hands it over as the message), with Click's usual exit code 2.
+            if exc.format_message().strip():
+                typer.echo(exc.format_message())
+            sys.exit(exc.exit_code)
+        context = getattr(exc, "ctx", None)
+        command = context.command_path if context is not None else "ptreg"
+        typer.echo(f"ptreg: error: {exc.format_message()} (see `{command} --help`)", err=True)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("ptreg: aborted", err=True)
+        sys.exit(1)
     except BrokenPipeError:
         sys.stderr.close()  # the reader went away (e.g. `| head`); nothing left to say
         sys.exit(0)
@@ -411,3 +426,4 @@ def main(argv: Optional[list[str]] = None) -> None:
         where = f"{exc.filename}: " if exc.filename else ""
         typer.echo(f"ptreg: error: {where}{exc.strerror or exc}", err=True)
         sys.exit(EXIT_UNUSABLE)
+    sys.exit(code if isinstance(code, int) else 0)

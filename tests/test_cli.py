@@ -467,3 +467,22 @@ def test_validate_counts_every_record_file_even_unreadable_ones(cli, tmp_path: P
     assert [p["file"] for p in report["problems"]] == [str(root / "broken.json")]
     shown = cli("--registry", root, "show", "broken")
     assert_one_line_error(shown, 2, "broken.json", "line 1")
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["show"], "Missing argument"),
+        (["list", "--bogus"], "--bogus"),
+        (["show", "x", "--format", "pdf"], "pdf"),
+        (["no-such-command"], "no-such-command"),
+    ],
+)
+def test_usage_errors_are_one_line(cli, sample_registry: Path, args: list[str], fragment: str) -> None:
+    assert_one_line_error(cli("--registry", sample_registry, *args), 2, fragment, "--help")
+
+
+def test_no_arguments_prints_the_help(cli) -> None:
+    result = cli()
+    assert result.code == 2
+    assert "validate" in result.out and "ptreg: error" not in result.err
