@@ -6,17 +6,16 @@ Library modules are imported inside each command, so that a quick command such a
 
 from __future__ import annotations
 
-import json
 import sys
-from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, Optional
+from typing import List, Optional
 
 import typer
 from typer.exceptions import TyperException  # base of the (vendored) Click exceptions, typer >= 0.28
 
-from . import __version__
+from . import __version__, cli_evaluator, cli_proposal
+from .cli_common import JsonFlag, load, print_json, progress_bar, registry_dir, room_left, state, table
 from .errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
 
 app = typer.Typer(
@@ -29,11 +28,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-_state: dict[str, Optional[str]] = {"registry": None}
-
-JsonFlag = typer.Option(False, "--json", help="Print JSON for scripts instead of text.")
-
 
 def _version(value: bool) -> None:
     if value:
@@ -53,84 +47,7 @@ def _main(
     ),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
-    _state["registry"] = registry
-
-
-def _registry_dir() -> Path:
-    from .registry import resolve_registry_dir
-
-    return resolve_registry_dir(_state["registry"])
-
-
-def _print_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
-
-
-@contextmanager
-def _progress() -> Iterator[Optional[Callable[[str, int, int], None]]]:
-    """A progress bar on stderr for long reads and writes, only when a person is watching."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        tasks: dict[str, Any] = {}
-
-        def update(what: str, done: int, total: int) -> None:
-            if what not in tasks:
-                tasks[what] = bar.add_task(what, total=total)
-            bar.update(tasks[what], completed=done, total=total)
-
-        yield update
-
-
-def _load():
-    """The registry, with a warning on stderr for each record that cannot be used."""
-    from .registry import load_directory
-
-    with _progress() as progress:
-        registry = load_directory(_registry_dir(), progress)
-    if registry.problems:
-        for p in registry.problems[:5]:
-            typer.echo(f"ptreg: warning: {p.location()}: {p.message} (skipped)", err=True)
-        more = len(registry.problems) - 5
-        typer.echo(
-            f"ptreg: warning: {len(registry.problems)} record problem(s)"
-            + (f", {more} more not shown" if more > 0 else "")
-            + "; run `ptreg validate`",
-            err=True,
-        )
-    return registry
-
-
-def _table(rows: list[list[Any]], headers: list[str], widths: Optional[dict[int, int]] = None) -> str:
-    """A plain table; long text columns are cut to keep one row a line."""
-    from tabulate import tabulate
-
-    def cut(value: Any, width: Optional[int]) -> Any:
-        text = "unknown" if value is None else value
-        if width and isinstance(text, str) and len(text) > width:
-            return text[: width - 1] + "…"
-        return text
-
-    widths = widths or {}
-    shown = [[cut(v, widths.get(i)) for i, v in enumerate(row)] for row in rows]
-    return tabulate(shown, headers=headers, tablefmt="simple", disable_numparse=True)
-
-
-def _room_left(rows: list[list[Any]], headers: list[str], column: int) -> int:
-    """Characters left for ``column`` once the other columns fit the terminal (at least 24)."""
-    import shutil
-
-    used = sum(
-        max(len(str(h)), *(len(str(r[i] if r[i] is not None else "unknown")) for r in rows)) + 2
-        for i, h in enumerate(headers)
-        if i != column
-    )
-    return max(24, shutil.get_terminal_size((120, 24)).columns - used)
+    state["registry"] = registry
 
 
 @app.command()
@@ -140,7 +57,7 @@ def init(
     """Create an empty registry with the default vocabularies."""
     from .registry import init_registry
 
-    root = directory or _registry_dir()
+    root = directory or registry_dir()
     path = init_registry(root)
     typer.echo(f"created {path}")
 
@@ -159,14 +76,14 @@ def validate(
     from .problems import count_errors
     from .rules import validate_path
 
-    target = path or _registry_dir()
+    target = path or registry_dir()
     if check_sources is not None and not check_sources.is_dir():
         raise PtregError(f"{check_sources}: --check-sources needs a directory")
-    with _progress() as progress:
+    with progress_bar() as progress:
         registry, problems = validate_path(target, check_sources, progress)
     errors = count_errors(problems)
     if as_json:
-        _print_json(
+        print_json(
             {
                 "path": str(target),
                 "attempts": len(registry.records),
@@ -201,12 +118,12 @@ def show(
     from .dossier import render_json, render_markdown, render_text, sections
     from .registry import check_id, load_lineage
 
-    registry = load_lineage(_registry_dir(), check_id(attempt_id))
+    registry = load_lineage(registry_dir(), check_id(attempt_id))
     attempt = registry.get(attempt_id)
     record = next(r for r in registry.records if r.attempt is attempt)
     parts = sections(attempt, registry.by_id(), registry.meta, record.file)
     if fmt is Format.json:
-        _print_json(render_json(attempt, parts))
+        print_json(render_json(attempt, parts))
     elif fmt is Format.markdown:
         typer.echo(render_markdown(attempt, parts), nl=False)
     else:
@@ -231,16 +148,16 @@ def list_attempts(
     unknown = [s for s in status if s not in STATUSES]
     if unknown:
         raise PtregError(f"--status: unknown status {unknown[0]!r} (one of: {', '.join(STATUSES)})")
-    registry = _load()
+    registry = load()
     query = Filter(status, family, kind, method, base, objective, failures_only)
     found = select(registry.attempts, query)
     if as_json:
-        _print_json([a.to_json_dict() for a in found])
+        print_json([a.to_json_dict() for a in found])
         return
     rows = [[a.id, a.status, a.family, a.kind, a.objective or "", ",".join(a.methods or ()), a.lesson] for a in found]
     if rows:
         headers = ["id", "status", "family", "kind", "objective", "methods", "lesson"]
-        typer.echo(_table(rows, headers, {6: _room_left(rows, headers, 6)}))
+        typer.echo(table(rows, headers, {6: room_left(rows, headers, 6)}))
     typer.echo(f"{len(found)} of {len(registry.attempts)} attempts")
 
 
@@ -253,12 +170,12 @@ def lineage(
     from .lineage import ancestry, successors
     from .registry import check_id, load_lineage
 
-    registry = load_lineage(_registry_dir(), check_id(attempt_id))
+    registry = load_lineage(registry_dir(), check_id(attempt_id))
     by_id = registry.by_id()
     chain = ancestry(attempt_id, by_id)
     later = successors(attempt_id, by_id)
     if as_json:
-        _print_json(
+        print_json(
             {
                 "id": attempt_id,
                 "chain": [{"id": a.id, "status": a.status, "varied_from": a.varied_from, "varied": a.varied} for a in chain],
@@ -289,12 +206,12 @@ def streaks(as_json: bool = JsonFlag) -> None:
     """Per objective, the negatives at the tip of its deepest chain: CAUTION at 2, STOP AND RETHINK at 3+."""
     from .streaks import OK, streaks as find_streaks
 
-    found = find_streaks(_load().attempts)
+    found = find_streaks(load().attempts)
     if as_json:
-        _print_json([s.to_json() for s in found])
+        print_json([s.to_json() for s in found])
         return
     rows = [[s.level, s.objective, s.negatives, len(s.chain), " -> ".join(a.id for a in s.chain)] for s in found]
-    typer.echo(_table(rows, ["level", "objective", "negatives", "depth", "chain (oldest first)"], {4: 90}))
+    typer.echo(table(rows, ["level", "objective", "negatives", "depth", "chain (oldest first)"], {4: 90}))
     for s in found:
         if s.level != OK:
             typer.echo(f"\n{s.level}: {s.objective} ends in {s.negatives} negatives at {s.tip.id}.")
@@ -306,18 +223,18 @@ def coverage(as_json: bool = JsonFlag) -> None:
     """How many non-infrastructure attempts carry each shape field, and the vocabulary in use."""
     from .queries import coverage as compute
 
-    registry = _load()
+    registry = load()
     result = compute(registry.attempts, registry.meta)
     if as_json:
-        _print_json(result.to_json())
+        print_json(result.to_json())
         return
     typer.echo(f"shape fields of {result.shaped_total} non-infrastructure attempts")
     rows = [[f.field, f.carried, f.total, "n/a" if f.share is None else f"{f.share:.0%}"] for f in result.fields]
-    typer.echo(_table(rows, ["field", "carried", "of", "share"]))
+    typer.echo(table(rows, ["field", "carried", "of", "share"]))
     typer.echo("\nvocabulary in use")
     labels = {True: "", False: "NOT IN VOCABULARY", None: "(no vocabulary)"}
     rows = [[t.vocabulary, t.term, t.count, labels[t.defined]] for t in result.terms]
-    typer.echo(_table(rows, ["vocabulary", "term", "attempts", "note"]))
+    typer.echo(table(rows, ["vocabulary", "term", "attempts", "note"]))
 
 
 @app.command("import")
@@ -329,16 +246,16 @@ def import_(
     """Import a single-file attempts.json into the registry (creating it if needed): all or nothing."""
     from .interchange import ImportRefused, import_file
 
-    root = _registry_dir()
+    root = registry_dir()
     try:
-        with _progress() as progress:
+        with progress_bar() as progress:
             report = import_file(root, file, replace=replace, progress=progress)
     except ImportRefused as refused:
         for p in refused.problems[:20]:
             typer.echo(f"{p.location()}: {p.message}", err=True)
         raise
     if as_json:
-        _print_json(report.to_json())
+        print_json(report.to_json())
         return
     verb = "created" if report.created_registry else "into"
     typer.echo(f"imported {len(report.imported)} attempts from {file} (schema_version {report.schema_version}) {verb} {root}")
@@ -363,8 +280,8 @@ def export(
     from .jsonio import atomic_write_text, dumps_pretty
     from .registry import load_directory
 
-    with _progress() as progress:
-        document = export_registry(load_directory(_registry_dir(), progress))
+    with progress_bar() as progress:
+        document = export_registry(load_directory(registry_dir(), progress))
     text = dumps_pretty(document)
     if output is None:
         typer.echo(text, nl=False)
@@ -393,6 +310,13 @@ def schema(
         return
     for path in write_schemas(out):
         typer.echo(f"wrote {path}")
+
+
+# Proposing and gating attempts, and the frozen evaluators they are measured by.
+app.command()(cli_proposal.new)
+app.command()(cli_proposal.gate)
+app.command()(cli_proposal.precedents)
+app.add_typer(cli_evaluator.app)
 
 
 def main(argv: Optional[list[str]] = None) -> None:

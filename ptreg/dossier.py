@@ -100,37 +100,67 @@ def sections(attempt: Attempt, by_id: Mapping[str, Attempt], meta: RegistryMeta,
     ]
     contents = [[_text(a.evidence)], [_text(a.lesson)], [_text(a.failure_reason)], scope, disposition, lineage, provenance]
     result = [Section(title, lines) for title, lines in zip(SECTION_TITLES, contents, strict=True)]
-    prereg = _preregistration(a)
+    prereg = _preregistration(a, by_id)
     if prereg:
         result.append(Section("Pre-registration", prereg))
+    admission = _admission(a)
+    if admission:
+        result.append(Section("Admission", admission))
     result.append(Section("How to read this dossier", READING_NOTE))
     return result
 
 
-def _preregistration(a: Attempt) -> list[str]:
-    if not any((a.question, a.hypothesis, a.evaluator, a.budget, a.tracking_issue, a.runs)):
+def _sentence(value: Optional[str]) -> str:
+    """The value as a list item's sentence: one final full stop, not two."""
+    text = _text(value)
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
+def _preregistration(a: Attempt, by_id: Mapping[str, Attempt]) -> list[str]:
+    if not any((a.question, a.hypothesis, a.evaluator, a.budget, a.tracking_issue, a.runs, a.admission)):
         return []
+    from . import tracking
+
+    issue = _text(a.tracking_issue)
+    if a.tracking_issue is not None:
+        url = tracking.link(a.tracking_issue)
+        if url and url != a.tracking_issue:
+            issue += f" ({url})"
+        also = sorted(x.id for x in by_id.values() if x.id != a.id and x.tracking_issue == a.tracking_issue)
+        if also:
+            issue += f"; it also scopes {', '.join(also)}"
     lines = [
-        f"- Question: {_text(a.question)}.",
-        f"- Hypothesis: {_text(a.hypothesis)}.",
+        f"- Question: {_sentence(a.question)}",
+        f"- Hypothesis: {_sentence(a.hypothesis)}",
         f"- Evaluator: {_text(a.evaluator)}.",
-        f"- Budget: {_budget(a)}.",
-        f"- Tracking issue: {_text(a.tracking_issue)}.",
+        f"- Budget: {a.budget.describe() if a.budget else UNKNOWN}.",
+        f"- Tracking issue: {issue}.",
     ]
+    if a.answers_disposition is not None:
+        parent = by_id.get(a.varied_from) if a.varied_from else None
+        asked = f" ({parent.id}: {parent.next_action})" if parent is not None and parent.next_action else ""
+        lines.append(f"- Answer to the disposition it varies{asked}: {_sentence(a.answers_disposition)}")
+    if a.streak_override is not None:
+        lines.append(f"- Streak override (went on despite STOP AND RETHINK): {_sentence(a.streak_override)}")
     for run in a.runs or ():
         lines.append(f"- Run {run.run_id}: {run.status}" + (f", evaluator {run.evaluator}" if run.evaluator else "") + ".")
     return lines
 
 
-def _budget(a: Attempt) -> str:
-    if a.budget is None:
-        return UNKNOWN
-    parts = [f"{a.budget.wall_clock_seconds:g} s wall clock"]
-    for name, unit in (("max_timed_steps", "timed steps"), ("max_repeats", "repeats"), ("max_threads", "threads"), ("max_memory_mb", "MB")):
-        value = getattr(a.budget, name)
-        if value is not None:
-            parts.append(f"at most {value:g} {unit}")
-    return ", ".join(parts)
+def _admission(a: Attempt) -> list[str]:
+    admission = a.admission
+    if admission is None:
+        return []
+    state = admission.registry_state
+    lines = [
+        f"Admitted through the gate at {admission.admitted_at} by ptreg {admission.ptreg_version}, against a registry "
+        f"of {state.attempts} attempts and {state.evaluators} frozen evaluators (sha256 {state.sha256[:12]}). "
+        "`ptreg gate` re-checks it against the registry as it is now.",
+    ]
+    lines += [f"- {c.check}: {c.outcome}; {_sentence(c.detail)}" for c in admission.checks]
+    if admission.precedents:
+        lines.append(f"- Precedents shown to the proposer: {', '.join(admission.precedents)}.")
+    return lines
 
 
 def render_text(attempt: Attempt, parts: list[Section]) -> str:

@@ -117,6 +117,20 @@ def atomic_write_text(path: Path, text: str) -> None:
     fsync_directory(path.parent)
 
 
+def create_text_exclusive(path: Path, text: str) -> None:
+    """Create ``path`` holding ``text`` whole, or raise FileExistsError and leave it alone.
+
+    The staged file is hard-linked to the target name: link(2) refuses an existing name, so
+    of two writers racing for one name exactly one wins, and no reader sees a partial file.
+    """
+    tmp_name = stage_text(path.parent, text, prefix=f".{path.name}.")
+    try:
+        os.link(tmp_name, path)
+    finally:
+        discard(tmp_name)
+    fsync_directory(path.parent)
+
+
 def fsync_directory(directory: Path) -> None:
     try:
         dir_fd = os.open(directory, os.O_RDONLY)

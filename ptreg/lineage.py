@@ -86,3 +86,11 @@ def depths(by_id: Mapping[str, Attempt]) -> dict[str, int]:
         for offset, item in enumerate(reversed(walk), start=1):
             depth[item] = base + offset
     return depth
+
+
+def lineage_root(attempt_id: str, by_id: Mapping[str, Attempt]) -> str:
+    """The id a lineage is known by: its oldest attempt, or the missing ancestor it names."""
+    chain = ancestry(attempt_id, by_id)
+    if not chain:
+        return attempt_id
+    return chain[0].varied_from or chain[0].id

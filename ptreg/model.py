@@ -41,16 +41,96 @@ Text = Annotated[str, StringConstraints(min_length=1)]
 Term = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 
+# Upper bounds past which a budget is taken for a typo rather than a plan (a week of wall
+# clock, a million steps); the schema carries them too, so a hand edit cannot slip past.
+BUDGET_LIMITS = {
+    "wall_clock_seconds": 7 * 24 * 3600,
+    "max_timed_steps": 1_000_000,
+    "max_repeats": 1000,
+    "max_threads": 1024,
+    "max_memory_mb": 1024 * 1024,
+}
+
+
 class Budget(BaseModel):
-    """An explicit resource budget for running an attempt (admitted by the gate)."""
+    """An explicit resource budget for running an attempt, fixed before any number is seen."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    wall_clock_seconds: float = Field(gt=0, description="Wall-clock seconds the run may take at most.")
-    max_timed_steps: Optional[int] = Field(default=None, gt=0)
-    max_repeats: Optional[int] = Field(default=None, gt=0)
-    max_threads: Optional[int] = Field(default=None, gt=0)
-    max_memory_mb: Optional[float] = Field(default=None, gt=0)
+    wall_clock_seconds: float = Field(
+        gt=0, le=BUDGET_LIMITS["wall_clock_seconds"], allow_inf_nan=False,
+        description="Wall-clock seconds the run may take at most.",
+    )
+    max_timed_steps: Optional[int] = Field(default=None, gt=0, le=BUDGET_LIMITS["max_timed_steps"])
+    max_repeats: Optional[int] = Field(default=None, gt=0, le=BUDGET_LIMITS["max_repeats"])
+    max_threads: Optional[int] = Field(default=None, gt=0, le=BUDGET_LIMITS["max_threads"])
+    max_memory_mb: Optional[float] = Field(
+        default=None, gt=0, le=BUDGET_LIMITS["max_memory_mb"], allow_inf_nan=False
+    )
+
+    def describe(self) -> str:
+        parts = [f"{self.wall_clock_seconds:g} s wall clock"]
+        for name, unit in (("max_timed_steps", "timed steps per repeat"), ("max_repeats", "repeats"),
+                           ("max_threads", "threads"), ("max_memory_mb", "MB peak memory")):
+            value = getattr(self, name)
+            if value is not None:
+                parts.append(f"at most {value:g} {unit}")
+        return ", ".join(parts)
+
+
+# A tracking issue: an http(s) URL, `#123`, `owner/repo#123` or a tracker key such as `PROJ-123`.
+TRACKING_ISSUE_PATTERN = (
+    r"^(https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[^\s]*)?"
+    r"|#[1-9][0-9]*"
+    r"|[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}#[1-9][0-9]*"
+    r"|[A-Z][A-Z0-9_]{0,31}-[1-9][0-9]*)$"
+)
+# A frozen evaluator's reference: its name, '@', the first 12 hex digits of its sha256.
+EVALUATOR_REF_PATTERN = r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9-]+)*@[0-9a-f]{12}$"
+GATE_CHECKS = (
+    "fresh-question",
+    "frozen-evaluator",
+    "explicit-budget",
+    "scoped-tracking-issue",
+    "disposition-respected",
+    "streak",
+)
+GateCheckName = Literal[GATE_CHECKS]  # type: ignore[valid-type]
+
+
+class GateCheck(BaseModel):
+    """One gate check as it stood at admission: a refused check admits nothing, so only
+    passing outcomes are stored."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    check: GateCheckName
+    outcome: Literal["passed", "caution", "overridden"]
+    detail: Text
+
+
+class RegistryState(BaseModel):
+    """Which registry the gate read: how many attempts, and a digest of its files."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    attempts: int = Field(ge=0)
+    evaluators: int = Field(ge=0)
+    sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+class Admission(BaseModel):
+    """The gate's verdict on a proposal: which checks passed, when, against which registry."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    admitted_at: Text = Field(description="UTC time, ISO 8601.")
+    ptreg_version: Text
+    registry_state: RegistryState
+    checks: list[GateCheck]
+    precedents: list[AttemptId] = Field(
+        description="Ids of the prior attempts shown to the proposer, most alike first."
+    )
 
 
 class RunRef(BaseModel):
@@ -119,9 +199,20 @@ class Attempt(BaseModel):
     # Pre-registration (gated proposals and runs); a record imported without them stays valid.
     question: Optional[Text] = Field(default=None, description="The fresh question a rerun asks.")
     hypothesis: Optional[Text] = None
-    evaluator: Optional[Text] = Field(default=None, description="Frozen evaluator, as name@hash.")
+    evaluator: Optional[Annotated[str, StringConstraints(pattern=EVALUATOR_REF_PATTERN)]] = Field(
+        default=None, description="Frozen evaluator, as name@hash12 (a file under evaluators/)."
+    )
     budget: Optional[Budget] = None
-    tracking_issue: Optional[Text] = None
+    tracking_issue: Optional[Annotated[str, StringConstraints(pattern=TRACKING_ISSUE_PATTERN, max_length=500)]] = Field(
+        default=None, description="The issue that scopes this attempt: URL, #123, owner/repo#123 or PROJ-123."
+    )
+    answers_disposition: Optional[Text] = Field(
+        default=None, description="How this attempt answers the next_action of the attempt it varies."
+    )
+    streak_override: Optional[Text] = Field(
+        default=None, description="Why the proposal goes on although its objective's chain says STOP AND RETHINK."
+    )
+    admission: Optional[Admission] = None
     runs: Optional[list[RunRef]] = None
 
     def to_json_dict(self) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from .model import (
     SUPPORTED_IMPORT_VERSIONS,
     Attempt,
     RegistryMeta,
+    RegistryState,
 )
 from .problems import Problem, pointer_join, schema_problems
 
@@ -378,3 +379,21 @@ def init_registry(root: Path, meta: Optional[RegistryMeta] = None) -> Path:
 
 def ids_in(records: Iterable[Record]) -> list[str]:
     return [r.raw_id for r in records if r.raw_id is not None]
+
+
+def registry_state(root: Path, attempts: int) -> RegistryState:
+    """A digest of every file the gate reads (registry.json, records, frozen evaluators), so an
+    admission says exactly which registry it was judged against."""
+    import hashlib
+
+    from .evaluator import evaluator_files
+    digest = hashlib.sha256()
+    evaluators = evaluator_files(root)
+    for path in [root / REGISTRY_FILE, *attempt_files(root), *evaluators]:
+        name = path.relative_to(root).as_posix()
+        try:
+            content = path.read_bytes()
+        except OSError:
+            content = b""  # unreadable: still named, so the digest differs from a readable one
+        digest.update(name.encode("utf-8") + b"\0" + hashlib.sha256(content).digest())
+    return RegistryState(attempts=attempts, evaluators=len(evaluators), sha256=digest.hexdigest())

@@ -20,9 +20,9 @@ from .errors import PtregError
 from .registry import REGISTRY_FILE, Progress, Record, Registry, load_directory, load_path
 
 # Fields every record needs to be complete, whatever its status.
-ALWAYS_KNOWN = ("family", "kind", "failure_reason_confidence", "evidence_sources", "source")
-# Fields a record needs once it has an outcome (a not-tried proposal has none yet).
-KNOWN_ONCE_TRIED = ("evidence", "lesson", "next_action")
+ALWAYS_KNOWN = ("family", "kind", "failure_reason_confidence")
+# Fields a record needs once it has an outcome: a not-tried proposal has no evidence yet.
+KNOWN_ONCE_TRIED = ("evidence", "lesson", "next_action", "evidence_sources", "source")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
@@ -35,6 +35,9 @@ def check_registry(registry: Registry, check_sources: Optional[Path] = None) -> 
     for record in valid:
         problems.extend(check_attempt(record, registry.meta, known_ids, check_sources))
     problems.extend(_cycles(valid))
+    problems.extend(_tracking_scope(valid))
+    if registry.root is not None:
+        problems.extend(_evaluators(registry.root, valid))
     return problems
 
 
@@ -179,3 +182,41 @@ def _cycles(records: list[Record]) -> Iterator[Problem]:
             pointer_join(first.pointer, "varied_from"),
             first.file,
         )
+
+
+def _evaluators(root: Path, records: list[Record]) -> Iterator[Problem]:
+    """Every frozen evaluator still verifies, and every attempt's evaluator is one of them."""
+    from .evaluator import evaluator_files, evaluators_dir, verify_file
+
+    for path in evaluator_files(root):
+        mismatch = verify_file(path)
+        if mismatch is not None:
+            yield Problem("evaluator-integrity", f"frozen evaluator no longer verifies: {mismatch}", None, "", str(path))
+    directory = evaluators_dir(root)
+    for record in records:
+        ref = record.attempt.evaluator
+        if ref is not None and not (directory / f"{ref}.json").is_file():
+            yield Problem(
+                "evaluator", f"evaluator {ref!r} is not frozen in {directory}", record.attempt.id,
+                pointer_join(record.pointer, "evaluator"), record.file,
+            )
+
+
+def _tracking_scope(records: list[Record]) -> Iterator[Problem]:
+    """One tracking issue scopes one lineage; a warning, since imported files may predate the rule."""
+    from .lineage import lineage_root
+
+    by_id = {r.attempt.id: r.attempt for r in records}
+    seen: dict[str, tuple[str, str]] = {}  # reference -> (lineage root, first attempt id)
+    for record in records:
+        reference = record.attempt.tracking_issue
+        if reference is None:
+            continue
+        root = lineage_root(record.attempt.id, by_id)
+        first = seen.setdefault(reference, (root, record.attempt.id))
+        if first[0] != root:
+            yield Problem(
+                "tracking-issue-scope",
+                f"tracking issue {reference} also scopes {first[1]}, of another lineage; one issue scopes one lineage",
+                record.attempt.id, pointer_join(record.pointer, "tracking_issue"), record.file, severity="warning",
+            )

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from .jsonio import atomic_write_text, dumps_pretty
+from .evaluator import FrozenEvaluator
 from .model import Attempt, AttemptsFile, RegistryMeta
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -14,6 +15,7 @@ SCHEMAS = {
     "attempt.schema.json": (Attempt, "One attempt record: a <id>.json file of a registry directory."),
     "registry.schema.json": (RegistryMeta, "registry.json of a registry directory: schema version and vocabularies."),
     "attempts-file.schema.json": (AttemptsFile, "The single-file interchange format (attempts.json, schema_version 2)."),
+    "evaluator.schema.json": (FrozenEvaluator, "A frozen evaluator: evaluators/<name>@<hash12>.json of a registry directory."),
 }
 
 

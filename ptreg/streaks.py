@@ -71,12 +71,12 @@ def streaks(attempts: Iterable[Attempt]) -> list[Streak]:
     result = []
     for objective, (_, _, tip_id) in best.items():
         chain = ancestry(tip_id, by_id)
-        result.append(Streak(objective, chain, _trailing(chain, objective)))
+        result.append(Streak(objective, chain, trailing_negatives(chain, objective)))
     result.sort(key=lambda s: (-s.negatives, s.objective))
     return result
 
 
-def _trailing(chain: list[Attempt], objective: str) -> list[Attempt]:
+def trailing_negatives(chain: list[Attempt], objective: str) -> list[Attempt]:
     trailing: list[Attempt] = []
     for a in reversed(chain):
         if a.objective != objective or a.status not in NEGATIVE_STATUSES:

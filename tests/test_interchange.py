@@ -93,10 +93,12 @@ def test_v1_records_are_reported_as_unknown_by_validate(tmp_path: Path) -> None:
     problems = check_registry(load_directory(root))
     unknown = {(p.attempt_id, p.pointer) for p in problems_by(problems, "unknown-field")}
     for record in V1_RECORDS:
-        for name in ("family", "kind", "failure_reason_confidence", "evidence_sources"):
+        for name in ("family", "kind", "failure_reason_confidence"):
             assert (record["id"], f"/{name}") in unknown
     assert ("old-failed", "/lesson") in unknown and ("old-failed", "/next_action") in unknown
-    assert ("old-idea", "/lesson") not in unknown, "a not-tried proposal has no lesson yet"
+    assert ("old-failed", "/evidence_sources") in unknown
+    # A not-tried proposal has no outcome yet, so no lesson and no evidence to source.
+    assert ("old-idea", "/lesson") not in unknown and ("old-idea", "/evidence_sources") not in unknown
     assert all(p.severity == "error" for p in problems)
     assert {(p.rule, p.attempt_id) for p in problems_by(problems, "needs-reason")} == {("needs-reason", "old-failed")}
 

@@ -1,0 +1,114 @@
+"""`ptreg evaluator freeze|list|show|verify`: the registry's frozen evaluators."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List
+
+import typer
+
+from .cli_common import JsonFlag, print_json, registry_dir, table
+from .errors import EXIT_CHECK_FAILED
+
+app = typer.Typer(
+    name="evaluator",
+    help="Frozen evaluators: hash-pinned specs of how an attempt is measured (evaluators/<name>@<hash12>.json).",
+    no_args_is_help=True,
+)
+
+
+@app.command()
+def freeze(
+    spec: Path = typer.Argument(..., metavar="SPEC.json", help="The evaluator spec to freeze."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Store SPEC.json under its identity (sha256 of canonical JSON + evaluator code version); never rewritten."""
+    from .evaluator import freeze as freeze_spec
+
+    done = freeze_spec(registry_dir(), spec)
+    if as_json:
+        print_json({"ref": done.evaluator.ref, "sha256": done.evaluator.sha256, "path": str(done.path), "created": done.created})
+        return
+    verb = "froze" if done.created else "already frozen:"
+    typer.echo(f"{verb} {done.evaluator.ref} ({done.path})")
+    typer.echo(f"use it with: ptreg new ... --evaluator {done.evaluator.ref}")
+
+
+@app.command("list")
+def list_evaluators(as_json: bool = JsonFlag) -> None:
+    """Every frozen evaluator, whether it still verifies, and what it measures."""
+    from .evaluator import load_file, verify_file
+    from .registry import load_meta
+
+    root = registry_dir()
+    load_meta(root)
+    rows, items = [], []
+    for path in _files(root):
+        mismatch = verify_file(path)
+        spec = None if mismatch else load_file(path).spec
+        ref = path.name[: -len(".json")]
+        items.append({"ref": ref, "path": str(path), "verified": mismatch is None, "problem": mismatch,
+                      "workload": spec.workload if spec else None, "configs": spec.configs if spec else None,
+                      "backends": spec.backends if spec else None})
+        rows.append([ref, "ok" if mismatch is None else "MISMATCH", spec.workload if spec else None,
+                     ",".join(spec.configs) if spec else None, ",".join(spec.backends) if spec else None])
+    if as_json:
+        print_json(items)
+        return
+    if rows:
+        typer.echo(table(rows, ["evaluator", "verifies", "workload", "configs", "backends"]))
+    typer.echo(f"{len(rows)} frozen evaluators in {root / 'evaluators'}")
+
+
+@app.command()
+def show(
+    ref: str = typer.Argument(..., metavar="NAME[@HASH]", help="An evaluator reference, or a name frozen once."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """One frozen evaluator: identity, verification and the full spec."""
+    from .evaluator import load_file, resolve, verify_file
+    from .jsonio import dumps_pretty, read_json
+
+    path = resolve(registry_dir(), ref)
+    mismatch = verify_file(path)
+    if as_json:
+        print_json({"path": str(path), "verified": mismatch is None, "problem": mismatch, "file": read_json(path)})
+        return
+    if mismatch is not None:
+        typer.echo(f"{path}: DOES NOT VERIFY: {mismatch}")
+        typer.echo(dumps_pretty(read_json(path)), nl=False)
+        raise typer.Exit(EXIT_CHECK_FAILED)
+    frozen = load_file(path)
+    typer.echo(f"{frozen.ref}  ({path})")
+    typer.echo(f"sha256 {frozen.sha256}, evaluator code version {frozen.evaluator_version}: verifies")
+    typer.echo(dumps_pretty(frozen.spec.model_dump(mode="json", exclude_none=True)), nl=False)
+
+
+@app.command()
+def verify(
+    refs: List[str] = typer.Argument(None, metavar="[NAME[@HASH]]...", help="Only these (default: every frozen evaluator)."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Recompute every hash; name each file that no longer matches what was frozen. Exit 1 if any."""
+    from .evaluator import resolve, verify_file
+    from .registry import load_meta
+
+    root = registry_dir()
+    load_meta(root)
+    paths = [resolve(root, r) for r in refs] if refs else _files(root)
+    results = [(path, verify_file(path)) for path in paths]
+    bad = [(p, m) for p, m in results if m is not None]
+    if as_json:
+        print_json({"checked": len(results), "mismatched": [{"path": str(p), "problem": m} for p, m in bad]})
+    else:
+        for path, mismatch in bad:
+            typer.echo(f"{path}: {mismatch}")
+        typer.echo(f"{len(results)} frozen evaluators checked, {len(bad)} do not verify")
+    if bad:
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _files(root: Path) -> list[Path]:
+    from .evaluator import evaluator_files
+
+    return evaluator_files(root)
