@@ -1,4 +1,5 @@
-"""How ptreg's registry commands scale: import, validate, list, streaks and show at 1k-100k attempts.
+"""How ptreg's registry commands scale: import, validate, list, streaks, show, and the gate
+(`new --dry-run`, `gate`) at 1k-100k attempts.
 
 Each command runs as a cold `ptreg` process (what a person waits for), several times; the table
 gives the median and the range in seconds. For `show` against the start-up floor of a Typer +
@@ -110,7 +111,30 @@ def measure(size: int, repeats: int, work: Path) -> dict:
     results["streaks"] = summary(timed([PTREG, "-r", str(registry), "streaks"], repeats))
     middle = f"attempt-{size // 2:06d}"
     results["show"] = summary(timed([PTREG, "-r", str(registry), "show", middle], repeats))
+    # The gate reads every record (freshness, streaks, precedents) and digests every file.
+    spec = work / "evaluator.json"
+    spec.write_text(json.dumps(EVALUATOR_SPEC))
+    subprocess.run([PTREG, "-r", str(registry), "evaluator", "freeze", str(spec)], check=True, capture_output=True)
+    propose = [PTREG, "-r", str(registry), "new", *PROPOSAL]
+    results["new --dry-run"] = summary(timed([*propose, "--dry-run"], repeats))
+    subprocess.run(propose, check=True, capture_output=True)
+    results["gate"] = summary(timed([PTREG, "-r", str(registry), "gate", "scale-proposal"], repeats))
     return results
+
+
+EVALUATOR_SPEC = {
+    "name": "scale-eval", "workload": "kernels", "configs": ["xl"], "backends": ["naive", "numpy-blas"],
+    "baseline": "numpy-blas", "warmup_steps": 1, "timed_steps": 5, "repeats": 3, "seed": 0, "threads": 1,
+    "tolerance": {"rtol": 1e-5, "atol": 1e-6}, "max_relative_spread": 0.25, "metric": "gflops",
+}
+# A proposal the gate admits on any synthetic registry (the override covers a long streak).
+PROPOSAL = [
+    "--id", "scale-proposal", "--name", "Scale proposal", "--family", "matmul", "--kind", "runtime-benchmark",
+    "--objective", "training-step-time", "--method", "cache-blocking",
+    "--question", "How long does the gate take on a registry of this size?",
+    "--evaluator", "scale-eval", "--budget-seconds", "600", "--tracking-issue", "#1",
+    "--override-streak", "synthetic registry", "--no-input",
+]
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ from typing import List
 import typer
 
 from .cli_common import JsonFlag, print_json, registry_dir, table
-from .errors import EXIT_CHECK_FAILED
+from .errors import EXIT_CHECK_FAILED, PtregError
 
 app = typer.Typer(
     name="evaluator",
@@ -71,13 +71,21 @@ def show(
 
     path = resolve(registry_dir(), ref)
     mismatch = verify_file(path)
-    if as_json:
-        print_json({"path": str(path), "verified": mismatch is None, "problem": mismatch, "file": read_json(path)})
-        return
     if mismatch is not None:
-        typer.echo(f"{path}: DOES NOT VERIFY: {mismatch}")
-        typer.echo(dumps_pretty(read_json(path)), nl=False)
+        try:
+            content = read_json(path)
+        except PtregError:
+            content = None  # not even JSON any more: the mismatch says so
+        if as_json:
+            print_json({"path": str(path), "verified": False, "problem": mismatch, "file": content})
+        else:
+            typer.echo(f"{path}: DOES NOT VERIFY: {mismatch}")
+            if content is not None:
+                typer.echo(dumps_pretty(content), nl=False)
         raise typer.Exit(EXIT_CHECK_FAILED)
+    if as_json:
+        print_json({"path": str(path), "verified": True, "problem": None, "file": read_json(path)})
+        return
     frozen = load_file(path)
     typer.echo(f"{frozen.ref}  ({path})")
     typer.echo(f"sha256 {frozen.sha256}, evaluator code version {frozen.evaluator_version}: verifies")

@@ -190,7 +190,7 @@ def gate(
     admission = attempt.admission
     changed = None
     if admission is not None:
-        now = registry_state(root, len(registry.records))
+        now = registry_state(root, len(registry.records) - 1, exclude=attempt.id)
         changed = now.sha256 != admission.registry_state.sha256
     if as_json:
         print_json({**report.to_json(), "admitted_at": admission.admitted_at if admission else None,

@@ -40,7 +40,7 @@ def _schema_message(error: dict[str, Any]) -> str:
     if error["type"] == "string_pattern_mismatch" and loc and loc[-1] in ("id", "varied_from", "run_id"):
         return f"not a valid id {error['input']!r}: use lowercase letters, digits, '-' and single '.' (pattern {ID_PATTERN})"
     if error["type"] == "extra_forbidden":
-        return "unknown field (not in the attempt schema)"
+        return "unknown field (not in the schema)"
     if error["type"] == "missing":
         return "required field is missing"
     message = error["msg"]

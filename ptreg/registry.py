@@ -381,15 +381,17 @@ def ids_in(records: Iterable[Record]) -> list[str]:
     return [r.raw_id for r in records if r.raw_id is not None]
 
 
-def registry_state(root: Path, attempts: int) -> RegistryState:
+def registry_state(root: Path, attempts: int, exclude: Optional[str] = None) -> RegistryState:
     """A digest of every file the gate reads (registry.json, records, frozen evaluators), so an
-    admission says exactly which registry it was judged against."""
+    admission says exactly which registry it was judged against. ``exclude`` leaves out one
+    attempt's own file, to compare with the state at its admission (before it was written)."""
     import hashlib
 
     from .evaluator import evaluator_files
     digest = hashlib.sha256()
     evaluators = evaluator_files(root)
-    for path in [root / REGISTRY_FILE, *attempt_files(root), *evaluators]:
+    records = [p for p in attempt_files(root) if p.stem != exclude]
+    for path in [root / REGISTRY_FILE, *records, *evaluators]:
         name = path.relative_to(root).as_posix()
         try:
             content = path.read_bytes()

@@ -142,6 +142,43 @@ def sample_records() -> list[dict[str, Any]]:
     ]
 
 
+# --------------------------------------------------------------------------- evaluators
+
+
+def evaluator_spec(**changes: Any) -> dict[str, Any]:
+    """A valid evaluator spec; a change to ``None`` removes the field."""
+    spec: dict[str, Any] = {
+        "name": "kernels-xl",
+        "workload": "kernels",
+        "configs": ["xl"],
+        "backends": ["naive", "numpy-blas"],
+        "baseline": "numpy-blas",
+        "warmup_steps": 2,
+        "timed_steps": 10,
+        "repeats": 5,
+        "seed": 0,
+        "threads": 1,
+        "tolerance": {"rtol": 1e-5, "atol": 1e-6},
+        "max_relative_spread": 0.2,
+        "metric": "gflops",
+    }
+    for key, value in changes.items():
+        if value is None:
+            spec.pop(key, None)
+        else:
+            spec[key] = value
+    return spec
+
+
+def freeze_evaluator(root: Path, **changes: Any) -> str:
+    """Freeze a spec into the registry at ``root``; return its name@hash12 reference."""
+    from ptreg.evaluator import freeze
+
+    spec_path = root.parent / f"spec-{len(list(root.parent.glob('spec-*.json')))}.json"
+    spec_path.write_text(json.dumps(evaluator_spec(**changes)), encoding="utf-8")
+    return freeze(root, spec_path).evaluator.ref
+
+
 # --------------------------------------------------------------------------- checking results
 
 

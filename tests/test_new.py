@@ -1,0 +1,313 @@
+"""`ptreg new`, `ptreg gate` and `ptreg precedents` from the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import assert_one_line_error, complete_record, failed_record, freeze_evaluator, snapshot, write_registry
+
+
+@pytest.fixture
+def reg(tmp_path: Path) -> tuple[Path, str]:
+    root = write_registry(
+        tmp_path / "reg",
+        [
+            complete_record("blocked-fwd", methods=["cache-blocking"]),
+            failed_record("blocked-da", methods=["cache-blocking"], varied_from="blocked-fwd", varied="block dA",
+                          next_action="Only continue if dB shows headroom."),
+            failed_record("fused-adam", objective="peak-memory", methods=["operator-fusion"]),
+            complete_record("threads", methods=["multithreading"], bases=["matmul-f32"]),
+        ],
+    )
+    return root, freeze_evaluator(root)
+
+
+def new_args(root: Path, ref: str, **changes: Any) -> list[str]:
+    flags: dict[str, Any] = {
+        "--id": "blocked-db",
+        "--name": "Blocked dB",
+        "--family": "runtime-perf",
+        "--kind": "runtime-benchmark",
+        "--objective": "training-step-time",
+        "--method": "cache-blocking",
+        "--question": "How much of the step does backward dB take once blocked?",
+        "--varied-from": "blocked-da",
+        "--varied": "block dB as well",
+        "--answers-disposition": "The attribution measures dB's headroom first.",
+        "--evaluator": ref,
+        "--budget-seconds": "600",
+        "--tracking-issue": "owner/ptreg#3",
+    }
+    for key, value in changes.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None:
+            flags.pop(flag, None)
+        else:
+            flags[flag] = value
+    args = ["-r", str(root), "new"]
+    for flag, value in flags.items():
+        args += [flag, value] if value is not True else [flag]
+    return args
+
+
+def test_new_admits_writes_and_validates(cli, reg) -> None:
+    root, ref = reg
+    result = cli(*new_args(root, ref))
+    assert result.code == 0, result.err
+    assert "admitted: wrote" in result.out and "precedents" in result.out
+    assert "Only continue if dB shows headroom." in result.out  # the disposition is shown
+    record = json.loads((root / "blocked-db.json").read_text())
+    assert record["status"] == "not-tried" and record["evaluator"] == ref
+    assert record["tracking_issue"] == "owner/ptreg#3" and record["budget"] == {"wall_clock_seconds": 600.0}
+    assert len(record["admission"]["checks"]) == 6
+    assert cli("-r", root, "validate").code == 0
+    assert cli("-r", root, "gate", "blocked-db").code == 0
+
+
+def test_new_refused_exits_1_names_the_check_and_writes_nothing(cli, reg) -> None:
+    root, ref = reg
+    before = snapshot(root)
+    result = cli(*new_args(root, ref, question=None, tracking_issue="nope"))
+    assert result.code == 1
+    assert "FAILED     fresh-question" in result.out and "how to satisfy: state the question" in result.out
+    assert "FAILED     scoped-tracking-issue" in result.out
+    assert "refused: 2 gate check(s) failed (fresh-question, scoped-tracking-issue); nothing written" in result.out
+    assert snapshot(root) == before
+
+
+def test_new_json(cli, reg) -> None:
+    root, ref = reg
+    data = cli(*new_args(root, ref, dry_run=True, json=True)).json()
+    assert data["admitted"] and not data["written"] and data["path"] is None
+    assert [c["outcome"] for c in data["gate"]["checks"]] == ["passed"] * 6
+    assert data["precedents"][0]["id"] == "blocked-da"
+    assert data["attempt"]["id"] == "blocked-db" and "admission" not in data["attempt"]
+    assert not (root / "blocked-db.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"budget_seconds": "abc"}, "--budget-seconds"),
+        ({"id": "../escape"}, "invalid attempt id"),
+        ({"id": "Upper"}, "invalid attempt id"),
+        ({"evaluator": "nope"}, "no frozen evaluator named 'nope'"),
+        ({"kind": "nope"}, "--kind 'nope' is not in the kind_vocabulary"),
+        ({"method": "nope"}, "--method 'nope' is not in the method_vocabulary"),
+        ({"objective": "nope"}, "--objective 'nope' is not in the objective_vocabulary"),
+        ({"id": None}, "missing --id"),
+        ({"family": None}, "missing --family"),
+        ({"objective": None}, "missing --objective"),
+        ({"kind": "infrastructure"}, "infrastructure attempt carries no shape fields"),
+        ({"name": ""}, "missing --name"),
+        ({"data_rows": "-1"}, "--data-rows"),
+        ({"unknown_flag": "x"}, "No such option"),
+    ],
+)
+def test_new_unusable_input_exits_2_in_one_line(cli, reg, changes, fragment) -> None:
+    root, ref = reg
+    before = snapshot(root)
+    result = cli(*new_args(root, ref, **changes))
+    assert_one_line_error(result, 2, fragment)
+    assert snapshot(root) == before
+
+
+def test_new_refuses_an_existing_id(cli, reg) -> None:
+    root, ref = reg
+    before = snapshot(root)
+    assert_one_line_error(cli(*new_args(root, ref, id="threads")), 1, "already exists")
+    assert snapshot(root) == before
+
+
+def test_new_into_a_missing_registry(cli, tmp_path: Path) -> None:
+    assert_one_line_error(cli(*new_args(tmp_path / "none", "x@000000000000")), 2, "not a registry directory")
+
+
+def test_new_never_prompts_without_a_terminal(reg) -> None:
+    """In a pipe, missing values are not asked for: the gate refuses at once."""
+    root, ref = reg
+    proc = subprocess.run(
+        [sys.executable, "-c", "from ptreg.cli import main; main()", *new_args(root, ref, question=None)],
+        stdin=subprocess.PIPE, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 1 and "fresh-question" in proc.stdout
+    assert "question (" not in proc.stdout + proc.stderr
+
+
+def test_new_prompts_for_what_is_missing_at_a_terminal(reg, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from ptreg import cli_proposal
+    from ptreg.cli import app
+
+    root, ref = reg
+    monkeypatch.setattr(cli_proposal, "_interactive", lambda no_input: not no_input)
+    args = new_args(root, ref, question=None, answers_disposition=None, budget_seconds=None, hypothesis=None)
+    answers = "\n".join([
+        "How much of the step is dB once blocked?",  # question
+        "",  # hypothesis: skipped
+        "We measure dB's share before keeping any blocking.",  # answer to the disposition
+        "900",  # budget seconds
+    ]) + "\n"
+    result = CliRunner().invoke(app, args, input=answers)
+    assert result.exit_code == 0, result.output
+    shown = result.output
+    assert shown.index("Only continue if dB shows headroom.") < shown.index("your answer to that disposition")
+    record = json.loads((root / "blocked-db.json").read_text())
+    assert record["question"] == "How much of the step is dB once blocked?"
+    assert record["answers_disposition"] == "We measure dB's share before keeping any blocking."
+    assert record["budget"] == {"wall_clock_seconds": 900.0} and "hypothesis" not in record
+
+
+def test_no_input_flag_stops_prompts(reg, monkeypatch, cli) -> None:
+    from ptreg import cli_proposal
+
+    root, ref = reg
+    monkeypatch.setattr(cli_proposal.sys.stdin, "isatty", lambda: True, raising=False)
+    assert not cli_proposal._interactive(True)
+    assert cli(*new_args(root, ref, question=None, no_input=True)).code == 1
+
+
+def test_two_racing_news_of_one_id_exactly_one_wins(reg) -> None:
+    root, ref = reg
+    command = [sys.executable, "-c", "from ptreg.cli import main; main()", *new_args(root, ref)]
+    env = {k: v for k, v in os.environ.items() if k != "PTREG_REGISTRY"}
+    for trial in range(3):
+        target = root / "blocked-db.json"
+        if target.exists():
+            target.unlink()
+        procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+        outcomes = [(p.wait(timeout=60), p.stderr.read()) for p in procs]
+        for p in procs:
+            p.stdout.close()
+            p.stderr.close()
+        codes = sorted(code for code, _ in outcomes)
+        assert codes == [0, 1], outcomes
+        loser = next(err for code, err in outcomes if code == 1)
+        assert "already exists" in loser or "created by another process" in loser
+        assert json.loads(target.read_text())["id"] == "blocked-db"
+        assert not [p for p in root.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_exclusive_create_refuses_an_existing_file(tmp_path: Path) -> None:
+    from ptreg.jsonio import create_text_exclusive
+
+    target = tmp_path / "x.json"
+    create_text_exclusive(target, "first\n")
+    with pytest.raises(FileExistsError):
+        create_text_exclusive(target, "second\n")
+    assert target.read_text() == "first\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+# --------------------------------------------------------------------------- gate
+
+
+def test_gate_of_an_admitted_attempt_then_a_tampered_evaluator(cli, reg) -> None:
+    root, ref = reg
+    assert cli(*new_args(root, ref)).code == 0
+    result = cli("-r", root, "gate", "blocked-db")
+    assert result.code == 0 and "admission holds" in result.out and "unchanged since" in result.out
+    path = root / "evaluators" / f"{ref}.json"
+    path.write_text(path.read_text().replace('"threads": 1', '"threads": 2'))
+    result = cli("-r", root, "gate", "blocked-db")
+    assert result.code == 1 and "FAILED     frozen-evaluator" in result.out and "changed since" in result.out
+    assert cli("-r", root, "gate", "blocked-db", "--json").json()["admitted"] is False
+    assert cli("-r", root, "evaluator", "verify").code == 1
+
+
+def test_gate_of_an_attempt_never_proposed(cli, reg) -> None:
+    root, _ = reg
+    result = cli("-r", root, "gate", "threads")
+    assert result.code == 1 and "no recorded admission" in result.out
+
+
+def test_gate_of_an_unknown_id(cli, reg) -> None:
+    assert_one_line_error(cli("-r", reg[0], "gate", "blocked-fwdd"), 1, "did you mean: blocked-fwd")
+
+
+# --------------------------------------------------------------------------- precedents
+
+
+def test_precedents_rank_objective_over_methods_and_failures_first(cli, reg) -> None:
+    root, _ = reg
+    data = cli("-r", root, "precedents", "--objective", "training-step-time", "--method", "operator-fusion", "--json").json()
+    ids = [p["id"] for p in data]
+    # fused-adam shares a method but not the objective: it comes after every objective match.
+    assert ids[-1] == "fused-adam"
+    # among the objective matches with nothing else shared, the failure comes first
+    assert ids[:3] == ["blocked-da", "blocked-fwd", "threads"]
+    assert data[0]["shared"] == {"objective": True, "methods": [], "bases": [], "lineage": False, "family": False}
+
+
+def test_precedents_shared_methods_count(cli, reg) -> None:
+    root, _ = reg
+    data = cli("-r", root, "precedents", "--objective", "training-step-time", "--method", "multithreading",
+               "--base", "matmul-f32", "--json").json()
+    assert data[0]["id"] == "threads"
+
+
+def test_precedents_text_and_limit(cli, reg) -> None:
+    root, _ = reg
+    result = cli("-r", root, "precedents", "--objective", "training-step-time", "--limit", "1")
+    assert result.code == 0 and "blocked-da" in result.out and "threads" not in result.out
+
+
+def test_precedents_need_a_shape(cli, reg) -> None:
+    assert_one_line_error(cli("-r", reg[0], "precedents"), 2, "--objective")
+
+
+# --------------------------------------------------------------------------- show
+
+
+def test_show_renders_preregistration_override_and_admission(cli, tmp_path: Path) -> None:
+    chain = [complete_record("s0", methods=["vectorization"])] + [
+        failed_record(f"s{i}", methods=["vectorization"], varied_from=f"s{i - 1}", varied=f"step {i}") for i in (1, 2, 3)
+    ]
+    root = write_registry(tmp_path / "reg", chain)
+    ref = freeze_evaluator(root)
+    args = new_args(root, ref, id="s4", varied_from="s3", method="vectorization", answers_disposition="We stop after this one.")
+    refused = cli(*args)
+    assert refused.code == 1 and "STOP AND RETHINK" in refused.out and "--override-streak" in refused.out
+    assert cli(*args, "--override-streak", "The timer was wrong in s1-s3.").code == 0
+    shown = cli("-r", root, "show", "s4").out
+    assert "Streak override (went on despite STOP AND RETHINK): The timer was wrong in s1-s3." in shown
+    assert "Tracking issue: owner/ptreg#3 (https://github.com/owner/ptreg/issues/3)." in shown
+    assert "Answer to the disposition it varies (s3: Stop here.): We stop after this one." in shown
+    assert "- streak: overridden;" in shown and "Admission" in shown
+    markdown = cli("-r", root, "show", "s4", "--format", "markdown").out
+    assert "## Admission" in markdown and "## Pre-registration" in markdown
+
+
+# --------------------------------------------------------------------------- the shared registry
+
+
+def test_proposal_varying_the_seed_attempt_on_the_shared_registry(cli, shared_file: Path, tmp_path: Path) -> None:
+    """Imported records have no question: unknown, so freshness compares only with known ones."""
+    root = tmp_path / "shared-reg"
+    assert cli("-r", root, "init").code == 0  # default vocabularies (runtime-benchmark, training-step-time)
+    assert cli("-r", root, "import", shared_file).code == 0
+    ref = freeze_evaluator(root)
+    question = "Does blocking backward_dB too lift end-to-end training past the 1.13x of dA blocking?"
+    first = new_args(root, ref, id="wasm-backward-db-blocking", varied_from="wasm-backward-da-blocking",
+                     question=question, tracking_issue="owner/ptreg#3",
+                     answers_disposition="The per-kernel attribution shows dB's headroom before blocking is kept.")
+    result = cli(*first)
+    assert result.code == 0, result.out
+    assert "Only continue matmul blocking if backward_dB" in result.out
+    assert "attempts there record no question: unknown, not compared" in result.out
+    again = new_args(root, ref, id="wasm-backward-db-blocking-2", varied_from="wasm-backward-da-blocking",
+                     question="does blocking BACKWARD_DB too lift end to end training past the 1.13x of da blocking",
+                     tracking_issue="owner/ptreg#3", answers_disposition="Same.")
+    before = snapshot(root)
+    refused = cli(*again)
+    assert refused.code == 1 and "the same question as wasm-backward-db-blocking" in refused.out
+    assert snapshot(root) == before
+    assert cli("-r", root, "validate").code == 0
