@@ -88,7 +88,7 @@ def new(
         tracking_issue=tracking_issue, answers_disposition=answers_disposition, override_streak=override_streak,
         source=source,
     )
-    if _interactive(no_input):
+    if _interactive(no_input or as_json):  # prompts would corrupt the JSON on stdout
         _ask_for_missing(given, load_directory(root))
     elif varied_from and not as_json:
         _show_disposition(varied_from, root)

@@ -2,7 +2,7 @@
 
 Two negatives in a row earn a CAUTION, three or more a STOP AND RETHINK: the same axis is
 being pushed again by habit. A chain that failed and then worked does not warn, since only
-the negatives at the tip count.
+the negatives at the tip count; a not-tried proposal at the tip has no outcome and is passed over.
 """
 
 from __future__ import annotations
@@ -77,8 +77,14 @@ def streaks(attempts: Iterable[Attempt]) -> list[Streak]:
 
 
 def trailing_negatives(chain: list[Attempt], objective: str) -> list[Attempt]:
+    """The negatives at the tip of ``chain``, oldest first. Proposals not yet tried at the tip
+    are passed over: they have no outcome, so they neither break nor extend a streak (else
+    proposing would be a way to clear a STOP AND RETHINK)."""
     trailing: list[Attempt] = []
-    for a in reversed(chain):
+    outcomes = list(reversed(chain))
+    while outcomes and outcomes[0].status == "not-tried" and outcomes[0].objective == objective:
+        outcomes.pop(0)
+    for a in outcomes:
         if a.objective != objective or a.status not in NEGATIVE_STATUSES:
             break
         trailing.append(a)
@@ -87,11 +93,4 @@ def trailing_negatives(chain: list[Attempt], objective: str) -> list[Attempt]:
 
 
 def _trailing_count(tip: Attempt, by_id: dict[str, Attempt]) -> int:
-    count, node, seen = 0, tip, set()
-    while node is not None and node.id not in seen and node.objective == tip.objective:
-        if node.status not in NEGATIVE_STATUSES:
-            break
-        seen.add(node.id)
-        count += 1
-        node = by_id.get(node.varied_from) if node.varied_from else None
-    return count
+    return len(trailing_negatives(ancestry(tip.id, by_id), tip.objective or ""))

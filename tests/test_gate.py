@@ -334,6 +334,14 @@ def test_an_override_is_admitted_and_stored(tmp_path: Path) -> None:
     assert {"check": "streak", "outcome": "overridden", "detail": check.detail} in stored["admission"]["checks"]
 
 
+def test_proposing_cannot_clear_a_streak(tmp_path: Path) -> None:
+    """An admitted (not-tried) proposal at the tip has no outcome: the next one still meets STOP."""
+    root, ref = streak_registry(tmp_path, 3)
+    assert propose(root, streak_given(ref, parent=3, override_streak="One more, with a new timer.")).written
+    check, _ = streak_check(root, ref, id="after", varied_from="blocked-db", question="Is the new timer stable?")
+    assert check.outcome == "failed" and "s1, s2, s3" in check.detail
+
+
 def test_no_objective_no_streak(registry) -> None:
     root, ref = registry
     proposal = propose(

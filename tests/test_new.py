@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from helpers import assert_one_line_error, complete_record, failed_record, freeze_evaluator, snapshot, write_registry
+from jsonschema import Draft202012Validator
+
+from helpers import SCHEMAS, assert_one_line_error, complete_record, failed_record, freeze_evaluator, snapshot, write_registry
 
 
 @pytest.fixture
@@ -68,6 +70,8 @@ def test_new_admits_writes_and_validates(cli, reg) -> None:
     assert record["tracking_issue"] == "owner/ptreg#3" and record["budget"] == {"wall_clock_seconds": 600.0}
     assert len(record["admission"]["checks"]) == 6
     assert cli("-r", root, "validate").code == 0
+    schema = json.loads((SCHEMAS / "attempt.schema.json").read_text())
+    assert list(Draft202012Validator(schema).iter_errors(record)) == []
     assert cli("-r", root, "gate", "blocked-db").code == 0
 
 

@@ -211,9 +211,15 @@ def test_three_negatives_is_stop(tmp_path: Path) -> None:
     assert s.level == STOP and s.negatives == 3
 
 
-def test_worked_with_caveat_and_not_tried_break_a_streak(tmp_path: Path) -> None:
+def test_worked_with_caveat_breaks_a_streak(tmp_path: Path) -> None:
     assert streak_of(tmp_path, chain("failed", "failed", "worked-with-caveat")).level == OK
-    assert streak_of(tmp_path / "2", chain("failed", "failed", "not-tried")).level == OK
+
+
+def test_a_not_tried_proposal_at_the_tip_neither_breaks_nor_extends_a_streak(tmp_path: Path) -> None:
+    s = streak_of(tmp_path, chain("worked", "failed", "failed", "failed", "not-tried", "not-tried"))
+    assert s.level == STOP and [a.id for a in s.trailing] == ["s1", "s2", "s3"] and s.tip.id == "s5"
+    # one not tried in the middle of a chain is an attempt that never happened: it ends the count there
+    assert streak_of(tmp_path / "2", chain("failed", "not-tried", "failed", "failed")).negatives == 2
 
 
 def test_deepest_chain_counts(tmp_path: Path) -> None:
