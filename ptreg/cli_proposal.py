@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from .cli_common import JsonFlag, load, print_json, registry_dir, room_left, table
+from .cli_common import JsonFlag, load, print_json, progress_bar, registry_dir, room_left, table
 from .errors import EXIT_CHECK_FAILED, PtregError
 
 if TYPE_CHECKING:
@@ -97,7 +97,11 @@ def new(
             raise PtregError(f"missing {flag}: a proposal needs an id, a name, a family and a kind")
     if given.kind != "infrastructure" and not given.objective:
         raise PtregError("missing --objective: a proposal of this kind needs one (only infrastructure has none)")
-    proposal = propose(root, given, dry_run=dry_run)
+    with progress_bar() as progress:
+        proposal = propose(root, given, dry_run=dry_run, progress=progress)
+    if proposal.skipped:
+        typer.echo(f"ptreg: warning: {proposal.skipped} record file(s) could not be used and were left out of the checks; "
+                   "run `ptreg validate`", err=True)
     if as_json:
         print_json({
             "admitted": proposal.report.admitted,

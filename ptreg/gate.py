@@ -12,12 +12,15 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from . import tracking
 from .lineage import ancestry, lineage_root
 from .model import INFRASTRUCTURE_KIND, Attempt
 from .streaks import CAUTION_AT, STOP_AT, streaks, trailing_negatives
+
+if TYPE_CHECKING:
+    from .evaluator import EvaluatorSpec
 
 SIMILAR_QUESTION = 0.8  # token Jaccard at or above which two questions are the same question
 PASSED, CAUTION, OVERRIDDEN, FAILED = "passed", "caution", "overridden", "failed"
@@ -70,10 +73,11 @@ def check_gate(
     """
     by_id = {a.id: a for a in others if a.id != proposal.id}
     everyone = {**by_id, proposal.id: proposal}
+    evaluator_check, spec = frozen_evaluator(proposal, root)
     checks = [
         fresh_question(proposal, by_id, everyone),
-        frozen_evaluator(proposal, root),
-        explicit_budget(proposal, root, budget_error),
+        evaluator_check,
+        explicit_budget(proposal, spec, budget_error),
         scoped_tracking_issue(proposal, by_id, everyone, tracking_error),
         disposition_respected(proposal, by_id),
         streak(proposal, by_id),
@@ -138,33 +142,34 @@ def fresh_question(proposal: Attempt, by_id: dict[str, Attempt], everyone: dict[
 # --------------------------------------------------------------------------- frozen evaluator
 
 
-def frozen_evaluator(proposal: Attempt, root: Path) -> CheckResult:
+def frozen_evaluator(proposal: Attempt, root: Path) -> tuple[CheckResult, Optional["EvaluatorSpec"]]:
+    """The check, and the spec when the evaluator passes it (the budget is weighed against it)."""
     from .evaluator import EVALUATOR_VERSION, evaluators_dir, load_file, verify_file
 
     name = "frozen-evaluator"
     freeze_hint = "freeze the spec with `ptreg evaluator freeze SPEC.json` and name it with --evaluator NAME@HASH"
     if proposal.evaluator is None:
-        return CheckResult(name, FAILED, "no evaluator is named", freeze_hint)
+        return CheckResult(name, FAILED, "no evaluator is named", freeze_hint), None
     path = evaluators_dir(root) / f"{proposal.evaluator}.json"
     if not path.exists():
-        return CheckResult(name, FAILED, f"evaluator {proposal.evaluator} is not frozen in this registry ({path} is missing)", freeze_hint)
+        return CheckResult(name, FAILED, f"evaluator {proposal.evaluator} is not frozen in this registry ({path} is missing)", freeze_hint), None
     mismatch = verify_file(path)
     if mismatch is not None:
         return CheckResult(
             name, FAILED, f"{path} no longer verifies: {mismatch}",
             "a frozen evaluator is never edited: restore the file from version control, or freeze the changed spec "
             "as a new evaluator and propose again with it",
-        )
+        ), None
     frozen = load_file(path)
     if frozen.evaluator_version != EVALUATOR_VERSION:
         return CheckResult(
             name, FAILED,
             f"{proposal.evaluator} was frozen for evaluator code version {frozen.evaluator_version}; this ptreg interprets version {EVALUATOR_VERSION}",
             "freeze the spec again under this version (`ptreg evaluator freeze SPEC.json`) and propose with the new reference",
-        )
+        ), None
     spec = frozen.spec
     return CheckResult(name, PASSED, f"{proposal.evaluator} verifies (workload {spec.workload}, configs {', '.join(spec.configs)}, "
-                       f"backends {', '.join(spec.backends)})")
+                       f"backends {', '.join(spec.backends)})"), spec
 
 
 # --------------------------------------------------------------------------- explicit budget
@@ -173,10 +178,7 @@ def frozen_evaluator(proposal: Attempt, root: Path) -> CheckResult:
 BUDGET_FLAGS = "--budget-seconds S (optionally --budget-steps, --budget-repeats, --budget-threads, --budget-memory-mb)"
 
 
-def explicit_budget(proposal: Attempt, root: Path, budget_error: Optional[str] = None) -> CheckResult:
-    from .evaluator import evaluators_dir, load_file, verify_file
-    from .errors import PtregError
-
+def explicit_budget(proposal: Attempt, spec: Optional["EvaluatorSpec"], budget_error: Optional[str] = None) -> CheckResult:
     name = "explicit-budget"
     if budget_error is not None:
         return CheckResult(name, FAILED, budget_error, f"give a positive, finite budget: {BUDGET_FLAGS}")
@@ -184,26 +186,18 @@ def explicit_budget(proposal: Attempt, root: Path, budget_error: Optional[str] =
     if budget is None:
         return CheckResult(name, FAILED, "no budget is given", f"state what the run may spend: {BUDGET_FLAGS}")
     # A budget the evaluator cannot fit in is not a plan: say so now, not mid-run.
-    if proposal.evaluator is not None:
-        path = evaluators_dir(root) / f"{proposal.evaluator}.json"
-        spec = None
-        if path.exists() and verify_file(path) is None:
-            try:
-                spec = load_file(path).spec
-            except PtregError:
-                spec = None
-        if spec is not None:
-            for limit, needed, what in (
-                (budget.max_threads, spec.threads, "threads"),
-                (budget.max_repeats, spec.repeats, "repeats"),
-                (budget.max_timed_steps, spec.timed_steps, "timed steps per repeat"),
-            ):
-                if limit is not None and needed > limit:
-                    return CheckResult(
-                        name, FAILED,
-                        f"the evaluator needs {needed} {what} but the budget allows at most {limit}",
-                        f"raise the budget's {what} limit to at least {needed}, or freeze an evaluator that needs fewer",
-                    )
+    if spec is not None:
+        for limit, needed, what in (
+            (budget.max_threads, spec.threads, "threads"),
+            (budget.max_repeats, spec.repeats, "repeats"),
+            (budget.max_timed_steps, spec.timed_steps, "timed steps per repeat"),
+        ):
+            if limit is not None and needed > limit:
+                return CheckResult(
+                    name, FAILED,
+                    f"the evaluator needs {needed} {what} but the budget allows at most {limit}",
+                    f"raise the budget's {what} limit to at least {needed}, or freeze an evaluator that needs fewer",
+                )
     return CheckResult(name, PASSED, budget.describe())
 
 

@@ -23,7 +23,7 @@ from .lineage import ancestry
 from .model import INFRASTRUCTURE_KIND, Admission, Attempt, Budget, GateCheck
 from .precedents import Precedent, Shape, precedents
 from .problems import schema_problems
-from .registry import Registry, check_id, load_directory, record_path, registry_state
+from .registry import Progress, Registry, check_id, load_directory, record_path, registry_state
 
 
 @dataclass
@@ -60,6 +60,7 @@ class Proposal:
     report: GateReport
     precedents: list[Precedent]
     path: Optional[Path] = None  # set once written
+    skipped: int = 0  # record files that could not be read or parsed, so were not compared
 
     @property
     def written(self) -> bool:
@@ -157,10 +158,17 @@ def build_attempt(given: ProposalInput, root: Path) -> tuple[Attempt, Optional[s
     return attempt, budget_error, tracking_error
 
 
-def propose(root: Path, given: ProposalInput, *, dry_run: bool = False, now: Optional[datetime] = None) -> Proposal:
+def propose(
+    root: Path,
+    given: ProposalInput,
+    *,
+    dry_run: bool = False,
+    now: Optional[datetime] = None,
+    progress: Optional[Progress] = None,
+) -> Proposal:
     """Check the proposal against the registry at ``root`` and, when admitted, write it."""
     check_id(given.id)
-    registry = load_directory(root)
+    registry = load_directory(root, progress)
     if given.id in {r.raw_id for r in registry.records} or record_path(root, given.id).exists():
         raise PtregError(f"attempt {given.id!r} already exists in {root}; choose another --id", EXIT_CHECK_FAILED)
     _check_vocabulary(given, registry)
@@ -170,7 +178,7 @@ def propose(root: Path, given: ProposalInput, *, dry_run: bool = False, now: Opt
     by_id = {a.id: a for a in others}
     lineage = [a.id for a in ancestry(attempt.varied_from, by_id)] if attempt.varied_from else []
     found = precedents(Shape.of(attempt, lineage), others)
-    proposal = Proposal(attempt, report, found)
+    proposal = Proposal(attempt, report, found, skipped=sum(1 for r in registry.records if r.attempt is None))
     if not report.admitted or dry_run:
         return proposal
     admitted_at = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")

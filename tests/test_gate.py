@@ -232,7 +232,9 @@ def test_well_formed_tracking_issues_pass(registry, reference) -> None:
     assert state == "passed" and reference in detail
 
 
-@pytest.mark.parametrize("reference", [None, "", "  ", "issue 12", "#0", "owner/repo#", "proj-1", "ftp://x/1", "https://"])
+@pytest.mark.parametrize(
+    "reference", [None, "", "  ", "issue 12", "#0", "owner/repo#", "proj-1", "ftp://x/1", "https://", "#1" * 300, "#12\n"]
+)
 def test_missing_or_malformed_tracking_issues_fail(registry, reference) -> None:
     state, _, remedy = outcome(*registry, "scoped-tracking-issue", tracking_issue=reference)
     assert state == "failed" and "owner/repo#123" in remedy

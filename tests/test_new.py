@@ -102,6 +102,7 @@ def test_new_json(cli, reg) -> None:
         ({"budget_seconds": "abc"}, "--budget-seconds"),
         ({"id": "../escape"}, "invalid attempt id"),
         ({"id": "Upper"}, "invalid attempt id"),
+        ({"varied_from": "../x"}, "--varied-from: not a valid id"),
         ({"evaluator": "nope"}, "no frozen evaluator named 'nope'"),
         ({"kind": "nope"}, "--kind 'nope' is not in the kind_vocabulary"),
         ({"method": "nope"}, "--method 'nope' is not in the method_vocabulary"),
@@ -121,6 +122,13 @@ def test_new_unusable_input_exits_2_in_one_line(cli, reg, changes, fragment) -> 
     result = cli(*new_args(root, ref, **changes))
     assert_one_line_error(result, 2, fragment)
     assert snapshot(root) == before
+
+
+def test_new_warns_about_records_left_out(cli, reg) -> None:
+    root, ref = reg
+    (root / "broken.json").write_text("{not json")
+    result = cli(*new_args(root, ref, dry_run=True))
+    assert result.code == 0 and "1 record file(s) could not be used" in result.err
 
 
 def test_new_refuses_an_existing_id(cli, reg) -> None:
