@@ -37,15 +37,15 @@ def freeze(
 @app.command("list")
 def list_evaluators(as_json: bool = JsonFlag) -> None:
     """Every frozen evaluator, whether it still verifies, and what it measures."""
-    from .evaluator import load_file, verify_file
+    from .evaluator import check_file
     from .registry import load_meta
 
     root = registry_dir()
     load_meta(root)
     rows, items = [], []
     for path in _files(root):
-        mismatch = verify_file(path)
-        spec = None if mismatch else load_file(path).spec
+        frozen, mismatch = check_file(path)
+        spec = frozen.spec if frozen else None
         ref = path.name[: -len(".json")]
         items.append({"ref": ref, "path": str(path), "verified": mismatch is None, "problem": mismatch,
                       "workload": spec.workload if spec else None, "configs": spec.configs if spec else None,
@@ -66,12 +66,12 @@ def show(
     as_json: bool = JsonFlag,
 ) -> None:
     """One frozen evaluator: identity, verification and the full spec."""
-    from .evaluator import load_file, resolve, verify_file
+    from .evaluator import check_file, resolve
     from .jsonio import dumps_pretty, read_json
 
     path = resolve(registry_dir(), ref)
-    mismatch = verify_file(path)
-    if mismatch is not None:
+    frozen, mismatch = check_file(path)
+    if frozen is None:
         try:
             content = read_json(path)
         except PtregError:
@@ -86,7 +86,6 @@ def show(
     if as_json:
         print_json({"path": str(path), "verified": True, "problem": None, "file": read_json(path)})
         return
-    frozen = load_file(path)
     typer.echo(f"{frozen.ref}  ({path})")
     typer.echo(f"sha256 {frozen.sha256}, evaluator code version {frozen.evaluator_version}: verifies")
     typer.echo(dumps_pretty(frozen.spec.model_dump(mode="json", exclude_none=True)), nl=False)

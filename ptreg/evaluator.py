@@ -170,26 +170,27 @@ def _load(path: Path) -> tuple[dict[str, Any], FrozenEvaluator]:
         raise PtregError(_first_error(exc, str(path))) from None
 
 
-def load_file(path: Path) -> FrozenEvaluator:
-    """Parse one frozen evaluator file; PtregError says what is wrong with it."""
-    return _load(path)[1]
+def check_file(path: Path) -> tuple[Optional[FrozenEvaluator], Optional[str]]:
+    """Read a frozen evaluator once: (the evaluator, None) when it still is what was frozen,
+    else (None, what no longer matches)."""
+    try:
+        raw, frozen = _load(path)
+    except PtregError as exc:
+        return None, exc.message.removeprefix(f"{path}").lstrip(": ").lstrip("#")
+    # The stored text of the spec, not its re-validation, so that any edit shows.
+    actual = identity(raw["spec"], frozen.evaluator_version)
+    if actual != frozen.sha256:
+        return None, f"its spec hashes to {actual[:HASH_SHOWN]}, not the recorded {frozen.sha256[:HASH_SHOWN]} (edited after freezing?)"
+    if frozen.spec.name != frozen.name:
+        return None, f"spec name {frozen.spec.name!r} differs from the evaluator's name {frozen.name!r}"
+    if path.name != f"{frozen.ref}.json":
+        return None, f"file name should be {frozen.ref}.json for this content"
+    return frozen, None
 
 
 def verify_file(path: Path) -> Optional[str]:
     """None when the file still is what was frozen; else what no longer matches."""
-    try:
-        raw, frozen = _load(path)
-    except PtregError as exc:
-        return exc.message.removeprefix(f"{path}").lstrip(": ").lstrip("#")
-    # The stored text of the spec, not its re-validation, so that any edit shows.
-    actual = identity(raw["spec"], frozen.evaluator_version)
-    if actual != frozen.sha256:
-        return f"its spec hashes to {actual[:HASH_SHOWN]}, not the recorded {frozen.sha256[:HASH_SHOWN]} (edited after freezing?)"
-    if frozen.spec.name != frozen.name:
-        return f"spec name {frozen.spec.name!r} differs from the evaluator's name {frozen.name!r}"
-    if path.name != f"{frozen.ref}.json":
-        return f"file name should be {frozen.ref}.json for this content"
-    return None
+    return check_file(path)[1]
 
 
 def resolve(root: Path, ref: str) -> Path:

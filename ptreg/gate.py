@@ -144,7 +144,7 @@ def fresh_question(proposal: Attempt, by_id: dict[str, Attempt], everyone: dict[
 
 def frozen_evaluator(proposal: Attempt, root: Path) -> tuple[CheckResult, Optional["EvaluatorSpec"]]:
     """The check, and the spec when the evaluator passes it (the budget is weighed against it)."""
-    from .evaluator import EVALUATOR_VERSION, evaluators_dir, load_file, verify_file
+    from .evaluator import EVALUATOR_VERSION, check_file, evaluators_dir
 
     name = "frozen-evaluator"
     freeze_hint = "freeze the spec with `ptreg evaluator freeze SPEC.json` and name it with --evaluator NAME@HASH"
@@ -153,14 +153,13 @@ def frozen_evaluator(proposal: Attempt, root: Path) -> tuple[CheckResult, Option
     path = evaluators_dir(root) / f"{proposal.evaluator}.json"
     if not path.exists():
         return CheckResult(name, FAILED, f"evaluator {proposal.evaluator} is not frozen in this registry ({path} is missing)", freeze_hint), None
-    mismatch = verify_file(path)
-    if mismatch is not None:
+    frozen, mismatch = check_file(path)
+    if frozen is None:
         return CheckResult(
             name, FAILED, f"{path} no longer verifies: {mismatch}",
             "a frozen evaluator is never edited: restore the file from version control, or freeze the changed spec "
             "as a new evaluator and propose again with it",
         ), None
-    frozen = load_file(path)
     if frozen.evaluator_version != EVALUATOR_VERSION:
         return CheckResult(
             name, FAILED,
