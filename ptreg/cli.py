@@ -14,7 +14,7 @@ from typing import List, Optional
 import typer
 from typer.exceptions import TyperException  # base of the (vendored) Click exceptions, typer >= 0.28
 
-from . import __version__, cli_evaluator, cli_proposal
+from . import __version__, cli_bench, cli_evaluator, cli_proposal
 from .cli_common import JsonFlag, load, print_json, progress_bar, registry_dir, room_left, state, table
 from .errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
 
@@ -121,7 +121,7 @@ def show(
     registry = load_lineage(registry_dir(), check_id(attempt_id))
     attempt = registry.get(attempt_id)
     record = next(r for r in registry.records if r.attempt is attempt)
-    parts = sections(attempt, registry.by_id(), registry.meta, record.file)
+    parts = sections(attempt, registry.by_id(), registry.meta, record.file, registry.root)
     if fmt is Format.json:
         print_json(render_json(attempt, parts))
     elif fmt is Format.markdown:
@@ -317,10 +317,17 @@ app.command()(cli_proposal.new)
 app.command()(cli_proposal.gate)
 app.command()(cli_proposal.precedents)
 app.add_typer(cli_evaluator.app)
+app.command()(cli_bench.backends)
+app.command()(cli_bench.bench)
+app.command()(cli_bench.run)
+app.command()(cli_bench.conclude)
 
 
 def main(argv: Optional[list[str]] = None) -> None:
     """Console entry point: every failure becomes one line on stderr and a stable exit code."""
+    from .cli_common import command_state
+
+    command_state["argv"] = list(sys.argv[1:] if argv is None else argv)
     try:
         code = app(args=argv, prog_name="ptreg", standalone_mode=False)
     except PtregError as exc:

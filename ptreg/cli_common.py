@@ -12,6 +12,11 @@ from typing import Any, Callable, Iterator, Optional
 import typer
 
 state: dict[str, Optional[str]] = {"registry": None}
+command_state: dict[str, list[str]] = {"argv": []}  # as given to main(), for the run's provenance
+
+
+def command_line() -> list[str]:
+    return ["ptreg", *command_state["argv"]]
 
 JsonFlag = typer.Option(False, "--json", help="Print JSON for scripts instead of text.")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from .lineage import ancestry, successors
@@ -54,7 +55,10 @@ def _listed(values: Optional[list[str]]) -> str:
     return ", ".join(values) if values else UNKNOWN
 
 
-def sections(attempt: Attempt, by_id: Mapping[str, Attempt], meta: RegistryMeta, record_file: Optional[str]) -> list[Section]:
+def sections(
+    attempt: Attempt, by_id: Mapping[str, Attempt], meta: RegistryMeta, record_file: Optional[str],
+    root: Optional[Path] = None,
+) -> list[Section]:
     a = attempt
     scope = [f"- Experiment family: {_words(a.family)}.", f"- Record kind: {_text(a.kind)}."]
     if a.kind == INFRASTRUCTURE_KIND:
@@ -106,6 +110,11 @@ def sections(attempt: Attempt, by_id: Mapping[str, Attempt], meta: RegistryMeta,
     admission = _admission(a)
     if admission:
         result.append(Section("Admission", admission))
+    if a.runs and root is not None:
+        from .dossier_runs import run_lines
+
+        for run in a.runs:
+            result.append(Section(f"Run {run.run_id}", run_lines(root, a.id, run)))
     result.append(Section("How to read this dossier", READING_NOTE))
     return result
 
@@ -177,7 +186,7 @@ def render_markdown(attempt: Attempt, parts: list[Section]) -> str:
         out += [f"## {section.title}", ""]
         for line in section.lines:
             out.append(line)
-            if not line.startswith("- "):
+            if not line.startswith(("- ", "|")):
                 out.append("")
         if out[-1] != "":
             out.append("")

@@ -133,13 +133,21 @@ class Admission(BaseModel):
     )
 
 
+# complete: every planned cell measured; budget-exhausted: the budget stopped a cell;
+# failed: a cell or parity failed, or the engine did (the reason says which); interrupted:
+# stopped by a signal. Finished samples are kept in every case.
+RunStatus = Literal["complete", "budget-exhausted", "failed", "interrupted"]
+RUN_STATUSES: tuple[str, ...] = RunStatus.__args__  # type: ignore[attr-defined]
+RUN_ID_PATTERN = r"^[0-9]{8}T[0-9]{6}Z(-[0-9]+)?$"
+
+
 class RunRef(BaseModel):
     """The attempt's link to one run folder under ``runs/<attempt id>/<run id>/``."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    run_id: AttemptId
-    status: Text
+    run_id: Annotated[str, StringConstraints(pattern=RUN_ID_PATTERN)]
+    status: RunStatus
     evaluator: Optional[Text] = None
     started_at: Optional[Text] = None
     finished_at: Optional[Text] = None

@@ -38,6 +38,7 @@ def check_registry(registry: Registry, check_sources: Optional[Path] = None) -> 
     problems.extend(_tracking_scope(valid))
     if registry.root is not None:
         problems.extend(_evaluators(registry.root, valid))
+        problems.extend(_runs(registry.root, valid))
     return problems
 
 
@@ -199,6 +200,31 @@ def _evaluators(root: Path, records: list[Record]) -> Iterator[Problem]:
             yield Problem(
                 "evaluator", f"evaluator {ref!r} is not frozen in {directory}", record.attempt.id,
                 pointer_join(record.pointer, "evaluator"), record.file,
+            )
+
+
+def _runs(root: Path, records: list[Record]) -> Iterator[Problem]:
+    """Every linked run folder is whole and agrees with its link; `exact` rests on a complete run."""
+    from .run import check_folder, read_results, run_folder
+
+    for record in records:
+        attempt = record.attempt
+        for index, ref in enumerate(attempt.runs or ()):
+            where = pointer_join(record.pointer, "runs", index)
+            broken = check_folder(root, attempt.id, ref.run_id)
+            if broken is not None:
+                yield Problem("run", broken, attempt.id, where, record.file)
+                continue
+            results = read_results(run_folder(root, attempt.id, ref.run_id))
+            if results.status != ref.status or results.evaluator != ref.evaluator:
+                yield Problem(
+                    "run", f"run {ref.run_id} is {results.status} under {results.evaluator} in its results, but the "
+                    f"record says {ref.status} under {ref.evaluator}", attempt.id, where, record.file,
+                )
+        if attempt.runs and attempt.failure_reason_confidence == "exact" and not any(r.status == "complete" for r in attempt.runs):
+            yield Problem(
+                "run", "confidence 'exact' needs a complete run, and none of the linked runs is", attempt.id,
+                pointer_join(record.pointer, "failure_reason_confidence"), record.file,
             )
 
 

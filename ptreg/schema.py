@@ -8,6 +8,7 @@ from typing import Any
 from .jsonio import atomic_write_text, dumps_pretty
 from .evaluator import FrozenEvaluator
 from .model import Attempt, AttemptsFile, RegistryMeta
+from .run import RunResults
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 # name of the file -> (model, what it validates)
@@ -16,6 +17,7 @@ SCHEMAS = {
     "registry.schema.json": (RegistryMeta, "registry.json of a registry directory: schema version and vocabularies."),
     "attempts-file.schema.json": (AttemptsFile, "The single-file interchange format (attempts.json, schema_version 2)."),
     "evaluator.schema.json": (FrozenEvaluator, "A frozen evaluator: evaluators/<name>@<hash12>.json of a registry directory."),
+    "run-results.schema.json": (RunResults, "A run's results: runs/<attempt id>/<run id>/results.json of a registry directory."),
 }
 
 

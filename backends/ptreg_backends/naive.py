@@ -43,11 +43,13 @@ class NaiveBackend:
             np.add(out, term, out=out)
 
     def matmul_backward_da(self, dc: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-        # dA += dC[:, n] ⊗ B[:, n] for n ascending
+        # dA += dC[:, n] ⊗ B[:, n] for n ascending. The columns are copied into rows first:
+        # a copy changes no value, and strided columns made this kernel 8x slower than the others.
+        dc_t, b_t = np.ascontiguousarray(dc.T), np.ascontiguousarray(b.T)
         term = np.empty_like(out)
         out.fill(0.0)
         for n in range(dc.shape[1]):
-            np.multiply(dc[:, n, None], b[None, :, n], out=term)
+            np.multiply(dc_t[n, :, None], b_t[None, n, :], out=term)
             np.add(out, term, out=out)
 
     def matmul_backward_db(self, a: np.ndarray, dc: np.ndarray, out: np.ndarray) -> None:

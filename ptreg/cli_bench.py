@@ -1,0 +1,197 @@
+"""The measuring commands: backends, bench, run, conclude. Logic lives in the library."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Callable, Iterator, List, Optional
+
+import typer
+
+from .cli_common import JsonFlag, command_line, print_json, registry_dir, table
+from .errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
+
+
+def backends(as_json: bool = JsonFlag) -> None:
+    """The kernel backends registered through the `ptreg.backends` entry points, and whether each can run here.
+
+    Listing reads each backend's metadata without starting it, so an optional dependency (numba) is not imported. An unavailable backend is listed with the reason; it is never an error.
+    """
+    from .backend import describe_all
+
+    found = describe_all()
+    if as_json:
+        print_json([b.to_json() for b in found])
+        return
+    rows = [[b.name, "yes" if b.available else f"no: {b.reason}",
+             {True: "yes (bit-identical to naive)", False: "no (tolerance)"}.get(b.order_preserving, "unknown"),
+             b.default_threads, b.thread_control, f"{b.distribution} {b.distribution_version}", b.description]
+            for b in found]
+    typer.echo(table(rows, ["backend", "available", "keeps order", "threads", "thread control", "from", "description"],
+                     widths={1: 40, 4: 40, 6: 50}))
+
+
+@contextmanager
+def run_progress() -> Iterator[Callable]:
+    """A rich bar (task, step, budget left) at a terminal; one line per finished task otherwise."""
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.fields[left]}"))
+        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+            tasks: dict[str, int] = {}
+
+            def show(event) -> None:
+                left = "" if event.budget_left is None else f"{max(event.budget_left, 0):.0f} s left in budget"
+                if event.task not in tasks:
+                    tasks[event.task] = bar.add_task(event.task, total=event.total, left=left)
+                bar.update(tasks[event.task], completed=event.done, total=event.total, left=left,
+                           description=f"{event.task} {event.phase}")
+
+            yield show
+        return
+    seen: set[str] = set()
+
+    def log(event) -> None:
+        if event.task and event.task not in seen:
+            seen.add(event.task)
+            left = "" if event.budget_left is None else f" ({max(event.budget_left, 0):.0f} s left in budget)"
+            typer.echo(f"ptreg: {event.task}{left}", err=True)
+
+    yield log
+
+
+def print_results(results) -> None:
+    from .report import tables, verdict
+
+    for title, rows, headers in tables(results):
+        typer.echo(f"\n{title}")
+        typer.echo(table(rows, headers, widths={2: 70} if title.startswith("Parity") else None))
+    lines = verdict(results)
+    if lines:
+        typer.echo("\nWhere the step's time goes")
+        for line in lines:
+            typer.echo(f"  {line}")
+
+
+def bench(
+    backend: List[str] = typer.Option(..., "--backend", "-b", help="A backend to measure (repeatable); see `ptreg backends`."),
+    workload: str = typer.Option("tinygpt-train", "--workload", "-w", help="tinygpt-train (ms/step) or kernels (GFLOP/s)."),
+    config: List[str] = typer.Option(["tiny"], "--config", "-c", help="tiny, small, medium, large or xl (repeatable)."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="The backend to compare with besides naive (default: the first)."),
+    warmup_steps: int = typer.Option(2, "--warmup-steps", min=0),
+    timed_steps: int = typer.Option(5, "--timed-steps", min=1),
+    repeats: int = typer.Option(3, "--repeats", min=1),
+    threads: int = typer.Option(1, "--threads", min=1, help="Threads for the backend and the BLAS."),
+    seed: int = typer.Option(0, "--seed", min=0),
+    seconds: Optional[float] = typer.Option(None, "--seconds", help="Stop after this wall clock, like a budget."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Measure backends ad hoc, as `ptreg run` would, and print the tables. Writes nothing.
+
+    For exploring before proposing an attempt: the numbers are not evidence of any attempt until they come from `ptreg run` under a frozen evaluator.
+    """
+    from pydantic import ValidationError
+
+    from . import __version__
+    from .evaluator import EVALUATOR_VERSION, METRIC_OF_WORKLOAD, EvaluatorSpec
+    from .lifecycle import now_utc
+    from .measure import measure
+    from .run import RunResults
+    from .runner import Runner
+
+    if seconds is not None and not (0 < seconds < float("inf")):
+        raise PtregError(f"--seconds must be a positive number of seconds, not {seconds}", EXIT_UNUSABLE)
+    try:
+        spec = EvaluatorSpec(
+            name="bench", workload=workload, configs=config, backends=backend, baseline=baseline or backend[0],
+            warmup_steps=warmup_steps, timed_steps=timed_steps, repeats=repeats, seed=seed, threads=threads,
+            tolerance={"rtol": 1e-4, "atol": 1e-6}, max_relative_spread=0.1, metric=METRIC_OF_WORKLOAD.get(workload, "gflops"),
+        )
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"]) or "options"
+        raise PtregError(f"{where}: {error['msg']}", EXIT_UNUSABLE) from None
+    _check_backends(spec.backends)
+    started = now_utc()
+    with run_progress() as show:
+        found = measure(spec, Runner(spec, wall_clock_seconds=seconds, progress=show))
+    results = RunResults(
+        results_version=1, run_id=None, attempt=None, evaluator=None, evaluator_sha256=None,
+        evaluator_version=EVALUATOR_VERSION, spec=spec, budget=None, command=command_line(), started_at=started,
+        finished_at=now_utc(), status=found.status, reason=found.reason, ptreg_version=__version__,
+        parity=found.parity, cells=found.cells,
+    )
+    if as_json:
+        print_json(results.model_dump(mode="json"))
+    else:
+        print_results(results)
+        typer.echo(f"\nstatus: {results.status}" + (f" ({results.reason})" if results.reason else ""))
+    if results.status != "complete":
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _check_backends(names: list[str]) -> None:
+    """Unknown names are unusable input; unavailable ones are measured as failed cells."""
+    from .backend import entries
+
+    known = entries()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise PtregError(f"no backend {unknown[0]!r} is registered (registered: {', '.join(known) or 'none'})", EXIT_UNUSABLE)
+
+
+def run(
+    attempt_id: str = typer.Argument(..., metavar="ID", help="The attempt to measure."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Measure an attempt under its frozen evaluator and budget, after re-checking its gate.
+
+    Parity first (a backend that fails it is not timed), then each (config, backend) cell in its own worker process. Writes `runs/<id>/<run-id>/results.json` and `environment.json`, links the run from the attempt and adds an evidence line. Exit 0 when the run is complete, 1 when it failed or the budget ran out (what finished is kept), 2 on unusable input.
+    """
+    from .lifecycle import run_attempt
+    from .registry import check_id
+
+    root = registry_dir()
+    with run_progress() as show:
+        done = run_attempt(root, check_id(attempt_id), command_line(), progress=show)
+    results = done.results
+    if as_json:
+        print_json({"run_id": results.run_id, "folder": str(done.folder), "status": results.status,
+                    "reason": results.reason, "results": results.model_dump(mode="json")})
+    else:
+        print_results(results)
+        typer.echo(f"\nrun {results.run_id}: {results.status}" + (f" ({results.reason})" if results.reason else ""))
+        typer.echo(f"written to {done.folder}; see `ptreg show {attempt_id}`")
+    if results.status != "complete":
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def conclude(
+    attempt_id: str = typer.Argument(..., metavar="ID", help="The attempt to conclude."),
+    status: str = typer.Option(..., "--status", help="worked, worked-with-caveat, failed, regressed or inconclusive."),
+    lesson: str = typer.Option(..., "--lesson", help="What the attempt taught."),
+    next_action: str = typer.Option(..., "--next-action", help="The retained disposition."),
+    failure_reason: Optional[str] = typer.Option(None, "--failure-reason", help="Why it fell short (needed for failed, regressed, inconclusive, worked-with-caveat)."),
+    confidence: Optional[str] = typer.Option(None, "--confidence", help="How sure the failure reason is: exact (needs a complete run), inferred, missing-evidence, not-applicable."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Record the verdict after a run, with the registry's rules applied; nothing is written if they fail."""
+    from .lifecycle import conclude as record_verdict
+    from .model import CONFIDENCES, STATUSES
+    from .registry import check_id
+
+    if status not in STATUSES:
+        raise PtregError(f"--status {status!r} is not one of {', '.join(STATUSES)}", EXIT_UNUSABLE)
+    if confidence is not None and confidence not in CONFIDENCES:
+        raise PtregError(f"--confidence {confidence!r} is not one of {', '.join(CONFIDENCES)}", EXIT_UNUSABLE)
+    for flag, value in (("--lesson", lesson), ("--next-action", next_action), ("--failure-reason", failure_reason)):
+        if value is not None and not value.strip():
+            raise PtregError(f"{flag} is empty; say it in words", EXIT_UNUSABLE)
+    updated = record_verdict(registry_dir(), check_id(attempt_id), status, lesson, next_action, failure_reason, confidence)
+    if as_json:
+        print_json(updated.model_dump(mode="json", exclude_none=True))
+    else:
+        typer.echo(f"{updated.id}: concluded as {updated.status}; see `ptreg show {updated.id}`")

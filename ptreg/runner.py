@@ -1,0 +1,220 @@
+"""The runner: plans the tasks of an evaluator, starts a worker process for each, and keeps
+the budget.
+
+Parity comes first, one worker per backend; a backend that fails it is not timed. Then one
+worker per (config, backend) cell, configs in the evaluator's order and the backends side by
+side within each, so the ratios of a config are measured minutes apart, not hours. The
+budget's wall clock counts from the start: a cell whose estimated time does not fit what is
+left is not started, a worker still running at the deadline is killed, and every sample that
+reached the runner is kept. A worker that crashes fails its own cell only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from .evaluator import EvaluatorSpec
+
+POLL_SECONDS = 0.2
+
+
+@dataclass
+class RunEvent:
+    """What the progress display shows: the task, how far it is, and the budget left."""
+
+    task: str  # "parity numba" or "numba/small"
+    phase: str
+    done: int
+    total: int
+    budget_left: Optional[float]
+    pid: Optional[int] = None
+
+
+@dataclass
+class TaskOutcome:
+    """Everything one worker said, and how it ended."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    ended: str = "not-started"  # done | error | crashed | budget | memory | not-started | interrupted
+    reason: Optional[str] = None
+    wall_seconds: Optional[float] = None
+    peak_rss_mb: Optional[float] = None
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("event") == kind]
+
+
+def _rss_mb(pid: int) -> Optional[float]:
+    """Resident memory of a process in MB, from /proc (unknown elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"worker killed by {name}"
+    return f"worker exited with code {code}"
+
+
+@dataclass
+class Runner:
+    spec: EvaluatorSpec
+    wall_clock_seconds: Optional[float] = None  # None: no budget (ptreg bench)
+    max_memory_mb: Optional[float] = None
+    progress: Optional[Callable[[RunEvent], None]] = None
+    clock: Callable[[], float] = time.monotonic
+    python: str = sys.executable
+    started: Optional[float] = None
+    budget_hit: bool = False
+
+    def budget_left(self) -> Optional[float]:
+        if self.wall_clock_seconds is None or self.started is None:
+            return None
+        return self.wall_clock_seconds - (self.clock() - self.started)
+
+    def start(self) -> None:
+        self.started = self.clock()
+
+    def _notify(self, event: RunEvent) -> None:
+        if self.progress is not None:
+            self.progress(event)
+
+    def execute(self, label: str, task: dict[str, Any]) -> TaskOutcome:
+        """Run one worker to its end, its kill at the deadline, or its crash."""
+        outcome = TaskOutcome()
+        begun = time.monotonic()
+        env = dict(os.environ)
+        # The worker prints results only; Python's own buffering must not hold them back.
+        env["PYTHONUNBUFFERED"] = "1"
+        with tempfile.TemporaryFile(mode="w+") as stderr:
+            process = subprocess.Popen(
+                [self.python, "-m", "ptreg.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=stderr, text=True, env=env, start_new_session=True,
+            )
+            lines: "queue.Queue[Optional[str]]" = queue.Queue()
+
+            def read() -> None:
+                assert process.stdout is not None
+                for line in process.stdout:
+                    lines.put(line)
+                lines.put(None)
+
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+            try:
+                assert process.stdin is not None
+                process.stdin.write(json.dumps(task))
+                process.stdin.close()
+            except BrokenPipeError:
+                pass
+            self._notify(RunEvent(label, "starting", 0, 1, self.budget_left(), process.pid))
+            try:
+                self._follow(label, process, lines, outcome)
+            except BaseException:
+                outcome.ended, outcome.reason = "interrupted", "interrupted"
+                self._kill(process)
+                raise
+            finally:
+                reader.join(timeout=5)
+                outcome.wall_seconds = time.monotonic() - begun
+            if outcome.ended == "not-started":  # the worker ended on its own
+                process.wait()
+                ends = outcome.of("done") or outcome.of("error")
+                if ends and ends[-1]["event"] == "done":
+                    outcome.ended = "done"
+                elif ends:
+                    outcome.ended, outcome.reason = "error", ends[-1].get("message", "worker reported an error")
+                else:
+                    stderr.seek(0)
+                    tail = [line for line in stderr.read().splitlines() if line.strip()][-1:]
+                    outcome.ended = "crashed"
+                    outcome.reason = _describe_exit(process.returncode) + (f": {tail[0].strip()}" if tail else "")
+        return outcome
+
+    def _follow(self, label: str, process: subprocess.Popen, lines: "queue.Queue[Optional[str]]", outcome: TaskOutcome) -> None:
+        while True:
+            left = self.budget_left()
+            if left is not None and left <= 0:
+                self._kill(process)
+                self.budget_hit = True
+                outcome.ended, outcome.reason = "budget", "killed at the budget's wall-clock limit"
+                self._drain(lines, outcome)
+                return
+            rss = _rss_mb(process.pid)
+            if rss is not None:
+                outcome.peak_rss_mb = max(rss, outcome.peak_rss_mb or 0.0)
+                if self.max_memory_mb is not None and rss > self.max_memory_mb:
+                    self._kill(process)
+                    outcome.ended = "memory"
+                    outcome.reason = f"killed at {rss:.0f} MB resident, over the budget's {self.max_memory_mb:g} MB"
+                    self._drain(lines, outcome)
+                    return
+            try:
+                line = lines.get(timeout=POLL_SECONDS if left is None else max(0.01, min(POLL_SECONDS, left)))
+            except queue.Empty:
+                continue
+            if line is None:
+                return
+            self._take(label, line, outcome, process.pid)
+
+    def _take(self, label: str, line: str, outcome: TaskOutcome, pid: int) -> None:
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            return  # a stray print from a backend is not a result
+        if not isinstance(event, dict):
+            return
+        outcome.events.append(event)
+        if event.get("event") == "progress":
+            self._notify(RunEvent(label, event["phase"], event["done"], event["total"], self.budget_left(), pid))
+
+    def _drain(self, lines: "queue.Queue[Optional[str]]", outcome: TaskOutcome) -> None:
+        """Keep what the worker wrote before it was killed."""
+        while True:
+            try:
+                line = lines.get(timeout=2)
+            except queue.Empty:
+                return
+            if line is None:
+                return
+            self._take("", line, outcome, 0)
+
+    @staticmethod
+    def _kill(process: subprocess.Popen) -> None:
+        if process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)  # the worker and any helper it started
+            except ProcessLookupError:
+                pass
+        process.wait()
+
+    def fits(self, estimate: Optional[float]) -> tuple[bool, Optional[str]]:
+        """Whether a task estimated to take ``estimate`` seconds may start now."""
+        left = self.budget_left()
+        if left is None:
+            return True, None
+        if left <= 0:
+            return False, "the budget's wall clock is used up"
+        if estimate is not None and estimate > left:
+            return False, f"estimated {estimate:.0f} s, {left:.0f} s left in the budget"
+        return True, None

@@ -1,0 +1,60 @@
+"""Example third-party ptreg backends: one that works, one that says why it cannot run."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+
+class TransposeBackend:
+    """Each kernel as one np.dot on explicitly transposed contiguous copies.
+
+    BLAS picks its own summation order, so this is not order-preserving: ptreg's parity gate
+    holds it to the float64 tolerance only.
+    """
+
+    name = "example-transpose"
+    description = "Example plugin: np.dot on explicitly transposed copies (BLAS order, tolerance only)."
+    order_preserving = False
+    thread_control = "whatever NumPy's BLAS uses; this example does not set threads"
+
+    @staticmethod
+    def default_threads() -> int:
+        return 1
+
+    @staticmethod
+    def unavailable_reason() -> Optional[str]:
+        return None
+
+    def set_threads(self, n: int) -> int:
+        return 1  # not controlled: honest only where BLAS runs one thread
+
+    def matmul_forward(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        np.dot(a, b, out=out)
+
+    def matmul_backward_da(self, dc: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        np.dot(dc, np.ascontiguousarray(b.T), out=out)
+
+    def matmul_backward_db(self, a: np.ndarray, dc: np.ndarray, out: np.ndarray) -> None:
+        np.dot(np.ascontiguousarray(a.T), dc, out=out)
+
+
+class BrokenBackend:
+    """Registered but never usable here: listing must report it, not crash on it."""
+
+    name = "example-broken"
+    description = "Example plugin that depends on a package that does not exist."
+    order_preserving = False
+    thread_control = "not applicable: never runs"
+
+    @staticmethod
+    def default_threads() -> int:
+        return 1
+
+    @staticmethod
+    def unavailable_reason() -> Optional[str]:
+        return "needs the imaginary package 'quantum-blas'"
+
+    def __init__(self) -> None:
+        raise RuntimeError("example-broken cannot start: " + str(self.unavailable_reason()))

@@ -1,0 +1,230 @@
+"""`ptreg run`, `bench`, `conclude` and `backends`: the benchmark engine end to end, on the tiny
+config, with real worker processes. No assertion here is about speed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from helpers import SCHEMAS, assert_one_line_error, complete_record, freeze_evaluator, snapshot, write_registry
+
+TINY = dict(
+    name="tiny-train", workload="tinygpt-train", metric="ms-per-step", configs=["tiny"],
+    backends=["naive", "numpy-blas"], baseline="numpy-blas", warmup_steps=1, timed_steps=2, repeats=2,
+    threads=1, tolerance={"rtol": 1e-4, "atol": 1e-6}, max_relative_spread=5.0,
+)
+
+
+def propose(root: Path, ref: str, attempt_id: str = "tiny-e2e", seconds: str = "600", issue: str = "#4") -> None:
+    from ptreg.cli import main
+
+    try:
+        main([
+            "-r", str(root), "new", "--id", attempt_id, "--name", "Tiny end to end", "--family", "runtime-perf",
+            "--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "vendor-blas",
+            "--question", f"Where does the tiny step's time go ({attempt_id})?", "--evaluator", ref,
+            "--budget-seconds", seconds, "--tracking-issue", issue, "--no-input",
+        ])
+    except SystemExit as exc:
+        assert not exc.code
+
+
+@pytest.fixture
+def reg(tmp_path: Path) -> Path:
+    return write_registry(tmp_path / "reg", [complete_record("blocked-fwd", methods=["cache-blocking"])])
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> dict[str, Any]:
+    """One real run, shared by the tests that only read it (a run costs a few seconds)."""
+    from ptreg.cli import main
+
+    root = write_registry(tmp_path_factory.mktemp("run") / "reg", [complete_record("blocked-fwd")])
+    ref = freeze_evaluator(root, **TINY)
+    propose(root, ref)
+    try:
+        main(["-r", str(root), "run", "tiny-e2e", "--json"])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code or 0
+    folders = list((root / "runs" / "tiny-e2e").iterdir())
+    return {"root": root, "ref": ref, "code": code, "folders": folders}
+
+
+def test_run_writes_a_whole_run_folder_that_validates(tiny_run, cli) -> None:
+    assert tiny_run["code"] == 0
+    [folder] = tiny_run["folders"]
+    results = json.loads((folder / "results.json").read_text())
+    Draft202012Validator(json.loads((SCHEMAS / "run-results.schema.json").read_text())).validate(results)
+    assert results["status"] == "complete" and results["evaluator"] == tiny_run["ref"]
+    assert results["run_id"] == folder.name and results["attempt"] == "tiny-e2e"
+    assert results["command"][:3] == ["ptreg", "-r", str(tiny_run["root"])]
+    assert [p["passed"] for p in results["parity"]] == [True, True]
+    for cell in results["cells"]:
+        assert cell["status"] == "measured"
+        assert len(cell["step_samples"]) == TINY["timed_steps"] * TINY["repeats"]
+        assert cell["ms_per_step"]["n"] == TINY["repeats"]
+        assert cell["ms_per_step"]["min"] <= cell["ms_per_step"]["median"] <= cell["ms_per_step"]["max"]
+        attribution = cell["attribution"]
+        shares = sum(attribution[k]["share"] for k in ("forward", "backward_da", "backward_db", "other"))
+        assert shares == pytest.approx(1.0)
+        assert attribution["bounding_kernel"] in ("forward", "backward_da", "backward_db")
+        assert cell["worker"]["threads"]["requested"] == 1
+    naive = next(c for c in results["cells"] if c["backend"] == "naive")
+    blas = next(c for c in results["cells"] if c["backend"] == "numpy-blas")
+    assert naive["vs_naive"] == pytest.approx(1.0)
+    assert blas["vs_naive"] == pytest.approx(naive["ms_per_step"]["median"] / blas["ms_per_step"]["median"])
+    environment = json.loads((folder / "environment.json").read_text())
+    for key in ("ptreg_version", "git", "python", "numpy_version", "numba_version", "blas", "cpu", "os", "hostname"):
+        assert key in environment
+    assert "OPENBLAS_CORETYPE" in environment["variables"] and "OPENBLAS_L2_SIZE" in environment["variables"]
+    assert environment["variables"]["OPENBLAS_CORETYPE"] == os.environ.get("OPENBLAS_CORETYPE")
+    result = cli("-r", tiny_run["root"], "validate")
+    assert result.code == 0, result.out + result.err
+
+
+def test_run_links_the_record_and_show_renders_it(tiny_run, cli) -> None:
+    root = tiny_run["root"]
+    [folder] = tiny_run["folders"]
+    record = json.loads((root / "tiny-e2e.json").read_text())
+    assert record["status"] == "not-tried"
+    assert record["runs"] == [{
+        "run_id": folder.name, "status": "complete", "evaluator": tiny_run["ref"],
+        "started_at": record["runs"][0]["started_at"], "finished_at": record["runs"][0]["finished_at"],
+    }]
+    assert record["evidence"].startswith(f"Run {folder.name} ({tiny_run['ref']}, complete): naive reached tiny ")
+    assert "numpy-blas reached tiny" in record["evidence"] and "over naive" in record["evidence"]
+    assert record["evidence_sources"] == [f"runs/tiny-e2e/{folder.name}/results.json"]
+    shown = cli("-r", root, "show", "tiny-e2e")
+    assert shown.code == 0
+    assert f"Run {folder.name}" in shown.out
+    assert "Per-kernel attribution" in shown.out and "bounds the step" in shown.out
+    markdown = cli("-r", root, "show", "tiny-e2e", "--format", "markdown")
+    assert "| config" in markdown.out
+
+
+def test_conclude_then_no_second_run(tiny_run, cli) -> None:
+    root = tiny_run["root"]
+    before = snapshot(root)
+    refused = cli("-r", root, "conclude", "tiny-e2e", "--status", "failed", "--lesson", "x", "--next-action", "y")
+    assert_one_line_error(refused, 1, "failure_reason")
+    assert snapshot(root) == before
+    done = cli("-r", root, "conclude", "tiny-e2e", "--status", "worked", "--lesson", "BLAS wins at tiny shapes.",
+               "--next-action", "Measure the larger configs.")
+    assert done.code == 0, done.err
+    record = json.loads((root / "tiny-e2e.json").read_text())
+    assert record["status"] == "worked" and record["failure_reason_confidence"] == "not-applicable"
+    assert record["source"].startswith("runs/tiny-e2e/")
+    checked = cli("-r", root, "validate", "--check-sources", root, root / "tiny-e2e.json")
+    assert checked.code == 0, checked.out
+    again = cli("-r", root, "run", "tiny-e2e")
+    assert_one_line_error(again, 1, "concluded")
+
+
+def test_run_refuses_when_the_gate_no_longer_admits(reg: Path, cli) -> None:
+    ref = freeze_evaluator(reg, **TINY)
+    propose(reg, ref)
+    evaluator_file = reg / "evaluators" / f"{ref}.json"
+    evaluator_file.write_text(evaluator_file.read_text().replace('"repeats": 2', '"repeats": 3'))
+    before = snapshot(reg)
+    result = cli("-r", reg, "run", "tiny-e2e")
+    assert_one_line_error(result, 1, "gate")
+    assert snapshot(reg) == before
+
+
+def test_conclude_needs_a_run_and_exact_needs_a_complete_one(reg: Path, cli) -> None:
+    ref = freeze_evaluator(reg, **TINY)
+    propose(reg, ref)
+    before = snapshot(reg)
+    result = cli("-r", reg, "conclude", "tiny-e2e", "--status", "worked", "--lesson", "x", "--next-action", "y")
+    assert_one_line_error(result, 1, "no run")
+    assert cli("-r", reg, "conclude", "tiny-e2e", "--status", "sideways", "--lesson", "x", "--next-action", "y").code == 2
+    assert snapshot(reg) == before
+
+
+def test_budget_too_small_stops_with_budget_exhausted_and_keeps_what_finished(reg: Path) -> None:
+    from ptreg.lifecycle import run_attempt
+    from ptreg.run import read_results
+
+    ref = freeze_evaluator(reg, **{**TINY, "configs": ["tiny", "small"]})
+    propose(reg, ref, "tiny-budget", seconds="60", issue="#9")
+    # A clock that jumps past the budget once the first cell has finished: deterministic,
+    # whatever the speed of the machine.
+    offset = [0.0]
+
+    def clock() -> float:
+        import time
+
+        return time.monotonic() + offset[0]
+
+    def progress(event) -> None:
+        if event.task.startswith("numpy-blas/tiny"):
+            offset[0] = 3600.0
+
+    done = run_attempt(reg, "tiny-budget", ["test"], progress=progress, runner_options={"clock": clock})
+    results = read_results(done.folder)
+    assert results.status == "budget-exhausted"
+    statuses = {(c.backend, c.config): c.status for c in results.cells}
+    assert statuses[("naive", "tiny")] == "measured"
+    assert statuses[("numpy-blas", "tiny")] == "budget-exhausted"
+    assert statuses[("naive", "small")] == "not-started" and statuses[("numpy-blas", "small")] == "not-started"
+    naive = next(c for c in results.cells if c.backend == "naive")
+    assert naive.ms_per_step is not None and len(naive.step_samples) == 4
+    assert done.attempt.runs[-1].status == "budget-exhausted"
+
+
+def test_a_worker_killed_mid_cell_fails_only_that_cell(reg: Path) -> None:
+    from ptreg.lifecycle import run_attempt
+    from ptreg.run import read_results
+
+    ref = freeze_evaluator(reg, **{**TINY, "timed_steps": 300, "repeats": 3})  # long enough to be caught mid-cell
+    propose(reg, ref, "tiny-kill", issue="#8")
+    killed: list[int] = []
+
+    def progress(event) -> None:
+        # Kill the naive worker once it is into its timed steps.
+        if event.task == "naive/tiny" and event.phase == "timed" and event.pid and not killed:
+            killed.append(event.pid)
+            os.kill(event.pid, signal.SIGKILL)
+
+    done = run_attempt(reg, "tiny-kill", ["test"], progress=progress)
+    results = read_results(done.folder)
+    assert killed
+    naive, blas = results.cells
+    assert naive.status == "failed" and "SIGKILL" in naive.reason
+    assert naive.step_samples, "the samples that reached the runner before the kill are kept"
+    assert blas.status == "measured" and blas.ms_per_step is not None
+    assert results.status == "failed" and "naive/tiny" in results.reason
+
+
+def test_bench_prints_tables_and_writes_nothing(reg: Path, cli, tmp_path: Path) -> None:
+    before = snapshot(tmp_path)
+    result = cli("bench", "--backend", "numpy-blas", "--backend", "naive", "--workload", "kernels",
+                 "--config", "tiny", "--warmup-steps", "1", "--timed-steps", "2", "--repeats", "2")
+    assert result.code == 0, result.err
+    assert "Kernels at each layer shape" in result.out and "vs numpy-blas" in result.out
+    assert snapshot(tmp_path) == before
+
+
+def test_bench_refuses_unknown_backends_and_bad_options(cli) -> None:
+    assert_one_line_error(cli("bench", "--backend", "quantum"), 2, "quantum")
+    assert_one_line_error(cli("bench", "--backend", "naive", "--config", "huge"), 2, "configs")
+    assert_one_line_error(cli("bench", "--backend", "naive", "--workload", "inference"), 2, "workload")
+    assert_one_line_error(cli("bench", "--backend", "naive", "--seconds", "nan"), 2, "--seconds")
+
+
+def test_backends_lists_every_registered_backend(cli) -> None:
+    result = cli("backends", "--json")
+    assert result.code == 0
+    by_name = {b["name"]: b for b in json.loads(result.out)}
+    assert {"naive", "blocked-numpy", "numba", "numpy-blas"} <= set(by_name)
+    assert by_name["naive"]["order_preserving"] is True and by_name["naive"]["available"] is True
+    assert by_name["numpy-blas"]["order_preserving"] is False
+    text = cli("backends")
+    assert text.code == 0 and "naive" in text.out and "keeps order" in text.out

@@ -1,0 +1,70 @@
+"""Statistics, attribution and the evidence line, on made-up samples (no process, no timing)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptreg.measure import attribution, compare
+from ptreg.run import Cell, StepSample
+from ptreg.stats import inverted, ratio, summarize, too_wide
+
+
+def test_summary_is_median_and_spread() -> None:
+    s = summarize([3.0, 1.0, 2.0, 10.0])
+    assert (s.n, s.median, s.min, s.max) == (4, 2.5, 1.0, 10.0)
+    assert s.q1 <= s.median <= s.q3
+    assert s.relative_spread == pytest.approx(9.0 / 2.5)
+    assert too_wide(s, 1.0) is True and too_wide(s, 5.0) is False
+
+
+def test_single_value_has_unknown_spread() -> None:
+    s = summarize([4.0])
+    assert s.relative_spread is None and too_wide(s, 0.1) is None
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_inverted_summary_swaps_the_ends() -> None:
+    seconds = summarize([0.5, 1.0, 2.0])
+    rate = inverted(seconds, 100.0)
+    assert (rate.min, rate.median, rate.max) == (50.0, 100.0, 200.0)
+    assert rate.q1 <= rate.median <= rate.q3
+
+
+def test_ratio_is_unknown_without_both_sides() -> None:
+    assert ratio(None, 2.0) is None and ratio(2.0, None) is None and ratio(1.0, 0.0) is None
+    assert ratio(3.0, 2.0) == 1.5
+
+
+def _steps(seconds: float, forward: float, da: float, db: float, n: int = 4) -> list[StepSample]:
+    return [StepSample(repeat=i // 2, step=i % 2, seconds=seconds,
+                       kernel_seconds={"forward": forward, "backward_da": da, "backward_db": db}, loss=5.0)
+            for i in range(n)]
+
+
+def test_attribution_shares_add_up_and_name_the_bounding_kernel() -> None:
+    a = attribution(_steps(1.0, 0.2, 0.3, 0.4), step_ms=1000.0)
+    assert a.forward.share == pytest.approx(0.2) and a.backward_db.share == pytest.approx(0.4)
+    assert a.other.share == pytest.approx(0.1)
+    assert a.bounding_kernel == "backward_db"
+    assert a.headroom == pytest.approx(1 / 0.6)  # Amdahl: dB taking no time leaves 60%
+    assert a.all_matmuls_bound == pytest.approx(10.0)
+    assert a.backward_db.ms == pytest.approx(400.0)
+
+
+def test_speedups_compare_cells_of_the_same_config_only() -> None:
+    from ptreg.evaluator import EvaluatorSpec
+    from ptreg.stats import summarize as s
+
+    spec = EvaluatorSpec(name="x", workload="tinygpt-train", metric="ms-per-step", configs=["tiny", "small"],
+                         backends=["naive", "numba"], baseline="numba", warmup_steps=0, timed_steps=1, repeats=1,
+                         seed=0, threads=1, tolerance={"rtol": 0, "atol": 0}, max_relative_spread=1)
+    cells = [
+        Cell(backend="naive", config="tiny", status="measured", ms_per_step=s([10.0])),
+        Cell(backend="numba", config="tiny", status="measured", ms_per_step=s([4.0])),
+        Cell(backend="naive", config="small", status="failed", reason="crashed"),
+        Cell(backend="numba", config="small", status="measured", ms_per_step=s([40.0])),
+    ]
+    compare(spec, cells)
+    assert cells[1].vs_naive == pytest.approx(2.5) and cells[1].vs_baseline == pytest.approx(1.0)
+    assert cells[3].vs_naive is None  # naive failed at small: unknown, not zero
