@@ -16,7 +16,7 @@ from typing import Callable, Optional
 from .errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
 from .evaluator import EVALUATOR_VERSION, FrozenEvaluator, check_file, resolve
 from .model import Attempt, RunRef
-from .run import RESULTS_FILE, RunResults, check_folder, new_run_id, write_run
+from .run import RESULTS_FILE, RunResults, check_folder, new_run_id, run_folder, write_run
 from .runner import RunEvent, Runner
 
 
@@ -84,6 +84,18 @@ def run_attempt(
     return RunDone(results, folder, link_run(root, attempt_id, results, write_attempt))
 
 
+def results_source(root: Path, attempt_id: str, run_id: str) -> str:
+    """The run's results file as a source: relative to the repository holding the registry
+    (as the sources of hand-written records are, and as `validate --check-sources` reads
+    them), or to the registry itself outside git."""
+    from .environment import git_state
+
+    path = (run_folder(root, attempt_id, run_id) / RESULTS_FILE).resolve()
+    top = git_state(root)["repository"]
+    base = Path(top).resolve() if top else root.resolve()
+    return str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
+
+
 def link_run(root: Path, attempt_id: str, results: RunResults, write_attempt) -> Attempt:
     """The attempt gains the run's link, its evidence line and its results file as a source."""
     from .registry import read_attempt
@@ -97,7 +109,7 @@ def link_run(root: Path, attempt_id: str, results: RunResults, write_attempt) ->
     evidence = attempt.evidence
     if line is not None:
         evidence = f"{evidence}\n{line}" if evidence else line
-    source = f"runs/{attempt_id}/{results.run_id}/{RESULTS_FILE}"
+    source = results_source(root, attempt_id, results.run_id)
     updated = attempt.model_copy(update={
         "runs": [*(attempt.runs or []), ref],
         "evidence": evidence,
@@ -144,7 +156,7 @@ def conclude(
     if failure_reason is not None:
         raw["failure_reason"] = failure_reason
     if "source" not in raw:
-        raw["source"] = f"runs/{attempt_id}/{runs[-1].run_id}/{RESULTS_FILE}"
+        raw["source"] = results_source(root, attempt_id, runs[-1].run_id)
     try:
         updated = Attempt.model_validate(raw)
     except Exception as exc:  # pydantic's message, one line

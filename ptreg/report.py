@@ -6,6 +6,7 @@ from typing import Optional
 
 from .run import Cell, RunResults
 
+CLOSE = 0.9  # a kernel within 10% of the bounding one's share is named beside it
 KERNEL_LABEL = {"forward": "forward", "backward_da": "backward_dA", "backward_db": "backward_dB"}
 
 
@@ -111,10 +112,14 @@ def verdict(results: RunResults) -> list[str]:
         if a is None or c.backend == "naive" and len(results.spec.backends) > 1:
             continue
         share = getattr(a, a.bounding_kernel).share
+        # A lead of a few points is within a noisy machine's reach: name the runners-up.
+        close = [f"{KERNEL_LABEL[k]} {_pct(getattr(a, k).share)}" for k in ("forward", "backward_da", "backward_db")
+                 if k != a.bounding_kernel and getattr(a, k).share >= CLOSE * share]
         lines.append(
             f"{c.backend}/{c.config}: {KERNEL_LABEL[a.bounding_kernel]} bounds the step ({_pct(share)} of "
-            f"{_num(a.step_ms)} ms); removing it entirely would give at most {_x(a.headroom)}, "
-            f"and all three matmuls at most {_x(a.all_matmuls_bound)}"
+            f"{_num(a.step_ms)} ms" + (f"; close behind: {', '.join(close)}" if close else "") + "); "
+            f"removing it entirely would give at most {_x(a.headroom)}, and all three matmuls at most "
+            f"{_x(a.all_matmuls_bound)}"
         )
     return lines
 

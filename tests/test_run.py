@@ -228,3 +228,31 @@ def test_backends_lists_every_registered_backend(cli) -> None:
     assert by_name["numpy-blas"]["order_preserving"] is False
     text = cli("backends")
     assert text.code == 0 and "naive" in text.out and "keeps order" in text.out
+
+
+def test_a_worker_running_at_the_deadline_is_killed_and_its_samples_kept(reg: Path) -> None:
+    from ptreg.lifecycle import run_attempt
+    from ptreg.run import read_results
+
+    # Far more steps than 6 seconds allow: the naive worker is still running at the deadline.
+    ref = freeze_evaluator(reg, **{**TINY, "timed_steps": 100_000, "repeats": 1})
+    propose(reg, ref, "tiny-deadline", seconds="6", issue="#7")
+    done = run_attempt(reg, "tiny-deadline", ["test"])
+    results = read_results(done.folder)
+    assert results.status == "budget-exhausted"
+    naive, blas = results.cells
+    assert naive.status == "budget-exhausted" and "wall-clock" in naive.reason
+    assert naive.step_samples, "steps finished before the kill are kept"
+    assert naive.ms_per_step is None, "no repeat finished, so there is no summary to claim"
+    assert blas.status == "not-started"
+
+
+def test_results_source_is_relative_to_the_repository_holding_the_registry(tmp_path: Path) -> None:
+    import subprocess
+
+    from ptreg.lifecycle import results_source
+
+    assert results_source(tmp_path / "reg", "a", "20261201T000000Z") == "runs/a/20261201T000000Z/results.json"
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "reg").mkdir()
+    assert results_source(tmp_path / "reg", "a", "20261201T000000Z") == "reg/runs/a/20261201T000000Z/results.json"
