@@ -33,7 +33,12 @@ def backends(as_json: bool = JsonFlag) -> None:
 
 @contextmanager
 def run_progress() -> Iterator[Callable]:
-    """A rich bar (task, step, budget left) at a terminal; one line per finished task otherwise."""
+    """A rich bar (task, step, budget left) at a terminal, one line per task otherwise; each
+    finished task leaves one line saying how it ended."""
+
+    def finished(event) -> str:
+        return f"{event.task}: {event.outcome} ({event.seconds:.1f} s)"
+
     if sys.stderr.isatty():
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -44,6 +49,11 @@ def run_progress() -> Iterator[Callable]:
             tasks: dict[str, int] = {}
 
             def show(event) -> None:
+                if event.phase == "finished":
+                    if event.task in tasks:
+                        bar.remove_task(tasks.pop(event.task))
+                    bar.console.print(finished(event), markup=False, highlight=False)
+                    return
                 left = "" if event.budget_left is None else f"{max(event.budget_left, 0):.0f} s left in budget"
                 if event.task not in tasks:
                     tasks[event.task] = bar.add_task(event.task, total=event.total, left=left)
@@ -52,11 +62,11 @@ def run_progress() -> Iterator[Callable]:
 
             yield show
         return
-    seen: set[str] = set()
 
     def log(event) -> None:
-        if event.task and event.task not in seen:
-            seen.add(event.task)
+        if event.phase == "finished":
+            typer.echo(f"ptreg: {finished(event)}", err=True)
+        elif event.phase == "starting":
             left = "" if event.budget_left is None else f" ({max(event.budget_left, 0):.0f} s left in budget)"
             typer.echo(f"ptreg: {event.task}{left}", err=True)
 

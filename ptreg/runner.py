@@ -38,6 +38,8 @@ class RunEvent:
     total: int
     budget_left: Optional[float]
     pid: Optional[int] = None
+    outcome: Optional[str] = None  # with phase "finished": how the task ended
+    seconds: Optional[float] = None  # with phase "finished": its wall time
 
 
 @dataclass
@@ -149,6 +151,8 @@ class Runner:
                     tail = [line for line in stderr.read().splitlines() if line.strip()][-1:]
                     outcome.ended = "crashed"
                     outcome.reason = _describe_exit(process.returncode) + (f": {tail[0].strip()}" if tail else "")
+        ended = outcome.ended if outcome.reason is None else f"{outcome.ended}: {outcome.reason}"
+        self._notify(RunEvent(label, "finished", 1, 1, self.budget_left(), None, ended, outcome.wall_seconds))
         return outcome
 
     def _follow(self, label: str, process: subprocess.Popen, lines: "queue.Queue[Optional[str]]", outcome: TaskOutcome) -> None:
