@@ -47,7 +47,7 @@ class TaskOutcome:
     """Everything one worker said, and how it ended."""
 
     events: list[dict[str, Any]] = field(default_factory=list)
-    ended: str = "not-started"  # done | error | crashed | budget | memory | not-started | interrupted
+    ended: str = "not-started"  # done | error | crashed | budget | not-started | interrupted
     reason: Optional[str] = None
     wall_seconds: Optional[float] = None
     peak_rss_mb: Optional[float] = None
@@ -169,7 +169,8 @@ class Runner:
                 outcome.peak_rss_mb = max(rss, outcome.peak_rss_mb or 0.0)
                 if self.max_memory_mb is not None and rss > self.max_memory_mb:
                     self._kill(process)
-                    outcome.ended = "memory"
+                    self.budget_hit = True
+                    outcome.ended = "budget"
                     outcome.reason = f"killed at {rss:.0f} MB resident, over the budget's {self.max_memory_mb:g} MB"
                     self._drain(lines, outcome)
                     return

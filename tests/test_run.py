@@ -21,7 +21,7 @@ TINY = dict(
 )
 
 
-def propose(root: Path, ref: str, attempt_id: str = "tiny-e2e", seconds: str = "600", issue: str = "#4") -> None:
+def propose(root: Path, ref: str, attempt_id: str = "tiny-e2e", seconds: str = "600", issue: str = "#4", *extra: str) -> None:
     from ptreg.cli import main
 
     try:
@@ -29,7 +29,7 @@ def propose(root: Path, ref: str, attempt_id: str = "tiny-e2e", seconds: str = "
             "-r", str(root), "new", "--id", attempt_id, "--name", "Tiny end to end", "--family", "runtime-perf",
             "--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "vendor-blas",
             "--question", f"Where does the tiny step's time go ({attempt_id})?", "--evaluator", ref,
-            "--budget-seconds", seconds, "--tracking-issue", issue, "--no-input",
+            "--budget-seconds", seconds, "--tracking-issue", issue, "--no-input", *extra,
         ])
     except SystemExit as exc:
         assert not exc.code
@@ -256,3 +256,16 @@ def test_results_source_is_relative_to_the_repository_holding_the_registry(tmp_p
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / "reg").mkdir()
     assert results_source(tmp_path / "reg", "a", "20261201T000000Z") == "reg/runs/a/20261201T000000Z/results.json"
+
+
+def test_a_worker_over_the_memory_budget_is_killed(reg: Path) -> None:
+    from ptreg.lifecycle import run_attempt
+    from ptreg.run import read_results
+
+    ref = freeze_evaluator(reg, **TINY)
+    # Any Python process is over 1 MB resident at once.
+    propose(reg, ref, "tiny-memory", "600", "#6", "--budget-memory-mb", "1")
+    results = read_results(run_attempt(reg, "tiny-memory", ["test"]).folder)
+    assert results.status == "budget-exhausted"
+    assert all(not p.passed and "MB resident" in p.summary for p in results.parity)
+    assert all(c.status == "parity-failed" for c in results.cells)
