@@ -58,8 +58,9 @@ class TimedKernels:
         self.seconds["backward_db"] += time.perf_counter() - start
 
 
-def set_threads(backend: Backend, threads: int) -> dict[str, Any]:
-    """Pin every thread pool to ``threads`` and say what is really in effect.
+def set_threads(backend: Backend, threads: int) -> tuple[dict[str, Any], Any]:
+    """Pin every thread pool to ``threads``; return what is really in effect, and the
+    threadpoolctl limiter, which the caller keeps alive for as long as the limit should hold.
 
     BLAS is limited for every backend alike, because the rest of the training step
     (attention, layer norms) runs on NumPy and so on the BLAS too.
@@ -77,8 +78,7 @@ def set_threads(backend: Backend, threads: int) -> dict[str, Any]:
         import numba
 
         state["numba"] = numba.get_num_threads()
-    state["_limiter"] = limiter  # kept alive by the caller; dropped before reporting
-    return state
+    return state, limiter
 
 
 def numba_layer() -> Any:
@@ -98,7 +98,7 @@ def run_parity(task: dict[str, Any]) -> None:
 
     backend = create(task["backend"])
     reference = create("naive")
-    set_threads(backend, task["threads"])
+    _, limiter = set_threads(backend, task["threads"])  # the limiter holds the limit
     shapes = [tuple(s) for s in task["shapes"]]
     result = check_parity(backend, reference, shapes, task["rtol"], task["atol"], seed=task["seed"])
     emit("parity", result=result.to_json())
@@ -163,8 +163,7 @@ def run_kernel_cell(task: dict[str, Any], backend: Backend, progress: Callable[[
 
 def run_cell(task: dict[str, Any]) -> None:
     backend = create(task["backend"])
-    threads = set_threads(backend, task["threads"])
-    threads.pop("_limiter")
+    threads, limiter = set_threads(backend, task["threads"])  # the limiter holds the limit
     emit("ready", pid=os.getpid(), threads=threads)
     last = [0.0]
 
