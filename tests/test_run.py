@@ -269,3 +269,13 @@ def test_a_worker_over_the_memory_budget_is_killed(reg: Path) -> None:
     assert results.status == "budget-exhausted"
     assert all(not p.passed and "MB resident" in p.summary for p in results.parity)
     assert all(c.status == "parity-failed" for c in results.cells)
+
+
+def test_a_third_party_backend_is_measured_like_a_built_in(cli) -> None:
+    result = cli("bench", "--backend", "example-transpose", "--backend", "naive", "--config", "tiny",
+                 "--warmup-steps", "1", "--timed-steps", "2", "--repeats", "2", "--json")
+    assert result.code == 0, result.err
+    results = json.loads(result.out)
+    assert [p["passed"] for p in results["parity"]] == [True, True]
+    plugin = next(c for c in results["cells"] if c["backend"] == "example-transpose")
+    assert plugin["status"] == "measured" and plugin["vs_naive"] is not None
