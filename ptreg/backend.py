@@ -175,13 +175,20 @@ def describe_all() -> list[BackendInfo]:
     return [describe(e) for e in entries().values()]
 
 
+def require_registered(names: list[str], known: Optional[dict[str, BackendEntry]] = None) -> None:
+    """Unusable input (exit 2) naming the first name that no entry point registers."""
+    known = entries() if known is None else known
+    for name in names:
+        if name not in known:
+            listed = ", ".join(known) or "none"
+            raise PtregError(f"no backend {name!r} is registered (registered: {listed})", EXIT_UNUSABLE)
+
+
 def create(name: str) -> Backend:
     """A ready backend by its registered name; a ``PtregError`` says why when it cannot be."""
     known = entries()
-    entry = known.get(name)
-    if entry is None:
-        listed = ", ".join(known) or "none"
-        raise PtregError(f"no backend {name!r} is registered (registered: {listed})", EXIT_UNUSABLE)
+    require_registered([name], known)
+    entry = known[name]
     meta = describe(entry)
     if not meta.available:
         raise PtregError(f"backend {name!r} is unavailable: {meta.reason}", EXIT_UNUSABLE)

@@ -124,7 +124,9 @@ def bench(
         error = exc.errors()[0]
         where = ".".join(str(p) for p in error["loc"]) or "options"
         raise PtregError(f"{where}: {error['msg']}", EXIT_UNUSABLE) from None
-    _check_backends(spec.backends)
+    from .backend import require_registered
+
+    require_registered(spec.backends)  # unavailable ones are measured as failed cells
     started = now_utc()
     with run_progress() as show:
         found = measure(spec, Runner(spec, wall_clock_seconds=seconds, progress=show))
@@ -141,16 +143,6 @@ def bench(
         typer.echo(f"\nstatus: {results.status}" + (f" ({results.reason})" if results.reason else ""))
     if results.status != "complete":
         raise typer.Exit(EXIT_CHECK_FAILED)
-
-
-def _check_backends(names: list[str]) -> None:
-    """Unknown names are unusable input; unavailable ones are measured as failed cells."""
-    from .backend import entries
-
-    known = entries()
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise PtregError(f"no backend {unknown[0]!r} is registered (registered: {', '.join(known) or 'none'})", EXIT_UNUSABLE)
 
 
 def run(
