@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -125,25 +126,70 @@ def test_backend_passes_parity(name: str) -> None:
     json.dumps(result.to_json(), allow_nan=False)
 
 
-def order_preserving_variants() -> list[Any]:
-    # small tiles and panels so the odd shapes below leave remainders in every direction
-    variants = [BlockedNumpyBackend(), BlockedNumpyBackend(tile_m=4, tile_n=8), BlockedNumpyBackend(5, 3)]
+def order_preserving_variants(shape: tuple[int, int, int]) -> list[Any]:
+    """Every order-preserving backend; blocked-numpy also with tiny tiles (on small shapes:
+    a 5×3 tile on the large ones would take a Python loop of a million steps)."""
+    variants = [BlockedNumpyBackend()]
+    if max(shape) <= 130:
+        variants += [BlockedNumpyBackend(tile_m=4, tile_n=8), BlockedNumpyBackend(5, 3)]
     if HAS_NUMBA:
-        variants += [NumbaBackend(), NumbaBackend(panel=8), NumbaBackend(panel=5)]
+        variants.append(NumbaBackend())
     return variants
 
 
-@pytest.mark.parametrize("shape", [(37, 29, 45), (1, 65, 129), (129, 3, 1), (45, 130, 17)])
-def test_order_preserving_backends_match_naive_bits(shape: tuple[int, int, int]) -> None:
+# Odd shapes, and shapes that cross numba's blocks (MR 6, NR 16, KC 256, MC 96, NC 512) with a
+# remainder in every position of every kernel: for dA the reduction is n, for dB it is m.
+ODD_SHAPES = [(37, 29, 45), (1, 65, 129), (129, 3, 1), (45, 130, 17), (97, 257, 513), (200, 520, 35)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", ODD_SHAPES)
+def test_order_preserving_backends_match_naive_bits(shape: tuple[int, int, int], threads: int) -> None:
     rng = np.random.default_rng(sum(shape))
-    for kernel in KERNELS:
-        x_shape, y_shape, out_shape = kernel_shapes(kernel, *shape)
-        x, y = rng.standard_normal(x_shape, np.float32), rng.standard_normal(y_shape, np.float32)
-        expected = run(NaiveBackend(), kernel, x, y, out_shape)
-        for backend in order_preserving_variants():
-            got = run(backend, kernel, x, y, out_shape)
-            assert np.array_equal(got, expected), (type(backend).__name__, vars(backend), kernel, shape)
-            assert np.array_equal(got.view(np.uint32), expected.view(np.uint32))  # signed zeros too
+    variants = order_preserving_variants(shape)
+    for backend in variants:
+        assert backend.set_threads(threads) == min(threads, backend.default_threads())
+    try:
+        for kernel in KERNELS:
+            x_shape, y_shape, out_shape = kernel_shapes(kernel, *shape)
+            x, y = rng.standard_normal(x_shape, np.float32), rng.standard_normal(y_shape, np.float32)
+            x_before, y_before = x.copy(), y.copy()
+            expected = run(NaiveBackend(), kernel, x, y, out_shape)
+            for backend in variants:
+                got = run(backend, kernel, x, y, out_shape)
+                assert np.array_equal(got, expected), (type(backend).__name__, kernel, shape, threads)
+                assert np.array_equal(got.view(np.uint32), expected.view(np.uint32))  # signed zeros too
+                assert np.array_equal(x, x_before) and np.array_equal(y, y_before)
+    finally:
+        for backend in variants:
+            backend.set_threads(1)
+
+
+@needs_numba
+def test_numba_compiles_once_vectorised_and_a_second_process_reuses_the_cache(tmp_path: Any) -> None:
+    """The first process compiles (and writes the disk cache); the second only loads it.
+
+    The first also checks the machine code, which numba can show only for what it compiled:
+    packed multiplies and adds (the SLP vectorizer is on; without it the same loops compile to
+    scalar mulss/addss only) and no fused multiply-add (which would change the bits).
+    """
+    code = (
+        "import re; from ptreg_backends.numba_kernels import NumbaBackend; from ptreg_backends import numba_gemm; "
+        "NumbaBackend(); s = numba_gemm.gemm.stats; hits, misses = sum(s.cache_hits.values()), sum(s.cache_misses.values()); "
+        "asm = '\\n'.join(numba_gemm.gemm.inspect_asm().values()) if misses else ''; "
+        "packed = bool(re.search(r'\\bv?mulps\\b', asm) and re.search(r'\\bv?addps\\b', asm)); "
+        "fused = bool(re.search(r'\\bvfn?m(add|sub)\\w*ps\\b', asm)); "
+        "print(hits, misses, packed, fused)"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    reports = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+        assert done.returncode == 0, done.stderr
+        reports.append(done.stdout.split())
+    # (cache hits, cache misses, packed vector multiply and add, fused multiply-add) per process
+    assert reports == [["0", "1", "True", "False"], ["1", "0", "False", "False"]], reports
+    assert any(tmp_path.rglob("*.nbi")) and any(tmp_path.rglob("*.nbc"))
 
 
 # --------------------------------------------------------------------------- parity: wrong backends
@@ -240,9 +286,11 @@ def test_same_shape_twice_is_checked_once_and_no_shapes_fails() -> None:
 # --------------------------------------------------------------------------- threads
 
 
-def test_single_threaded_backends_report_one_thread() -> None:
+def test_naive_is_single_threaded_and_blocked_numpy_is_capped_at_the_cores() -> None:
     assert NaiveBackend().set_threads(4) == 1
-    assert BlockedNumpyBackend().set_threads(4) == 1
+    backend = BlockedNumpyBackend()
+    assert backend.set_threads(10_000) == (os.cpu_count() or 1)
+    assert backend.set_threads(1) == 1 and backend._pool is None
 
 
 def test_numpy_blas_thread_limit_is_in_effect() -> None:

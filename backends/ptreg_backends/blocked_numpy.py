@@ -12,10 +12,19 @@ scratch, then a float32 add), so the bits are naive's. Where the speed comes fro
 operand slice is contiguous, the tile accumulator and its scratch
 are contiguous and stay in L2 for the whole reduction, and the tiles are wide (NumPy pays per
 row of a broadcast multiply, see the tile table below and ``_rank1_sum``).
+
+Threads: tiles are independent outputs, so ``set_threads(n)`` hands them to n Python threads;
+NumPy releases the GIL inside each ufunc's loop, so the threads overlap. One thread is bounded
+by NumPy's ufunc loops themselves: a float32 multiply or add over an L2-resident array runs at
+about 8 G elements/s here (0.12-0.13 ns per element at 64 Ki elements, measured with
+``np.multiply(x, y, out=z)``), so two ufunc passes per multiply-add cap a thread near 8 GFLOP/s
+whatever the tiling.
 """
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 import numpy as np
@@ -32,31 +41,50 @@ import numpy as np
 # output's wide orientation (dA at xl is computed as its 256×1024 transpose, see _rank1_sum).
 DEFAULT_TILE_M = 64
 DEFAULT_TILE_N = 1024
-_BUFSIZE = 64  # see _rank1_sum
+# With several threads the tiles grow: every ufunc call hands the GIL over, and in this VM a
+# hand-over costs microseconds, so small calls serialise the threads. One loop of multiply and
+# add per thread, GFLOP/s per thread with 1 thread | with 2 (same tiles, /tmp-style loop):
+#   64×1024: 5.9 | 3.3 3.4     128×1024: 6.3 | 5.1 4.5     256×1024: 7.1 | 6.1 4.5
+THREADED_TILE_M = 256
+# NumPy (2.4 here) routes broadcast rows shorter than about bufsize/3 through its iterator
+# buffers, which halved the speed here (xl forward, 64×1024: 5.3 vs 9.4 GFLOP/s); a small
+# bufsize (context-local, so per thread; restored after; no casting, so the same bits) lets the
+# ufunc loop run on the arrays themselves.
+_BUFSIZE = 64
 
 
 class BlockedNumpyBackend:
     name = "blocked-numpy"
     description = "NumPy rank-1 updates per cache-sized output tile, in naive's order (bit-identical)."
     order_preserving = True
-    thread_control = "single-threaded: NumPy ufuncs run on the calling thread; not settable"
+    thread_control = "Python threads over output tiles (NumPy releases the GIL in ufunc loops), set per backend"
 
     def __init__(self, tile_m: int = DEFAULT_TILE_M, tile_n: int = DEFAULT_TILE_N):
         if tile_m < 1 or tile_n < 1:
             raise ValueError(f"tile sizes must be positive, got {tile_m}x{tile_n}")
         self.tile_m = int(tile_m)
         self.tile_n = int(tile_n)
+        self.threaded_tile_m = max(self.tile_m, THREADED_TILE_M) if tile_m == DEFAULT_TILE_M else self.tile_m
+        self.threads = 1
+        self._pool: Optional[ThreadPoolExecutor] = None
 
     @staticmethod
     def default_threads() -> int:
-        return 1
+        return os.cpu_count() or 1
 
     @staticmethod
     def unavailable_reason() -> Optional[str]:
         return None
 
     def set_threads(self, n: int) -> int:
-        return 1
+        used = max(1, min(int(n), os.cpu_count() or 1))  # more threads than cores only queue
+        if used != self.threads and self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        self.threads = used
+        if used > 1:
+            self._pool = ThreadPoolExecutor(used, thread_name_prefix="blocked-numpy")
+        return used
 
     def matmul_forward(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         self._rank1_sum(np.ascontiguousarray(a.T), b, out)
@@ -79,26 +107,34 @@ class BlockedNumpyBackend:
             self._rank1_sum(rhs, lhs_t, out_t)
             out[...] = out_t.T
             return
-        # NumPy (2.4 here) routes broadcast rows shorter than about bufsize/3 through its
-        # iterator buffers, which halved the speed here (xl forward, 64×1024: 5.3 vs 9.4 GFLOP/s);
-        # a small bufsize (context-local, restored below; no casting, so the same bits) lets
-        # the ufunc loop run on the arrays themselves.
-        saved = np.setbufsize(_BUFSIZE)
-        try:
-            self._tiles(lhs_t, rhs, out)
-        finally:
-            np.setbufsize(saved)
+        self._tiles(lhs_t, rhs, out)
 
     def _tiles(self, lhs_t: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
         rows, cols = out.shape
-        tm, tn = min(self.tile_m, rows), min(self.tile_n, cols)
-        # contiguous accumulator and product scratch, allocated once; edge tiles use a corner
+        tile_m = self.tile_m if self._pool is None else self.threaded_tile_m
+        # at least one tile per thread
+        tm, tn = min(tile_m, -(-rows // self.threads)), min(self.tile_n, cols)
+        tiles = [(i0, j0) for i0 in range(0, rows, tm) for j0 in range(0, cols, tn)]
+        if self._pool is None or len(tiles) == 1:
+            self._tile_run(lhs_t, rhs, out, tiles, tm, tn)
+            return
+        # tile t goes to thread t mod n: neighbouring tiles (similar sizes) spread over threads
+        shares = [tiles[t::self.threads] for t in range(self.threads)]
+        futures = [self._pool.submit(self._tile_run, lhs_t, rhs, out, share, tm, tn) for share in shares if share]
+        for future in futures:
+            future.result()
+
+    @staticmethod
+    def _tile_run(lhs_t: np.ndarray, rhs: np.ndarray, out: np.ndarray, tiles: list[tuple[int, int]], tm: int, tn: int) -> None:
+        rows, cols = out.shape
+        # contiguous accumulator and product scratch, one pair per thread; edge tiles use a corner
         acc_buf = np.empty((tm, tn), dtype=out.dtype)
         term_buf = np.empty((tm, tn), dtype=out.dtype)
-        for i0 in range(0, rows, tm):
-            i1 = min(i0 + tm, rows)
-            for j0 in range(0, cols, tn):
-                j1 = min(j0 + tn, cols)
+        saved = np.getbufsize()
+        np.setbufsize(_BUFSIZE)  # per thread (see _rank1_sum): set here, restored below
+        try:
+            for i0, j0 in tiles:
+                i1, j1 = min(i0 + tm, rows), min(j0 + tn, cols)
                 acc = acc_buf[: i1 - i0, : j1 - j0]
                 term = term_buf[: i1 - i0, : j1 - j0]
                 lhs_panel = lhs_t[:, i0:i1, None]
@@ -108,6 +144,8 @@ class BlockedNumpyBackend:
                     np.multiply(lhs_panel[r], rhs_panel[r], out=term)
                     np.add(acc, term, out=acc)
                 out[i0:i1, j0:j1] = acc
+        finally:
+            np.setbufsize(saved)
 
 
 def _sweep(tiles: list[str], m: int = 1024, k: int = 256, n: int = 1024) -> None:

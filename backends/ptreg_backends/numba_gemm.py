@@ -1,0 +1,178 @@
+"""The numba backend's compiled loops: a BLIS-style product in naive's accumulation order.
+
+One routine serves all three kernels: ``out[i, j] = sum over r ascending of L[i, r] · R[r, j]``
+(start at 0.0; per r a float32 multiply, rounded, then a float32 add, rounded). The blocking:
+
+- the reduction is cut into chunks of ``KC``; between chunks the running sums wait in ``out``
+  (a float32 store and reload change no bits), so each output still sees r in ascending order;
+- per chunk, R is packed into ``NR``-wide strips (``KC × NR``, 16 KiB: stays in L1) and each
+  ``MC``-row block of L into ``MR``-tall strips (``MC × KC``, 96 KiB: stays in L2);
+- the micro-kernel keeps an ``MR × NR`` tile of sums in registers for the whole chunk:
+  per r it loads ``NR`` values of R and ``MR`` of L, and does ``MR·NR`` multiplies and adds,
+  each add on its own output; 6×16 floats are 12 AVX2 registers, the rest hold operands;
+- ``prange`` hands out (row block, column panel) tiles of the output: every output element is
+  written by one thread only, and no sum is ever split between threads.
+
+Bits: ``fastmath=False`` keeps LLVM's IEEE semantics and numba emits ``fmul`` and ``fadd``
+without the ``contract`` flag, so they are never fused into an FMA; the parity gate checks
+every result against naive bit for bit. Importing this module imports numba.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import prange
+from numba.core import cgutils, config, types
+from numba.extending import intrinsic
+
+# Register tile and cache blocks. MR×NR = 6×16 uses 12 of the 16 AVX2 registers for sums;
+# 4×16 and 3×32 were tried and LLVM kept them scalar or spilled (5 and 21 GFLOP/s against 63
+# for 6×16 on one thread at the xl forward shape). KC×NR and MC×KC are sized for L1 and L2.
+MR, NR = 6, 16
+KC = 256
+MC = 96
+NC = 512
+
+
+@contextlib.contextmanager
+def slp_vectorizer() -> Iterator[None]:
+    """Compile with LLVM's SLP vectorizer, which numba leaves off by default.
+
+    The micro-kernel is straight-line code once its fixed loops are unrolled; only the SLP
+    vectorizer turns it into vector multiplies and adds (without it: scalar code, ~5 GFLOP/s).
+    The setting is read per compilation and changes no floating-point semantics.
+    """
+    saved = config.SLP_VECTORIZE
+    config.SLP_VECTORIZE = 1
+    try:
+        yield
+    finally:
+        config.SLP_VECTORIZE = saved
+
+
+@intrinsic
+def _register_tile(typingctx):  # pragma: no cover - runs at compile time
+    """Stack storage for the MR×NR sums, which LLVM promotes to registers.
+
+    A NumPy array would live on the heap, where LLVM cannot keep it in registers.
+    """
+    signature = types.CPointer(types.float32)()
+
+    def codegen(context, builder, sig, args):
+        f32 = ir.FloatType()
+        tile = cgutils.alloca_once(builder, ir.ArrayType(f32, MR * NR))
+        return builder.bitcast(tile, f32.as_pointer())
+
+    return signature, codegen
+
+
+@numba.njit(inline="always", fastmath=False, cache=True)
+def micro_kernel(l_strip, r_strip, tile, first):  # pragma: no cover - runs compiled
+    """tile (MR×NR) = [0 if first else tile] + sum over r of l_strip[r, :] ⊗ r_strip[r, :]."""
+    chunk = l_strip.shape[0] // MR
+    acc = numba.carray(_register_tile(), (MR * NR,))
+    if first:
+        for x in range(MR * NR):
+            acc[x] = 0.0
+    else:
+        for ii in range(MR):
+            for jj in range(NR):
+                acc[ii * NR + jj] = tile[ii, jj]
+    for r in range(chunk):
+        b = r_strip[r * NR: r * NR + NR]
+        for ii in range(MR):
+            a = l_strip[r * MR + ii]
+            for jj in range(NR):
+                acc[ii * NR + jj] = acc[ii * NR + jj] + a * b[jj]
+    for ii in range(MR):
+        for jj in range(NR):
+            tile[ii, jj] = acc[ii * NR + jj]
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def pack_rhs(rhs, packed, r0, chunk):  # pragma: no cover - runs compiled
+    """packed[strip][r][jj] = rhs[r0 + r, strip·NR + jj], zero past the last column."""
+    cols = rhs.shape[1]
+    rows_contiguous = rhs.strides[1] == rhs.itemsize  # else a transposed view: columns are
+    for strip in prange((cols + NR - 1) // NR):
+        base = strip * NR * chunk
+        width = min(NR, cols - strip * NR)
+        if width < NR:
+            packed[base: base + NR * chunk] = 0.0
+        # read along whichever index is contiguous in memory (4x faster packing for dB)
+        if rows_contiguous:
+            for r in range(chunk):
+                for jj in range(width):
+                    packed[base + r * NR + jj] = rhs[r0 + r, strip * NR + jj]
+        else:
+            for jj in range(width):
+                for r in range(chunk):
+                    packed[base + r * NR + jj] = rhs[r0 + r, strip * NR + jj]
+
+
+@numba.njit(inline="always", fastmath=False, cache=True)
+def pack_lhs(lhs, packed, i0, i1, r0, chunk):  # pragma: no cover - runs compiled
+    """packed[strip][r][ii] = lhs[i0 + strip·MR + ii, r0 + r], zero past row i1."""
+    for strip in range((i1 - i0 + MR - 1) // MR):
+        base = strip * MR * chunk
+        i = i0 + strip * MR
+        for r in range(chunk):
+            for ii in range(MR):
+                packed[base + r * MR + ii] = lhs[i + ii, r0 + r] if i + ii < i1 else 0.0
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def gemm(lhs, rhs, out):  # pragma: no cover - runs compiled
+    """out = lhs @ rhs with every output summed in ascending order of the reduction index."""
+    rows, reduction = lhs.shape
+    cols = rhs.shape[1]
+    if reduction == 0:
+        out[:, :] = 0.0
+        return
+    packed_rhs = np.empty(((cols + NR - 1) // NR) * NR * KC, np.float32)
+    row_blocks = (rows + MC - 1) // MC
+    col_panels = (cols + NC - 1) // NC
+    for r0 in range(0, reduction, KC):
+        chunk = min(KC, reduction - r0)
+        pack_rhs(rhs, packed_rhs, r0, chunk)
+        for t in prange(row_blocks * col_panels):
+            i0 = (t % row_blocks) * MC
+            i1 = min(i0 + MC, rows)
+            j0 = (t // row_blocks) * NC
+            j1 = min(j0 + NC, cols)
+            packed_lhs = np.empty(((i1 - i0 + MR - 1) // MR) * MR * chunk, np.float32)
+            pack_lhs(lhs, packed_lhs, i0, i1, r0, chunk)
+            edge = np.empty((MR, NR), np.float32)  # sums of tiles cut by the matrix edge
+            for j in range(j0, j1, NR):
+                strip = j // NR
+                r_strip = packed_rhs[strip * NR * chunk: (strip + 1) * NR * chunk]
+                width = min(NR, j1 - j)
+                for i in range(i0, i1, MR):
+                    s = (i - i0) // MR
+                    l_strip = packed_lhs[s * MR * chunk: (s + 1) * MR * chunk]
+                    height = min(MR, i1 - i)
+                    if height == MR and width == NR:
+                        micro_kernel(l_strip, r_strip, out[i:i + MR, j:j + NR], r0 == 0)
+                    else:
+                        edge[:, :] = 0.0
+                        edge[:height, :width] = out[i:i + height, j:j + width]
+                        micro_kernel(l_strip, r_strip, edge, r0 == 0)
+                        out[i:i + height, j:j + width] = edge[:height, :width]
+
+
+# One compiled version: operands of any layout (transposed views included), C-contiguous out.
+SIGNATURE = "void(float32[:, :], float32[:, :], float32[:, ::1])"
+
+
+def compile_gemm() -> "numba.core.registry.CPUDispatcher":
+    """Compile (or load from the disk cache) the one signature, with the SLP vectorizer on."""
+    with slp_vectorizer():
+        gemm.compile(SIGNATURE)
+    # Any other signature would compile without the vectorizer; arrays convert to this one.
+    gemm.disable_compile()
+    return gemm

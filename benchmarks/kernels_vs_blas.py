@@ -1,0 +1,158 @@
+"""Kernels against BLAS: forward, dA and dB of every backend, as GFLOP/s and as a ratio to
+numpy-blas measured side by side.
+
+    python benchmarks/kernels_vs_blas.py                      # xl and small, 1 thread and all cores
+    python benchmarks/kernels_vs_blas.py --rounds 7 --json kernels.json
+
+Each kernel runs on the linear-layer shapes of a tiny-GPT config (qkv, attention projection,
+fc, MLP projection, head); its GFLOP/s is that of one training step's calls of it, weighted
+by how often each layer runs. The measurement is ptreg's own engine (``ptreg.runner``, a
+worker process per sample, so no backend's thread pool or compiled code touches another's),
+run in rounds: every round measures every (threads, config, backend) once, in turn, so the
+machine's drift lands on all of them alike. Each backend is first checked by the parity gate
+on the same shapes. Reported: the median over rounds, the min-max range, and the ratio to
+numpy-blas as the median of the per-round ratios (each pair measured seconds apart).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from ptreg.backend import KERNELS, flops
+from ptreg.environment import collect
+from ptreg.evaluator import EvaluatorSpec
+from ptreg.measure import parity_shapes
+from ptreg.runner import Runner
+from ptreg.tinygpt import CONFIGS, linear_shapes
+
+PEER = "numpy-blas"
+
+
+def spec_for(args: argparse.Namespace, threads: int) -> EvaluatorSpec:
+    return EvaluatorSpec.model_validate({
+        "name": "kernels-vs-blas", "workload": "kernels", "configs": args.configs, "backends": args.backends,
+        "baseline": PEER, "warmup_steps": args.warmup, "timed_steps": args.calls, "repeats": 1, "seed": 0,
+        "threads": threads, "tolerance": {"rtol": 1e-4, "atol": 1e-6}, "max_relative_spread": 0.2, "metric": "gflops",
+    })
+
+
+def step_gflops(config: str, kernel: str, seconds: dict[str, float]) -> float:
+    """GFLOP/s of one training step's calls of ``kernel`` (layers weighted by calls per step)."""
+    layers = linear_shapes(CONFIGS[config])
+    work = sum(layer.per_step * flops(layer.m, layer.k, layer.n) for layer in layers)
+    return work / sum(layer.per_step * seconds[layer.name] for layer in layers) / 1e9
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def check_parity(args: argparse.Namespace) -> list[str]:
+    """Backends whose three kernels pass the parity gate on every shape measured, on the most threads."""
+    threads = max(args.threads)
+    spec = spec_for(args, threads)
+    runner = Runner(spec)
+    runner.start()
+    passed = []
+    for backend in args.backends:
+        outcome = runner.execute(f"parity {backend}", {
+            "task": "parity", "workload": "kernels", "backend": backend, "shapes": parity_shapes(spec),
+            "rtol": spec.tolerance.rtol, "atol": spec.tolerance.atol, "seed": 0, "threads": threads,
+            "warmup_steps": 0, "timed_steps": 1, "repeats": 1,
+        })
+        found = outcome.of("parity")
+        result = found[-1]["result"] if found else None
+        ok = outcome.ended == "done" and result is not None and result["passed"]
+        log(f"parity {backend}: {result['summary'] if result else outcome.reason}")
+        if ok:
+            passed.append(backend)
+    return passed
+
+
+def measure(args: argparse.Namespace, backends: list[str]) -> dict[tuple[int, str, str, str], list[float]]:
+    """GFLOP/s per (threads, config, backend, kernel), one value per round."""
+    rates: dict[tuple[int, str, str, str], list[float]] = {}
+    for round_ in range(args.rounds):
+        for threads in args.threads:
+            runner = Runner(spec_for(args, threads))
+            runner.start()
+            for config in args.configs:
+                for backend in backends:
+                    task = {"task": "cell", "workload": "kernels", "backend": backend, "config": config, "seed": 0,
+                            "threads": threads, "warmup_steps": args.warmup, "timed_steps": args.calls, "repeats": 1}
+                    outcome = runner.execute(f"{backend}/{config}", task)
+                    if outcome.ended != "done":
+                        raise SystemExit(f"kernels_vs_blas: {backend}/{config} on {threads} threads failed: {outcome.reason}")
+                    samples = outcome.of("kernel")
+                    for kernel in KERNELS:
+                        seconds = {s["layer"]: s["seconds_per_call"] for s in samples if s["kernel"] == kernel}
+                        rates.setdefault((threads, config, backend, kernel), []).append(step_gflops(config, kernel, seconds))
+                    log(f"round {round_ + 1}/{args.rounds} · {threads} thread(s) · {config} · {backend}: "
+                        f"{outcome.wall_seconds:.1f} s")
+    return rates
+
+
+def summarise(rates: dict[tuple[int, str, str, str], list[float]], backends: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for (threads, config, backend, kernel), values in rates.items():
+        peer = rates.get((threads, config, PEER, kernel))
+        ratios = [mine / theirs for mine, theirs in zip(values, peer)] if peer else None
+        rows.append({
+            "threads": threads, "config": config, "kernel": kernel, "backend": backend,
+            "gflops": {"median": statistics.median(values), "min": min(values), "max": max(values), "rounds": values},
+            "vs_numpy_blas": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)} if ratios else None,
+        })
+    return rows
+
+
+def print_tables(rows: list[dict[str, Any]], backends: list[str]) -> None:
+    for threads in sorted({r["threads"] for r in rows}):
+        table = []
+        for config in dict.fromkeys(r["config"] for r in rows):
+            for kernel in KERNELS:
+                line = [config, kernel]
+                for backend in backends:
+                    row = next(r for r in rows if (r["threads"], r["config"], r["kernel"], r["backend"]) == (threads, config, kernel, backend))
+                    g, v = row["gflops"], row["vs_numpy_blas"]
+                    text = f"{g['median']:.1f} ({g['min']:.1f}-{g['max']:.1f})"
+                    line.append(text if backend == PEER or v is None else f"{text} {v['median']:.2f}x")
+                table.append(line)
+        print(f"\n{threads} thread(s): GFLOP/s median (min-max over rounds), ratio to {PEER} (median of per-round ratios)")
+        print(tabulate(table, headers=["config", "kernel", *backends]))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configs", nargs="+", default=["xl", "small"], choices=[c for c in CONFIGS if c != "tiny"])
+    parser.add_argument("--backends", nargs="+", default=["naive", "blocked-numpy", "numba", PEER])
+    parser.add_argument("--threads", nargs="+", type=int, default=sorted({1, os.cpu_count() or 1}))
+    parser.add_argument("--rounds", type=int, default=5, help="samples per (threads, config, backend), interleaved")
+    parser.add_argument("--calls", type=int, default=3, help="timed calls per layer and kernel in one sample")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed calls per layer and kernel first")
+    parser.add_argument("--json", type=Path, help="write the results and the environment here")
+    args = parser.parse_args()
+    if PEER not in args.backends:
+        parser.error(f"--backends must include {PEER}, the peer every ratio is taken to")
+    backends = check_parity(args)
+    if PEER not in backends:
+        raise SystemExit(f"kernels_vs_blas: {PEER} failed parity; no ratio can be taken")
+    rows = summarise(measure(args, backends), backends)
+    print_tables(rows, backends)
+    if args.json:
+        document = {"settings": {k: v for k, v in vars(args).items() if k != "json"}, "results": rows,
+                    "environment": collect(Path.cwd())}
+        args.json.write_text(json.dumps(document, indent=2, default=str) + "\n")
+        log(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
