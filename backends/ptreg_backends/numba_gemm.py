@@ -135,14 +135,20 @@ def gemm(lhs, rhs, out):  # pragma: no cover - runs compiled
         out[:, :] = 0.0
         return
     packed_rhs = np.empty(((cols + NR - 1) // NR) * NR * KC, np.float32)
-    row_blocks = (rows + MC - 1) // MC
     col_panels = (cols + NC - 1) // NC
+    # Row blocks of at most MC rows, as many as a multiple of the threads, of equal height
+    # (in whole MR strips): a thread that gets one block more than another waits for nothing.
+    threads = numba.get_num_threads()
+    row_blocks = (rows + MC - 1) // MC
+    row_blocks = (row_blocks + threads - 1) // threads * threads
+    mc = ((rows + row_blocks - 1) // row_blocks + MR - 1) // MR * MR
+    row_blocks = (rows + mc - 1) // mc
     for r0 in range(0, reduction, KC):
         chunk = min(KC, reduction - r0)
         pack_rhs(rhs, packed_rhs, r0, chunk)
         for t in prange(row_blocks * col_panels):
-            i0 = (t % row_blocks) * MC
-            i1 = min(i0 + MC, rows)
+            i0 = (t % row_blocks) * mc
+            i1 = min(i0 + mc, rows)
             j0 = (t // row_blocks) * NC
             j1 = min(j0 + NC, cols)
             packed_lhs = np.empty(((i1 - i0 + MR - 1) // MR) * MR * chunk, np.float32)
