@@ -127,8 +127,12 @@ def pack_lhs(lhs, packed, i0, i1, r0, chunk):  # pragma: no cover - runs compile
 
 
 @numba.njit(parallel=True, fastmath=False, cache=True)
-def gemm(lhs, rhs, out):  # pragma: no cover - runs compiled
-    """out = lhs @ rhs with every output summed in ascending order of the reduction index."""
+def gemm(lhs, rhs, out, threads):  # pragma: no cover - runs compiled
+    """out = lhs @ rhs with every output summed in ascending order of the reduction index.
+
+    ``threads`` is numba's thread count, passed in: calling numba.get_num_threads() here
+    would make the function uncacheable (it reads a dynamic global).
+    """
     rows, reduction = lhs.shape
     cols = rhs.shape[1]
     if reduction == 0:
@@ -138,7 +142,6 @@ def gemm(lhs, rhs, out):  # pragma: no cover - runs compiled
     col_panels = (cols + NC - 1) // NC
     # Row blocks of at most MC rows, as many as a multiple of the threads, of equal height
     # (in whole MR strips): a thread that gets one block more than another waits for nothing.
-    threads = numba.get_num_threads()
     row_blocks = (rows + MC - 1) // MC
     row_blocks = (row_blocks + threads - 1) // threads * threads
     mc = ((rows + row_blocks - 1) // row_blocks + MR - 1) // MR * MR
@@ -171,8 +174,9 @@ def gemm(lhs, rhs, out):  # pragma: no cover - runs compiled
                         out[i:i + height, j:j + width] = edge[:height, :width]
 
 
-# One compiled version: operands of any layout (transposed views included), C-contiguous out.
-SIGNATURE = "void(float32[:, :], float32[:, :], float32[:, ::1])"
+# One compiled version: operands of any layout (transposed views included), C-contiguous out,
+# and the thread count.
+SIGNATURE = "void(float32[:, :], float32[:, :], float32[:, ::1], int64)"
 
 
 def compile_gemm() -> "numba.core.registry.CPUDispatcher":

@@ -52,26 +52,30 @@ class NumbaBackend:
         return None if found else "numba is not installed (pip install 'ptreg[numba]')"
 
     def __init__(self) -> None:
+        import numba
+
         self._kernel = _compiled()
+        self.threads = numba.get_num_threads()
         self.warm_up()
 
     def warm_up(self) -> None:
         """Run once on tiny arrays so thread-pool start-up is not in the first timed call."""
         tiny = np.ones((2, 2), dtype=np.float32)
-        self._kernel(tiny, tiny, np.empty((2, 2), dtype=np.float32))
+        self._kernel(tiny, tiny, np.empty((2, 2), dtype=np.float32), self.threads)
 
     def set_threads(self, n: int) -> int:
         import numba
 
         used = max(1, min(int(n), numba.config.NUMBA_NUM_THREADS))
         numba.set_num_threads(used)
+        self.threads = used
         return used
 
     def matmul_forward(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-        self._kernel(a, b, out)
+        self._kernel(a, b, out, self.threads)
 
     def matmul_backward_da(self, dc: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-        self._kernel(dc, b.T, out)
+        self._kernel(dc, b.T, out, self.threads)
 
     def matmul_backward_db(self, a: np.ndarray, dc: np.ndarray, out: np.ndarray) -> None:
-        self._kernel(a.T, dc, out)
+        self._kernel(a.T, dc, out, self.threads)
