@@ -5,8 +5,9 @@ One routine serves all three kernels: ``out[i, j] = sum over r ascending of L[i,
 
 - the reduction is cut into chunks of ``KC``; between chunks the running sums wait in ``out``
   (a float32 store and reload change no bits), so each output still sees r in ascending order;
-- per chunk, R is packed into ``NR``-wide strips (``KC × NR``, 16 KiB: stays in L1) and each
-  ``MC``-row block of L into ``MR``-tall strips (``MC × KC``, 96 KiB: stays in L2);
+- R is packed once per call, per chunk into ``NR``-wide strips (``KC × NR``, 16 KiB: stays
+  in L1), and per chunk each ``MC``-row block of L into ``MR``-tall strips (``MC × KC``,
+  96 KiB: stays in L2);
 - the micro-kernel keeps an ``MR × NR`` tile of sums in registers for the whole chunk:
   per r it loads ``NR`` values of R and ``MR`` of L, and does ``MR·NR`` multiplies and adds,
   each add on its own output; 6×16 floats are 12 AVX2 registers, the rest hold operands;
@@ -95,24 +96,28 @@ def micro_kernel(l_strip, r_strip, tile, first):  # pragma: no cover - runs comp
 
 
 @numba.njit(parallel=True, fastmath=False, cache=True)
-def pack_rhs(rhs, packed, r0, chunk):  # pragma: no cover - runs compiled
-    """packed[strip][r][jj] = rhs[r0 + r, strip·NR + jj], zero past the last column."""
-    cols = rhs.shape[1]
-    rows_contiguous = rhs.strides[1] == rhs.itemsize  # else a transposed view: columns are
-    for strip in prange((cols + NR - 1) // NR):
-        base = strip * NR * chunk
+def pack_rhs(rhs, packed):  # pragma: no cover - runs compiled
+    """All of rhs, chunk by chunk: chunk c, strip s is a (chunk length × NR) block at
+    c·strips·NR·KC + s·NR·(chunk length), zero past the last column."""
+    reduction, cols = rhs.shape
+    strips = (cols + NR - 1) // NR
+    rows_contiguous = rhs.strides[1] == rhs.itemsize  # else a transposed view
+    for strip in prange(strips):
         width = min(NR, cols - strip * NR)
-        if width < NR:
-            packed[base: base + NR * chunk] = 0.0
-        # read along whichever index is contiguous in memory (4x faster packing for dB)
-        if rows_contiguous:
-            for r in range(chunk):
-                for jj in range(width):
-                    packed[base + r * NR + jj] = rhs[r0 + r, strip * NR + jj]
-        else:
-            for jj in range(width):
+        for r0 in range(0, reduction, KC):
+            chunk = min(KC, reduction - r0)
+            base = (r0 // KC) * strips * NR * KC + strip * NR * chunk
+            if width < NR:
+                packed[base: base + NR * chunk] = 0.0
+            # read along whichever index is contiguous in memory (4x faster packing for dB)
+            if rows_contiguous:
                 for r in range(chunk):
-                    packed[base + r * NR + jj] = rhs[r0 + r, strip * NR + jj]
+                    for jj in range(width):
+                        packed[base + r * NR + jj] = rhs[r0 + r, strip * NR + jj]
+            else:
+                for jj in range(width):
+                    for r in range(chunk):
+                        packed[base + r * NR + jj] = rhs[r0 + r, strip * NR + jj]
 
 
 @numba.njit(inline="always", fastmath=False, cache=True)
@@ -130,6 +135,9 @@ def pack_lhs(lhs, packed, i0, i1, r0, chunk):  # pragma: no cover - runs compile
 def gemm(lhs, rhs, out, threads):  # pragma: no cover - runs compiled
     """out = lhs @ rhs with every output summed in ascending order of the reduction index.
 
+    Two parallel regions per call, packing then computing: each tile runs all its chunks
+    itself, so threads meet at no barrier between chunks (on this VM the two vCPUs are at
+    times siblings of one core, and a thread spinning at a barrier slows the other).
     ``threads`` is numba's thread count, passed in: calling numba.get_num_threads() here
     would make the function uncacheable (it reads a dynamic global).
     """
@@ -138,7 +146,9 @@ def gemm(lhs, rhs, out, threads):  # pragma: no cover - runs compiled
     if reduction == 0:
         out[:, :] = 0.0
         return
-    packed_rhs = np.empty(((cols + NR - 1) // NR) * NR * KC, np.float32)
+    strips = (cols + NR - 1) // NR
+    packed_rhs = np.empty(((reduction + KC - 1) // KC) * strips * NR * KC, np.float32)
+    pack_rhs(rhs, packed_rhs)
     col_panels = (cols + NC - 1) // NC
     # Row blocks of at most MC rows, as many as a multiple of the threads, of equal height
     # (in whole MR strips): a thread that gets one block more than another waits for nothing.
@@ -146,20 +156,20 @@ def gemm(lhs, rhs, out, threads):  # pragma: no cover - runs compiled
     row_blocks = (row_blocks + threads - 1) // threads * threads
     mc = ((rows + row_blocks - 1) // row_blocks + MR - 1) // MR * MR
     row_blocks = (rows + mc - 1) // mc
-    for r0 in range(0, reduction, KC):
-        chunk = min(KC, reduction - r0)
-        pack_rhs(rhs, packed_rhs, r0, chunk)
-        for t in prange(row_blocks * col_panels):
-            i0 = (t % row_blocks) * mc
-            i1 = min(i0 + mc, rows)
-            j0 = (t // row_blocks) * NC
-            j1 = min(j0 + NC, cols)
-            packed_lhs = np.empty(((i1 - i0 + MR - 1) // MR) * MR * chunk, np.float32)
+    for t in prange(row_blocks * col_panels):
+        i0 = (t % row_blocks) * mc
+        i1 = min(i0 + mc, rows)
+        j0 = (t // row_blocks) * NC
+        j1 = min(j0 + NC, cols)
+        packed_lhs = np.empty(((i1 - i0 + MR - 1) // MR) * MR * KC, np.float32)
+        edge = np.empty((MR, NR), np.float32)  # sums of tiles cut by the matrix edge
+        for r0 in range(0, reduction, KC):
+            chunk = min(KC, reduction - r0)
+            chunk_rhs = packed_rhs[(r0 // KC) * strips * NR * KC:]
             pack_lhs(lhs, packed_lhs, i0, i1, r0, chunk)
-            edge = np.empty((MR, NR), np.float32)  # sums of tiles cut by the matrix edge
             for j in range(j0, j1, NR):
                 strip = j // NR
-                r_strip = packed_rhs[strip * NR * chunk: (strip + 1) * NR * chunk]
+                r_strip = chunk_rhs[strip * NR * chunk: (strip + 1) * NR * chunk]
                 width = min(NR, j1 - j)
                 for i in range(i0, i1, MR):
                     s = (i - i0) // MR
