@@ -32,6 +32,7 @@ import numpy as np
 # Chosen at the xl fc shape M=1024, K=256, N=1024 on this 2-core AMD EPYC (1 MiB L2 per
 # core), one thread, best of 3 calls; GFLOP/s forward / dA / dB (naive: 5.1 / 4.7 / 4.9):
 #   python -m ptreg_backends.blocked_numpy       (no arguments: this grid; or e.g. 64x1024)
+# (an earlier session's figures; the machine's speed drifts by a third from hour to hour)
 #   tile_n:     256                512                1024
 #   tile_m 16   2.9  2.2  2.2      3.6  4.8  5.1      7.8  7.0  7.7
 #   tile_m 64   5.6  5.3  5.6      8.4  7.5  7.9     10.7  8.8 10.2
@@ -42,9 +43,10 @@ import numpy as np
 DEFAULT_TILE_M = 64
 DEFAULT_TILE_N = 1024
 # With several threads the tiles grow: every ufunc call hands the GIL over, and in this VM a
-# hand-over costs microseconds, so small calls serialise the threads. One loop of multiply and
-# add per thread, GFLOP/s per thread with 1 thread | with 2 (same tiles, /tmp-style loop):
-#   64×1024: 5.9 | 3.3 3.4     128×1024: 6.3 | 5.1 4.5     256×1024: 7.1 | 6.1 4.5
+# hand-over costs microseconds, so small calls serialise the threads. Same shape and output,
+# 2 threads (``--threads 2``), GFLOP/s forward / dA / dB; one thread gave 7.3 / 5.9 / 6.8 at
+# 64×1024 in the same minute:
+#   64×1024: 7.2 6.5 9.6    128×1024: 10.1 8.9 10.0    256×1024: 11.6 8.5 10.1    512×1024: 12.3 8.4 9.7
 THREADED_TILE_M = 256
 # NumPy (2.4 here) routes broadcast rows shorter than about bufsize/3 through its iterator
 # buffers, which halved the speed here (xl forward, 64×1024: 5.3 vs 9.4 GFLOP/s); a small
@@ -55,16 +57,16 @@ _BUFSIZE = 64
 
 class BlockedNumpyBackend:
     name = "blocked-numpy"
-    description = "NumPy rank-1 updates per cache-sized output tile, in naive's order (bit-identical)."
+    description = "NumPy rank-1 updates per cache-sized output tile, tiles on threads, in naive's order (bit-identical)."
     order_preserving = True
     thread_control = "Python threads over output tiles (NumPy releases the GIL in ufunc loops), set per backend"
 
-    def __init__(self, tile_m: int = DEFAULT_TILE_M, tile_n: int = DEFAULT_TILE_N):
-        if tile_m < 1 or tile_n < 1:
+    def __init__(self, tile_m: Optional[int] = None, tile_n: int = DEFAULT_TILE_N):
+        """``tile_m`` None: 64 rows on one thread, 256 on several (the tables above)."""
+        if (tile_m is not None and tile_m < 1) or tile_n < 1:
             raise ValueError(f"tile sizes must be positive, got {tile_m}x{tile_n}")
-        self.tile_m = int(tile_m)
+        self.tile_m = tile_m
         self.tile_n = int(tile_n)
-        self.threaded_tile_m = max(self.tile_m, THREADED_TILE_M) if tile_m == DEFAULT_TILE_M else self.tile_m
         self.threads = 1
         self._pool: Optional[ThreadPoolExecutor] = None
 
@@ -111,7 +113,7 @@ class BlockedNumpyBackend:
 
     def _tiles(self, lhs_t: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
         rows, cols = out.shape
-        tile_m = self.tile_m if self._pool is None else self.threaded_tile_m
+        tile_m = self.tile_m or (DEFAULT_TILE_M if self._pool is None else THREADED_TILE_M)
         # at least one tile per thread
         tm, tn = min(tile_m, -(-rows // self.threads)), min(self.tile_n, cols)
         tiles = [(i0, j0) for i0 in range(0, rows, tm) for j0 in range(0, cols, tn)]
@@ -148,8 +150,8 @@ class BlockedNumpyBackend:
             np.setbufsize(saved)
 
 
-def _sweep(tiles: list[str], m: int = 1024, k: int = 256, n: int = 1024) -> None:
-    """Print GFLOP/s (best of 3) of forward, dA, dB for each ``MxN`` tile: the table above."""
+def _sweep(tiles: list[str], threads: int = 1, m: int = 1024, k: int = 256, n: int = 1024) -> None:
+    """Print GFLOP/s (best of 3) of forward, dA, dB for each ``MxN`` tile: the tables above."""
     import time
 
     from ptreg.backend import KERNELS, METHOD_OF_KERNEL, flops, kernel_shapes
@@ -157,6 +159,7 @@ def _sweep(tiles: list[str], m: int = 1024, k: int = 256, n: int = 1024) -> None
     rng = np.random.default_rng(0)
     for tile in tiles:
         backend = BlockedNumpyBackend(*(int(v) for v in tile.split("x")))
+        backend.set_threads(threads)
         rates = []
         for kernel in KERNELS:
             x_shape, y_shape, out_shape = kernel_shapes(kernel, m, k, n)
@@ -172,6 +175,10 @@ def _sweep(tiles: list[str], m: int = 1024, k: int = 256, n: int = 1024) -> None
 
 
 if __name__ == "__main__":
-    import sys
+    import argparse
 
-    _sweep(sys.argv[1:] or [f"{tm}x{tn}" for tm in (16, 64, 256) for tn in (256, 512, 1024)])
+    parser = argparse.ArgumentParser(description="GFLOP/s of forward, dA, dB at the xl fc shape per tile size.")
+    parser.add_argument("tiles", nargs="*", default=[f"{tm}x{tn}" for tm in (16, 64, 256) for tn in (256, 512, 1024)])
+    parser.add_argument("--threads", type=int, default=1)
+    arguments = parser.parse_args()
+    _sweep(arguments.tiles, arguments.threads)
