@@ -130,6 +130,7 @@ def build_cell(spec: EvaluatorSpec, backend: str, config: str, outcome: TaskOutc
     done = outcome.of("done")
     if done:
         worker["numba_threading_layer"] = done[-1].get("numba_threading_layer")
+        worker["omp_wait_policy"] = done[-1].get("omp_wait_policy")
     worker["peak_rss_mb"] = outcome.peak_rss_mb
     status = {"done": "measured", "budget": "budget-exhausted", "interrupted": "interrupted"}.get(outcome.ended, "failed")
     cell = Cell(backend=backend, config=config, status=status, reason=outcome.reason,

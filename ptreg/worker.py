@@ -177,7 +177,8 @@ def run_cell(task: dict[str, Any]) -> None:
         run_train_cell(task, backend, progress)
     else:
         run_kernel_cell(task, backend, progress)
-    emit("done", numba_threading_layer=numba_layer())
+    # a backend may set its own pool's wait policy (numba does), so the worker's value is recorded
+    emit("done", numba_threading_layer=numba_layer(), omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"))
 
 
 def main() -> int:

@@ -28,6 +28,12 @@ import numpy as np
 @functools.lru_cache(maxsize=None)
 def _compiled() -> Any:
     """The compiled routine (compiles, or loads from the disk cache, on first call)."""
+    # numba's OpenMP workers spin after each parallel region by default, taking the core from
+    # the NumPy and BLAS work of the rest of the training step. Passive waiting, unless the
+    # user chose otherwise (read when numba starts its pool, so set before): tinygpt xl, 2
+    # threads, ms/step numba vs numpy-blas in one run: 1,763 vs 606 spinning, 1,158 vs 585
+    # passive (`ptreg bench -b numba -b numpy-blas -c xl --threads 2`, OMP_WAIT_POLICY set).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from ptreg_backends import numba_gemm
 
     return numba_gemm.compile_gemm()
@@ -37,7 +43,7 @@ class NumbaBackend:
     name = "numba"
     description = "numba-compiled register- and cache-blocked loops in naive's order, parallel over output tiles (bit-identical)."
     order_preserving = True
-    thread_control = "numba parallel threads (prange over output tiles), set with numba.set_num_threads"
+    thread_control = "numba parallel threads (prange over output tiles), set with numba.set_num_threads; OMP_WAIT_POLICY=PASSIVE unless set"
 
     @staticmethod
     def default_threads() -> int:
