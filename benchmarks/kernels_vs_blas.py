@@ -26,7 +26,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from ptreg.backend import KERNELS, flops
+from ptreg.backend import KERNELS, flops, require_registered
+from ptreg.errors import PtregError
 from ptreg.environment import collect
 from ptreg.evaluator import EvaluatorSpec
 from ptreg.measure import parity_shapes
@@ -141,6 +142,15 @@ def main() -> int:
     args = parser.parse_args()
     if PEER not in args.backends:
         parser.error(f"--backends must include {PEER}, the peer every ratio is taken to")
+    for option, value, least in (("--rounds", args.rounds, 1), ("--calls", args.calls, 1), ("--warmup", args.warmup, 0)):
+        if value < least:
+            parser.error(f"{option} must be at least {least}, got {value}")
+    if min(args.threads) < 1:
+        parser.error(f"--threads must be at least 1, got {min(args.threads)}")
+    try:
+        require_registered(args.backends)
+    except PtregError as error:
+        parser.error(error.message)
     backends = check_parity(args)
     if PEER not in backends:
         raise SystemExit(f"kernels_vs_blas: {PEER} failed parity; no ratio can be taken")

@@ -181,4 +181,7 @@ if __name__ == "__main__":
     parser.add_argument("tiles", nargs="*", default=[f"{tm}x{tn}" for tm in (16, 64, 256) for tn in (256, 512, 1024)])
     parser.add_argument("--threads", type=int, default=1)
     arguments = parser.parse_args()
-    _sweep(arguments.tiles, arguments.threads)
+    try:
+        _sweep(arguments.tiles, arguments.threads)
+    except ValueError as error:  # a tile like "0x5" or "ax1"
+        parser.error(f"tiles are MxN with positive integers: {error}")
