@@ -30,7 +30,7 @@ from ptreg.backend import KERNELS, flops, require_registered
 from ptreg.errors import PtregError
 from ptreg.environment import collect
 from ptreg.evaluator import EvaluatorSpec
-from ptreg.measure import parity_shapes
+from ptreg.measure import parity_shapes, worker_task
 from ptreg.runner import Runner
 from ptreg.tinygpt import CONFIGS, linear_shapes
 
@@ -64,11 +64,9 @@ def check_parity(args: argparse.Namespace) -> list[str]:
     runner.start()
     passed = []
     for backend in args.backends:
-        outcome = runner.execute(f"parity {backend}", {
-            "task": "parity", "workload": "kernels", "backend": backend, "shapes": parity_shapes(spec),
-            "rtol": spec.tolerance.rtol, "atol": spec.tolerance.atol, "seed": 0, "threads": threads,
-            "warmup_steps": 0, "timed_steps": 1, "repeats": 1,
-        })
+        outcome = runner.execute(f"parity {backend}", worker_task(
+            spec, task="parity", backend=backend, shapes=parity_shapes(spec),
+            rtol=spec.tolerance.rtol, atol=spec.tolerance.atol))
         found = outcome.of("parity")
         result = found[-1]["result"] if found else None
         ok = outcome.ended == "done" and result is not None and result["passed"]
@@ -83,13 +81,12 @@ def measure(args: argparse.Namespace, backends: list[str]) -> dict[tuple[int, st
     rates: dict[tuple[int, str, str, str], list[float]] = {}
     for round_ in range(args.rounds):
         for threads in args.threads:
-            runner = Runner(spec_for(args, threads))
+            spec = spec_for(args, threads)
+            runner = Runner(spec)
             runner.start()
             for config in args.configs:
                 for backend in backends:
-                    task = {"task": "cell", "workload": "kernels", "backend": backend, "config": config, "seed": 0,
-                            "threads": threads, "warmup_steps": args.warmup, "timed_steps": args.calls, "repeats": 1}
-                    outcome = runner.execute(f"{backend}/{config}", task)
+                    outcome = runner.execute(f"{backend}/{config}", worker_task(spec, task="cell", backend=backend, config=config))
                     if outcome.ended != "done":
                         raise SystemExit(f"kernels_vs_blas: {backend}/{config} on {threads} threads failed: {outcome.reason}")
                     samples = outcome.of("kernel")

@@ -41,7 +41,7 @@ def parity_shapes(spec: EvaluatorSpec) -> list[list[int]]:
     return shapes
 
 
-def _task(spec: EvaluatorSpec, **extra: Any) -> dict[str, Any]:
+def worker_task(spec: EvaluatorSpec, **extra: Any) -> dict[str, Any]:
     return {
         "workload": spec.workload, "warmup_steps": spec.warmup_steps, "timed_steps": spec.timed_steps,
         "repeats": spec.repeats, "seed": spec.seed, "threads": spec.threads, **extra,
@@ -67,7 +67,7 @@ def measure(spec: EvaluatorSpec, runner: Runner) -> Measurement:
             if not allowed:
                 parity.append(ParityOutcome(backend=backend, passed=False, summary=f"not checked: {why}", checks=[]))
                 continue
-            task = _task(spec, task="parity", backend=backend, shapes=shapes,
+            task = worker_task(spec, task="parity", backend=backend, shapes=shapes,
                          rtol=spec.tolerance.rtol, atol=spec.tolerance.atol)
             parity.append(_parity_outcome(backend, runner.execute(f"parity {backend}", task)))
         passed = {p.backend for p in parity if p.passed}
@@ -82,7 +82,7 @@ def measure(spec: EvaluatorSpec, runner: Runner) -> Measurement:
                 if not allowed:
                     cells.append(Cell(backend=backend, config=config, status="not-started", reason=why))
                     continue
-                outcome = runner.execute(f"{backend}/{config}", _task(spec, task="cell", backend=backend, config=config))
+                outcome = runner.execute(f"{backend}/{config}", worker_task(spec, task="cell", backend=backend, config=config))
                 cell = build_cell(spec, backend, config, outcome)
                 if outcome.ended == "done" and outcome.wall_seconds is not None:
                     durations[(backend, config)] = outcome.wall_seconds
