@@ -27,6 +27,7 @@ from typing import Any
 from tabulate import tabulate
 
 from ptreg.backend import KERNELS, flops, require_registered
+from ptreg.jsonio import atomic_write_text
 from ptreg.errors import PtregError
 from ptreg.environment import collect
 from ptreg.evaluator import EvaluatorSpec
@@ -156,7 +157,7 @@ def main() -> int:
     if args.json:
         document = {"settings": {k: v for k, v in vars(args).items() if k != "json"}, "results": rows,
                     "environment": collect(Path.cwd())}
-        args.json.write_text(json.dumps(document, indent=2, default=str) + "\n")
+        atomic_write_text(args.json, json.dumps(document, indent=2, default=str) + "\n")
         log(f"wrote {args.json}")
     return 0
 

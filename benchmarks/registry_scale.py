@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ptreg.jsonio import atomic_write_text
+
 PTREG = str(Path(sys.executable).parent / "ptreg")
 STATUSES = ["worked", "worked-with-caveat", "failed", "regressed", "inconclusive", "not-tried"]
 METHODS = ["cache-blocking", "register-blocking", "multithreading", "vectorization", "jit-compilation", "vendor-blas"]
@@ -160,8 +162,8 @@ def main() -> None:
         print(f"| {row['size']:,} | " + " | ".join(cells) + " |")
     print(f"\nseconds, cold process, median (min-max) of {args.repeats}")
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "python": sys.version,
-                                         "cpus": os.cpu_count()}, indent=2))
+        atomic_write_text(args.json, json.dumps({"rows": rows, "python": sys.version,
+                                                 "cpus": os.cpu_count()}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

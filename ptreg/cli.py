@@ -17,6 +17,7 @@ from typer.exceptions import TyperException  # base of the (vendored) Click exce
 from . import __version__, cli_bench, cli_evaluator, cli_proposal
 from .cli_common import JsonFlag, load, print_json, progress_bar, registry_dir, room_left, state, table
 from .errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
+from .interrupt import Interrupted
 
 app = typer.Typer(
     name="ptreg",
@@ -107,6 +108,37 @@ class Format(str, Enum):
     text = "text"
     markdown = "markdown"
     json = "json"
+
+
+@app.command()
+def repair(
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be done; change nothing."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Put right what a killed ptreg left: link orphaned runs, finish a cut-short import, remove staged files.
+
+    Every write is atomic, so a kill never leaves a partial record; it can leave a complete run folder that its attempt does not link yet, or staged temporary files. `ptreg validate` reports them as warnings. Exit 0 when nothing is left to put right, 1 when something needs a person (the message says what).
+    """
+    from .repair import repair as put_right
+
+    root = registry_dir()
+    report = put_right(root, dry_run=dry_run)
+    if as_json:
+        print_json(report.to_json())
+    else:
+        verb = "would " if dry_run else ""
+        if report.journal_renames:
+            typer.echo(f"finished an import that was cut short ({report.journal_renames} files)")
+        for leftover in report.linked:
+            typer.echo(f"{verb}link run {leftover.run_id} to {leftover.attempt_id} ({leftover.path})")
+        for leftover in report.removed:
+            typer.echo(f"{verb}remove {leftover.path} ({leftover.kind})")
+        for leftover in report.left:
+            typer.echo(f"left alone: {leftover.path}: {leftover.message}")
+        if not (report.journal_renames or report.linked or report.removed or report.left):
+            typer.echo(f"{root}: nothing to repair")
+    if report.left:
+        raise typer.Exit(EXIT_CHECK_FAILED)
 
 
 @app.command()
@@ -353,6 +385,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     except KeyboardInterrupt:
         typer.echo("ptreg: interrupted", err=True)
         sys.exit(130)
+    except Interrupted as exc:  # SIGTERM (or SIGINT) while `run` or `bench` measured
+        typer.echo(f"ptreg: interrupted by {exc.name}", err=True)
+        sys.exit(exc.exit_code)
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         typer.echo(f"ptreg: error: {where}{exc.strerror or exc}", err=True)

@@ -127,8 +127,10 @@ def bench(
     from .backend import require_registered
 
     require_registered(spec.backends)  # unavailable ones are measured as failed cells
+    from .interrupt import interruptible
+
     started = now_utc()
-    with run_progress() as show:
+    with run_progress() as show, interruptible():
         found = measure(spec, Runner(spec, wall_clock_seconds=seconds, progress=show))
     results = RunResults(
         results_version=1, run_id=None, attempt=None, evaluator=None, evaluator_sha256=None,
@@ -141,6 +143,8 @@ def bench(
     else:
         print_results(results)
         typer.echo(f"\nstatus: {results.status}" + (f" ({results.reason})" if results.reason else ""))
+    if found.interrupted_by is not None:
+        raise typer.Exit(128 + found.interrupted_by)
     if results.status != "complete":
         raise typer.Exit(EXIT_CHECK_FAILED)
 
@@ -151,7 +155,9 @@ def run(
 ) -> None:
     """Measure an attempt under its frozen evaluator and budget, after re-checking its gate.
 
-    Parity first (a backend that fails it is not timed), then each (config, backend) cell in its own worker process. Writes `runs/<id>/<run-id>/results.json` and `environment.json`, links the run from the attempt and adds an evidence line. Exit 0 when the run is complete, 1 when it failed or the budget ran out (what finished is kept), 2 on unusable input.
+    Parity first (a backend that fails it is not timed), then each (config, backend) cell in its own worker process. Writes `runs/<id>/<run-id>/results.json` and `environment.json`, links the run from the attempt and adds an evidence line. Another run of the same attempt is refused while one is in progress; runs of different attempts may go side by side.
+
+    Ctrl-C or SIGTERM stops the workers, writes what finished as a run with status `interrupted` and exits 130 or 143. Exit 0 when the run is complete, 1 when it failed or the budget ran out (what finished is kept), 2 on unusable input.
     """
     from .lifecycle import run_attempt
     from .registry import check_id
@@ -167,6 +173,8 @@ def run(
         print_results(results)
         typer.echo(f"\nrun {results.run_id}: {results.status}" + (f" ({results.reason})" if results.reason else ""))
         typer.echo(f"written to {done.folder}; see `ptreg show {attempt_id}`")
+    if done.exit_code is not None:  # 130 for Ctrl-C, 143 for SIGTERM, as shells expect
+        raise typer.Exit(done.exit_code)
     if results.status != "complete":
         raise typer.Exit(EXIT_CHECK_FAILED)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import PtregError
-from .jsonio import read_json
+from .jsonio import outside, read_json
 from .model import RunRef
 from .run import ENVIRONMENT_FILE, read_results, run_folder
 
@@ -22,7 +22,7 @@ def run_lines(root: Path, attempt_id: str, ref: RunRef) -> list[str]:
 
     folder = run_folder(root, attempt_id, ref.run_id)
     try:
-        results = read_results(folder)
+        results = read_results(folder, root)
     except PtregError as exc:
         return [f"- The run's results cannot be read: {exc.message}"]
     relative = folder.relative_to(root) if folder.is_relative_to(root) else folder
@@ -36,7 +36,7 @@ def run_lines(root: Path, attempt_id: str, ref: RunRef) -> list[str]:
         f"- Started {results.started_at}, finished {results.finished_at}, by `{' '.join(results.command)}`.",
         f"- Folder: {relative}.",
     ]
-    lines += _environment(folder)
+    lines += _environment(root, folder)
     lines.append("")
     for title, rows, headers in tables(results):
         lines.append(f"{title}:")
@@ -47,9 +47,13 @@ def run_lines(root: Path, attempt_id: str, ref: RunRef) -> list[str]:
     return lines
 
 
-def _environment(folder: Path) -> list[str]:
+def _environment(root: Path, folder: Path) -> list[str]:
+    path = folder / ENVIRONMENT_FILE
+    target = outside(root, path)
+    if target is not None:
+        return [f"- Environment: {path} leads to {target}, outside the registry (a symlink); not read."]
     try:
-        env = read_json(folder / ENVIRONMENT_FILE)
+        env = read_json(path)
     except PtregError as exc:
         return [f"- Environment: cannot be read: {exc.message}."]
     if not isinstance(env, dict):

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from .errors import EXIT_CHECK_FAILED, PtregError
-from .jsonio import create_text_exclusive, dumps_pretty, read_json
+from .jsonio import create_text_exclusive, dumps_pretty, json_type, outside, read_json, shorten
 from .model import EVALUATOR_REF_PATTERN, ID_MAX_LENGTH, ID_PATTERN
 from .problems import schema_problems
 
@@ -137,12 +137,17 @@ def freeze(root: Path, spec_path: Path) -> Frozen:
     spec = parse_spec(read_json(spec_path), str(spec_path))
     body = spec.model_dump(mode="json", exclude_none=True)
     frozen = FrozenEvaluator(name=spec.name, sha256=identity(body), evaluator_version=EVALUATOR_VERSION, spec=spec)
+    from .lock import registry_lock
+
     directory = evaluators_dir(root)
-    directory.mkdir(exist_ok=True)
     path = directory / f"{frozen.ref}.json"
+    if outside(root, directory) is not None:  # never write through a symlink out of the registry
+        raise PtregError(f"{directory}: leads to {outside(root, directory)}, outside the registry (a symlink); nothing frozen")
     text = dumps_pretty(frozen.model_dump(mode="json", exclude_none=True))
     try:
-        create_text_exclusive(path, text)
+        with registry_lock(root):  # its staged file must not look like a leftover to `ptreg repair`
+            directory.mkdir(exist_ok=True)
+            create_text_exclusive(path, text)
     except FileExistsError:
         problem = verify_file(path)
         if problem is not None:
@@ -160,10 +165,19 @@ def evaluator_files(root: Path) -> list[Path]:
     return [directory / n for n in names]
 
 
+# A frozen evaluator is a spec of a few hundred bytes; anything near this is not one.
+EVALUATOR_FILE_MAX_BYTES = 1024 * 1024
+
+
 def _load(path: Path) -> tuple[dict[str, Any], FrozenEvaluator]:
-    raw = read_json(path)
+    # evaluators/<file> lives two levels below the registry; a symlink that leads elsewhere
+    # (of the file, or of evaluators/ itself) could make any file pass for a frozen one.
+    target = outside(path.parent.parent, path)
+    if target is not None:
+        raise PtregError(f"{path}: a symlink to {target}, outside the registry; not trusted")
+    raw = read_json(path, EVALUATOR_FILE_MAX_BYTES)
     if not isinstance(raw, dict):
-        raise PtregError(f"{path}: a frozen evaluator must be a JSON object")
+        raise PtregError(f"{path}: a frozen evaluator must be a JSON object, got {json_type(raw)}")
     try:
         return raw, FrozenEvaluator.model_validate(raw)
     except ValidationError as exc:
@@ -199,18 +213,18 @@ def resolve(root: Path, ref: str) -> Path:
         import re
 
         if not re.fullmatch(EVALUATOR_REF_PATTERN, ref):
-            raise PtregError(f"evaluator {ref!r} is not a reference of the form name@hash12")
+            raise PtregError(f"evaluator {shorten(ref)} is not a reference of the form name@hash12")
         path = evaluators_dir(root) / f"{ref}.json"
         if path.exists():
             return path
-        raise PtregError(f"no frozen evaluator {ref!r} in {evaluators_dir(root)}{_known_hint(root)}")
+        raise PtregError(f"no frozen evaluator {shorten(ref)} in {evaluators_dir(root)}{_known_hint(root)}")
     named = [p for p in evaluator_files(root) if p.name.split("@", 1)[0] == ref]
     if len(named) == 1:
         return named[0]
     if not named:
-        raise PtregError(f"no frozen evaluator named {ref!r} in {evaluators_dir(root)}{_known_hint(root)}")
+        raise PtregError(f"no frozen evaluator named {shorten(ref)} in {evaluators_dir(root)}{_known_hint(root)}")
     choices = ", ".join(p.name[: -len(".json")] for p in named)
-    raise PtregError(f"evaluator name {ref!r} is ambiguous; give one of: {choices}")
+    raise PtregError(f"evaluator name {shorten(ref)} is ambiguous; give one of: {choices}")
 
 
 def _known_hint(root: Path) -> str:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from .errors import EXIT_CHECK_FAILED, PtregError
-from .jsonio import discard, dumps_pretty, fsync_directory, stage_text
+from .journal import commit
+from .jsonio import discard, dumps_pretty, stage_text
+from .lock import registry_lock
 from .model import ATTEMPTS_FILE_KEYS, RESERVED_IDS, VOCABULARY_KEYS, Attempt, RegistryMeta
 from .problems import Problem, pointer_join
 from .registry import (
@@ -21,6 +22,7 @@ from .registry import (
     ids_in,
     load_attempts_file,
     load_directory,
+    make_directory,
     record_path,
 )
 from .rules import check_registry
@@ -98,25 +100,28 @@ def import_file(root: Path, path: Path, *, replace: bool = False, progress: Opti
     if twice:
         raise PtregError(f"{path}: ids used more than once: {', '.join(twice)}; nothing imported", EXIT_CHECK_FAILED)
 
-    created = not (root / REGISTRY_FILE).exists()
-    if created:
-        existing_ids: set[str] = set()
-        meta = incoming.meta if incoming.schema_version == 2 else default_meta()
-    else:
-        current = load_directory(root, progress)
-        existing_ids = set(ids_in(current.records)) | {Path(p.file).stem for p in current.problems if p.file}
-        meta = current.meta
-    attempts = incoming.attempts
-    clashes = sorted(existing_ids & {a.id for a in attempts})
-    if clashes and not replace:
-        shown = ", ".join(clashes[:10]) + (f" and {len(clashes) - 10} more" if len(clashes) > 10 else "")
-        raise PtregError(
-            f"{root} already holds {len(clashes)} of these ids: {shown}; nothing imported (use --replace to overwrite)",
-            EXIT_CHECK_FAILED,
-        )
+    make_directory(root)  # the lock file lives in it
+    # The clash check and the writes see one state of the registry: no writer in between.
+    with registry_lock(root):
+        created = not (root / REGISTRY_FILE).exists()
+        if created:
+            existing_ids: set[str] = set()
+            meta = incoming.meta if incoming.schema_version == 2 else default_meta()
+        else:
+            current = load_directory(root, progress)
+            existing_ids = set(ids_in(current.records)) | {Path(p.file).stem for p in current.problems if p.file}
+            meta = current.meta
+        attempts = incoming.attempts
+        clashes = sorted(existing_ids & {a.id for a in attempts})
+        if clashes and not replace:
+            shown = ", ".join(clashes[:10]) + (f" and {len(clashes) - 10} more" if len(clashes) > 10 else "")
+            raise PtregError(
+                f"{root} already holds {len(clashes)} of these ids: {shown}; nothing imported (use --replace to overwrite)",
+                EXIT_CHECK_FAILED,
+            )
 
-    added, conflicts = ({}, []) if created else _merge_vocabularies(meta, incoming)
-    _write_all(root, attempts, meta, write_meta=created or bool(added), progress=progress)
+        added, conflicts = ({}, []) if created else _merge_vocabularies(meta, incoming)
+        _write_all(root, attempts, meta, write_meta=created or bool(added), progress=progress)
 
     after = check_registry(load_directory(root, progress))
     imported_ids = {a.id for a in attempts}
@@ -159,12 +164,7 @@ def _merge_vocabularies(meta: RegistryMeta, incoming: Registry) -> tuple[dict[st
 def _write_all(
     root: Path, attempts: list[Attempt], meta: RegistryMeta, *, write_meta: bool, progress: Optional[Progress] = None
 ) -> None:
-    """Stage every file first, then rename them into place, so a failure before the renames
-    leaves the registry untouched."""
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise PtregError(f"{root}: cannot create directory: {exc.strerror}") from None
+    """Stage every file, then commit them through the journal: all of them land or none."""
     targets = [record_path(root, a.id) for a in attempts]
     texts = [dumps_pretty(a.to_json_dict()) for a in attempts]
     if write_meta:
@@ -185,9 +185,7 @@ def _write_all(
             if f.exception() is None:
                 discard(f.result())
         raise failed[0]
-    for future, target in zip(futures, targets):
-        os.replace(future.result(), target)
-    fsync_directory(root)
+    commit(root, [(Path(f.result()).name, t.name) for f, t in zip(futures, targets)], "import")
 
 
 def export_registry(registry: Registry) -> dict[str, Any]:

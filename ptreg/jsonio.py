@@ -4,10 +4,39 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 from pathlib import Path
 from typing import Any, Optional
 
 from .errors import PtregError
+from .faults import crash_point
+
+# No file ptreg writes nests deeper than a few levels. A fixed bound makes a hostile file fail
+# the same way however deep the caller's stack already is, and keeps every later recursive
+# consumer (pydantic, jsonschema, json.dumps) far from Python's recursion limit.
+MAX_JSON_DEPTH = 256
+# Messages quote keys and values at most this long, so a hostile input is never echoed whole.
+SHOWN_MAX = 60
+
+
+class JsonError(PtregError):
+    """A file or text that cannot be used as JSON: ``problem`` says why, ``pointer`` where."""
+
+    def __init__(self, where: str, problem: str, pointer: str = ""):
+        super().__init__(f"{where}#{pointer}: {problem}" if pointer else f"{where}: {problem}")
+        self.where = where
+        self.problem = problem
+        self.pointer = pointer
+
+
+def shorten(value: Any, limit: int = SHOWN_MAX) -> str:
+    """repr() of ``value``, cut to about ``limit`` characters, saying how long it was."""
+    shown = repr(value)
+    if len(shown) <= limit:
+        return shown
+    size = f" ({len(value)} characters)" if isinstance(value, str) else ""
+    return shown[: limit - 3] + "..." + size
 
 
 class DuplicateKey(ValueError):
@@ -24,35 +53,149 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether arrays and objects nest deeper than MAX_JSON_DEPTH in ``value`` (iteratively)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return True
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+    return False
+
+
+def _pointer_part(key: str) -> str:
+    return key[:SHOWN_MAX].replace("~", "~0").replace("/", "~1")
+
+
+def _lone_surrogate(value: Any) -> Optional[str]:
+    """The JSON Pointer of the first string (or key) holding a lone UTF-16 surrogate, which
+    JSON's \\u escapes can spell but UTF-8 cannot store; None when there is none."""
+    stack = [(value, "")]
+    while stack:  # iterative: the value may nest up to MAX_JSON_DEPTH
+        item, pointer = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return pointer
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                stack.append((key, pointer))
+                stack.append((child, f"{pointer}/{_pointer_part(key)}"))
+        elif isinstance(item, list):
+            stack.extend((child, f"{pointer}/{index}") for index, child in enumerate(item))
+    return None
 
 
 def parse_json(text: str, where: str) -> Any:
-    """Parse ``text``; a syntax error or a duplicate key raises PtregError naming ``where``."""
+    """Parse ``text``; a syntax error, a duplicate key, nesting deeper than MAX_JSON_DEPTH or
+    a lone surrogate escape raises JsonError naming ``where``."""
+    too_deep = f"JSON nested deeper than {MAX_JSON_DEPTH} levels; not read"
     try:
-        return _DECODER.decode(text)
+        value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
-        raise PtregError(f"{where}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise JsonError(where, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except DuplicateKey as exc:
-        raise PtregError(f"{where}: duplicate key {exc.args[0]!r} in a JSON object") from None
-    except RecursionError:
-        raise PtregError(f"{where}: JSON nested too deeply to read") from None
+        raise JsonError(where, f"duplicate key {shorten(exc.args[0])} in a JSON object") from None
+    except RecursionError:  # deeper than the stack allows, so deeper than MAX_JSON_DEPTH too
+        raise JsonError(where, too_deep) from None
+    except ValueError:  # Python refuses integers of more than sys.get_int_max_str_digits() digits
+        raise JsonError(where, "invalid JSON: a number too long to read") from None
+    # Fewer brackets than the limit cannot nest deeper than it: most files skip the walk.
+    if isinstance(value, (dict, list)) and text.count("[") + text.count("{") > MAX_JSON_DEPTH and _too_deep(value):
+        raise JsonError(where, too_deep)
+    if _SURROGATE_ESCAPE.search(text):
+        pointer = _lone_surrogate(value)
+        if pointer is not None:
+            raise JsonError(where, "a \\u escape spells a lone surrogate, which is not valid Unicode", pointer)
+    return value
 
 
-def read_json(path: Path) -> Any:
-    """Read and parse a JSON file; every failure is one PtregError naming the file."""
+def read_json(path: Path, max_bytes: Optional[int] = None) -> Any:
+    """Read and parse a JSON file; every failure is one JsonError naming the file.
+
+    Only a regular file is read (a FIFO or device would block or never end), and none larger
+    than ``max_bytes`` when given.
+    """
+    where = str(path)
     try:
-        data = path.read_bytes()
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
-        raise PtregError(f"{path}: no such file") from None
+        raise JsonError(where, "no such file") from None
     except IsADirectoryError:
-        raise PtregError(f"{path}: is a directory, not a JSON file") from None
+        raise JsonError(where, "is a directory, not a JSON file") from None
     except OSError as exc:
-        raise PtregError(f"{path}: cannot read: {exc.strerror}") from None
+        raise JsonError(where, f"cannot read: {exc.strerror}") from None
+    except ValueError:  # a NUL byte in the path
+        raise JsonError(where, "cannot read: the path holds a NUL byte") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise JsonError(where, "is a directory, not a JSON file")
+        if not stat.S_ISREG(info.st_mode):
+            raise JsonError(where, "not a regular file; not read")
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise JsonError(where, _too_large(info.st_size, max_bytes))
+        data = _read_all(fd, info.st_size, max_bytes)
+    except OSError as exc:
+        raise JsonError(where, f"cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if max_bytes is not None and len(data) > max_bytes:
+        raise JsonError(where, _too_large(len(data), max_bytes))
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise JsonError(where, "starts with a UTF-8 byte order mark; save it as UTF-8 without one")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise PtregError(f"{path}: not UTF-8 text (bad byte at offset {exc.start})") from None
-    return parse_json(text, str(path))
+        raise JsonError(where, f"not UTF-8 text (bad byte at offset {exc.start})") from None
+    return parse_json(text, where)
+
+
+def _read_all(fd: int, size: int, max_bytes: Optional[int]) -> bytes:
+    """The file's bytes, up to one past ``max_bytes``: plain os.read calls sized by fstat
+    (a buffered reader costs a third of reading a large registry's small records)."""
+    parts = []
+    total = 0
+    while True:
+        chunk = os.read(fd, size - total + 1 if size > total else 65536)  # the file may have grown
+        if not chunk:
+            return b"".join(parts)
+        parts.append(chunk)
+        total += len(chunk)
+        if max_bytes is not None and total > max_bytes:
+            return b"".join(parts)
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type, for messages."""
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number"
+    )
+
+
+def outside(root: Path, path: Path) -> Optional[Path]:
+    """Where ``path`` really leads when a symlink (of it or of a folder on the way) takes it
+    out of ``root``; None when it stays inside, or cannot be resolved (reading it then says why)."""
+    try:
+        target = path.resolve()
+        base = root.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return None
+    return None if target.is_relative_to(base) else target
+
+
+def _too_large(size: int, limit: int) -> str:
+    mib = f" ({limit // 2**20} MiB)" if limit % 2**20 == 0 else ""
+    return f"file of {size} bytes is larger than the {limit}-byte limit{mib}; not read"
 
 
 def dumps_pretty(obj: Any) -> str:
@@ -83,8 +226,10 @@ def stage_text(directory: Path, text: str, *, prefix: str, mode: Optional[int] =
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             os.fchmod(handle.fileno(), _NEW_FILE_MODE if mode is None else mode)
             handle.write(text)
+            crash_point()  # written but not flushed: the file may be empty or partial
             handle.flush()
             os.fsync(handle.fileno())
+        crash_point()
     except BaseException:
         discard(tmp_name)
         raise
@@ -114,6 +259,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     except BaseException:
         discard(tmp_name)
         raise
+    crash_point()
     fsync_directory(path.parent)
 
 
@@ -126,6 +272,7 @@ def create_text_exclusive(path: Path, text: str) -> None:
     tmp_name = stage_text(path.parent, text, prefix=f".{path.name}.")
     try:
         os.link(tmp_name, path)
+        crash_point()  # both names exist; the staged one is a leftover `ptreg repair` removes
     finally:
         discard(tmp_name)
     fsync_directory(path.parent)
@@ -142,3 +289,4 @@ def fsync_directory(directory: Path) -> None:
         pass
     finally:
         os.close(dir_fd)
+    crash_point()

@@ -15,8 +15,10 @@ from typing import Callable, Optional
 
 from .errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
 from .evaluator import EVALUATOR_VERSION, FrozenEvaluator, check_file, resolve
-from .model import Attempt, RunRef
-from .run import RESULTS_FILE, RunResults, check_folder, new_run_id, run_folder, write_run
+from .interrupt import deferred, interruptible, pending
+from .model import Attempt, Budget, RunRef
+from .jsonio import outside
+from .run import RESULTS_FILE, RunResults, check_folder, new_run_id, run_folder, runs_dir, write_run
 from .runner import RunEvent, Runner
 
 
@@ -29,6 +31,11 @@ class RunDone:
     results: RunResults
     folder: Path
     attempt: Attempt
+    interrupted_by: Optional[int] = None  # SIGINT or SIGTERM, when one stopped or ended the run
+
+    @property
+    def exit_code(self) -> Optional[int]:
+        return None if self.interrupted_by is None else 128 + self.interrupted_by
 
 
 def load_evaluator(root: Path, ref: str) -> FrozenEvaluator:
@@ -46,11 +53,24 @@ def run_attempt(
     progress: Optional[Callable[[RunEvent], None]] = None,
     runner_options: Optional[dict] = None,
 ) -> RunDone:
-    from . import __version__
-    from .environment import collect
+    """Measure, then write the run folder whole and link it, in that order (see ``repair``).
+
+    The attempt's run lock keeps a second run of it out for the whole measurement; the
+    registry lock is held only while the folder and the link are written.
+    """
+    from .lock import registry_lock, run_lock
+
+    with interruptible():  # from the start, so that SIGTERM never kills a run without a word
+        _admitted(root, attempt_id)
+        with run_lock(root, attempt_id):
+            frozen, budget = _admitted(root, attempt_id)  # as it is now that no other run can start
+            return _measure_and_record(root, attempt_id, frozen, budget, command, progress, runner_options, registry_lock)
+
+
+def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
+    """The attempt's evaluator and budget, once it is known to be runnable and still admitted."""
     from .gate import check_gate
-    from .measure import measure
-    from .registry import load_directory, write_attempt
+    from .registry import load_directory
 
     registry = load_directory(root)
     attempt = registry.get(attempt_id)
@@ -64,24 +84,42 @@ def run_attempt(
     if not report.admitted:
         failed = "; ".join(f"{c.check}: {c.detail}" for c in report.failures)
         raise PtregError(f"{attempt_id}: the gate no longer admits it ({failed}); see `ptreg gate {attempt_id}`", EXIT_CHECK_FAILED)
+    runs = runs_dir(root, attempt_id)
+    if outside(root, runs) is not None:  # found now, not after the measurement
+        raise PtregError(f"{runs}: leads to {outside(root, runs)}, outside the registry (a symlink); "
+                         "a run is written only inside the registry", EXIT_UNUSABLE)
     frozen = load_evaluator(root, attempt.evaluator)
     if frozen.evaluator_version != EVALUATOR_VERSION:
         raise PtregError(f"evaluator {frozen.ref} was frozen for engine version {frozen.evaluator_version}, "
                          f"this ptreg interprets version {EVALUATOR_VERSION}", EXIT_CHECK_FAILED)
+    return frozen, attempt.budget
+
+
+def _measure_and_record(root, attempt_id, frozen, budget, command, progress, runner_options, registry_lock) -> RunDone:
+    from . import __version__
+    from .environment import collect
+    from .measure import measure
+    from .registry import write_attempt
 
     started = now_utc()
     environment = collect(root)
-    runner = Runner(frozen.spec, wall_clock_seconds=attempt.budget.wall_clock_seconds,
-                    max_memory_mb=attempt.budget.max_memory_mb, progress=progress, **(runner_options or {}))
+    runner = Runner(frozen.spec, wall_clock_seconds=budget.wall_clock_seconds,
+                    max_memory_mb=budget.max_memory_mb, progress=progress, **(runner_options or {}))
     found = measure(frozen.spec, runner)
-    results = RunResults(
-        results_version=1, run_id=new_run_id(root, attempt_id, started), attempt=attempt_id,
-        evaluator=frozen.ref, evaluator_sha256=frozen.sha256, evaluator_version=frozen.evaluator_version,
-        spec=frozen.spec, budget=attempt.budget, command=command, started_at=started, finished_at=now_utc(),
-        status=found.status, reason=found.reason, ptreg_version=__version__, parity=found.parity, cells=found.cells,
-    )
-    folder = write_run(root, results, environment)
-    return RunDone(results, folder, link_run(root, attempt_id, results, write_attempt))
+    # From here signals wait: the run is written whole and linked, then the process exits.
+    with deferred():
+        finished = now_utc()
+        with registry_lock(root):
+            results = RunResults(
+                results_version=1, run_id=new_run_id(root, attempt_id, started), attempt=attempt_id,
+                evaluator=frozen.ref, evaluator_sha256=frozen.sha256, evaluator_version=frozen.evaluator_version,
+                spec=frozen.spec, budget=budget, command=command, started_at=started, finished_at=finished,
+                status=found.status, reason=found.reason, ptreg_version=__version__, parity=found.parity, cells=found.cells,
+            )
+            folder = write_run(root, results, environment)
+            attempt = link_run(root, attempt_id, results, write_attempt)
+    late = pending()
+    return RunDone(results, folder, attempt, found.interrupted_by or late)
 
 
 def results_source(root: Path, attempt_id: str, run_id: str) -> str:
@@ -130,6 +168,18 @@ def conclude(
     confidence: Optional[str] = None,
 ) -> Attempt:
     """Record the verdict; refused (nothing written) if the registry's rules would not hold."""
+    from .lock import registry_lock
+    from .registry import load_meta
+
+    load_meta(root)  # a missing registry is refused before any lock file is made
+    with registry_lock(root):
+        return _conclude(root, attempt_id, status, lesson, next_action, failure_reason, confidence)
+
+
+def _conclude(root, attempt_id, status, lesson, next_action, failure_reason, confidence) -> Attempt:
+    from pydantic import ValidationError
+
+    from .problems import schema_problems
     from .registry import Record, load_directory, record_path, write_attempt
     from .rules import check_attempt
 
@@ -159,8 +209,10 @@ def conclude(
         raw["source"] = results_source(root, attempt_id, runs[-1].run_id)
     try:
         updated = Attempt.model_validate(raw)
-    except Exception as exc:  # pydantic's message, one line
-        raise PtregError(f"{attempt_id}: {str(exc).splitlines()[-1].strip()}", EXIT_UNUSABLE) from None
+    except ValidationError as exc:
+        first = next(iter(schema_problems(exc, attempt_id=attempt_id, pointer="", file=None)))
+        flag = "--" + first.pointer.strip("/").split("/")[0].replace("_", "-")
+        raise PtregError(f"{attempt_id}: {flag}: {first.message}; nothing written", EXIT_UNUSABLE) from None
     record = Record(raw=raw, attempt=updated, file=str(record_path(root, attempt_id)))
     known = {r.raw_id for r in registry.records if r.raw_id is not None}
     problems = [p for p in check_attempt(record, registry.meta, known) if p.severity == "error"]

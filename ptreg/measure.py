@@ -7,11 +7,13 @@ run, because a ratio of numbers measured hours apart on a shared machine says li
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from .backend import KERNELS, flops
 from .evaluator import EvaluatorSpec
+from .interrupt import Interrupted
 from .run import Attribution, Cell, KernelSample, KernelTiming, ParityOutcome, Share, StepSample
 from .runner import Runner, TaskOutcome
 from .stats import inverted, ratio, summarize, too_wide
@@ -26,6 +28,8 @@ class Measurement:
     cells: list[Cell]
     status: str
     reason: Optional[str]
+    interrupted_by: Optional[int] = None  # the signal that stopped it
+
 
 
 def parity_shapes(spec: EvaluatorSpec) -> list[list[int]]:
@@ -60,39 +64,52 @@ def measure(spec: EvaluatorSpec, runner: Runner) -> Measurement:
     runner.start()
     parity: list[ParityOutcome] = []
     cells: list[Cell] = []
-    shapes = parity_shapes(spec)
     try:
-        for backend in spec.backends:
-            allowed, why = runner.fits(None)
-            if not allowed:
-                parity.append(ParityOutcome(backend=backend, passed=False, summary=f"not checked: {why}", checks=[]))
-                continue
-            task = worker_task(spec, task="parity", backend=backend, shapes=shapes,
-                         rtol=spec.tolerance.rtol, atol=spec.tolerance.atol)
-            parity.append(_parity_outcome(backend, runner.execute(f"parity {backend}", task)))
-        passed = {p.backend for p in parity if p.passed}
-        durations: dict[tuple[str, str], float] = {}
-        for config in spec.configs:
-            for backend in spec.backends:
-                if backend not in passed:
-                    summary = next(p.summary for p in parity if p.backend == backend)
-                    cells.append(Cell(backend=backend, config=config, status="parity-failed", reason=summary))
-                    continue
-                allowed, why = runner.fits(_estimate(durations, backend, config, spec))
-                if not allowed:
-                    cells.append(Cell(backend=backend, config=config, status="not-started", reason=why))
-                    continue
-                outcome = runner.execute(f"{backend}/{config}", worker_task(spec, task="cell", backend=backend, config=config))
-                cell = build_cell(spec, backend, config, outcome)
-                if outcome.ended == "done" and outcome.wall_seconds is not None:
-                    durations[(backend, config)] = outcome.wall_seconds
-                cells.append(cell)
-    except KeyboardInterrupt:
-        compare(spec, cells)
-        return Measurement(parity, cells, "interrupted", "interrupted by the user")
+        _measure_into(spec, runner, parity, cells)
+    except (Interrupted, KeyboardInterrupt) as exc:  # between two workers
+        runner.interrupted = getattr(exc, "signum", signal.SIGINT)
     compare(spec, cells)
+    if runner.interrupted is not None:
+        name = signal.Signals(runner.interrupted).name
+        measured = sum(c.status == "measured" for c in cells)
+        reason = f"interrupted by {name}; {measured} of {len(spec.configs) * len(spec.backends)} cells measured"
+        return Measurement(parity, cells, "interrupted", reason, runner.interrupted)
     status, reason = run_status(spec, parity, cells, runner.budget_hit)
     return Measurement(parity, cells, status, reason)
+
+
+def _measure_into(spec: EvaluatorSpec, runner: Runner, parity: list[ParityOutcome], cells: list[Cell]) -> None:
+    """Parity, then the cells; returns early once a signal has stopped the runner."""
+    shapes = parity_shapes(spec)
+    for backend in spec.backends:
+        allowed, why = runner.fits(None)
+        if not allowed:
+            parity.append(ParityOutcome(backend=backend, passed=False, summary=f"not checked: {why}", checks=[]))
+            continue
+        task = worker_task(spec, task="parity", backend=backend, shapes=shapes,
+                           rtol=spec.tolerance.rtol, atol=spec.tolerance.atol)
+        outcome = runner.execute(f"parity {backend}", task)
+        if runner.interrupted is not None:
+            return  # a parity check cut short establishes nothing
+        parity.append(_parity_outcome(backend, outcome))
+    passed = {p.backend for p in parity if p.passed}
+    durations: dict[tuple[str, str], float] = {}
+    for config in spec.configs:
+        for backend in spec.backends:
+            if backend not in passed:
+                summary = next(p.summary for p in parity if p.backend == backend)
+                cells.append(Cell(backend=backend, config=config, status="parity-failed", reason=summary))
+                continue
+            allowed, why = runner.fits(_estimate(durations, backend, config, spec))
+            if not allowed:
+                cells.append(Cell(backend=backend, config=config, status="not-started", reason=why))
+                continue
+            outcome = runner.execute(f"{backend}/{config}", worker_task(spec, task="cell", backend=backend, config=config))
+            cells.append(build_cell(spec, backend, config, outcome))  # an interrupted cell keeps its whole repeats
+            if runner.interrupted is not None:
+                return
+            if outcome.ended == "done" and outcome.wall_seconds is not None:
+                durations[(backend, config)] = outcome.wall_seconds
 
 
 def _estimate(durations: dict[tuple[str, str], float], backend: str, config: str, spec: EvaluatorSpec) -> Optional[float]:

@@ -36,8 +36,14 @@ NEGATIVE_STATUSES = ("failed", "regressed", "inconclusive")
 SHAPE_FIELDS = ("methods", "bases", "objective", "data_rows", "varied_from")
 INFRASTRUCTURE_KIND = "infrastructure"
 
+# Free text (evidence, lesson, failure_reason, vocabulary definitions...) holds at most this
+# many characters: the longest field of the shared 66-attempt registry has about 220, and a
+# run's evidence line adds a few hundred, so this bounds only what no person wrote. A record
+# file is also capped in size when read (registry.RECORD_FILE_MAX_BYTES).
+TEXT_MAX_LENGTH = 100_000
+
 AttemptId = Annotated[str, StringConstraints(pattern=ID_PATTERN, max_length=ID_MAX_LENGTH)]
-Text = Annotated[str, StringConstraints(min_length=1)]
+Text = Annotated[str, StringConstraints(min_length=1, max_length=TEXT_MAX_LENGTH)]
 Term = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 

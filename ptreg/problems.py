@@ -7,7 +7,8 @@ from typing import Any, Iterable, Optional
 
 from pydantic import ValidationError
 
-from .model import ID_PATTERN
+from .jsonio import SHOWN_MAX, shorten
+from .model import ID_MAX_LENGTH, ID_PATTERN
 
 
 @dataclass(frozen=True)
@@ -23,10 +24,20 @@ class Problem:
         where = self.file or ""
         if self.pointer:
             where = f"{where}#{self.pointer}" if where else self.pointer
-        return where
+        return printable(where)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped, so that a report stays one line per problem."""
+    return text if text.isprintable() else repr(text)[1:-1]
+
+
+def shown_id(value: str) -> str:
+    """An id as it may appear in a report: whole when printable and not absurdly long."""
+    return value if value.isprintable() and len(value) <= 2 * ID_MAX_LENGTH else shorten(value)
 
 
 def pointer_join(base: str, *parts: Any) -> str:
@@ -37,19 +48,20 @@ def pointer_join(base: str, *parts: Any) -> str:
 
 def _schema_message(error: dict[str, Any]) -> str:
     loc = error["loc"]
+    value = error.get("input")
     if error["type"] == "string_pattern_mismatch" and loc and loc[-1] in ("id", "varied_from", "run_id"):
-        return f"not a valid id {error['input']!r}: use lowercase letters, digits, '-' and single '.' (pattern {ID_PATTERN})"
+        return f"not a valid id {shorten(value)}: use lowercase letters, digits, '-' and single '.' (pattern {ID_PATTERN})"
+    if error["type"] == "string_too_long" and isinstance(value, str):
+        # never the text itself: it may be megabytes long
+        limit = (error.get("ctx") or {}).get("max_length")
+        return f"text of {len(value)} characters is longer than the {limit} allowed"
     if error["type"] == "extra_forbidden":
         return "unknown field (not in the schema)"
     if error["type"] == "missing":
         return "required field is missing"
     message = error["msg"]
-    value = error.get("input")
-    if error["type"] != "missing" and (value is None or isinstance(value, (str, int, float, bool))):
-        shown = repr(value)
-        if len(shown) > 60:
-            shown = shown[:57] + "..."
-        message = f"{message} (got {shown})"
+    if value is None or isinstance(value, (str, int, float, bool)):
+        message = f"{message} (got {shorten(value)})"
     return message
 
 
@@ -57,11 +69,13 @@ def schema_problems(
     exc: ValidationError, *, attempt_id: Optional[str], pointer: str, file: Optional[str]
 ) -> Iterable[Problem]:
     for error in exc.errors(include_url=False):
+        # A key in the location may come from the input (an unknown field): shown cut short.
+        parts = [p[:SHOWN_MAX] + "..." if isinstance(p, str) and len(p) > SHOWN_MAX else p for p in error["loc"]]
         yield Problem(
             rule="schema",
             message=_schema_message(error),
             attempt_id=attempt_id,
-            pointer=pointer_join(pointer, *error["loc"]),
+            pointer=pointer_join(pointer, *parts),
             file=file,
         )
 

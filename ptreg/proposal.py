@@ -23,7 +23,7 @@ from .lineage import ancestry
 from .model import INFRASTRUCTURE_KIND, Admission, Attempt, Budget, GateCheck
 from .precedents import Precedent, Shape, precedents
 from .problems import schema_problems
-from .registry import Progress, Registry, check_id, load_directory, record_path, registry_state
+from .registry import Progress, Registry, check_id, load_directory, load_meta, record_path, registry_state
 
 
 @dataclass
@@ -166,8 +166,24 @@ def propose(
     now: Optional[datetime] = None,
     progress: Optional[Progress] = None,
 ) -> Proposal:
-    """Check the proposal against the registry at ``root`` and, when admitted, write it."""
+    """Check the proposal against the registry at ``root`` and, when admitted, write it.
+
+    The gate and the write happen under the registry lock, so that what the gate checked
+    (a fresh id, an unused tracking issue) still holds when the record lands.
+    """
     check_id(given.id)
+    if dry_run:
+        return _propose(root, given, dry_run=True, now=now, progress=progress)
+    from .lock import registry_lock
+
+    load_meta(root)  # a missing registry is refused before any lock file is made
+    with registry_lock(root):
+        return _propose(root, given, dry_run=False, now=now, progress=progress)
+
+
+def _propose(
+    root: Path, given: ProposalInput, *, dry_run: bool, now: Optional[datetime], progress: Optional[Progress]
+) -> Proposal:
     registry = load_directory(root, progress)
     if given.id in {r.raw_id for r in registry.records} or record_path(root, given.id).exists():
         raise PtregError(f"attempt {given.id!r} already exists in {root}; choose another --id", EXIT_CHECK_FAILED)

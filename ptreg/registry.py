@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterable, Optional
 from pydantic import ValidationError
 
 from .errors import EXIT_CHECK_FAILED, PtregError, UnknownAttempt
-from .jsonio import atomic_write_text, dumps_pretty, parse_json, read_json
+from .jsonio import JsonError, atomic_write_text, dumps_pretty, outside, parse_json, read_json, shorten
+from .jsonio import json_type as _json_type
 from .model import (
     ID_MAX_LENGTH,
     ID_PATTERN,
@@ -26,12 +27,16 @@ from .model import (
     RegistryMeta,
     RegistryState,
 )
-from .problems import Problem, pointer_join, schema_problems
+from .problems import Problem, pointer_join, schema_problems, shown_id
 
 REGISTRY_FILE = "registry.json"
 DEFAULT_REGISTRY_DIR = "attempts"
 REGISTRY_ENV = "PTREG_REGISTRY"
 _ID_RE = re.compile(ID_PATTERN)
+# A record file larger than this is refused unread: its free text is capped at
+# model.TEXT_MAX_LENGTH characters, so only a broken or hostile file comes near it. The
+# single-file attempts.json holds a whole registry and has no such cap.
+RECORD_FILE_MAX_BYTES = 2 * 1024 * 1024
 
 
 def resolve_registry_dir(option: Optional[str]) -> Path:
@@ -46,7 +51,7 @@ def check_id(attempt_id: str) -> str:
     """Refuse an id that is not a slug, so it can never name a file outside the registry."""
     if not isinstance(attempt_id, str) or len(attempt_id) > ID_MAX_LENGTH or not _ID_RE.fullmatch(attempt_id):
         raise PtregError(
-            f"invalid attempt id {attempt_id!r}: use lowercase letters, digits, '-' and single '.' "
+            f"invalid attempt id {shorten(attempt_id)}: use lowercase letters, digits, '-' and single '.' "
             f"(at most {ID_MAX_LENGTH} characters; no '/', '..' or spaces)"
         )
     if attempt_id in RESERVED_IDS:
@@ -142,11 +147,11 @@ def default_meta() -> RegistryMeta:
 
 def parse_meta(raw: Any, where: str) -> RegistryMeta:
     if not isinstance(raw, dict):
-        raise PtregError(f"{where}: expected a JSON object, got {type(raw).__name__}")
+        raise PtregError(f"{where}: expected a JSON object, got {_json_type(raw)}")
     version = raw.get("schema_version")
     if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
         raise PtregError(
-            f"{where}: schema_version {version} is newer than this ptreg reads (up to {SCHEMA_VERSION}); upgrade ptreg"
+            f"{where}: schema_version {shorten(version)} is newer than this ptreg reads (up to {SCHEMA_VERSION}); upgrade ptreg"
         )
     try:
         return RegistryMeta.model_validate(raw)
@@ -159,6 +164,9 @@ def load_meta(root: Path) -> RegistryMeta:
     if not root.is_dir():
         hint = "; create one with `ptreg init`" if not root.exists() else ""
         raise PtregError(f"{root}: not a registry directory{hint}")
+    from .journal import recover
+
+    recover(root)  # an import cut short after its commit point is finished before any read
     meta_path = root / REGISTRY_FILE
     if not meta_path.exists():
         raise PtregError(f"{root}: no {REGISTRY_FILE}, so not a ptreg registry; create one with `ptreg init {root}`")
@@ -167,7 +175,7 @@ def load_meta(root: Path) -> RegistryMeta:
 
 def parse_record(raw: Any, *, file: Optional[str], pointer: str = "") -> tuple[Record, list[Problem]]:
     """Validate one raw record against the model; problems carry its file and pointer."""
-    attempt_id = raw.get("id") if isinstance(raw, dict) and isinstance(raw.get("id"), str) else None
+    attempt_id = shown_id(raw["id"]) if isinstance(raw, dict) and isinstance(raw.get("id"), str) else None
     if not isinstance(raw, dict):
         problem = Problem("schema", f"an attempt must be a JSON object, got {_json_type(raw)}", None, pointer, file)
         return Record(raw, None, file, pointer), [problem]
@@ -180,17 +188,32 @@ def parse_record(raw: Any, *, file: Optional[str], pointer: str = "") -> tuple[R
     return Record(raw, attempt, file, pointer), []
 
 
-def _json_type(value: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
-        type(value), "number"
-    )
+def _attempt_entries(root: Path) -> list[tuple[Path, bool]]:
+    """(path, is a symlink) of each attempt file, in id order (deterministic output). A
+    symlink is listed whatever it points to, so that reading it can say what is wrong."""
+    with os.scandir(root) as entries:
+        found = [
+            (e.name, e.is_symlink())
+            for e in entries
+            if e.name.endswith(".json") and e.name != REGISTRY_FILE and (e.is_symlink() or e.is_file())
+        ]
+    found.sort(key=lambda item: item[0][: -len(".json")])
+    return [(root / name, link) for name, link in found]
 
 
 def attempt_files(root: Path) -> list[Path]:
     """The attempt files of a registry directory, in id order (deterministic output)."""
-    with os.scandir(root) as entries:
-        names = [e.name for e in entries if e.name.endswith(".json") and e.name != REGISTRY_FILE and e.is_file()]
-    return [root / n for n in sorted(names, key=lambda n: n[: -len(".json")])]
+    return [path for path, _ in _attempt_entries(root)]
+
+
+def _symlink_problem(root: Path, path: Path) -> Optional[str]:
+    """Why the symlink ``path`` is not read: it leads out of the registry, or nowhere."""
+    target = outside(root, path)
+    if target is not None:
+        return f"a symlink to {target}, outside the registry; not read"
+    if not path.exists():
+        return f"a symlink to {os.readlink(path)}, which does not exist"
+    return None
 
 
 # progress(what, done, total): told how far a long read or write has come.
@@ -202,15 +225,22 @@ def load_directory(root: Path, progress: Optional[Progress] = None) -> Registry:
     meta = load_meta(root)
     records: list[Record] = []
     problems: list[Problem] = []
-    paths = attempt_files(root)
-    for index, path in enumerate(paths):
+    paths = _attempt_entries(root)
+    for index, (path, is_symlink) in enumerate(paths):
         if progress is not None and index % PROGRESS_EVERY == 0:
             progress("reading records", index, len(paths))
         shown = str(path)
-        try:
-            raw = read_json(path)
-        except PtregError as exc:
-            problems.append(Problem("json", exc.message.removeprefix(f"{shown}: "), path.stem, "", shown))
+        unread: Optional[Problem] = None
+        link_problem = _symlink_problem(root, path) if is_symlink else None
+        if link_problem is not None:
+            unread = Problem("symlink", link_problem, shown_id(path.stem), "", shown)
+        else:
+            try:
+                raw = read_json(path, RECORD_FILE_MAX_BYTES)
+            except JsonError as exc:
+                unread = Problem("json", exc.problem, shown_id(path.stem), exc.pointer, shown)
+        if unread is not None:
+            problems.append(unread)
             records.append(Record(None, None, shown))  # counted, so that no file goes unmentioned
             continue
         record, found = parse_record(raw, file=shown)
@@ -219,8 +249,9 @@ def load_directory(root: Path, progress: Optional[Progress] = None) -> Registry:
             problems.append(
                 Problem(
                     "file-name",
-                    f"id {record.raw_id!r} does not match the file name (expected {path.stem}.json to hold id {path.stem!r})",
-                    record.raw_id,
+                    f"id {shorten(record.raw_id)} does not match the file name "
+                    f"(expected {path.stem}.json to hold id {path.stem!r})",
+                    shown_id(record.raw_id),
                     "/id",
                     shown,
                 )
@@ -243,7 +274,7 @@ def load_attempts_file(path: Path) -> Registry:
             raise PtregError(
                 f"{where}: schema_version {version} is newer than this ptreg reads (1 and 2); upgrade ptreg"
             )
-        raise PtregError(f"{where}: schema_version must be 1 or 2, got {version!r}")
+        raise PtregError(f"{where}: schema_version must be 1 or 2, got {shorten(version)}")
     attempts = raw.get("attempts")
     if not isinstance(attempts, list):
         raise PtregError(f"{where}#/attempts: expected an array of attempts, got {_json_type(attempts)}")
@@ -287,7 +318,10 @@ def read_attempt(root: Path, attempt_id: str) -> Attempt:
         load_meta(root)  # a missing registry is a clearer error than a missing record
         known = [p.stem for p in attempt_files(root)]
         raise UnknownAttempt(attempt_id, str(root), known)
-    record, problems = parse_record(read_json(path), file=str(path))
+    link_problem = _symlink_problem(root, path) if path.is_symlink() else None
+    if link_problem is not None:
+        raise PtregError(f"{path}: {link_problem}")
+    record, problems = parse_record(read_json(path, RECORD_FILE_MAX_BYTES), file=str(path))
     if record.attempt is None:
         first = problems[0]
         raise PtregError(
@@ -313,14 +347,22 @@ def load_lineage(root: Path, attempt_id: str) -> Registry:
     target = read_attempt(root, attempt_id)
     parent_of: dict[str, str] = {}
     # Plain strings and os.scandir here: at 10k records pathlib's overhead was a third of the scan.
+    # Only regular files (is_file follows symlinks; a FIFO would block the read), and a
+    # symlink only when it stays inside the registry: what `load_directory` would read.
     with os.scandir(root) as entries:
-        names = [e.name for e in entries if e.name.endswith(".json") and e.name != REGISTRY_FILE]
+        names = [
+            e.name for e in entries
+            if e.name.endswith(".json") and e.name != REGISTRY_FILE and e.is_file()
+            and not (e.is_symlink() and outside(root, Path(e.path)) is not None)
+        ]
     for name in names:
         try:
             with open(os.path.join(root, name), "rb") as handle:
-                data = handle.read()
+                data = handle.read(RECORD_FILE_MAX_BYTES + 1)
         except OSError:
             continue  # an unreadable record cannot be part of the lineage; validate reports it
+        if len(data) > RECORD_FILE_MAX_BYTES:
+            continue  # refused by every read; validate reports it
         found = _VARIED_FROM.search(data) if b'"varied_from"' in data else None
         if found:
             try:
@@ -344,8 +386,10 @@ def load_lineage(root: Path, attempt_id: str) -> Registry:
     records = []
     for other in sorted(wanted):
         path = root / f"{other}.json"
+        if path.is_symlink() and _symlink_problem(root, path) is not None:
+            continue
         try:
-            record, _ = parse_record(read_json(path), file=str(path))
+            record, _ = parse_record(read_json(path, RECORD_FILE_MAX_BYTES), file=str(path))
         except PtregError:
             continue
         if record.attempt is not None and record.attempt.id == other:
@@ -363,18 +407,28 @@ def write_attempt(root: Path, attempt: Attempt) -> Path:
     return path
 
 
-def init_registry(root: Path, meta: Optional[RegistryMeta] = None) -> Path:
-    """Create an empty registry; refuse to overwrite an existing one."""
-    if (root / REGISTRY_FILE).exists():
-        raise PtregError(f"{root}: already a registry ({REGISTRY_FILE} exists)", EXIT_CHECK_FAILED)
+def make_directory(root: Path) -> None:
+    """The registry's directory, created with its parents if needed; one line when it cannot be."""
     if root.exists() and not root.is_dir():
         raise PtregError(f"{root}: exists and is not a directory")
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise PtregError(f"{root}: cannot create directory: {exc.strerror}") from None
-    write_meta(root, meta or default_meta())
-    return root / REGISTRY_FILE
+
+
+def init_registry(root: Path, meta: Optional[RegistryMeta] = None) -> Path:
+    """Create an empty registry; refuse to overwrite an existing one."""
+    from .jsonio import create_text_exclusive
+
+    make_directory(root)
+    path = root / REGISTRY_FILE
+    try:
+        # link(2), not a rename: of two `ptreg init` at once, one creates it and one is refused.
+        create_text_exclusive(path, dumps_pretty((meta or default_meta()).model_dump(mode="json")))
+    except FileExistsError:
+        raise PtregError(f"{root}: already a registry ({REGISTRY_FILE} exists)", EXIT_CHECK_FAILED) from None
+    return path
 
 
 def ids_in(records: Iterable[Record]) -> list[str]:

@@ -15,7 +15,8 @@ from .model import (
     Attempt,
     RegistryMeta,
 )
-from .problems import Problem, pointer_join
+from .jsonio import shorten
+from .problems import Problem, pointer_join, shown_id
 from .errors import PtregError
 from .registry import REGISTRY_FILE, Progress, Record, Registry, load_directory, load_path
 
@@ -39,6 +40,7 @@ def check_registry(registry: Registry, check_sources: Optional[Path] = None) -> 
     if registry.root is not None:
         problems.extend(_evaluators(registry.root, valid))
         problems.extend(_runs(registry.root, valid))
+        problems.extend(_leftovers(registry.root, valid))
     return problems
 
 
@@ -71,8 +73,8 @@ def _duplicate_ids(records: list[Record]) -> Iterator[Problem]:
             other = first_seen[rid]
             yield Problem(
                 "unique-id",
-                f"duplicate id {rid!r} (first at {_where(other)})",
-                rid,
+                f"duplicate id {shorten(rid)} (first at {_where(other)})",
+                shown_id(rid),
                 pointer_join(record.pointer, "id"),
                 record.file,
             )
@@ -167,9 +169,9 @@ def _sources(attempt: Attempt, base: Path, problem) -> Iterator[Problem]:
         target = (root / local).resolve()
         extra = () if index is None else (index,)
         if not target.is_relative_to(root):
-            yield problem("source-exists", field, f"source {source!r} points outside {base}", *extra)
+            yield problem("source-exists", field, f"source {shorten(source, 200)} points outside {base}", *extra)
         elif not target.exists():
-            yield problem("source-exists", field, f"source {source!r} does not exist under {base}", *extra)
+            yield problem("source-exists", field, f"source {shorten(source, 200)} does not exist under {base}", *extra)
 
 
 def _cycles(records: list[Record]) -> Iterator[Problem]:
@@ -215,7 +217,7 @@ def _runs(root: Path, records: list[Record]) -> Iterator[Problem]:
             if broken is not None:
                 yield Problem("run", broken, attempt.id, where, record.file)
                 continue
-            results = read_results(run_folder(root, attempt.id, ref.run_id))
+            results = read_results(run_folder(root, attempt.id, ref.run_id), root)
             if results.status != ref.status or results.evaluator != ref.evaluator:
                 yield Problem(
                     "run", f"run {ref.run_id} is {results.status} under {results.evaluator} in its results, but the "
@@ -226,6 +228,16 @@ def _runs(root: Path, records: list[Record]) -> Iterator[Problem]:
                 "run", "confidence 'exact' needs a complete run, and none of the linked runs is", attempt.id,
                 pointer_join(record.pointer, "failure_reason_confidence"), record.file,
             )
+
+
+def _leftovers(root: Path, records: list[Record]) -> Iterator[Problem]:
+    """What a killed write left behind: warnings, since none of it is part of the record."""
+    from .repair import find_leftovers, linked_runs
+
+    for leftover in find_leftovers(root, linked_runs(r.attempt for r in records)):
+        rule = "orphaned-run" if leftover.kind == "orphaned-run" else "leftover"
+        hint = "" if leftover.kind == "orphaned-run" else "; `ptreg repair` removes it"
+        yield Problem(rule, leftover.message + hint, leftover.attempt_id, "", str(leftover.path), severity="warning")
 
 
 def _tracking_scope(records: list[Record]) -> Iterator[Problem]:

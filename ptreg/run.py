@@ -17,14 +17,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import EXIT_UNUSABLE, PtregError
 from .evaluator import EvaluatorSpec
-from .jsonio import dumps_pretty, fsync_directory, read_json, stage_text
+from .faults import crash_point
+from .jsonio import dumps_pretty, fsync_directory, json_type, outside, read_json, stage_text
 from .model import RUN_ID_PATTERN, AttemptId, Budget, RunStatus
+from .problems import schema_problems
 from .stats import Summary
 
 RUNS_DIR = "runs"
 RESULTS_FILE = "results.json"
 ENVIRONMENT_FILE = "environment.json"
 RESULTS_VERSION = 1
+STAGING_PREFIX = ".tmp-"  # a run folder being written; left over only by a killed process
 
 Kernel = Literal["forward", "backward_da", "backward_db"]
 CellStatus = Literal["measured", "failed", "parity-failed", "budget-exhausted", "not-started", "interrupted"]
@@ -172,16 +175,22 @@ def write_run(root: Path, results: RunResults, environment: dict[str, Any]) -> P
     """Write the run folder whole: both files in a hidden temporary folder, then one rename."""
     assert results.attempt is not None and results.run_id is not None
     parent = runs_dir(root, results.attempt)
+    target = outside(root, parent)
+    if target is not None:  # a symlinked runs/ folder would put the run outside the registry
+        raise PtregError(f"{parent}: leads to {target}, outside the registry (a symlink); the run is not written there",
+                         EXIT_UNUSABLE)
     parent.mkdir(parents=True, exist_ok=True)
     final = parent / results.run_id
-    staging = parent / f".tmp-{results.run_id}-{os.getpid()}"
+    staging = parent / f"{STAGING_PREFIX}{results.run_id}-{os.getpid()}"
     staging.mkdir()
     try:
         for name, data in ((RESULTS_FILE, results.model_dump(mode="json")), (ENVIRONMENT_FILE, environment)):
             staged = stage_text(staging, dumps_pretty(data), prefix=f".{name}.")
             os.replace(staged, staging / name)
+            crash_point()
         fsync_directory(staging)
         os.rename(staging, final)  # fails if the folder exists: a run is never overwritten
+        crash_point()  # the folder is in place; the attempt does not point to it yet
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -189,15 +198,26 @@ def write_run(root: Path, results: RunResults, environment: dict[str, Any]) -> P
     return final
 
 
-def read_results(folder: Path) -> RunResults:
+def read_results(folder: Path, root: Optional[Path] = None) -> RunResults:
+    """The run's results; with ``root``, refused when a symlink leads them out of the registry."""
     path = folder / RESULTS_FILE
+    if root is not None:
+        _refuse_outside(root, path)
     raw = read_json(path)
+    if not isinstance(raw, dict):
+        raise PtregError(f"{path}: expected a JSON object, got {json_type(raw)}", EXIT_UNUSABLE)
     try:
         return RunResults.model_validate(raw)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = "/".join(str(p) for p in error["loc"])
-        raise PtregError(f"{path}: {where}: {error['msg']}", EXIT_UNUSABLE) from None
+        first = next(iter(schema_problems(exc, attempt_id=None, pointer="", file=str(path))))
+        raise PtregError(f"{first.location()}: {first.message}", EXIT_UNUSABLE) from None
+
+
+def _refuse_outside(root: Path, path: Path) -> None:
+    # A symlinked run folder (or file) could make any file pass for the run's results.
+    target = outside(root, path)
+    if target is not None:
+        raise PtregError(f"{path}: leads to {target}, outside the registry (a symlink); not read", EXIT_UNUSABLE)
 
 
 def check_folder(root: Path, attempt_id: str, run_id: str) -> Optional[str]:
@@ -206,12 +226,13 @@ def check_folder(root: Path, attempt_id: str, run_id: str) -> Optional[str]:
     if not folder.is_dir():
         return f"run folder {folder} does not exist"
     try:
-        results = read_results(folder)
+        results = read_results(folder, root)
+        _refuse_outside(root, folder / ENVIRONMENT_FILE)
         environment = read_json(folder / ENVIRONMENT_FILE)
     except PtregError as exc:
         return exc.message
     if not isinstance(environment, dict):
-        return f"{folder / ENVIRONMENT_FILE}: not a JSON object"
+        return f"{folder / ENVIRONMENT_FILE}: expected a JSON object, got {json_type(environment)}"
     if results.run_id != run_id or results.attempt != attempt_id:
         return f"{folder / RESULTS_FILE}: names run {results.run_id!r} of {results.attempt!r}, not {run_id!r} of {attempt_id!r}"
     return None

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from .evaluator import EvaluatorSpec
+from .interrupt import Interrupted, deferred
 
 POLL_SECONDS = 0.2
 
@@ -88,6 +89,7 @@ class Runner:
     python: str = sys.executable
     started: Optional[float] = None
     budget_hit: bool = False
+    interrupted: Optional[int] = None  # the signal that stopped the run, once one has
 
     def budget_left(self) -> Optional[float]:
         if self.wall_clock_seconds is None or self.started is None:
@@ -132,6 +134,13 @@ class Runner:
             self._notify(RunEvent(label, "starting", 0, 1, self.budget_left(), process.pid))
             try:
                 self._follow(label, process, lines, outcome)
+            except (Interrupted, KeyboardInterrupt) as exc:
+                with deferred():  # a second Ctrl-C must not lose what the worker reported
+                    self._kill(process)
+                    self._drain(lines, outcome)
+                self.interrupted = getattr(exc, "signum", signal.SIGINT)
+                outcome.ended = "interrupted"
+                outcome.reason = f"interrupted by {signal.Signals(self.interrupted).name}"
             except BaseException:
                 outcome.ended, outcome.reason = "interrupted", "interrupted"
                 self._kill(process)

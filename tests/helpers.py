@@ -183,10 +183,17 @@ def freeze_evaluator(root: Path, **changes: Any) -> str:
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` with its bytes (empty when ``root`` does not exist)."""
+    """Every file under ``root`` with its bytes (empty when ``root`` does not exist).
+
+    Lock files are left out: a lock file is created empty on first use and stays, and it is
+    not part of the record (the holder file beside it is, while it exists)."""
     if not root.exists():
         return {}
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not (p.name.startswith(".ptreg") and p.name.endswith(".lock"))
+    }
 
 
 @dataclass

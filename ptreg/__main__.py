@@ -1,0 +1,5 @@
+"""`python -m ptreg`: the same as the `ptreg` command."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,232 @@
+"""Concurrent writers: the registry lock serializes every read-modify-write, runs of one
+attempt are kept apart, and a lock left by a killed process neither blocks nor goes unsaid."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from helpers import complete_record, freeze_evaluator, write_registry
+
+TINY = dict(
+    name="lock-tiny", workload="tinygpt-train", metric="ms-per-step", configs=["tiny"], backends=["naive"],
+    baseline="naive", warmup_steps=0, timed_steps=2, repeats=2, threads=1,
+    tolerance={"rtol": 1e-4, "atol": 1e-6}, max_relative_spread=5.0,
+)
+
+# A writer process: proposes attempts through the CLI's own entry point, in a loop, so that
+# two of them contend for the registry for the whole of their work.
+PROPOSER = textwrap.dedent("""
+    import json, sys
+    from ptreg.cli import main
+
+    root, ref, plan = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    codes = []
+    for attempt_id, issue in plan:
+        try:
+            main(["-r", root, "new", "--id", attempt_id, "--name", attempt_id, "--family", "runtime-perf",
+                  "--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "vendor-blas",
+                  "--question", f"What does {attempt_id} change?", "--evaluator", ref, "--budget-seconds", "600",
+                  "--tracking-issue", issue, "--no-input", "--json"])
+            codes.append(0)
+        except SystemExit as exc:
+            codes.append(exc.code or 0)
+    print(json.dumps(codes))
+""")
+
+
+def env_without_hooks() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("PTREG_CRASH_AT", "PTREG_LOCK_TIMEOUT")}
+
+
+def proposer(root: Path, ref: str, plan: list[tuple[str, str]]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", PROPOSER, str(root), ref, json.dumps(plan)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_without_hooks())
+
+
+def ptreg(root: Path, *args: str, **env: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ptreg", "-r", str(root), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**env_without_hooks(), **env})
+
+
+def finish(process: subprocess.Popen, timeout: float = 600) -> tuple[int, str, str]:
+    out, err = process.communicate(timeout=timeout)
+    return process.returncode, out, err
+
+
+def validate(root: Path) -> dict:
+    from ptreg.rules import validate_path
+
+    registry, problems = validate_path(root)
+    return {"attempts": len(registry.attempts), "problems": problems,
+            "errors": [p for p in problems if p.severity == "error"]}
+
+
+def test_two_processes_creating_50_attempts_each_end_with_100_valid_records(tmp_path: Path) -> None:
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    ref = freeze_evaluator(root, **TINY)
+    plans = [[(f"{who}-{i}", f"#{1000 * n + i}") for i in range(50)] for n, who in enumerate(("alpha", "beta"), 1)]
+    writers = [proposer(root, ref, plan) for plan in plans]
+    for writer in writers:
+        code, out, err = finish(writer)
+        assert code == 0, err
+        assert json.loads(out.strip().splitlines()[-1]) == [0] * 50, err
+    found = validate(root)
+    assert not found["errors"], found["errors"]
+    assert found["attempts"] == 101
+    assert not list(root.glob("*.tmp"))
+
+
+def test_the_gate_and_the_write_are_one_step_so_two_writers_cannot_share_an_issue(tmp_path: Path) -> None:
+    """Both writers propose 20 attempts under the same 20 tracking issues. One issue scopes one
+    lineage, so exactly one of each pair may be admitted; without the lock both would pass the
+    gate before either had written."""
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    ref = freeze_evaluator(root, **TINY)
+    plans = [[(f"{who}-{i}", f"#{500 + i}") for i in range(20)] for who in ("alpha", "beta")]
+    writers = [proposer(root, ref, plan) for plan in plans]
+    codes = []
+    for writer in writers:
+        code, out, err = finish(writer)
+        assert code == 0, err
+        codes.append(json.loads(out.strip().splitlines()[-1]))
+    for i in range(20):
+        assert sorted((codes[0][i], codes[1][i])) == [0, 1], (i, codes[0][i], codes[1][i])
+    found = validate(root)
+    assert found["attempts"] == 21 and not found["errors"]
+    assert not [p for p in found["problems"] if p.rule == "tracking-issue-scope"]
+
+
+def propose_for_run(root: Path, ref: str, attempt_id: str, issue: str) -> None:
+    code, out, err = finish(proposer(root, ref, [(attempt_id, issue)]))
+    assert code == 0 and json.loads(out.strip().splitlines()[-1]) == [0], err
+
+
+def test_two_runs_of_different_attempts_at_once_both_complete(tmp_path: Path) -> None:
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    ref = freeze_evaluator(root, **TINY)
+    propose_for_run(root, ref, "run-left", "#71")
+    propose_for_run(root, ref, "run-right", "#72")
+    runs = [ptreg(root, "run", "run-left", "--json"), ptreg(root, "run", "run-right", "--json")]
+    for process in runs:
+        code, out, err = finish(process)
+        assert code == 0, err
+        assert json.loads(out)["status"] == "complete"
+    for attempt_id in ("run-left", "run-right"):
+        record = json.loads((root / f"{attempt_id}.json").read_text())
+        assert len(record["runs"]) == 1 and record["runs"][0]["status"] == "complete"
+    assert not validate(root)["errors"]
+
+
+def wait_until(condition, failure: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.05)
+
+
+def start_run(tmp_path: Path, attempt_id: str, issue: str, timed_steps: int) -> tuple[Path, subprocess.Popen]:
+    """A registry with one proposed attempt, and `ptreg run` of it started and holding its run lock."""
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    ref = freeze_evaluator(root, **{**TINY, "timed_steps": timed_steps})
+    propose_for_run(root, ref, attempt_id, issue)
+    process = ptreg(root, "run", attempt_id)
+    holder = root / f".ptreg-run-{attempt_id}.lock.holder"
+    wait_until(holder.exists, f"{holder} did not appear")
+    return root, process
+
+
+def test_a_second_run_of_the_same_attempt_is_refused_while_the_first_goes_on(tmp_path: Path) -> None:
+    root, first = start_run(tmp_path, "run-once", "#73", timed_steps=40)
+    code, out, err = finish(ptreg(root, "run", "run-once"))
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err
+    assert f"run-once is already being run by pid {first.pid}" in lines[0] and " run run-once`" in lines[0]
+    code, _, err = finish(first)
+    assert code == 0, err
+    record = json.loads((root / "run-once.json").read_text())
+    assert len(record["runs"]) == 1
+
+
+def test_a_lock_left_by_a_killed_writer_is_reported_and_does_not_block(tmp_path: Path) -> None:
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    ref = freeze_evaluator(root, **TINY)
+    # Kill an import while it holds the lock (step 6: its files are being staged).
+    incoming = tmp_path / "in.json"
+    incoming.write_text(json.dumps({"schema_version": 1, "attempts": [{"id": "late", "name": "n", "status": "worked",
+                                                                        "evidence": "e", "source": "s"}]}))
+    killed = ptreg(root, "import", str(incoming), PTREG_CRASH_AT="6")
+    finish(killed)
+    assert killed.returncode == -signal.SIGKILL
+    assert (root / ".ptreg.lock.holder").exists()
+    started = time.monotonic()
+    code, out, err = finish(proposer(root, ref, [("after-kill", "#74")]))
+    assert code == 0 and json.loads(out.strip().splitlines()[-1]) == [0], err
+    assert time.monotonic() - started < 30  # not the lock's 60 s wait
+    assert f"the last writer, pid {killed.pid}" in err and "was killed while it held the lock" in err
+    assert "ptreg repair" in err
+    assert not (root / ".ptreg.lock.holder").exists()
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from ptreg.lock import registry_lock
+
+    with registry_lock(Path(sys.argv[1])):
+        print("held", flush=True)
+        time.sleep(60)
+""")
+
+
+def test_a_busy_lock_names_its_holder_and_what_to_do(tmp_path: Path) -> None:
+    from helpers import snapshot
+
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    ref = freeze_evaluator(root, **TINY)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(root)], stdout=subprocess.PIPE, text=True,
+                              env=env_without_hooks())
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = snapshot(root)
+        code, _, err = finish(ptreg(root, "conclude", "seed-record", "--status", "failed", "--lesson", "l",
+                                    "--next-action", "n", "--failure-reason", "r", "--confidence", "inferred",
+                                    PTREG_LOCK_TIMEOUT="1"))
+        assert code == 1 and "Traceback" not in err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1
+        assert f"is being written by pid {holder.pid}" in lines[0] and "Retry when it has finished" in lines[0]
+        assert snapshot(root) == before
+    finally:
+        holder.kill()
+        holder.wait()
+    # Killed, its lock is gone at once: the same command now goes through.
+    code, _, err = finish(ptreg(root, "conclude", "seed-record", "--status", "worked", "--lesson", "l",
+                                "--next-action", "n"))
+    assert ref and code in (0, 1) and "is being written by" not in err
+
+
+def test_a_run_killed_mid_measurement_leaves_no_lock_that_stops_the_next(tmp_path: Path) -> None:
+    root, first = start_run(tmp_path, "run-killed", "#75", timed_steps=2000)
+    time.sleep(1)
+    first.kill()  # SIGKILL: no handler runs, nothing is written
+    finish(first)
+    assert not (root / "runs" / "run-killed").exists() or not any((root / "runs" / "run-killed").iterdir())
+    second = ptreg(root, "run", "run-killed", "--json")
+    holder = root / ".ptreg-run-run-killed.lock.holder"
+    # The killed run's holder file is still there; wait until the second run's replaces it
+    # (atomically, so it is never read half-written).
+    wait_until(lambda: json.loads(holder.read_text()).get("pid") == second.pid, "the second run never took the lock")
+    time.sleep(1)  # into the measurement, where the signal handlers are in place
+    second.send_signal(signal.SIGINT)  # no need to wait for 2000 steps: stop it, and it writes what it has
+    code, out, err = finish(second)
+    assert code == 130, err
+    assert f"the last run of run-killed, pid {first.pid}" in err and "was killed before it finished" in err
+    assert json.loads(out)["status"] == "interrupted"

@@ -1,0 +1,100 @@
+"""Ctrl-C and SIGTERM during `ptreg run`: the workers stop, what finished is written as an
+`interrupted` run, and the exit code is 128 + the signal (130, 143)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import complete_record, freeze_evaluator, write_registry
+from test_concurrency import propose_for_run
+
+LONG = dict(
+    name="interrupt-tiny", workload="tinygpt-train", metric="ms-per-step", configs=["tiny"],
+    backends=["numpy-blas", "naive"], baseline="naive", warmup_steps=1, timed_steps=4000, repeats=3, threads=1,
+    tolerance={"rtol": 1e-4, "atol": 1e-6}, max_relative_spread=5.0,
+)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_mid_cell_writes_an_interrupted_run_and_exits_128_plus_it(tmp_path: Path, signum: int, code: int) -> None:
+    from ptreg.rules import validate_path
+    from ptreg.run import read_results
+
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    ref = freeze_evaluator(root, **LONG)
+    propose_for_run(root, ref, "stop-me", "#81")
+    process = subprocess.Popen([sys.executable, "-m", "ptreg", "-r", str(root), "run", "stop-me"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={k: v for k, v in os.environ.items() if k != "PTREG_CRASH_AT"})
+    # The progress log (stderr is not a terminal) says when the first cell starts; 4000 steps
+    # of it take far longer than the wait, so the signal lands mid-cell.
+    seen = []
+    deadline = time.monotonic() + 120
+    while True:
+        line = process.stderr.readline()
+        assert line and time.monotonic() < deadline, "".join(seen)
+        seen.append(line)
+        if line.startswith("ptreg: numpy-blas/tiny"):
+            break
+    time.sleep(4)  # a few repeats' worth of steps reach the runner
+    process.send_signal(signum)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == code, err
+    assert "Traceback" not in err + out
+
+    folders = list((root / "runs" / "stop-me").iterdir())
+    assert len(folders) == 1
+    results = read_results(folders[0])
+    assert results.status == "interrupted" and signal.Signals(signum).name in results.reason
+    blas = results.cells[0]
+    assert blas.status == "interrupted" and blas.step_samples, "the steps that finished are kept"
+    assert [(c.backend, c.status) for c in results.cells] == [("numpy-blas", "interrupted")]  # naive never started
+    assert not alive(blas.worker["pid"]), "the worker was stopped with the run"
+    assert f"run {results.run_id}: interrupted" in out
+    record = json.loads((root / "stop-me.json").read_text())
+    assert record["runs"][-1]["status"] == "interrupted"
+    _, problems = validate_path(root)
+    assert not [p for p in problems if p.severity == "error"], problems
+    assert not [p for p in root.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".tmp-")]
+
+
+def test_interrupted_runner_keeps_whole_repeats_and_stops_the_plan(tmp_path: Path) -> None:
+    """In-process: the handler's exception reaches the runner mid-worker, as a signal would."""
+    from ptreg.interrupt import Interrupted
+    from ptreg.lifecycle import run_attempt
+    from ptreg.run import read_results
+
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    ref = freeze_evaluator(root, **{**LONG, "timed_steps": 3, "repeats": 200})
+    propose_for_run(root, ref, "stop-in-process", "#82")
+    steps = []
+
+    def progress(event) -> None:
+        if event.task == "naive/tiny" and event.phase == "timed":
+            steps.append(event.done)
+            if len(steps) == 12:
+                raise Interrupted(signal.SIGTERM)
+
+    done = run_attempt(root, "stop-in-process", ["test"], progress=progress)
+    assert done.exit_code == 143 and done.interrupted_by == signal.SIGTERM
+    results = read_results(done.folder)
+    assert [(c.backend, c.status) for c in results.cells] == [("numpy-blas", "measured"), ("naive", "interrupted")]
+    cell = results.cells[1]
+    assert results.status == "interrupted"
+    assert cell.ms_per_step is not None and cell.ms_per_step.n >= 1, "whole repeats are summarized"

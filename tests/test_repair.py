@@ -1,0 +1,130 @@
+"""`ptreg repair` and the warnings of `ptreg validate` for what a killed write leaves behind:
+an orphaned run folder, staged files, a run's staging folder, an import's journal."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers import complete_record, freeze_evaluator, snapshot, write_registry
+from test_crash import TINY
+
+RUN_ID = "20261201T000000Z"
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory) -> dict:
+    """A registry before and after one real run (its record bytes at both moments)."""
+    from ptreg.lifecycle import run_attempt
+    from test_concurrency import propose_for_run
+
+    root = write_registry(tmp_path_factory.mktemp("ran") / "reg", [complete_record("seed-record")])
+    ref = freeze_evaluator(root, **TINY)
+    propose_for_run(root, ref, "linked-late", "#91")
+    unlinked = (root / "linked-late.json").read_bytes()
+    done = run_attempt(root, "linked-late", ["test"])
+    return {"root": root, "unlinked": unlinked, "linked": (root / "linked-late.json").read_bytes(), "run": done.folder.name}
+
+
+@pytest.fixture
+def orphaned(ran: dict, tmp_path: Path) -> Path:
+    """The registry as a kill between the run folder and the link leaves it."""
+    root = tmp_path / "reg"
+    shutil.copytree(ran["root"], root)
+    (root / "linked-late.json").write_bytes(ran["unlinked"])
+    return root
+
+
+def test_validate_warns_about_an_orphaned_run_and_repair_links_it(orphaned: Path, ran: dict, cli) -> None:
+    result = cli("-r", orphaned, "validate")
+    assert result.code == 0, result.out
+    assert "warning [orphaned-run] linked-late: a complete run that linked-late does not link" in result.out
+    before = snapshot(orphaned)
+    dry = cli("-r", orphaned, "repair", "--dry-run")
+    assert dry.code == 0 and f"would link run {ran['run']} to linked-late" in dry.out
+    assert snapshot(orphaned) == before
+    done = cli("-r", orphaned, "repair", "--json")
+    assert done.code == 0
+    assert [x["run_id"] for x in json.loads(done.out)["linked"]] == [ran["run"]]
+    # exactly what the run itself would have written
+    assert (orphaned / "linked-late.json").read_bytes() == ran["linked"]
+    again = cli("-r", orphaned, "validate")
+    assert again.code == 0 and "0 warnings: valid" in again.out
+    assert "nothing to repair" in cli("-r", orphaned, "repair").out
+
+
+def test_an_orphan_of_no_valid_attempt_is_left_for_a_person(orphaned: Path, ran: dict, cli) -> None:
+    shutil.copytree(orphaned / "runs" / "linked-late", orphaned / "runs" / "ghost")
+    result = cli("-r", orphaned, "repair")
+    assert result.code == 1
+    assert f"left alone: {orphaned / 'runs' / 'ghost' / ran['run']}: run folder of 'ghost'" in result.out
+    assert (orphaned / "runs" / "ghost").exists()
+
+
+def test_staged_leftovers_are_warnings_and_repair_removes_them(orphaned: Path, cli) -> None:
+    (orphaned / "linked-late.json").write_bytes((orphaned / "linked-late.json").read_bytes())
+    leftovers = [orphaned / ".seed-record.json.abc123.tmp", orphaned / "evaluators" / ".x.json.q1w2e3.tmp",
+                 orphaned / "runs" / "linked-late" / f".tmp-{RUN_ID}-4242"]
+    leftovers[0].write_text('{"id": "seed-rec')
+    leftovers[1].write_text("")
+    leftovers[2].mkdir()
+    (leftovers[2] / "results.json").write_text("{")
+    result = cli("-r", orphaned, "validate")
+    assert result.code == 0
+    for path in leftovers:
+        assert f"{path}: warning [leftover]" in result.out
+    assert cli("-r", orphaned, "repair").code == 0
+    assert not any(p.exists() for p in leftovers)
+
+
+def test_a_journal_left_by_a_killed_import_is_finished_before_anything_is_read(tmp_path: Path, cli) -> None:
+    from ptreg.journal import JOURNAL_FILE
+
+    root = write_registry(tmp_path / "reg", [complete_record("kept")])
+    staged = ".import.k1ll3d.tmp"
+    (root / staged).write_text(json.dumps(complete_record("landed"), indent=2) + "\n")
+    (root / JOURNAL_FILE).write_text(json.dumps({"journal_version": 1, "operation": "import", "pid": 1,
+                                                 "renames": [[staged, "landed.json"]]}))
+    result = cli("-r", root, "list", "--json")
+    assert result.code == 0
+    assert sorted(a["id"] for a in json.loads(result.out)) == ["kept", "landed"]
+    assert "finished an import that was cut short (1 files)" in result.err
+    assert not (root / JOURNAL_FILE).exists() and not (root / staged).exists()
+
+
+@pytest.mark.parametrize("journal", [
+    "{not json",
+    json.dumps({"journal_version": 1, "renames": [[".a.tmp", "../outside.json"]]}),
+    json.dumps({"journal_version": 99, "renames": []}),
+], ids=["invalid-json", "escapes-the-registry", "other-version"])
+def test_a_journal_ptreg_did_not_write_is_refused_in_one_line(tmp_path: Path, cli, journal: str) -> None:
+    from helpers import assert_one_line_error
+    from ptreg.journal import JOURNAL_FILE
+
+    root = write_registry(tmp_path / "reg", [complete_record("kept")])
+    (root / JOURNAL_FILE).write_text(journal)
+    before = snapshot(root)
+    result = cli("-r", root, "list")
+    assert_one_line_error(result, 2, str(root / JOURNAL_FILE))
+    assert snapshot(root) == before
+    assert not os.path.exists(tmp_path / "outside.json")
+
+
+def test_a_run_is_never_written_through_a_symlink_out_of_the_registry(tmp_path: Path, cli) -> None:
+    from helpers import assert_one_line_error
+    from test_concurrency import propose_for_run
+
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    ref = freeze_evaluator(root, **TINY)
+    propose_for_run(root, ref, "escape", "#92")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / "runs").mkdir()
+    (root / "runs" / "escape").symlink_to(elsewhere)
+    result = cli("-r", root, "run", "escape")
+    assert_one_line_error(result, 2, "outside the registry")
+    assert not list(elsewhere.iterdir())
