@@ -4,8 +4,9 @@ change of many files (an import) is there whole or not at all.
 
 ``PTREG_CRASH_AT=N`` (ptreg/faults.py) makes the N-th write step kill the process, so each
 trial is exact and repeatable; the slow suite adds kills after random delays, which also land
-between the numbered steps. Default suite: every step of import, new, conclude and freeze,
-and a sample of a run's. Slow suite: every step of all of them, and 150 random kills.
+between the numbered steps. Default suite: every step of new, conclude and freeze, every
+third step of two imports, and a sample of a run's. Slow suite: every step of the imports and
+of a run, and 150 random kills.
 """
 
 from __future__ import annotations
