@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from .errors import EXIT_CHECK_FAILED, PtregError
-from .jsonio import create_text_exclusive, dumps_pretty, json_type, outside, read_json, shorten
+from .jsonio import create_text_exclusive, dumps_pretty, json_type, outside, read_json, refuse_outside, shorten
 from .model import EVALUATOR_REF_PATTERN, ID_MAX_LENGTH, ID_PATTERN
 from .problems import schema_problems
 
@@ -141,8 +141,7 @@ def freeze(root: Path, spec_path: Path) -> Frozen:
 
     directory = evaluators_dir(root)
     path = directory / f"{frozen.ref}.json"
-    if outside(root, directory) is not None:  # never write through a symlink out of the registry
-        raise PtregError(f"{directory}: leads to {outside(root, directory)}, outside the registry (a symlink); nothing frozen")
+    refuse_outside(root, directory, "nothing frozen")
     text = dumps_pretty(frozen.model_dump(mode="json", exclude_none=True))
     try:
         with registry_lock(root):  # its staged file must not look like a leftover to `ptreg repair`

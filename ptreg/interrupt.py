@@ -32,6 +32,11 @@ class Interrupted(BaseException):
         return 128 + self.signum
 
 
+def signal_of(exc: BaseException) -> int:
+    """The signal behind ``Interrupted``, or SIGINT for Python's own KeyboardInterrupt."""
+    return getattr(exc, "signum", signal.SIGINT)
+
+
 _state: dict[str, Optional[int]] = {"deferring": 0, "pending": None}
 
 

@@ -19,12 +19,11 @@ from typing import Any, Optional
 
 from .errors import PtregError
 from .faults import crash_point
-from .jsonio import atomic_write_text, dumps_pretty, fsync_directory, read_json
+from .jsonio import STAGED_NAME, atomic_write_text, dumps_pretty, fsync_directory, read_json
 
 JOURNAL_FILE = ".ptreg-journal.json"
 JOURNAL_VERSION = 1
 # What a journal may name: staged files and targets are plain names in the registry root.
-_STAGED = re.compile(r"\.[^/\x00]+\.tmp")
 _TARGET = re.compile(r"[^/\x00.][^/\x00]*\.json")
 
 
@@ -60,7 +59,7 @@ def _renames(journal: Path) -> list[tuple[str, str]]:
     pairs = raw.get("renames") if isinstance(raw, dict) and raw.get("journal_version") == JOURNAL_VERSION else None
     if not isinstance(pairs, list) or not all(
         isinstance(p, list) and len(p) == 2 and all(isinstance(n, str) for n in p)
-        and _STAGED.fullmatch(p[0]) and _TARGET.fullmatch(p[1]) for p in pairs
+        and STAGED_NAME.fullmatch(p[0]) and _TARGET.fullmatch(p[1]) for p in pairs
     ):
         raise PtregError(f"{journal}: not a journal this ptreg wrote (version {JOURNAL_VERSION}); "
                          "move it away and run `ptreg validate`")

@@ -193,6 +193,14 @@ def outside(root: Path, path: Path) -> Optional[Path]:
     return None if target.is_relative_to(base) else target
 
 
+def refuse_outside(root: Path, path: Path, consequence: str = "not read") -> None:
+    """Raise when a symlink takes ``path`` out of ``root``: a file there could pass for one of
+    the registry's, and a write there would land outside it."""
+    target = outside(root, path)
+    if target is not None:
+        raise PtregError(f"{path}: leads to {target}, outside the registry (a symlink); {consequence}")
+
+
 def _too_large(size: int, limit: int) -> str:
     mib = f" ({limit // 2**20} MiB)" if limit % 2**20 == 0 else ""
     return f"file of {size} bytes is larger than the {limit}-byte limit{mib}; not read"
@@ -211,6 +219,10 @@ def _default_mode() -> int:
 
 # Read once, at import, while no other thread can be creating files.
 _NEW_FILE_MODE = _default_mode()
+
+
+# The name stage_text gives: hidden, a prefix, mkstemp's random part, ".tmp".
+STAGED_NAME = re.compile(r"\.[^/\x00]+\.tmp")
 
 
 def stage_text(directory: Path, text: str, *, prefix: str, mode: Optional[int] = None) -> str:

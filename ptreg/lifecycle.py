@@ -17,7 +17,7 @@ from .errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
 from .evaluator import EVALUATOR_VERSION, FrozenEvaluator, check_file, resolve
 from .interrupt import deferred, interruptible, pending
 from .model import Attempt, Budget, RunRef
-from .jsonio import outside
+from .jsonio import refuse_outside
 from .run import RESULTS_FILE, RunResults, check_folder, new_run_id, run_folder, runs_dir, write_run
 from .runner import RunEvent, Runner
 
@@ -58,13 +58,14 @@ def run_attempt(
     The attempt's run lock keeps a second run of it out for the whole measurement; the
     registry lock is held only while the folder and the link are written.
     """
-    from .lock import registry_lock, run_lock
+    from .lock import run_lock
+    from .registry import read_attempt
 
     with interruptible():  # from the start, so that SIGTERM never kills a run without a word
-        _admitted(root, attempt_id)
+        read_attempt(root, attempt_id)  # no lock file for an attempt or registry that is not there
         with run_lock(root, attempt_id):
             frozen, budget = _admitted(root, attempt_id)  # as it is now that no other run can start
-            return _measure_and_record(root, attempt_id, frozen, budget, command, progress, runner_options, registry_lock)
+            return _measure_and_record(root, attempt_id, frozen, budget, command, progress, runner_options)
 
 
 def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
@@ -84,10 +85,8 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
     if not report.admitted:
         failed = "; ".join(f"{c.check}: {c.detail}" for c in report.failures)
         raise PtregError(f"{attempt_id}: the gate no longer admits it ({failed}); see `ptreg gate {attempt_id}`", EXIT_CHECK_FAILED)
-    runs = runs_dir(root, attempt_id)
-    if outside(root, runs) is not None:  # found now, not after the measurement
-        raise PtregError(f"{runs}: leads to {outside(root, runs)}, outside the registry (a symlink); "
-                         "a run is written only inside the registry", EXIT_UNUSABLE)
+    # found now, not after the measurement
+    refuse_outside(root, runs_dir(root, attempt_id), "a run is written only inside the registry")
     frozen = load_evaluator(root, attempt.evaluator)
     if frozen.evaluator_version != EVALUATOR_VERSION:
         raise PtregError(f"evaluator {frozen.ref} was frozen for engine version {frozen.evaluator_version}, "
@@ -95,9 +94,10 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
     return frozen, attempt.budget
 
 
-def _measure_and_record(root, attempt_id, frozen, budget, command, progress, runner_options, registry_lock) -> RunDone:
+def _measure_and_record(root, attempt_id, frozen, budget, command, progress, runner_options) -> RunDone:
     from . import __version__
     from .environment import collect
+    from .lock import registry_lock
     from .measure import measure
     from .registry import write_attempt
 
@@ -179,7 +179,7 @@ def conclude(
 def _conclude(root, attempt_id, status, lesson, next_action, failure_reason, confidence) -> Attempt:
     from pydantic import ValidationError
 
-    from .problems import schema_problems
+    from .problems import flag_message
     from .registry import Record, load_directory, record_path, write_attempt
     from .rules import check_attempt
 
@@ -210,9 +210,7 @@ def _conclude(root, attempt_id, status, lesson, next_action, failure_reason, con
     try:
         updated = Attempt.model_validate(raw)
     except ValidationError as exc:
-        first = next(iter(schema_problems(exc, attempt_id=attempt_id, pointer="", file=None)))
-        flag = "--" + first.pointer.strip("/").split("/")[0].replace("_", "-")
-        raise PtregError(f"{attempt_id}: {flag}: {first.message}; nothing written", EXIT_UNUSABLE) from None
+        raise PtregError(f"{attempt_id}: {flag_message(exc, attempt_id)}; nothing written", EXIT_UNUSABLE) from None
     record = Record(raw=raw, attempt=updated, file=str(record_path(root, attempt_id)))
     known = {r.raw_id for r in registry.records if r.raw_id is not None}
     problems = [p for p in check_attempt(record, registry.meta, known) if p.severity == "error"]

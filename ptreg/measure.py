@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from .backend import KERNELS, flops
 from .evaluator import EvaluatorSpec
-from .interrupt import Interrupted
+from .interrupt import Interrupted, signal_of
 from .run import Attribution, Cell, KernelSample, KernelTiming, ParityOutcome, Share, StepSample
 from .runner import Runner, TaskOutcome
 from .stats import inverted, ratio, summarize, too_wide
@@ -67,7 +67,7 @@ def measure(spec: EvaluatorSpec, runner: Runner) -> Measurement:
     try:
         _measure_into(spec, runner, parity, cells)
     except (Interrupted, KeyboardInterrupt) as exc:  # between two workers
-        runner.interrupted = getattr(exc, "signum", signal.SIGINT)
+        runner.interrupted = signal_of(exc)
     compare(spec, cells)
     if runner.interrupted is not None:
         name = signal.Signals(runner.interrupted).name

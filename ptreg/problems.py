@@ -80,5 +80,11 @@ def schema_problems(
         )
 
 
+def flag_message(exc: ValidationError, attempt_id: Optional[str]) -> str:
+    """The first schema error of a record built from command-line options, as ``--flag: why``."""
+    first = next(iter(schema_problems(exc, attempt_id=attempt_id, pointer="", file=None)))
+    return "--" + first.pointer.strip("/").split("/")[0].replace("_", "-") + f": {first.message}"
+
+
 def count_errors(problems: Iterable[Problem]) -> int:
     return sum(1 for p in problems if p.severity == "error")

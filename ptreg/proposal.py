@@ -22,7 +22,7 @@ from .jsonio import create_text_exclusive, dumps_pretty
 from .lineage import ancestry
 from .model import INFRASTRUCTURE_KIND, Admission, Attempt, Budget, GateCheck
 from .precedents import Precedent, Shape, precedents
-from .problems import schema_problems
+from .problems import flag_message
 from .registry import Progress, Registry, check_id, load_directory, load_meta, record_path, registry_state
 
 
@@ -152,9 +152,7 @@ def build_attempt(given: ProposalInput, root: Path) -> tuple[Attempt, Optional[s
     try:
         attempt = Attempt.model_validate({k: v for k, v in raw.items() if v is not None})
     except ValidationError as exc:
-        first = next(iter(schema_problems(exc, attempt_id=given.id, pointer="", file=None)))
-        flag = "--" + first.pointer.strip("/").split("/")[0].replace("_", "-")
-        raise PtregError(f"{flag}: {first.message}") from None
+        raise PtregError(flag_message(exc, given.id)) from None
     return attempt, budget_error, tracking_error
 
 

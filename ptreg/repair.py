@@ -13,7 +13,6 @@ Every write is atomic, so a kill never leaves a partial record; what it can leav
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +20,9 @@ from typing import Any, Optional
 
 from .evaluator import evaluators_dir
 from .journal import recover
+from .jsonio import STAGED_NAME
 from .run import RUNS_DIR, STAGING_PREFIX, check_folder, read_results
 
-_STAGED = re.compile(r"\..+\.tmp")
 
 
 @dataclass
@@ -53,7 +52,7 @@ def find_leftovers(root: Path, linked: dict[str, set[str]]) -> list[Leftover]:
     found: list[Leftover] = []
     for directory in (root, evaluators_dir(root)):
         for entry in _entries(directory):
-            if _STAGED.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+            if STAGED_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
                 found.append(Leftover("staged-file", Path(entry.path),
                                       "a staged file of a write that was killed before its rename; never part of the registry"))
     for attempt_dir in _entries(root / RUNS_DIR):

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .errors import EXIT_UNUSABLE, PtregError
 from .evaluator import EvaluatorSpec
 from .faults import crash_point
-from .jsonio import dumps_pretty, fsync_directory, json_type, outside, read_json, stage_text
+from .jsonio import dumps_pretty, fsync_directory, json_type, read_json, refuse_outside, stage_text
 from .model import RUN_ID_PATTERN, AttemptId, Budget, RunStatus
 from .problems import schema_problems
 from .stats import Summary
@@ -175,10 +175,7 @@ def write_run(root: Path, results: RunResults, environment: dict[str, Any]) -> P
     """Write the run folder whole: both files in a hidden temporary folder, then one rename."""
     assert results.attempt is not None and results.run_id is not None
     parent = runs_dir(root, results.attempt)
-    target = outside(root, parent)
-    if target is not None:  # a symlinked runs/ folder would put the run outside the registry
-        raise PtregError(f"{parent}: leads to {target}, outside the registry (a symlink); the run is not written there",
-                         EXIT_UNUSABLE)
+    refuse_outside(root, parent, "the run is not written there")
     parent.mkdir(parents=True, exist_ok=True)
     final = parent / results.run_id
     staging = parent / f"{STAGING_PREFIX}{results.run_id}-{os.getpid()}"
@@ -201,8 +198,8 @@ def write_run(root: Path, results: RunResults, environment: dict[str, Any]) -> P
 def read_results(folder: Path, root: Optional[Path] = None) -> RunResults:
     """The run's results; with ``root``, refused when a symlink leads them out of the registry."""
     path = folder / RESULTS_FILE
-    if root is not None:
-        _refuse_outside(root, path)
+    if root is not None:  # a symlinked run folder (or file) could make any file pass for the results
+        refuse_outside(root, path)
     raw = read_json(path)
     if not isinstance(raw, dict):
         raise PtregError(f"{path}: expected a JSON object, got {json_type(raw)}", EXIT_UNUSABLE)
@@ -213,13 +210,6 @@ def read_results(folder: Path, root: Optional[Path] = None) -> RunResults:
         raise PtregError(f"{first.location()}: {first.message}", EXIT_UNUSABLE) from None
 
 
-def _refuse_outside(root: Path, path: Path) -> None:
-    # A symlinked run folder (or file) could make any file pass for the run's results.
-    target = outside(root, path)
-    if target is not None:
-        raise PtregError(f"{path}: leads to {target}, outside the registry (a symlink); not read", EXIT_UNUSABLE)
-
-
 def check_folder(root: Path, attempt_id: str, run_id: str) -> Optional[str]:
     """Why the run folder an attempt links to is unusable, or None when it is whole."""
     folder = run_folder(root, attempt_id, run_id)
@@ -227,7 +217,7 @@ def check_folder(root: Path, attempt_id: str, run_id: str) -> Optional[str]:
         return f"run folder {folder} does not exist"
     try:
         results = read_results(folder, root)
-        _refuse_outside(root, folder / ENVIRONMENT_FILE)
+        refuse_outside(root, folder / ENVIRONMENT_FILE)
         environment = read_json(folder / ENVIRONMENT_FILE)
     except PtregError as exc:
         return exc.message

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from .evaluator import EvaluatorSpec
-from .interrupt import Interrupted, deferred
+from .interrupt import Interrupted, deferred, signal_of
 
 POLL_SECONDS = 0.2
 
@@ -138,7 +138,7 @@ class Runner:
                 with deferred():  # a second Ctrl-C must not lose what the worker reported
                     self._kill(process)
                     self._drain(lines, outcome)
-                self.interrupted = getattr(exc, "signum", signal.SIGINT)
+                self.interrupted = signal_of(exc)
                 outcome.ended = "interrupted"
                 outcome.reason = f"interrupted by {signal.Signals(self.interrupted).name}"
             except BaseException:
