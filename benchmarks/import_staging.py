@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from registry_scale import synthetic_attempts  # noqa: E402
 from timing import interleaved, table  # noqa: E402
 
-from ptreg import interchange  # noqa: E402
+from ptreg.store import interchange  # noqa: E402
 
 
 def main() -> None:

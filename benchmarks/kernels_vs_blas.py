@@ -26,14 +26,16 @@ from typing import Any
 
 from tabulate import tabulate
 
-from ptreg.backend import KERNELS, flops, require_registered
-from ptreg.jsonio import atomic_write_text
+from ptreg.records.run import KERNELS
+from ptreg.records.configs import flops
+from ptreg.engine.backends import require_registered
+from ptreg.store.jsonio import atomic_write_text
 from ptreg.errors import PtregError
-from ptreg.environment import collect
-from ptreg.evaluator import EvaluatorSpec
-from ptreg.measure import parity_shapes, worker_task
-from ptreg.runner import Runner
-from ptreg.tinygpt import CONFIGS, linear_shapes
+from ptreg.engine.environment import collect
+from ptreg.records.evaluator import EvaluatorSpec
+from ptreg.engine.measurement import parity_shapes, worker_task
+from ptreg.engine.executor import Runner
+from ptreg.records.configs import CONFIGS, linear_shapes
 
 PEER = "numpy-blas"
 

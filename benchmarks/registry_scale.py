@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ptreg.jsonio import atomic_write_text
+from ptreg.store.jsonio import atomic_write_text
 
 PTREG = str(Path(sys.executable).parent / "ptreg")
 STATUSES = ["worked", "worked-with-caveat", "failed", "regressed", "inconclusive", "not-tried"]

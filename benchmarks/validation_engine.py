@@ -20,8 +20,8 @@ from timing import interleaved, table  # noqa: E402
 
 from jsonschema import Draft202012Validator  # noqa: E402
 
-from ptreg.model import Attempt  # noqa: E402
-from ptreg.schema import generate  # noqa: E402
+from ptreg.records.attempt import Attempt  # noqa: E402
+from ptreg.records.schema import generate  # noqa: E402
 
 
 def main() -> None:

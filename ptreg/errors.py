@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Iterable
 
 EXIT_CHECK_FAILED = 1  # the input was usable and a check on it failed
@@ -19,8 +20,6 @@ class PtregError(Exception):
 
 class UnknownAttempt(PtregError):
     def __init__(self, attempt_id: str, where: str, known: Iterable[str]):
-        import difflib  # only on this error path: keeps it off every command's start-up
-
         close = difflib.get_close_matches(attempt_id, list(known), n=3, cutoff=0.5)
         hint = f" (did you mean: {', '.join(close)}?)" if close else ""
         super().__init__(f"no attempt {attempt_id!r} in {where}{hint}", EXIT_CHECK_FAILED)

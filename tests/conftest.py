@@ -16,7 +16,7 @@ import pytest
 
 from helpers import SEED_FILE, SHARED, SHARED_FILE, Result, sample_records, write_attempts_file
 from ptreg.cli import main
-from ptreg.interchange import import_file
+from ptreg.store.interchange import import_file
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from ptreg.registry import default_meta, init_registry
+from ptreg.records.vocabulary import default_meta
+from ptreg.store.directory import init_registry
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -17,6 +18,8 @@ SEED_FILE = SHARED / "seeds" / "000_dbdb73fcca9c7afe.txt"
 SCHEMAS = REPO / "schemas"
 
 NEGATIVE = ("failed", "regressed", "inconclusive")
+# Fields a schema_version 1 attempts.json carries; on import everything else stays unknown.
+V1_FIELDS = ("id", "name", "status", "evidence", "source")
 
 
 # --------------------------------------------------------------------------- synthetic records
@@ -172,7 +175,7 @@ def evaluator_spec(**changes: Any) -> dict[str, Any]:
 
 def freeze_evaluator(root: Path, **changes: Any) -> str:
     """Freeze a spec into the registry at ``root``; return its name@hash12 reference."""
-    from ptreg.evaluator import freeze
+    from ptreg.gate.evaluators import freeze
 
     spec_path = root.parent / f"spec-{len(list(root.parent.glob('spec-*.json')))}.json"
     spec_path.write_text(json.dumps(evaluator_spec(**changes)), encoding="utf-8")

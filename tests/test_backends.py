@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ptreg.backend import KERNELS, METHOD_OF_KERNEL, create, describe, entries, kernel_shapes
+from ptreg.records.run import KERNELS
+from ptreg.engine.backends import METHOD_OF_KERNEL, create, describe, entries, kernel_shapes
 from ptreg.errors import PtregError
-from ptreg.parity import PARITY_SHAPES, ParityResult, check_parity
+from ptreg.engine.plan import PARITY_SHAPES
+from ptreg.engine.parity import ParityResult, check_parity
 from ptreg_backends.blocked_numpy import BlockedNumpyBackend
 from ptreg_backends.naive import NaiveBackend
 from ptreg_backends.numba_kernels import NumbaBackend
@@ -83,7 +85,7 @@ def test_unknown_backend_names_the_registered_ones() -> None:
 
 
 def test_listing_does_not_import_numba() -> None:
-    code = "import sys; from ptreg.backend import describe_all; describe_all(); print('numba' in sys.modules)"
+    code = "import sys; from ptreg.engine.backends import describe_all; describe_all(); print('numba' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
@@ -123,7 +125,7 @@ def test_backend_passes_parity(name: str) -> None:
     assert len(result.checks) == len(PARITY_SHAPES) * len(KERNELS)
     expected_mode = "bit-identical" if backend.order_preserving else "tolerance"
     assert {c.mode for c in result.checks} == {expected_mode}
-    json.dumps(result.to_json(), allow_nan=False)
+    json.dumps(result.to_outcome().model_dump(mode="json"), allow_nan=False)
 
 
 def order_preserving_variants(shape: tuple[int, int, int]) -> list[Any]:
@@ -251,7 +253,7 @@ def test_wrong_values_fail_tolerance_with_the_worst_mismatch() -> None:
     assert "outside tolerance" in worst.detail
     failing = [c for c in result.checks if not c.passed]
     assert worst.max_scaled_error == max(c.max_scaled_error for c in failing)
-    data = json.loads(json.dumps(result.to_json(), allow_nan=False))
+    data = json.loads(json.dumps(result.to_outcome().model_dump(mode="json"), allow_nan=False))
     assert data["passed"] is False and "worst backward_db" in data["summary"]
 
 
@@ -263,7 +265,7 @@ def test_raising_kernel_fails_its_checks_without_crashing() -> None:
             assert not check.passed and "raised MemoryError: scratch buffer too large" in check.detail
         else:
             assert check.passed, check
-    data = json.loads(json.dumps(result.to_json(), allow_nan=False))
+    data = json.loads(json.dumps(result.to_outcome().model_dump(mode="json"), allow_nan=False))
     failed = [c for c in data["checks"] if not c["passed"]]
     assert failed and all(c["max_scaled_error"] is None and c["max_abs_error"] is None for c in failed)
 

@@ -28,9 +28,9 @@ import pytest
 
 from helpers import attempts_document, complete_record, freeze_evaluator, sample_records, write_registry
 from ptreg import __version__
-from ptreg.evaluator import check_file
-from ptreg.jsonio import dumps_pretty
-from ptreg.run import RunResults
+from ptreg.store.evaluators import check_file
+from ptreg.store.jsonio import dumps_pretty
+from ptreg.records.run import RunResults
 
 BAD = Path(__file__).parent / "data" / "bad"
 MANIFEST = json.loads((BAD / "cases.json").read_text(encoding="utf-8"))
@@ -281,7 +281,7 @@ def test_deep_values_do_not_crash_the_validators() -> None:
     from jsonschema import Draft202012Validator
 
     from helpers import SCHEMAS
-    from ptreg.registry import parse_record
+    from ptreg.records.registry import parse_record
 
     deep: Any = []
     for _ in range(900):
@@ -312,7 +312,7 @@ def test_symlink_inside_the_registry_is_read(base_registry: Path, tmp_path: Path
 
 def test_fifo_named_like_a_record_is_refused_not_waited_on(tmp_path: Path) -> None:
     from ptreg.errors import PtregError
-    from ptreg.jsonio import read_json
+    from ptreg.store.jsonio import read_json
 
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)

@@ -61,7 +61,7 @@ def finish(process: subprocess.Popen, timeout: float = 600) -> tuple[int, str, s
 
 
 def validate(root: Path) -> dict:
-    from ptreg.rules import validate_path
+    from ptreg.operations.validate import validate_path
 
     registry, problems = validate_path(root)
     return {"attempts": len(registry.attempts), "problems": problems,
@@ -178,7 +178,7 @@ def test_a_lock_left_by_a_killed_writer_is_reported_and_does_not_block(tmp_path:
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from ptreg.lock import registry_lock
+    from ptreg.store.locks import registry_lock
 
     with registry_lock(Path(sys.argv[1])):
         print("held", flush=True)

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from helpers import complete_record
 from ptreg.errors import PtregError
-from ptreg.model import CONFIDENCES, STATUSES, STATUSES_NEEDING_REASON
-from ptreg.registry import init_registry
-from ptreg.rules import validate_path
+from ptreg.records.attempt import CONFIDENCES, STATUSES, STATUSES_NEEDING_REASON
+from ptreg.store.directory import init_registry
+from ptreg.operations.validate import validate_path
 
 ids = st.from_regex(r"[a-z0-9][a-z0-9-]{0,24}(\.[a-z0-9-]{1,8}){0,2}", fullmatch=True).filter(lambda i: i != "registry")
 texts = st.text(min_size=1, max_size=40)

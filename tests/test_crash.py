@@ -60,7 +60,7 @@ def record_files(root: Path) -> dict[str, bytes]:
 
 def assert_valid(root: Path) -> list[Any]:
     """`ptreg validate` accepts it (warnings allowed); returns the problems."""
-    from ptreg.rules import validate_path
+    from ptreg.operations.validate import validate_path
 
     _, problems = validate_path(root)  # finishes a cut-short import first, as every command does
     errors = [f"{p.location()}: {p.message}" for p in problems if p.severity == "error"]

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from helpers import complete_record, failed_record, write_registry
-from ptreg.dossier import SECTION_TITLES, render_text, sections
-from ptreg.model import Attempt
-from ptreg.registry import default_meta, load_directory
+from ptreg.views.dossier import SECTION_TITLES, render_text, sections
+from ptreg.records.attempt import Attempt
+from ptreg.records.vocabulary import default_meta
+from ptreg.store.directory import load_directory
 
 ISSUE_ORDER = [
     "Evidence readout",

@@ -18,7 +18,8 @@ from jsonschema import Draft202012Validator
 
 from helpers import SCHEMAS, assert_one_line_error, complete_record, snapshot, write_registry
 from helpers import evaluator_spec as spec_dict
-from ptreg.evaluator import EVALUATOR_VERSION, identity, parse_spec
+from ptreg.engine.plan import EVALUATOR_VERSION
+from ptreg.records.evaluator import identity, parse_spec
 
 # --------------------------------------------------------------------------- material
 
@@ -76,7 +77,7 @@ def test_freeze_writes_name_at_hash12_holding_the_identity(cli, registry: Path, 
         "evaluator_version": EVALUATOR_VERSION,
         "spec": spec,
     }
-    assert identity(spec) == sha
+    assert identity(spec, EVALUATOR_VERSION) == sha
     assert f"kernels-xl@{sha[:12]}" in result.out and "froze" in result.out
     assert result.err == ""
 
@@ -157,7 +158,7 @@ def test_identity_ignores_key_order_and_layout(seed: int, repeats: int, order: r
     order.shuffle(keys)
     text = json.dumps({k: spec[k] for k in keys}, indent=indent)
     parsed = parse_spec(json.loads(text), "spec.json").model_dump(mode="json", exclude_none=True)
-    assert identity(parsed) == identity(spec) == expected_sha(spec)
+    assert identity(parsed, EVALUATOR_VERSION) == identity(spec, EVALUATOR_VERSION) == expected_sha(spec)
 
 
 # --------------------------------------------------------------------------- freeze: bad input

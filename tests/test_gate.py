@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from helpers import complete_record, failed_record, freeze_evaluator, snapshot, write_registry
-from ptreg import evaluator as evaluator_module
+from ptreg.gate import checks as gate_checks
 from ptreg.errors import PtregError
-from ptreg.gate import SIMILAR_QUESTION, check_gate, question_tokens, similarity
-from ptreg.model import Attempt
-from ptreg.proposal import ProposalInput, propose
-from ptreg.registry import load_directory
+from ptreg.gate.checks import SIMILAR_QUESTION, check_gate, question_tokens, similarity
+from ptreg.records.attempt import Attempt
+from ptreg.gate.proposal import ProposalInput, propose
+from ptreg.store.directory import load_directory
 
 
 def records() -> list[dict[str, Any]]:
@@ -174,7 +174,7 @@ def test_a_tampered_evaluator_fails(registry) -> None:
 
 def test_an_evaluator_frozen_for_other_code_fails(registry, monkeypatch) -> None:
     root, ref = registry
-    monkeypatch.setattr(evaluator_module, "EVALUATOR_VERSION", evaluator_module.EVALUATOR_VERSION + 1)
+    monkeypatch.setattr(gate_checks, "EVALUATOR_VERSION", gate_checks.EVALUATOR_VERSION + 1)
     state, detail, _ = outcome(root, ref, "frozen-evaluator")
     assert state == "failed" and "code version" in detail
 

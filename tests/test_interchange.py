@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from helpers import (
+    V1_FIELDS,
     complete_record,
     failed_record,
     meta_json,
@@ -19,10 +20,10 @@ from helpers import (
     write_registry,
 )
 from ptreg.errors import PtregError
-from ptreg.interchange import ImportRefused, export_registry, import_file
-from ptreg.model import V1_FIELDS
-from ptreg.registry import init_registry, load_directory
-from ptreg.rules import check_registry
+from ptreg.operations.importing import import_into as import_file
+from ptreg.store.interchange import ImportRefused, export_registry
+from ptreg.store.directory import init_registry, load_directory
+from ptreg.operations.validate import check_registry
 
 V1_RECORDS = [
     {"id": "old-failed", "name": "Old failure", "status": "failed", "evidence": "loss flat", "source": "notes.md"},
@@ -104,7 +105,7 @@ def test_v1_records_are_reported_as_unknown_by_validate(tmp_path: Path) -> None:
 
 
 def test_v1_file_validates_as_incomplete(tmp_path: Path) -> None:
-    from ptreg.registry import load_attempts_file
+    from ptreg.store.attempts_file import load_attempts_file
 
     problems = check_registry(load_attempts_file(v1_file(tmp_path)))
     assert ("unknown-field", "old-worked", "/attempts/1/family") in {(p.rule, p.attempt_id, p.pointer) for p in problems}
@@ -208,7 +209,7 @@ def test_malformed_files_are_refused(tmp_path: Path, sample_registry: Path, docu
 def test_failure_while_staging_leaves_the_registry_untouched(
     tmp_path: Path, sample_registry: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ptreg.interchange as interchange
+    import ptreg.store.interchange as interchange
 
     incoming = write_attempts_file(tmp_path / "many.json", [complete_record(f"new-{i}") for i in range(5)])
     before = snapshot(sample_registry)

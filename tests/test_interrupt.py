@@ -33,8 +33,8 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_mid_cell_writes_an_interrupted_run_and_exits_128_plus_it(tmp_path: Path, signum: int, code: int) -> None:
-    from ptreg.rules import validate_path
-    from ptreg.run import read_results
+    from ptreg.operations.validate import validate_path
+    from ptreg.store.runs import read_results
 
     root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
     ref = freeze_evaluator(root, **LONG)
@@ -76,9 +76,9 @@ def test_a_signal_mid_cell_writes_an_interrupted_run_and_exits_128_plus_it(tmp_p
 
 def test_interrupted_runner_keeps_whole_repeats_and_stops_the_plan(tmp_path: Path) -> None:
     """In-process: the handler's exception reaches the runner mid-worker, as a signal would."""
-    from ptreg.interrupt import Interrupted
-    from ptreg.lifecycle import run_attempt
-    from ptreg.run import read_results
+    from ptreg.engine.interruption import Interrupted
+    from ptreg.operations.run import run_attempt
+    from ptreg.store.runs import read_results
 
     root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
     ref = freeze_evaluator(root, **{**LONG, "timed_steps": 3, "repeats": 200})

@@ -156,7 +156,7 @@ def test_new_never_prompts_without_a_terminal(reg) -> None:
 def test_new_prompts_for_what_is_missing_at_a_terminal(reg, monkeypatch) -> None:
     from typer.testing import CliRunner
 
-    from ptreg import cli_proposal
+    from ptreg.cli import proposal as cli_proposal
     from ptreg.cli import app
 
     root, ref = reg
@@ -179,7 +179,7 @@ def test_new_prompts_for_what_is_missing_at_a_terminal(reg, monkeypatch) -> None
 
 
 def test_no_input_flag_stops_prompts(reg, monkeypatch, cli) -> None:
-    from ptreg import cli_proposal
+    from ptreg.cli import proposal as cli_proposal
 
     root, ref = reg
     monkeypatch.setattr(cli_proposal.sys.stdin, "isatty", lambda: True, raising=False)
@@ -209,7 +209,7 @@ def test_two_racing_news_of_one_id_exactly_one_wins(reg) -> None:
 
 
 def test_exclusive_create_refuses_an_existing_file(tmp_path: Path) -> None:
-    from ptreg.jsonio import create_text_exclusive
+    from ptreg.store.jsonio import create_text_exclusive
 
     target = tmp_path / "x.json"
     create_text_exclusive(target, "first\n")

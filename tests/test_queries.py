@@ -9,11 +9,11 @@ from typing import Any, Callable
 import pytest
 
 from helpers import NEGATIVE, complete_record, failed_record, raw_chain, raw_descendants, write_registry
-from ptreg.lineage import ancestry, successors
-from ptreg.model import SHAPE_FIELDS, Attempt
-from ptreg.queries import Filter, coverage, select
-from ptreg.registry import load_directory
-from ptreg.streaks import CAUTION, OK, STOP, streaks
+from ptreg.records.graph import ancestry, successors
+from ptreg.records.attempt import SHAPE_FIELDS, Attempt
+from ptreg.views.queries import Filter, coverage, select
+from ptreg.store.directory import load_directory
+from ptreg.views.streaks import CAUTION, OK, STOP, streaks
 
 
 def listed_ids(cli, registry: Path, *args: str) -> list[str]:

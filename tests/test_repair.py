@@ -19,7 +19,7 @@ RUN_ID = "20261201T000000Z"
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory) -> dict:
     """A registry before and after one real run (its record bytes at both moments)."""
-    from ptreg.lifecycle import run_attempt
+    from ptreg.operations.run import run_attempt
     from test_concurrency import propose_for_run
 
     root = write_registry(tmp_path_factory.mktemp("ran") / "reg", [complete_record("seed-record")])
@@ -82,7 +82,7 @@ def test_staged_leftovers_are_warnings_and_repair_removes_them(orphaned: Path, c
 
 
 def test_a_journal_left_by_a_killed_import_is_finished_before_anything_is_read(tmp_path: Path, cli) -> None:
-    from ptreg.journal import JOURNAL_FILE
+    from ptreg.store.journal import JOURNAL_FILE
 
     root = write_registry(tmp_path / "reg", [complete_record("kept")])
     staged = ".import.k1ll3d.tmp"
@@ -103,7 +103,7 @@ def test_a_journal_left_by_a_killed_import_is_finished_before_anything_is_read(t
 ], ids=["invalid-json", "escapes-the-registry", "other-version"])
 def test_a_journal_ptreg_did_not_write_is_refused_in_one_line(tmp_path: Path, cli, journal: str) -> None:
     from helpers import assert_one_line_error
-    from ptreg.journal import JOURNAL_FILE
+    from ptreg.store.journal import JOURNAL_FILE
 
     root = write_registry(tmp_path / "reg", [complete_record("kept")])
     (root / JOURNAL_FILE).write_text(journal)

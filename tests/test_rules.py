@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from helpers import complete_record, failed_record, problems_by, write_attempts_file, write_registry
-from ptreg.model import SHAPE_FIELDS
-from ptreg.registry import load_attempts_file, load_directory
-from ptreg.rules import check_registry
+from ptreg.records.attempt import SHAPE_FIELDS
+from ptreg.store.attempts_file import load_attempts_file
+from ptreg.store.directory import load_directory
+from ptreg.operations.validate import check_registry
 
 
 def dir_problems(tmp_path: Path, records: list[dict[str, Any]], **kwargs: Any):

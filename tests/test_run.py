@@ -149,8 +149,8 @@ def test_conclude_needs_a_run_and_exact_needs_a_complete_one(reg: Path, cli) -> 
 
 
 def test_budget_too_small_stops_with_budget_exhausted_and_keeps_what_finished(reg: Path) -> None:
-    from ptreg.lifecycle import run_attempt
-    from ptreg.run import read_results
+    from ptreg.operations.run import run_attempt
+    from ptreg.store.runs import read_results
 
     ref = freeze_evaluator(reg, **{**TINY, "configs": ["tiny", "small"]})
     propose(reg, ref, "tiny-budget", seconds="60", issue="#9")
@@ -167,7 +167,7 @@ def test_budget_too_small_stops_with_budget_exhausted_and_keeps_what_finished(re
         if event.task.startswith("numpy-blas/tiny"):
             offset[0] = 3600.0
 
-    done = run_attempt(reg, "tiny-budget", ["test"], progress=progress, runner_options={"clock": clock})
+    done = run_attempt(reg, "tiny-budget", ["test"], progress=progress, clock=clock)
     results = read_results(done.folder)
     assert results.status == "budget-exhausted"
     statuses = {(c.backend, c.config): c.status for c in results.cells}
@@ -180,8 +180,8 @@ def test_budget_too_small_stops_with_budget_exhausted_and_keeps_what_finished(re
 
 
 def test_a_worker_killed_mid_cell_fails_only_that_cell(reg: Path) -> None:
-    from ptreg.lifecycle import run_attempt
-    from ptreg.run import read_results
+    from ptreg.operations.run import run_attempt
+    from ptreg.store.runs import read_results
 
     ref = freeze_evaluator(reg, **{**TINY, "timed_steps": 300, "repeats": 3})  # long enough to be caught mid-cell
     propose(reg, ref, "tiny-kill", issue="#8")
@@ -231,8 +231,8 @@ def test_backends_lists_every_registered_backend(cli) -> None:
 
 
 def test_a_worker_running_at_the_deadline_is_killed_and_its_samples_kept(reg: Path) -> None:
-    from ptreg.lifecycle import run_attempt
-    from ptreg.run import read_results
+    from ptreg.operations.run import run_attempt
+    from ptreg.store.runs import read_results
 
     # Far more steps than 6 seconds allow: the naive worker is still running at the deadline.
     ref = freeze_evaluator(reg, **{**TINY, "timed_steps": 100_000, "repeats": 1})
@@ -250,7 +250,7 @@ def test_a_worker_running_at_the_deadline_is_killed_and_its_samples_kept(reg: Pa
 def test_results_source_is_relative_to_the_repository_holding_the_registry(tmp_path: Path) -> None:
     import subprocess
 
-    from ptreg.lifecycle import results_source
+    from ptreg.operations.run import results_source
 
     assert results_source(tmp_path / "reg", "a", "20261201T000000Z") == "runs/a/20261201T000000Z/results.json"
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
@@ -259,8 +259,8 @@ def test_results_source_is_relative_to_the_repository_holding_the_registry(tmp_p
 
 
 def test_a_worker_over_the_memory_budget_is_killed(reg: Path) -> None:
-    from ptreg.lifecycle import run_attempt
-    from ptreg.run import read_results
+    from ptreg.operations.run import run_attempt
+    from ptreg.store.runs import read_results
 
     ref = freeze_evaluator(reg, **TINY)
     # Any Python process is over 1 MB resident at once.

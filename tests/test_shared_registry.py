@@ -8,11 +8,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from helpers import assert_one_line_error, snapshot, write_attempts_file
-from ptreg.interchange import export_registry, import_file
-from ptreg.model import V1_FIELDS
-from ptreg.registry import load_attempts_file, load_directory
-from ptreg.rules import check_registry
+from helpers import V1_FIELDS, assert_one_line_error, snapshot, write_attempts_file
+from ptreg.store.interchange import export_registry, import_file
+from ptreg.store.attempts_file import load_attempts_file
+from ptreg.store.directory import load_directory
+from ptreg.operations.validate import check_registry
 
 
 def test_readme_facts_hold_in_ptreg(shared_registry: Path) -> None:
@@ -113,8 +113,8 @@ def test_version_1_of_the_shared_file(shared_raw: dict[str, Any], tmp_path: Path
 
 def test_lineage_loading_reads_the_same_lineage_as_a_full_load(shared_registry: Path) -> None:
     """`show` and `lineage` read only an attempt's neighbourhood; it must be the whole of it."""
-    from ptreg.lineage import ancestry, successors
-    from ptreg.registry import load_lineage
+    from ptreg.records.graph import ancestry, successors
+    from ptreg.store.lineage_files import load_lineage
 
     full = load_directory(shared_registry).by_id()
     for attempt_id in full:
@@ -128,8 +128,8 @@ def test_lineage_loading_reads_the_same_lineage_as_a_full_load(shared_registry: 
 def test_lineage_loading_follows_escaped_and_spaced_varied_from(tmp_path: Path) -> None:
     """A record written by another tool: other spacing, an escaped character in the value."""
     from helpers import complete_record, write_registry
-    from ptreg.lineage import successors
-    from ptreg.registry import load_lineage
+    from ptreg.records.graph import successors
+    from ptreg.store.lineage_files import load_lineage
 
     root = write_registry(tmp_path / "reg", [complete_record("a-b"), complete_record("c")])
     child = complete_record("c", varied="tile 64 -> 128")
@@ -141,8 +141,8 @@ def test_lineage_loading_follows_escaped_and_spaced_varied_from(tmp_path: Path) 
 def test_lineage_loading_orders_successors_like_a_full_load(tmp_path: Path) -> None:
     """Ids that sort differently with and without '.json' ('a' < 'a-b', but 'a-b.json' < 'a.json')."""
     from helpers import complete_record, write_registry
-    from ptreg.lineage import successors
-    from ptreg.registry import load_lineage
+    from ptreg.records.graph import successors
+    from ptreg.store.lineage_files import load_lineage
 
     records = [complete_record("root")] + [
         complete_record(i, varied_from="root", varied="x") for i in ("a", "a-b", "a.b", "a0")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ptreg.measure import attribution, compare
-from ptreg.run import Cell, StepSample
-from ptreg.stats import inverted, ratio, summarize, too_wide
+from ptreg.engine.stats import inverted, ratio, summarize, too_wide
+from ptreg.engine.workloads.training import TrainingWorkload, attribution
+from ptreg.records.run import Cell, Roles, StepSample
 
 
 def test_summary_is_median_and_spread() -> None:
@@ -53,8 +53,8 @@ def test_attribution_shares_add_up_and_name_the_bounding_kernel() -> None:
 
 
 def test_speedups_compare_cells_of_the_same_config_only() -> None:
-    from ptreg.evaluator import EvaluatorSpec
-    from ptreg.stats import summarize as s
+    from ptreg.records.evaluator import EvaluatorSpec
+    from ptreg.engine.stats import summarize as s
 
     spec = EvaluatorSpec(name="x", workload="tinygpt-train", metric="ms-per-step", configs=["tiny", "small"],
                          backends=["naive", "numba"], baseline="numba", warmup_steps=0, timed_steps=1, repeats=1,
@@ -65,6 +65,6 @@ def test_speedups_compare_cells_of_the_same_config_only() -> None:
         Cell(backend="naive", config="small", status="failed", reason="crashed"),
         Cell(backend="numba", config="small", status="measured", ms_per_step=s([40.0])),
     ]
-    compare(spec, cells)
+    TrainingWorkload().compare(spec, cells, Roles(reference="naive", peer=None))
     assert cells[1].vs_naive == pytest.approx(2.5) and cells[1].vs_baseline == pytest.approx(1.0)
     assert cells[3].vs_naive is None  # naive failed at small: unknown, not zero

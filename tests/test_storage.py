@@ -13,20 +13,12 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from helpers import complete_record, failed_record, snapshot, write_registry
-from ptreg import jsonio
+from ptreg.store import jsonio
 from ptreg.errors import PtregError, UnknownAttempt
-from ptreg.model import Attempt
-from ptreg.registry import (
-    DEFAULT_REGISTRY_DIR,
-    check_id,
-    default_meta,
-    init_registry,
-    load_directory,
-    load_meta,
-    read_attempt,
-    resolve_registry_dir,
-    write_attempt,
-)
+from ptreg.records.attempt import Attempt
+from ptreg.store.directory import DEFAULT_REGISTRY_DIR, init_registry, load_directory, load_meta, read_attempt, resolve_registry_dir, write_attempt
+from ptreg.records.attempt import check_id
+from ptreg.records.vocabulary import default_meta
 
 
 def current_umask() -> int:

@@ -9,18 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ptreg.backend import kernel_shapes
-from ptreg.tinygpt import (
-    CONFIGS,
-    GPTConfig,
-    ReferenceKernels,
-    TinyGPT,
-    Trainer,
-    corpus,
-    linear_shapes,
-    parameter_count,
-    parameter_shapes,
-)
+from ptreg.engine.backends import kernel_shapes
+from ptreg.records.configs import CONFIGS, GPTConfig, linear_shapes
+from ptreg.engine.workloads.tinygpt import ReferenceKernels, TinyGPT, Trainer, corpus, parameter_count, parameter_shapes
 
 EXPECTED_COUNTS = {"small": 366432, "medium": 838400, "large": 2743296, "xl": 6416896}
 EXPECTED_MILLIONS = {"small": 0.37, "medium": 0.84, "large": 2.74, "xl": 6.42}
@@ -185,7 +176,7 @@ def test_loss_falls() -> None:
     assert abs(losses[0] - math.log(256)) < 0.2
     assert all(math.isfinite(x) for x in losses)
     assert losses[-1] < losses[0] - 0.5
-    assert trainer.tokens_per_step == 4 * 16
+    assert trainer.config.tokens_per_step == 4 * 16
 
 
 def test_deterministic() -> None:

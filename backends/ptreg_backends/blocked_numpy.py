@@ -154,7 +154,9 @@ def _sweep(tiles: list[str], threads: int = 1, m: int = 1024, k: int = 256, n: i
     """Print GFLOP/s (best of 3) of forward, dA, dB for each ``MxN`` tile: the tables above."""
     import time
 
-    from ptreg.backend import KERNELS, METHOD_OF_KERNEL, flops, kernel_shapes
+    from ptreg.engine.backends import METHOD_OF_KERNEL, kernel_shapes
+    from ptreg.records.configs import flops
+    from ptreg.records.run import KERNELS
 
     rng = np.random.default_rng(0)
     for tile in tiles:

@@ -22,6 +22,8 @@ class NaiveBackend:
     description = "Reference: plain NumPy rank-1 updates in the fixed accumulation order."
     order_preserving = True
     thread_control = "single-threaded: NumPy ufuncs run on the calling thread; not settable"
+    # Its order is the one order-preserving backends reproduce, and speedups are quoted over it.
+    role = "reference"
 
     @staticmethod
     def default_threads() -> int:

@@ -64,6 +64,18 @@ class NumbaBackend:
         self.threads = numba.get_num_threads()
         self.warm_up()
 
+    def runtime_details(self) -> dict[str, Any]:
+        """For the cell's provenance: numba's threads, its threading layer (known once a parallel
+        function has run) and the OpenMP wait policy this process ran with."""
+        import numba
+
+        try:
+            layer: Optional[str] = numba.threading_layer()
+        except ValueError:
+            layer = None
+        return {"numba_threads": numba.get_num_threads(), "numba_threading_layer": layer,
+                "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
+
     def warm_up(self) -> None:
         """Run once on tiny arrays so thread-pool start-up is not in the first timed call."""
         tiny = np.ones((2, 2), dtype=np.float32)

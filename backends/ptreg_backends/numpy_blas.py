@@ -26,6 +26,8 @@ class NumpyBlasBackend:
     description = "np.matmul into out: NumPy's BLAS sgemm; fast, its own summation order (tolerance only)."
     order_preserving = False
     thread_control = "BLAS library threads (OpenBLAS/MKL pool), set with threadpoolctl.threadpool_limits(user_api='blas')"
+    # What a user would pick instead of an own kernel: every kernel is also compared with it.
+    role = "peer"
 
     def __init__(self) -> None:
         self._limits: Any = None  # the live threadpool_limits; its limit holds while it exists

@@ -1,0 +1,111 @@
+"""The command line: a tree of small command modules over the library, which never imports it.
+
+Each module parses its options, calls the library and prints; ``main`` turns every failure
+into one line on stderr and a stable exit code (0 ok, 1 a check failed, 2 unusable input).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+from typer.exceptions import TyperException  # base of the (vendored) Click exceptions, typer >= 0.28
+
+from .. import __version__
+from ..engine.interruption import Interrupted
+from ..errors import EXIT_UNUSABLE, PtregError
+from . import evaluator, measuring, proposal, reading, registry
+from .common import command_state, state
+
+app = typer.Typer(
+    name="ptreg",
+    help=(
+        "An honest registry of training-runtime attempts: what was tried, what happened, what it "
+        "taught. Exit codes: 0 ok, 1 a check failed, 2 unusable input."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ptreg {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    registry: Optional[str] = typer.Option(
+        None,
+        "--registry",
+        "-r",
+        envvar="PTREG_REGISTRY",
+        help="Registry directory (default: ./attempts).",
+        show_envvar=True,
+    ),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    state["registry"] = registry
+
+
+# The registry as a whole, reading it, proposing through the gate, the frozen evaluators the
+# proposals are measured by, and measuring; in the order `ptreg --help` lists them.
+app.command()(registry.init)
+app.command()(registry.validate)
+app.command()(registry.repair)
+app.command()(reading.show)
+app.command("list")(reading.list_attempts)
+app.command()(reading.lineage)
+app.command()(reading.streaks)
+app.command()(reading.coverage)
+app.command("import")(registry.import_)
+app.command()(registry.export)
+app.command()(registry.schema)
+app.command()(proposal.new)
+app.command()(proposal.gate)
+app.command()(proposal.precedents)
+app.add_typer(evaluator.app)
+app.command()(measuring.backends)
+app.command()(measuring.bench)
+app.command()(measuring.run)
+app.command()(measuring.conclude)
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """Console entry point: every failure becomes one line on stderr and a stable exit code."""
+    command_state["argv"] = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = app(args=argv, prog_name="ptreg", standalone_mode=False)
+    except PtregError as exc:
+        typer.echo(f"ptreg: error: {exc.message}", err=True)
+        sys.exit(exc.exit_code)
+    except TyperException as exc:  # a usage error: unknown option, missing argument, bad value
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            # `ptreg` alone: the help is the answer (rich has printed it already; plain Click
+            # hands it over as the message), with Click's usual exit code 2.
+            if exc.format_message().strip():
+                typer.echo(exc.format_message())
+            sys.exit(exc.exit_code)
+        context = getattr(exc, "ctx", None)
+        command = context.command_path if context is not None else "ptreg"
+        typer.echo(f"ptreg: error: {exc.format_message()} (see `{command} --help`)", err=True)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("ptreg: aborted", err=True)
+        sys.exit(1)
+    except BrokenPipeError:
+        sys.stderr.close()  # the reader went away (e.g. `| head`); nothing left to say
+        sys.exit(0)
+    except KeyboardInterrupt:
+        typer.echo("ptreg: interrupted", err=True)
+        sys.exit(130)
+    except Interrupted as exc:  # SIGTERM (or SIGINT) while `run` or `bench` measured
+        typer.echo(f"ptreg: interrupted by {exc.name}", err=True)
+        sys.exit(exc.exit_code)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        typer.echo(f"ptreg: error: {where}{exc.strerror or exc}", err=True)
+        sys.exit(EXIT_UNUSABLE)
+    sys.exit(code if isinstance(code, int) else 0)

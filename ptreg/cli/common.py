@@ -1,0 +1,71 @@
+"""What every command shares: the registry option's value, JSON output, progress bars and the
+registry load that reports unusable records as warnings."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+import typer
+
+from ..records.registry import Registry
+from ..store.directory import load_directory, resolve_registry_dir
+
+state: dict[str, Optional[str]] = {"registry": None}
+command_state: dict[str, list[str]] = {"argv": []}  # as given to main(), for the run's provenance
+
+JsonFlag = typer.Option(False, "--json", help="Print JSON for scripts instead of text.")
+
+
+def command_line() -> list[str]:
+    return ["ptreg", *command_state["argv"]]
+
+
+def registry_dir() -> Path:
+    return resolve_registry_dir(state["registry"])
+
+
+def print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+@contextmanager
+def progress_bar() -> Iterator[Optional[Callable[[str, int, int], None]]]:
+    """A progress bar on stderr for long reads and writes, only when a person is watching."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    # rich.progress costs 44 ms to import: only at a terminal
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        tasks: dict[str, TaskID] = {}
+
+        def update(what: str, done: int, total: int) -> None:
+            if what not in tasks:
+                tasks[what] = bar.add_task(what, total=total)
+            bar.update(tasks[what], completed=done, total=total)
+
+        yield update
+
+
+def load() -> Registry:
+    """The registry, with a warning on stderr for each record that cannot be used."""
+    with progress_bar() as progress:
+        registry = load_directory(registry_dir(), progress)
+    if registry.problems:
+        for p in registry.problems[:5]:
+            typer.echo(f"ptreg: warning: {p.location()}: {p.message} (skipped)", err=True)
+        more = len(registry.problems) - 5
+        typer.echo(
+            f"ptreg: warning: {len(registry.problems)} record problem(s)"
+            + (f", {more} more not shown" if more > 0 else "")
+            + "; run `ptreg validate`",
+            err=True,
+        )
+    return registry

@@ -1,0 +1,109 @@
+"""`ptreg evaluator freeze|list|show|verify`: the registry's frozen evaluators."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+
+from ..errors import EXIT_CHECK_FAILED, PtregError
+from ..gate.evaluators import freeze as freeze_spec
+from ..store.directory import load_meta
+from ..store.evaluators import check_file, evaluator_files, resolve, verify_file
+from ..store.jsonio import dumps_pretty, read_json
+from ..views.tables import plain
+from .common import JsonFlag, print_json, registry_dir
+
+app = typer.Typer(
+    name="evaluator",
+    help="Frozen evaluators: hash-pinned specs of how an attempt is measured (evaluators/<name>@<hash12>.json).",
+    no_args_is_help=True,
+)
+
+
+@app.command()
+def freeze(
+    spec: Path = typer.Argument(..., metavar="SPEC.json", help="The evaluator spec to freeze."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Store SPEC.json under its identity (sha256 of canonical JSON + evaluator code version); never rewritten."""
+    done = freeze_spec(registry_dir(), spec)
+    if as_json:
+        print_json({"ref": done.evaluator.ref, "sha256": done.evaluator.sha256, "path": str(done.path), "created": done.created})
+        return
+    verb = "froze" if done.created else "already frozen:"
+    typer.echo(f"{verb} {done.evaluator.ref} ({done.path})")
+    typer.echo(f"use it with: ptreg new ... --evaluator {done.evaluator.ref}")
+
+
+@app.command("list")
+def list_evaluators(as_json: bool = JsonFlag) -> None:
+    """Every frozen evaluator, whether it still verifies, and what it measures."""
+    root = registry_dir()
+    load_meta(root)
+    rows, items = [], []
+    for path in evaluator_files(root):
+        frozen, mismatch = check_file(path)
+        spec = frozen.spec if frozen else None
+        ref = path.name[: -len(".json")]
+        items.append({"ref": ref, "path": str(path), "verified": mismatch is None, "problem": mismatch,
+                      "workload": spec.workload if spec else None, "configs": spec.configs if spec else None,
+                      "backends": spec.backends if spec else None})
+        rows.append([ref, "ok" if mismatch is None else "MISMATCH", spec.workload if spec else None,
+                     ",".join(spec.configs) if spec else None, ",".join(spec.backends) if spec else None])
+    if as_json:
+        print_json(items)
+        return
+    if rows:
+        typer.echo(plain(rows, ["evaluator", "verifies", "workload", "configs", "backends"]))
+    typer.echo(f"{len(rows)} frozen evaluators in {root / 'evaluators'}")
+
+
+@app.command()
+def show(
+    ref: str = typer.Argument(..., metavar="NAME[@HASH]", help="An evaluator reference, or a name frozen once."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """One frozen evaluator: identity, verification and the full spec."""
+    path = resolve(registry_dir(), ref)
+    frozen, mismatch = check_file(path)
+    if frozen is None:
+        try:
+            content = read_json(path)
+        except PtregError:
+            content = None  # not even JSON any more: the mismatch says so
+        if as_json:
+            print_json({"path": str(path), "verified": False, "problem": mismatch, "file": content})
+        else:
+            typer.echo(f"{path}: DOES NOT VERIFY: {mismatch}")
+            if content is not None:
+                typer.echo(dumps_pretty(content), nl=False)
+        raise typer.Exit(EXIT_CHECK_FAILED)
+    if as_json:
+        print_json({"path": str(path), "verified": True, "problem": None, "file": read_json(path)})
+        return
+    typer.echo(f"{frozen.ref}  ({path})")
+    typer.echo(f"sha256 {frozen.sha256}, evaluator code version {frozen.evaluator_version}: verifies")
+    typer.echo(dumps_pretty(frozen.spec.model_dump(mode="json", exclude_none=True)), nl=False)
+
+
+@app.command()
+def verify(
+    refs: List[str] = typer.Argument(None, metavar="[NAME[@HASH]]...", help="Only these (default: every frozen evaluator)."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Recompute every hash; name each file that no longer matches what was frozen. Exit 1 if any."""
+    root = registry_dir()
+    load_meta(root)
+    paths = [resolve(root, r) for r in refs] if refs else evaluator_files(root)
+    results = [(path, verify_file(path)) for path in paths]
+    bad = [(p, m) for p, m in results if m is not None]
+    if as_json:
+        print_json({"checked": len(results), "mismatched": [{"path": str(p), "problem": m} for p, m in bad]})
+    else:
+        for path, mismatch in bad:
+            typer.echo(f"{path}: {mismatch}")
+        typer.echo(f"{len(results)} frozen evaluators checked, {len(bad)} do not verify")
+    if bad:
+        raise typer.Exit(EXIT_CHECK_FAILED)

@@ -1,0 +1,190 @@
+"""`ptreg backends|bench|run|conclude`: measuring. Logic lives in the library."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Callable, Iterator, List, Optional
+
+import typer
+
+from ..clock import utc_now
+from ..engine.backends import describe_all, require_registered, roles
+from ..engine.executor import Executor, TaskProgress
+from ..engine.interruption import interruptible
+from ..engine.measurement import measure
+from ..engine.plan import EVALUATOR_VERSION, bench_spec
+from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
+from ..operations.conclude import conclude as record_verdict
+from ..operations.run import run_attempt
+from ..records.attempt import CONFIDENCES, STATUSES, check_id
+from ..records.run import RunResults, new_results
+from ..views.run_report import tables, verdict
+from ..views.tables import plain
+from .common import JsonFlag, command_line, print_json, registry_dir
+
+Show = Callable[[TaskProgress], None]
+
+
+def backends(as_json: bool = JsonFlag) -> None:
+    """The kernel backends registered through the `ptreg.backends` entry points, and whether each can run here.
+
+    Listing reads each backend's metadata without starting it, so an optional dependency (numba) is not imported. An unavailable backend is listed with the reason; it is never an error.
+    """
+    found = describe_all()
+    if as_json:
+        print_json([b.to_json() for b in found])
+        return
+    reference = roles(found).reference or "the reference"
+    rows = [[b.name, "yes" if b.available else f"no: {b.reason}",
+             {True: f"yes (bit-identical to {reference})", False: "no (tolerance)"}.get(b.order_preserving, "unknown"),
+             b.default_threads, b.thread_control, f"{b.distribution} {b.distribution_version}", b.description]
+            for b in found]
+    typer.echo(plain(rows, ["backend", "available", "keeps order", "threads", "thread control", "from", "description"],
+                     widths={1: 40, 4: 40, 6: 50}))
+
+
+@contextmanager
+def run_progress() -> Iterator[Show]:
+    """A rich bar (task, step, budget left) at a terminal, one line per task otherwise; each
+    finished task leaves one line saying how it ended."""
+
+    def finished(event: TaskProgress) -> str:
+        return f"{event.task}: {event.outcome} ({event.seconds:.1f} s)"
+
+    if sys.stderr.isatty():
+        # rich.progress costs 44 ms to import: only at a terminal
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.fields[left]}"))
+        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+            tasks: dict[str, TaskID] = {}
+
+            def show(event: TaskProgress) -> None:
+                if event.phase == "finished":
+                    if event.task in tasks:
+                        bar.remove_task(tasks.pop(event.task))
+                    bar.console.print(finished(event), markup=False, highlight=False)
+                    return
+                left = "" if event.budget_left is None else f"{max(event.budget_left, 0):.0f} s left in budget"
+                if event.task not in tasks:
+                    tasks[event.task] = bar.add_task(event.task, total=event.total, left=left)
+                bar.update(tasks[event.task], completed=event.done, total=event.total, left=left,
+                           description=f"{event.task} {event.phase}")
+
+            yield show
+        return
+
+    def log(event: TaskProgress) -> None:
+        if event.phase == "finished":
+            typer.echo(f"ptreg: {finished(event)}", err=True)
+        elif event.phase == "starting":
+            left = "" if event.budget_left is None else f" ({max(event.budget_left, 0):.0f} s left in budget)"
+            typer.echo(f"ptreg: {event.task}{left}", err=True)
+
+    yield log
+
+
+def print_results(results: RunResults) -> None:
+    for number, table in enumerate(tables(results)):
+        typer.echo(f"\n{table.title}")
+        typer.echo(plain(table.rows, table.headers, widths={2: 70} if number == 0 else None))
+    lines = verdict(results)
+    if lines:
+        typer.echo("\nWhere the step's time goes")
+        for line in lines:
+            typer.echo(f"  {line}")
+
+
+def bench(
+    backend: List[str] = typer.Option(..., "--backend", "-b", help="A backend to measure (repeatable); see `ptreg backends`."),
+    workload: str = typer.Option("tinygpt-train", "--workload", "-w", help="tinygpt-train (ms/step) or kernels (GFLOP/s)."),
+    config: List[str] = typer.Option(["tiny"], "--config", "-c", help="tiny, small, medium, large or xl (repeatable)."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="The backend to compare with besides naive (default: the first)."),
+    warmup_steps: int = typer.Option(2, "--warmup-steps", min=0),
+    timed_steps: int = typer.Option(5, "--timed-steps", min=1),
+    repeats: int = typer.Option(3, "--repeats", min=1),
+    threads: int = typer.Option(1, "--threads", min=1, help="Threads for the backend and the BLAS."),
+    seed: int = typer.Option(0, "--seed", min=0),
+    seconds: Optional[float] = typer.Option(None, "--seconds", help="Stop after this wall clock, like a budget."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Measure backends ad hoc, as `ptreg run` would, and print the tables. Writes nothing.
+
+    For exploring before proposing an attempt: the numbers are not evidence of any attempt until they come from `ptreg run` under a frozen evaluator.
+    """
+    if seconds is not None and not (0 < seconds < float("inf")):
+        raise PtregError(f"--seconds must be a positive number of seconds, not {seconds}", EXIT_UNUSABLE)
+    spec = bench_spec(workload=workload, configs=config, backends=backend, baseline=baseline,
+                      warmup_steps=warmup_steps, timed_steps=timed_steps, repeats=repeats, seed=seed, threads=threads)
+    require_registered(spec.backends)  # unavailable ones are measured as failed cells
+    started = utc_now()
+    with run_progress() as show, interruptible():
+        found = measure(spec, Executor(wall_clock_seconds=seconds, progress=show))
+    results = new_results(
+        spec=spec, roles=found.roles, parity=found.parity, cells=found.cells, status=found.status,
+        reason=found.reason, command=command_line(), started_at=started, finished_at=utc_now(),
+        evaluator_version=EVALUATOR_VERSION,
+    )
+    if as_json:
+        print_json(results.model_dump(mode="json"))
+    else:
+        print_results(results)
+        typer.echo(f"\nstatus: {results.status}" + (f" ({results.reason})" if results.reason else ""))
+    if found.interrupted_by is not None:
+        raise typer.Exit(128 + found.interrupted_by)
+    if results.status != "complete":
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def run(
+    attempt_id: str = typer.Argument(..., metavar="ID", help="The attempt to measure."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Measure an attempt under its frozen evaluator and budget, after re-checking its gate.
+
+    Parity first (a backend that fails it is not timed), then each (config, backend) cell in its own worker process. Writes `runs/<id>/<run-id>/results.json` and `environment.json`, links the run from the attempt and adds an evidence line. Another run of the same attempt is refused while one is in progress; runs of different attempts may go side by side.
+
+    Ctrl-C or SIGTERM stops the workers, writes what finished as a run with status `interrupted` and exits 130 or 143. Exit 0 when the run is complete, 1 when it failed or the budget ran out (what finished is kept), 2 on unusable input.
+    """
+    root = registry_dir()
+    with run_progress() as show:
+        done = run_attempt(root, check_id(attempt_id), command_line(), progress=show)
+    results = done.results
+    if as_json:
+        print_json({"run_id": results.run_id, "folder": str(done.folder), "status": results.status,
+                    "reason": results.reason, "results": results.model_dump(mode="json")})
+    else:
+        print_results(results)
+        typer.echo(f"\nrun {results.run_id}: {results.status}" + (f" ({results.reason})" if results.reason else ""))
+        typer.echo(f"written to {done.folder}; see `ptreg show {attempt_id}`")
+    if done.exit_code is not None:  # 130 for Ctrl-C, 143 for SIGTERM, as shells expect
+        raise typer.Exit(done.exit_code)
+    if results.status != "complete":
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def conclude(
+    attempt_id: str = typer.Argument(..., metavar="ID", help="The attempt to conclude."),
+    status: str = typer.Option(..., "--status", help="worked, worked-with-caveat, failed, regressed or inconclusive."),
+    lesson: str = typer.Option(..., "--lesson", help="What the attempt taught."),
+    next_action: str = typer.Option(..., "--next-action", help="The retained disposition."),
+    failure_reason: Optional[str] = typer.Option(None, "--failure-reason", help="Why it fell short (needed for failed, regressed, inconclusive, worked-with-caveat)."),
+    confidence: Optional[str] = typer.Option(None, "--confidence", help="How sure the failure reason is: exact (needs a complete run), inferred, missing-evidence, not-applicable."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Record the verdict after a run, with the registry's rules applied; nothing is written if they fail."""
+    if status not in STATUSES:
+        raise PtregError(f"--status {status!r} is not one of {', '.join(STATUSES)}", EXIT_UNUSABLE)
+    if confidence is not None and confidence not in CONFIDENCES:
+        raise PtregError(f"--confidence {confidence!r} is not one of {', '.join(CONFIDENCES)}", EXIT_UNUSABLE)
+    for flag, value in (("--lesson", lesson), ("--next-action", next_action), ("--failure-reason", failure_reason)):
+        if value is not None and not value.strip():
+            raise PtregError(f"{flag} is empty; say it in words", EXIT_UNUSABLE)
+    updated = record_verdict(registry_dir(), check_id(attempt_id), status, lesson, next_action, failure_reason, confidence)
+    if as_json:
+        print_json(updated.model_dump(mode="json", exclude_none=True))
+    else:
+        typer.echo(f"{updated.id}: concluded as {updated.status}; see `ptreg show {updated.id}`")

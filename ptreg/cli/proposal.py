@@ -1,0 +1,229 @@
+"""`ptreg new`, `ptreg gate` and `ptreg precedents`: proposing an attempt through the rerun gate.
+
+`new`'s options are made from ``gate.proposal.ProposalInput``, whose fields say their flag and
+help: the proposal's fields are listed there and nowhere else.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from dataclasses import Field, fields
+from pathlib import Path
+from typing import Any, Callable, List, Optional, TypeVar, get_type_hints
+
+import typer
+
+from ..errors import EXIT_CHECK_FAILED, PtregError
+from ..gate.admission import changed_since_admission
+from ..gate.checks import GateReport, check_gate
+from ..gate.proposal import ProposalInput, propose
+from ..records.attempt import INFRASTRUCTURE_KIND, check_id
+from ..records.registry import Registry
+from ..store.directory import load_directory, read_attempt
+from ..store.evaluators import evaluator_files
+from ..views.precedents import Precedent, Shape, precedents as find_precedents
+from ..views.tables import plain, room_left
+from .common import JsonFlag, load, print_json, progress_bar, registry_dir
+
+OUTCOME_LABEL = {"passed": "ok", "caution": "CAUTION", "overridden": "OVERRIDDEN", "failed": "FAILED"}
+T = TypeVar("T")
+
+
+def _interactive(no_input: bool) -> bool:
+    """Prompt only for a person at a terminal: never in a pipe, in CI or when told not to."""
+    return not no_input and sys.stdin.isatty() and sys.stdout.isatty() and not os.environ.get("CI")
+
+
+def _print_precedents(found: list[Precedent]) -> None:
+    if not found:
+        typer.echo("precedents: no prior attempt shares its objective, methods, bases, lineage or family")
+        return
+    typer.echo("precedents, most alike first (read them before spending budget):")
+    rows = [[p.attempt.id, p.attempt.status, p.shares(), p.attempt.lesson] for p in found]
+    headers = ["id", "status", "shares", "lesson"]
+    typer.echo(plain(rows, headers, {2: 48, 3: room_left(rows, headers, 3)}))
+
+
+def _print_report(report: GateReport) -> None:
+    typer.echo(f"gate for {report.attempt_id}:")
+    for check in report.checks:
+        typer.echo(f"  {OUTCOME_LABEL[check.outcome]:<10} {check.check:<22} {check.detail}")
+        if check.remedy:
+            typer.echo(f"  {'':<10} {'':<22} how to satisfy: {check.remedy}")
+
+
+def _option(spec: Field[Any], annotation: Any) -> inspect.Parameter:
+    """The typer option of one ProposalInput field: every option may be missing on the command line."""
+    meta = spec.metadata
+    repeatable = annotation == list[str]
+    cli_type = List[str] if repeatable else (annotation if annotation in (Optional[int], Optional[float]) else Optional[str])
+    option = typer.Option([] if repeatable else None, meta["flag"], help=meta["help"], metavar=meta["metavar"],
+                          min=meta["min"])
+    return inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=cli_type)
+
+
+def _with_proposal_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` taking every ProposalInput field as an option, before its own options."""
+    hints = get_type_hints(ProposalInput)
+    own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in inspect.signature(command).parameters.values()
+           if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    proposal = [_option(f, hints[f.name]) for f in fields(ProposalInput)]
+    command.__signature__ = inspect.Signature([*proposal, *own])  # type: ignore[attr-defined]
+    return command
+
+
+@_with_proposal_options
+def new(
+    dry_run: bool = typer.Option(False, "--dry-run", help="Check the gate and show precedents; write nothing."),
+    no_input: bool = typer.Option(False, "--no-input", help="Never prompt, even at a terminal."),
+    as_json: bool = JsonFlag,
+    **options: Any,
+) -> None:
+    """Propose an attempt (status not-tried): precedents first, then the gate; written only if admitted.
+
+    The gate needs a fresh question, a frozen evaluator, an explicit budget, a scoped tracking issue, an answer to the disposition of the attempt it varies, and no unheeded STOP AND RETHINK streak. A refused check exits 1 and writes nothing. At a terminal, missing values are asked for; in a pipe or in CI they never are.
+    """
+    root = registry_dir()
+    values = {f.name: options[f.name] for f in fields(ProposalInput)}
+    given = ProposalInput(**{**values, "id": values["id"] or "", "name": values["name"] or ""})
+    if _interactive(no_input or as_json):  # prompts would corrupt the JSON on stdout
+        _ask_for_missing(given, load_directory(root))
+    elif given.varied_from and not as_json:
+        _show_disposition(given.varied_from, root)
+    for flag, value in (("--id", given.id), ("--name", given.name), ("--family", given.family), ("--kind", given.kind)):
+        if not value:
+            raise PtregError(f"missing {flag}: a proposal needs an id, a name, a family and a kind")
+    if given.kind != INFRASTRUCTURE_KIND and not given.objective:
+        raise PtregError("missing --objective: a proposal of this kind needs one (only infrastructure has none)")
+    with progress_bar() as progress:
+        proposal = propose(root, given, dry_run=dry_run, progress=progress)
+    if proposal.skipped:
+        typer.echo(f"ptreg: warning: {proposal.skipped} record file(s) could not be used and were left out of the "
+                   "checks; run `ptreg validate`", err=True)
+    if as_json:
+        print_json({
+            "admitted": proposal.report.admitted,
+            "written": proposal.written,
+            "path": str(proposal.path) if proposal.path else None,
+            "gate": proposal.report.to_json(),
+            "precedents": [p.to_json() for p in proposal.precedents],
+            "attempt": proposal.attempt.to_json_dict(),
+        })
+    else:
+        _print_precedents(proposal.precedents)
+        typer.echo("")
+        _print_report(proposal.report)
+        failures = proposal.report.failures
+        if failures:
+            typer.echo(f"refused: {len(failures)} gate check(s) failed ({', '.join(c.check for c in failures)}); "
+                       "nothing written")
+        elif dry_run:
+            typer.echo("would be admitted (dry run: nothing written)")
+        else:
+            typer.echo(f"admitted: wrote {proposal.path}")
+    if not proposal.report.admitted:
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _show_disposition(parent_id: str, root: Path) -> Optional[str]:
+    """Print the retained disposition of the attempt being varied; return it."""
+    try:
+        parent = read_attempt(root, check_id(parent_id))
+    except PtregError:
+        return None  # the gate names the problem with --varied-from
+    if parent.next_action is None:
+        return None
+    typer.echo(f"{parent.id} retains this disposition (its next_action), which the proposal must answer:")
+    typer.echo(f"  {parent.next_action}")
+    typer.echo("")
+    return parent.next_action
+
+
+def _ask(label: str, current: Optional[T], *, optional: bool = False, kind: type = str) -> Optional[T]:
+    """The value already given, or the answer to a prompt; an optional one may be left empty."""
+    if current not in (None, "", []):
+        return current
+    answer = typer.prompt(label + (" (empty to skip)" if optional else ""), default="" if optional else None,
+                          show_default=False, type=kind if not optional else str)
+    if optional and answer == "":
+        return None
+    answered: T = answer
+    return answered
+
+
+def _ask_for_missing(given: ProposalInput, registry: Registry) -> None:
+    """Prompt for each value the proposal still lacks; optional ones may be left empty."""
+    meta = registry.meta
+    given.id = _ask("id (lowercase slug)", given.id) or ""
+    given.name = _ask("name", given.name) or ""
+    given.family = _ask("family", given.family)
+    given.kind = _ask(f"kind ({', '.join(meta.kind_vocabulary)})", given.kind)
+    if given.kind != INFRASTRUCTURE_KIND:
+        given.objective = _ask(f"objective ({', '.join(meta.objective_vocabulary)})", given.objective)
+    given.question = _ask("question (what this run answers)", given.question)
+    given.hypothesis = _ask("hypothesis", given.hypothesis, optional=True)
+    if given.varied_from:
+        assert registry.root is not None
+        disposition = _show_disposition(given.varied_from, registry.root)
+        given.varied = _ask(f"what is varied from {given.varied_from}", given.varied)
+        if disposition is not None:
+            given.answers_disposition = _ask("your answer to that disposition", given.answers_disposition)
+    frozen = [p.name[: -len(".json")] for p in evaluator_files(registry.root)] if registry.root else []
+    given.evaluator = _ask("evaluator" + (f" ({', '.join(frozen[:5])})" if frozen else " (none frozen yet)"),
+                           given.evaluator)
+    if given.budget_seconds is None:
+        given.budget_seconds = _ask("budget: wall-clock seconds at most", None, kind=float)
+    given.tracking_issue = _ask("tracking issue (URL, #123, owner/repo#123 or PROJ-123)", given.tracking_issue)
+
+
+def gate(
+    attempt_id: str = typer.Argument(..., metavar="ID", help="The attempt to check."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Re-check an attempt's admission against the registry as it is now. Exit 1 if a check fails.
+
+    `ptreg run` does the same before it measures anything: an edited evaluator file, a removed budget or a tracking issue now scoping another lineage withdraw the admission.
+    """
+    registry = load()
+    attempt = registry.get(check_id(attempt_id))
+    root = registry_dir()
+    report = check_gate(attempt, registry.attempts, root)
+    admission = attempt.admission
+    changed = changed_since_admission(root, attempt, registry)
+    if as_json:
+        print_json({**report.to_json(), "admitted_at": admission.admitted_at if admission else None,
+                    "registry_changed_since_admission": changed})
+    else:
+        _print_report(report)
+        if admission is None:
+            typer.echo(f"{attempt_id} has no recorded admission (not proposed through `ptreg new`)")
+        else:
+            then = admission.registry_state
+            typer.echo(f"admitted at {admission.admitted_at} against {then.attempts} attempts "
+                       f"(sha256 {then.sha256[:12]}); "
+                       + ("the registry has changed since" if changed else "the registry is unchanged since"))
+        typer.echo("admission holds" if report.admitted else
+                   f"admission does not hold: {len(report.failures)} check(s) failed")
+    if not report.admitted:
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def precedents(
+    method: List[str] = typer.Option([], "--method", help="A method of the proposal (repeatable)."),
+    base: List[str] = typer.Option([], "--base", help="A base of the proposal (repeatable)."),
+    objective: Optional[str] = typer.Option(None, "--objective", help="The proposal's objective."),
+    family: Optional[str] = typer.Option(None, "--family", help="The proposal's family."),
+    limit: int = typer.Option(10, "--limit", min=1, help="Show at most this many."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """The prior attempts most like a proposal: shared objective first, then methods and bases; failures first."""
+    shape = Shape(objective=objective, methods=tuple(method), bases=tuple(base), family=family)
+    if shape.is_empty():
+        raise PtregError("say what the proposal is: give --objective, --method, --base or --family")
+    found = find_precedents(shape, load().attempts, limit)
+    if as_json:
+        print_json([p.to_json() for p in found])
+        return
+    _print_precedents(found)

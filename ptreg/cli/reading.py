@@ -1,0 +1,112 @@
+"""`ptreg show|list|lineage|streaks|coverage`: reading the registry."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import List
+
+import typer
+
+from ..errors import PtregError
+from ..records.attempt import STATUSES, check_id
+from ..store.lineage_files import load_lineage
+from ..views.dossier import render_json, render_markdown, render_text, sections
+from ..views.lineage import lineage_json, lineage_lines
+from ..views.queries import Filter, coverage as compute_coverage, select
+from ..views.streaks import OK, streaks as find_streaks
+from ..views.tables import plain, room_left
+from .common import JsonFlag, load, print_json, registry_dir
+
+
+class Format(str, Enum):
+    text = "text"
+    markdown = "markdown"
+    json = "json"
+
+
+def show(
+    attempt_id: str = typer.Argument(..., metavar="ID", help="The attempt's id."),
+    fmt: Format = typer.Option(Format.text, "--format", "-f", help="text, markdown or json."),
+) -> None:
+    """The dossier of one attempt: evidence, lesson, why it stopped, scope, disposition, lineage, sources."""
+    registry = load_lineage(registry_dir(), check_id(attempt_id))
+    record = registry.record_of(attempt_id)
+    assert record.attempt is not None
+    attempt = record.attempt
+    parts = sections(attempt, registry.by_id(), registry.meta, record.file, registry.root)
+    if fmt is Format.json:
+        print_json(render_json(attempt, parts))
+    elif fmt is Format.markdown:
+        typer.echo(render_markdown(attempt, parts), nl=False)
+    else:
+        typer.echo(render_text(attempt, parts), nl=False)
+
+
+def list_attempts(
+    status: List[str] = typer.Option([], "--status", help="Only this status (repeatable)."),
+    family: List[str] = typer.Option([], "--family", help="Only this family (repeatable)."),
+    kind: List[str] = typer.Option([], "--kind", help="Only this kind (repeatable)."),
+    method: List[str] = typer.Option([], "--method", help="Uses any of these methods (repeatable; OR)."),
+    base: List[str] = typer.Option([], "--base", help="Uses any of these bases (repeatable; OR)."),
+    objective: List[str] = typer.Option([], "--objective", help="Only this objective (repeatable)."),
+    failures_only: bool = typer.Option(False, "--failures-only", help="Only failed, regressed and inconclusive."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """List attempts, filtered by shape: has anything like this been tried?"""
+    unknown = [s for s in status if s not in STATUSES]
+    if unknown:
+        raise PtregError(f"--status: unknown status {unknown[0]!r} (one of: {', '.join(STATUSES)})")
+    registry = load()
+    found = select(registry.attempts, Filter(status, family, kind, method, base, objective, failures_only))
+    if as_json:
+        print_json([a.to_json_dict() for a in found])
+        return
+    rows = [[a.id, a.status, a.family, a.kind, a.objective or "", ",".join(a.methods or ()), a.lesson] for a in found]
+    if rows:
+        headers = ["id", "status", "family", "kind", "objective", "methods", "lesson"]
+        typer.echo(plain(rows, headers, {6: room_left(rows, headers, 6)}))
+    typer.echo(f"{len(found)} of {len(registry.attempts)} attempts")
+
+
+def lineage(
+    attempt_id: str = typer.Argument(..., metavar="ID", help="The attempt's id."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """The varied_from chain of an attempt, oldest first, and what superseded it."""
+    registry = load_lineage(registry_dir(), check_id(attempt_id))
+    by_id = registry.by_id()
+    if as_json:
+        print_json(lineage_json(attempt_id, by_id))
+        return
+    for line in lineage_lines(attempt_id, by_id):
+        typer.echo(line)
+
+
+def streaks(as_json: bool = JsonFlag) -> None:
+    """Per objective, the negatives at the tip of its deepest chain: CAUTION at 2, STOP AND RETHINK at 3+."""
+    found = find_streaks(load().attempts)
+    if as_json:
+        print_json([s.to_json() for s in found])
+        return
+    rows = [[s.level, s.objective, s.negatives, len(s.chain), " -> ".join(a.id for a in s.chain)] for s in found]
+    typer.echo(plain(rows, ["level", "objective", "negatives", "depth", "chain (oldest first)"], {4: 90}))
+    for s in found:
+        if s.level != OK:
+            typer.echo(f"\n{s.level}: {s.objective} ends in {s.negatives} negatives at {s.tip.id}.")
+            typer.echo(f"  tip lesson: {s.tip.lesson or 'unknown'}")
+
+
+def coverage(as_json: bool = JsonFlag) -> None:
+    """How many non-infrastructure attempts carry each shape field, and the vocabulary in use."""
+    registry = load()
+    result = compute_coverage(registry.attempts, registry.meta)
+    if as_json:
+        print_json(result.to_json())
+        return
+    typer.echo(f"shape fields of {result.shaped_total} non-infrastructure attempts")
+    rows = [[f.field, f.carried, f.total, "n/a" if f.share is None else f"{f.share:.0%}"] for f in result.fields]
+    typer.echo(plain(rows, ["field", "carried", "of", "share"]))
+    typer.echo("\nvocabulary in use")
+    labels = {True: "", False: "NOT IN VOCABULARY", None: "(no vocabulary)"}
+    rows = [[t.vocabulary, t.term, t.count, labels[t.defined]] for t in result.terms]
+    typer.echo(plain(rows, ["vocabulary", "term", "attempts", "note"]))

@@ -1,0 +1,159 @@
+"""`ptreg init|validate|repair|import|export|schema`: the registry as a whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import EXIT_CHECK_FAILED, PtregError
+from ..operations.importing import import_into
+from ..operations.repair import repair as put_right
+from ..operations.validate import validate_path
+from ..records.problems import count_errors
+from ..store.directory import init_registry, load_directory
+from ..store.interchange import ImportRefused, export_registry
+from ..store.jsonio import atomic_write_text, dumps_pretty
+from ..store.schema_files import check_schemas, write_schemas
+from .common import JsonFlag, print_json, progress_bar, registry_dir
+
+
+def init(
+    directory: Optional[Path] = typer.Argument(None, help="Where to create it (default: the --registry directory)."),
+) -> None:
+    """Create an empty registry with the default vocabularies."""
+    path = init_registry(directory or registry_dir())
+    typer.echo(f"created {path}")
+
+
+def validate(
+    path: Optional[Path] = typer.Argument(
+        None, help="A registry directory, one record file of it, or an attempts.json file (default: the registry)."
+    ),
+    check_sources: Optional[Path] = typer.Option(
+        None, "--check-sources", metavar="DIR",
+        help="Also require local evidence sources to exist under DIR (URLs are not checked).",
+    ),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Check every record against the schema and the registry's rules, reporting all problems."""
+    target = path or registry_dir()
+    if check_sources is not None and not check_sources.is_dir():
+        raise PtregError(f"{check_sources}: --check-sources needs a directory")
+    with progress_bar() as progress:
+        registry, problems = validate_path(target, check_sources, progress)
+    errors = count_errors(problems)
+    if as_json:
+        print_json({
+            "path": str(target),
+            "attempts": len(registry.records),
+            "errors": errors,
+            "warnings": len(problems) - errors,
+            "valid": errors == 0,
+            "problems": [p.to_json() for p in problems],
+        })
+    else:
+        for p in problems:
+            who = f" {p.attempt_id}:" if p.attempt_id else ""
+            typer.echo(f"{p.location()}: {p.severity} [{p.rule}]{who} {p.message}")
+        verdict = "valid" if errors == 0 else "invalid"
+        typer.echo(f"{target}: {len(registry.records)} attempts, {errors} errors, "
+                   f"{len(problems) - errors} warnings: {verdict}")
+    if errors:
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def repair(
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be done; change nothing."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Put right what a killed ptreg left: link orphaned runs, finish a cut-short import, remove staged files.
+
+    Every write is atomic, so a kill never leaves a partial record; it can leave a complete run folder that its attempt does not link yet, or staged temporary files. `ptreg validate` reports them as warnings. Exit 0 when nothing is left to put right, 1 when something needs a person (the message says what).
+    """
+    root = registry_dir()
+    report = put_right(root, dry_run=dry_run)
+    if as_json:
+        print_json(report.to_json())
+    else:
+        verb = "would " if dry_run else ""
+        if report.journal_renames:
+            typer.echo(f"finished an import that was cut short ({report.journal_renames} files)")
+        for leftover in report.linked:
+            typer.echo(f"{verb}link run {leftover.run_id} to {leftover.attempt_id} ({leftover.path})")
+        for leftover in report.removed:
+            typer.echo(f"{verb}remove {leftover.path} ({leftover.kind})")
+        for leftover in report.left:
+            typer.echo(f"left alone: {leftover.path}: {leftover.message}")
+        if not (report.journal_renames or report.linked or report.removed or report.left):
+            typer.echo(f"{root}: nothing to repair")
+    if report.left:
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def import_(
+    file: Path = typer.Argument(..., help="An attempts.json file, schema_version 1 or 2."),
+    replace: bool = typer.Option(False, "--replace", help="Overwrite attempts whose ids the registry already holds."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Import a single-file attempts.json into the registry (creating it if needed): all or nothing."""
+    root = registry_dir()
+    try:
+        with progress_bar() as progress:
+            report = import_into(root, file, replace=replace, progress=progress)
+    except ImportRefused as refused:
+        for p in refused.problems[:20]:
+            typer.echo(f"{p.location()}: {p.message}", err=True)
+        raise
+    if as_json:
+        print_json(report.to_json())
+        return
+    verb = "created" if report.created_registry else "into"
+    typer.echo(f"imported {len(report.imported)} attempts from {file} (schema_version {report.schema_version}) "
+               f"{verb} {root}")
+    if report.replaced:
+        typer.echo(f"replaced: {', '.join(report.replaced)}")
+    for key, terms in report.vocabulary_added.items():
+        typer.echo(f"added to {key}: {', '.join(terms)}")
+    for conflict in report.vocabulary_conflicts:
+        typer.echo(f"kept the registry's definition of {conflict} (the file defines it differently)")
+    for name, count in report.unknown_fields.items():
+        typer.echo(f"unknown (left unset, not invented): {name} in {count} of {len(report.imported)}")
+    if report.problems_after:
+        typer.echo(f"{len(report.problems_after)} rule problem(s) in the imported records; see `ptreg validate`")
+
+
+def export(
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Write to this file (atomically) instead of stdout."
+    ),
+) -> None:
+    """Export the registry as one attempts.json (schema_version 2)."""
+    with progress_bar() as progress:
+        document = export_registry(load_directory(registry_dir(), progress))
+    text = dumps_pretty(document)
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    if not output.parent.is_dir():
+        raise PtregError(f"{output}: directory {output.parent} does not exist")
+    atomic_write_text(output, text)
+    typer.echo(f"wrote {len(document['attempts'])} attempts to {output}", err=True)
+
+
+def schema(
+    out: Path = typer.Option(Path("schemas"), "--out", help="Directory of the schema files."),
+    check: bool = typer.Option(False, "--check", help="Only compare: exit 1 if the files differ from the models."),
+) -> None:
+    """Write (or check) the JSON Schema files generated from the models."""
+    if check:
+        stale = check_schemas(out)
+        for name in stale:
+            typer.echo(f"{out / name}: differs from the models; run `ptreg schema --out {out}`", err=True)
+        if stale:
+            raise typer.Exit(EXIT_CHECK_FAILED)
+        typer.echo(f"{out}: schemas match the models")
+        return
+    for path in write_schemas(out):
+        typer.echo(f"wrote {path}")

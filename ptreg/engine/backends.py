@@ -1,0 +1,257 @@
+"""Kernel backends: the contract as the engine checks it, and discovery through entry points.
+
+The contract itself (the three kernels, their shapes, the metadata and what each means) is
+stated once, in ``docs/backends.md``. A backend is found through the ``ptreg.backends``
+entry-point group, the one way to add one: ptreg's own backends (the ``ptreg_backends``
+package in the repository's ``backends/`` folder) are registered there exactly like a third
+party's. Loading an entry point gives a class or factory; calling it with no arguments gives
+a ready backend.
+
+As pluggy verifies a hook implementation against its specification, ``describe`` checks
+each method's signature against the way the engine calls it, and reports a mismatch in one
+line instead of a traceback in the middle of a run. Metadata is read from the loaded class
+*without calling it*, so listing backends never imports an optional dependency such as numba.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Callable, Optional, Protocol
+
+from ..errors import EXIT_UNUSABLE, PtregError
+from ..records.run import Kernel, Roles
+
+ENTRY_POINT_GROUP = "ptreg.backends"
+METHOD_OF_KERNEL: dict[Kernel, str] = {
+    "forward": "matmul_forward",
+    "backward_da": "matmul_backward_da",
+    "backward_db": "matmul_backward_db",
+}
+# How the engine calls each method: the arguments it passes.
+CALLS: dict[str, tuple[str, ...]] = {
+    "matmul_forward": ("a", "b", "out"),
+    "matmul_backward_da": ("dc", "b", "out"),
+    "matmul_backward_db": ("a", "dc", "out"),
+    "set_threads": ("n",),
+}
+# Read from the class without creating it; the last two are called without arguments.
+METADATA = ("description", "order_preserving", "thread_control", "default_threads", "unavailable_reason")
+CLASS_CALLS = ("default_threads", "unavailable_reason")
+# What a backend may declare itself to be, for the ratios of a run (see records.run.Roles).
+ROLES = ("reference", "peer")
+
+
+class Backend(Protocol):
+    """What ``create`` returns; the three methods are the names other tools call."""
+
+    def matmul_forward(self, a: Any, b: Any, out: Any) -> None: ...
+
+    def matmul_backward_da(self, dc: Any, b: Any, out: Any) -> None: ...
+
+    def matmul_backward_db(self, a: Any, dc: Any, out: Any) -> None: ...
+
+    def set_threads(self, n: int) -> int: ...
+
+
+def kernel_shapes(kernel: str, m: int, k: int, n: int) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
+    """The two input shapes and the output shape of ``kernel`` for the product (M×K)·(K×N)."""
+    if kernel == "forward":
+        return (m, k), (k, n), (m, n)
+    if kernel == "backward_da":
+        return (m, n), (k, n), (m, k)
+    if kernel == "backward_db":
+        return (m, k), (m, n), (k, n)
+    raise ValueError(f"unknown kernel {kernel!r}")
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    """One registered backend as the entry points name it; nothing imported yet."""
+
+    name: str
+    target: str  # "module:attribute"
+    distribution: Optional[str]
+    distribution_version: Optional[str]
+    conflicts: tuple[str, ...] = ()  # other targets registered under the same name
+
+    def load(self) -> Callable[[], Any]:
+        from importlib.metadata import EntryPoint  # 24 ms to import: only where backends are listed
+
+        loaded: Callable[[], Any] = EntryPoint(self.name, self.target, ENTRY_POINT_GROUP).load()
+        return loaded
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """A backend's metadata and whether it can run here, for listings and provenance."""
+
+    name: str
+    target: str
+    distribution: Optional[str]
+    distribution_version: Optional[str]
+    description: Optional[str]
+    order_preserving: Optional[bool]
+    thread_control: Optional[str]
+    default_threads: Optional[int]
+    available: bool
+    reason: Optional[str]  # why it is unavailable
+    role: Optional[str] = None  # "reference", "peer" or none
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def entries() -> dict[str, BackendEntry]:
+    """Every backend registered in the ``ptreg.backends`` group, by name, without importing any.
+
+    A name registered twice with different targets is kept once, and ``describe`` reports
+    the conflict, because picking one silently would measure something nobody chose.
+    """
+    from importlib.metadata import distributions  # 24 ms to import: only where backends are listed
+
+    found: dict[str, BackendEntry] = {}
+    for dist in distributions():
+        for ep in dist.entry_points:
+            if ep.group != ENTRY_POINT_GROUP:
+                continue
+            dist_name = dist.metadata["Name"] if dist.metadata else None
+            entry = BackendEntry(ep.name, ep.value, dist_name, dist.version)
+            earlier = found.get(ep.name)
+            if earlier is None:
+                found[ep.name] = entry
+            elif earlier.target != entry.target and entry.target not in earlier.conflicts:
+                found[ep.name] = replace(earlier, conflicts=(*earlier.conflicts, entry.target))
+    return dict(sorted(found.items()))
+
+
+def _call_problem(target: str, owner: Any, method: str, arguments: tuple[str, ...], bound: bool) -> Optional[str]:
+    """Why ``owner.method`` cannot be called with ``arguments``, or None when it can.
+
+    ``bound``: ``owner`` is an instance, or the method is called on the class itself (a
+    staticmethod or classmethod); otherwise a plain function of a class takes ``self`` first.
+    """
+    function = getattr(owner, method, None)
+    if not callable(function):
+        return f"{target} lacks {method}({', '.join(arguments)})"
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return None  # a builtin without a signature: it will say so itself when called
+    if not bound and inspect.isclass(owner) and inspect.isfunction(inspect.getattr_static(owner, method)):
+        signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+    try:
+        signature.bind(*arguments)
+    except TypeError as exc:
+        return f"{target}: {method}{signature} cannot be called as {method}({', '.join(arguments)}): {exc}"
+    return None
+
+
+def signature_problem(target: str, owner: Any, bound: bool) -> Optional[str]:
+    """The first method of ``owner`` (a class, or a created backend when ``bound``) whose
+    signature does not take the arguments the engine passes; None when every one does."""
+    for method, arguments in CALLS.items():
+        problem = _call_problem(target, owner, method, arguments, bound)
+        if problem is not None:
+            return problem
+    return None
+
+
+def describe(entry: BackendEntry) -> BackendInfo:
+    """Load the entry point (not the backend) and read its metadata; never raises."""
+
+    def info(available: bool, reason: Optional[str], **meta: Any) -> BackendInfo:
+        fields = {key: meta.get(key) for key in ("description", "order_preserving", "thread_control",
+                                                  "default_threads", "role")}
+        return BackendInfo(entry.name, entry.target, entry.distribution, entry.distribution_version,
+                           available=available, reason=reason, **fields)
+
+    if entry.conflicts:
+        targets = ", ".join((entry.target, *entry.conflicts))
+        return info(False, f"registered more than once with different targets: {targets}")
+    try:
+        factory = entry.load()
+    except Exception as exc:  # a broken plugin is reported, never fatal
+        return info(False, f"cannot load {entry.target}: {type(exc).__name__}: {exc}")
+    missing = [m for m in METADATA if not hasattr(factory, m)]
+    if missing:
+        return info(False, f"{entry.target} lacks the metadata {', '.join(missing)}")
+    declared = getattr(factory, "name", entry.name)
+    if declared != entry.name:
+        return info(False, f"{entry.target} calls itself {declared!r} but is registered as {entry.name!r}")
+    for method in CLASS_CALLS:
+        problem = _call_problem(entry.target, factory, method, (), bound=True)
+        if problem is not None:
+            return info(False, problem + " (metadata is read from the class: make it a staticmethod)")
+    role = getattr(factory, "role", None)
+    if role is not None and role not in ROLES:
+        return info(False, f"{entry.target} declares the role {role!r}; a role is one of {', '.join(ROLES)}")
+    try:
+        meta = {
+            "description": str(factory.description),
+            "order_preserving": bool(factory.order_preserving),
+            "thread_control": str(factory.thread_control),
+            "default_threads": int(factory.default_threads()),
+            "role": role,
+        }
+        reason = factory.unavailable_reason()
+    except Exception as exc:
+        return info(False, f"{entry.target} metadata failed: {type(exc).__name__}: {exc}")
+    if reason is None and inspect.isclass(factory):  # what cannot run here need not be callable
+        reason = signature_problem(entry.target, factory, bound=False)
+    return info(reason is None, reason, **meta)
+
+
+def describe_all() -> list[BackendInfo]:
+    return [describe(e) for e in entries().values()]
+
+
+def roles(infos: list[BackendInfo]) -> Roles:
+    """The backend that declares each role, when exactly one available backend does."""
+
+    def holder(role: str) -> Optional[str]:
+        named = [b.name for b in infos if b.available and b.role == role]
+        return named[0] if len(named) == 1 else None
+
+    return Roles(reference=holder("reference"), peer=holder("peer"))
+
+
+def require_registered(names: list[str], known: Optional[dict[str, BackendEntry]] = None) -> None:
+    """Unusable input (exit 2) naming the first name that no entry point registers."""
+    known = entries() if known is None else known
+    for name in names:
+        if name not in known:
+            listed = ", ".join(known) or "none"
+            raise PtregError(f"no backend {name!r} is registered (registered: {listed})", EXIT_UNUSABLE)
+
+
+def create(name: str) -> Backend:
+    """A ready backend by its registered name; a ``PtregError`` says why when it cannot be."""
+    known = entries()
+    require_registered([name], known)
+    entry = known[name]
+    meta = describe(entry)
+    if not meta.available:
+        raise PtregError(f"backend {name!r} is unavailable: {meta.reason}", EXIT_UNUSABLE)
+    try:
+        backend = entry.load()()
+    except Exception as exc:
+        raise PtregError(f"backend {name!r} failed to start: {type(exc).__name__}: {exc}", EXIT_UNUSABLE) from exc
+    lacking = [m for m in CALLS if not callable(getattr(backend, m, None))]
+    if lacking:
+        raise PtregError(f"backend {name!r} lacks {', '.join(lacking)}", EXIT_UNUSABLE)
+    problem = signature_problem(entry.target, backend, bound=True)
+    if problem is not None:
+        raise PtregError(f"backend {name!r}: {problem}", EXIT_UNUSABLE)
+    created: Backend = backend
+    return created
+
+
+def runtime_details(backend: Backend) -> Optional[dict[str, Any]]:
+    """What the backend's optional ``runtime_details()`` hook reports for the provenance of a
+    cell (e.g. a compiler's threading layer), or None when it has no such hook."""
+    hook = getattr(backend, "runtime_details", None)
+    if not callable(hook):
+        return None
+    details = hook()
+    return dict(details) if isinstance(details, dict) else {"value": repr(details)}

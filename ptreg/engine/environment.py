@@ -1,0 +1,122 @@
+"""Provenance: the machine, software and settings a run was measured with.
+
+Written as ``environment.json`` beside a run's results so that a reader can judge whether
+the numbers apply to them. A value that cannot be found is recorded as null (unknown), never
+guessed; an environment variable that is not set is recorded as null too.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from .. import __version__
+
+# Variables that change how BLAS, OpenMP or numba behave (threads, kernels, cache sizes).
+BEHAVIOUR_VARIABLES = (
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+    "OPENBLAS_NUM_THREADS",
+    "OPENBLAS_VERBOSE",
+    "GOTO_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "OMP_PROC_BIND",
+    "OMP_PLACES",
+    "OMP_WAIT_POLICY",
+    "OPENBLAS_THREAD_TIMEOUT",
+    "MKL_NUM_THREADS",
+    "MKL_DEBUG_CPU_TYPE",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMBA_NUM_THREADS",
+    "NUMBA_THREADING_LAYER",
+    "NUMBA_OPT",
+    "NUMBA_CACHE_DIR",
+    "NUMBA_DISABLE_JIT",
+    "NPY_DISABLE_CPU_FEATURES",
+)
+
+
+def _version(distribution: str) -> Optional[str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
+
+
+def _git(root: Path, *args: str) -> Optional[str]:
+    try:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def git_state(root: Path) -> dict[str, Any]:
+    """Commit and dirty state of the repository the registry lives in (null outside git)."""
+    top = _git(root, "rev-parse", "--show-toplevel")
+    if top is None:
+        return {"repository": None, "commit": None, "dirty": None}
+    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    return {"repository": top, "commit": _git(root, "rev-parse", "HEAD"), "dirty": None if status is None else bool(status)}
+
+
+def cpu_model() -> Optional[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def usable_cores() -> Optional[int]:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def blas_pools() -> list[dict[str, Any]]:
+    """The thread pools NumPy's BLAS (and OpenMP, if loaded) runs, as threadpoolctl sees them."""
+    __import__("numpy")  # loads the BLAS, so that threadpoolctl can see it
+    from threadpoolctl import threadpool_info
+
+    keep = ("user_api", "internal_api", "version", "num_threads", "threading_layer", "architecture", "prefix")
+    return [{key: pool.get(key) for key in keep} for pool in threadpool_info()]
+
+
+def collect(root: Path) -> dict[str, Any]:
+    import numpy  # the run imports it anyway; the listing commands never come here
+
+    return {
+        "ptreg_version": __version__,
+        "git": git_state(root),
+        "python": {
+            "version": platform.python_version(),
+            "implementation": platform.python_implementation(),
+            "executable": sys.executable,
+        },
+        "numpy_version": numpy.__version__,
+        "numba_version": _version("numba"),
+        "llvmlite_version": _version("llvmlite"),
+        "threadpoolctl_version": _version("threadpoolctl"),
+        "blas": blas_pools(),
+        "cpu": {
+            "model": cpu_model(),
+            "machine": platform.machine(),
+            "logical_cores": os.cpu_count(),
+            "usable_cores": usable_cores(),
+        },
+        "os": {"system": platform.system(), "release": platform.release(), "platform": platform.platform()},
+        "hostname": socket.gethostname(),
+        "variables": {name: os.environ.get(name) for name in BEHAVIOUR_VARIABLES},
+    }

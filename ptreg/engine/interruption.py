@@ -1,0 +1,78 @@
+"""Ctrl-C and SIGTERM during a run: stop measuring, keep what finished, write it whole.
+
+While a run measures, both signals raise ``Interrupted`` in the main thread; the executor
+kills its worker and the run is written with status ``interrupted``. While the run's files
+are written, a signal only waits, so that nothing is half-written. The process then exits
+with 128 + the signal's number (130 for SIGINT, 143 for SIGTERM), as shells expect.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from types import FrameType
+from typing import Iterator, Optional
+
+HANDLED = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(BaseException):
+    """A BaseException, like KeyboardInterrupt, so that no ``except Exception`` swallows it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def signal_of(exc: BaseException) -> int:
+    """The signal behind ``Interrupted``, or SIGINT for Python's own KeyboardInterrupt."""
+    return getattr(exc, "signum", signal.SIGINT)
+
+
+_state: dict[str, Optional[int]] = {"deferring": 0, "pending": None}
+
+
+def _handler(signum: int, frame: Optional[FrameType]) -> None:
+    if _state["deferring"]:
+        _state["pending"] = _state["pending"] or signum
+        return
+    raise Interrupted(signum)
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """Turn SIGINT and SIGTERM into ``Interrupted`` for the length of the block."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers; a library caller keeps its own
+        return
+    previous = {s: signal.signal(s, _handler) for s in HANDLED}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Hold signals back until the block ends; ``pending()`` then says whether one came."""
+    _state["deferring"] = (_state["deferring"] or 0) + 1
+    try:
+        yield
+    finally:
+        _state["deferring"] = (_state["deferring"] or 1) - 1
+
+
+def pending() -> Optional[int]:
+    """The signal that arrived while deferred (and clear it), or None."""
+    signum, _state["pending"] = _state["pending"], None
+    return signum

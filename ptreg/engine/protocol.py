@@ -1,0 +1,121 @@
+"""The worker protocol: one task in, a stream of events out, each a line of JSON.
+
+This is the wire format between the executor and a worker process, kept as a data model of
+its own (as pyperf keeps its worker's): another executor, a process pool or a cluster, speaks
+it by sending a task on the worker's stdin and reading events from its stdout. A task names
+the protocol version it was written for, and a worker refuses any other.
+
+Events arrive as the worker produces them and are flushed at once, so that every sample
+reaches the executor even if the worker is killed a moment later.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from ..records.run import KernelSample, ParityOutcome, StepSample
+
+PROTOCOL_VERSION = 1
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ParityTask(_Message):
+    """Check one backend's kernels on ``shapes`` before any of it is timed."""
+
+    kind: Literal["parity"] = "parity"
+    protocol_version: Literal[1] = PROTOCOL_VERSION
+    backend: str
+    reference: Optional[str] = Field(description="The backend whose bits an order-preserving one must reproduce.")
+    shapes: list[tuple[int, int, int]]
+    rtol: float
+    atol: float
+    seed: int
+    threads: int
+
+
+class CellTask(_Message):
+    """Time one (backend, config) cell of a workload: warm-up, then repeats of timed steps."""
+
+    kind: Literal["cell"] = "cell"
+    protocol_version: Literal[1] = PROTOCOL_VERSION
+    backend: str
+    workload: str
+    config: str
+    warmup_steps: int
+    timed_steps: int
+    repeats: int
+    seed: int
+    threads: int
+
+
+Task = Annotated[Union[ParityTask, CellTask], Field(discriminator="kind")]
+
+
+class ThreadState(_Message):
+    """The threads in effect for a cell: asked for, the backend's own, and every BLAS/OpenMP pool."""
+
+    requested: int
+    backend: int
+    pools: list[dict[str, Any]]
+
+
+class Ready(_Message):
+    event: Literal["ready"] = "ready"
+    pid: int
+    threads: ThreadState
+
+
+class Progress(_Message):
+    event: Literal["progress"] = "progress"
+    phase: str
+    done: int
+    total: int
+
+
+class Sample(_Message):
+    event: Literal["sample"] = "sample"
+    sample: Union[StepSample, KernelSample]
+
+
+class ParityDone(_Message):
+    event: Literal["parity"] = "parity"
+    result: ParityOutcome
+
+
+class Done(_Message):
+    event: Literal["done"] = "done"
+    runtime: Optional[dict[str, Any]] = Field(description="What the backend's runtime_details() hook reported.")
+
+
+class Failed(_Message):
+    event: Literal["error"] = "error"
+    message: str
+
+
+Event = Annotated[Union[Ready, Progress, Sample, ParityDone, Done, Failed], Field(discriminator="event")]
+
+_TASK: TypeAdapter[Task] = TypeAdapter(Task)
+_EVENT: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def encode(message: _Message) -> str:
+    """One line of the wire format."""
+    return message.model_dump_json() + "\n"
+
+
+def decode_task(text: str) -> Union[ParityTask, CellTask]:
+    """The task a worker was given; a ValidationError says why it is not one of this version."""
+    return _TASK.validate_json(text)
+
+
+def decode_event(line: str) -> Optional[Union[Ready, Progress, Sample, ParityDone, Done, Failed]]:
+    """The event on one line of a worker's output, or None for anything else (a stray print)."""
+    try:
+        return _EVENT.validate_json(line)
+    except ValidationError:
+        return None

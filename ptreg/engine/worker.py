@@ -1,0 +1,105 @@
+"""The worker: measures one task in a process of its own, and reports as it goes.
+
+Started by the executor as ``python -m ptreg.engine.worker`` with one task on stdin; writes
+events on stdout in the worker protocol (``protocol.py``). A task is either a parity check of
+one backend, or one (backend, config) cell of a workload.
+
+A process per task keeps one backend's threads, compiled code and memory from touching
+another's numbers, and a crash from losing anyone else's results.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Union
+
+from .backends import Backend, create, runtime_details
+from .protocol import (
+    CellTask,
+    Done,
+    Failed,
+    ParityDone,
+    ParityTask,
+    Progress,
+    Ready,
+    Sample,
+    ThreadState,
+    decode_task,
+    encode,
+)
+from .workloads import workload_named
+from .workloads.base import AnySample
+
+
+def emit(event: Union[Ready, Progress, Sample, ParityDone, Done, Failed]) -> None:
+    sys.stdout.write(encode(event))
+    sys.stdout.flush()
+
+
+def set_threads(backend: Backend, threads: int) -> tuple[ThreadState, Any]:
+    """Pin every thread pool to ``threads``; return what is really in effect, and the
+    threadpoolctl limiter, which the caller keeps alive for as long as the limit should hold.
+
+    BLAS is limited for every backend alike, because the rest of the training step
+    (attention, layer norms) runs on NumPy and so on the BLAS too.
+    """
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    limiter = threadpool_limits(limits=threads)
+    used = backend.set_threads(threads)
+    pools = [{k: p.get(k) for k in ("user_api", "internal_api", "num_threads")} for p in threadpool_info()]
+    return ThreadState(requested=threads, backend=used, pools=pools), limiter
+
+
+def run_parity(task: ParityTask) -> None:
+    from .parity import check_parity  # NumPy, which only a parity worker needs at once
+
+    backend = create(task.backend)
+    order_preserving = bool(getattr(backend, "order_preserving", False))
+    reference = create(task.reference) if order_preserving and task.reference is not None else None
+    _, limiter = set_threads(backend, task.threads)  # the limiter holds the limit
+    result = check_parity(backend, reference, task.shapes, task.rtol, task.atol, seed=task.seed,
+                          name=task.backend, reference_name=task.reference)
+    emit(ParityDone(result=result.to_outcome()))
+    emit(Done(runtime=runtime_details(backend)))
+
+
+def run_cell(task: CellTask) -> None:
+    backend = create(task.backend)
+    threads, limiter = set_threads(backend, task.threads)  # the limiter holds the limit
+    emit(Ready(pid=os.getpid(), threads=threads))
+    last = [0.0]
+
+    def progress(phase: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 0.2 or done == total:  # enough for a progress bar, not a flood
+            last[0] = now
+            emit(Progress(phase=phase, done=done, total=total))
+
+    def record(sample: AnySample) -> None:
+        emit(Sample(sample=sample))
+
+    workload_named(task.workload).run_cell(task, backend, record, progress)
+    # after the cell: a backend may set up its runtime lazily (numba's threading layer is
+    # known only once a parallel function has run)
+    emit(Done(runtime=runtime_details(backend)))
+
+
+def main() -> int:
+    try:
+        task = decode_task(sys.stdin.read())
+        if isinstance(task, ParityTask):
+            run_parity(task)
+        else:
+            run_cell(task)
+    except Exception as exc:  # reported to the executor as this task's failure
+        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        emit(Failed(message=message))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

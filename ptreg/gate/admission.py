@@ -1,0 +1,58 @@
+"""The admission: what the gate found when it admitted a proposal, and against which registry.
+
+The registry state is a digest of every file the gate reads (``registry.json``, every record,
+every frozen evaluator), so a later ``ptreg gate`` can say whether the registry has changed
+since the admission.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from pathlib import Path
+from typing import Optional
+
+from .. import __version__
+from ..clock import utc_now
+from ..records.attempt import Admission, Attempt, GateCheck, RegistryState
+from ..records.registry import Registry
+from ..store.directory import REGISTRY_FILE, attempt_files
+from ..store.evaluators import evaluator_files
+from .checks import GateReport
+
+
+def registry_state(root: Path, attempts: int, exclude: Optional[str] = None) -> RegistryState:
+    """A digest of every file the gate reads. ``exclude`` leaves out one attempt's own file, to
+    compare with the state at its admission (before it was written)."""
+    digest = hashlib.sha256()
+    evaluators = evaluator_files(root)
+    records = [p for p in attempt_files(root) if p.stem != exclude]
+    for path in [root / REGISTRY_FILE, *records, *evaluators]:
+        name = path.relative_to(root).as_posix()
+        try:
+            content = path.read_bytes()
+        except OSError:
+            content = b""  # unreadable: still named, so the digest differs from a readable one
+        digest.update(name.encode("utf-8") + b"\0" + hashlib.sha256(content).digest())
+    return RegistryState(attempts=attempts, evaluators=len(evaluators), sha256=digest.hexdigest())
+
+
+def admission(report: GateReport, precedents: list[str], root: Path, attempts: int,
+              now: Optional[datetime] = None) -> Admission:
+    """The admission of a proposal the gate has just admitted, against the registry at ``root``."""
+    return Admission(
+        admitted_at=utc_now(now),
+        ptreg_version=__version__,
+        registry_state=registry_state(root, attempts),
+        checks=[GateCheck(check=c.check, outcome=c.outcome, detail=c.detail) for c in report.checks],
+        precedents=precedents,
+    )
+
+
+def changed_since_admission(root: Path, attempt: Attempt, registry: Registry) -> Optional[bool]:
+    """Whether the registry differs from the one ``attempt`` was admitted against; unknown
+    when it has no recorded admission."""
+    if attempt.admission is None:
+        return None
+    now = registry_state(root, len(registry.records) - 1, exclude=attempt.id)
+    return now.sha256 != attempt.admission.registry_state.sha256

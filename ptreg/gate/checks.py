@@ -1,0 +1,283 @@
+"""The rerun gate: a proposal runs only with a fresh question, a frozen evaluator, an explicit
+budget and a scoped tracking issue, having answered the disposition it varies and heeded
+its objective's streak. Checked by `ptreg new`, by `ptreg gate ID` and again before a run.
+
+Each check returns what it found and, when it fails, how to satisfy it. Unknown stays
+unknown: an attempt without a recorded question is not compared on questions at all.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from ..engine.plan import EVALUATOR_VERSION
+from ..records import tracking
+from ..records.attempt import INFRASTRUCTURE_KIND, Attempt
+from ..records.evaluator import FrozenEvaluator
+from ..records.graph import ancestry, lineage_root
+from ..store.evaluators import check_file, evaluators_dir
+from ..views.streaks import CAUTION_AT, STOP_AT, streaks, trailing_negatives
+
+SIMILAR_QUESTION = 0.8  # token Jaccard at or above which two questions are the same question
+PASSED, CAUTION, OVERRIDDEN, FAILED = "passed", "caution", "overridden", "failed"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    check: str
+    outcome: str  # passed | caution | overridden | failed
+    detail: str  # what the check found
+    remedy: Optional[str] = None  # how to satisfy it, when it failed
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome == FAILED
+
+    def to_json(self) -> dict[str, Any]:
+        return {"check": self.check, "outcome": self.outcome, "detail": self.detail, "remedy": self.remedy}
+
+
+@dataclass(frozen=True)
+class GateReport:
+    attempt_id: str
+    checks: list[CheckResult]
+    evaluator: Optional[FrozenEvaluator] = None  # as read and verified by the frozen-evaluator check
+
+    @property
+    def admitted(self) -> bool:
+        return not any(c.failed for c in self.checks)
+
+    @property
+    def failures(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.failed]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.attempt_id, "admitted": self.admitted, "checks": [c.to_json() for c in self.checks]}
+
+
+def check_gate(
+    proposal: Attempt,
+    others: Iterable[Attempt],
+    root: Path,
+    *,
+    budget_error: Optional[str] = None,
+    tracking_error: Optional[str] = None,
+) -> GateReport:
+    """Every gate check of ``proposal`` against the other attempts of the registry at ``root``.
+
+    ``budget_error`` and ``tracking_error`` carry why a value given for the proposal could
+    not even be stored (e.g. a zero budget), so that the check names the real reason.
+    """
+    by_id = {a.id: a for a in others if a.id != proposal.id}
+    everyone = {**by_id, proposal.id: proposal}
+    evaluator_check, frozen = frozen_evaluator(proposal, root)
+    checks = [
+        fresh_question(proposal, by_id, everyone),
+        evaluator_check,
+        explicit_budget(proposal, frozen, budget_error),
+        scoped_tracking_issue(proposal, by_id, everyone, tracking_error),
+        disposition_respected(proposal, by_id),
+        streak(proposal, by_id),
+    ]
+    return GateReport(proposal.id, checks, frozen)
+
+
+# --------------------------------------------------------------------------- fresh question
+
+
+def question_tokens(question: str) -> list[str]:
+    """Case, punctuation and whitespace do not make a question new."""
+    text = unicodedata.normalize("NFKC", question).casefold()
+    return re.sub(r"[\W_]+", " ", text).split()
+
+
+def similarity(a: str, b: str) -> float:
+    """1.0 for the same question after normalising; else the Jaccard index of the token sets."""
+    ta, tb = question_tokens(a), question_tokens(b)
+    if ta == tb:
+        return 1.0
+    sa, sb = set(ta), set(tb)
+    return len(sa & sb) / len(sa | sb) if sa | sb else 0.0
+
+
+def fresh_question(proposal: Attempt, by_id: dict[str, Attempt], everyone: dict[str, Attempt]) -> CheckResult:
+    name = "fresh-question"
+    if proposal.varied_from is not None and proposal.varied_from not in by_id:
+        return CheckResult(name, FAILED, f"varied_from {proposal.varied_from!r} names no attempt in the registry",
+                           "vary an attempt that exists (`ptreg list`), or drop --varied-from")
+    if proposal.varied_from is not None and not (proposal.varied or "").strip():
+        return CheckResult(name, FAILED, f"the proposal varies {proposal.varied_from} but does not say what is varied",
+                           "say what changes with --varied \"...\"")
+    if proposal.question is None or not question_tokens(proposal.question):
+        return CheckResult(name, FAILED, "the proposal asks no question", "state the question this run answers with --question \"...\"")
+    root = lineage_root(proposal.id, everyone)
+    compared, unknown = 0, 0
+    for other in by_id.values():
+        same_lineage = lineage_root(other.id, everyone) == root
+        same_family = proposal.family is not None and other.family == proposal.family
+        if not (same_lineage or same_family):
+            continue
+        if other.question is None:
+            unknown += 1
+            continue
+        compared += 1
+        score = similarity(proposal.question, other.question)
+        if score >= SIMILAR_QUESTION:
+            scope = "lineage" if same_lineage else f"family {proposal.family}"
+            how = "the same question" if score == 1.0 else f"a near-duplicate (similarity {score:.2f})"
+            return CheckResult(
+                name, FAILED,
+                f"{how} as {other.id} ({scope}, status {other.status}) asked: {other.question!r}",
+                f"read {other.id} (`ptreg show {other.id}`); ask what its result leaves open, or vary it with --varied-from {other.id}",
+            )
+    detail = f"no alike question among {compared} known in its lineage and family"
+    if unknown:
+        detail += f" ({unknown} attempts there record no question: unknown, not compared)"
+    return CheckResult(name, PASSED, detail)
+
+
+# --------------------------------------------------------------------------- frozen evaluator
+
+
+def frozen_evaluator(proposal: Attempt, root: Path) -> tuple[CheckResult, Optional[FrozenEvaluator]]:
+    """The check, and the evaluator when it passes (the budget is weighed against its spec,
+    and a run measures what was read here)."""
+    name = "frozen-evaluator"
+    freeze_hint = "freeze the spec with `ptreg evaluator freeze SPEC.json` and name it with --evaluator NAME@HASH"
+    if proposal.evaluator is None:
+        return CheckResult(name, FAILED, "no evaluator is named", freeze_hint), None
+    path = evaluators_dir(root) / f"{proposal.evaluator}.json"
+    if not path.exists():
+        return CheckResult(name, FAILED, f"evaluator {proposal.evaluator} is not frozen in this registry ({path} is missing)", freeze_hint), None
+    frozen, mismatch = check_file(path)
+    if frozen is None:
+        return CheckResult(
+            name, FAILED, f"{path} no longer verifies: {mismatch}",
+            "a frozen evaluator is never edited: restore the file from version control, or freeze the changed spec "
+            "as a new evaluator and propose again with it",
+        ), None
+    if frozen.evaluator_version != EVALUATOR_VERSION:
+        return CheckResult(
+            name, FAILED,
+            f"{proposal.evaluator} was frozen for evaluator code version {frozen.evaluator_version}; this ptreg interprets version {EVALUATOR_VERSION}",
+            "freeze the spec again under this version (`ptreg evaluator freeze SPEC.json`) and propose with the new reference",
+        ), None
+    spec = frozen.spec
+    return CheckResult(name, PASSED, f"{proposal.evaluator} verifies (workload {spec.workload}, configs {', '.join(spec.configs)}, "
+                       f"backends {', '.join(spec.backends)})"), frozen
+
+
+# --------------------------------------------------------------------------- explicit budget
+
+
+BUDGET_FLAGS = "--budget-seconds S (optionally --budget-steps, --budget-repeats, --budget-threads, --budget-memory-mb)"
+
+
+def explicit_budget(proposal: Attempt, frozen: Optional[FrozenEvaluator], budget_error: Optional[str] = None) -> CheckResult:
+    name = "explicit-budget"
+    if budget_error is not None:
+        return CheckResult(name, FAILED, budget_error, f"give a positive, finite budget: {BUDGET_FLAGS}")
+    budget = proposal.budget
+    if budget is None:
+        return CheckResult(name, FAILED, "no budget is given", f"state what the run may spend: {BUDGET_FLAGS}")
+    # A budget the evaluator cannot fit in is not a plan: say so now, not mid-run.
+    if frozen is not None:
+        spec = frozen.spec
+        for limit, needed, what in (
+            (budget.max_threads, spec.threads, "threads"),
+            (budget.max_repeats, spec.repeats, "repeats"),
+            (budget.max_timed_steps, spec.timed_steps, "timed steps per repeat"),
+        ):
+            if limit is not None and needed > limit:
+                return CheckResult(
+                    name, FAILED,
+                    f"the evaluator needs {needed} {what} but the budget allows at most {limit}",
+                    f"raise the budget's {what} limit to at least {needed}, or freeze an evaluator that needs fewer",
+                )
+    return CheckResult(name, PASSED, budget.describe())
+
+
+# --------------------------------------------------------------------------- tracking issue
+
+
+def scoped_tracking_issue(
+    proposal: Attempt, by_id: dict[str, Attempt], everyone: dict[str, Attempt], tracking_error: Optional[str] = None
+) -> CheckResult:
+    name = "scoped-tracking-issue"
+    why = tracking_error or tracking.problem(proposal.tracking_issue)
+    if why is not None:
+        return CheckResult(name, FAILED, why, f"name the issue that scopes this work with --tracking-issue: {tracking.FORMS}")
+    reference = proposal.tracking_issue
+    assert reference is not None
+    root = lineage_root(proposal.id, everyone)
+    sharing = sorted(a.id for a in by_id.values() if a.tracking_issue == reference)
+    outside = [i for i in sharing if lineage_root(i, everyone) != root]
+    if outside:
+        return CheckResult(
+            name, FAILED,
+            f"{reference} already scopes {', '.join(outside)}, of another lineage; one tracking issue scopes one lineage",
+            f"open a new tracking issue for this question, or vary an attempt of that lineage (--varied-from {outside[0]})",
+        )
+    detail = reference + (f" (also scopes {', '.join(sharing)} of this lineage)" if sharing else "")
+    return CheckResult(name, PASSED, detail)
+
+
+# --------------------------------------------------------------------------- disposition
+
+
+def disposition_respected(proposal: Attempt, by_id: dict[str, Attempt]) -> CheckResult:
+    name = "disposition-respected"
+    if proposal.varied_from is None:
+        return CheckResult(name, PASSED, "varies no attempt, so there is no retained disposition to answer")
+    parent = by_id.get(proposal.varied_from)
+    if parent is None:
+        return CheckResult(name, FAILED, f"{proposal.varied_from} is not in the registry, so its disposition cannot be read",
+                           "vary an attempt that exists (`ptreg list`)")
+    if parent.next_action is None:
+        return CheckResult(name, PASSED, f"{parent.id} retains no disposition (its next_action is unknown)")
+    if proposal.answers_disposition is None or not proposal.answers_disposition.strip():
+        return CheckResult(
+            name, FAILED,
+            f"{parent.id} retains the disposition {parent.next_action!r}, and the proposal does not answer it",
+            "say how this proposal meets that disposition with --answers-disposition \"...\"",
+        )
+    return CheckResult(name, PASSED, f"answers {parent.id}'s disposition {parent.next_action!r}: {proposal.answers_disposition!r}")
+
+
+# --------------------------------------------------------------------------- streak
+
+
+def streak(proposal: Attempt, by_id: dict[str, Attempt]) -> CheckResult:
+    """CAUTION at 2 trailing negatives; at 3 or more, refused unless the axis changes or an
+    override reason is given. The chain is the objective's deepest one (as `ptreg streaks`
+    shows it) or the one the proposal varies, whichever ends in more negatives."""
+    name = "streak"
+    objective = proposal.objective
+    if objective is None:
+        why = "an infrastructure attempt" if proposal.kind == INFRASTRUCTURE_KIND else "no objective is named"
+        return CheckResult(name, PASSED, f"{why}: no objective chain to check")
+    chains = [s.chain for s in streaks(by_id.values()) if s.objective == objective]
+    if proposal.varied_from in by_id:
+        chains.append(ancestry(proposal.varied_from, by_id))
+    trailing = max((trailing_negatives(c, objective) for c in chains), key=len, default=[])
+    ids = ", ".join(a.id for a in trailing)
+    if len(trailing) < CAUTION_AT:
+        return CheckResult(name, PASSED, f"objective {objective}: its chain ends in {len(trailing)} negative(s)")
+    if len(trailing) < STOP_AT:
+        return CheckResult(name, CAUTION, f"CAUTION: objective {objective}'s chain ends in {len(trailing)} negatives ({ids}); "
+                           f"last lesson: {trailing[-1].lesson or 'unknown'}")
+    used = {x for a in trailing for x in (a.methods or []) + (a.bases or [])}
+    new_axis = [x for x in (proposal.methods or []) + (proposal.bases or []) if x not in used]
+    head = f"STOP AND RETHINK: objective {objective}'s chain ends in {len(trailing)} negatives ({ids})"
+    if new_axis:
+        return CheckResult(name, PASSED, f"{head}, but the proposal changes axis: {', '.join(new_axis)} is new to them")
+    if proposal.streak_override is not None and proposal.streak_override.strip():
+        return CheckResult(name, OVERRIDDEN, f"{head}; overridden: {proposal.streak_override}")
+    return CheckResult(
+        name, FAILED, f"{head}, and the proposal uses no method or base they did not",
+        "change axis (a method or base none of them used), or give a reason with --override-streak \"...\" (it is stored)",
+    )

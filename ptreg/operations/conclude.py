@@ -1,0 +1,70 @@
+"""Concluding an attempt: the verdict after its runs, held to the same rules ``validate`` applies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from pydantic import ValidationError
+
+from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
+from ..records.attempt import Attempt
+from ..records.problems import flag_message
+from ..records.registry import Record, ids_in
+from ..records.rules import check_attempt
+from ..store.directory import load_directory, load_meta, record_path, write_attempt
+from ..store.locks import registry_lock
+from ..store.runs import check_folder
+from .run import results_source
+
+
+def conclude(
+    root: Path,
+    attempt_id: str,
+    status: str,
+    lesson: str,
+    next_action: str,
+    failure_reason: Optional[str] = None,
+    confidence: Optional[str] = None,
+) -> Attempt:
+    """Record the verdict; refused (nothing written) if the registry's rules would not hold."""
+    load_meta(root)  # a missing registry is refused before any lock file is made
+    with registry_lock(root):
+        return _conclude(root, attempt_id, status, lesson, next_action, failure_reason, confidence)
+
+
+def _conclude(root: Path, attempt_id: str, status: str, lesson: str, next_action: str,
+              failure_reason: Optional[str], confidence: Optional[str]) -> Attempt:
+    registry = load_directory(root)
+    attempt = registry.get(attempt_id)
+    if status == "not-tried":
+        raise PtregError("--status not-tried is not a verdict; conclude with what the run showed", EXIT_UNUSABLE)
+    runs = attempt.runs or []
+    if not runs:
+        raise PtregError(f"{attempt_id} has no run to conclude from; run it first: `ptreg run {attempt_id}`",
+                         EXIT_CHECK_FAILED)
+    for ref in runs:
+        broken = check_folder(root, attempt_id, ref.run_id)
+        if broken is not None:
+            raise PtregError(f"{attempt_id}: run {ref.run_id}: {broken}", EXIT_CHECK_FAILED)
+    if confidence is None:
+        if failure_reason is not None:
+            raise PtregError("--failure-reason needs --confidence (exact, inferred or missing-evidence)", EXIT_UNUSABLE)
+        confidence = "not-applicable"
+    raw: dict[str, Any] = attempt.model_dump(exclude_none=True)
+    raw.update(status=status, lesson=lesson, next_action=next_action, failure_reason_confidence=confidence)
+    if failure_reason is not None:
+        raw["failure_reason"] = failure_reason
+    if "source" not in raw:
+        raw["source"] = results_source(root, attempt_id, runs[-1].run_id)
+    try:
+        updated = Attempt.model_validate(raw)
+    except ValidationError as exc:
+        raise PtregError(f"{attempt_id}: {flag_message(exc, attempt_id)}; nothing written", EXIT_UNUSABLE) from None
+    record = Record(raw=raw, attempt=updated, file=str(record_path(root, attempt_id)))
+    problems = [p for p in check_attempt(record, registry.meta, set(ids_in(registry.records))) if p.severity == "error"]
+    if problems:
+        first = problems[0]
+        raise PtregError(f"{attempt_id}: {first.message} (rule {first.rule}); nothing written", EXIT_CHECK_FAILED)
+    write_attempt(root, updated)
+    return updated

@@ -1,0 +1,137 @@
+"""Running an admitted attempt under its frozen evaluator, and linking the run to the record.
+
+``run_attempt`` re-checks the gate, measures, writes the run folder whole, then links it from
+the attempt record with an evidence line, in that order (a kill between the last two leaves
+an orphaned run that ``ptreg repair`` links, see ``repair.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..clock import utc_now
+from ..engine.environment import collect, git_state
+from ..engine.executor import Executor, TaskProgress
+from ..engine.interruption import deferred, interruptible, pending
+from ..engine.measurement import measure
+from ..engine.plan import EVALUATOR_VERSION
+from ..errors import EXIT_CHECK_FAILED, PtregError
+from ..gate.checks import check_gate
+from ..records.attempt import Attempt, Budget, RunRef
+from ..records.evaluator import FrozenEvaluator
+from ..records.run import RunResults, new_results
+from ..store.directory import load_directory, read_attempt, write_attempt
+from ..store.jsonio import refuse_outside
+from ..store.locks import registry_lock, run_lock
+from ..store.runs import RESULTS_FILE, new_run_id, run_folder, runs_dir, write_run
+from ..views.run_report import evidence_line
+
+
+@dataclass
+class RunDone:
+    results: RunResults
+    folder: Path
+    attempt: Attempt
+    interrupted_by: Optional[int] = None  # SIGINT or SIGTERM, when one stopped or ended the run
+
+    @property
+    def exit_code(self) -> Optional[int]:
+        return None if self.interrupted_by is None else 128 + self.interrupted_by
+
+
+def run_attempt(
+    root: Path,
+    attempt_id: str,
+    command: list[str],
+    progress: Optional[Callable[[TaskProgress], None]] = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> RunDone:
+    """Measure, then write the run folder whole and link it.
+
+    The attempt's run lock keeps a second run of it out for the whole measurement; the
+    registry lock is held only while the folder and the link are written. ``clock`` is what
+    the budget's wall clock reads.
+    """
+    with interruptible():  # from the start, so that SIGTERM never kills a run without a word
+        read_attempt(root, attempt_id)  # no lock file for an attempt or registry that is not there
+        with run_lock(root, attempt_id):
+            frozen, budget = _admitted(root, attempt_id)  # as it is now that no other run can start
+            executor = Executor(wall_clock_seconds=budget.wall_clock_seconds, max_memory_mb=budget.max_memory_mb,
+                                progress=progress, clock=clock)
+            return _measure_and_record(root, attempt_id, frozen, budget, command, executor)
+
+
+def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
+    """The attempt's evaluator and budget, once it is known to be runnable and still admitted."""
+    registry = load_directory(root)
+    attempt = registry.get(attempt_id)
+    if attempt.status != "not-tried":
+        raise PtregError(
+            f"{attempt_id} is concluded (status {attempt.status}); a new run needs a new attempt: "
+            f"`ptreg new --varied-from {attempt_id}`", EXIT_CHECK_FAILED)
+    if attempt.evaluator is None or attempt.budget is None:
+        raise PtregError(f"{attempt_id} has no frozen evaluator or no budget; propose it with `ptreg new`",
+                         EXIT_CHECK_FAILED)
+    report = check_gate(attempt, registry.attempts, root)
+    if not report.admitted or report.evaluator is None:
+        failed = "; ".join(f"{c.check}: {c.detail}" for c in report.failures)
+        raise PtregError(f"{attempt_id}: the gate no longer admits it ({failed}); see `ptreg gate {attempt_id}`",
+                         EXIT_CHECK_FAILED)
+    # found now, not after the measurement
+    refuse_outside(root, runs_dir(root, attempt_id), "a run is written only inside the registry")
+    return report.evaluator, attempt.budget
+
+
+def _measure_and_record(root: Path, attempt_id: str, frozen: FrozenEvaluator, budget: Budget, command: list[str],
+                        executor: Executor) -> RunDone:
+    started = utc_now()
+    environment = collect(root)
+    found = measure(frozen.spec, executor)
+    # From here signals wait: the run is written whole and linked, then the process exits.
+    with deferred():
+        finished = utc_now()
+        with registry_lock(root):
+            results = new_results(
+                spec=frozen.spec, roles=found.roles, parity=found.parity, cells=found.cells, status=found.status,
+                reason=found.reason, command=command, started_at=started, finished_at=finished,
+                evaluator_version=EVALUATOR_VERSION, frozen=frozen, budget=budget, attempt=attempt_id,
+                run_id=new_run_id(root, attempt_id, started),
+            )
+            folder = write_run(root, results, environment)
+            attempt = link_run(root, attempt_id, results)
+    late = pending()
+    return RunDone(results, folder, attempt, found.interrupted_by or late)
+
+
+def results_source(root: Path, attempt_id: str, run_id: str) -> str:
+    """The run's results file as a source: relative to the repository holding the registry
+    (as the sources of hand-written records are, and as `validate --check-sources` reads
+    them), or to the registry itself outside git."""
+    path = (run_folder(root, attempt_id, run_id) / RESULTS_FILE).resolve()
+    top = git_state(root)["repository"]
+    base = Path(top).resolve() if top else root.resolve()
+    return str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
+
+
+def link_run(root: Path, attempt_id: str, results: RunResults) -> Attempt:
+    """The attempt gains the run's link, its evidence line and its results file as a source."""
+    attempt = read_attempt(root, attempt_id)  # fresh: the run took a while
+    assert results.run_id is not None
+    ref = RunRef(run_id=results.run_id, status=results.status, evaluator=results.evaluator,
+                 started_at=results.started_at, finished_at=results.finished_at)
+    line = evidence_line(results)
+    evidence = attempt.evidence
+    if line is not None:
+        evidence = f"{evidence}\n{line}" if evidence else line
+    source = results_source(root, attempt_id, results.run_id)
+    updated = attempt.model_copy(update={
+        "runs": [*(attempt.runs or []), ref],
+        "evidence": evidence,
+        "evidence_sources": [*(attempt.evidence_sources or []), source],
+    })
+    updated = Attempt.model_validate(updated.model_dump(exclude_none=True))
+    write_attempt(root, updated)
+    return updated

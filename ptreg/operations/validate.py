@@ -1,0 +1,138 @@
+"""Validating a registry: the record rules, and the checks that read the files the records name.
+
+Beyond ``records.rules`` (which look only at the records), a registry directory must keep:
+every frozen evaluator still verifies and every attempt's evaluator is one of them; every
+linked run folder is whole and agrees with its link; and, with ``--check-sources``, every
+local source exists. What a killed write left behind is reported as a warning.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterator, Optional
+
+from ..errors import PtregError
+from ..records.attempt import Attempt
+from ..records.problems import Problem, pointer_join
+from ..records.registry import Record, Registry
+from ..records.rules import check_records, problem_at
+from ..store.attempts_file import load_attempts_file
+from ..store.directory import REGISTRY_FILE, Progress, load_directory
+from ..store.evaluators import evaluator_files, evaluators_dir, verify_file
+from ..store.leftovers import find_leftovers, linked_runs
+from ..store.runs import check_folder, read_results, run_folder
+from ..text import shorten
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def check_registry(registry: Registry, check_sources: Optional[Path] = None) -> list[Problem]:
+    """Every problem of the registry: those found while reading it, the record rules, then
+    what its files say."""
+    base = check_sources
+    problems = check_records(registry, None if base is None else lambda record: _sources(record, base))
+    valid = [r for r in registry.records if r.attempt is not None]
+    if registry.root is not None:
+        problems.extend(_evaluators(registry.root, valid))
+        problems.extend(_runs(registry.root, valid))
+        problems.extend(_leftovers(registry.root, valid))
+    return problems
+
+
+def load_path(path: Path, progress: Optional[Progress] = None) -> Registry:
+    """A registry directory or a single attempts.json file."""
+    if path.is_dir():
+        return load_directory(path, progress)
+    if not path.exists():
+        raise PtregError(f"{path}: no such file or directory")
+    return load_attempts_file(path)
+
+
+def validate_path(
+    path: Path, check_sources: Optional[Path] = None, progress: Optional[Progress] = None
+) -> tuple[Registry, list[Problem]]:
+    """Validate a registry directory, a single attempts.json file, or one record file of a
+    registry (checked in its registry's context, so varied_from and duplicates still resolve)."""
+    if path.is_file() and (path.parent / REGISTRY_FILE).is_file():
+        registry = load_directory(path.parent, progress)
+        problems = check_registry(registry, check_sources)
+        if path.name == REGISTRY_FILE:
+            return registry, problems
+        mine = [r for r in registry.records if r.file == str(path)]
+        if not mine and not any(p.file == str(path) for p in problems):
+            raise PtregError(f"{path}: not an attempt file of the registry {path.parent}")
+        registry.records = mine
+        return registry, [p for p in problems if p.file == str(path)]
+    registry = load_path(path, progress)
+    return registry, check_registry(registry, check_sources)
+
+
+def _sources(record: Record, base: Path) -> Iterator[Problem]:
+    """Local sources must exist under ``base``; URLs are not fetched."""
+    attempt = record.attempt
+    assert attempt is not None
+    problem = problem_at(record)
+    root = base.resolve()
+    named: list[tuple[str, Optional[int], str]] = [
+        ("evidence_sources", i, s) for i, s in enumerate(attempt.evidence_sources or ())
+    ]
+    if attempt.source is not None:
+        named.append(("source", None, attempt.source))
+    for field, index, source in named:
+        if _URL.match(source):
+            continue
+        local = source.split("#", 1)[0]
+        target = (root / local).resolve()
+        extra = () if index is None else (index,)
+        if not target.is_relative_to(root):
+            yield problem("source-exists", field, f"source {shorten(source, 200)} points outside {base}", *extra)
+        elif not target.exists():
+            yield problem("source-exists", field, f"source {shorten(source, 200)} does not exist under {base}", *extra)
+
+
+def _evaluators(root: Path, records: list[Record]) -> Iterator[Problem]:
+    """Every frozen evaluator still verifies, and every attempt's evaluator is one of them."""
+    for path in evaluator_files(root):
+        mismatch = verify_file(path)
+        if mismatch is not None:
+            yield Problem("evaluator-integrity", f"frozen evaluator no longer verifies: {mismatch}", None, "", str(path))
+    directory = evaluators_dir(root)
+    for record, attempt in _valid(records):
+        ref = attempt.evaluator
+        if ref is not None and not (directory / f"{ref}.json").is_file():
+            yield Problem(
+                "evaluator", f"evaluator {ref!r} is not frozen in {directory}", attempt.id,
+                pointer_join(record.pointer, "evaluator"), record.file,
+            )
+
+
+def _runs(root: Path, records: list[Record]) -> Iterator[Problem]:
+    """Every linked run folder is whole and agrees with its link."""
+    for record, attempt in _valid(records):
+        for index, ref in enumerate(attempt.runs or ()):
+            where = pointer_join(record.pointer, "runs", index)
+            broken = check_folder(root, attempt.id, ref.run_id)
+            if broken is not None:
+                yield Problem("run", broken, attempt.id, where, record.file)
+                continue
+            results = read_results(run_folder(root, attempt.id, ref.run_id), root)
+            if results.status != ref.status or results.evaluator != ref.evaluator:
+                yield Problem(
+                    "run", f"run {ref.run_id} is {results.status} under {results.evaluator} in its results, but the "
+                    f"record says {ref.status} under {ref.evaluator}", attempt.id, where, record.file,
+                )
+
+
+def _leftovers(root: Path, records: list[Record]) -> Iterator[Problem]:
+    """What a killed write left behind: warnings, since none of it is part of the record."""
+    for leftover in find_leftovers(root, linked_runs(a for _, a in _valid(records))):
+        rule = "orphaned-run" if leftover.kind == "orphaned-run" else "leftover"
+        hint = "" if leftover.kind == "orphaned-run" else "; `ptreg repair` removes it"
+        yield Problem(rule, leftover.message + hint, leftover.attempt_id, "", str(leftover.path), severity="warning")
+
+
+def _valid(records: list[Record]) -> Iterator[tuple[Record, Attempt]]:
+    for record in records:
+        if record.attempt is not None:
+            yield record, record.attempt

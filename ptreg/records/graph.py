@@ -1,0 +1,96 @@
+"""The lineage graph: each attempt varies at most one other (varied_from), so it is a forest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Optional
+
+from .attempt import Attempt
+
+
+def find_cycles(parent: Mapping[str, Optional[str]]) -> list[list[str]]:
+    """Every varied_from cycle once, each starting at its smallest id."""
+    state: dict[str, int] = {}  # 1 = on the current walk, 2 = finished
+    cycles: list[list[str]] = []
+    for start in parent:
+        walk: list[str] = []
+        node: Optional[str] = start
+        while node is not None and node in parent and state.get(node) is None:
+            state[node] = 1
+            walk.append(node)
+            node = parent[node]
+        if node is not None and state.get(node) == 1:
+            cycle = walk[walk.index(node) :]
+            turn = cycle.index(min(cycle))
+            cycles.append(cycle[turn:] + cycle[:turn])
+        for seen in walk:
+            state[seen] = 2
+    return sorted(cycles)
+
+
+def ancestry(attempt_id: str, by_id: Mapping[str, Attempt]) -> list[Attempt]:
+    """The chain from the oldest known ancestor down to ``attempt_id`` (stops at a cycle or a gap)."""
+    chain: list[Attempt] = []
+    seen: set[str] = set()
+    node: Optional[str] = attempt_id
+    while node is not None and node in by_id and node not in seen:
+        seen.add(node)
+        chain.append(by_id[node])
+        node = by_id[node].varied_from
+    chain.reverse()
+    return chain
+
+
+def children_of(attempts: Iterable[Attempt]) -> dict[str, list[str]]:
+    children: dict[str, list[str]] = {}
+    for a in attempts:
+        if a.varied_from is not None:
+            children.setdefault(a.varied_from, []).append(a.id)
+    return children
+
+
+@dataclass(frozen=True)
+class Successor:
+    attempt: Attempt
+    depth: int  # 1 = varies the attempt directly
+
+
+def successors(attempt_id: str, by_id: Mapping[str, Attempt]) -> list[Successor]:
+    """Everything that superseded ``attempt_id``: its variations, theirs, and so on (depth first)."""
+    children = children_of(by_id.values())
+    found: list[Successor] = []
+    seen = {attempt_id}
+    stack = [(c, 1) for c in reversed(children.get(attempt_id, []))]
+    while stack:
+        node, depth = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        found.append(Successor(by_id[node], depth))
+        stack.extend((c, depth + 1) for c in reversed(children.get(node, [])))
+    return found
+
+
+def depths(by_id: Mapping[str, Attempt]) -> dict[str, int]:
+    """Chain length from each attempt up to its root (1 for a root), without recursion."""
+    depth: dict[str, int] = {}
+    for start in by_id:
+        walk: list[str] = []
+        on_walk: set[str] = set()
+        node: Optional[str] = start
+        while node is not None and node in by_id and node not in depth and node not in on_walk:
+            walk.append(node)
+            on_walk.add(node)
+            node = by_id[node].varied_from
+        base = depth.get(node, 0) if node is not None else 0
+        for offset, item in enumerate(reversed(walk), start=1):
+            depth[item] = base + offset
+    return depth
+
+
+def lineage_root(attempt_id: str, by_id: Mapping[str, Attempt]) -> str:
+    """The id a lineage is known by: its oldest attempt, or the missing ancestor it names."""
+    chain = ancestry(attempt_id, by_id)
+    if not chain:
+        return attempt_id
+    return chain[0].varied_from or chain[0].id

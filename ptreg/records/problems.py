@@ -1,0 +1,94 @@
+"""A problem found in a record: where it is (file, attempt id, JSON Pointer) and why."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Optional
+
+from pydantic import ValidationError
+
+from ..text import SHOWN_MAX, printable, shorten
+from .attempt import ID_MAX_LENGTH, ID_PATTERN
+
+
+@dataclass(frozen=True)
+class Problem:
+    rule: str  # a stable short name, e.g. "needs-reason", for scripts
+    message: str
+    attempt_id: Optional[str] = None
+    pointer: str = ""  # JSON Pointer into `file`
+    file: Optional[str] = None
+    severity: str = "error"  # "error" fails validation; "warning" does not
+
+    def location(self) -> str:
+        where = self.file or ""
+        if self.pointer:
+            where = f"{where}#{self.pointer}" if where else self.pointer
+        return printable(where)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def shown_id(value: str) -> str:
+    """An id as it may appear in a report: whole when printable and not absurdly long."""
+    return value if value.isprintable() and len(value) <= 2 * ID_MAX_LENGTH else shorten(value)
+
+
+def pointer_join(base: str, *parts: Any) -> str:
+    """Extend a JSON Pointer, escaping '~' and '/' in each part (RFC 6901)."""
+    escaped = [str(p).replace("~", "~0").replace("/", "~1") for p in parts]
+    return base + "".join("/" + p for p in escaped)
+
+
+def _schema_message(error: Any) -> str:
+    loc = error["loc"]
+    value = error.get("input")
+    if error["type"] == "string_pattern_mismatch" and loc and loc[-1] in ("id", "varied_from", "run_id"):
+        return (
+            f"not a valid id {shorten(value)}: use lowercase letters, digits, '-' and single '.' "
+            f"(pattern {ID_PATTERN})"
+        )
+    if error["type"] == "string_too_long" and isinstance(value, str):
+        # never the text itself: it may be megabytes long
+        limit = (error.get("ctx") or {}).get("max_length")
+        return f"text of {len(value)} characters is longer than the {limit} allowed"
+    if error["type"] == "extra_forbidden":
+        return "unknown field (not in the schema)"
+    if error["type"] == "missing":
+        return "required field is missing"
+    message = str(error["msg"])
+    if value is None or isinstance(value, (str, int, float, bool)):
+        message = f"{message} (got {shorten(value)})"
+    return message
+
+
+def schema_problems(
+    exc: ValidationError, *, attempt_id: Optional[str], pointer: str, file: Optional[str]
+) -> Iterable[Problem]:
+    for error in exc.errors(include_url=False):
+        # A key in the location may come from the input (an unknown field): shown cut short.
+        parts = [p[:SHOWN_MAX] + "..." if isinstance(p, str) and len(p) > SHOWN_MAX else p for p in error["loc"]]
+        yield Problem(
+            rule="schema",
+            message=_schema_message(error),
+            attempt_id=attempt_id,
+            pointer=pointer_join(pointer, *parts),
+            file=file,
+        )
+
+
+def first_schema_error(exc: ValidationError, where: str) -> str:
+    """The first schema error of the file ``where`` as one line: ``file#/pointer: why``."""
+    first = next(iter(schema_problems(exc, attempt_id=None, pointer="", file=where)))
+    return f"{first.location()}: {first.message}"
+
+
+def flag_message(exc: ValidationError, attempt_id: Optional[str]) -> str:
+    """The first schema error of a record built from command-line options, as ``--flag: why``."""
+    first = next(iter(schema_problems(exc, attempt_id=attempt_id, pointer="", file=None)))
+    return "--" + first.pointer.strip("/").split("/")[0].replace("_", "-") + f": {first.message}"
+
+
+def count_errors(problems: Iterable[Problem]) -> int:
+    return sum(1 for p in problems if p.severity == "error")

@@ -1,0 +1,176 @@
+"""The registry's rules beyond the JSON Schema, over records already read: all checked and
+all reported in one pass. Nothing here reads a file; the checks that do (sources, frozen
+evaluators, run folders, leftovers) are in ``operations/validate.py``."""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Iterator, Optional
+
+from ..text import shorten
+from .attempt import INFRASTRUCTURE_KIND, RESERVED_IDS, SHAPE_FIELDS, STATUSES_NEEDING_REASON, Attempt, RegistryMeta
+from .graph import find_cycles, lineage_root
+from .problems import Problem, pointer_join, shown_id
+from .registry import Record, Registry
+
+# Fields every record needs to be complete, whatever its status.
+ALWAYS_KNOWN = ("family", "kind", "failure_reason_confidence")
+# Fields a record needs once it has an outcome: a not-tried proposal has no evidence yet.
+KNOWN_ONCE_TRIED = ("evidence", "lesson", "next_action", "evidence_sources", "source")
+
+# problem(rule, field, message, *more pointer parts) for one record
+ProblemAt = Callable[..., Problem]
+
+
+def check_records(registry: Registry, more: Optional[Callable[[Record], Iterable[Problem]]] = None) -> list[Problem]:
+    """Every problem of the registry's records: those found while reading them, then the rules;
+    ``more`` adds a caller's own checks of each valid record, reported beside its rules."""
+    problems = list(registry.problems)
+    problems.extend(duplicate_ids(registry.records))
+    valid = [r for r in registry.records if r.attempt is not None]
+    known_ids = {r.raw_id for r in registry.records if r.raw_id is not None}
+    for record in valid:
+        problems.extend(check_attempt(record, registry.meta, known_ids))
+        if more is not None:
+            problems.extend(more(record))
+    problems.extend(_cycles(valid))
+    problems.extend(_tracking_scope(valid))
+    return problems
+
+
+def duplicate_ids(records: list[Record]) -> Iterator[Problem]:
+    """One problem for each record whose id an earlier record already has."""
+    first_seen: dict[str, Record] = {}
+    for record in records:
+        rid = record.raw_id
+        if rid is None:
+            continue
+        if rid in first_seen:
+            other = first_seen[rid]
+            yield Problem(
+                "unique-id",
+                f"duplicate id {shorten(rid)} (first at {_where(other)})",
+                shown_id(rid),
+                pointer_join(record.pointer, "id"),
+                record.file,
+            )
+        else:
+            first_seen[rid] = record
+
+
+def _where(record: Record) -> str:
+    if record.file and record.pointer:
+        return f"{record.file}#{record.pointer}"
+    return record.file or record.pointer
+
+
+def problem_at(record: Record) -> ProblemAt:
+    """A maker of problems that point into ``record``'s valid attempt."""
+    attempt = record.attempt
+    assert attempt is not None
+
+    def problem(rule: str, field: str, message: str, *more: object) -> Problem:
+        return Problem(rule, message, attempt.id, pointer_join(record.pointer, field, *more), record.file)
+
+    return problem
+
+
+def check_attempt(record: Record, meta: RegistryMeta, known_ids: set[str]) -> Iterator[Problem]:
+    """The rules one valid record must keep; ``conclude`` holds a verdict to the same ones."""
+    attempt = record.attempt
+    assert attempt is not None
+    problem = problem_at(record)
+
+    if attempt.id in RESERVED_IDS:
+        yield problem("id-reserved", "id", f"id {attempt.id!r} is reserved for the registry's own file")
+
+    for name in ALWAYS_KNOWN + (KNOWN_ONCE_TRIED if attempt.status != "not-tried" else ()):
+        if getattr(attempt, name) is None:
+            yield problem("unknown-field", name, f"{name} is unknown; a complete record states it")
+
+    if attempt.status in STATUSES_NEEDING_REASON:
+        # lesson and next_action are required of every tried attempt (unknown-field above).
+        if attempt.failure_reason is None:
+            yield problem("needs-reason", "failure_reason", f"status {attempt.status!r} requires failure_reason")
+        if attempt.failure_reason_confidence == "not-applicable":
+            yield problem(
+                "confidence",
+                "failure_reason_confidence",
+                f"status {attempt.status!r} needs a confidence other than 'not-applicable'",
+            )
+    elif attempt.failure_reason is None and attempt.failure_reason_confidence not in (None, "not-applicable"):
+        yield problem(
+            "confidence",
+            "failure_reason_confidence",
+            f"status {attempt.status!r} without a failure_reason uses 'not-applicable', "
+            f"not {attempt.failure_reason_confidence!r}",
+        )
+
+    if attempt.runs and attempt.failure_reason_confidence == "exact":
+        if not any(r.status == "complete" for r in attempt.runs):
+            runs = ", ".join(f"{r.run_id} {r.status}" for r in attempt.runs)
+            yield problem(
+                "run", "failure_reason_confidence",
+                f"confidence 'exact' needs a complete run, and none of the linked runs is ({runs})",
+            )
+
+    yield from _vocabulary(attempt, meta, problem)
+
+    if attempt.varied_from is not None:
+        if attempt.varied_from not in known_ids:
+            yield problem("varied-from", "varied_from", f"varied_from {attempt.varied_from!r} names no attempt")
+        if attempt.varied is None:
+            yield problem("varied-from", "varied", "varied_from needs `varied`: say what was varied")
+    elif attempt.varied is not None:
+        yield problem("varied-from", "varied", "`varied` without varied_from: name the attempt it varies")
+
+    if attempt.kind == INFRASTRUCTURE_KIND:
+        for name in SHAPE_FIELDS:
+            if getattr(attempt, name) is not None:
+                yield problem("infrastructure-shape", name, f"infrastructure attempts carry no {name}")
+
+    if attempt.evidence_sources is not None and not attempt.evidence_sources:
+        yield problem("evidence-sources", "evidence_sources", "evidence_sources is empty; name at least one source")
+
+
+def _vocabulary(attempt: Attempt, meta: RegistryMeta, problem: ProblemAt) -> Iterator[Problem]:
+    if attempt.kind is not None and attempt.kind not in meta.kind_vocabulary:
+        yield problem("vocabulary", "kind", f"kind {attempt.kind!r} is not in the registry's kind_vocabulary")
+    for index, method in enumerate(attempt.methods or ()):
+        if method not in meta.method_vocabulary:
+            yield problem("vocabulary", "methods", f"method {method!r} is not in the method_vocabulary", index)
+    if attempt.objective is not None and attempt.objective not in meta.objective_vocabulary:
+        yield problem(
+            "vocabulary", "objective", f"objective {attempt.objective!r} is not in the objective_vocabulary"
+        )
+
+
+def _cycles(records: list[Record]) -> Iterator[Problem]:
+    by_id = {r.attempt.id: r for r in records if r.attempt is not None}
+    for cycle in find_cycles({i: r.attempt.varied_from for i, r in by_id.items() if r.attempt is not None}):
+        first = by_id[cycle[0]]
+        yield Problem(
+            "varied-from-cycle",
+            "varied_from cycle: " + " -> ".join(cycle + [cycle[0]]),
+            cycle[0],
+            pointer_join(first.pointer, "varied_from"),
+            first.file,
+        )
+
+
+def _tracking_scope(records: list[Record]) -> Iterator[Problem]:
+    """One tracking issue scopes one lineage; a warning, since imported files may predate the rule."""
+    attempts = [r.attempt for r in records if r.attempt is not None]
+    by_id = {a.id: a for a in attempts}
+    seen: dict[str, tuple[str, str]] = {}  # reference -> (lineage root, first attempt id)
+    for record, attempt in zip(records, attempts, strict=True):
+        reference = attempt.tracking_issue
+        if reference is None:
+            continue
+        root = lineage_root(attempt.id, by_id)
+        first = seen.setdefault(reference, (root, attempt.id))
+        if first[0] != root:
+            yield Problem(
+                "tracking-issue-scope",
+                f"tracking issue {reference} also scopes {first[1]}, of another lineage; one issue scopes one lineage",
+                attempt.id, pointer_join(record.pointer, "tracking_issue"), record.file, severity="warning",
+            )

@@ -1,0 +1,212 @@
+"""A run's results: the record of one measurement, as ``results.json`` holds it.
+
+A run is a record like an attempt: every sample, the summaries, parity and attribution, the
+evaluator, the command line, times and status. Version 2 also names the backends the ratios
+are taken over (``roles``); version 1 files predate that and used ``naive`` and
+``numpy-blas`` by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .. import __version__
+from .attempt import RUN_ID_PATTERN, AttemptId, Budget, RunStatus
+from .evaluator import EvaluatorSpec, FrozenEvaluator
+
+RESULTS_VERSION = 2
+Kernel = Literal["forward", "backward_da", "backward_db"]
+KERNELS: tuple[Kernel, ...] = ("forward", "backward_da", "backward_db")
+CellStatus = Literal["measured", "failed", "parity-failed", "budget-exhausted", "not-started", "interrupted"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Summary(_Strict):
+    """Median and spread of a non-empty list of values."""
+
+    n: int = Field(ge=1)
+    median: float
+    min: float
+    max: float
+    q1: float = Field(description="First quartile (inclusive method).")
+    q3: float = Field(description="Third quartile (inclusive method).")
+    relative_spread: Optional[float] = Field(
+        description="(max - min) / median; unknown when the median is 0 or there is one value."
+    )
+
+
+class Roles(_Strict):
+    """Which backends the ratios of a run are taken over, as their metadata declared them."""
+
+    reference: Optional[str] = Field(
+        description="The backend whose accumulation order order-preserving backends reproduce bit for bit; "
+        "speedups are quoted over it (vs_naive). Unknown when no single backend declares the role."
+    )
+    peer: Optional[str] = Field(
+        description="The library a user would pick instead; every kernel is also compared with it (vs_peer)."
+    )
+
+
+# What version 1 files compared with, by name, before roles were recorded.
+VERSION_1_ROLES = Roles(reference="naive", peer="numpy-blas")
+
+
+class ParityCheck(_Strict):
+    kernel: Kernel
+    shape: list[int] = Field(min_length=3, max_length=3, description="M, K, N of the product.")
+    mode: Literal["bit-identical", "tolerance"]
+    passed: bool
+    max_abs_error: Optional[float]
+    max_scaled_error: Optional[float]
+    detail: str
+
+
+class ParityOutcome(_Strict):
+    backend: str
+    passed: bool
+    summary: str = Field(description="One line; names the worst mismatch when it failed.")
+    checks: list[ParityCheck]
+
+
+class StepSample(_Strict):
+    """One timed training step."""
+
+    repeat: int = Field(ge=0)
+    step: int = Field(ge=0)
+    seconds: float = Field(gt=0)
+    kernel_seconds: dict[Kernel, float]
+    loss: float
+
+
+class KernelSample(_Strict):
+    """One repeat of ``calls`` back-to-back calls of one kernel at one layer's shape."""
+
+    repeat: int = Field(ge=0)
+    layer: str
+    kernel: Kernel
+    calls: int = Field(ge=1)
+    seconds_per_call: float = Field(gt=0)
+
+
+class Share(_Strict):
+    ms: float
+    share: float = Field(description="Fraction of the step.")
+    amdahl_bound: Optional[float] = Field(
+        description="End-to-end speedup if this part took no time: 1 / (1 - share); unknown at share 1."
+    )
+
+
+class Attribution(_Strict):
+    """Where one training step's time goes (medians over repeats of per-repeat means)."""
+
+    step_ms: float
+    forward: Share
+    backward_da: Share
+    backward_db: Share
+    other: Share
+    bounding_kernel: Kernel = Field(description="The kernel with the largest share: the one that bounds the step.")
+    headroom: Optional[float] = Field(description="The bounding kernel's Amdahl bound.")
+    all_matmuls_bound: Optional[float] = Field(description="Speedup if all three kernels took no time.")
+
+
+class KernelTiming(_Strict):
+    layer: str
+    kernel: Kernel
+    shape: list[int] = Field(min_length=3, max_length=3, description="M, K, N.")
+    per_step: int = Field(ge=1, description="Calls of this layer per training step.")
+    seconds: Summary
+    gflops: Summary
+    vs_naive: Optional[float] = Field(description="GFLOP/s ratio to the reference backend in the same run.")
+    vs_peer: Optional[float] = Field(description="GFLOP/s ratio to the peer backend in the same run.")
+    vs_baseline: Optional[float]
+
+
+class Cell(_Strict):
+    """One (backend, config) pair, measured in its own worker process."""
+
+    backend: str
+    config: str
+    status: CellStatus
+    reason: Optional[str] = None
+    wall_seconds: Optional[float] = None
+    worker: Optional[dict[str, Any]] = Field(default=None, description="What the worker reported: threads, pid.")
+    step_samples: Optional[list[StepSample]] = None
+    kernel_samples: Optional[list[KernelSample]] = None
+    ms_per_step: Optional[Summary] = Field(default=None, description="Over repeats, each a repeat's mean.")
+    tokens_per_second: Optional[Summary] = None
+    step_gflops: Optional[float] = Field(
+        default=None, description="kernels: GFLOP/s of one training step's linear layers (all three kernels)."
+    )
+    spread_too_wide: Optional[bool] = None
+    vs_naive: Optional[float] = Field(default=None, description="Speedup over the reference backend in the same run.")
+    vs_baseline: Optional[float] = None
+    attribution: Optional[Attribution] = None
+    kernels: Optional[list[KernelTiming]] = None
+    loss_first: Optional[float] = None
+    loss_last: Optional[float] = None
+
+
+class RunResults(_Strict):
+    """The file ``results.json``."""
+
+    results_version: Literal[1, 2]
+    run_id: Optional[str] = Field(pattern=RUN_ID_PATTERN, description="Null for an ad hoc `ptreg bench`.")
+    attempt: Optional[AttemptId]
+    evaluator: Optional[str] = Field(description="name@hash12 of the frozen evaluator; null for bench.")
+    evaluator_sha256: Optional[str]
+    evaluator_version: int
+    spec: EvaluatorSpec
+    roles: Optional[Roles] = Field(default=None, description="Version 2: the backends the ratios are taken over.")
+    budget: Optional[Budget]
+    command: list[str]
+    started_at: str
+    finished_at: str
+    status: RunStatus
+    reason: Optional[str]
+    ptreg_version: str
+    parity: list[ParityOutcome]
+    cells: list[Cell]
+
+    @model_validator(mode="after")
+    def _roles_by_version(self) -> "RunResults":
+        if (self.roles is None) != (self.results_version == 1):
+            raise ValueError("roles are recorded from results_version 2 on, and only there")
+        return self
+
+    @property
+    def ratio_roles(self) -> Roles:
+        """The backends this run's ratios are taken over."""
+        return self.roles if self.roles is not None else VERSION_1_ROLES
+
+
+def new_results(
+    *,
+    spec: EvaluatorSpec,
+    roles: Roles,
+    parity: list[ParityOutcome],
+    cells: list[Cell],
+    status: RunStatus,
+    reason: Optional[str],
+    command: list[str],
+    started_at: str,
+    finished_at: str,
+    evaluator_version: int,
+    frozen: Optional[FrozenEvaluator] = None,
+    budget: Optional[Budget] = None,
+    attempt: Optional[str] = None,
+    run_id: Optional[str] = None,
+) -> RunResults:
+    """The results of one measurement: of an attempt's run under its frozen evaluator, or of
+    an ad hoc bench (no attempt, no frozen evaluator, no budget)."""
+    return RunResults(
+        results_version=RESULTS_VERSION, run_id=run_id, attempt=attempt,
+        evaluator=frozen.ref if frozen else None, evaluator_sha256=frozen.sha256 if frozen else None,
+        evaluator_version=frozen.evaluator_version if frozen else evaluator_version, spec=spec, roles=roles,
+        budget=budget, command=command, started_at=started_at, finished_at=finished_at, status=status,
+        reason=reason, ptreg_version=__version__, parity=parity, cells=cells,
+    )

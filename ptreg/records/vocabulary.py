@@ -1,0 +1,48 @@
+"""The vocabularies a new registry starts with, for runtime and training work.
+
+They are a starting point, not a closed list: a registry's own ``registry.json`` is the one
+that counts, and may define any term.
+"""
+
+from __future__ import annotations
+
+from .attempt import SCHEMA_VERSION, RegistryMeta
+
+
+def default_meta() -> RegistryMeta:
+    return RegistryMeta(
+        schema_version=SCHEMA_VERSION,
+        confidence_vocabulary={
+            "exact": "A run report, decision file or current source states the result and the reason directly.",
+            "inferred": "The reason is reconstructed from prose or notes; no complete run record proves it.",
+            "missing-evidence": "The attempt is known, but too little evidence survives to state a real reason.",
+            "not-applicable": "No failure reason is expected for this status.",
+        },
+        method_vocabulary={
+            "cache-blocking": "Tile loops so operands stay in cache.",
+            "register-blocking": "Keep a tile of outputs in registers across the reduction.",
+            "multithreading": "Split independent outputs across threads.",
+            "vectorization": "Use SIMD lanes, by hand or through the compiler.",
+            "jit-compilation": "Compile a kernel at run time (e.g. Numba).",
+            "vendor-blas": "Call a tuned BLAS library instead of an own kernel.",
+            "operator-fusion": "Fuse several operations into one pass over memory.",
+            "buffer-reuse": "Reuse scratch and gradient buffers instead of allocating each step.",
+            "lazy-import": "Defer imports off the hot start-up path.",
+            "compiled-validation": "Validate with a compiled engine instead of an interpreted one.",
+            "parallel-io": "Overlap disk waits (reads, fsync) across threads.",
+            "partial-read": "Read only the records or bytes a command needs.",
+            "dependency-pin": "Pin a dependency's version for speed or behaviour.",
+        },
+        objective_vocabulary={
+            "training-step-time": "Milliseconds per end-to-end training step.",
+            "kernel-throughput": "GFLOP/s of one kernel at fixed shapes.",
+            "peak-memory": "Peak resident memory of a run.",
+            "command-latency": "Wall-clock seconds of a command, cold process included.",
+        },
+        kind_vocabulary={
+            "training-run": "Weights or an adapter were trained.",
+            "model-evaluation": "An existing model was measured; nothing trained.",
+            "runtime-benchmark": "A runtime, kernel or tool-speed change measured by a benchmark; shape fields apply.",
+            "infrastructure": "Tooling, harness, docs or runtime work; no model shape applies.",
+        },
+    )

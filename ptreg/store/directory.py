@@ -1,0 +1,195 @@
+"""A registry directory: ``registry.json`` and one ``<id>.json`` per attempt.
+
+One file per attempt keeps git diffs and merges per attempt. Reading never stops at the first
+bad record: each record that cannot be used becomes a Problem, and the rest stay usable.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from pydantic import ValidationError
+
+from ..errors import EXIT_CHECK_FAILED, PtregError, UnknownAttempt
+from ..text import json_type, shorten
+from ..records.attempt import SCHEMA_VERSION, Attempt, RegistryMeta, check_id
+from ..records.problems import Problem, first_schema_error, shown_id
+from ..records.registry import Record, Registry, parse_record
+from ..records.vocabulary import default_meta
+from .journal import recover
+from .jsonio import JsonError, atomic_write_text, create_text_exclusive, dumps_pretty, outside, read_json
+
+REGISTRY_FILE = "registry.json"
+DEFAULT_REGISTRY_DIR = "attempts"
+REGISTRY_ENV = "PTREG_REGISTRY"
+# A record file larger than this is refused unread: its free text is capped at
+# records.attempt.TEXT_MAX_LENGTH characters, so only a broken or hostile file comes near it. The
+# single-file attempts.json holds a whole registry and has no such cap.
+RECORD_FILE_MAX_BYTES = 2 * 1024 * 1024
+
+
+def resolve_registry_dir(option: Optional[str]) -> Path:
+    """--registry wins, then $PTREG_REGISTRY, then ./attempts."""
+    if option:
+        return Path(option)
+    env = os.environ.get(REGISTRY_ENV)
+    return Path(env) if env else Path(DEFAULT_REGISTRY_DIR)
+
+
+def parse_meta(raw: Any, where: str) -> RegistryMeta:
+    if not isinstance(raw, dict):
+        raise PtregError(f"{where}: expected a JSON object, got {json_type(raw)}")
+    version = raw.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        raise PtregError(
+            f"{where}: schema_version {shorten(version)} is newer than this ptreg reads (up to {SCHEMA_VERSION}); upgrade ptreg"
+        )
+    try:
+        return RegistryMeta.model_validate(raw)
+    except ValidationError as exc:
+        raise PtregError(first_schema_error(exc, where)) from None
+
+
+def load_meta(root: Path) -> RegistryMeta:
+    if not root.is_dir():
+        hint = "; create one with `ptreg init`" if not root.exists() else ""
+        raise PtregError(f"{root}: not a registry directory{hint}")
+    recover(root)  # an import cut short after its commit point is finished before any read
+    meta_path = root / REGISTRY_FILE
+    if not meta_path.exists():
+        raise PtregError(f"{root}: no {REGISTRY_FILE}, so not a ptreg registry; create one with `ptreg init {root}`")
+    return parse_meta(read_json(meta_path), str(meta_path))
+
+
+def _attempt_entries(root: Path) -> list[tuple[Path, bool]]:
+    """(path, is a symlink) of each attempt file, in id order (deterministic output). A
+    symlink is listed whatever it points to, so that reading it can say what is wrong."""
+    with os.scandir(root) as entries:
+        found = [
+            (e.name, e.is_symlink())
+            for e in entries
+            if e.name.endswith(".json") and e.name != REGISTRY_FILE and (e.is_symlink() or e.is_file())
+        ]
+    found.sort(key=lambda item: item[0][: -len(".json")])
+    return [(root / name, link) for name, link in found]
+
+
+def attempt_files(root: Path) -> list[Path]:
+    """The attempt files of a registry directory, in id order (deterministic output)."""
+    return [path for path, _ in _attempt_entries(root)]
+
+
+def symlink_problem(root: Path, path: Path) -> Optional[str]:
+    """Why the symlink ``path`` is not read: it leads out of the registry, or nowhere."""
+    target = outside(root, path)
+    if target is not None:
+        return f"a symlink to {target}, outside the registry; not read"
+    if not path.exists():
+        return f"a symlink to {os.readlink(path)}, which does not exist"
+    return None
+
+
+# progress(what, done, total): told how far a long read or write has come.
+Progress = Callable[[str, int, int], None]
+PROGRESS_EVERY = 500
+
+
+def load_directory(root: Path, progress: Optional[Progress] = None) -> Registry:
+    meta = load_meta(root)
+    records: list[Record] = []
+    problems: list[Problem] = []
+    paths = _attempt_entries(root)
+    for index, (path, is_symlink) in enumerate(paths):
+        if progress is not None and index % PROGRESS_EVERY == 0:
+            progress("reading records", index, len(paths))
+        shown = str(path)
+        unread: Optional[Problem] = None
+        link_problem = symlink_problem(root, path) if is_symlink else None
+        if link_problem is not None:
+            unread = Problem("symlink", link_problem, shown_id(path.stem), "", shown)
+        else:
+            try:
+                raw = read_json(path, RECORD_FILE_MAX_BYTES)
+            except JsonError as exc:
+                unread = Problem("json", exc.problem, shown_id(path.stem), exc.pointer, shown)
+        if unread is not None:
+            problems.append(unread)
+            records.append(Record(None, None, shown))  # counted, so that no file goes unmentioned
+            continue
+        record, found = parse_record(raw, file=shown)
+        problems.extend(found)
+        if record.raw_id is not None and record.raw_id != path.stem:
+            problems.append(
+                Problem(
+                    "file-name",
+                    f"id {shorten(record.raw_id)} does not match the file name "
+                    f"(expected {path.stem}.json to hold id {path.stem!r})",
+                    shown_id(record.raw_id),
+                    "/id",
+                    shown,
+                )
+            )
+        records.append(record)
+    if progress is not None:
+        progress("reading records", len(paths), len(paths))
+    return Registry(source=str(root), meta=meta, records=records, problems=problems, root=root)
+
+
+def record_path(root: Path, attempt_id: str) -> Path:
+    return root / f"{check_id(attempt_id)}.json"
+
+
+def read_attempt(root: Path, attempt_id: str) -> Attempt:
+    """Read one attempt by id without loading the whole registry."""
+    path = record_path(root, attempt_id)
+    if not path.exists():
+        load_meta(root)  # a missing registry is a clearer error than a missing record
+        known = [p.stem for p in attempt_files(root)]
+        raise UnknownAttempt(attempt_id, str(root), known)
+    link_problem = symlink_problem(root, path) if path.is_symlink() else None
+    if link_problem is not None:
+        raise PtregError(f"{path}: {link_problem}")
+    record, problems = parse_record(read_json(path, RECORD_FILE_MAX_BYTES), file=str(path))
+    if record.attempt is None:
+        first = problems[0]
+        raise PtregError(
+            f"{first.location()}: {first.message} (not a valid record; `ptreg validate` lists every problem)",
+            EXIT_CHECK_FAILED,
+        )
+    if record.attempt.id != attempt_id:
+        raise PtregError(f"{path}#/id: id {record.attempt.id!r} does not match the file name", EXIT_CHECK_FAILED)
+    return record.attempt
+
+
+def write_meta(root: Path, meta: RegistryMeta) -> None:
+    atomic_write_text(root / REGISTRY_FILE, dumps_pretty(meta.model_dump(mode="json")))
+
+
+def write_attempt(root: Path, attempt: Attempt) -> Path:
+    path = record_path(root, attempt.id)
+    atomic_write_text(path, dumps_pretty(attempt.to_json_dict()))
+    return path
+
+
+def make_directory(root: Path) -> None:
+    """The registry's directory, created with its parents if needed; one line when it cannot be."""
+    if root.exists() and not root.is_dir():
+        raise PtregError(f"{root}: exists and is not a directory")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PtregError(f"{root}: cannot create directory: {exc.strerror}") from None
+
+
+def init_registry(root: Path, meta: Optional[RegistryMeta] = None) -> Path:
+    """Create an empty registry; refuse to overwrite an existing one."""
+    make_directory(root)
+    path = root / REGISTRY_FILE
+    try:
+        # link(2), not a rename: of two `ptreg init` at once, one creates it and one is refused.
+        create_text_exclusive(path, dumps_pretty((meta or default_meta()).model_dump(mode="json")))
+    except FileExistsError:
+        raise PtregError(f"{root}: already a registry ({REGISTRY_FILE} exists)", EXIT_CHECK_FAILED) from None
+    return path

@@ -1,0 +1,193 @@
+"""Import and export of the single-file ``attempts.json`` format (schema_version 1 and 2).
+
+An import is all or nothing: every record is staged, then the journal commits them together.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from ..errors import EXIT_CHECK_FAILED, PtregError
+from ..records.attempt import ATTEMPTS_FILE_KEYS, RESERVED_IDS, VOCABULARY_KEYS, Attempt, RegistryMeta
+from ..records.problems import Problem, pointer_join
+from ..records.registry import Registry, ids_in
+from ..records.rules import duplicate_ids
+from ..records.vocabulary import default_meta
+from .attempts_file import load_attempts_file
+from .directory import PROGRESS_EVERY, REGISTRY_FILE, Progress, load_directory, make_directory, record_path
+from .journal import commit
+from .jsonio import discard, dumps_pretty, stage_text
+from .locks import registry_lock
+
+# The fields a complete record states; a version 1 file lacks most of them.
+_REPORTED_UNKNOWN = (
+    "family",
+    "kind",
+    "failure_reason",
+    "failure_reason_confidence",
+    "lesson",
+    "next_action",
+    "evidence_sources",
+)
+
+
+_STAGING_THREADS = 8
+
+
+class ImportRefused(PtregError):
+    """The file cannot be imported as it is; ``problems`` says why, record by record."""
+
+    def __init__(self, message: str, problems: list[Problem]):
+        super().__init__(message, EXIT_CHECK_FAILED)
+        self.problems = problems
+
+
+@dataclass
+class ImportReport:
+    source: str
+    schema_version: int
+    imported: list[str]
+    replaced: list[str]
+    created_registry: bool
+    unknown_fields: dict[str, int]  # field -> how many imported attempts leave it unknown
+    vocabulary_added: dict[str, list[str]] = field(default_factory=dict)
+    vocabulary_conflicts: list[str] = field(default_factory=list)
+    problems_after: list[Problem] = field(default_factory=list)  # rule problems of the imported records
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "schema_version": self.schema_version,
+            "imported": len(self.imported),
+            "replaced": self.replaced,
+            "created_registry": self.created_registry,
+            "unknown_fields": self.unknown_fields,
+            "vocabulary_added": self.vocabulary_added,
+            "vocabulary_conflicts": self.vocabulary_conflicts,
+            "problems_after_import": [p.to_json() for p in self.problems_after],
+        }
+
+
+def import_file(root: Path, path: Path, *, replace: bool = False, progress: Optional[Progress] = None) -> ImportReport:
+    """Import every attempt of ``path`` into the registry at ``root``, or none of them.
+
+    Refused, with nothing written: a record that does not match the schema, an id used twice
+    in the file, or an id the registry already holds (unless ``replace``). Rule problems that
+    the records bring with them (e.g. fields a version 1 file does not have) do not block the
+    import; they are reported, and `ptreg validate` keeps reporting them until fixed.
+    """
+    incoming = load_attempts_file(path)
+    if incoming.problems:
+        raise ImportRefused(f"{path}: {len(incoming.problems)} schema problem(s); nothing imported", incoming.problems)
+    reserved = [
+        Problem("id-reserved", f"id {r.raw_id!r} is reserved for the registry's own file", r.raw_id, pointer_join(r.pointer, "id"), r.file)
+        for r in incoming.records
+        if r.raw_id in RESERVED_IDS
+    ]
+    if reserved:
+        names = ", ".join(repr(p.attempt_id) for p in reserved)
+        raise ImportRefused(f"{path}: {names} reserved for the registry's own file; nothing imported", reserved)
+    twice = sorted({str(p.attempt_id) for p in duplicate_ids(incoming.records)})
+    if twice:
+        raise PtregError(f"{path}: ids used more than once: {', '.join(twice)}; nothing imported", EXIT_CHECK_FAILED)
+
+    make_directory(root)  # the lock file lives in it
+    # The clash check and the writes see one state of the registry: no writer in between.
+    with registry_lock(root):
+        created = not (root / REGISTRY_FILE).exists()
+        if created:
+            existing_ids: set[str] = set()
+            meta = incoming.meta if incoming.schema_version == 2 else default_meta()
+        else:
+            current = load_directory(root, progress)
+            existing_ids = set(ids_in(current.records)) | {Path(p.file).stem for p in current.problems if p.file}
+            meta = current.meta
+        attempts = incoming.attempts
+        clashes = sorted(existing_ids & {a.id for a in attempts})
+        if clashes and not replace:
+            shown = ", ".join(clashes[:10]) + (f" and {len(clashes) - 10} more" if len(clashes) > 10 else "")
+            raise PtregError(
+                f"{root} already holds {len(clashes)} of these ids: {shown}; nothing imported (use --replace to overwrite)",
+                EXIT_CHECK_FAILED,
+            )
+
+        added, conflicts = ({}, []) if created else _merge_vocabularies(meta, incoming)
+        _write_all(root, attempts, meta, write_meta=created or bool(added), progress=progress)
+
+    unknown = {
+        name: sum(1 for a in attempts if getattr(a, name) is None)
+        for name in _REPORTED_UNKNOWN
+        if any(getattr(a, name) is None for a in attempts)
+    }
+    # failure_reason is legitimately absent for worked and not-tried; report it only for v1.
+    if incoming.schema_version == 2:
+        unknown.pop("failure_reason", None)
+    return ImportReport(
+        source=str(path),
+        schema_version=incoming.schema_version,
+        imported=[a.id for a in attempts],
+        replaced=clashes,
+        created_registry=created,
+        unknown_fields=unknown,
+        vocabulary_added=added,
+        vocabulary_conflicts=conflicts,
+    )
+
+
+def _merge_vocabularies(meta: RegistryMeta, incoming: Registry) -> tuple[dict[str, list[str]], list[str]]:
+    """Add the file's unknown terms to the registry; a term defined differently keeps the registry's text."""
+    added: dict[str, list[str]] = {}
+    conflicts: list[str] = []
+    for key in VOCABULARY_KEYS + ("confidence_vocabulary",):
+        ours: dict[str, str] = getattr(meta, key)
+        for term, text in getattr(incoming.meta, key).items():
+            if term not in ours:
+                ours[term] = text
+                added.setdefault(key, []).append(term)
+            elif ours[term] != text:
+                conflicts.append(f"{key}.{term}")
+    return added, conflicts
+
+
+def _write_all(
+    root: Path, attempts: list[Attempt], meta: RegistryMeta, *, write_meta: bool, progress: Optional[Progress] = None
+) -> None:
+    """Stage every file, then commit them through the journal: all of them land or none."""
+    targets = [record_path(root, a.id) for a in attempts]
+    texts = [dumps_pretty(a.to_json_dict()) for a in attempts]
+    if write_meta:
+        # registry.json last: a registry directory only counts as one once it is in place.
+        targets.append(root / REGISTRY_FILE)
+        texts.append(dumps_pretty(meta.model_dump(mode="json")))
+    # fsync waits on the disk, not the CPU; overlapping the waits makes a large import
+    # about twice as fast (benchmarks/registry_scale.py, attempt import-parallel-fsync).
+    with ThreadPoolExecutor(max_workers=_STAGING_THREADS) as pool:
+        futures = [pool.submit(stage_text, root, text, prefix=".import.") for text in texts]
+        for done, future in enumerate(futures, start=1):
+            future.exception()  # waits for it
+            if progress is not None and (done % PROGRESS_EVERY == 0 or done == len(futures)):
+                progress("writing records", done, len(futures))
+    failed = [f.exception() for f in futures if f.exception() is not None]
+    if failed:
+        for f in futures:
+            if f.exception() is None:
+                discard(f.result())
+        raise failed[0]
+    commit(root, [(Path(f.result()).name, t.name) for f, t in zip(futures, targets)], "import")
+
+
+def export_registry(registry: Registry) -> dict[str, Any]:
+    """The registry as one schema_version 2 document, keys in the source project's order."""
+    broken = sorted({p.file or p.attempt_id or "?" for p in registry.problems})
+    if broken:
+        raise PtregError(
+            f"{registry.source}: {len(broken)} record(s) cannot be read ({', '.join(broken[:5])}); "
+            "run `ptreg validate` and fix them before exporting",
+            EXIT_CHECK_FAILED,
+        )
+    body = registry.meta.model_dump(mode="json")
+    body["attempts"] = [a.to_json_dict() for a in registry.attempts]
+    return {key: body[key] for key in ATTEMPTS_FILE_KEYS}

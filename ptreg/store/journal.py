@@ -1,0 +1,85 @@
+"""All-or-nothing changes of many files: staged files, a journal, then the renames.
+
+An import writes every record to a temporary file first (fsynced), then writes the journal,
+which lists each rename still to do. The journal's own atomic rename is the commit point:
+killed before it, the registry holds none of the new files (the staged ones are leftovers
+that `ptreg repair` removes); killed after it, the next ptreg command to open the registry
+finishes the renames before it reads anything, as SQLite finishes a hot journal. Either way
+every command sees all of the import or none of it, and records it did not touch keep every
+byte.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from ..errors import PtregError
+from .faults import crash_point
+from .jsonio import STAGED_NAME, atomic_write_text, dumps_pretty, fsync_directory, read_json
+from .locks import registry_lock
+
+JOURNAL_FILE = ".ptreg-journal.json"
+JOURNAL_VERSION = 1
+# What a journal may name: staged files and targets are plain names in the registry root.
+_TARGET = re.compile(r"[^/\x00.][^/\x00]*\.json")
+
+
+def commit(root: Path, renames: list[tuple[str, str]], operation: str) -> None:
+    """Rename each staged file (a name in ``root``) over its target, all of them or none."""
+    journal = root / JOURNAL_FILE
+    atomic_write_text(journal, dumps_pretty({
+        "journal_version": JOURNAL_VERSION, "operation": operation, "pid": os.getpid(),
+        "renames": [[staged, target] for staged, target in renames],
+    }))
+    _roll_forward(root, renames)
+    _finish(journal)
+
+
+def _roll_forward(root: Path, renames: list[tuple[str, str]]) -> None:
+    for staged, target in renames:
+        try:
+            os.replace(root / staged, root / target)
+        except FileNotFoundError:
+            pass  # renamed before the crash (a staged file is consumed by its rename)
+        crash_point()
+    fsync_directory(root)
+
+
+def _finish(journal: Path) -> None:
+    os.unlink(journal)
+    crash_point()
+    fsync_directory(journal.parent)
+
+
+def _renames(journal: Path) -> list[tuple[str, str]]:
+    raw: Any = read_json(journal)
+    pairs = raw.get("renames") if isinstance(raw, dict) and raw.get("journal_version") == JOURNAL_VERSION else None
+    if not isinstance(pairs, list) or not all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(n, str) for n in p)
+        and STAGED_NAME.fullmatch(p[0]) and _TARGET.fullmatch(p[1]) for p in pairs
+    ):
+        raise PtregError(f"{journal}: not a journal this ptreg wrote (version {JOURNAL_VERSION}); "
+                         "move it away and run `ptreg validate`")
+    return [(a, b) for a, b in pairs]
+
+
+def recover(root: Path) -> Optional[int]:
+    """Finish a change that was cut short after its commit point; how many renames it listed.
+
+    Called whenever a registry is opened. Without a journal this is one stat.
+    """
+    journal = root / JOURNAL_FILE
+    if not os.path.lexists(journal):
+        return None
+    with registry_lock(root):
+        if not os.path.lexists(journal):
+            return None  # another process finished it while we waited
+        renames = _renames(journal)
+        _roll_forward(root, renames)
+        _finish(journal)
+    print(f"ptreg: note: {root}: finished an import that was cut short ({len(renames)} files)", file=sys.stderr)
+    return len(renames)

@@ -1,0 +1,32 @@
+"""The committed JSON Schema files (``schemas/``): written from the models, or checked against them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..records.schema import SCHEMAS, generate
+from .jsonio import atomic_write_text, dumps_pretty
+
+
+def render(name: str) -> str:
+    return dumps_pretty(generate(name))
+
+
+def write_schemas(directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in SCHEMAS:
+        path = directory / name
+        atomic_write_text(path, render(name))
+        written.append(path)
+    return written
+
+
+def check_schemas(directory: Path) -> list[str]:
+    """Names of the schema files that are missing or differ from what the models generate."""
+    stale = []
+    for name in SCHEMAS:
+        path = directory / name
+        if not path.exists() or path.read_text(encoding="utf-8") != render(name):
+            stale.append(name)
+    return stale

@@ -1,0 +1,28 @@
+"""How a value is quoted in a message: never whole when it is long, never over two lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Messages quote keys and values at most this long, so a hostile input is never echoed whole.
+SHOWN_MAX = 60
+
+
+def shorten(value: Any, limit: int = SHOWN_MAX) -> str:
+    """repr() of ``value``, cut to about ``limit`` characters, saying how long it was."""
+    shown = repr(value)
+    if len(shown) <= limit:
+        return shown
+    size = f" ({len(value)} characters)" if isinstance(value, str) else ""
+    return shown[: limit - 3] + "..." + size
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type, for messages."""
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped, so that a report stays one line per problem."""
+    return text if text.isprintable() else repr(text)[1:-1]

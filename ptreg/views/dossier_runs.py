@@ -1,0 +1,69 @@
+"""The dossier's run sections: what a run measured, under what, and on which machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import PtregError
+from ..records.attempt import RunRef
+from ..store.runs import read_environment, read_results, run_folder
+from .run_report import tables, verdict
+from .tables import markdown
+
+
+def run_lines(root: Path, attempt_id: str, ref: RunRef) -> list[str]:
+    folder = run_folder(root, attempt_id, ref.run_id)
+    try:
+        results = read_results(folder, root)
+    except PtregError as exc:
+        return [f"- The run's results cannot be read: {exc.message}"]
+    relative = folder.relative_to(root) if folder.is_relative_to(root) else folder
+    spec = results.spec
+    lines = [
+        f"- Status: {results.status}" + (f" ({results.reason})" if results.reason else "") + ".",
+        f"- Evaluator: {results.evaluator} (engine version {results.evaluator_version}); workload "
+        f"{spec.workload}, configs {', '.join(spec.configs)}, backends {', '.join(spec.backends)}; "
+        f"{spec.warmup_steps} warm-up and {spec.timed_steps} timed steps, {spec.repeats} repeats, "
+        f"{spec.threads} thread(s).",
+        f"- Budget: {results.budget.describe() if results.budget else 'none'}.",
+        f"- Started {results.started_at}, finished {results.finished_at}, by `{' '.join(results.command)}`.",
+        f"- Folder: {relative}.",
+    ]
+    lines += _environment(root, folder)
+    lines.append("")
+    for table in tables(results):
+        lines.append(f"{table.title}:")
+        lines.append("")
+        lines += markdown(table.rows, table.headers)
+    for line in verdict(results):
+        lines.append(f"- {line}.")
+    return lines
+
+
+def _environment(root: Path, folder: Path) -> list[str]:
+    try:
+        env = read_environment(root, folder)
+    except PtregError as exc:
+        return [f"- Environment: cannot be read: {exc.message}."]
+
+    def get(*path: str) -> Any:
+        value: Any = env
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        return "unknown" if value is None else value
+
+    blas = env.get("blas") if isinstance(env.get("blas"), list) else []
+    libraries = ", ".join(f"{b.get('internal_api')} {b.get('version')} ({b.get('num_threads')} threads)"
+                          for b in blas if isinstance(b, dict)) or "unknown"
+    variables = env.get("variables") if isinstance(env.get("variables"), dict) else {}
+    set_vars = ", ".join(f"{k}={v}" for k, v in variables.items() if v is not None) or "none set"
+    dirty = get("git", "dirty")
+    return [
+        f"- Machine: {get('cpu', 'model')}, {get('cpu', 'usable_cores')} usable of {get('cpu', 'logical_cores')} cores, "
+        f"{get('os', 'platform')}, host {get('hostname')}.",
+        f"- Software: ptreg {get('ptreg_version')}, Python {get('python', 'version')}, NumPy {get('numpy_version')}, "
+        f"numba {get('numba_version')}; BLAS {libraries}.",
+        f"- Repository: commit {get('git', 'commit')}" + (" with uncommitted changes" if dirty is True else "") + ".",
+        f"- BLAS and threading variables: {set_vars}.",
+    ]

@@ -1,0 +1,97 @@
+"""Precedents: the prior attempts most like a proposal, so history is read before budget is spent.
+
+Ranking is by shared shape, compared as a tuple so that each criterion outweighs every one
+after it: a shared objective first, then how many methods and bases are shared, then the
+same lineage, then the same family. Among equals, negative outcomes come first: they are
+what a proposer most needs to have read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Optional, Sequence
+
+from ..records.attempt import NEGATIVE_STATUSES, Attempt
+
+DEFAULT_LIMIT = 10
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a proposal is, for comparing it with the record."""
+
+    objective: Optional[str] = None
+    methods: Sequence[str] = ()
+    bases: Sequence[str] = ()
+    family: Optional[str] = None
+    lineage: Sequence[str] = ()  # ids of the lineage the proposal joins
+
+    @classmethod
+    def of(cls, attempt: Attempt, lineage: Iterable[str] = ()) -> "Shape":
+        return cls(attempt.objective, attempt.methods or (), attempt.bases or (), attempt.family, tuple(lineage))
+
+    def is_empty(self) -> bool:
+        return not (self.objective or self.methods or self.bases or self.family or self.lineage)
+
+
+@dataclass(frozen=True)
+class Precedent:
+    attempt: Attempt
+    objective: bool
+    methods: list[str] = field(default_factory=list)
+    bases: list[str] = field(default_factory=list)
+    lineage: bool = False
+    family: bool = False
+
+    @property
+    def rank(self) -> tuple[int, int, int, int, int]:
+        negative = self.attempt.status in NEGATIVE_STATUSES
+        return (int(self.objective), len(self.methods) + len(self.bases), int(self.lineage), int(self.family), int(negative))
+
+    def shares(self) -> str:
+        parts = []
+        if self.objective:
+            parts.append(f"objective {self.attempt.objective}")
+        if self.methods:
+            parts.append("method " + ", ".join(self.methods))
+        if self.bases:
+            parts.append("base " + ", ".join(self.bases))
+        if self.lineage:
+            parts.append("lineage")
+        if self.family:
+            parts.append(f"family {self.attempt.family}")
+        return "; ".join(parts)
+
+    def to_json(self) -> dict:
+        a = self.attempt
+        return {
+            "id": a.id,
+            "status": a.status,
+            "lesson": a.lesson,
+            "next_action": a.next_action,
+            "shared": {
+                "objective": self.objective,
+                "methods": self.methods,
+                "bases": self.bases,
+                "lineage": self.lineage,
+                "family": self.family,
+            },
+        }
+
+
+def compare(shape: Shape, attempt: Attempt) -> Precedent:
+    return Precedent(
+        attempt,
+        objective=shape.objective is not None and attempt.objective == shape.objective,
+        methods=[m for m in shape.methods if m in (attempt.methods or ())],
+        bases=[b for b in shape.bases if b in (attempt.bases or ())],
+        lineage=attempt.id in shape.lineage,
+        family=shape.family is not None and attempt.family == shape.family,
+    )
+
+
+def precedents(shape: Shape, attempts: Iterable[Attempt], limit: Optional[int] = DEFAULT_LIMIT) -> list[Precedent]:
+    """Attempts sharing anything with ``shape``, most alike first (failures first among equals)."""
+    found = [p for p in (compare(shape, a) for a in attempts) if any(p.rank[:4])]
+    found.sort(key=lambda p: (tuple(-x for x in p.rank), p.attempt.id))
+    return found if limit is None else found[:limit]

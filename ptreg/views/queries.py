@@ -1,0 +1,110 @@
+"""Queries over attempts: filtered lists ("has anything shaped like this been tried?") and coverage."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Optional, Sequence
+
+from ..records.attempt import INFRASTRUCTURE_KIND, NEGATIVE_STATUSES, SHAPE_FIELDS, Attempt, RegistryMeta
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Each given criterion must hold (AND); several methods, or several bases, OR-match."""
+
+    statuses: Sequence[str] = ()
+    families: Sequence[str] = ()
+    kinds: Sequence[str] = ()
+    methods: Sequence[str] = ()
+    bases: Sequence[str] = ()
+    objectives: Sequence[str] = ()
+    failures_only: bool = False
+
+    def matches(self, a: Attempt) -> bool:
+        if self.statuses and a.status not in self.statuses:
+            return False
+        if self.failures_only and a.status not in NEGATIVE_STATUSES:
+            return False
+        if self.families and a.family not in self.families:
+            return False
+        if self.kinds and a.kind not in self.kinds:
+            return False
+        if self.objectives and a.objective not in self.objectives:
+            return False
+        if self.methods and not set(self.methods) & set(a.methods or ()):
+            return False
+        if self.bases and not set(self.bases) & set(a.bases or ()):
+            return False
+        return True
+
+
+def select(attempts: Iterable[Attempt], query: Filter) -> list[Attempt]:
+    return [a for a in attempts if query.matches(a)]
+
+
+@dataclass
+class FieldCoverage:
+    field: str
+    carried: int
+    total: int
+
+    @property
+    def share(self) -> Optional[float]:
+        return self.carried / self.total if self.total else None
+
+
+@dataclass
+class TermUse:
+    vocabulary: str  # "method", "objective" or "kind"
+    term: str
+    count: int
+    defined: Optional[bool]  # False: used but missing from the vocabulary; None: no vocabulary (bases)
+
+
+@dataclass
+class Coverage:
+    shaped_total: int  # attempts that are not infrastructure
+    fields: list[FieldCoverage]
+    terms: list[TermUse] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "non_infrastructure_attempts": self.shaped_total,
+            "fields": [{"field": f.field, "carried": f.carried, "total": f.total} for f in self.fields],
+            "vocabulary": [t.__dict__ for t in self.terms],
+        }
+
+
+def coverage(attempts: Iterable[Attempt], meta: RegistryMeta) -> Coverage:
+    """How many non-infrastructure attempts carry each shape field, and which terms are in use."""
+    all_attempts = list(attempts)
+    shaped = [a for a in all_attempts if a.kind != INFRASTRUCTURE_KIND]
+    fields = [
+        FieldCoverage(name, sum(1 for a in shaped if getattr(a, name) not in (None, [])), len(shaped))
+        for name in SHAPE_FIELDS
+    ]
+    terms: list[TermUse] = []
+    used = {
+        "method": _count(m for a in all_attempts for m in a.methods or ()),
+        "objective": _count(a.objective for a in all_attempts if a.objective is not None),
+        "kind": _count(a.kind for a in all_attempts if a.kind is not None),
+    }
+    vocabularies = {
+        "method": meta.method_vocabulary,
+        "objective": meta.objective_vocabulary,
+        "kind": meta.kind_vocabulary,
+    }
+    for name, vocabulary in vocabularies.items():
+        counts = used[name]
+        for term in vocabulary:
+            terms.append(TermUse(name, term, counts.get(term, 0), True))
+        for term in sorted(set(counts) - set(vocabulary)):
+            terms.append(TermUse(name, term, counts[term], False))
+    bases = _count(b for a in all_attempts for b in a.bases or ())
+    terms.extend(TermUse("base", b, n, None) for b, n in sorted(bases.items(), key=lambda kv: (-kv[1], kv[0])))
+    return Coverage(len(shaped), fields, terms)
+
+
+def _count(values: Iterable[str]) -> dict[str, int]:
+    return dict(Counter(values))

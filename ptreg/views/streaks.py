@@ -1,0 +1,96 @@
+"""Streaks: per objective, how many negative outcomes sit at the tip of its deepest chain.
+
+Two negatives in a row earn a CAUTION, three or more a STOP AND RETHINK: the same axis is
+being pushed again by habit. A chain that failed and then worked does not warn, since only
+the negatives at the tip count; a not-tried proposal at the tip has no outcome and is passed over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from ..records.graph import ancestry, depths
+from ..records.attempt import NEGATIVE_STATUSES, Attempt
+
+CAUTION_AT = 2
+STOP_AT = 3
+OK, CAUTION, STOP = "ok", "CAUTION", "STOP AND RETHINK"
+
+
+@dataclass(frozen=True)
+class Streak:
+    objective: str
+    chain: list[Attempt]  # oldest first; the last one is the tip
+    trailing: list[Attempt]  # the negatives at the tip, oldest first
+
+    @property
+    def negatives(self) -> int:
+        return len(self.trailing)
+
+    @property
+    def level(self) -> str:
+        if self.negatives >= STOP_AT:
+            return STOP
+        if self.negatives >= CAUTION_AT:
+            return CAUTION
+        return OK
+
+    @property
+    def tip(self) -> Attempt:
+        return self.chain[-1]
+
+    def to_json(self) -> dict:
+        return {
+            "objective": self.objective,
+            "level": self.level,
+            "negatives": self.negatives,
+            "depth": len(self.chain),
+            "chain": [a.id for a in self.chain],
+            "tip": self.tip.id,
+            "tip_status": self.tip.status,
+            "tip_lesson": self.tip.lesson,
+        }
+
+
+def streaks(attempts: Iterable[Attempt]) -> list[Streak]:
+    """One Streak per objective, for its deepest chain; worst first, then by objective."""
+    by_id = {a.id: a for a in attempts}
+    depth = depths(by_id)
+    # A tip is an attempt of the objective that no attempt of the same objective varies.
+    varied_within = {
+        a.varied_from for a in by_id.values() if a.varied_from in by_id and by_id[a.varied_from].objective == a.objective
+    }
+    best: dict[str, tuple[int, int, str]] = {}
+    for a in by_id.values():
+        if a.objective is None or a.id in varied_within:
+            continue
+        key = (depth[a.id], _trailing_count(a, by_id), a.id)
+        if a.objective not in best or key[:2] > best[a.objective][:2]:
+            best[a.objective] = key
+    result = []
+    for objective, (_, _, tip_id) in best.items():
+        chain = ancestry(tip_id, by_id)
+        result.append(Streak(objective, chain, trailing_negatives(chain, objective)))
+    result.sort(key=lambda s: (-s.negatives, s.objective))
+    return result
+
+
+def trailing_negatives(chain: list[Attempt], objective: str) -> list[Attempt]:
+    """The negatives at the tip of ``chain``, oldest first. Proposals not yet tried at the tip
+    are passed over: they have no outcome, so they neither break nor extend a streak (else
+    proposing would be a way to clear a STOP AND RETHINK)."""
+    trailing: list[Attempt] = []
+    outcomes = list(reversed(chain))
+    while outcomes and outcomes[0].status == "not-tried" and outcomes[0].objective == objective:
+        outcomes.pop(0)
+    for a in outcomes:
+        if a.objective != objective or a.status not in NEGATIVE_STATUSES:
+            break
+        trailing.append(a)
+    trailing.reverse()
+    return trailing
+
+
+def _trailing_count(tip: Attempt, by_id: dict[str, Attempt]) -> int:
+    return len(trailing_negatives(ancestry(tip.id, by_id), tip.objective or ""))
