@@ -20,7 +20,6 @@ from pathlib import Path
 
 from timing import interleaved, table
 
-
 _ONE_MODEL = """
 import typer
 from pydantic import BaseModel
@@ -34,7 +33,8 @@ def version_of(ptreg: str, package: str) -> str:
     python = Path(ptreg).parent / "python"
     done = subprocess.run(
         [str(python), "-c", f"import importlib.metadata as m; print(m.version({package!r}))"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     return done.stdout.strip() or "?"
 
@@ -54,7 +54,9 @@ def main() -> None:
     }
     for exe in args.ptreg:
         variants[f"ptreg show (typer {version_of(exe, 'typer')}, {exe})"] = [exe, "-r", args.registry, "show", args.id]
-    runs = {name: partial(subprocess.run, argv, stdout=subprocess.DEVNULL, check=True) for name, argv in variants.items()}
+    runs = {
+        name: partial(subprocess.run, argv, stdout=subprocess.DEVNULL, check=True) for name, argv in variants.items()
+    }
     samples = interleaved(runs, args.repeats)
     print(f"cold process, {args.repeats} repeats, seconds (floor: typer {version_of(sys.executable, 'typer')})")
     print(table(samples, "command", reference=next(iter(variants))))

@@ -17,10 +17,10 @@ from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from registry_scale import synthetic_attempts  # noqa: E402
-from timing import interleaved, table  # noqa: E402
+from registry_scale import synthetic_attempts
+from timing import interleaved, table
 
-from ptreg.store import interchange  # noqa: E402
+from ptreg.store import interchange
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ numpy-blas measured side by side.
 
 Each kernel runs on the linear-layer shapes of a tiny-GPT config (qkv, attention projection,
 fc, MLP projection, head); its GFLOP/s is that of one training step's calls of it, weighted
-by how often each layer runs. The measurement is ptreg's own engine (``ptreg.runner``, a
+by how often each layer runs. The measurement is ptreg's own engine (its executor, a
 worker process per sample, so no backend's thread pool or compiled code touches another's),
 run in rounds: every round measures every (threads, config, backend) once, in turn, so the
 machine's drift lands on all of them alike. Each backend is first checked by the parity gate
@@ -26,26 +26,38 @@ from typing import Any
 
 from tabulate import tabulate
 
-from ptreg.records.run import KERNELS
-from ptreg.records.configs import flops
-from ptreg.engine.backends import require_registered
-from ptreg.store.jsonio import atomic_write_text
-from ptreg.errors import PtregError
+from ptreg.engine.backends import describe_all, require_registered, roles
 from ptreg.engine.environment import collect
+from ptreg.engine.executor import Executor
+from ptreg.engine.plan import parity_shapes
+from ptreg.engine.protocol import CellTask, ParityTask
+from ptreg.errors import PtregError
+from ptreg.records.configs import CONFIGS, flops, linear_shapes
 from ptreg.records.evaluator import EvaluatorSpec
-from ptreg.engine.measurement import parity_shapes, worker_task
-from ptreg.engine.executor import Runner
-from ptreg.records.configs import CONFIGS, linear_shapes
+from ptreg.records.run import KERNELS, KernelSample
+from ptreg.store.jsonio import atomic_write_text
 
 PEER = "numpy-blas"
 
 
 def spec_for(args: argparse.Namespace, threads: int) -> EvaluatorSpec:
-    return EvaluatorSpec.model_validate({
-        "name": "kernels-vs-blas", "workload": "kernels", "configs": args.configs, "backends": args.backends,
-        "baseline": PEER, "warmup_steps": args.warmup, "timed_steps": args.calls, "repeats": 1, "seed": 0,
-        "threads": threads, "tolerance": {"rtol": 1e-4, "atol": 1e-6}, "max_relative_spread": 0.2, "metric": "gflops",
-    })
+    return EvaluatorSpec.model_validate(
+        {
+            "name": "kernels-vs-blas",
+            "workload": "kernels",
+            "configs": args.configs,
+            "backends": args.backends,
+            "baseline": PEER,
+            "warmup_steps": args.warmup,
+            "timed_steps": args.calls,
+            "repeats": 1,
+            "seed": 0,
+            "threads": threads,
+            "tolerance": {"rtol": 1e-4, "atol": 1e-6},
+            "max_relative_spread": 0.2,
+            "metric": "gflops",
+        }
+    )
 
 
 def step_gflops(config: str, kernel: str, seconds: dict[str, float]) -> float:
@@ -63,18 +75,24 @@ def check_parity(args: argparse.Namespace) -> list[str]:
     """Backends whose three kernels pass the parity gate on every shape measured, on the most threads."""
     threads = max(args.threads)
     spec = spec_for(args, threads)
-    runner = Runner(spec)
-    runner.start()
+    executor = Executor()
+    executor.start()
+    reference = roles(describe_all()).reference
     passed = []
     for backend in args.backends:
-        outcome = runner.execute(f"parity {backend}", worker_task(
-            spec, task="parity", backend=backend, shapes=parity_shapes(spec),
-            rtol=spec.tolerance.rtol, atol=spec.tolerance.atol))
-        found = outcome.of("parity")
-        result = found[-1]["result"] if found else None
-        ok = outcome.ended == "done" and result is not None and result["passed"]
-        log(f"parity {backend}: {result['summary'] if result else outcome.reason}")
-        if ok:
+        task = ParityTask(
+            backend=backend,
+            reference=reference,
+            shapes=parity_shapes(spec),
+            rtol=spec.tolerance.rtol,
+            atol=spec.tolerance.atol,
+            seed=spec.seed,
+            threads=threads,
+        )
+        outcome = executor.execute(f"parity {backend}", task)
+        result = outcome.parity
+        log(f"parity {backend}: {result.summary if result else outcome.reason}")
+        if outcome.ended == "done" and result is not None and result.passed:
             passed.append(backend)
     return passed
 
@@ -84,20 +102,35 @@ def measure(args: argparse.Namespace, backends: list[str]) -> dict[tuple[int, st
     rates: dict[tuple[int, str, str, str], list[float]] = {}
     for round_ in range(args.rounds):
         for threads in args.threads:
-            spec = spec_for(args, threads)
-            runner = Runner(spec)
-            runner.start()
+            executor = Executor()
+            executor.start()
             for config in args.configs:
                 for backend in backends:
-                    outcome = runner.execute(f"{backend}/{config}", worker_task(spec, task="cell", backend=backend, config=config))
+                    task = CellTask(
+                        backend=backend,
+                        workload="kernels",
+                        config=config,
+                        warmup_steps=args.warmup,
+                        timed_steps=args.calls,
+                        repeats=1,
+                        seed=0,
+                        threads=threads,
+                    )
+                    outcome = executor.execute(f"{backend}/{config}", task)
                     if outcome.ended != "done":
-                        raise SystemExit(f"kernels_vs_blas: {backend}/{config} on {threads} threads failed: {outcome.reason}")
-                    samples = outcome.of("kernel")
+                        raise SystemExit(
+                            f"kernels_vs_blas: {backend}/{config} on {threads} threads failed: {outcome.reason}"
+                        )
+                    samples = [s for s in outcome.samples if isinstance(s, KernelSample)]
                     for kernel in KERNELS:
-                        seconds = {s["layer"]: s["seconds_per_call"] for s in samples if s["kernel"] == kernel}
-                        rates.setdefault((threads, config, backend, kernel), []).append(step_gflops(config, kernel, seconds))
-                    log(f"round {round_ + 1}/{args.rounds} · {threads} thread(s) · {config} · {backend}: "
-                        f"{outcome.wall_seconds:.1f} s")
+                        seconds = {s.layer: s.seconds_per_call for s in samples if s.kernel == kernel}
+                        rates.setdefault((threads, config, backend, kernel), []).append(
+                            step_gflops(config, kernel, seconds)
+                        )
+                    log(
+                        f"round {round_ + 1}/{args.rounds} · {threads} thread(s) · {config} · {backend}: "
+                        f"{outcome.wall_seconds:.1f} s"
+                    )
     return rates
 
 
@@ -105,12 +138,24 @@ def summarise(rates: dict[tuple[int, str, str, str], list[float]], backends: lis
     rows = []
     for (threads, config, backend, kernel), values in rates.items():
         peer = rates.get((threads, config, PEER, kernel))
-        ratios = [mine / theirs for mine, theirs in zip(values, peer)] if peer else None
-        rows.append({
-            "threads": threads, "config": config, "kernel": kernel, "backend": backend,
-            "gflops": {"median": statistics.median(values), "min": min(values), "max": max(values), "rounds": values},
-            "vs_numpy_blas": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)} if ratios else None,
-        })
+        ratios = [mine / theirs for mine, theirs in zip(values, peer, strict=False)] if peer else None
+        rows.append(
+            {
+                "threads": threads,
+                "config": config,
+                "kernel": kernel,
+                "backend": backend,
+                "gflops": {
+                    "median": statistics.median(values),
+                    "min": min(values),
+                    "max": max(values),
+                    "rounds": values,
+                },
+                "vs_numpy_blas": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+                if ratios
+                else None,
+            }
+        )
     return rows
 
 
@@ -121,17 +166,25 @@ def print_tables(rows: list[dict[str, Any]], backends: list[str]) -> None:
             for kernel in KERNELS:
                 line = [config, kernel]
                 for backend in backends:
-                    row = next(r for r in rows if (r["threads"], r["config"], r["kernel"], r["backend"]) == (threads, config, kernel, backend))
+                    row = next(
+                        r
+                        for r in rows
+                        if (r["threads"], r["config"], r["kernel"], r["backend"]) == (threads, config, kernel, backend)
+                    )
                     g, v = row["gflops"], row["vs_numpy_blas"]
                     text = f"{g['median']:.1f} ({g['min']:.1f}-{g['max']:.1f})"
                     line.append(text if backend == PEER or v is None else f"{text} {v['median']:.2f}x")
                 table.append(line)
-        print(f"\n{threads} thread(s): GFLOP/s median (min-max over rounds), ratio to {PEER} (median of per-round ratios)")
+        print(
+            f"\n{threads} thread(s): GFLOP/s median (min-max over rounds), ratio to {PEER} (median of per-round ratios)"
+        )
         print(tabulate(table, headers=["config", "kernel", *backends]))
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--configs", nargs="+", default=["xl", "small"], choices=[c for c in CONFIGS if c != "tiny"])
     parser.add_argument("--backends", nargs="+", default=["naive", "blocked-numpy", "numba", PEER])
     parser.add_argument("--threads", nargs="+", type=int, default=sorted({1, os.cpu_count() or 1}))
@@ -142,7 +195,11 @@ def main() -> int:
     args = parser.parse_args()
     if PEER not in args.backends:
         parser.error(f"--backends must include {PEER}, the peer every ratio is taken to")
-    for option, value, least in (("--rounds", args.rounds, 1), ("--calls", args.calls, 1), ("--warmup", args.warmup, 0)):
+    for option, value, least in (
+        ("--rounds", args.rounds, 1),
+        ("--calls", args.calls, 1),
+        ("--warmup", args.warmup, 0),
+    ):
         if value < least:
             parser.error(f"{option} must be at least {least}, got {value}")
     if min(args.threads) < 1:
@@ -157,8 +214,11 @@ def main() -> int:
     rows = summarise(measure(args, backends), backends)
     print_tables(rows, backends)
     if args.json:
-        document = {"settings": {k: v for k, v in vars(args).items() if k != "json"}, "results": rows,
-                    "environment": collect(Path.cwd())}
+        document = {
+            "settings": {k: v for k, v in vars(args).items() if k != "json"},
+            "results": rows,
+            "environment": collect(Path.cwd()),
+        }
         atomic_write_text(args.json, json.dumps(document, indent=2, default=str) + "\n")
         log(f"wrote {args.json}")
     return 0

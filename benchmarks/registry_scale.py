@@ -125,17 +125,45 @@ def measure(size: int, repeats: int, work: Path) -> dict:
 
 
 EVALUATOR_SPEC = {
-    "name": "scale-eval", "workload": "kernels", "configs": ["xl"], "backends": ["naive", "numpy-blas"],
-    "baseline": "numpy-blas", "warmup_steps": 1, "timed_steps": 5, "repeats": 3, "seed": 0, "threads": 1,
-    "tolerance": {"rtol": 1e-5, "atol": 1e-6}, "max_relative_spread": 0.25, "metric": "gflops",
+    "name": "scale-eval",
+    "workload": "kernels",
+    "configs": ["xl"],
+    "backends": ["naive", "numpy-blas"],
+    "baseline": "numpy-blas",
+    "warmup_steps": 1,
+    "timed_steps": 5,
+    "repeats": 3,
+    "seed": 0,
+    "threads": 1,
+    "tolerance": {"rtol": 1e-5, "atol": 1e-6},
+    "max_relative_spread": 0.25,
+    "metric": "gflops",
 }
 # A proposal the gate admits on any synthetic registry (the override covers a long streak).
 PROPOSAL = [
-    "--id", "scale-proposal", "--name", "Scale proposal", "--family", "matmul", "--kind", "runtime-benchmark",
-    "--objective", "training-step-time", "--method", "cache-blocking",
-    "--question", "How long does the gate take on a registry of this size?",
-    "--evaluator", "scale-eval", "--budget-seconds", "600", "--tracking-issue", "#1",
-    "--override-streak", "synthetic registry", "--no-input",
+    "--id",
+    "scale-proposal",
+    "--name",
+    "Scale proposal",
+    "--family",
+    "matmul",
+    "--kind",
+    "runtime-benchmark",
+    "--objective",
+    "training-step-time",
+    "--method",
+    "cache-blocking",
+    "--question",
+    "How long does the gate take on a registry of this size?",
+    "--evaluator",
+    "scale-eval",
+    "--budget-seconds",
+    "600",
+    "--tracking-issue",
+    "#1",
+    "--override-streak",
+    "synthetic registry",
+    "--no-input",
 ]
 
 
@@ -162,8 +190,9 @@ def main() -> None:
         print(f"| {row['size']:,} | " + " | ".join(cells) + " |")
     print(f"\nseconds, cold process, median (min-max) of {args.repeats}")
     if args.json:
-        atomic_write_text(args.json, json.dumps({"rows": rows, "python": sys.version,
-                                                 "cpus": os.cpu_count()}, indent=2) + "\n")
+        atomic_write_text(
+            args.json, json.dumps({"rows": rows, "python": sys.version, "cpus": os.cpu_count()}, indent=2) + "\n"
+        )
 
 
 if __name__ == "__main__":

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 
 def interleaved(
-    variants: dict[str, Callable[[], object]], repeats: int, before_each: Optional[Callable[[str], None]] = None
+    variants: dict[str, Callable[[], object]], repeats: int, before_each: Callable[[str], None] | None = None
 ) -> dict[str, list[float]]:
     """Seconds of each variant, ``repeats`` times, in interleaved order."""
     samples: dict[str, list[float]] = {name: [] for name in variants}
@@ -26,7 +26,9 @@ def interleaved(
     return samples
 
 
-def table(samples: dict[str, list[float]], label: str, *, reference: str, speedup: bool = False, digits: int = 3) -> str:
+def table(
+    samples: dict[str, list[float]], label: str, *, reference: str, speedup: bool = False, digits: int = 3
+) -> str:
     """Median, min and max per variant, and each median against the ``reference`` variant:
     as ``reference / median`` when ``speedup`` (higher is faster), else ``median / reference``."""
     base = statistics.median(samples[reference])
@@ -35,5 +37,7 @@ def table(samples: dict[str, list[float]], label: str, *, reference: str, speedu
     for name, values in samples.items():
         median = statistics.median(values)
         ratio = base / median if speedup else median / base
-        lines.append(f"| {name} | {median:.{digits}f} | {min(values):.{digits}f} | {max(values):.{digits}f} | {ratio:.2f}x |")
+        lines.append(
+            f"| {name} | {median:.{digits}f} | {min(values):.{digits}f} | {max(values):.{digits}f} | {ratio:.2f}x |"
+        )
     return "\n".join(lines)

@@ -15,13 +15,12 @@ from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from registry_scale import synthetic_attempts  # noqa: E402
-from timing import interleaved, table  # noqa: E402
+from jsonschema import Draft202012Validator
+from registry_scale import synthetic_attempts
+from timing import interleaved, table
 
-from jsonschema import Draft202012Validator  # noqa: E402
-
-from ptreg.records.attempt import Attempt  # noqa: E402
-from ptreg.records.schema import generate  # noqa: E402
+from ptreg.records.attempt import Attempt
+from ptreg.records.schema import generate
 
 
 def main() -> None:
@@ -41,9 +40,12 @@ def main() -> None:
     def check(run) -> None:
         assert run() == len(records), "an engine rejected a valid synthetic record"
 
-    samples = interleaved({"pydantic": partial(check, with_pydantic), "jsonschema": partial(check, with_jsonschema)}, args.repeats)
+    samples = interleaved(
+        {"pydantic": partial(check, with_pydantic), "jsonschema": partial(check, with_jsonschema)}, args.repeats
+    )
     print(f"structural validation of {args.size:,} records, {args.repeats} repeats, seconds")
     print(table(samples, "engine", reference="pydantic"))
+
 
 if __name__ == "__main__":
     main()

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Optional
+from datetime import UTC, datetime
 
 
-def utc_now(now: Optional[datetime] = None) -> str:
+def utc_now(now: datetime | None = None) -> str:
     """``YYYY-MM-DDTHH:MM:SSZ`` of ``now`` (default: this moment)."""
-    moment = now if now is not None else datetime.now(timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    moment = now if now is not None else datetime.now(UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable
 
 EXIT_CHECK_FAILED = 1  # the input was usable and a check on it failed
 EXIT_UNUSABLE = 2  # the input could not be used at all (missing, unreadable, malformed)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ptreg.records.vocabulary import default_meta
 from ptreg.store.directory import init_registry
@@ -55,13 +59,13 @@ def complete_record(attempt_id: str, **changes: Any) -> dict[str, Any]:
 
 def failed_record(attempt_id: str, **changes: Any) -> dict[str, Any]:
     """A complete record with a negative outcome (status failed unless changed)."""
-    base: dict[str, Any] = dict(
-        status="failed",
-        failure_reason="The change moved the microbenchmark, not the training step.",
-        failure_reason_confidence="exact",
-        lesson="Measure end to end.",
-        next_action="Stop here.",
-    )
+    base: dict[str, Any] = {
+        "status": "failed",
+        "failure_reason": "The change moved the microbenchmark, not the training step.",
+        "failure_reason_confidence": "exact",
+        "lesson": "Measure end to end.",
+        "next_action": "Stop here.",
+    }
     base.update(changes)
     return complete_record(attempt_id, **base)
 
@@ -91,7 +95,7 @@ def write_attempts_file(path: Path, records: list[Any], version: int = 2) -> Pat
     return path
 
 
-def write_registry(root: Path, records: list[Any], files: Optional[dict[str, Any]] = None) -> Path:
+def write_registry(root: Path, records: list[Any], files: dict[str, Any] | None = None) -> Path:
     """A registry directory with the default vocabularies and each record written raw as
     ``<id>.json`` (so broken records can be written too). ``files`` maps further file names to
     content: bytes as they are, str as UTF-8 text, anything else as JSON."""
@@ -242,3 +246,69 @@ def raw_descendants(raw_attempts: list[dict[str, Any]], attempt_id: str) -> set[
         frontier = {a["id"] for a in raw_attempts if a.get("varied_from") in frontier} - found
         found |= frontier
     return found
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def tiny_spec(name: str, timed_steps: int = 1, repeats: int = 1) -> dict[str, Any]:
+    """An evaluator spec of the smallest real run: naive on the tiny config, one thread."""
+    return {
+        "name": name,
+        "workload": "tinygpt-train",
+        "metric": "ms-per-step",
+        "configs": ["tiny"],
+        "backends": ["naive"],
+        "baseline": "naive",
+        "warmup_steps": 0,
+        "timed_steps": timed_steps,
+        "repeats": repeats,
+        "threads": 1,
+        "tolerance": {"rtol": 1e-4, "atol": 1e-6},
+        "max_relative_spread": 5.0,
+    }
+
+
+# A writer process: proposes attempts through the CLI's own entry point, in a loop, so that
+# two of them contend for the registry for the whole of their work.
+PROPOSER = textwrap.dedent("""
+    import json, sys
+    from ptreg.cli import main
+
+    root, ref, plan = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    codes = []
+    for attempt_id, issue in plan:
+        try:
+            main(["-r", root, "new", "--id", attempt_id, "--name", attempt_id, "--family", "runtime-perf",
+                  "--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "vendor-blas",
+                  "--question", f"What does {attempt_id} change?", "--evaluator", ref, "--budget-seconds", "600",
+                  "--tracking-issue", issue, "--no-input", "--json"])
+            codes.append(0)
+        except SystemExit as exc:
+            codes.append(exc.code or 0)
+    print(json.dumps(codes))
+""")
+
+
+def env_without_hooks() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("PTREG_CRASH_AT", "PTREG_LOCK_TIMEOUT")}
+
+
+def proposer(root: Path, ref: str, plan: list[tuple[str, str]]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", PROPOSER, str(root), ref, json.dumps(plan)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env_without_hooks(),
+    )
+
+
+def finish(process: subprocess.Popen, timeout: float = 600) -> tuple[int, str, str]:
+    out, err = process.communicate(timeout=timeout)
+    return process.returncode, out, err
+
+
+def propose_for_run(root: Path, ref: str, attempt_id: str, issue: str) -> None:
+    code, out, err = finish(proposer(root, ref, [(attempt_id, issue)]))
+    assert code == 0 and json.loads(out.strip().splitlines()[-1]) == [0], err

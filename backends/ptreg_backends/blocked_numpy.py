@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Optional
 
 import numpy as np
 
@@ -57,25 +56,27 @@ _BUFSIZE = 64
 
 class BlockedNumpyBackend:
     name = "blocked-numpy"
-    description = "NumPy rank-1 updates per cache-sized output tile, tiles on threads, in naive's order (bit-identical)."
+    description = (
+        "NumPy rank-1 updates per cache-sized output tile, tiles on threads, in naive's order (bit-identical)."
+    )
     order_preserving = True
     thread_control = "Python threads over output tiles (NumPy releases the GIL in ufunc loops), set per backend"
 
-    def __init__(self, tile_m: Optional[int] = None, tile_n: int = DEFAULT_TILE_N):
+    def __init__(self, tile_m: int | None = None, tile_n: int = DEFAULT_TILE_N):
         """``tile_m`` None: 64 rows on one thread, 256 on several (the tables above)."""
         if (tile_m is not None and tile_m < 1) or tile_n < 1:
             raise ValueError(f"tile sizes must be positive, got {tile_m}x{tile_n}")
         self.tile_m = tile_m
         self.tile_n = int(tile_n)
         self.threads = 1
-        self._pool: Optional[ThreadPoolExecutor] = None
+        self._pool: ThreadPoolExecutor | None = None
 
     @staticmethod
     def default_threads() -> int:
         return os.cpu_count() or 1
 
     @staticmethod
-    def unavailable_reason() -> Optional[str]:
+    def unavailable_reason() -> str | None:
         return None
 
     def set_threads(self, n: int) -> int:
@@ -121,13 +122,15 @@ class BlockedNumpyBackend:
             self._tile_run(lhs_t, rhs, out, tiles, tm, tn)
             return
         # tile t goes to thread t mod n: neighbouring tiles (similar sizes) spread over threads
-        shares = [tiles[t::self.threads] for t in range(self.threads)]
+        shares = [tiles[t :: self.threads] for t in range(self.threads)]
         futures = [self._pool.submit(self._tile_run, lhs_t, rhs, out, share, tm, tn) for share in shares if share]
         for future in futures:
             future.result()
 
     @staticmethod
-    def _tile_run(lhs_t: np.ndarray, rhs: np.ndarray, out: np.ndarray, tiles: list[tuple[int, int]], tm: int, tn: int) -> None:
+    def _tile_run(
+        lhs_t: np.ndarray, rhs: np.ndarray, out: np.ndarray, tiles: list[tuple[int, int]], tm: int, tn: int
+    ) -> None:
         rows, cols = out.shape
         # contiguous accumulator and product scratch, one pair per thread; edge tiles use a corner
         acc_buf = np.empty((tm, tn), dtype=out.dtype)

@@ -12,8 +12,6 @@ keeps every output's order. Order-preserving backends must reproduce these bits 
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 
@@ -30,7 +28,7 @@ class NaiveBackend:
         return 1
 
     @staticmethod
-    def unavailable_reason() -> Optional[str]:
+    def unavailable_reason() -> str | None:
         return None
 
     def set_threads(self, n: int) -> int:

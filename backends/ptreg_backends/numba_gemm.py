@@ -22,7 +22,8 @@ every result against naive bit for bit. Importing this module imports numba.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numba
 import numpy as np
@@ -48,23 +49,24 @@ def slp_vectorizer() -> Iterator[None]:
     vectorizer turns it into vector multiplies and adds (without it: scalar code, ~5 GFLOP/s).
     The setting is read per compilation and changes no floating-point semantics.
     """
-    saved = config.SLP_VECTORIZE
-    config.SLP_VECTORIZE = 1
+    # numba's config module sets its options as attributes at run time
+    saved = getattr(config, "SLP_VECTORIZE")  # noqa: B009
+    setattr(config, "SLP_VECTORIZE", 1)  # noqa: B010
     try:
         yield
     finally:
-        config.SLP_VECTORIZE = saved
+        setattr(config, "SLP_VECTORIZE", saved)  # noqa: B010
 
 
 @intrinsic
-def _register_tile(typingctx):  # pragma: no cover - runs at compile time
+def _register_tile(typingctx: Any) -> tuple[Any, Callable[..., Any]]:  # pragma: no cover - runs at compile time
     """Stack storage for the MR×NR sums, which LLVM promotes to registers.
 
     A NumPy array would live on the heap, where LLVM cannot keep it in registers.
     """
     signature = types.CPointer(types.float32)()
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         f32 = ir.FloatType()
         tile = cgutils.alloca_once(builder, ir.ArrayType(f32, MR * NR))
         return builder.bitcast(tile, f32.as_pointer())
@@ -73,10 +75,10 @@ def _register_tile(typingctx):  # pragma: no cover - runs at compile time
 
 
 @numba.njit(inline="always", fastmath=False, cache=True)
-def micro_kernel(l_strip, r_strip, tile, first):  # pragma: no cover - runs compiled
+def micro_kernel(l_strip: np.ndarray, r_strip: np.ndarray, tile: np.ndarray, first: bool) -> None:  # pragma: no cover
     """tile (MR×NR) = [0 if first else tile] + sum over r of l_strip[r, :] ⊗ r_strip[r, :]."""
     chunk = l_strip.shape[0] // MR
-    acc = numba.carray(_register_tile(), (MR * NR,))
+    acc = numba.carray(_register_tile(), (MR * NR,))  # type: ignore[call-arg]  # numba passes typingctx itself
     if first:
         for x in range(MR * NR):
             acc[x] = 0.0
@@ -85,7 +87,7 @@ def micro_kernel(l_strip, r_strip, tile, first):  # pragma: no cover - runs comp
             for jj in range(NR):
                 acc[ii * NR + jj] = tile[ii, jj]
     for r in range(chunk):
-        b = r_strip[r * NR: r * NR + NR]
+        b = r_strip[r * NR : r * NR + NR]
         for ii in range(MR):
             a = l_strip[r * MR + ii]
             for jj in range(NR):
@@ -96,7 +98,7 @@ def micro_kernel(l_strip, r_strip, tile, first):  # pragma: no cover - runs comp
 
 
 @numba.njit(parallel=True, fastmath=False, cache=True)
-def pack_rhs(rhs, packed):  # pragma: no cover - runs compiled
+def pack_rhs(rhs: np.ndarray, packed: np.ndarray) -> None:  # pragma: no cover - runs compiled
     """All of rhs, chunk by chunk: chunk c, strip s is a (chunk length × NR) block at
     c·strips·NR·KC + s·NR·(chunk length), zero past the last column."""
     reduction, cols = rhs.shape
@@ -108,7 +110,7 @@ def pack_rhs(rhs, packed):  # pragma: no cover - runs compiled
             chunk = min(KC, reduction - r0)
             base = (r0 // KC) * strips * NR * KC + strip * NR * chunk
             if width < NR:
-                packed[base: base + NR * chunk] = 0.0
+                packed[base : base + NR * chunk] = 0.0
             # read along whichever index is contiguous in memory (4x faster packing for dB)
             if rows_contiguous:
                 for r in range(chunk):
@@ -121,7 +123,7 @@ def pack_rhs(rhs, packed):  # pragma: no cover - runs compiled
 
 
 @numba.njit(inline="always", fastmath=False, cache=True)
-def pack_lhs(lhs, packed, i0, i1, r0, chunk):  # pragma: no cover - runs compiled
+def pack_lhs(lhs: np.ndarray, packed: np.ndarray, i0: int, i1: int, r0: int, chunk: int) -> None:  # pragma: no cover
     """packed[strip][r][ii] = lhs[i0 + strip·MR + ii, r0 + r], zero past row i1."""
     for strip in range((i1 - i0 + MR - 1) // MR):
         base = strip * MR * chunk
@@ -132,7 +134,7 @@ def pack_lhs(lhs, packed, i0, i1, r0, chunk):  # pragma: no cover - runs compile
 
 
 @numba.njit(parallel=True, fastmath=False, cache=True)
-def gemm(lhs, rhs, out, threads):  # pragma: no cover - runs compiled
+def gemm(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, threads: int) -> None:  # pragma: no cover - runs compiled
     """out = lhs @ rhs with every output summed in ascending order of the reduction index.
 
     Two parallel regions per call, packing then computing: each tile runs all its chunks
@@ -165,23 +167,23 @@ def gemm(lhs, rhs, out, threads):  # pragma: no cover - runs compiled
         edge = np.empty((MR, NR), np.float32)  # sums of tiles cut by the matrix edge
         for r0 in range(0, reduction, KC):
             chunk = min(KC, reduction - r0)
-            chunk_rhs = packed_rhs[(r0 // KC) * strips * NR * KC:]
+            chunk_rhs = packed_rhs[(r0 // KC) * strips * NR * KC :]
             pack_lhs(lhs, packed_lhs, i0, i1, r0, chunk)
             for j in range(j0, j1, NR):
                 strip = j // NR
-                r_strip = chunk_rhs[strip * NR * chunk: (strip + 1) * NR * chunk]
+                r_strip = chunk_rhs[strip * NR * chunk : (strip + 1) * NR * chunk]
                 width = min(NR, j1 - j)
                 for i in range(i0, i1, MR):
                     s = (i - i0) // MR
-                    l_strip = packed_lhs[s * MR * chunk: (s + 1) * MR * chunk]
+                    l_strip = packed_lhs[s * MR * chunk : (s + 1) * MR * chunk]
                     height = min(MR, i1 - i)
                     if height == MR and width == NR:
-                        micro_kernel(l_strip, r_strip, out[i:i + MR, j:j + NR], r0 == 0)
+                        micro_kernel(l_strip, r_strip, out[i : i + MR, j : j + NR], r0 == 0)
                     else:
                         edge[:, :] = 0.0
-                        edge[:height, :width] = out[i:i + height, j:j + width]
+                        edge[:height, :width] = out[i : i + height, j : j + width]
                         micro_kernel(l_strip, r_strip, edge, r0 == 0)
-                        out[i:i + height, j:j + width] = edge[:height, :width]
+                        out[i : i + height, j : j + width] = edge[:height, :width]
 
 
 # One compiled version: operands of any layout (transposed views included), C-contiguous out,
@@ -189,7 +191,7 @@ def gemm(lhs, rhs, out, threads):  # pragma: no cover - runs compiled
 SIGNATURE = "void(float32[:, :], float32[:, :], float32[:, ::1], int64)"
 
 
-def compile_gemm() -> "numba.core.registry.CPUDispatcher":
+def compile_gemm() -> Callable[[np.ndarray, np.ndarray, np.ndarray, int], None]:
     """Compile (or load from the disk cache) the one signature, with the SLP vectorizer on."""
     with slp_vectorizer():
         gemm.compile(SIGNATURE)

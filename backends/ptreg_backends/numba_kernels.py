@@ -20,12 +20,12 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled() -> Any:
     """The compiled routine (compiles, or loads from the disk cache, on first call)."""
     # numba's OpenMP workers spin after each parallel region by default, taking the core from
@@ -41,7 +41,9 @@ def _compiled() -> Any:
 
 class NumbaBackend:
     name = "numba"
-    description = "numba-compiled register- and cache-blocked loops in naive's order, parallel over output tiles (bit-identical)."
+    description = (
+        "numba-compiled register- and cache-blocked loops in naive's order, parallel over output tiles (bit-identical)."
+    )
     order_preserving = True
     thread_control = "numba parallel threads (prange over output tiles), set with numba.set_num_threads; OMP_WAIT_POLICY=PASSIVE unless set"
 
@@ -50,7 +52,7 @@ class NumbaBackend:
         return int(os.environ.get("NUMBA_NUM_THREADS") or os.cpu_count() or 1)
 
     @staticmethod
-    def unavailable_reason() -> Optional[str]:
+    def unavailable_reason() -> str | None:
         try:
             found = importlib.util.find_spec("numba") is not None
         except (ImportError, ValueError):
@@ -70,11 +72,14 @@ class NumbaBackend:
         import numba
 
         try:
-            layer: Optional[str] = numba.threading_layer()
+            layer: str | None = numba.threading_layer()
         except ValueError:
             layer = None
-        return {"numba_threads": numba.get_num_threads(), "numba_threading_layer": layer,
-                "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
+        return {
+            "numba_threads": numba.get_num_threads(),
+            "numba_threading_layer": layer,
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        }
 
     def warm_up(self) -> None:
         """Run once on tiny arrays so thread-pool start-up is not in the first timed call."""
@@ -84,7 +89,8 @@ class NumbaBackend:
     def set_threads(self, n: int) -> int:
         import numba
 
-        used = max(1, min(int(n), numba.config.NUMBA_NUM_THREADS))
+        # the pool's size, fixed when numba starts; numba's config sets it as an attribute at run time
+        used = max(1, min(int(n), int(getattr(numba.config, "NUMBA_NUM_THREADS"))))  # noqa: B009
         numba.set_num_threads(used)
         self.threads = used
         return used

@@ -9,7 +9,7 @@ as transposed operands, no copy.
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +25,9 @@ class NumpyBlasBackend:
     name = "numpy-blas"
     description = "np.matmul into out: NumPy's BLAS sgemm; fast, its own summation order (tolerance only)."
     order_preserving = False
-    thread_control = "BLAS library threads (OpenBLAS/MKL pool), set with threadpoolctl.threadpool_limits(user_api='blas')"
+    thread_control = (
+        "BLAS library threads (OpenBLAS/MKL pool), set with threadpoolctl.threadpool_limits(user_api='blas')"
+    )
     # What a user would pick instead of an own kernel: every kernel is also compared with it.
     role = "peer"
 
@@ -38,7 +40,7 @@ class NumpyBlasBackend:
         return max(counts) if counts else (os.cpu_count() or 1)
 
     @staticmethod
-    def unavailable_reason() -> Optional[str]:
+    def unavailable_reason() -> str | None:
         return None  # NumPy always has a matmul, BLAS-backed or not
 
     def set_threads(self, n: int) -> int:

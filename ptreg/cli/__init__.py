@@ -7,7 +7,6 @@ into one line on stderr and a stable exit code (0 ok, 1 a check failed, 2 unusab
 from __future__ import annotations
 
 import sys
-from typing import Optional
 
 import typer
 from typer.exceptions import TyperException  # base of the (vendored) Click exceptions, typer >= 0.28
@@ -16,7 +15,7 @@ from .. import __version__
 from ..engine.interruption import Interrupted
 from ..errors import EXIT_UNUSABLE, PtregError
 from . import evaluator, measuring, proposal, reading, registry
-from .common import command_state, state
+from .common import REGISTRY_ENV, command_state, state
 
 app = typer.Typer(
     name="ptreg",
@@ -29,6 +28,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"ptreg {__version__}")
@@ -37,11 +37,11 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    registry: Optional[str] = typer.Option(
+    registry: str | None = typer.Option(
         None,
         "--registry",
         "-r",
-        envvar="PTREG_REGISTRY",
+        envvar=REGISTRY_ENV,
         help="Registry directory (default: ./attempts).",
         show_envvar=True,
     ),
@@ -73,7 +73,7 @@ app.command()(measuring.run)
 app.command()(measuring.conclude)
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     """Console entry point: every failure becomes one line on stderr and a stable exit code."""
     command_state["argv"] = list(sys.argv[1:] if argv is None else argv)
     try:

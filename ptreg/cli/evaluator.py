@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional
 
 import typer
 
 from ..errors import EXIT_CHECK_FAILED, PtregError
-from ..gate.evaluators import freeze as freeze_spec
-from ..store.directory import load_meta
-from ..store.evaluators import check_file, evaluator_files, resolve, verify_file
-from ..store.jsonio import dumps_pretty, read_json
-from ..views.tables import plain
 from .common import JsonFlag, print_json, registry_dir
 
 app = typer.Typer(
@@ -28,9 +22,18 @@ def freeze(
     as_json: bool = JsonFlag,
 ) -> None:
     """Store SPEC.json under its identity (sha256 of canonical JSON + evaluator code version); never rewritten."""
+    from ..gate.evaluators import freeze as freeze_spec
+
     done = freeze_spec(registry_dir(), spec)
     if as_json:
-        print_json({"ref": done.evaluator.ref, "sha256": done.evaluator.sha256, "path": str(done.path), "created": done.created})
+        print_json(
+            {
+                "ref": done.evaluator.ref,
+                "sha256": done.evaluator.sha256,
+                "path": str(done.path),
+                "created": done.created,
+            }
+        )
         return
     verb = "froze" if done.created else "already frozen:"
     typer.echo(f"{verb} {done.evaluator.ref} ({done.path})")
@@ -40,6 +43,10 @@ def freeze(
 @app.command("list")
 def list_evaluators(as_json: bool = JsonFlag) -> None:
     """Every frozen evaluator, whether it still verifies, and what it measures."""
+    from ..store.directory import load_meta
+    from ..store.evaluators import check_file, evaluator_files
+    from ..views.tables import plain
+
     root = registry_dir()
     load_meta(root)
     rows, items = [], []
@@ -47,11 +54,26 @@ def list_evaluators(as_json: bool = JsonFlag) -> None:
         frozen, mismatch = check_file(path)
         spec = frozen.spec if frozen else None
         ref = path.name[: -len(".json")]
-        items.append({"ref": ref, "path": str(path), "verified": mismatch is None, "problem": mismatch,
-                      "workload": spec.workload if spec else None, "configs": spec.configs if spec else None,
-                      "backends": spec.backends if spec else None})
-        rows.append([ref, "ok" if mismatch is None else "MISMATCH", spec.workload if spec else None,
-                     ",".join(spec.configs) if spec else None, ",".join(spec.backends) if spec else None])
+        items.append(
+            {
+                "ref": ref,
+                "path": str(path),
+                "verified": mismatch is None,
+                "problem": mismatch,
+                "workload": spec.workload if spec else None,
+                "configs": spec.configs if spec else None,
+                "backends": spec.backends if spec else None,
+            }
+        )
+        rows.append(
+            [
+                ref,
+                "ok" if mismatch is None else "MISMATCH",
+                spec.workload if spec else None,
+                ",".join(spec.configs) if spec else None,
+                ",".join(spec.backends) if spec else None,
+            ]
+        )
     if as_json:
         print_json(items)
         return
@@ -66,6 +88,9 @@ def show(
     as_json: bool = JsonFlag,
 ) -> None:
     """One frozen evaluator: identity, verification and the full spec."""
+    from ..store.evaluators import check_file, resolve
+    from ..store.jsonio import dumps_pretty, read_json
+
     path = resolve(registry_dir(), ref)
     frozen, mismatch = check_file(path)
     if frozen is None:
@@ -90,10 +115,15 @@ def show(
 
 @app.command()
 def verify(
-    refs: List[str] = typer.Argument(None, metavar="[NAME[@HASH]]...", help="Only these (default: every frozen evaluator)."),
+    refs: list[str] = typer.Argument(
+        None, metavar="[NAME[@HASH]]...", help="Only these (default: every frozen evaluator)."
+    ),
     as_json: bool = JsonFlag,
 ) -> None:
     """Recompute every hash; name each file that no longer matches what was frozen. Exit 1 if any."""
+    from ..store.directory import load_meta
+    from ..store.evaluators import evaluator_files, resolve, verify_file
+
     root = registry_dir()
     load_meta(root)
     paths = [resolve(root, r) for r in refs] if refs else evaluator_files(root)

@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator, List, Optional
+from typing import TYPE_CHECKING
 
 import typer
 
-from ..clock import utc_now
-from ..engine.backends import describe_all, require_registered, roles
-from ..engine.executor import Executor, TaskProgress
-from ..engine.interruption import interruptible
-from ..engine.measurement import measure
-from ..engine.plan import EVALUATOR_VERSION, bench_spec
 from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
-from ..operations.conclude import conclude as record_verdict
-from ..operations.run import run_attempt
-from ..records.attempt import CONFIDENCES, STATUSES, check_id
-from ..records.run import RunResults, new_results
-from ..views.run_report import tables, verdict
-from ..views.tables import plain
 from .common import JsonFlag, command_line, print_json, registry_dir
 
-Show = Callable[[TaskProgress], None]
+if TYPE_CHECKING:
+    from ..engine.executor import TaskProgress
+    from ..records.run import RunResults
 
 
 def backends(as_json: bool = JsonFlag) -> None:
@@ -31,21 +22,38 @@ def backends(as_json: bool = JsonFlag) -> None:
 
     Listing reads each backend's metadata without starting it, so an optional dependency (numba) is not imported. An unavailable backend is listed with the reason; it is never an error.
     """
+    from ..engine.backends import describe_all, roles
+    from ..views.tables import plain
+
     found = describe_all()
     if as_json:
         print_json([b.to_json() for b in found])
         return
     reference = roles(found).reference or "the reference"
-    rows = [[b.name, "yes" if b.available else f"no: {b.reason}",
-             {True: f"yes (bit-identical to {reference})", False: "no (tolerance)"}.get(b.order_preserving, "unknown"),
-             b.default_threads, b.thread_control, f"{b.distribution} {b.distribution_version}", b.description]
-            for b in found]
-    typer.echo(plain(rows, ["backend", "available", "keeps order", "threads", "thread control", "from", "description"],
-                     widths={1: 40, 4: 40, 6: 50}))
+    order = {True: f"yes (bit-identical to {reference})", False: "no (tolerance)", None: "unknown"}
+    rows = [
+        [
+            b.name,
+            "yes" if b.available else f"no: {b.reason}",
+            order[b.order_preserving],
+            b.default_threads,
+            b.thread_control,
+            f"{b.distribution} {b.distribution_version}",
+            b.description,
+        ]
+        for b in found
+    ]
+    typer.echo(
+        plain(
+            rows,
+            ["backend", "available", "keeps order", "threads", "thread control", "from", "description"],
+            widths={1: 40, 4: 40, 6: 50},
+        )
+    )
 
 
 @contextmanager
-def run_progress() -> Iterator[Show]:
+def run_progress() -> Iterator[Callable[[TaskProgress], None]]:
     """A rich bar (task, step, budget left) at a terminal, one line per task otherwise; each
     finished task leaves one line saying how it ended."""
 
@@ -57,8 +65,13 @@ def run_progress() -> Iterator[Show]:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.fields[left]}"))
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[left]}"),
+        )
         with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
             tasks: dict[str, TaskID] = {}
 
@@ -71,8 +84,13 @@ def run_progress() -> Iterator[Show]:
                 left = "" if event.budget_left is None else f"{max(event.budget_left, 0):.0f} s left in budget"
                 if event.task not in tasks:
                     tasks[event.task] = bar.add_task(event.task, total=event.total, left=left)
-                bar.update(tasks[event.task], completed=event.done, total=event.total, left=left,
-                           description=f"{event.task} {event.phase}")
+                bar.update(
+                    tasks[event.task],
+                    completed=event.done,
+                    total=event.total,
+                    left=left,
+                    description=f"{event.task} {event.phase}",
+                )
 
             yield show
         return
@@ -88,6 +106,9 @@ def run_progress() -> Iterator[Show]:
 
 
 def print_results(results: RunResults) -> None:
+    from ..views.run_report import tables, verdict
+    from ..views.tables import plain
+
     for number, table in enumerate(tables(results)):
         typer.echo(f"\n{table.title}")
         typer.echo(plain(table.rows, table.headers, widths={2: 70} if number == 0 else None))
@@ -99,33 +120,63 @@ def print_results(results: RunResults) -> None:
 
 
 def bench(
-    backend: List[str] = typer.Option(..., "--backend", "-b", help="A backend to measure (repeatable); see `ptreg backends`."),
-    workload: str = typer.Option("tinygpt-train", "--workload", "-w", help="tinygpt-train (ms/step) or kernels (GFLOP/s)."),
-    config: List[str] = typer.Option(["tiny"], "--config", "-c", help="tiny, small, medium, large or xl (repeatable)."),
-    baseline: Optional[str] = typer.Option(None, "--baseline", help="The backend to compare with besides naive (default: the first)."),
+    backend: list[str] = typer.Option(
+        ..., "--backend", "-b", help="A backend to measure (repeatable); see `ptreg backends`."
+    ),
+    workload: str = typer.Option(
+        "tinygpt-train", "--workload", "-w", help="tinygpt-train (ms/step) or kernels (GFLOP/s)."
+    ),
+    config: list[str] = typer.Option(["tiny"], "--config", "-c", help="tiny, small, medium, large or xl (repeatable)."),
+    baseline: str | None = typer.Option(
+        None, "--baseline", help="The backend to compare with besides naive (default: the first)."
+    ),
     warmup_steps: int = typer.Option(2, "--warmup-steps", min=0),
     timed_steps: int = typer.Option(5, "--timed-steps", min=1),
     repeats: int = typer.Option(3, "--repeats", min=1),
     threads: int = typer.Option(1, "--threads", min=1, help="Threads for the backend and the BLAS."),
     seed: int = typer.Option(0, "--seed", min=0),
-    seconds: Optional[float] = typer.Option(None, "--seconds", help="Stop after this wall clock, like a budget."),
+    seconds: float | None = typer.Option(None, "--seconds", help="Stop after this wall clock, like a budget."),
     as_json: bool = JsonFlag,
 ) -> None:
     """Measure backends ad hoc, as `ptreg run` would, and print the tables. Writes nothing.
 
     For exploring before proposing an attempt: the numbers are not evidence of any attempt until they come from `ptreg run` under a frozen evaluator.
     """
+    from ..clock import utc_now
+    from ..engine.backends import require_registered
+    from ..engine.executor import Executor
+    from ..engine.interruption import interruptible
+    from ..engine.measurement import measure
+    from ..engine.plan import EVALUATOR_VERSION, bench_spec
+    from ..records.run import new_results
+
     if seconds is not None and not (0 < seconds < float("inf")):
         raise PtregError(f"--seconds must be a positive number of seconds, not {seconds}", EXIT_UNUSABLE)
-    spec = bench_spec(workload=workload, configs=config, backends=backend, baseline=baseline,
-                      warmup_steps=warmup_steps, timed_steps=timed_steps, repeats=repeats, seed=seed, threads=threads)
+    spec = bench_spec(
+        workload=workload,
+        configs=config,
+        backends=backend,
+        baseline=baseline,
+        warmup_steps=warmup_steps,
+        timed_steps=timed_steps,
+        repeats=repeats,
+        seed=seed,
+        threads=threads,
+    )
     require_registered(spec.backends)  # unavailable ones are measured as failed cells
     started = utc_now()
     with run_progress() as show, interruptible():
         found = measure(spec, Executor(wall_clock_seconds=seconds, progress=show))
     results = new_results(
-        spec=spec, roles=found.roles, parity=found.parity, cells=found.cells, status=found.status,
-        reason=found.reason, command=command_line(), started_at=started, finished_at=utc_now(),
+        spec=spec,
+        roles=found.roles,
+        parity=found.parity,
+        cells=found.cells,
+        status=found.status,
+        reason=found.reason,
+        command=command_line(),
+        started_at=started,
+        finished_at=utc_now(),
         evaluator_version=EVALUATOR_VERSION,
     )
     if as_json:
@@ -149,13 +200,23 @@ def run(
 
     Ctrl-C or SIGTERM stops the workers, writes what finished as a run with status `interrupted` and exits 130 or 143. Exit 0 when the run is complete, 1 when it failed or the budget ran out (what finished is kept), 2 on unusable input.
     """
+    from ..operations.run import run_attempt
+    from ..records.attempt import check_id
+
     root = registry_dir()
     with run_progress() as show:
         done = run_attempt(root, check_id(attempt_id), command_line(), progress=show)
     results = done.results
     if as_json:
-        print_json({"run_id": results.run_id, "folder": str(done.folder), "status": results.status,
-                    "reason": results.reason, "results": results.model_dump(mode="json")})
+        print_json(
+            {
+                "run_id": results.run_id,
+                "folder": str(done.folder),
+                "status": results.status,
+                "reason": results.reason,
+                "results": results.model_dump(mode="json"),
+            }
+        )
     else:
         print_results(results)
         typer.echo(f"\nrun {results.run_id}: {results.status}" + (f" ({results.reason})" if results.reason else ""))
@@ -171,11 +232,22 @@ def conclude(
     status: str = typer.Option(..., "--status", help="worked, worked-with-caveat, failed, regressed or inconclusive."),
     lesson: str = typer.Option(..., "--lesson", help="What the attempt taught."),
     next_action: str = typer.Option(..., "--next-action", help="The retained disposition."),
-    failure_reason: Optional[str] = typer.Option(None, "--failure-reason", help="Why it fell short (needed for failed, regressed, inconclusive, worked-with-caveat)."),
-    confidence: Optional[str] = typer.Option(None, "--confidence", help="How sure the failure reason is: exact (needs a complete run), inferred, missing-evidence, not-applicable."),
+    failure_reason: str | None = typer.Option(
+        None,
+        "--failure-reason",
+        help="Why it fell short (needed for failed, regressed, inconclusive, worked-with-caveat).",
+    ),
+    confidence: str | None = typer.Option(
+        None,
+        "--confidence",
+        help="How sure the failure reason is: exact (needs a complete run), inferred, missing-evidence, not-applicable.",
+    ),
     as_json: bool = JsonFlag,
 ) -> None:
     """Record the verdict after a run, with the registry's rules applied; nothing is written if they fail."""
+    from ..operations.conclude import conclude as record_verdict
+    from ..records.attempt import CONFIDENCES, STATUSES, check_id
+
     if status not in STATUSES:
         raise PtregError(f"--status {status!r} is not one of {', '.join(STATUSES)}", EXIT_UNUSABLE)
     if confidence is not None and confidence not in CONFIDENCES:
@@ -183,7 +255,9 @@ def conclude(
     for flag, value in (("--lesson", lesson), ("--next-action", next_action), ("--failure-reason", failure_reason)):
         if value is not None and not value.strip():
             raise PtregError(f"{flag} is empty; say it in words", EXIT_UNUSABLE)
-    updated = record_verdict(registry_dir(), check_id(attempt_id), status, lesson, next_action, failure_reason, confidence)
+    updated = record_verdict(
+        registry_dir(), check_id(attempt_id), status, lesson, next_action, failure_reason, confidence
+    )
     if as_json:
         print_json(updated.model_dump(mode="json", exclude_none=True))
     else:

@@ -1,7 +1,7 @@
 """`ptreg new`, `ptreg gate` and `ptreg precedents`: proposing an attempt through the rerun gate.
 
-`new`'s options are made from ``gate.proposal.ProposalInput``, whose fields say their flag and
-help: the proposal's fields are listed there and nowhere else.
+`new`'s options are made from ``gate.proposal_input.ProposalInput``, whose fields say their
+flag and help: the proposal's fields are listed there and nowhere else.
 """
 
 from __future__ import annotations
@@ -9,23 +9,22 @@ from __future__ import annotations
 import inspect
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import Field, fields
 from pathlib import Path
-from typing import Any, Callable, List, Optional, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin, get_type_hints
 
 import typer
 
 from ..errors import EXIT_CHECK_FAILED, PtregError
-from ..gate.admission import changed_since_admission
-from ..gate.checks import GateReport, check_gate
-from ..gate.proposal import ProposalInput, propose
-from ..records.attempt import INFRASTRUCTURE_KIND, check_id
-from ..records.registry import Registry
-from ..store.directory import load_directory, read_attempt
-from ..store.evaluators import evaluator_files
-from ..views.precedents import Precedent, Shape, precedents as find_precedents
-from ..views.tables import plain, room_left
+from ..gate.proposal_input import ProposalInput
 from .common import JsonFlag, load, print_json, progress_bar, registry_dir
+
+if TYPE_CHECKING:
+    from ..gate.checks import GateReport
+    from ..gate.proposal import Proposal
+    from ..records.registry import Registry
+    from ..views.precedents import Precedent
 
 OUTCOME_LABEL = {"passed": "ok", "caution": "CAUTION", "overridden": "OVERRIDDEN", "failed": "FAILED"}
 T = TypeVar("T")
@@ -37,6 +36,8 @@ def _interactive(no_input: bool) -> bool:
 
 
 def _print_precedents(found: list[Precedent]) -> None:
+    from ..views.tables import plain, room_left
+
     if not found:
         typer.echo("precedents: no prior attempt shares its objective, methods, bases, lineage or family")
         return
@@ -57,18 +58,25 @@ def _print_report(report: GateReport) -> None:
 def _option(spec: Field[Any], annotation: Any) -> inspect.Parameter:
     """The typer option of one ProposalInput field: every option may be missing on the command line."""
     meta = spec.metadata
-    repeatable = annotation == list[str]
-    cli_type = List[str] if repeatable else (annotation if annotation in (Optional[int], Optional[float]) else Optional[str])
-    option = typer.Option([] if repeatable else None, meta["flag"], help=meta["help"], metavar=meta["metavar"],
-                          min=meta["min"])
+    repeatable = get_origin(annotation) is list
+    given = get_args(annotation)
+    cli_type = (
+        list[str] if repeatable else int | None if int in given else float | None if float in given else str | None
+    )
+    option = typer.Option(
+        [] if repeatable else None, meta["flag"], help=meta["help"], metavar=meta["metavar"], min=meta["min"]
+    )
     return inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=cli_type)
 
 
 def _with_proposal_options(command: Callable[..., None]) -> Callable[..., None]:
     """``command`` taking every ProposalInput field as an option, before its own options."""
     hints = get_type_hints(ProposalInput)
-    own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in inspect.signature(command).parameters.values()
-           if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    own = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for p in inspect.signature(command).parameters.values()
+        if p.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
     proposal = [_option(f, hints[f.name]) for f in fields(ProposalInput)]
     command.__signature__ = inspect.Signature([*proposal, *own])  # type: ignore[attr-defined]
     return command
@@ -85,6 +93,10 @@ def new(
 
     The gate needs a fresh question, a frozen evaluator, an explicit budget, a scoped tracking issue, an answer to the disposition of the attempt it varies, and no unheeded STOP AND RETHINK streak. A refused check exits 1 and writes nothing. At a terminal, missing values are asked for; in a pipe or in CI they never are.
     """
+    from ..gate.proposal import propose
+    from ..records.attempt import INFRASTRUCTURE_KIND
+    from ..store.directory import load_directory
+
     root = registry_dir()
     values = {f.name: options[f.name] for f in fields(ProposalInput)}
     given = ProposalInput(**{**values, "id": values["id"] or "", "name": values["name"] or ""})
@@ -100,35 +112,48 @@ def new(
     with progress_bar() as progress:
         proposal = propose(root, given, dry_run=dry_run, progress=progress)
     if proposal.skipped:
-        typer.echo(f"ptreg: warning: {proposal.skipped} record file(s) could not be used and were left out of the "
-                   "checks; run `ptreg validate`", err=True)
+        typer.echo(
+            f"ptreg: warning: {proposal.skipped} record file(s) could not be used and were left out of the "
+            "checks; run `ptreg validate`",
+            err=True,
+        )
     if as_json:
-        print_json({
-            "admitted": proposal.report.admitted,
-            "written": proposal.written,
-            "path": str(proposal.path) if proposal.path else None,
-            "gate": proposal.report.to_json(),
-            "precedents": [p.to_json() for p in proposal.precedents],
-            "attempt": proposal.attempt.to_json_dict(),
-        })
+        print_json(
+            {
+                "admitted": proposal.report.admitted,
+                "written": proposal.written,
+                "path": str(proposal.path) if proposal.path else None,
+                "gate": proposal.report.to_json(),
+                "precedents": [p.to_json() for p in proposal.precedents],
+                "attempt": proposal.attempt.to_json_dict(),
+            }
+        )
     else:
-        _print_precedents(proposal.precedents)
-        typer.echo("")
-        _print_report(proposal.report)
-        failures = proposal.report.failures
-        if failures:
-            typer.echo(f"refused: {len(failures)} gate check(s) failed ({', '.join(c.check for c in failures)}); "
-                       "nothing written")
-        elif dry_run:
-            typer.echo("would be admitted (dry run: nothing written)")
-        else:
-            typer.echo(f"admitted: wrote {proposal.path}")
+        _print_proposal(proposal, dry_run)
     if not proposal.report.admitted:
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
-def _show_disposition(parent_id: str, root: Path) -> Optional[str]:
+def _print_proposal(proposal: Proposal, dry_run: bool) -> None:
+    _print_precedents(proposal.precedents)
+    typer.echo("")
+    _print_report(proposal.report)
+    failures = proposal.report.failures
+    if failures:
+        typer.echo(
+            f"refused: {len(failures)} gate check(s) failed ({', '.join(c.check for c in failures)}); nothing written"
+        )
+    elif dry_run:
+        typer.echo("would be admitted (dry run: nothing written)")
+    else:
+        typer.echo(f"admitted: wrote {proposal.path}")
+
+
+def _show_disposition(parent_id: str, root: Path) -> str | None:
     """Print the retained disposition of the attempt being varied; return it."""
+    from ..records.attempt import check_id
+    from ..store.directory import read_attempt
+
     try:
         parent = read_attempt(root, check_id(parent_id))
     except PtregError:
@@ -141,12 +166,16 @@ def _show_disposition(parent_id: str, root: Path) -> Optional[str]:
     return parent.next_action
 
 
-def _ask(label: str, current: Optional[T], *, optional: bool = False, kind: type = str) -> Optional[T]:
+def _ask(label: str, current: T | None, *, optional: bool = False, kind: type = str) -> T | None:
     """The value already given, or the answer to a prompt; an optional one may be left empty."""
     if current not in (None, "", []):
         return current
-    answer = typer.prompt(label + (" (empty to skip)" if optional else ""), default="" if optional else None,
-                          show_default=False, type=kind if not optional else str)
+    answer = typer.prompt(
+        label + (" (empty to skip)" if optional else ""),
+        default="" if optional else None,
+        show_default=False,
+        type=kind if not optional else str,
+    )
     if optional and answer == "":
         return None
     answered: T = answer
@@ -155,6 +184,9 @@ def _ask(label: str, current: Optional[T], *, optional: bool = False, kind: type
 
 def _ask_for_missing(given: ProposalInput, registry: Registry) -> None:
     """Prompt for each value the proposal still lacks; optional ones may be left empty."""
+    from ..records.attempt import INFRASTRUCTURE_KIND
+    from ..store.evaluators import evaluator_files
+
     meta = registry.meta
     given.id = _ask("id (lowercase slug)", given.id) or ""
     given.name = _ask("name", given.name) or ""
@@ -171,8 +203,9 @@ def _ask_for_missing(given: ProposalInput, registry: Registry) -> None:
         if disposition is not None:
             given.answers_disposition = _ask("your answer to that disposition", given.answers_disposition)
     frozen = [p.name[: -len(".json")] for p in evaluator_files(registry.root)] if registry.root else []
-    given.evaluator = _ask("evaluator" + (f" ({', '.join(frozen[:5])})" if frozen else " (none frozen yet)"),
-                           given.evaluator)
+    given.evaluator = _ask(
+        "evaluator" + (f" ({', '.join(frozen[:5])})" if frozen else " (none frozen yet)"), given.evaluator
+    )
     if given.budget_seconds is None:
         given.budget_seconds = _ask("budget: wall-clock seconds at most", None, kind=float)
     given.tracking_issue = _ask("tracking issue (URL, #123, owner/repo#123 or PROJ-123)", given.tracking_issue)
@@ -186,6 +219,10 @@ def gate(
 
     `ptreg run` does the same before it measures anything: an edited evaluator file, a removed budget or a tracking issue now scoping another lineage withdraw the admission.
     """
+    from ..gate.admission import changed_since_admission
+    from ..gate.checks import check_gate
+    from ..records.attempt import check_id
+
     registry = load()
     attempt = registry.get(check_id(attempt_id))
     root = registry_dir()
@@ -193,32 +230,43 @@ def gate(
     admission = attempt.admission
     changed = changed_since_admission(root, attempt, registry)
     if as_json:
-        print_json({**report.to_json(), "admitted_at": admission.admitted_at if admission else None,
-                    "registry_changed_since_admission": changed})
+        print_json(
+            {
+                **report.to_json(),
+                "admitted_at": admission.admitted_at if admission else None,
+                "registry_changed_since_admission": changed,
+            }
+        )
     else:
         _print_report(report)
         if admission is None:
             typer.echo(f"{attempt_id} has no recorded admission (not proposed through `ptreg new`)")
         else:
             then = admission.registry_state
-            typer.echo(f"admitted at {admission.admitted_at} against {then.attempts} attempts "
-                       f"(sha256 {then.sha256[:12]}); "
-                       + ("the registry has changed since" if changed else "the registry is unchanged since"))
-        typer.echo("admission holds" if report.admitted else
-                   f"admission does not hold: {len(report.failures)} check(s) failed")
+            typer.echo(
+                f"admitted at {admission.admitted_at} against {then.attempts} attempts "
+                f"(sha256 {then.sha256[:12]}); "
+                + ("the registry has changed since" if changed else "the registry is unchanged since")
+            )
+        typer.echo(
+            "admission holds" if report.admitted else f"admission does not hold: {len(report.failures)} check(s) failed"
+        )
     if not report.admitted:
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
 def precedents(
-    method: List[str] = typer.Option([], "--method", help="A method of the proposal (repeatable)."),
-    base: List[str] = typer.Option([], "--base", help="A base of the proposal (repeatable)."),
-    objective: Optional[str] = typer.Option(None, "--objective", help="The proposal's objective."),
-    family: Optional[str] = typer.Option(None, "--family", help="The proposal's family."),
+    method: list[str] = typer.Option([], "--method", help="A method of the proposal (repeatable)."),
+    base: list[str] = typer.Option([], "--base", help="A base of the proposal (repeatable)."),
+    objective: str | None = typer.Option(None, "--objective", help="The proposal's objective."),
+    family: str | None = typer.Option(None, "--family", help="The proposal's family."),
     limit: int = typer.Option(10, "--limit", min=1, help="Show at most this many."),
     as_json: bool = JsonFlag,
 ) -> None:
     """The prior attempts most like a proposal: shared objective first, then methods and bases; failures first."""
+    from ..views.precedents import Shape
+    from ..views.precedents import precedents as find_precedents
+
     shape = Shape(objective=objective, methods=tuple(method), bases=tuple(base), family=family)
     if shape.is_empty():
         raise PtregError("say what the proposal is: give --objective, --method, --base or --family")

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-from enum import Enum
-from typing import List
+from enum import StrEnum
 
 import typer
 
 from ..errors import PtregError
-from ..records.attempt import STATUSES, check_id
-from ..store.lineage_files import load_lineage
-from ..views.dossier import render_json, render_markdown, render_text, sections
-from ..views.lineage import lineage_json, lineage_lines
-from ..views.queries import Filter, coverage as compute_coverage, select
-from ..views.streaks import OK, streaks as find_streaks
-from ..views.tables import plain, room_left
 from .common import JsonFlag, load, print_json, registry_dir
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     text = "text"
     markdown = "markdown"
     json = "json"
@@ -29,6 +21,10 @@ def show(
     fmt: Format = typer.Option(Format.text, "--format", "-f", help="text, markdown or json."),
 ) -> None:
     """The dossier of one attempt: evidence, lesson, why it stopped, scope, disposition, lineage, sources."""
+    from ..records.attempt import check_id
+    from ..store.lineage_files import load_lineage
+    from ..views.dossier import render_json, render_markdown, render_text, sections
+
     registry = load_lineage(registry_dir(), check_id(attempt_id))
     record = registry.record_of(attempt_id)
     assert record.attempt is not None
@@ -43,16 +39,20 @@ def show(
 
 
 def list_attempts(
-    status: List[str] = typer.Option([], "--status", help="Only this status (repeatable)."),
-    family: List[str] = typer.Option([], "--family", help="Only this family (repeatable)."),
-    kind: List[str] = typer.Option([], "--kind", help="Only this kind (repeatable)."),
-    method: List[str] = typer.Option([], "--method", help="Uses any of these methods (repeatable; OR)."),
-    base: List[str] = typer.Option([], "--base", help="Uses any of these bases (repeatable; OR)."),
-    objective: List[str] = typer.Option([], "--objective", help="Only this objective (repeatable)."),
+    status: list[str] = typer.Option([], "--status", help="Only this status (repeatable)."),
+    family: list[str] = typer.Option([], "--family", help="Only this family (repeatable)."),
+    kind: list[str] = typer.Option([], "--kind", help="Only this kind (repeatable)."),
+    method: list[str] = typer.Option([], "--method", help="Uses any of these methods (repeatable; OR)."),
+    base: list[str] = typer.Option([], "--base", help="Uses any of these bases (repeatable; OR)."),
+    objective: list[str] = typer.Option([], "--objective", help="Only this objective (repeatable)."),
     failures_only: bool = typer.Option(False, "--failures-only", help="Only failed, regressed and inconclusive."),
     as_json: bool = JsonFlag,
 ) -> None:
     """List attempts, filtered by shape: has anything like this been tried?"""
+    from ..records.attempt import STATUSES
+    from ..views.queries import Filter, select
+    from ..views.tables import plain, room_left
+
     unknown = [s for s in status if s not in STATUSES]
     if unknown:
         raise PtregError(f"--status: unknown status {unknown[0]!r} (one of: {', '.join(STATUSES)})")
@@ -73,6 +73,10 @@ def lineage(
     as_json: bool = JsonFlag,
 ) -> None:
     """The varied_from chain of an attempt, oldest first, and what superseded it."""
+    from ..records.attempt import check_id
+    from ..store.lineage_files import load_lineage
+    from ..views.lineage import lineage_json, lineage_lines
+
     registry = load_lineage(registry_dir(), check_id(attempt_id))
     by_id = registry.by_id()
     if as_json:
@@ -84,6 +88,10 @@ def lineage(
 
 def streaks(as_json: bool = JsonFlag) -> None:
     """Per objective, the negatives at the tip of its deepest chain: CAUTION at 2, STOP AND RETHINK at 3+."""
+    from ..views.streaks import OK
+    from ..views.streaks import streaks as find_streaks
+    from ..views.tables import plain
+
     found = find_streaks(load().attempts)
     if as_json:
         print_json([s.to_json() for s in found])
@@ -98,6 +106,9 @@ def streaks(as_json: bool = JsonFlag) -> None:
 
 def coverage(as_json: bool = JsonFlag) -> None:
     """How many non-infrastructure attempts carry each shape field, and the vocabulary in use."""
+    from ..views.queries import coverage as compute_coverage
+    from ..views.tables import plain
+
     registry = load()
     result = compute_coverage(registry.attempts, registry.meta)
     if as_json:

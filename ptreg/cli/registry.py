@@ -3,41 +3,39 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from ..errors import EXIT_CHECK_FAILED, PtregError
-from ..operations.importing import import_into
-from ..operations.repair import repair as put_right
-from ..operations.validate import validate_path
-from ..records.problems import count_errors
-from ..store.directory import init_registry, load_directory
-from ..store.interchange import ImportRefused, export_registry
-from ..store.jsonio import atomic_write_text, dumps_pretty
-from ..store.schema_files import check_schemas, write_schemas
 from .common import JsonFlag, print_json, progress_bar, registry_dir
 
 
 def init(
-    directory: Optional[Path] = typer.Argument(None, help="Where to create it (default: the --registry directory)."),
+    directory: Path | None = typer.Argument(None, help="Where to create it (default: the --registry directory)."),
 ) -> None:
     """Create an empty registry with the default vocabularies."""
+    from ..store.directory import init_registry
+
     path = init_registry(directory or registry_dir())
     typer.echo(f"created {path}")
 
 
 def validate(
-    path: Optional[Path] = typer.Argument(
+    path: Path | None = typer.Argument(
         None, help="A registry directory, one record file of it, or an attempts.json file (default: the registry)."
     ),
-    check_sources: Optional[Path] = typer.Option(
-        None, "--check-sources", metavar="DIR",
+    check_sources: Path | None = typer.Option(
+        None,
+        "--check-sources",
+        metavar="DIR",
         help="Also require local evidence sources to exist under DIR (URLs are not checked).",
     ),
     as_json: bool = JsonFlag,
 ) -> None:
     """Check every record against the schema and the registry's rules, reporting all problems."""
+    from ..operations.validate import validate_path
+    from ..records.problems import count_errors
+
     target = path or registry_dir()
     if check_sources is not None and not check_sources.is_dir():
         raise PtregError(f"{check_sources}: --check-sources needs a directory")
@@ -45,21 +43,24 @@ def validate(
         registry, problems = validate_path(target, check_sources, progress)
     errors = count_errors(problems)
     if as_json:
-        print_json({
-            "path": str(target),
-            "attempts": len(registry.records),
-            "errors": errors,
-            "warnings": len(problems) - errors,
-            "valid": errors == 0,
-            "problems": [p.to_json() for p in problems],
-        })
+        print_json(
+            {
+                "path": str(target),
+                "attempts": len(registry.records),
+                "errors": errors,
+                "warnings": len(problems) - errors,
+                "valid": errors == 0,
+                "problems": [p.to_json() for p in problems],
+            }
+        )
     else:
         for p in problems:
             who = f" {p.attempt_id}:" if p.attempt_id else ""
             typer.echo(f"{p.location()}: {p.severity} [{p.rule}]{who} {p.message}")
         verdict = "valid" if errors == 0 else "invalid"
-        typer.echo(f"{target}: {len(registry.records)} attempts, {errors} errors, "
-                   f"{len(problems) - errors} warnings: {verdict}")
+        typer.echo(
+            f"{target}: {len(registry.records)} attempts, {errors} errors, {len(problems) - errors} warnings: {verdict}"
+        )
     if errors:
         raise typer.Exit(EXIT_CHECK_FAILED)
 
@@ -72,6 +73,8 @@ def repair(
 
     Every write is atomic, so a kill never leaves a partial record; it can leave a complete run folder that its attempt does not link yet, or staged temporary files. `ptreg validate` reports them as warnings. Exit 0 when nothing is left to put right, 1 when something needs a person (the message says what).
     """
+    from ..operations.repair import repair as put_right
+
     root = registry_dir()
     report = put_right(root, dry_run=dry_run)
     if as_json:
@@ -98,6 +101,9 @@ def import_(
     as_json: bool = JsonFlag,
 ) -> None:
     """Import a single-file attempts.json into the registry (creating it if needed): all or nothing."""
+    from ..operations.importing import import_into
+    from ..store.interchange import ImportRefused
+
     root = registry_dir()
     try:
         with progress_bar() as progress:
@@ -110,8 +116,9 @@ def import_(
         print_json(report.to_json())
         return
     verb = "created" if report.created_registry else "into"
-    typer.echo(f"imported {len(report.imported)} attempts from {file} (schema_version {report.schema_version}) "
-               f"{verb} {root}")
+    typer.echo(
+        f"imported {len(report.imported)} attempts from {file} (schema_version {report.schema_version}) {verb} {root}"
+    )
     if report.replaced:
         typer.echo(f"replaced: {', '.join(report.replaced)}")
     for key, terms in report.vocabulary_added.items():
@@ -125,11 +132,15 @@ def import_(
 
 
 def export(
-    output: Optional[Path] = typer.Option(
+    output: Path | None = typer.Option(
         None, "--output", "-o", help="Write to this file (atomically) instead of stdout."
     ),
 ) -> None:
     """Export the registry as one attempts.json (schema_version 2)."""
+    from ..store.directory import load_directory
+    from ..store.interchange import export_registry
+    from ..store.jsonio import atomic_write_text, dumps_pretty
+
     with progress_bar() as progress:
         document = export_registry(load_directory(registry_dir(), progress))
     text = dumps_pretty(document)
@@ -147,6 +158,8 @@ def schema(
     check: bool = typer.Option(False, "--check", help="Only compare: exit 1 if the files differ from the models."),
 ) -> None:
     """Write (or check) the JSON Schema files generated from the models."""
+    from ..store.schema_files import check_schemas, write_schemas
+
     if check:
         stale = check_schemas(out)
         for name in stale:

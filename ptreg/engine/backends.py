@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Protocol
 
 from ..errors import EXIT_UNUSABLE, PtregError
 from ..records.run import Kernel, Roles
@@ -71,15 +71,15 @@ class BackendEntry:
 
     name: str
     target: str  # "module:attribute"
-    distribution: Optional[str]
-    distribution_version: Optional[str]
+    distribution: str | None
+    distribution_version: str | None
     conflicts: tuple[str, ...] = ()  # other targets registered under the same name
 
-    def load(self) -> Callable[[], Any]:
+    def load(self) -> Any:
+        """The class or factory the entry point names: a plugin's object, of no type ptreg knows."""
         from importlib.metadata import EntryPoint  # 24 ms to import: only where backends are listed
 
-        loaded: Callable[[], Any] = EntryPoint(self.name, self.target, ENTRY_POINT_GROUP).load()
-        return loaded
+        return EntryPoint(self.name, self.target, ENTRY_POINT_GROUP).load()
 
 
 @dataclass(frozen=True)
@@ -88,15 +88,15 @@ class BackendInfo:
 
     name: str
     target: str
-    distribution: Optional[str]
-    distribution_version: Optional[str]
-    description: Optional[str]
-    order_preserving: Optional[bool]
-    thread_control: Optional[str]
-    default_threads: Optional[int]
+    distribution: str | None
+    distribution_version: str | None
+    description: str | None
+    order_preserving: bool | None
+    thread_control: str | None
+    default_threads: int | None
     available: bool
-    reason: Optional[str]  # why it is unavailable
-    role: Optional[str] = None  # "reference", "peer" or none
+    reason: str | None  # why it is unavailable
+    role: str | None = None  # "reference", "peer" or none
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,7 +125,7 @@ def entries() -> dict[str, BackendEntry]:
     return dict(sorted(found.items()))
 
 
-def _call_problem(target: str, owner: Any, method: str, arguments: tuple[str, ...], bound: bool) -> Optional[str]:
+def _call_problem(target: str, owner: Any, method: str, arguments: tuple[str, ...], bound: bool) -> str | None:
     """Why ``owner.method`` cannot be called with ``arguments``, or None when it can.
 
     ``bound``: ``owner`` is an instance, or the method is called on the class itself (a
@@ -143,11 +143,22 @@ def _call_problem(target: str, owner: Any, method: str, arguments: tuple[str, ..
     try:
         signature.bind(*arguments)
     except TypeError as exc:
-        return f"{target}: {method}{signature} cannot be called as {method}({', '.join(arguments)}): {exc}"
+        return f"{target}: {method}({_names(signature)}) cannot be called as {method}({', '.join(arguments)}): {exc}"
     return None
 
 
-def signature_problem(target: str, owner: Any, bound: bool) -> Optional[str]:
+def _names(signature: inspect.Signature) -> str:
+    """The parameters as a reader writes them: names only, with * and ** where they apply."""
+
+    def shown(p: inspect.Parameter) -> str:
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            return "*" + p.name
+        return "**" + p.name if p.kind is inspect.Parameter.VAR_KEYWORD else p.name
+
+    return ", ".join(shown(p) for p in signature.parameters.values())
+
+
+def signature_problem(target: str, owner: Any, bound: bool) -> str | None:
     """The first method of ``owner`` (a class, or a created backend when ``bound``) whose
     signature does not take the arguments the engine passes; None when every one does."""
     for method, arguments in CALLS.items():
@@ -160,11 +171,20 @@ def signature_problem(target: str, owner: Any, bound: bool) -> Optional[str]:
 def describe(entry: BackendEntry) -> BackendInfo:
     """Load the entry point (not the backend) and read its metadata; never raises."""
 
-    def info(available: bool, reason: Optional[str], **meta: Any) -> BackendInfo:
-        fields = {key: meta.get(key) for key in ("description", "order_preserving", "thread_control",
-                                                  "default_threads", "role")}
-        return BackendInfo(entry.name, entry.target, entry.distribution, entry.distribution_version,
-                           available=available, reason=reason, **fields)
+    def info(available: bool, reason: str | None, **meta: Any) -> BackendInfo:
+        fields = {
+            key: meta.get(key)
+            for key in ("description", "order_preserving", "thread_control", "default_threads", "role")
+        }
+        return BackendInfo(
+            entry.name,
+            entry.target,
+            entry.distribution,
+            entry.distribution_version,
+            available=available,
+            reason=reason,
+            **fields,
+        )
 
     if entry.conflicts:
         targets = ", ".join((entry.target, *entry.conflicts))
@@ -209,14 +229,14 @@ def describe_all() -> list[BackendInfo]:
 def roles(infos: list[BackendInfo]) -> Roles:
     """The backend that declares each role, when exactly one available backend does."""
 
-    def holder(role: str) -> Optional[str]:
+    def holder(role: str) -> str | None:
         named = [b.name for b in infos if b.available and b.role == role]
         return named[0] if len(named) == 1 else None
 
     return Roles(reference=holder("reference"), peer=holder("peer"))
 
 
-def require_registered(names: list[str], known: Optional[dict[str, BackendEntry]] = None) -> None:
+def require_registered(names: list[str], known: dict[str, BackendEntry] | None = None) -> None:
     """Unusable input (exit 2) naming the first name that no entry point registers."""
     known = entries() if known is None else known
     for name in names:
@@ -247,7 +267,7 @@ def create(name: str) -> Backend:
     return created
 
 
-def runtime_details(backend: Backend) -> Optional[dict[str, Any]]:
+def runtime_details(backend: Backend) -> dict[str, Any] | None:
     """What the backend's optional ``runtime_details()`` hook reports for the provenance of a
     cell (e.g. a compiler's threading layer), or None when it has no such hook."""
     hook = getattr(backend, "runtime_details", None)

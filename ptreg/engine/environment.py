@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from .. import __version__
 
@@ -42,7 +42,7 @@ BEHAVIOUR_VARIABLES = (
 )
 
 
-def _version(distribution: str) -> Optional[str]:
+def _version(distribution: str) -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -51,7 +51,7 @@ def _version(distribution: str) -> Optional[str]:
         return None
 
 
-def _git(root: Path, *args: str) -> Optional[str]:
+def _git(root: Path, *args: str) -> str | None:
     try:
         done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
@@ -65,10 +65,14 @@ def git_state(root: Path) -> dict[str, Any]:
     if top is None:
         return {"repository": None, "commit": None, "dirty": None}
     status = _git(root, "status", "--porcelain", "--untracked-files=no")
-    return {"repository": top, "commit": _git(root, "rev-parse", "HEAD"), "dirty": None if status is None else bool(status)}
+    return {
+        "repository": top,
+        "commit": _git(root, "rev-parse", "HEAD"),
+        "dirty": None if status is None else bool(status),
+    }
 
 
-def cpu_model() -> Optional[str]:
+def cpu_model() -> str | None:
     try:
         for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
             if line.startswith("model name"):
@@ -78,7 +82,7 @@ def cpu_model() -> Optional[str]:
     return platform.processor() or None
 
 
-def usable_cores() -> Optional[int]:
+def usable_cores() -> int | None:
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

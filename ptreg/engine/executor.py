@@ -9,6 +9,7 @@ remembered, so that the caller can write what finished.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -17,8 +18,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Callable, Optional, Union
+from typing import IO
 
 from ..records.run import KernelSample, ParityOutcome, StepSample
 from .interruption import Interrupted, deferred, signal_of
@@ -36,28 +38,28 @@ class TaskProgress:
     phase: str
     done: int
     total: int
-    budget_left: Optional[float]
-    pid: Optional[int] = None
-    outcome: Optional[str] = None  # with phase "finished": how the task ended
-    seconds: Optional[float] = None  # with phase "finished": its wall time
+    budget_left: float | None
+    pid: int | None = None
+    outcome: str | None = None  # with phase "finished": how the task ended
+    seconds: float | None = None  # with phase "finished": its wall time
 
 
 @dataclass
 class TaskOutcome:
     """Everything one worker said, and how it ended."""
 
-    ready: Optional[Ready] = None
-    samples: list[Union[StepSample, KernelSample]] = field(default_factory=list)
-    parity: Optional[ParityOutcome] = None
-    done: Optional[Done] = None
-    failure: Optional[str] = None  # what the worker reported as its error
+    ready: Ready | None = None
+    samples: list[StepSample | KernelSample] = field(default_factory=list)
+    parity: ParityOutcome | None = None
+    done: Done | None = None
+    failure: str | None = None  # what the worker reported as its error
     ended: str = "not-started"  # done | error | crashed | budget | not-started | interrupted
-    reason: Optional[str] = None
-    wall_seconds: Optional[float] = None
-    peak_rss_mb: Optional[float] = None
+    reason: str | None = None
+    wall_seconds: float | None = None
+    peak_rss_mb: float | None = None
 
 
-def _rss_mb(pid: int) -> Optional[float]:
+def _rss_mb(pid: int) -> float | None:
     """Resident memory of a process in MB, from /proc (unknown elsewhere)."""
     try:
         with open(f"/proc/{pid}/status") as handle:
@@ -83,24 +85,24 @@ def _describe_exit(code: int) -> str:
 class Executor:
     """Runs tasks one at a time, each in a fresh ``python -m ptreg.engine.worker`` process."""
 
-    wall_clock_seconds: Optional[float] = None  # None: no budget (ptreg bench)
-    max_memory_mb: Optional[float] = None
-    progress: Optional[Callable[[TaskProgress], None]] = None
+    wall_clock_seconds: float | None = None  # None: no budget (ptreg bench)
+    max_memory_mb: float | None = None
+    progress: Callable[[TaskProgress], None] | None = None
     clock: Callable[[], float] = time.monotonic
     python: str = sys.executable
-    started: Optional[float] = None
+    started: float | None = None
     budget_hit: bool = False
-    interrupted: Optional[int] = None  # the signal that stopped the run, once one has
+    interrupted: int | None = None  # the signal that stopped the run, once one has
 
     def start(self) -> None:
         self.started = self.clock()
 
-    def budget_left(self) -> Optional[float]:
+    def budget_left(self) -> float | None:
         if self.wall_clock_seconds is None or self.started is None:
             return None
         return self.wall_clock_seconds - (self.clock() - self.started)
 
-    def fits(self, estimate: Optional[float]) -> tuple[bool, Optional[str]]:
+    def fits(self, estimate: float | None) -> tuple[bool, str | None]:
         """Whether a task estimated to take ``estimate`` seconds may start now."""
         left = self.budget_left()
         if left is None:
@@ -115,7 +117,7 @@ class Executor:
         if self.progress is not None:
             self.progress(event)
 
-    def execute(self, label: str, task: Union[ParityTask, CellTask]) -> TaskOutcome:
+    def execute(self, label: str, task: ParityTask | CellTask) -> TaskOutcome:
         """Run one worker to its end, its kill at the deadline, or its crash."""
         outcome = TaskOutcome()
         begun = time.monotonic()
@@ -124,10 +126,15 @@ class Executor:
         env["PYTHONUNBUFFERED"] = "1"
         with tempfile.TemporaryFile(mode="w+") as stderr:
             process = subprocess.Popen(
-                [self.python, "-m", WORKER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=stderr, text=True, env=env, start_new_session=True,
+                [self.python, "-m", WORKER_MODULE],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                env=env,
+                start_new_session=True,
             )
-            lines: queue.Queue[Optional[str]] = queue.Queue()
+            lines: queue.Queue[str | None] = queue.Queue()
             reader = threading.Thread(target=_read_lines, args=(process, lines), daemon=True)
             reader.start()
             try:
@@ -160,8 +167,9 @@ class Executor:
         self._notify(TaskProgress(label, "finished", 1, 1, self.budget_left(), None, ended, outcome.wall_seconds))
         return outcome
 
-    def _follow(self, label: str, process: "subprocess.Popen[str]", lines: "queue.Queue[Optional[str]]",
-                outcome: TaskOutcome) -> None:
+    def _follow(
+        self, label: str, process: subprocess.Popen[str], lines: queue.Queue[str | None], outcome: TaskOutcome
+    ) -> None:
         while True:
             left = self.budget_left()
             if left is not None and left <= 0:
@@ -171,8 +179,12 @@ class Executor:
             if rss is not None:
                 outcome.peak_rss_mb = max(rss, outcome.peak_rss_mb or 0.0)
                 if self.max_memory_mb is not None and rss > self.max_memory_mb:
-                    self._stop(process, lines, outcome,
-                               f"killed at {rss:.0f} MB resident, over the budget's {self.max_memory_mb:g} MB")
+                    self._stop(
+                        process,
+                        lines,
+                        outcome,
+                        f"killed at {rss:.0f} MB resident, over the budget's {self.max_memory_mb:g} MB",
+                    )
                     return
             try:
                 line = lines.get(timeout=POLL_SECONDS if left is None else max(0.01, min(POLL_SECONDS, left)))
@@ -182,8 +194,9 @@ class Executor:
                 return
             self._take(label, line, outcome, process.pid)
 
-    def _stop(self, process: "subprocess.Popen[str]", lines: "queue.Queue[Optional[str]]", outcome: TaskOutcome,
-              reason: str) -> None:
+    def _stop(
+        self, process: subprocess.Popen[str], lines: queue.Queue[str | None], outcome: TaskOutcome, reason: str
+    ) -> None:
         """The budget ends the task: kill the worker and keep what it wrote."""
         self._kill(process)
         self.budget_hit = True
@@ -206,7 +219,7 @@ class Executor:
             outcome.failure = event.message
         # anything else is a stray print from a backend, not a result
 
-    def _drain(self, lines: "queue.Queue[Optional[str]]", outcome: TaskOutcome) -> None:
+    def _drain(self, lines: queue.Queue[str | None], outcome: TaskOutcome) -> None:
         """Keep what the worker wrote before it was killed."""
         while True:
             try:
@@ -218,16 +231,14 @@ class Executor:
             self._take("", line, outcome, 0)
 
     @staticmethod
-    def _kill(process: "subprocess.Popen[str]") -> None:
+    def _kill(process: subprocess.Popen[str]) -> None:
         if process.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)  # the worker and any helper it started
-            except ProcessLookupError:
-                pass
         process.wait()
 
 
-def _read_lines(process: "subprocess.Popen[str]", lines: "queue.Queue[Optional[str]]") -> None:
+def _read_lines(process: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
     assert process.stdout is not None
     for line in process.stdout:
         lines.put(line)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Iterator, Optional
 
 HANDLED = (signal.SIGINT, signal.SIGTERM)
 
@@ -38,10 +38,10 @@ def signal_of(exc: BaseException) -> int:
     return getattr(exc, "signum", signal.SIGINT)
 
 
-_state: dict[str, Optional[int]] = {"deferring": 0, "pending": None}
+_state: dict[str, int | None] = {"deferring": 0, "pending": None}
 
 
-def _handler(signum: int, frame: Optional[FrameType]) -> None:
+def _handler(signum: int, frame: FrameType | None) -> None:
     if _state["deferring"]:
         _state["pending"] = _state["pending"] or signum
         return
@@ -72,7 +72,7 @@ def deferred() -> Iterator[None]:
         _state["deferring"] = (_state["deferring"] or 1) - 1
 
 
-def pending() -> Optional[int]:
+def pending() -> int | None:
     """The signal that arrived while deferred (and clear it), or None."""
     signum, _state["pending"] = _state["pending"], None
     return signum

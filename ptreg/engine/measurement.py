@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from ..records.attempt import RunStatus
 from ..records.evaluator import EvaluatorSpec
@@ -23,8 +23,11 @@ from .protocol import CellTask, ParityTask
 from .workloads import workload_named
 from .workloads.base import Workload
 
-CELL_STATUS_OF_ENDING: dict[str, CellStatus] = {"done": "measured", "budget": "budget-exhausted",
-                                                "interrupted": "interrupted"}
+CELL_STATUS_OF_ENDING: dict[str, CellStatus] = {
+    "done": "measured",
+    "budget": "budget-exhausted",
+    "interrupted": "interrupted",
+}
 
 
 @dataclass
@@ -33,8 +36,8 @@ class Measurement:
     cells: list[Cell]
     roles: Roles
     status: RunStatus
-    reason: Optional[str]
-    interrupted_by: Optional[int] = None  # the signal that stopped it
+    reason: str | None
+    interrupted_by: int | None = None  # the signal that stopped it
 
 
 def measure(spec: EvaluatorSpec, executor: Executor) -> Measurement:
@@ -51,8 +54,8 @@ def measure(spec: EvaluatorSpec, executor: Executor) -> Measurement:
         executor.interrupted = signal_of(exc)
     workload.compare(spec, measured, ratio_roles)
     if executor.interrupted is not None:
-        reason = interrupted_reason(spec, measured, signal.Signals(executor.interrupted).name)
-        return Measurement(parity, measured, ratio_roles, "interrupted", reason, executor.interrupted)
+        why = interrupted_reason(spec, measured, signal.Signals(executor.interrupted).name)
+        return Measurement(parity, measured, ratio_roles, "interrupted", why, executor.interrupted)
     status, reason = run_status(spec, parity, measured, executor.budget_hit)
     return Measurement(parity, measured, ratio_roles, status, reason)
 
@@ -65,8 +68,15 @@ def _check_parity(spec: EvaluatorSpec, executor: Executor, ratio_roles: Roles, p
         if not allowed:
             parity.append(ParityOutcome(backend=backend, passed=False, summary=f"{NOT_CHECKED}: {why}", checks=[]))
             continue
-        task = ParityTask(backend=backend, reference=ratio_roles.reference, shapes=shapes, rtol=spec.tolerance.rtol,
-                          atol=spec.tolerance.atol, seed=spec.seed, threads=spec.threads)
+        task = ParityTask(
+            backend=backend,
+            reference=ratio_roles.reference,
+            shapes=shapes,
+            rtol=spec.tolerance.rtol,
+            atol=spec.tolerance.atol,
+            seed=spec.seed,
+            threads=spec.threads,
+        )
         outcome = executor.execute(f"parity {backend}", task)
         if executor.interrupted is not None:
             return  # a parity check cut short establishes nothing
@@ -80,24 +90,33 @@ def _parity_outcome(backend: str, outcome: TaskOutcome) -> ParityOutcome:
     return ParityOutcome(backend=backend, passed=False, summary=f"parity not established: {reason}", checks=[])
 
 
-def _measure_cells(spec: EvaluatorSpec, workload: Workload, executor: Executor, parity: list[ParityOutcome],
-                   measured: list[Cell]) -> None:
+def _measure_cells(
+    spec: EvaluatorSpec, workload: Workload, executor: Executor, parity: list[ParityOutcome], measured: list[Cell]
+) -> None:
     """Every planned cell whose backend passed parity and whose estimate fits the budget."""
     summary = {p.backend: p for p in parity}
     durations: dict[PlannedCell, float] = {}
     for planned in cells(spec):
         checked = summary[planned.backend]
         if not checked.passed:
-            measured.append(Cell(backend=planned.backend, config=planned.config, status="parity-failed",
-                                 reason=checked.summary))
+            measured.append(
+                Cell(backend=planned.backend, config=planned.config, status="parity-failed", reason=checked.summary)
+            )
             continue
         allowed, why = executor.fits(estimate(durations, planned, spec))
         if not allowed:
             measured.append(Cell(backend=planned.backend, config=planned.config, status="not-started", reason=why))
             continue
-        task = CellTask(backend=planned.backend, workload=spec.workload, config=planned.config,
-                        warmup_steps=spec.warmup_steps, timed_steps=spec.timed_steps, repeats=spec.repeats,
-                        seed=spec.seed, threads=spec.threads)
+        task = CellTask(
+            backend=planned.backend,
+            workload=spec.workload,
+            config=planned.config,
+            warmup_steps=spec.warmup_steps,
+            timed_steps=spec.timed_steps,
+            repeats=spec.repeats,
+            seed=spec.seed,
+            threads=spec.threads,
+        )
         outcome = executor.execute(planned.label, task)
         measured.append(build_cell(spec, workload, planned, outcome))  # an interrupted cell keeps its whole repeats
         if executor.interrupted is not None:
@@ -114,8 +133,13 @@ def build_cell(spec: EvaluatorSpec, workload: Workload, planned: PlannedCell, ou
     if outcome.done is not None:
         worker["runtime"] = outcome.done.runtime
     worker["peak_rss_mb"] = outcome.peak_rss_mb
-    cell = Cell(backend=planned.backend, config=planned.config,
-                status=CELL_STATUS_OF_ENDING.get(outcome.ended, "failed"), reason=outcome.reason,
-                wall_seconds=outcome.wall_seconds, worker=worker)
+    cell = Cell(
+        backend=planned.backend,
+        config=planned.config,
+        status=CELL_STATUS_OF_ENDING.get(outcome.ended, "failed"),
+        reason=outcome.reason,
+        wall_seconds=outcome.wall_seconds,
+        worker=worker,
+    )
     workload.summarize(spec, cell, outcome.samples)
     return cell

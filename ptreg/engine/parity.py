@@ -9,8 +9,9 @@ ever propagates a backend's exception.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal, Optional
+from typing import Any, Literal
 
 import numpy as np
 
@@ -32,8 +33,12 @@ class KernelCheck:
 
     def to_record(self) -> ParityCheck:
         return ParityCheck(
-            kernel=self.kernel, shape=list(self.shape), mode=self.mode, passed=self.passed,
-            max_abs_error=_finite_or_none(self.max_abs_error), max_scaled_error=_finite_or_none(self.max_scaled_error),
+            kernel=self.kernel,
+            shape=list(self.shape),
+            mode=self.mode,
+            passed=self.passed,
+            max_abs_error=_finite_or_none(self.max_abs_error),
+            max_scaled_error=_finite_or_none(self.max_scaled_error),
             detail=self.detail,
         )
 
@@ -45,7 +50,7 @@ class ParityResult:
     checks: list[KernelCheck] = field(default_factory=list)
 
     @property
-    def worst(self) -> Optional[KernelCheck]:
+    def worst(self) -> KernelCheck | None:
         """The failing check with the largest scaled error; one without a number (it raised,
         or gave non-finite output) counts as the largest."""
         failed = [c for c in self.checks if not c.passed]
@@ -55,8 +60,12 @@ class ParityResult:
 
     def to_outcome(self) -> ParityOutcome:
         """The run record's parity entry, its summary naming the worst mismatch."""
-        return ParityOutcome(backend=self.backend, passed=self.passed, summary=self.summary(),
-                             checks=[c.to_record() for c in self.checks])
+        return ParityOutcome(
+            backend=self.backend,
+            passed=self.passed,
+            summary=self.summary(),
+            checks=[c.to_record() for c in self.checks],
+        )
 
     def summary(self) -> str:
         n = len(self.checks)
@@ -68,12 +77,22 @@ class ParityResult:
         if worst is None:
             return f"{self.backend}: parity FAILED: no shapes were checked"
         m, k, n_ = worst.shape
-        return (f"{self.backend}: parity FAILED {failed} of {n} checks; worst {worst.kernel} "
-                f"M={m} K={k} N={n_}: {worst.detail}")
+        return (
+            f"{self.backend}: parity FAILED {failed} of {n} checks; worst {worst.kernel} "
+            f"M={m} K={k} N={n_}: {worst.detail}"
+        )
 
 
-def check_parity(backend: Any, reference: Any, shapes: Iterable[tuple[int, int, int]], rtol: float, atol: float,
-                 seed: int = 0, name: Optional[str] = None, reference_name: Optional[str] = None) -> ParityResult:
+def check_parity(
+    backend: Any,
+    reference: Any,
+    shapes: Iterable[tuple[int, int, int]],
+    rtol: float,
+    atol: float,
+    seed: int = 0,
+    name: str | None = None,
+    reference_name: str | None = None,
+) -> ParityResult:
     """Run every kernel of ``backend`` on every shape and check it; see the module docstring.
 
     An order-preserving backend is also held to ``reference``'s bits; without a reference
@@ -98,16 +117,21 @@ def _operands(shape: tuple[int, int, int], seed: int) -> dict[str, np.ndarray]:
     """A, B and dC for (M, K, N): standard normal float32, so sums cancel as gradients do."""
     m, k, n = shape
     rng = np.random.default_rng(seed)
-    return {name: rng.standard_normal(dims, dtype=np.float32)
-            for name, dims in (("a", (m, k)), ("b", (k, n)), ("dc", (m, n)))}
+    return {
+        name: rng.standard_normal(dims, dtype=np.float32)
+        for name, dims in (("a", (m, k)), ("b", (k, n)), ("dc", (m, n)))
+    }
 
 
-def _inputs(kernel: str, ops: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    return {"forward": (ops["a"], ops["b"]), "backward_da": (ops["dc"], ops["b"]),
-            "backward_db": (ops["a"], ops["dc"])}[kernel]
+def _inputs(kernel: Kernel, ops: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    return {
+        "forward": (ops["a"], ops["b"]),
+        "backward_da": (ops["dc"], ops["b"]),
+        "backward_db": (ops["a"], ops["dc"]),
+    }[kernel]
 
 
-def _reference64(kernel: str, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _reference64(kernel: Kernel, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The exact-ish result in float64 and its scale S, the sum of |products| per output.
 
     S, not |result|, bounds float32 rounding: each of the K partial sums is rounded relative to
@@ -124,8 +148,16 @@ def _reference64(kernel: str, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray,
     return x_op @ y_op, np.abs(x_op) @ np.abs(y_op)
 
 
-def _check(backend: Any, reference: Any, reference_name: str, kernel: Kernel, shape: tuple[int, int, int],
-           ops: dict[str, np.ndarray], rtol: float, atol: float) -> KernelCheck:
+def _check(
+    backend: Any,
+    reference: Any,
+    reference_name: str,
+    kernel: Kernel,
+    shape: tuple[int, int, int],
+    ops: dict[str, np.ndarray],
+    rtol: float,
+    atol: float,
+) -> KernelCheck:
     mode: Mode = "tolerance" if reference is None else "bit-identical"
 
     def fail(detail: str, abs_err: float = math.nan, scaled: float = math.nan) -> KernelCheck:
@@ -151,8 +183,12 @@ def _check(backend: Any, reference: Any, reference_name: str, kernel: Kernel, sh
     max_abs, max_scaled = float(abs_err.max(initial=0.0)), float(scaled.max(initial=0.0))
     if max_scaled > 1.0:
         at = tuple(int(i) for i in np.unravel_index(int(np.argmax(scaled)), scaled.shape))
-        return fail(f"outside tolerance: |out - ref| = {abs_err[at]:.3g} > {atol:g} + {rtol:g}·{scale[at]:.3g} "
-                    f"at {at} (scaled error {max_scaled:.3g})", max_abs, max_scaled)
+        return fail(
+            f"outside tolerance: |out - ref| = {abs_err[at]:.3g} > {atol:g} + {rtol:g}·{scale[at]:.3g} "
+            f"at {at} (scaled error {max_scaled:.3g})",
+            max_abs,
+            max_scaled,
+        )
     detail = f"within tolerance (scaled error {max_scaled:.3g} <= 1)"
 
     if reference is not None:
@@ -163,15 +199,20 @@ def _check(backend: Any, reference: Any, reference_name: str, kernel: Kernel, sh
         differ = out.view(np.uint32) != ref_out.view(np.uint32)
         if differ.any():
             first = tuple(int(i) for i in np.argwhere(differ)[0])
-            return fail(f"not bit-identical to {reference_name}: "
-                        f"{int(differ.sum())} of {out.size} outputs differ, first at {first} "
-                        f"({out[first]!r} vs {ref_out[first]!r}); {detail}", max_abs, max_scaled)
+            return fail(
+                f"not bit-identical to {reference_name}: "
+                f"{int(differ.sum())} of {out.size} outputs differ, first at {first} "
+                f"({out[first]!r} vs {ref_out[first]!r}); {detail}",
+                max_abs,
+                max_scaled,
+            )
         detail = f"bit-identical to {reference_name}; {detail}"
     return KernelCheck(kernel, shape, mode, True, max_abs, max_scaled, detail)
 
 
-def _run(backend: Any, kernel: str, x: np.ndarray, y: np.ndarray,
-         out_shape: tuple[int, int]) -> tuple[Optional[np.ndarray], str]:
+def _run(
+    backend: Any, kernel: Kernel, x: np.ndarray, y: np.ndarray, out_shape: tuple[int, int]
+) -> tuple[np.ndarray | None, str]:
     """Call the kernel on copies of the inputs into a NaN-filled ``out``: (out, "") or (None or
     out, what went wrong). Copies, so a kernel that writes its inputs cannot spoil later checks,
     and such a kernel is caught."""
@@ -186,5 +227,5 @@ def _run(backend: Any, kernel: str, x: np.ndarray, y: np.ndarray,
     return out, ""
 
 
-def _finite_or_none(value: float) -> Optional[float]:
+def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None

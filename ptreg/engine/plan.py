@@ -9,12 +9,12 @@ measured minutes apart, not hours.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import ValidationError
 
 from ..errors import EXIT_UNUSABLE, PtregError
-from ..records.configs import CONFIGS, linear_shapes, step_flops
+from ..records.configs import CONFIGS, ConfigName, linear_shapes, step_flops
 from ..records.evaluator import WORKLOAD_METRICS, EvaluatorSpec
 from ..records.run import Cell, ParityOutcome, RunStatus
 
@@ -48,7 +48,7 @@ NOT_CHECKED = "not checked"
 
 @dataclass(frozen=True)
 class PlannedCell:
-    config: str
+    config: ConfigName
     backend: str
 
     @property
@@ -71,11 +71,10 @@ def cells(spec: EvaluatorSpec) -> list[PlannedCell]:
     return [PlannedCell(config, backend) for config in spec.configs for backend in spec.backends]
 
 
-def estimate(durations: dict[PlannedCell, float], cell: PlannedCell, spec: EvaluatorSpec) -> Optional[float]:
+def estimate(durations: dict[PlannedCell, float], cell: PlannedCell, spec: EvaluatorSpec) -> float | None:
     """Seconds ``cell`` should take: its backend's time on the latest earlier config that was
     measured, scaled by the configs' work. Unknown for a backend's first config."""
-    earlier = [c for c in spec.configs[: spec.configs.index(cell.config)]
-               if PlannedCell(c, cell.backend) in durations]
+    earlier = [c for c in spec.configs[: spec.configs.index(cell.config)] if PlannedCell(c, cell.backend) in durations]
     if not earlier:
         return None
     last = earlier[-1]
@@ -83,8 +82,9 @@ def estimate(durations: dict[PlannedCell, float], cell: PlannedCell, spec: Evalu
     return durations[PlannedCell(last, cell.backend)] * work
 
 
-def run_status(spec: EvaluatorSpec, parity: list[ParityOutcome], measured: list[Cell],
-               budget_hit: bool) -> tuple[RunStatus, Optional[str]]:
+def run_status(
+    spec: EvaluatorSpec, parity: list[ParityOutcome], measured: list[Cell], budget_hit: bool
+) -> tuple[RunStatus, str | None]:
     """How a run that was not interrupted ended: the budget first (it explains the cells it
     stopped), then any cell that was not measured, else complete."""
     planned = len(spec.configs) * len(spec.backends)
@@ -106,18 +106,37 @@ def interrupted_reason(spec: EvaluatorSpec, measured: list[Cell], signal_name: s
     return f"interrupted by {signal_name}; {done} of {len(spec.configs) * len(spec.backends)} cells measured"
 
 
-def bench_spec(*, workload: str, configs: list[str], backends: list[str], baseline: Optional[str],
-               warmup_steps: int, timed_steps: int, repeats: int, seed: int, threads: int) -> EvaluatorSpec:
+def bench_spec(
+    *,
+    workload: str,
+    configs: list[str],
+    backends: list[str],
+    baseline: str | None,
+    warmup_steps: int,
+    timed_steps: int,
+    repeats: int,
+    seed: int,
+    threads: int,
+) -> EvaluatorSpec:
     """The spec of an ad hoc bench: the options given, and the bench's own tolerance and spread.
 
     Refused in one line (exit 2), naming the option, when the options make no valid spec.
     """
-    fields: dict[str, Any] = dict(
-        name="bench", workload=workload, configs=configs, backends=backends,
-        baseline=baseline or (backends[0] if backends else ""), warmup_steps=warmup_steps,
-        timed_steps=timed_steps, repeats=repeats, seed=seed, threads=threads, tolerance=BENCH_TOLERANCE,
-        max_relative_spread=BENCH_MAX_RELATIVE_SPREAD, metric=WORKLOAD_METRICS.get(workload, "gflops"),
-    )
+    fields: dict[str, Any] = {
+        "name": "bench",
+        "workload": workload,
+        "configs": configs,
+        "backends": backends,
+        "baseline": baseline or (backends[0] if backends else ""),
+        "warmup_steps": warmup_steps,
+        "timed_steps": timed_steps,
+        "repeats": repeats,
+        "seed": seed,
+        "threads": threads,
+        "tolerance": BENCH_TOLERANCE,
+        "max_relative_spread": BENCH_MAX_RELATIVE_SPREAD,
+        "metric": WORKLOAD_METRICS.get(workload, "gflops"),
+    }
     try:
         return EvaluatorSpec.model_validate(fields)
     except ValidationError as exc:

@@ -11,17 +11,17 @@ reaches the executor even if the worker is killed a moment later.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from ..records.run import KernelSample, ParityOutcome, StepSample
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION: Final = 1
 
 
 class _Message(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ParityTask(_Message):
@@ -30,7 +30,7 @@ class ParityTask(_Message):
     kind: Literal["parity"] = "parity"
     protocol_version: Literal[1] = PROTOCOL_VERSION
     backend: str
-    reference: Optional[str] = Field(description="The backend whose bits an order-preserving one must reproduce.")
+    reference: str | None = Field(description="The backend whose bits an order-preserving one must reproduce.")
     shapes: list[tuple[int, int, int]]
     rtol: float
     atol: float
@@ -53,7 +53,7 @@ class CellTask(_Message):
     threads: int
 
 
-Task = Annotated[Union[ParityTask, CellTask], Field(discriminator="kind")]
+Task = Annotated[ParityTask | CellTask, Field(discriminator="kind")]
 
 
 class ThreadState(_Message):
@@ -79,7 +79,7 @@ class Progress(_Message):
 
 class Sample(_Message):
     event: Literal["sample"] = "sample"
-    sample: Union[StepSample, KernelSample]
+    sample: StepSample | KernelSample
 
 
 class ParityDone(_Message):
@@ -89,7 +89,7 @@ class ParityDone(_Message):
 
 class Done(_Message):
     event: Literal["done"] = "done"
-    runtime: Optional[dict[str, Any]] = Field(description="What the backend's runtime_details() hook reported.")
+    runtime: dict[str, Any] | None = Field(description="What the backend's runtime_details() hook reported.")
 
 
 class Failed(_Message):
@@ -97,10 +97,11 @@ class Failed(_Message):
     message: str
 
 
-Event = Annotated[Union[Ready, Progress, Sample, ParityDone, Done, Failed], Field(discriminator="event")]
+Event = Annotated[Ready | Progress | Sample | ParityDone | Done | Failed, Field(discriminator="event")]
 
-_TASK: TypeAdapter[Task] = TypeAdapter(Task)
-_EVENT: TypeAdapter[Event] = TypeAdapter(Event)
+# Built on first use: only the executor and the worker speak the protocol.
+_TASK: TypeAdapter[Task] = TypeAdapter(Task, config=ConfigDict(defer_build=True))
+_EVENT: TypeAdapter[Event] = TypeAdapter(Event, config=ConfigDict(defer_build=True))
 
 
 def encode(message: _Message) -> str:
@@ -108,12 +109,12 @@ def encode(message: _Message) -> str:
     return message.model_dump_json() + "\n"
 
 
-def decode_task(text: str) -> Union[ParityTask, CellTask]:
+def decode_task(text: str) -> ParityTask | CellTask:
     """The task a worker was given; a ValidationError says why it is not one of this version."""
     return _TASK.validate_json(text)
 
 
-def decode_event(line: str) -> Optional[Union[Ready, Progress, Sample, ParityDone, Done, Failed]]:
+def decode_event(line: str) -> Ready | Progress | Sample | ParityDone | Done | Failed | None:
     """The event on one line of a worker's output, or None for anything else (a stray print)."""
     try:
         return _EVENT.validate_json(line)

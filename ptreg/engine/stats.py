@@ -9,7 +9,7 @@ results record (``records/run.py``).
 from __future__ import annotations
 
 import statistics
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from ..records.run import Summary
 
@@ -31,21 +31,26 @@ def inverted(summary: Summary, numerator: float) -> Summary:
     """Summary of ``numerator / x`` from a summary of positive x (e.g. tokens/s from s/step):
     the order reverses, so min and max swap and so do the quartiles."""
     return Summary(
-        n=summary.n, median=numerator / summary.median, min=numerator / summary.max,
-        max=numerator / summary.min, q1=numerator / summary.q3, q3=numerator / summary.q1,
+        n=summary.n,
+        median=numerator / summary.median,
+        min=numerator / summary.max,
+        max=numerator / summary.min,
+        q1=numerator / summary.q3,
+        q3=numerator / summary.q1,
         relative_spread=(numerator / summary.min - numerator / summary.max) / (numerator / summary.median)
-        if summary.n >= 2 else None,
+        if summary.n >= 2
+        else None,
     )
 
 
-def too_wide(summary: Summary, limit: float) -> Optional[bool]:
+def too_wide(summary: Summary, limit: float) -> bool | None:
     """Whether the spread exceeds ``limit``; unknown with a single value."""
     if summary.relative_spread is None:
         return None
     return summary.relative_spread > limit
 
 
-def ratio(numerator: Optional[float], denominator: Optional[float]) -> Optional[float]:
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
     """A ratio of two medians of the same run; unknown when either side is unknown or zero."""
     if numerator is None or denominator is None or denominator == 0:
         return None

@@ -13,10 +13,14 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Union
+from typing import Any
 
+from pydantic import ValidationError
+
+from ..errors import PtregError
 from .backends import Backend, create, runtime_details
 from .protocol import (
+    PROTOCOL_VERSION,
     CellTask,
     Done,
     Failed,
@@ -33,7 +37,7 @@ from .workloads import workload_named
 from .workloads.base import AnySample
 
 
-def emit(event: Union[Ready, Progress, Sample, ParityDone, Done, Failed]) -> None:
+def emit(event: Ready | Progress | Sample | ParityDone | Done | Failed) -> None:
     sys.stdout.write(encode(event))
     sys.stdout.flush()
 
@@ -59,16 +63,24 @@ def run_parity(task: ParityTask) -> None:
     backend = create(task.backend)
     order_preserving = bool(getattr(backend, "order_preserving", False))
     reference = create(task.reference) if order_preserving and task.reference is not None else None
-    _, limiter = set_threads(backend, task.threads)  # the limiter holds the limit
-    result = check_parity(backend, reference, task.shapes, task.rtol, task.atol, seed=task.seed,
-                          name=task.backend, reference_name=task.reference)
+    _, _limiter = set_threads(backend, task.threads)  # the limiter holds the limit
+    result = check_parity(
+        backend,
+        reference,
+        task.shapes,
+        task.rtol,
+        task.atol,
+        seed=task.seed,
+        name=task.backend,
+        reference_name=task.reference,
+    )
     emit(ParityDone(result=result.to_outcome()))
     emit(Done(runtime=runtime_details(backend)))
 
 
 def run_cell(task: CellTask) -> None:
     backend = create(task.backend)
-    threads, limiter = set_threads(backend, task.threads)  # the limiter holds the limit
+    threads, _limiter = set_threads(backend, task.threads)  # the limiter holds the limit
     emit(Ready(pid=os.getpid(), threads=threads))
     last = [0.0]
 
@@ -89,7 +101,14 @@ def run_cell(task: CellTask) -> None:
 
 def main() -> int:
     try:
-        task = decode_task(sys.stdin.read())
+        try:
+            task = decode_task(sys.stdin.read())
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(part) for part in first["loc"]) or "task"
+            raise PtregError(
+                f"not a task of worker protocol version {PROTOCOL_VERSION}: {where}: {first['msg']}"
+            ) from None
         if isinstance(task, ParityTask):
             run_parity(task)
         else:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 from pathlib import Path
-from typing import Optional
 
 from .. import __version__
 from ..clock import utc_now
@@ -18,10 +17,10 @@ from ..records.attempt import Admission, Attempt, GateCheck, RegistryState
 from ..records.registry import Registry
 from ..store.directory import REGISTRY_FILE, attempt_files
 from ..store.evaluators import evaluator_files
-from .checks import GateReport
+from .checks import CheckResult, GateReport
 
 
-def registry_state(root: Path, attempts: int, exclude: Optional[str] = None) -> RegistryState:
+def registry_state(root: Path, attempts: int, exclude: str | None = None) -> RegistryState:
     """A digest of every file the gate reads. ``exclude`` leaves out one attempt's own file, to
     compare with the state at its admission (before it was written)."""
     digest = hashlib.sha256()
@@ -37,19 +36,27 @@ def registry_state(root: Path, attempts: int, exclude: Optional[str] = None) -> 
     return RegistryState(attempts=attempts, evaluators=len(evaluators), sha256=digest.hexdigest())
 
 
-def admission(report: GateReport, precedents: list[str], root: Path, attempts: int,
-              now: Optional[datetime] = None) -> Admission:
+def admission(
+    report: GateReport, precedents: list[str], root: Path, attempts: int, now: datetime | None = None
+) -> Admission:
     """The admission of a proposal the gate has just admitted, against the registry at ``root``."""
     return Admission(
         admitted_at=utc_now(now),
         ptreg_version=__version__,
         registry_state=registry_state(root, attempts),
-        checks=[GateCheck(check=c.check, outcome=c.outcome, detail=c.detail) for c in report.checks],
+        checks=[_stored(c) for c in report.checks],
         precedents=precedents,
     )
 
 
-def changed_since_admission(root: Path, attempt: Attempt, registry: Registry) -> Optional[bool]:
+def _stored(check: CheckResult) -> GateCheck:
+    """A check as the admission keeps it; only a passing outcome can be admitted."""
+    if check.outcome == "failed":
+        raise ValueError(f"{check.check} failed: a refused proposal has no admission")
+    return GateCheck(check=check.check, outcome=check.outcome, detail=check.detail)
+
+
+def changed_since_admission(root: Path, attempt: Attempt, registry: Registry) -> bool | None:
     """Whether the registry differs from the one ``attempt`` was admitted against; unknown
     when it has no recorded admission."""
     if attempt.admission is None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Literal
 
 from ..engine.plan import EVALUATOR_VERSION
 from ..records import tracking
@@ -23,15 +24,19 @@ from ..store.evaluators import check_file, evaluators_dir
 from ..views.streaks import CAUTION_AT, STOP_AT, streaks, trailing_negatives
 
 SIMILAR_QUESTION = 0.8  # token Jaccard at or above which two questions are the same question
-PASSED, CAUTION, OVERRIDDEN, FAILED = "passed", "caution", "overridden", "failed"
+Outcome = Literal["passed", "caution", "overridden", "failed"]
+PASSED: Outcome = "passed"
+CAUTION: Outcome = "caution"
+OVERRIDDEN: Outcome = "overridden"
+FAILED: Outcome = "failed"
 
 
 @dataclass(frozen=True)
 class CheckResult:
     check: str
-    outcome: str  # passed | caution | overridden | failed
+    outcome: Outcome
     detail: str  # what the check found
-    remedy: Optional[str] = None  # how to satisfy it, when it failed
+    remedy: str | None = None  # how to satisfy it, when it failed
 
     @property
     def failed(self) -> bool:
@@ -45,7 +50,7 @@ class CheckResult:
 class GateReport:
     attempt_id: str
     checks: list[CheckResult]
-    evaluator: Optional[FrozenEvaluator] = None  # as read and verified by the frozen-evaluator check
+    evaluator: FrozenEvaluator | None = None  # as read and verified by the frozen-evaluator check
 
     @property
     def admitted(self) -> bool:
@@ -64,8 +69,8 @@ def check_gate(
     others: Iterable[Attempt],
     root: Path,
     *,
-    budget_error: Optional[str] = None,
-    tracking_error: Optional[str] = None,
+    budget_error: str | None = None,
+    tracking_error: str | None = None,
 ) -> GateReport:
     """Every gate check of ``proposal`` against the other attempts of the registry at ``root``.
 
@@ -107,13 +112,23 @@ def similarity(a: str, b: str) -> float:
 def fresh_question(proposal: Attempt, by_id: dict[str, Attempt], everyone: dict[str, Attempt]) -> CheckResult:
     name = "fresh-question"
     if proposal.varied_from is not None and proposal.varied_from not in by_id:
-        return CheckResult(name, FAILED, f"varied_from {proposal.varied_from!r} names no attempt in the registry",
-                           "vary an attempt that exists (`ptreg list`), or drop --varied-from")
+        return CheckResult(
+            name,
+            FAILED,
+            f"varied_from {proposal.varied_from!r} names no attempt in the registry",
+            "vary an attempt that exists (`ptreg list`), or drop --varied-from",
+        )
     if proposal.varied_from is not None and not (proposal.varied or "").strip():
-        return CheckResult(name, FAILED, f"the proposal varies {proposal.varied_from} but does not say what is varied",
-                           "say what changes with --varied \"...\"")
+        return CheckResult(
+            name,
+            FAILED,
+            f"the proposal varies {proposal.varied_from} but does not say what is varied",
+            'say what changes with --varied "..."',
+        )
     if proposal.question is None or not question_tokens(proposal.question):
-        return CheckResult(name, FAILED, "the proposal asks no question", "state the question this run answers with --question \"...\"")
+        return CheckResult(
+            name, FAILED, "the proposal asks no question", 'state the question this run answers with --question "..."'
+        )
     root = lineage_root(proposal.id, everyone)
     compared, unknown = 0, 0
     for other in by_id.values():
@@ -130,7 +145,8 @@ def fresh_question(proposal: Attempt, by_id: dict[str, Attempt], everyone: dict[
             scope = "lineage" if same_lineage else f"family {proposal.family}"
             how = "the same question" if score == 1.0 else f"a near-duplicate (similarity {score:.2f})"
             return CheckResult(
-                name, FAILED,
+                name,
+                FAILED,
                 f"{how} as {other.id} ({scope}, status {other.status}) asked: {other.question!r}",
                 f"read {other.id} (`ptreg show {other.id}`); ask what its result leaves open, or vary it with --varied-from {other.id}",
             )
@@ -143,7 +159,7 @@ def fresh_question(proposal: Attempt, by_id: dict[str, Attempt], everyone: dict[
 # --------------------------------------------------------------------------- frozen evaluator
 
 
-def frozen_evaluator(proposal: Attempt, root: Path) -> tuple[CheckResult, Optional[FrozenEvaluator]]:
+def frozen_evaluator(proposal: Attempt, root: Path) -> tuple[CheckResult, FrozenEvaluator | None]:
     """The check, and the evaluator when it passes (the budget is weighed against its spec,
     and a run measures what was read here)."""
     name = "frozen-evaluator"
@@ -152,23 +168,35 @@ def frozen_evaluator(proposal: Attempt, root: Path) -> tuple[CheckResult, Option
         return CheckResult(name, FAILED, "no evaluator is named", freeze_hint), None
     path = evaluators_dir(root) / f"{proposal.evaluator}.json"
     if not path.exists():
-        return CheckResult(name, FAILED, f"evaluator {proposal.evaluator} is not frozen in this registry ({path} is missing)", freeze_hint), None
+        return CheckResult(
+            name,
+            FAILED,
+            f"evaluator {proposal.evaluator} is not frozen in this registry ({path} is missing)",
+            freeze_hint,
+        ), None
     frozen, mismatch = check_file(path)
     if frozen is None:
         return CheckResult(
-            name, FAILED, f"{path} no longer verifies: {mismatch}",
+            name,
+            FAILED,
+            f"{path} no longer verifies: {mismatch}",
             "a frozen evaluator is never edited: restore the file from version control, or freeze the changed spec "
             "as a new evaluator and propose again with it",
         ), None
     if frozen.evaluator_version != EVALUATOR_VERSION:
         return CheckResult(
-            name, FAILED,
+            name,
+            FAILED,
             f"{proposal.evaluator} was frozen for evaluator code version {frozen.evaluator_version}; this ptreg interprets version {EVALUATOR_VERSION}",
             "freeze the spec again under this version (`ptreg evaluator freeze SPEC.json`) and propose with the new reference",
         ), None
     spec = frozen.spec
-    return CheckResult(name, PASSED, f"{proposal.evaluator} verifies (workload {spec.workload}, configs {', '.join(spec.configs)}, "
-                       f"backends {', '.join(spec.backends)})"), frozen
+    return CheckResult(
+        name,
+        PASSED,
+        f"{proposal.evaluator} verifies (workload {spec.workload}, configs {', '.join(spec.configs)}, "
+        f"backends {', '.join(spec.backends)})",
+    ), frozen
 
 
 # --------------------------------------------------------------------------- explicit budget
@@ -177,7 +205,7 @@ def frozen_evaluator(proposal: Attempt, root: Path) -> tuple[CheckResult, Option
 BUDGET_FLAGS = "--budget-seconds S (optionally --budget-steps, --budget-repeats, --budget-threads, --budget-memory-mb)"
 
 
-def explicit_budget(proposal: Attempt, frozen: Optional[FrozenEvaluator], budget_error: Optional[str] = None) -> CheckResult:
+def explicit_budget(proposal: Attempt, frozen: FrozenEvaluator | None, budget_error: str | None = None) -> CheckResult:
     name = "explicit-budget"
     if budget_error is not None:
         return CheckResult(name, FAILED, budget_error, f"give a positive, finite budget: {BUDGET_FLAGS}")
@@ -194,7 +222,8 @@ def explicit_budget(proposal: Attempt, frozen: Optional[FrozenEvaluator], budget
         ):
             if limit is not None and needed > limit:
                 return CheckResult(
-                    name, FAILED,
+                    name,
+                    FAILED,
                     f"the evaluator needs {needed} {what} but the budget allows at most {limit}",
                     f"raise the budget's {what} limit to at least {needed}, or freeze an evaluator that needs fewer",
                 )
@@ -205,12 +234,14 @@ def explicit_budget(proposal: Attempt, frozen: Optional[FrozenEvaluator], budget
 
 
 def scoped_tracking_issue(
-    proposal: Attempt, by_id: dict[str, Attempt], everyone: dict[str, Attempt], tracking_error: Optional[str] = None
+    proposal: Attempt, by_id: dict[str, Attempt], everyone: dict[str, Attempt], tracking_error: str | None = None
 ) -> CheckResult:
     name = "scoped-tracking-issue"
     why = tracking_error or tracking.problem(proposal.tracking_issue)
     if why is not None:
-        return CheckResult(name, FAILED, why, f"name the issue that scopes this work with --tracking-issue: {tracking.FORMS}")
+        return CheckResult(
+            name, FAILED, why, f"name the issue that scopes this work with --tracking-issue: {tracking.FORMS}"
+        )
     reference = proposal.tracking_issue
     assert reference is not None
     root = lineage_root(proposal.id, everyone)
@@ -218,7 +249,8 @@ def scoped_tracking_issue(
     outside = [i for i in sharing if lineage_root(i, everyone) != root]
     if outside:
         return CheckResult(
-            name, FAILED,
+            name,
+            FAILED,
             f"{reference} already scopes {', '.join(outside)}, of another lineage; one tracking issue scopes one lineage",
             f"open a new tracking issue for this question, or vary an attempt of that lineage (--varied-from {outside[0]})",
         )
@@ -235,17 +267,24 @@ def disposition_respected(proposal: Attempt, by_id: dict[str, Attempt]) -> Check
         return CheckResult(name, PASSED, "varies no attempt, so there is no retained disposition to answer")
     parent = by_id.get(proposal.varied_from)
     if parent is None:
-        return CheckResult(name, FAILED, f"{proposal.varied_from} is not in the registry, so its disposition cannot be read",
-                           "vary an attempt that exists (`ptreg list`)")
+        return CheckResult(
+            name,
+            FAILED,
+            f"{proposal.varied_from} is not in the registry, so its disposition cannot be read",
+            "vary an attempt that exists (`ptreg list`)",
+        )
     if parent.next_action is None:
         return CheckResult(name, PASSED, f"{parent.id} retains no disposition (its next_action is unknown)")
     if proposal.answers_disposition is None or not proposal.answers_disposition.strip():
         return CheckResult(
-            name, FAILED,
+            name,
+            FAILED,
             f"{parent.id} retains the disposition {parent.next_action!r}, and the proposal does not answer it",
-            "say how this proposal meets that disposition with --answers-disposition \"...\"",
+            'say how this proposal meets that disposition with --answers-disposition "..."',
         )
-    return CheckResult(name, PASSED, f"answers {parent.id}'s disposition {parent.next_action!r}: {proposal.answers_disposition!r}")
+    return CheckResult(
+        name, PASSED, f"answers {parent.id}'s disposition {parent.next_action!r}: {proposal.answers_disposition!r}"
+    )
 
 
 # --------------------------------------------------------------------------- streak
@@ -268,8 +307,12 @@ def streak(proposal: Attempt, by_id: dict[str, Attempt]) -> CheckResult:
     if len(trailing) < CAUTION_AT:
         return CheckResult(name, PASSED, f"objective {objective}: its chain ends in {len(trailing)} negative(s)")
     if len(trailing) < STOP_AT:
-        return CheckResult(name, CAUTION, f"CAUTION: objective {objective}'s chain ends in {len(trailing)} negatives ({ids}); "
-                           f"last lesson: {trailing[-1].lesson or 'unknown'}")
+        return CheckResult(
+            name,
+            CAUTION,
+            f"CAUTION: objective {objective}'s chain ends in {len(trailing)} negatives ({ids}); "
+            f"last lesson: {trailing[-1].lesson or 'unknown'}",
+        )
     used = {x for a in trailing for x in (a.methods or []) + (a.bases or [])}
     new_axis = [x for x in (proposal.methods or []) + (proposal.bases or []) if x not in used]
     head = f"STOP AND RETHINK: objective {objective}'s chain ends in {len(trailing)} negatives ({ids})"
@@ -278,6 +321,8 @@ def streak(proposal: Attempt, by_id: dict[str, Attempt]) -> CheckResult:
     if proposal.streak_override is not None and proposal.streak_override.strip():
         return CheckResult(name, OVERRIDDEN, f"{head}; overridden: {proposal.streak_override}")
     return CheckResult(
-        name, FAILED, f"{head}, and the proposal uses no method or base they did not",
-        "change axis (a method or base none of them used), or give a reason with --override-streak \"...\" (it is stored)",
+        name,
+        FAILED,
+        f"{head}, and the proposal uses no method or base they did not",
+        'change axis (a method or base none of them used), or give a reason with --override-streak "..." (it is stored)',
     )

@@ -1,8 +1,7 @@
 """Proposing an attempt: build the not-tried record, show its precedents, pass it through the
 gate, and write it (with its admission) only when every check holds.
 
-``ProposalInput`` is the one list of what a proposer gives: each field carries its flag and
-help (``ptreg new``'s options are made from them) and the record field it fills.
+What a proposer gives is a ``ProposalInput`` (``proposal_input.py``).
 
 Exit codes follow the rest of ptreg: a value that cannot be used at all (a malformed id, an
 unknown evaluator or vocabulary term) is exit 2; a gate check that refuses is exit 1; in
@@ -11,10 +10,10 @@ both cases nothing is written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -31,62 +30,7 @@ from ..store.locks import registry_lock
 from ..views.precedents import Precedent, Shape, precedents
 from .admission import admission
 from .checks import GateReport, check_gate
-
-
-def given(flag: str, help: str, *, record: Optional[str] = None, budget: Optional[str] = None,
-          metavar: Optional[str] = None, minimum: Optional[int] = None) -> dict[str, Any]:
-    """A field's metadata: its flag and help, and the record field (or budget limit) it fills."""
-    return {"flag": flag, "help": help, "record": record, "budget": budget, "metavar": metavar, "min": minimum}
-
-
-@dataclass
-class ProposalInput:
-    """What the proposer gave, as given (flags or prompts); nothing is filled in for them."""
-
-    id: str = field(metadata=given("--id", "The new attempt's id (a lowercase slug; its file name).", record="id"))
-    name: str = field(metadata=given("--name", "A short human name.", record="name"))
-    family: Optional[str] = field(default=None, metadata=given(
-        "--family", "Experiment family, e.g. runtime-perf.", record="family"))
-    kind: Optional[str] = field(default=None, metadata=given(
-        "--kind", "A term of the registry's kind_vocabulary.", record="kind"))
-    question: Optional[str] = field(default=None, metadata=given(
-        "--question", "The fresh question this attempt answers.", record="question"))
-    hypothesis: Optional[str] = field(default=None, metadata=given(
-        "--hypothesis", "The expected answer, stated before any number is seen.", record="hypothesis"))
-    varied_from: Optional[str] = field(default=None, metadata=given(
-        "--varied-from", "The prior attempt this one varies.", record="varied_from", metavar="ID"))
-    varied: Optional[str] = field(default=None, metadata=given(
-        "--varied", "What is varied from --varied-from.", record="varied"))
-    methods: list[str] = field(default_factory=list, metadata=given(
-        "--method", "A method of the method_vocabulary (repeatable).", record="methods"))
-    bases: list[str] = field(default_factory=list, metadata=given(
-        "--base", "A base the attempt builds on (repeatable).", record="bases"))
-    objective: Optional[str] = field(default=None, metadata=given(
-        "--objective", "A term of the objective_vocabulary.", record="objective"))
-    data_rows: Optional[int] = field(default=None, metadata=given(
-        "--data-rows", "Data rows involved, when that applies.", record="data_rows", minimum=0))
-    evaluator: Optional[str] = field(default=None, metadata=given(
-        "--evaluator", "A frozen evaluator (`ptreg evaluator list`).", record="evaluator", metavar="NAME[@HASH]"))
-    budget_seconds: Optional[float] = field(default=None, metadata=given(
-        "--budget-seconds", "Wall-clock seconds the run may take at most.", budget="wall_clock_seconds"))
-    budget_steps: Optional[int] = field(default=None, metadata=given(
-        "--budget-steps", "At most this many timed steps per repeat.", budget="max_timed_steps"))
-    budget_repeats: Optional[int] = field(default=None, metadata=given(
-        "--budget-repeats", "At most this many repeats.", budget="max_repeats"))
-    budget_threads: Optional[int] = field(default=None, metadata=given(
-        "--budget-threads", "At most this many threads.", budget="max_threads"))
-    budget_memory_mb: Optional[float] = field(default=None, metadata=given(
-        "--budget-memory-mb", "At most this much peak memory, MB.", budget="max_memory_mb"))
-    tracking_issue: Optional[str] = field(default=None, metadata=given(
-        "--tracking-issue", "URL, #123, owner/repo#123 or PROJ-123.", record="tracking_issue"))
-    answers_disposition: Optional[str] = field(default=None, metadata=given(
-        "--answers-disposition", "How this answers the next_action of the attempt it varies.",
-        record="answers_disposition"))
-    override_streak: Optional[str] = field(default=None, metadata=given(
-        "--override-streak", "Go on despite STOP AND RETHINK on the objective; the reason is stored.",
-        record="streak_override", metavar="REASON"))
-    source: Optional[str] = field(default=None, metadata=given(
-        "--source", "Where the proposal is written up, if anywhere.", record="source"))
+from .proposal_input import ProposalInput
 
 
 @dataclass
@@ -94,7 +38,7 @@ class Proposal:
     attempt: Attempt  # as it would be (or was) written
     report: GateReport
     precedents: list[Precedent]
-    path: Optional[Path] = None  # set once written
+    path: Path | None = None  # set once written
     skipped: int = 0  # record files that could not be read or parsed, so were not compared
 
     @property
@@ -106,7 +50,7 @@ def _blank_to_none(value: Any) -> Any:
     return None if isinstance(value, str) and not value.strip() else value
 
 
-def _budget(proposal: ProposalInput) -> tuple[Optional[Budget], Optional[str]]:
+def _budget(proposal: ProposalInput) -> tuple[Budget | None, str | None]:
     """The budget, or why the given values are not one (missing, zero, negative, absurd)."""
     limits = {f.metadata["budget"]: f for f in fields(ProposalInput) if f.metadata["budget"]}
     values = {limit: getattr(proposal, f.name) for limit, f in limits.items()}
@@ -127,28 +71,34 @@ def _check_vocabulary(proposal: ProposalInput, registry: Registry) -> None:
     meta = registry.meta
     where = f"{registry.source}/{REGISTRY_FILE}"
     if proposal.kind is not None and proposal.kind not in meta.kind_vocabulary:
-        raise PtregError(f"--kind {proposal.kind!r} is not in the kind_vocabulary of {where} "
-                         f"(one of: {', '.join(meta.kind_vocabulary)})")
+        raise PtregError(
+            f"--kind {proposal.kind!r} is not in the kind_vocabulary of {where} "
+            f"(one of: {', '.join(meta.kind_vocabulary)})"
+        )
     for method in proposal.methods:
         if method not in meta.method_vocabulary:
             raise PtregError(f"--method {method!r} is not in the method_vocabulary of {where}; add it there first")
     if proposal.objective is not None and proposal.objective not in meta.objective_vocabulary:
-        raise PtregError(f"--objective {proposal.objective!r} is not in the objective_vocabulary of {where} "
-                         f"(one of: {', '.join(meta.objective_vocabulary)})")
+        raise PtregError(
+            f"--objective {proposal.objective!r} is not in the objective_vocabulary of {where} "
+            f"(one of: {', '.join(meta.objective_vocabulary)})"
+        )
     if proposal.kind == INFRASTRUCTURE_KIND:
         by_record = {f.metadata["record"]: f for f in fields(ProposalInput)}
         shaped = [by_record[name].metadata["flag"] for name in SHAPE_FIELDS if getattr(proposal, by_record[name].name)]
         if shaped:
-            raise PtregError(f"an infrastructure attempt carries no shape fields; drop {', '.join(shaped)} "
-                             "or choose another --kind")
+            raise PtregError(
+                f"an infrastructure attempt carries no shape fields; drop {', '.join(shaped)} or choose another --kind"
+            )
 
 
-def build_attempt(proposal: ProposalInput, root: Path) -> tuple[Attempt, Optional[str], Optional[str]]:
+def build_attempt(proposal: ProposalInput, root: Path) -> tuple[Attempt, str | None, str | None]:
     """The not-tried record; with why the budget and the tracking issue, if given, are refused."""
     budget, budget_error = _budget(proposal)
     raw: dict[str, Any] = {
         f.metadata["record"]: _blank_to_none(getattr(proposal, f.name))
-        for f in fields(ProposalInput) if f.metadata["record"]
+        for f in fields(ProposalInput)
+        if f.metadata["record"]
     }
     raw.update(
         status="not-tried",
@@ -174,8 +124,8 @@ def propose(
     proposal: ProposalInput,
     *,
     dry_run: bool = False,
-    now: Optional[datetime] = None,
-    progress: Optional[Progress] = None,
+    now: datetime | None = None,
+    progress: Progress | None = None,
 ) -> Proposal:
     """Check the proposal against the registry at ``root`` and, when admitted, write it.
 
@@ -191,7 +141,7 @@ def propose(
 
 
 def _propose(
-    root: Path, proposal: ProposalInput, *, dry_run: bool, now: Optional[datetime], progress: Optional[Progress]
+    root: Path, proposal: ProposalInput, *, dry_run: bool, now: datetime | None, progress: Progress | None
 ) -> Proposal:
     registry = load_directory(root, progress)
     if proposal.id in {r.raw_id for r in registry.records} or record_path(root, proposal.id).exists():
@@ -212,7 +162,8 @@ def _propose(
     try:
         create_text_exclusive(path, dumps_pretty(result.attempt.to_json_dict()))
     except FileExistsError:
-        raise PtregError(f"attempt {attempt.id!r} was created by another process meanwhile; nothing written",
-                         EXIT_CHECK_FAILED) from None
+        raise PtregError(
+            f"attempt {attempt.id!r} was created by another process meanwhile; nothing written", EXIT_CHECK_FAILED
+        ) from None
     result.path = path
     return result

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -24,8 +24,8 @@ def conclude(
     status: str,
     lesson: str,
     next_action: str,
-    failure_reason: Optional[str] = None,
-    confidence: Optional[str] = None,
+    failure_reason: str | None = None,
+    confidence: str | None = None,
 ) -> Attempt:
     """Record the verdict; refused (nothing written) if the registry's rules would not hold."""
     load_meta(root)  # a missing registry is refused before any lock file is made
@@ -33,16 +33,24 @@ def conclude(
         return _conclude(root, attempt_id, status, lesson, next_action, failure_reason, confidence)
 
 
-def _conclude(root: Path, attempt_id: str, status: str, lesson: str, next_action: str,
-              failure_reason: Optional[str], confidence: Optional[str]) -> Attempt:
+def _conclude(
+    root: Path,
+    attempt_id: str,
+    status: str,
+    lesson: str,
+    next_action: str,
+    failure_reason: str | None,
+    confidence: str | None,
+) -> Attempt:
     registry = load_directory(root)
     attempt = registry.get(attempt_id)
     if status == "not-tried":
         raise PtregError("--status not-tried is not a verdict; conclude with what the run showed", EXIT_UNUSABLE)
     runs = attempt.runs or []
     if not runs:
-        raise PtregError(f"{attempt_id} has no run to conclude from; run it first: `ptreg run {attempt_id}`",
-                         EXIT_CHECK_FAILED)
+        raise PtregError(
+            f"{attempt_id} has no run to conclude from; run it first: `ptreg run {attempt_id}`", EXIT_CHECK_FAILED
+        )
     for ref in runs:
         broken = check_folder(root, attempt_id, ref.run_id)
         if broken is not None:

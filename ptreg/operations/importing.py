@@ -7,14 +7,13 @@ block the import; they are reported, and `ptreg validate` keeps reporting them u
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 from ..store.directory import Progress, load_directory
 from ..store.interchange import ImportReport, import_file
 from .validate import check_registry
 
 
-def import_into(root: Path, path: Path, *, replace: bool = False, progress: Optional[Progress] = None) -> ImportReport:
+def import_into(root: Path, path: Path, *, replace: bool = False, progress: Progress | None = None) -> ImportReport:
     report = import_file(root, path, replace=replace, progress=progress)
     imported = set(report.imported)
     after = check_registry(load_directory(root, progress))

@@ -10,7 +10,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ..store.directory import load_directory, load_meta
 from ..store.journal import recover
@@ -22,14 +22,18 @@ from .run import link_run
 
 @dataclass
 class RepairReport:
-    journal_renames: Optional[int]
+    journal_renames: int | None
     linked: list[Leftover] = field(default_factory=list)
     removed: list[Leftover] = field(default_factory=list)
     left: list[Leftover] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"journal_renames": self.journal_renames, "linked": [x.to_json() for x in self.linked],
-                "removed": [x.to_json() for x in self.removed], "left": [x.to_json() for x in self.left]}
+        return {
+            "journal_renames": self.journal_renames,
+            "linked": [x.to_json() for x in self.linked],
+            "removed": [x.to_json() for x in self.removed],
+            "left": [x.to_json() for x in self.left],
+        }
 
 
 def repair(root: Path, dry_run: bool = False) -> RepairReport:

@@ -8,9 +8,9 @@ an orphaned run that ``ptreg repair`` links, see ``repair.py``).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
 
 from ..clock import utc_now
 from ..engine.environment import collect, git_state
@@ -35,10 +35,10 @@ class RunDone:
     results: RunResults
     folder: Path
     attempt: Attempt
-    interrupted_by: Optional[int] = None  # SIGINT or SIGTERM, when one stopped or ended the run
+    interrupted_by: int | None = None  # SIGINT or SIGTERM, when one stopped or ended the run
 
     @property
-    def exit_code(self) -> Optional[int]:
+    def exit_code(self) -> int | None:
         return None if self.interrupted_by is None else 128 + self.interrupted_by
 
 
@@ -46,7 +46,7 @@ def run_attempt(
     root: Path,
     attempt_id: str,
     command: list[str],
-    progress: Optional[Callable[[TaskProgress], None]] = None,
+    progress: Callable[[TaskProgress], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> RunDone:
     """Measure, then write the run folder whole and link it.
@@ -59,8 +59,12 @@ def run_attempt(
         read_attempt(root, attempt_id)  # no lock file for an attempt or registry that is not there
         with run_lock(root, attempt_id):
             frozen, budget = _admitted(root, attempt_id)  # as it is now that no other run can start
-            executor = Executor(wall_clock_seconds=budget.wall_clock_seconds, max_memory_mb=budget.max_memory_mb,
-                                progress=progress, clock=clock)
+            executor = Executor(
+                wall_clock_seconds=budget.wall_clock_seconds,
+                max_memory_mb=budget.max_memory_mb,
+                progress=progress,
+                clock=clock,
+            )
             return _measure_and_record(root, attempt_id, frozen, budget, command, executor)
 
 
@@ -71,22 +75,27 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
     if attempt.status != "not-tried":
         raise PtregError(
             f"{attempt_id} is concluded (status {attempt.status}); a new run needs a new attempt: "
-            f"`ptreg new --varied-from {attempt_id}`", EXIT_CHECK_FAILED)
+            f"`ptreg new --varied-from {attempt_id}`",
+            EXIT_CHECK_FAILED,
+        )
     if attempt.evaluator is None or attempt.budget is None:
-        raise PtregError(f"{attempt_id} has no frozen evaluator or no budget; propose it with `ptreg new`",
-                         EXIT_CHECK_FAILED)
+        raise PtregError(
+            f"{attempt_id} has no frozen evaluator or no budget; propose it with `ptreg new`", EXIT_CHECK_FAILED
+        )
     report = check_gate(attempt, registry.attempts, root)
     if not report.admitted or report.evaluator is None:
         failed = "; ".join(f"{c.check}: {c.detail}" for c in report.failures)
-        raise PtregError(f"{attempt_id}: the gate no longer admits it ({failed}); see `ptreg gate {attempt_id}`",
-                         EXIT_CHECK_FAILED)
+        raise PtregError(
+            f"{attempt_id}: the gate no longer admits it ({failed}); see `ptreg gate {attempt_id}`", EXIT_CHECK_FAILED
+        )
     # found now, not after the measurement
     refuse_outside(root, runs_dir(root, attempt_id), "a run is written only inside the registry")
     return report.evaluator, attempt.budget
 
 
-def _measure_and_record(root: Path, attempt_id: str, frozen: FrozenEvaluator, budget: Budget, command: list[str],
-                        executor: Executor) -> RunDone:
+def _measure_and_record(
+    root: Path, attempt_id: str, frozen: FrozenEvaluator, budget: Budget, command: list[str], executor: Executor
+) -> RunDone:
     started = utc_now()
     environment = collect(root)
     found = measure(frozen.spec, executor)
@@ -95,9 +104,19 @@ def _measure_and_record(root: Path, attempt_id: str, frozen: FrozenEvaluator, bu
         finished = utc_now()
         with registry_lock(root):
             results = new_results(
-                spec=frozen.spec, roles=found.roles, parity=found.parity, cells=found.cells, status=found.status,
-                reason=found.reason, command=command, started_at=started, finished_at=finished,
-                evaluator_version=EVALUATOR_VERSION, frozen=frozen, budget=budget, attempt=attempt_id,
+                spec=frozen.spec,
+                roles=found.roles,
+                parity=found.parity,
+                cells=found.cells,
+                status=found.status,
+                reason=found.reason,
+                command=command,
+                started_at=started,
+                finished_at=finished,
+                evaluator_version=EVALUATOR_VERSION,
+                frozen=frozen,
+                budget=budget,
+                attempt=attempt_id,
                 run_id=new_run_id(root, attempt_id, started),
             )
             folder = write_run(root, results, environment)
@@ -120,18 +139,25 @@ def link_run(root: Path, attempt_id: str, results: RunResults) -> Attempt:
     """The attempt gains the run's link, its evidence line and its results file as a source."""
     attempt = read_attempt(root, attempt_id)  # fresh: the run took a while
     assert results.run_id is not None
-    ref = RunRef(run_id=results.run_id, status=results.status, evaluator=results.evaluator,
-                 started_at=results.started_at, finished_at=results.finished_at)
+    ref = RunRef(
+        run_id=results.run_id,
+        status=results.status,
+        evaluator=results.evaluator,
+        started_at=results.started_at,
+        finished_at=results.finished_at,
+    )
     line = evidence_line(results)
     evidence = attempt.evidence
     if line is not None:
         evidence = f"{evidence}\n{line}" if evidence else line
     source = results_source(root, attempt_id, results.run_id)
-    updated = attempt.model_copy(update={
-        "runs": [*(attempt.runs or []), ref],
-        "evidence": evidence,
-        "evidence_sources": [*(attempt.evidence_sources or []), source],
-    })
+    updated = attempt.model_copy(
+        update={
+            "runs": [*(attempt.runs or []), ref],
+            "evidence": evidence,
+            "evidence_sources": [*(attempt.evidence_sources or []), source],
+        }
+    )
     updated = Attempt.model_validate(updated.model_dump(exclude_none=True))
     write_attempt(root, updated)
     return updated

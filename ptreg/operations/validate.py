@@ -9,8 +9,8 @@ local source exists. What a killed write left behind is reported as a warning.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Optional
 
 from ..errors import PtregError
 from ..records.attempt import Attempt
@@ -27,7 +27,7 @@ from ..text import shorten
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
-def check_registry(registry: Registry, check_sources: Optional[Path] = None) -> list[Problem]:
+def check_registry(registry: Registry, check_sources: Path | None = None) -> list[Problem]:
     """Every problem of the registry: those found while reading it, the record rules, then
     what its files say."""
     base = check_sources
@@ -40,7 +40,7 @@ def check_registry(registry: Registry, check_sources: Optional[Path] = None) -> 
     return problems
 
 
-def load_path(path: Path, progress: Optional[Progress] = None) -> Registry:
+def load_path(path: Path, progress: Progress | None = None) -> Registry:
     """A registry directory or a single attempts.json file."""
     if path.is_dir():
         return load_directory(path, progress)
@@ -50,7 +50,7 @@ def load_path(path: Path, progress: Optional[Progress] = None) -> Registry:
 
 
 def validate_path(
-    path: Path, check_sources: Optional[Path] = None, progress: Optional[Progress] = None
+    path: Path, check_sources: Path | None = None, progress: Progress | None = None
 ) -> tuple[Registry, list[Problem]]:
     """Validate a registry directory, a single attempts.json file, or one record file of a
     registry (checked in its registry's context, so varied_from and duplicates still resolve)."""
@@ -74,7 +74,7 @@ def _sources(record: Record, base: Path) -> Iterator[Problem]:
     assert attempt is not None
     problem = problem_at(record)
     root = base.resolve()
-    named: list[tuple[str, Optional[int], str]] = [
+    named: list[tuple[str, int | None, str]] = [
         ("evidence_sources", i, s) for i, s in enumerate(attempt.evidence_sources or ())
     ]
     if attempt.source is not None:
@@ -96,14 +96,19 @@ def _evaluators(root: Path, records: list[Record]) -> Iterator[Problem]:
     for path in evaluator_files(root):
         mismatch = verify_file(path)
         if mismatch is not None:
-            yield Problem("evaluator-integrity", f"frozen evaluator no longer verifies: {mismatch}", None, "", str(path))
+            yield Problem(
+                "evaluator-integrity", f"frozen evaluator no longer verifies: {mismatch}", None, "", str(path)
+            )
     directory = evaluators_dir(root)
     for record, attempt in _valid(records):
         ref = attempt.evaluator
         if ref is not None and not (directory / f"{ref}.json").is_file():
             yield Problem(
-                "evaluator", f"evaluator {ref!r} is not frozen in {directory}", attempt.id,
-                pointer_join(record.pointer, "evaluator"), record.file,
+                "evaluator",
+                f"evaluator {ref!r} is not frozen in {directory}",
+                attempt.id,
+                pointer_join(record.pointer, "evaluator"),
+                record.file,
             )
 
 
@@ -119,8 +124,12 @@ def _runs(root: Path, records: list[Record]) -> Iterator[Problem]:
             results = read_results(run_folder(root, attempt.id, ref.run_id), root)
             if results.status != ref.status or results.evaluator != ref.evaluator:
                 yield Problem(
-                    "run", f"run {ref.run_id} is {results.status} under {results.evaluator} in its results, but the "
-                    f"record says {ref.status} under {ref.evaluator}", attempt.id, where, record.file,
+                    "run",
+                    f"run {ref.run_id} is {results.status} under {results.evaluator} in its results, but the "
+                    f"record says {ref.status} under {ref.evaluator}",
+                    attempt.id,
+                    where,
+                    record.file,
                 )
 
 

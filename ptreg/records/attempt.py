@@ -10,14 +10,14 @@ incomplete instead of having values invented for it.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from ..errors import PtregError
 from ..text import shorten
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION: Final = 2
 SUPPORTED_IMPORT_VERSIONS = (1, 2)
 
 # A slug: lowercase letters, digits and '-', in segments joined by single dots. Ids become
@@ -66,23 +66,27 @@ BUDGET_LIMITS = {
 class Budget(BaseModel):
     """An explicit resource budget for running an attempt, fixed before any number is seen."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     wall_clock_seconds: float = Field(
-        gt=0, le=BUDGET_LIMITS["wall_clock_seconds"], allow_inf_nan=False,
+        gt=0,
+        le=BUDGET_LIMITS["wall_clock_seconds"],
+        allow_inf_nan=False,
         description="Wall-clock seconds the run may take at most.",
     )
-    max_timed_steps: Optional[int] = Field(default=None, gt=0, le=BUDGET_LIMITS["max_timed_steps"])
-    max_repeats: Optional[int] = Field(default=None, gt=0, le=BUDGET_LIMITS["max_repeats"])
-    max_threads: Optional[int] = Field(default=None, gt=0, le=BUDGET_LIMITS["max_threads"])
-    max_memory_mb: Optional[float] = Field(
-        default=None, gt=0, le=BUDGET_LIMITS["max_memory_mb"], allow_inf_nan=False
-    )
+    max_timed_steps: int | None = Field(default=None, gt=0, le=BUDGET_LIMITS["max_timed_steps"])
+    max_repeats: int | None = Field(default=None, gt=0, le=BUDGET_LIMITS["max_repeats"])
+    max_threads: int | None = Field(default=None, gt=0, le=BUDGET_LIMITS["max_threads"])
+    max_memory_mb: float | None = Field(default=None, gt=0, le=BUDGET_LIMITS["max_memory_mb"], allow_inf_nan=False)
 
     def describe(self) -> str:
         parts = [f"{self.wall_clock_seconds:g} s wall clock"]
-        for name, unit in (("max_timed_steps", "timed steps per repeat"), ("max_repeats", "repeats"),
-                           ("max_threads", "threads"), ("max_memory_mb", "MB peak memory")):
+        for name, unit in (
+            ("max_timed_steps", "timed steps per repeat"),
+            ("max_repeats", "repeats"),
+            ("max_threads", "threads"),
+            ("max_memory_mb", "MB peak memory"),
+        ):
             value = getattr(self, name)
             if value is not None:
                 parts.append(f"at most {value:g} {unit}")
@@ -113,7 +117,7 @@ class GateCheck(BaseModel):
     """One gate check as it stood at admission: a refused check admits nothing, so only
     passing outcomes are stored."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     check: GateCheckName
     outcome: Literal["passed", "caution", "overridden"]
@@ -123,7 +127,7 @@ class GateCheck(BaseModel):
 class RegistryState(BaseModel):
     """Which registry the gate read: how many attempts, and a digest of its files."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     attempts: int = Field(ge=0)
     evaluators: int = Field(ge=0)
@@ -133,7 +137,7 @@ class RegistryState(BaseModel):
 class Admission(BaseModel):
     """The gate's verdict on a proposal: which checks passed, when, against which registry."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     admitted_at: Text = Field(description="UTC time, ISO 8601.")
     ptreg_version: Text
@@ -154,13 +158,13 @@ RUN_ID_PATTERN = r"^[0-9]{8}T[0-9]{6}Z(-[0-9]+)?$"
 class RunRef(BaseModel):
     """The attempt's link to one run folder under ``runs/<attempt id>/<run id>/``."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     run_id: Annotated[str, StringConstraints(pattern=RUN_ID_PATTERN)]
     status: RunStatus
-    evaluator: Optional[Text] = None
-    started_at: Optional[Text] = None
-    finished_at: Optional[Text] = None
+    evaluator: Text | None = None
+    started_at: Text | None = None
+    finished_at: Text | None = None
 
 
 def _conditional_rules(schema: dict[str, Any]) -> None:
@@ -194,44 +198,44 @@ def _conditional_rules(schema: dict[str, Any]) -> None:
 class Attempt(BaseModel):
     """One attempt: what was tried, what happened, what it taught, and what to do next."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_conditional_rules)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True, json_schema_extra=_conditional_rules)
 
     id: AttemptId = Field(description="Lowercase slug; also the record's file name.")
     name: Text
-    family: Optional[Text] = Field(default=None, description="Experiment family, e.g. runtime-perf.")
+    family: Text | None = Field(default=None, description="Experiment family, e.g. runtime-perf.")
     status: Status
-    evidence: Optional[Text] = Field(default=None, description="The measured result, as a readout.")
-    failure_reason: Optional[Text] = Field(default=None, description="Why it stopped or stayed bounded.")
-    failure_reason_confidence: Optional[Confidence] = None
-    lesson: Optional[Text] = Field(default=None, description="What the attempt taught.")
-    next_action: Optional[Text] = Field(default=None, description="The retained disposition.")
-    evidence_sources: Optional[list[Text]] = None
-    source: Optional[Text] = None
-    kind: Optional[Term] = None
-    methods: Optional[list[Term]] = None
-    bases: Optional[list[Term]] = None
-    objective: Optional[Term] = None
-    data_rows: Optional[int] = Field(default=None, ge=0)
-    varied_from: Optional[AttemptId] = Field(default=None, description="Id of the attempt this one varies.")
-    varied: Optional[Text] = Field(default=None, description="What was varied from varied_from.")
+    evidence: Text | None = Field(default=None, description="The measured result, as a readout.")
+    failure_reason: Text | None = Field(default=None, description="Why it stopped or stayed bounded.")
+    failure_reason_confidence: Confidence | None = None
+    lesson: Text | None = Field(default=None, description="What the attempt taught.")
+    next_action: Text | None = Field(default=None, description="The retained disposition.")
+    evidence_sources: list[Text] | None = None
+    source: Text | None = None
+    kind: Term | None = None
+    methods: list[Term] | None = None
+    bases: list[Term] | None = None
+    objective: Term | None = None
+    data_rows: int | None = Field(default=None, ge=0)
+    varied_from: AttemptId | None = Field(default=None, description="Id of the attempt this one varies.")
+    varied: Text | None = Field(default=None, description="What was varied from varied_from.")
     # Pre-registration (gated proposals and runs); a record imported without them stays valid.
-    question: Optional[Text] = Field(default=None, description="The fresh question a rerun asks.")
-    hypothesis: Optional[Text] = None
-    evaluator: Optional[Annotated[str, StringConstraints(pattern=EVALUATOR_REF_PATTERN)]] = Field(
+    question: Text | None = Field(default=None, description="The fresh question a rerun asks.")
+    hypothesis: Text | None = None
+    evaluator: Annotated[str, StringConstraints(pattern=EVALUATOR_REF_PATTERN)] | None = Field(
         default=None, description="Frozen evaluator, as name@hash12 (a file under evaluators/)."
     )
-    budget: Optional[Budget] = None
-    tracking_issue: Optional[Annotated[str, StringConstraints(pattern=TRACKING_ISSUE_PATTERN, max_length=500)]] = Field(
+    budget: Budget | None = None
+    tracking_issue: Annotated[str, StringConstraints(pattern=TRACKING_ISSUE_PATTERN, max_length=500)] | None = Field(
         default=None, description="The issue that scopes this attempt: URL, #123, owner/repo#123 or PROJ-123."
     )
-    answers_disposition: Optional[Text] = Field(
+    answers_disposition: Text | None = Field(
         default=None, description="How this attempt answers the next_action of the attempt it varies."
     )
-    streak_override: Optional[Text] = Field(
+    streak_override: Text | None = Field(
         default=None, description="Why the proposal goes on although its objective's chain says STOP AND RETHINK."
     )
-    admission: Optional[Admission] = None
-    runs: Optional[list[RunRef]] = None
+    admission: Admission | None = None
+    runs: list[RunRef] | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
         """Known fields in the model's order; unknown fields are left out, never zeroed."""
@@ -244,7 +248,7 @@ Vocabulary = dict[Term, Text]
 class RegistryMeta(BaseModel):
     """``registry.json``: the schema version and the registry-level vocabularies."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     schema_version: Literal[2]
     confidence_vocabulary: dict[Confidence, Text]

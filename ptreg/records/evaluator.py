@@ -11,28 +11,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from ..errors import PtregError
 from .attempt import ID_MAX_LENGTH, ID_PATTERN
-from .configs import CONFIG_NAMES
+from .configs import ConfigName
 from .problems import first_schema_error
 
 HASH_SHOWN = 12
 
 Slug = Annotated[str, StringConstraints(pattern=ID_PATTERN, max_length=ID_MAX_LENGTH)]
+WorkloadName = Literal["kernels", "tinygpt-train"]
+Metric = Literal["gflops", "ms-per-step"]
 # What each workload reports: the evaluator names a workload and must name its metric too.
-WORKLOAD_METRICS = {"kernels": "gflops", "tinygpt-train": "ms-per-step"}
-WorkloadName = Literal[tuple(WORKLOAD_METRICS)]  # type: ignore[valid-type]
-ConfigName = Literal[CONFIG_NAMES]  # type: ignore[valid-type]
+WORKLOAD_METRICS: dict[str, Metric] = {"kernels": "gflops", "tinygpt-train": "ms-per-step"}
 
 
 class Tolerance(BaseModel):
     """How far a backend that does not keep the reference order may stray from float64."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     rtol: float = Field(ge=0, le=1, allow_inf_nan=False)
     atol: float = Field(ge=0, le=1, allow_inf_nan=False)
@@ -41,10 +41,10 @@ class Tolerance(BaseModel):
 class EvaluatorSpec(BaseModel):
     """Exactly how an attempt is measured; every field is explicit, nothing defaults."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     name: Slug
-    description: Optional[Annotated[str, StringConstraints(min_length=1)]] = None
+    description: Annotated[str, StringConstraints(min_length=1)] | None = None
     workload: WorkloadName
     configs: list[ConfigName] = Field(min_length=1)
     backends: list[Slug] = Field(min_length=1)
@@ -56,13 +56,15 @@ class EvaluatorSpec(BaseModel):
     threads: int = Field(ge=1, le=1024)
     tolerance: Tolerance
     max_relative_spread: float = Field(
-        gt=0, le=10, allow_inf_nan=False,
+        gt=0,
+        le=10,
+        allow_inf_nan=False,
         description="(max - min) / median above which a cell is flagged untrustworthy.",
     )
-    metric: Literal["gflops", "ms-per-step"]
+    metric: Metric
 
     @model_validator(mode="after")
-    def _consistent(self) -> "EvaluatorSpec":
+    def _consistent(self) -> EvaluatorSpec:
         for field in ("configs", "backends"):
             values = getattr(self, field)
             if len(set(values)) != len(values):
@@ -78,7 +80,7 @@ class EvaluatorSpec(BaseModel):
 class FrozenEvaluator(BaseModel):
     """The file ``evaluators/<name>@<hash12>.json``."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     name: Slug
     sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
@@ -117,7 +119,7 @@ def frozen_from_spec(spec: EvaluatorSpec, evaluator_version: int) -> FrozenEvalu
     )
 
 
-def mismatch(raw: dict[str, Any], frozen: FrozenEvaluator, file_name: str) -> Optional[str]:
+def mismatch(raw: dict[str, Any], frozen: FrozenEvaluator, file_name: str) -> str | None:
     """What no longer matches between a frozen evaluator's file and its identity, or None."""
     # The stored text of the spec, not its re-validation, so that any edit shows.
     actual = identity(raw["spec"], frozen.evaluator_version)

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional
 
 from .attempt import Attempt
 
 
-def find_cycles(parent: Mapping[str, Optional[str]]) -> list[list[str]]:
+def find_cycles(parent: Mapping[str, str | None]) -> list[list[str]]:
     """Every varied_from cycle once, each starting at its smallest id."""
     state: dict[str, int] = {}  # 1 = on the current walk, 2 = finished
     cycles: list[list[str]] = []
     for start in parent:
         walk: list[str] = []
-        node: Optional[str] = start
+        node: str | None = start
         while node is not None and node in parent and state.get(node) is None:
             state[node] = 1
             walk.append(node)
@@ -32,7 +32,7 @@ def ancestry(attempt_id: str, by_id: Mapping[str, Attempt]) -> list[Attempt]:
     """The chain from the oldest known ancestor down to ``attempt_id`` (stops at a cycle or a gap)."""
     chain: list[Attempt] = []
     seen: set[str] = set()
-    node: Optional[str] = attempt_id
+    node: str | None = attempt_id
     while node is not None and node in by_id and node not in seen:
         seen.add(node)
         chain.append(by_id[node])
@@ -77,7 +77,7 @@ def depths(by_id: Mapping[str, Attempt]) -> dict[str, int]:
     for start in by_id:
         walk: list[str] = []
         on_walk: set[str] = set()
-        node: Optional[str] = start
+        node: str | None = start
         while node is not None and node in by_id and node not in depth and node not in on_walk:
             walk.append(node)
             on_walk.add(node)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -15,9 +16,9 @@ from .attempt import ID_MAX_LENGTH, ID_PATTERN
 class Problem:
     rule: str  # a stable short name, e.g. "needs-reason", for scripts
     message: str
-    attempt_id: Optional[str] = None
+    attempt_id: str | None = None
     pointer: str = ""  # JSON Pointer into `file`
-    file: Optional[str] = None
+    file: str | None = None
     severity: str = "error"  # "error" fails validation; "warning" does not
 
     def location(self) -> str:
@@ -46,8 +47,7 @@ def _schema_message(error: Any) -> str:
     value = error.get("input")
     if error["type"] == "string_pattern_mismatch" and loc and loc[-1] in ("id", "varied_from", "run_id"):
         return (
-            f"not a valid id {shorten(value)}: use lowercase letters, digits, '-' and single '.' "
-            f"(pattern {ID_PATTERN})"
+            f"not a valid id {shorten(value)}: use lowercase letters, digits, '-' and single '.' (pattern {ID_PATTERN})"
         )
     if error["type"] == "string_too_long" and isinstance(value, str):
         # never the text itself: it may be megabytes long
@@ -64,7 +64,7 @@ def _schema_message(error: Any) -> str:
 
 
 def schema_problems(
-    exc: ValidationError, *, attempt_id: Optional[str], pointer: str, file: Optional[str]
+    exc: ValidationError, *, attempt_id: str | None, pointer: str, file: str | None
 ) -> Iterable[Problem]:
     for error in exc.errors(include_url=False):
         # A key in the location may come from the input (an unknown field): shown cut short.
@@ -84,7 +84,7 @@ def first_schema_error(exc: ValidationError, where: str) -> str:
     return f"{first.location()}: {first.message}"
 
 
-def flag_message(exc: ValidationError, attempt_id: Optional[str]) -> str:
+def flag_message(exc: ValidationError, attempt_id: str | None) -> str:
     """The first schema error of a record built from command-line options, as ``--flag: why``."""
     first = next(iter(schema_problems(exc, attempt_id=attempt_id, pointer="", file=None)))
     return "--" + first.pointer.strip("/").split("/")[0].replace("_", "-") + f": {first.message}"

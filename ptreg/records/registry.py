@@ -6,9 +6,10 @@ as a ``Record`` without an attempt, and a ``Problem`` says why, so the rest stay
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -23,12 +24,12 @@ class Record:
     """One attempt as read: the raw JSON, the parsed Attempt (None when it did not parse)."""
 
     raw: Any
-    attempt: Optional[Attempt]
-    file: Optional[str]
+    attempt: Attempt | None
+    file: str | None
     pointer: str = ""
 
     @property
-    def raw_id(self) -> Optional[str]:
+    def raw_id(self) -> str | None:
         if isinstance(self.raw, dict) and isinstance(self.raw.get("id"), str):
             return str(self.raw["id"])
         return None
@@ -42,7 +43,7 @@ class Registry:
     meta: RegistryMeta
     records: list[Record]
     problems: list[Problem] = field(default_factory=list)
-    root: Optional[Path] = None  # the directory, when the registry is one
+    root: Path | None = None  # the directory, when the registry is one
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -73,7 +74,7 @@ class Registry:
         return next(r for r in self.records if r.attempt is attempt)
 
 
-def parse_record(raw: Any, *, file: Optional[str], pointer: str = "") -> tuple[Record, list[Problem]]:
+def parse_record(raw: Any, *, file: str | None, pointer: str = "") -> tuple[Record, list[Problem]]:
     """Validate one raw record against the model; problems carry its file and pointer."""
     if not isinstance(raw, dict):
         problem = Problem("schema", f"an attempt must be a JSON object, got {json_type(raw)}", None, pointer, file)

@@ -4,7 +4,7 @@ evaluators, run folders, leftovers) are in ``operations/validate.py``."""
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Iterator, Optional
+from collections.abc import Callable, Iterable, Iterator
 
 from ..text import shorten
 from .attempt import INFRASTRUCTURE_KIND, RESERVED_IDS, SHAPE_FIELDS, STATUSES_NEEDING_REASON, Attempt, RegistryMeta
@@ -21,7 +21,7 @@ KNOWN_ONCE_TRIED = ("evidence", "lesson", "next_action", "evidence_sources", "so
 ProblemAt = Callable[..., Problem]
 
 
-def check_records(registry: Registry, more: Optional[Callable[[Record], Iterable[Problem]]] = None) -> list[Problem]:
+def check_records(registry: Registry, more: Callable[[Record], Iterable[Problem]] | None = None) -> list[Problem]:
     """Every problem of the registry's records: those found while reading them, then the rules;
     ``more`` adds a caller's own checks of each valid record, reported beside its rules."""
     problems = list(registry.problems)
@@ -79,42 +79,51 @@ def check_attempt(record: Record, meta: RegistryMeta, known_ids: set[str]) -> It
     attempt = record.attempt
     assert attempt is not None
     problem = problem_at(record)
-
     if attempt.id in RESERVED_IDS:
         yield problem("id-reserved", "id", f"id {attempt.id!r} is reserved for the registry's own file")
-
     for name in ALWAYS_KNOWN + (KNOWN_ONCE_TRIED if attempt.status != "not-tried" else ()):
         if getattr(attempt, name) is None:
             yield problem("unknown-field", name, f"{name} is unknown; a complete record states it")
+    yield from _reason(attempt, problem)
+    yield from _vocabulary(attempt, meta, problem)
+    yield from _varied(attempt, known_ids, problem)
+    if attempt.kind == INFRASTRUCTURE_KIND:
+        for name in SHAPE_FIELDS:
+            if getattr(attempt, name) is not None:
+                yield problem("infrastructure-shape", name, f"infrastructure attempts carry no {name}")
+    if attempt.evidence_sources is not None and not attempt.evidence_sources:
+        yield problem("evidence-sources", "evidence_sources", "evidence_sources is empty; name at least one source")
 
+
+def _reason(attempt: Attempt, problem: ProblemAt) -> Iterator[Problem]:
+    """A status short of worked says why, and how sure that is; `exact` rests on a complete run."""
+    confidence = attempt.failure_reason_confidence
     if attempt.status in STATUSES_NEEDING_REASON:
-        # lesson and next_action are required of every tried attempt (unknown-field above).
+        # lesson and next_action are required of every tried attempt (unknown-field).
         if attempt.failure_reason is None:
             yield problem("needs-reason", "failure_reason", f"status {attempt.status!r} requires failure_reason")
-        if attempt.failure_reason_confidence == "not-applicable":
+        if confidence == "not-applicable":
             yield problem(
                 "confidence",
                 "failure_reason_confidence",
                 f"status {attempt.status!r} needs a confidence other than 'not-applicable'",
             )
-    elif attempt.failure_reason is None and attempt.failure_reason_confidence not in (None, "not-applicable"):
+    elif attempt.failure_reason is None and confidence not in (None, "not-applicable"):
         yield problem(
             "confidence",
             "failure_reason_confidence",
-            f"status {attempt.status!r} without a failure_reason uses 'not-applicable', "
-            f"not {attempt.failure_reason_confidence!r}",
+            f"status {attempt.status!r} without a failure_reason uses 'not-applicable', not {confidence!r}",
+        )
+    if attempt.runs and confidence == "exact" and not any(r.status == "complete" for r in attempt.runs):
+        runs = ", ".join(f"{r.run_id} {r.status}" for r in attempt.runs)
+        yield problem(
+            "run",
+            "failure_reason_confidence",
+            f"confidence 'exact' needs a complete run, and none of the linked runs is ({runs})",
         )
 
-    if attempt.runs and attempt.failure_reason_confidence == "exact":
-        if not any(r.status == "complete" for r in attempt.runs):
-            runs = ", ".join(f"{r.run_id} {r.status}" for r in attempt.runs)
-            yield problem(
-                "run", "failure_reason_confidence",
-                f"confidence 'exact' needs a complete run, and none of the linked runs is ({runs})",
-            )
 
-    yield from _vocabulary(attempt, meta, problem)
-
+def _varied(attempt: Attempt, known_ids: set[str], problem: ProblemAt) -> Iterator[Problem]:
     if attempt.varied_from is not None:
         if attempt.varied_from not in known_ids:
             yield problem("varied-from", "varied_from", f"varied_from {attempt.varied_from!r} names no attempt")
@@ -122,14 +131,6 @@ def check_attempt(record: Record, meta: RegistryMeta, known_ids: set[str]) -> It
             yield problem("varied-from", "varied", "varied_from needs `varied`: say what was varied")
     elif attempt.varied is not None:
         yield problem("varied-from", "varied", "`varied` without varied_from: name the attempt it varies")
-
-    if attempt.kind == INFRASTRUCTURE_KIND:
-        for name in SHAPE_FIELDS:
-            if getattr(attempt, name) is not None:
-                yield problem("infrastructure-shape", name, f"infrastructure attempts carry no {name}")
-
-    if attempt.evidence_sources is not None and not attempt.evidence_sources:
-        yield problem("evidence-sources", "evidence_sources", "evidence_sources is empty; name at least one source")
 
 
 def _vocabulary(attempt: Attempt, meta: RegistryMeta, problem: ProblemAt) -> Iterator[Problem]:
@@ -139,9 +140,7 @@ def _vocabulary(attempt: Attempt, meta: RegistryMeta, problem: ProblemAt) -> Ite
         if method not in meta.method_vocabulary:
             yield problem("vocabulary", "methods", f"method {method!r} is not in the method_vocabulary", index)
     if attempt.objective is not None and attempt.objective not in meta.objective_vocabulary:
-        yield problem(
-            "vocabulary", "objective", f"objective {attempt.objective!r} is not in the objective_vocabulary"
-        )
+        yield problem("vocabulary", "objective", f"objective {attempt.objective!r} is not in the objective_vocabulary")
 
 
 def _cycles(records: list[Record]) -> Iterator[Problem]:
@@ -150,7 +149,7 @@ def _cycles(records: list[Record]) -> Iterator[Problem]:
         first = by_id[cycle[0]]
         yield Problem(
             "varied-from-cycle",
-            "varied_from cycle: " + " -> ".join(cycle + [cycle[0]]),
+            "varied_from cycle: " + " -> ".join([*cycle, cycle[0]]),
             cycle[0],
             pointer_join(first.pointer, "varied_from"),
             first.file,
@@ -172,5 +171,8 @@ def _tracking_scope(records: list[Record]) -> Iterator[Problem]:
             yield Problem(
                 "tracking-issue-scope",
                 f"tracking issue {reference} also scopes {first[1]}, of another lineage; one issue scopes one lineage",
-                attempt.id, pointer_join(record.pointer, "tracking_issue"), record.file, severity="warning",
+                attempt.id,
+                pointer_join(record.pointer, "tracking_issue"),
+                record.file,
+                severity="warning",
             )

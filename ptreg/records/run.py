@@ -8,7 +8,7 @@ are taken over (``roles``); version 1 files predate that and used ``naive`` and
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -23,7 +23,7 @@ CellStatus = Literal["measured", "failed", "parity-failed", "budget-exhausted", 
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Summary(_Strict):
@@ -35,7 +35,7 @@ class Summary(_Strict):
     max: float
     q1: float = Field(description="First quartile (inclusive method).")
     q3: float = Field(description="Third quartile (inclusive method).")
-    relative_spread: Optional[float] = Field(
+    relative_spread: float | None = Field(
         description="(max - min) / median; unknown when the median is 0 or there is one value."
     )
 
@@ -43,11 +43,11 @@ class Summary(_Strict):
 class Roles(_Strict):
     """Which backends the ratios of a run are taken over, as their metadata declared them."""
 
-    reference: Optional[str] = Field(
+    reference: str | None = Field(
         description="The backend whose accumulation order order-preserving backends reproduce bit for bit; "
         "speedups are quoted over it (vs_naive). Unknown when no single backend declares the role."
     )
-    peer: Optional[str] = Field(
+    peer: str | None = Field(
         description="The library a user would pick instead; every kernel is also compared with it (vs_peer)."
     )
 
@@ -61,8 +61,8 @@ class ParityCheck(_Strict):
     shape: list[int] = Field(min_length=3, max_length=3, description="M, K, N of the product.")
     mode: Literal["bit-identical", "tolerance"]
     passed: bool
-    max_abs_error: Optional[float]
-    max_scaled_error: Optional[float]
+    max_abs_error: float | None
+    max_scaled_error: float | None
     detail: str
 
 
@@ -96,7 +96,7 @@ class KernelSample(_Strict):
 class Share(_Strict):
     ms: float
     share: float = Field(description="Fraction of the step.")
-    amdahl_bound: Optional[float] = Field(
+    amdahl_bound: float | None = Field(
         description="End-to-end speedup if this part took no time: 1 / (1 - share); unknown at share 1."
     )
 
@@ -110,8 +110,8 @@ class Attribution(_Strict):
     backward_db: Share
     other: Share
     bounding_kernel: Kernel = Field(description="The kernel with the largest share: the one that bounds the step.")
-    headroom: Optional[float] = Field(description="The bounding kernel's Amdahl bound.")
-    all_matmuls_bound: Optional[float] = Field(description="Speedup if all three kernels took no time.")
+    headroom: float | None = Field(description="The bounding kernel's Amdahl bound.")
+    all_matmuls_bound: float | None = Field(description="Speedup if all three kernels took no time.")
 
 
 class KernelTiming(_Strict):
@@ -121,9 +121,9 @@ class KernelTiming(_Strict):
     per_step: int = Field(ge=1, description="Calls of this layer per training step.")
     seconds: Summary
     gflops: Summary
-    vs_naive: Optional[float] = Field(description="GFLOP/s ratio to the reference backend in the same run.")
-    vs_peer: Optional[float] = Field(description="GFLOP/s ratio to the peer backend in the same run.")
-    vs_baseline: Optional[float]
+    vs_naive: float | None = Field(description="GFLOP/s ratio to the reference backend in the same run.")
+    vs_peer: float | None = Field(description="GFLOP/s ratio to the peer backend in the same run.")
+    vs_baseline: float | None
 
 
 class Cell(_Strict):
@@ -132,48 +132,48 @@ class Cell(_Strict):
     backend: str
     config: str
     status: CellStatus
-    reason: Optional[str] = None
-    wall_seconds: Optional[float] = None
-    worker: Optional[dict[str, Any]] = Field(default=None, description="What the worker reported: threads, pid.")
-    step_samples: Optional[list[StepSample]] = None
-    kernel_samples: Optional[list[KernelSample]] = None
-    ms_per_step: Optional[Summary] = Field(default=None, description="Over repeats, each a repeat's mean.")
-    tokens_per_second: Optional[Summary] = None
-    step_gflops: Optional[float] = Field(
+    reason: str | None = None
+    wall_seconds: float | None = None
+    worker: dict[str, Any] | None = Field(default=None, description="What the worker reported: threads, pid.")
+    step_samples: list[StepSample] | None = None
+    kernel_samples: list[KernelSample] | None = None
+    ms_per_step: Summary | None = Field(default=None, description="Over repeats, each a repeat's mean.")
+    tokens_per_second: Summary | None = None
+    step_gflops: float | None = Field(
         default=None, description="kernels: GFLOP/s of one training step's linear layers (all three kernels)."
     )
-    spread_too_wide: Optional[bool] = None
-    vs_naive: Optional[float] = Field(default=None, description="Speedup over the reference backend in the same run.")
-    vs_baseline: Optional[float] = None
-    attribution: Optional[Attribution] = None
-    kernels: Optional[list[KernelTiming]] = None
-    loss_first: Optional[float] = None
-    loss_last: Optional[float] = None
+    spread_too_wide: bool | None = None
+    vs_naive: float | None = Field(default=None, description="Speedup over the reference backend in the same run.")
+    vs_baseline: float | None = None
+    attribution: Attribution | None = None
+    kernels: list[KernelTiming] | None = None
+    loss_first: float | None = None
+    loss_last: float | None = None
 
 
 class RunResults(_Strict):
     """The file ``results.json``."""
 
     results_version: Literal[1, 2]
-    run_id: Optional[str] = Field(pattern=RUN_ID_PATTERN, description="Null for an ad hoc `ptreg bench`.")
-    attempt: Optional[AttemptId]
-    evaluator: Optional[str] = Field(description="name@hash12 of the frozen evaluator; null for bench.")
-    evaluator_sha256: Optional[str]
+    run_id: str | None = Field(pattern=RUN_ID_PATTERN, description="Null for an ad hoc `ptreg bench`.")
+    attempt: AttemptId | None
+    evaluator: str | None = Field(description="name@hash12 of the frozen evaluator; null for bench.")
+    evaluator_sha256: str | None
     evaluator_version: int
     spec: EvaluatorSpec
-    roles: Optional[Roles] = Field(default=None, description="Version 2: the backends the ratios are taken over.")
-    budget: Optional[Budget]
+    roles: Roles | None = Field(default=None, description="Version 2: the backends the ratios are taken over.")
+    budget: Budget | None
     command: list[str]
     started_at: str
     finished_at: str
     status: RunStatus
-    reason: Optional[str]
+    reason: str | None
     ptreg_version: str
     parity: list[ParityOutcome]
     cells: list[Cell]
 
     @model_validator(mode="after")
-    def _roles_by_version(self) -> "RunResults":
+    def _roles_by_version(self) -> RunResults:
         if (self.roles is None) != (self.results_version == 1):
             raise ValueError("roles are recorded from results_version 2 on, and only there")
         return self
@@ -191,22 +191,34 @@ def new_results(
     parity: list[ParityOutcome],
     cells: list[Cell],
     status: RunStatus,
-    reason: Optional[str],
+    reason: str | None,
     command: list[str],
     started_at: str,
     finished_at: str,
     evaluator_version: int,
-    frozen: Optional[FrozenEvaluator] = None,
-    budget: Optional[Budget] = None,
-    attempt: Optional[str] = None,
-    run_id: Optional[str] = None,
+    frozen: FrozenEvaluator | None = None,
+    budget: Budget | None = None,
+    attempt: str | None = None,
+    run_id: str | None = None,
 ) -> RunResults:
     """The results of one measurement: of an attempt's run under its frozen evaluator, or of
     an ad hoc bench (no attempt, no frozen evaluator, no budget)."""
     return RunResults(
-        results_version=RESULTS_VERSION, run_id=run_id, attempt=attempt,
-        evaluator=frozen.ref if frozen else None, evaluator_sha256=frozen.sha256 if frozen else None,
-        evaluator_version=frozen.evaluator_version if frozen else evaluator_version, spec=spec, roles=roles,
-        budget=budget, command=command, started_at=started_at, finished_at=finished_at, status=status,
-        reason=reason, ptreg_version=__version__, parity=parity, cells=cells,
+        results_version=RESULTS_VERSION,
+        run_id=run_id,
+        attempt=attempt,
+        evaluator=frozen.ref if frozen else None,
+        evaluator_sha256=frozen.sha256 if frozen else None,
+        evaluator_version=frozen.evaluator_version if frozen else evaluator_version,
+        spec=spec,
+        roles=roles,
+        budget=budget,
+        command=command,
+        started_at=started_at,
+        finished_at=finished_at,
+        status=status,
+        reason=reason,
+        ptreg_version=__version__,
+        parity=parity,
+        cells=cells,
     )

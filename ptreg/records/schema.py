@@ -19,12 +19,17 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMAS: dict[str, tuple[type[BaseModel], str]] = {
     "attempt.schema.json": (Attempt, "One attempt record: a <id>.json file of a registry directory."),
     "registry.schema.json": (RegistryMeta, "registry.json of a registry directory: schema version and vocabularies."),
-    "attempts-file.schema.json": (AttemptsFile, "The single-file interchange format (attempts.json, schema_version 2)."),
+    "attempts-file.schema.json": (
+        AttemptsFile,
+        "The single-file interchange format (attempts.json, schema_version 2).",
+    ),
     "evaluator.schema.json": (
-        FrozenEvaluator, "A frozen evaluator: evaluators/<name>@<hash12>.json of a registry directory."
+        FrozenEvaluator,
+        "A frozen evaluator: evaluators/<name>@<hash12>.json of a registry directory.",
     ),
     "run-results.schema.json": (
-        RunResults, "A run's results: runs/<attempt id>/<run id>/results.json of a registry directory."
+        RunResults,
+        "A run's results: runs/<attempt id>/<run id>/results.json of a registry directory.",
     ),
 }
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from .attempt import TRACKING_ISSUE_PATTERN
 
@@ -11,7 +10,7 @@ _REFERENCE = re.compile(TRACKING_ISSUE_PATTERN)
 FORMS = "a URL (https://...), #123, owner/repo#123 or PROJ-123"
 
 
-def problem(reference: Optional[str]) -> Optional[str]:
+def problem(reference: str | None) -> str | None:
     """Why ``reference`` is not a tracking issue, or None when it is one."""
     if reference is None or not reference.strip():
         return "no tracking issue is named"
@@ -22,7 +21,7 @@ def problem(reference: Optional[str]) -> Optional[str]:
     return None
 
 
-def link(reference: str) -> Optional[str]:
+def link(reference: str) -> str | None:
     """A URL for the reference when one follows from it alone; '#123' and 'PROJ-123' need a
     tracker this registry does not name, so they get none rather than a guessed one."""
     if reference.startswith(("http://", "https://")):

@@ -22,9 +22,7 @@ def load_attempts_file(path: Path) -> Registry:
     raw = read_json(path)
     where = str(path)
     if not isinstance(raw, dict):
-        raise PtregError(
-            f"{where}: expected a JSON object with 'schema_version' and 'attempts', got {json_type(raw)}"
-        )
+        raise PtregError(f"{where}: expected a JSON object with 'schema_version' and 'attempts', got {json_type(raw)}")
     version = raw.get("schema_version")
     if version not in SUPPORTED_IMPORT_VERSIONS or isinstance(version, bool):
         if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:

@@ -7,35 +7,26 @@ bad record: each record that cannot be used becomes a Problem, and the rest stay
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from pydantic import ValidationError
 
 from ..errors import EXIT_CHECK_FAILED, PtregError, UnknownAttempt
-from ..text import json_type, shorten
 from ..records.attempt import SCHEMA_VERSION, Attempt, RegistryMeta, check_id
 from ..records.problems import Problem, first_schema_error, shown_id
 from ..records.registry import Record, Registry, parse_record
 from ..records.vocabulary import default_meta
+from ..text import json_type, shorten
 from .journal import recover
 from .jsonio import JsonError, atomic_write_text, create_text_exclusive, dumps_pretty, outside, read_json
 
 REGISTRY_FILE = "registry.json"
-DEFAULT_REGISTRY_DIR = "attempts"
-REGISTRY_ENV = "PTREG_REGISTRY"
 # A record file larger than this is refused unread: its free text is capped at
 # records.attempt.TEXT_MAX_LENGTH characters, so only a broken or hostile file comes near it. The
 # single-file attempts.json holds a whole registry and has no such cap.
 RECORD_FILE_MAX_BYTES = 2 * 1024 * 1024
-
-
-def resolve_registry_dir(option: Optional[str]) -> Path:
-    """--registry wins, then $PTREG_REGISTRY, then ./attempts."""
-    if option:
-        return Path(option)
-    env = os.environ.get(REGISTRY_ENV)
-    return Path(env) if env else Path(DEFAULT_REGISTRY_DIR)
 
 
 def parse_meta(raw: Any, where: str) -> RegistryMeta:
@@ -81,7 +72,7 @@ def attempt_files(root: Path) -> list[Path]:
     return [path for path, _ in _attempt_entries(root)]
 
 
-def symlink_problem(root: Path, path: Path) -> Optional[str]:
+def symlink_problem(root: Path, path: Path) -> str | None:
     """Why the symlink ``path`` is not read: it leads out of the registry, or nowhere."""
     target = outside(root, path)
     if target is not None:
@@ -96,7 +87,7 @@ Progress = Callable[[str, int, int], None]
 PROGRESS_EVERY = 500
 
 
-def load_directory(root: Path, progress: Optional[Progress] = None) -> Registry:
+def load_directory(root: Path, progress: Progress | None = None) -> Registry:
     meta = load_meta(root)
     records: list[Record] = []
     problems: list[Problem] = []
@@ -105,7 +96,7 @@ def load_directory(root: Path, progress: Optional[Progress] = None) -> Registry:
         if progress is not None and index % PROGRESS_EVERY == 0:
             progress("reading records", index, len(paths))
         shown = str(path)
-        unread: Optional[Problem] = None
+        unread: Problem | None = None
         link_problem = symlink_problem(root, path) if is_symlink else None
         if link_problem is not None:
             unread = Problem("symlink", link_problem, shown_id(path.stem), "", shown)
@@ -183,7 +174,7 @@ def make_directory(root: Path) -> None:
         raise PtregError(f"{root}: cannot create directory: {exc.strerror}") from None
 
 
-def init_registry(root: Path, meta: Optional[RegistryMeta] = None) -> Path:
+def init_registry(root: Path, meta: RegistryMeta | None = None) -> Path:
     """Create an empty registry; refuse to overwrite an existing one."""
     make_directory(root)
     path = root / REGISTRY_FILE

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -54,7 +54,7 @@ def _load(path: Path) -> tuple[dict[str, Any], FrozenEvaluator]:
         raise PtregError(first_schema_error(exc, str(path))) from None
 
 
-def check_file(path: Path) -> tuple[Optional[FrozenEvaluator], Optional[str]]:
+def check_file(path: Path) -> tuple[FrozenEvaluator | None, str | None]:
     """Read a frozen evaluator once: (the evaluator, None) when it still is what was frozen,
     else (None, what no longer matches)."""
     try:
@@ -65,7 +65,7 @@ def check_file(path: Path) -> tuple[Optional[FrozenEvaluator], Optional[str]]:
     return (None, problem) if problem is not None else (frozen, None)
 
 
-def verify_file(path: Path) -> Optional[str]:
+def verify_file(path: Path) -> str | None:
     """None when the file still is what was frozen; else what no longer matches."""
     return check_file(path)[1]
 

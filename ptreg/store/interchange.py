@@ -8,7 +8,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ..errors import EXIT_CHECK_FAILED, PtregError
 from ..records.attempt import ATTEMPTS_FILE_KEYS, RESERVED_IDS, VOCABULARY_KEYS, Attempt, RegistryMeta
@@ -71,29 +71,17 @@ class ImportReport:
         }
 
 
-def import_file(root: Path, path: Path, *, replace: bool = False, progress: Optional[Progress] = None) -> ImportReport:
+def import_file(root: Path, path: Path, *, replace: bool = False, progress: Progress | None = None) -> ImportReport:
     """Import every attempt of ``path`` into the registry at ``root``, or none of them.
 
     Refused, with nothing written: a record that does not match the schema, an id used twice
     in the file, or an id the registry already holds (unless ``replace``). Rule problems that
     the records bring with them (e.g. fields a version 1 file does not have) do not block the
-    import; they are reported, and `ptreg validate` keeps reporting them until fixed.
+    import (``operations/importing.py`` reports them).
     """
     incoming = load_attempts_file(path)
-    if incoming.problems:
-        raise ImportRefused(f"{path}: {len(incoming.problems)} schema problem(s); nothing imported", incoming.problems)
-    reserved = [
-        Problem("id-reserved", f"id {r.raw_id!r} is reserved for the registry's own file", r.raw_id, pointer_join(r.pointer, "id"), r.file)
-        for r in incoming.records
-        if r.raw_id in RESERVED_IDS
-    ]
-    if reserved:
-        names = ", ".join(repr(p.attempt_id) for p in reserved)
-        raise ImportRefused(f"{path}: {names} reserved for the registry's own file; nothing imported", reserved)
-    twice = sorted({str(p.attempt_id) for p in duplicate_ids(incoming.records)})
-    if twice:
-        raise PtregError(f"{path}: ids used more than once: {', '.join(twice)}; nothing imported", EXIT_CHECK_FAILED)
-
+    _refuse_unimportable(path, incoming)
+    attempts = incoming.attempts
     make_directory(root)  # the lock file lives in it
     # The clash check and the writes see one state of the registry: no writer in between.
     with registry_lock(root):
@@ -105,43 +93,70 @@ def import_file(root: Path, path: Path, *, replace: bool = False, progress: Opti
             current = load_directory(root, progress)
             existing_ids = set(ids_in(current.records)) | {Path(p.file).stem for p in current.problems if p.file}
             meta = current.meta
-        attempts = incoming.attempts
         clashes = sorted(existing_ids & {a.id for a in attempts})
         if clashes and not replace:
             shown = ", ".join(clashes[:10]) + (f" and {len(clashes) - 10} more" if len(clashes) > 10 else "")
             raise PtregError(
-                f"{root} already holds {len(clashes)} of these ids: {shown}; nothing imported (use --replace to overwrite)",
+                f"{root} already holds {len(clashes)} of these ids: {shown}; nothing imported "
+                "(use --replace to overwrite)",
                 EXIT_CHECK_FAILED,
             )
-
         added, conflicts = ({}, []) if created else _merge_vocabularies(meta, incoming)
         _write_all(root, attempts, meta, write_meta=created or bool(added), progress=progress)
-
-    unknown = {
-        name: sum(1 for a in attempts if getattr(a, name) is None)
-        for name in _REPORTED_UNKNOWN
-        if any(getattr(a, name) is None for a in attempts)
-    }
-    # failure_reason is legitimately absent for worked and not-tried; report it only for v1.
-    if incoming.schema_version == 2:
-        unknown.pop("failure_reason", None)
     return ImportReport(
         source=str(path),
         schema_version=incoming.schema_version,
         imported=[a.id for a in attempts],
         replaced=clashes,
         created_registry=created,
-        unknown_fields=unknown,
+        unknown_fields=_unknown_fields(attempts, incoming.schema_version),
         vocabulary_added=added,
         vocabulary_conflicts=conflicts,
     )
+
+
+def _refuse_unimportable(path: Path, incoming: Registry) -> None:
+    """Refuse, before anything is written, a file with a record the schema rejects, a reserved
+    id, or an id used twice."""
+    if incoming.problems:
+        raise ImportRefused(f"{path}: {len(incoming.problems)} schema problem(s); nothing imported", incoming.problems)
+    reserved = [
+        Problem(
+            "id-reserved",
+            f"id {r.raw_id!r} is reserved for the registry's own file",
+            r.raw_id,
+            pointer_join(r.pointer, "id"),
+            r.file,
+        )
+        for r in incoming.records
+        if r.raw_id in RESERVED_IDS
+    ]
+    if reserved:
+        names = ", ".join(repr(p.attempt_id) for p in reserved)
+        raise ImportRefused(f"{path}: {names} reserved for the registry's own file; nothing imported", reserved)
+    twice = sorted({str(p.attempt_id) for p in duplicate_ids(incoming.records)})
+    if twice:
+        raise PtregError(f"{path}: ids used more than once: {', '.join(twice)}; nothing imported", EXIT_CHECK_FAILED)
+
+
+def _unknown_fields(attempts: list[Attempt], schema_version: int) -> dict[str, int]:
+    """Field -> how many imported attempts leave it unknown."""
+    unknown = {
+        name: sum(1 for a in attempts if getattr(a, name) is None)
+        for name in _REPORTED_UNKNOWN
+        if any(getattr(a, name) is None for a in attempts)
+    }
+    # failure_reason is legitimately absent for worked and not-tried; report it only for v1.
+    if schema_version == 2:
+        unknown.pop("failure_reason", None)
+    return unknown
 
 
 def _merge_vocabularies(meta: RegistryMeta, incoming: Registry) -> tuple[dict[str, list[str]], list[str]]:
     """Add the file's unknown terms to the registry; a term defined differently keeps the registry's text."""
     added: dict[str, list[str]] = {}
     conflicts: list[str] = []
-    for key in VOCABULARY_KEYS + ("confidence_vocabulary",):
+    for key in (*VOCABULARY_KEYS, "confidence_vocabulary"):
         ours: dict[str, str] = getattr(meta, key)
         for term, text in getattr(incoming.meta, key).items():
             if term not in ours:
@@ -153,7 +168,7 @@ def _merge_vocabularies(meta: RegistryMeta, incoming: Registry) -> tuple[dict[st
 
 
 def _write_all(
-    root: Path, attempts: list[Attempt], meta: RegistryMeta, *, write_meta: bool, progress: Optional[Progress] = None
+    root: Path, attempts: list[Attempt], meta: RegistryMeta, *, write_meta: bool, progress: Progress | None = None
 ) -> None:
     """Stage every file, then commit them through the journal: all of them land or none."""
     targets = [record_path(root, a.id) for a in attempts]
@@ -170,13 +185,13 @@ def _write_all(
             future.exception()  # waits for it
             if progress is not None and (done % PROGRESS_EVERY == 0 or done == len(futures)):
                 progress("writing records", done, len(futures))
-    failed = [f.exception() for f in futures if f.exception() is not None]
+    failed = [error for f in futures if (error := f.exception()) is not None]
     if failed:
         for f in futures:
             if f.exception() is None:
                 discard(f.result())
         raise failed[0]
-    commit(root, [(Path(f.result()).name, t.name) for f, t in zip(futures, targets)], "import")
+    commit(root, [(Path(f.result()).name, t.name) for f, t in zip(futures, targets, strict=False)], "import")
 
 
 def export_registry(registry: Registry) -> dict[str, Any]:

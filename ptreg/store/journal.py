@@ -11,11 +11,12 @@ byte.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ..errors import PtregError
 from .faults import crash_point
@@ -31,20 +32,25 @@ _TARGET = re.compile(r"[^/\x00.][^/\x00]*\.json")
 def commit(root: Path, renames: list[tuple[str, str]], operation: str) -> None:
     """Rename each staged file (a name in ``root``) over its target, all of them or none."""
     journal = root / JOURNAL_FILE
-    atomic_write_text(journal, dumps_pretty({
-        "journal_version": JOURNAL_VERSION, "operation": operation, "pid": os.getpid(),
-        "renames": [[staged, target] for staged, target in renames],
-    }))
+    atomic_write_text(
+        journal,
+        dumps_pretty(
+            {
+                "journal_version": JOURNAL_VERSION,
+                "operation": operation,
+                "pid": os.getpid(),
+                "renames": [[staged, target] for staged, target in renames],
+            }
+        ),
+    )
     _roll_forward(root, renames)
     _finish(journal)
 
 
 def _roll_forward(root: Path, renames: list[tuple[str, str]]) -> None:
     for staged, target in renames:
-        try:
+        with contextlib.suppress(FileNotFoundError):  # renamed before the crash: a rename consumes it
             os.replace(root / staged, root / target)
-        except FileNotFoundError:
-            pass  # renamed before the crash (a staged file is consumed by its rename)
         crash_point()
     fsync_directory(root)
 
@@ -59,15 +65,21 @@ def _renames(journal: Path) -> list[tuple[str, str]]:
     raw: Any = read_json(journal)
     pairs = raw.get("renames") if isinstance(raw, dict) and raw.get("journal_version") == JOURNAL_VERSION else None
     if not isinstance(pairs, list) or not all(
-        isinstance(p, list) and len(p) == 2 and all(isinstance(n, str) for n in p)
-        and STAGED_NAME.fullmatch(p[0]) and _TARGET.fullmatch(p[1]) for p in pairs
+        isinstance(p, list)
+        and len(p) == 2
+        and all(isinstance(n, str) for n in p)
+        and STAGED_NAME.fullmatch(p[0])
+        and _TARGET.fullmatch(p[1])
+        for p in pairs
     ):
-        raise PtregError(f"{journal}: not a journal this ptreg wrote (version {JOURNAL_VERSION}); "
-                         "move it away and run `ptreg validate`")
+        raise PtregError(
+            f"{journal}: not a journal this ptreg wrote (version {JOURNAL_VERSION}); "
+            "move it away and run `ptreg validate`"
+        )
     return [(a, b) for a, b in pairs]
 
 
-def recover(root: Path) -> Optional[int]:
+def recover(root: Path) -> int | None:
     """Finish a change that was cut short after its commit point; how many renames it listed.
 
     Called whenever a registry is opened. Without a journal this is one stat.

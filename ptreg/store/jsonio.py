@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ..errors import PtregError
 from ..text import SHOWN_MAX, shorten
@@ -64,7 +65,7 @@ def _pointer_part(key: str) -> str:
     return key[:SHOWN_MAX].replace("~", "~0").replace("/", "~1")
 
 
-def _lone_surrogate(value: Any) -> Optional[str]:
+def _lone_surrogate(value: Any) -> str | None:
     """The JSON Pointer of the first string (or key) holding a lone UTF-16 surrogate, which
     JSON's \\u escapes can spell but UTF-8 cannot store; None when there is none."""
     stack = [(value, "")]
@@ -109,7 +110,7 @@ def parse_json(text: str, where: str) -> Any:
     return value
 
 
-def read_json(path: Path, max_bytes: Optional[int] = None) -> Any:
+def read_json(path: Path, max_bytes: int | None = None) -> Any:
     """Read and parse a JSON file; every failure is one JsonError naming the file.
 
     Only a regular file is read (a FIFO or device would block or never end), and none larger
@@ -151,10 +152,10 @@ def read_json(path: Path, max_bytes: Optional[int] = None) -> Any:
     return parse_json(text, where)
 
 
-def _read_all(fd: int, size: int, max_bytes: Optional[int]) -> bytes:
+def _read_all(fd: int, size: int, max_bytes: int | None) -> bytes:
     """The file's bytes, up to one past ``max_bytes``: plain os.read calls sized by fstat
     (a buffered reader costs a third of reading a large registry's small records)."""
-    parts = []
+    parts: list[bytes] = []
     total = 0
     while True:
         chunk = os.read(fd, size - total + 1 if size > total else 65536)  # the file may have grown
@@ -166,7 +167,7 @@ def _read_all(fd: int, size: int, max_bytes: Optional[int]) -> bytes:
             return b"".join(parts)
 
 
-def outside(root: Path, path: Path) -> Optional[Path]:
+def outside(root: Path, path: Path) -> Path | None:
     """Where ``path`` really leads when a symlink (of it or of a folder on the way) takes it
     out of ``root``; None when it stays inside, or cannot be resolved (reading it then says why)."""
     try:
@@ -209,7 +210,7 @@ _NEW_FILE_MODE = _default_mode()
 STAGED_NAME = re.compile(r"\.[^/\x00]+\.tmp")
 
 
-def stage_text(directory: Path, text: str, *, prefix: str, mode: Optional[int] = None) -> str:
+def stage_text(directory: Path, text: str, *, prefix: str, mode: int | None = None) -> str:
     """Write ``text`` to a new temporary file in ``directory``, flushed and fsynced; return its path.
 
     The temporary file gets the mode a plain new file would get (mkstemp's 0600 would
@@ -231,10 +232,8 @@ def stage_text(directory: Path, text: str, *, prefix: str, mode: Optional[int] =
 
 
 def discard(path: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -244,7 +243,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     and fsynced, renamed over the target, then the directory fsynced so the rename is durable.
     """
     try:
-        mode: Optional[int] = os.stat(path).st_mode & 0o7777
+        mode: int | None = os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
         mode = None
     tmp_name = stage_text(path.parent, text, prefix=f".{path.name}.", mode=mode)

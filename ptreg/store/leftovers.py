@@ -14,9 +14,10 @@ Every write is atomic, so a kill never leaves a partial record; what it can leav
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from ..records.attempt import Attempt
 from .evaluators import evaluators_dir
@@ -29,13 +30,19 @@ class Leftover:
     kind: str  # orphaned-run | staged-file | staging-folder
     path: Path
     message: str
-    attempt_id: Optional[str] = None
-    run_id: Optional[str] = None
+    attempt_id: str | None = None
+    run_id: str | None = None
     fixable: bool = True
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "path": str(self.path), "message": self.message, "attempt": self.attempt_id,
-                "run_id": self.run_id, "fixable": self.fixable}
+        return {
+            "kind": self.kind,
+            "path": str(self.path),
+            "message": self.message,
+            "attempt": self.attempt_id,
+            "run_id": self.run_id,
+            "fixable": self.fixable,
+        }
 
 
 def _entries(directory: Path) -> list[os.DirEntry[str]]:
@@ -52,8 +59,13 @@ def find_leftovers(root: Path, linked: dict[str, set[str]]) -> list[Leftover]:
     for directory in (root, evaluators_dir(root)):
         for entry in _entries(directory):
             if STAGED_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
-                found.append(Leftover("staged-file", Path(entry.path),
-                                      "a staged file of a write that was killed before its rename; never part of the registry"))
+                found.append(
+                    Leftover(
+                        "staged-file",
+                        Path(entry.path),
+                        "a staged file of a write that was killed before its rename; never part of the registry",
+                    )
+                )
     for attempt_dir in _entries(root / RUNS_DIR):
         if attempt_dir.name.startswith(".") or not attempt_dir.is_dir(follow_symlinks=False):
             continue
@@ -63,8 +75,14 @@ def find_leftovers(root: Path, linked: dict[str, set[str]]) -> list[Leftover]:
             if not run_dir.is_dir(follow_symlinks=False):
                 continue
             if run_dir.name.startswith(STAGING_PREFIX):
-                found.append(Leftover("staging-folder", path,
-                                      "a run folder whose writing was killed before it was renamed into place", attempt_id))
+                found.append(
+                    Leftover(
+                        "staging-folder",
+                        path,
+                        "a run folder whose writing was killed before it was renamed into place",
+                        attempt_id,
+                    )
+                )
             elif not run_dir.name.startswith(".") and run_dir.name not in linked.get(attempt_id, set()):
                 found.append(_orphan(root, path, attempt_id, run_dir.name, attempt_id in linked))
     return found
@@ -72,14 +90,33 @@ def find_leftovers(root: Path, linked: dict[str, set[str]]) -> list[Leftover]:
 
 def _orphan(root: Path, path: Path, attempt_id: str, run_id: str, attempt_known: bool) -> Leftover:
     if not attempt_known:
-        return Leftover("orphaned-run", path, f"run folder of {attempt_id!r}, which is not a valid attempt of this "
-                        "registry; restore the attempt or move the folder away", attempt_id, run_id, fixable=False)
+        return Leftover(
+            "orphaned-run",
+            path,
+            f"run folder of {attempt_id!r}, which is not a valid attempt of this "
+            "registry; restore the attempt or move the folder away",
+            attempt_id,
+            run_id,
+            fixable=False,
+        )
     broken = check_folder(root, attempt_id, run_id)
     if broken is not None:
-        return Leftover("orphaned-run", path, f"run folder not linked from {attempt_id} and not a whole run ({broken}); "
-                        "move it away", attempt_id, run_id, fixable=False)
-    return Leftover("orphaned-run", path, f"a complete run that {attempt_id} does not link (the writer was killed "
-                    "before the link); `ptreg repair` links it", attempt_id, run_id)
+        return Leftover(
+            "orphaned-run",
+            path,
+            f"run folder not linked from {attempt_id} and not a whole run ({broken}); move it away",
+            attempt_id,
+            run_id,
+            fixable=False,
+        )
+    return Leftover(
+        "orphaned-run",
+        path,
+        f"a complete run that {attempt_id} does not link (the writer was killed "
+        "before the link); `ptreg repair` links it",
+        attempt_id,
+        run_id,
+    )
 
 
 def linked_runs(attempts: Iterable[Attempt]) -> dict[str, set[str]]:

@@ -42,8 +42,11 @@ def _parents(root: Path) -> dict[str, str]:
     # symlink only when it stays inside the registry: what `load_directory` would read.
     with os.scandir(root) as entries:
         names = [
-            e.name for e in entries
-            if e.name.endswith(".json") and e.name != REGISTRY_FILE and e.is_file()
+            e.name
+            for e in entries
+            if e.name.endswith(".json")
+            and e.name != REGISTRY_FILE
+            and e.is_file()
             and not (e.is_symlink() and outside(root, Path(e.path)) is not None)
         ]
     parent_of: dict[str, str] = {}

@@ -17,9 +17,10 @@ import os
 import socket
 import sys
 import time
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterator, Optional
+from typing import Any
 
 from ..clock import utc_now
 from ..errors import EXIT_CHECK_FAILED, PtregError
@@ -52,7 +53,7 @@ def timeout_seconds() -> float:
     return value
 
 
-def _holder_of(lock_path: Path) -> Optional[dict[str, Any]]:
+def _holder_of(lock_path: Path) -> dict[str, Any] | None:
     try:
         raw = json.loads(Path(str(lock_path) + HOLDER_SUFFIX).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -60,7 +61,7 @@ def _holder_of(lock_path: Path) -> Optional[dict[str, Any]]:
     return raw if isinstance(raw, dict) else None
 
 
-def _alive(pid: Any) -> Optional[bool]:
+def _alive(pid: Any) -> bool | None:
     if not isinstance(pid, int) or pid <= 0:
         return None
     try:
@@ -72,7 +73,7 @@ def _alive(pid: Any) -> Optional[bool]:
     return True
 
 
-def describe_holder(holder: Optional[dict[str, Any]]) -> str:
+def describe_holder(holder: dict[str, Any] | None) -> str:
     if holder is None:
         return "an unknown process"
     command = " ".join(str(a) for a in holder.get("command", [])) or "?"
@@ -90,8 +91,12 @@ def _write_holder(lock_path: Path) -> None:
 
 
 @contextmanager
-def _locked(lock_path: Path, timeout: float, busy: Callable[[Optional[dict[str, Any]], float], str],
-            stale: Callable[[dict[str, Any]], str]) -> Iterator[None]:
+def _locked(
+    lock_path: Path,
+    timeout: float,
+    busy: Callable[[dict[str, Any] | None, float], str],
+    stale: Callable[[dict[str, Any]], str],
+) -> Iterator[None]:
     from filelock import FileLock, Timeout  # 26 ms to import: only for commands that write
 
     key = os.path.realpath(lock_path)
@@ -121,45 +126,53 @@ def _locked(lock_path: Path, timeout: float, busy: Callable[[Optional[dict[str, 
         yield
     finally:
         del _held[key]
-        try:
+        with suppress(OSError):
             os.unlink(str(lock_path) + HOLDER_SUFFIX)
-        except OSError:
-            pass
         lock.release()
 
 
-def registry_lock(root: Path, timeout: Optional[float] = None) -> ContextManager[None]:
+def registry_lock(root: Path, timeout: float | None = None) -> AbstractContextManager[None]:
     """Hold the registry's write lock; wait up to ``timeout`` (default $PTREG_LOCK_TIMEOUT or 60 s)."""
     lock_path = root / LOCK_FILE
 
-    def busy(holder: Optional[dict[str, Any]], waited: float) -> str:
+    def busy(holder: dict[str, Any] | None, waited: float) -> str:
         alive = _alive(holder.get("pid")) if holder else None
         if alive is False:
-            return (f"{lock_path}: still locked after {waited:.0f} s, but its recorded holder, "
-                    f"{describe_holder(holder)}, is not running; a process it started may hold it. "
-                    f"If no ptreg is running, delete {lock_path} and retry")
-        return (f"{lock_path}: the registry is being written by {describe_holder(holder)}; waited {waited:.0f} s. "
-                f"Retry when it has finished, or stop it ({TIMEOUT_ENV} sets the wait)")
+            return (
+                f"{lock_path}: still locked after {waited:.0f} s, but its recorded holder, "
+                f"{describe_holder(holder)}, is not running; a process it started may hold it. "
+                f"If no ptreg is running, delete {lock_path} and retry"
+            )
+        return (
+            f"{lock_path}: the registry is being written by {describe_holder(holder)}; waited {waited:.0f} s. "
+            f"Retry when it has finished, or stop it ({TIMEOUT_ENV} sets the wait)"
+        )
 
     def stale(holder: dict[str, Any]) -> str:
-        return (f"{lock_path}: the last writer, {describe_holder(holder)}, was killed while it held the lock "
-                "(the system released it). Every write is atomic, so no record is partial; "
-                "`ptreg validate` reports anything it left behind and `ptreg repair` clears it")
+        return (
+            f"{lock_path}: the last writer, {describe_holder(holder)}, was killed while it held the lock "
+            "(the system released it). Every write is atomic, so no record is partial; "
+            "`ptreg validate` reports anything it left behind and `ptreg repair` clears it"
+        )
 
     return _locked(lock_path, timeout_seconds() if timeout is None else timeout, busy, stale)
 
 
-def run_lock(root: Path, attempt_id: str) -> ContextManager[None]:
+def run_lock(root: Path, attempt_id: str) -> AbstractContextManager[None]:
     """Hold the lock that keeps two runs of one attempt apart; refuse at once when it is taken."""
     lock_path = root / f".ptreg-run-{attempt_id}.lock"
 
-    def busy(holder: Optional[dict[str, Any]], waited: float) -> str:
-        return (f"{attempt_id} is already being run by {describe_holder(holder)}; runs of one attempt "
-                f"are not measured side by side. Wait for it to finish (`ptreg show {attempt_id}` then lists it), "
-                "or stop it: its finished samples are written as an interrupted run")
+    def busy(holder: dict[str, Any] | None, waited: float) -> str:
+        return (
+            f"{attempt_id} is already being run by {describe_holder(holder)}; runs of one attempt "
+            f"are not measured side by side. Wait for it to finish (`ptreg show {attempt_id}` then lists it), "
+            "or stop it: its finished samples are written as an interrupted run"
+        )
 
     def stale(holder: dict[str, Any]) -> str:
-        return (f"the last run of {attempt_id}, {describe_holder(holder)}, was killed before it finished; "
-                "`ptreg validate` reports a run folder it left unlinked and `ptreg repair` links it")
+        return (
+            f"the last run of {attempt_id}, {describe_holder(holder)}, was killed before it finished; "
+            "`ptreg validate` reports a run folder it left unlinked and `ptreg repair` links it"
+        )
 
     return _locked(lock_path, 0, busy, stale)

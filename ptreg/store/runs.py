@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -68,7 +68,7 @@ def write_run(root: Path, results: RunResults, environment: dict[str, Any]) -> P
     return final
 
 
-def read_results(folder: Path, root: Optional[Path] = None) -> RunResults:
+def read_results(folder: Path, root: Path | None = None) -> RunResults:
     """The run's results; with ``root``, refused when a symlink leads them out of the registry."""
     path = folder / RESULTS_FILE
     if root is not None:  # a symlinked run folder (or file) could make any file pass for the results
@@ -92,7 +92,7 @@ def read_environment(root: Path, folder: Path) -> dict[str, Any]:
     return environment
 
 
-def check_folder(root: Path, attempt_id: str, run_id: str) -> Optional[str]:
+def check_folder(root: Path, attempt_id: str, run_id: str) -> str | None:
     """Why the run folder an attempt links to is unusable, or None when it is whole."""
     folder = run_folder(root, attempt_id, run_id)
     if not folder.is_dir():

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from ..records import tracking
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt, RegistryMeta
 from ..records.graph import ancestry, successors
-from .dossier_runs import run_lines
 
 UNKNOWN = "unknown"
 SECTION_TITLES = (
@@ -44,29 +44,39 @@ class Section:
     lines: list[str]  # a line starting with "- " is a list item
 
 
-def _text(value: Optional[str]) -> str:
+def _text(value: str | None) -> str:
     return value if value is not None else UNKNOWN
 
 
-def _words(value: Optional[str]) -> str:
+def _words(value: str | None) -> str:
     """'runtime-perf' reads as 'runtime perf', as on the seed page."""
     return value.replace("-", " ") if value is not None else UNKNOWN
 
 
-def _listed(values: Optional[list[str]]) -> str:
+def _listed(values: list[str] | None) -> str:
     return ", ".join(values) if values else UNKNOWN
 
 
 def sections(
-    attempt: Attempt, by_id: Mapping[str, Attempt], meta: RegistryMeta, record_file: Optional[str],
-    root: Optional[Path] = None,
+    attempt: Attempt,
+    by_id: Mapping[str, Attempt],
+    meta: RegistryMeta,
+    record_file: str | None,
+    root: Path | None = None,
 ) -> list[Section]:
     """The dossier of ``attempt``: the seed page's sections in its order, then what the gate and
     the runs add (``root`` is the registry directory the runs are read from)."""
     a = attempt
     disposition = [_text(a.next_action), f"- Status: {a.status}.", RETAINED_NOTE]
-    contents = [[_text(a.evidence)], [_text(a.lesson)], [_text(a.failure_reason)], _scope(a), disposition,
-                _lineage(a, by_id), _provenance(a, meta, record_file)]
+    contents = [
+        [_text(a.evidence)],
+        [_text(a.lesson)],
+        [_text(a.failure_reason)],
+        _scope(a),
+        disposition,
+        _lineage(a, by_id),
+        _provenance(a, meta, record_file),
+    ]
     result = [Section(title, lines) for title, lines in zip(SECTION_TITLES, contents, strict=True)]
     prereg = _preregistration(a, by_id)
     if prereg:
@@ -75,6 +85,9 @@ def sections(
     if admission:
         result.append(Section("Admission", admission))
     if a.runs and root is not None:
+        # the run models and the workloads cost about 30 ms to import: only for a dossier with runs
+        from .dossier_runs import run_lines
+
         for run in a.runs:
             result.append(Section(f"Run {run.run_id}", run_lines(root, a.id, run)))
     result.append(Section("How to read this dossier", READING_NOTE))
@@ -84,8 +97,9 @@ def sections(
 def _scope(a: Attempt) -> list[str]:
     scope = [f"- Experiment family: {_words(a.family)}.", f"- Record kind: {_text(a.kind)}."]
     if a.kind == INFRASTRUCTURE_KIND:
-        return scope + ["- Methods, bases, objective, data rows: not applicable to infrastructure."]
-    return scope + [
+        return [*scope, "- Methods, bases, objective, data rows: not applicable to infrastructure."]
+    return [
+        *scope,
         f"- Methods: {_listed(a.methods)}.",
         f"- Bases: {_listed(a.bases)}.",
         f"- Objective: {_text(a.objective)}.",
@@ -103,17 +117,22 @@ def _lineage(a: Attempt, by_id: Mapping[str, Attempt]) -> list[str]:
         if chain[0].varied_from is not None:
             steps = f"{chain[0].varied_from} (not in this registry) -> {steps}"
         lines.append(f"- Chain, oldest first: {steps}.")
-        lines += [f"- {step.id} varied from {step.varied_from}: {_text(step.varied)}."
-                  for step in chain if step.varied_from is not None]
+        lines += [
+            f"- {step.id} varied from {step.varied_from}: {_text(step.varied)}."
+            for step in chain
+            if step.varied_from is not None
+        ]
     later = successors(a.id, by_id)
-    lines += [f"- Superseded by {'  ' * (s.depth - 1)}{s.attempt.id} ({s.attempt.status}): {_text(s.attempt.varied)}."
-              for s in later]
+    lines += [
+        f"- Superseded by {'  ' * (s.depth - 1)}{s.attempt.id} ({s.attempt.status}): {_text(s.attempt.varied)}."
+        for s in later
+    ]
     if not later:
         lines.append("- Superseded by: nothing yet.")
     return lines
 
 
-def _provenance(a: Attempt, meta: RegistryMeta, record_file: Optional[str]) -> list[str]:
+def _provenance(a: Attempt, meta: RegistryMeta, record_file: str | None) -> list[str]:
     confidence = a.failure_reason_confidence
     meaning = meta.confidence_vocabulary.get(confidence) if confidence else None
     return [
@@ -125,7 +144,7 @@ def _provenance(a: Attempt, meta: RegistryMeta, record_file: Optional[str]) -> l
     ]
 
 
-def _sentence(value: Optional[str]) -> str:
+def _sentence(value: str | None) -> str:
     """The value as a list item's sentence: one final full stop, not two."""
     text = _text(value)
     return text if text.endswith((".", "?", "!")) else text + "."
@@ -156,7 +175,9 @@ def _preregistration(a: Attempt, by_id: Mapping[str, Attempt]) -> list[str]:
     if a.streak_override is not None:
         lines.append(f"- Streak override (went on despite STOP AND RETHINK): {_sentence(a.streak_override)}")
     for run in a.runs or ():
-        lines.append(f"- Run {run.run_id}: {run.status}" + (f", evaluator {run.evaluator}" if run.evaluator else "") + ".")
+        lines.append(
+            f"- Run {run.run_id}: {run.status}" + (f", evaluator {run.evaluator}" if run.evaluator else "") + "."
+        )
     return lines
 
 

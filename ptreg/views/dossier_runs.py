@@ -53,10 +53,14 @@ def _environment(root: Path, folder: Path) -> list[str]:
             value = value.get(key) if isinstance(value, dict) else None
         return "unknown" if value is None else value
 
-    blas = env.get("blas") if isinstance(env.get("blas"), list) else []
-    libraries = ", ".join(f"{b.get('internal_api')} {b.get('version')} ({b.get('num_threads')} threads)"
-                          for b in blas if isinstance(b, dict)) or "unknown"
-    variables = env.get("variables") if isinstance(env.get("variables"), dict) else {}
+    blas = env.get("blas")
+    pools = [b for b in blas if isinstance(b, dict)] if isinstance(blas, list) else []
+    libraries = (
+        ", ".join(f"{b.get('internal_api')} {b.get('version')} ({b.get('num_threads')} threads)" for b in pools)
+        or "unknown"
+    )
+    given = env.get("variables")
+    variables: dict[str, Any] = given if isinstance(given, dict) else {}
     set_vars = ", ".join(f"{k}={v}" for k, v in variables.items() if v is not None) or "none set"
     dirty = get("git", "dirty")
     return [

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..records.attempt import Attempt
 from ..records.graph import ancestry, successors
@@ -34,7 +35,7 @@ def lineage_lines(attempt_id: str, by_id: Mapping[str, Attempt]) -> list[str]:
             lines.append(f"      varied: {a.varied}")
     later = successors(attempt_id, by_id)
     if not later:
-        return lines + ["superseded by: nothing yet"]
+        return [*lines, "superseded by: nothing yet"]
     lines.append("superseded by:")
     for s in later:
         varied = f": {s.attempt.varied}" if s.attempt.varied else ""

@@ -8,8 +8,8 @@ what a proposer most needs to have read.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence
 
 from ..records.attempt import NEGATIVE_STATUSES, Attempt
 
@@ -20,14 +20,14 @@ DEFAULT_LIMIT = 10
 class Shape:
     """What a proposal is, for comparing it with the record."""
 
-    objective: Optional[str] = None
+    objective: str | None = None
     methods: Sequence[str] = ()
     bases: Sequence[str] = ()
-    family: Optional[str] = None
+    family: str | None = None
     lineage: Sequence[str] = ()  # ids of the lineage the proposal joins
 
     @classmethod
-    def of(cls, attempt: Attempt, lineage: Iterable[str] = ()) -> "Shape":
+    def of(cls, attempt: Attempt, lineage: Iterable[str] = ()) -> Shape:
         return cls(attempt.objective, attempt.methods or (), attempt.bases or (), attempt.family, tuple(lineage))
 
     def is_empty(self) -> bool:
@@ -46,7 +46,13 @@ class Precedent:
     @property
     def rank(self) -> tuple[int, int, int, int, int]:
         negative = self.attempt.status in NEGATIVE_STATUSES
-        return (int(self.objective), len(self.methods) + len(self.bases), int(self.lineage), int(self.family), int(negative))
+        return (
+            int(self.objective),
+            len(self.methods) + len(self.bases),
+            int(self.lineage),
+            int(self.family),
+            int(negative),
+        )
 
     def shares(self) -> str:
         parts = []
@@ -90,7 +96,7 @@ def compare(shape: Shape, attempt: Attempt) -> Precedent:
     )
 
 
-def precedents(shape: Shape, attempts: Iterable[Attempt], limit: Optional[int] = DEFAULT_LIMIT) -> list[Precedent]:
+def precedents(shape: Shape, attempts: Iterable[Attempt], limit: int | None = DEFAULT_LIMIT) -> list[Precedent]:
     """Attempts sharing anything with ``shape``, most alike first (failures first among equals)."""
     found = [p for p in (compare(shape, a) for a in attempts) if any(p.rank[:4])]
     found.sort(key=lambda p: (tuple(-x for x in p.rank), p.attempt.id))

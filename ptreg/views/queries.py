@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence
 
 from ..records.attempt import INFRASTRUCTURE_KIND, NEGATIVE_STATUSES, SHAPE_FIELDS, Attempt, RegistryMeta
 
@@ -34,9 +34,7 @@ class Filter:
             return False
         if self.methods and not set(self.methods) & set(a.methods or ()):
             return False
-        if self.bases and not set(self.bases) & set(a.bases or ()):
-            return False
-        return True
+        return not (self.bases and not set(self.bases) & set(a.bases or ()))
 
 
 def select(attempts: Iterable[Attempt], query: Filter) -> list[Attempt]:
@@ -50,7 +48,7 @@ class FieldCoverage:
     total: int
 
     @property
-    def share(self) -> Optional[float]:
+    def share(self) -> float | None:
         return self.carried / self.total if self.total else None
 
 
@@ -59,7 +57,7 @@ class TermUse:
     vocabulary: str  # "method", "objective" or "kind"
     term: str
     count: int
-    defined: Optional[bool]  # False: used but missing from the vocabulary; None: no vocabulary (bases)
+    defined: bool | None  # False: used but missing from the vocabulary; None: no vocabulary (bases)
 
 
 @dataclass

@@ -6,8 +6,6 @@ workload the run measured.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from ..engine.workloads import workload_named
 from ..engine.workloads.base import Table
 from ..records.run import RunResults
@@ -27,7 +25,7 @@ def verdict(results: RunResults) -> list[str]:
     return workload_named(results.spec.workload).verdict(results)
 
 
-def evidence_line(results: RunResults) -> Optional[str]:
+def evidence_line(results: RunResults) -> str | None:
     """One sentence per backend in the seed's style, or None if nothing was measured."""
     workload = workload_named(results.spec.workload)
     reference = results.ratio_roles.reference

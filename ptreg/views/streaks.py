@@ -7,11 +7,11 @@ the negatives at the tip count; a not-tried proposal at the tip has no outcome a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
-from ..records.graph import ancestry, depths
 from ..records.attempt import NEGATIVE_STATUSES, Attempt
+from ..records.graph import ancestry, depths
 
 CAUTION_AT = 2
 STOP_AT = 3
@@ -59,7 +59,9 @@ def streaks(attempts: Iterable[Attempt]) -> list[Streak]:
     depth = depths(by_id)
     # A tip is an attempt of the objective that no attempt of the same objective varies.
     varied_within = {
-        a.varied_from for a in by_id.values() if a.varied_from in by_id and by_id[a.varied_from].objective == a.objective
+        a.varied_from
+        for a in by_id.values()
+        if a.varied_from in by_id and by_id[a.varied_from].objective == a.objective
     }
     best: dict[str, tuple[int, int, str]] = {}
     for a in by_id.values():

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import shutil
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
-def plain(rows: Sequence[Sequence[Any]], headers: Sequence[str], widths: Optional[dict[int, int]] = None) -> str:
+def plain(rows: Sequence[Sequence[Any]], headers: Sequence[str], widths: dict[int, int] | None = None) -> str:
     """A plain table; long text columns are cut to keep one row a line, and None reads unknown."""
     from tabulate import tabulate  # 34 ms to import: only for commands that print a table
 
-    def cut(value: Any, width: Optional[int]) -> Any:
+    def cut(value: Any, width: int | None) -> Any:
         text = "unknown" if value is None else value
         if width and isinstance(text, str) and len(text) > width:
             return text[: width - 1] + "…"
@@ -25,7 +26,7 @@ def markdown(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> list[str]
     """The lines of a GitHub-flavoured table, then an empty line."""
     from tabulate import tabulate  # 34 ms to import: only for commands that print a table
 
-    return str(tabulate(rows, list(headers), tablefmt="github", disable_numparse=True)).splitlines() + [""]
+    return [*str(tabulate(rows, list(headers), tablefmt="github", disable_numparse=True)).splitlines(), ""]
 
 
 def room_left(rows: Sequence[Sequence[Any]], headers: Sequence[str], column: int) -> int:

@@ -12,15 +12,16 @@ beside the others, listed in ``workloads/__init__.py``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Optional, Sequence, TypeVar, Union
+from typing import ClassVar, TypeVar
 
 from ...records.evaluator import EvaluatorSpec
 from ...records.run import Cell, Kernel, KernelSample, Roles, RunResults, StepSample
 from ..backends import Backend
 from ..protocol import CellTask
 
-AnySample = Union[StepSample, KernelSample]
+AnySample = StepSample | KernelSample
 KERNEL_LABEL: dict[Kernel, str] = {"forward": "forward", "backward_da": "backward_dA", "backward_db": "backward_dB"}
 Record = Callable[[AnySample], None]  # hands one sample to the executor, at once
 ReportProgress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -55,7 +56,7 @@ class Workload(ABC):
         """The tables of this workload's cells, after the parity table."""
 
     @abstractmethod
-    def headline(self, cell: Cell) -> Optional[float]:
+    def headline(self, cell: Cell) -> float | None:
         """The one number of a measured cell that the evidence line quotes, in ``unit``."""
 
     def verdict(self, results: RunResults) -> list[str]:
@@ -76,11 +77,11 @@ def complete_repeats(samples: Sequence[S], per_repeat: int) -> dict[int, list[S]
     return {r: s for r, s in by_repeat.items() if len(s) == per_repeat}
 
 
-def number(value: Optional[float], digits: int = 1) -> str:
+def number(value: float | None, digits: int = 1) -> str:
     return "unknown" if value is None else f"{value:,.{digits}f}"
 
 
-def times(value: Optional[float]) -> str:
+def times(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.2f}x"
 
 
@@ -94,7 +95,7 @@ def note(cell: Cell) -> str:
     return "spread too wide to trust" if cell.spread_too_wide else ""
 
 
-def versus(name: Optional[str]) -> str:
+def versus(name: str | None) -> str:
     """A ratio column's header; a role no backend held reads as the role."""
     return f"vs {name or 'reference'}"
 
@@ -105,4 +106,6 @@ def without_twin(results: RunResults, table: Table) -> Table:
     if results.spec.baseline != reference:
         return table
     drop = table.headers.index(versus(reference)) + 1
-    return Table(table.title, [r[:drop] + r[drop + 1:] for r in table.rows], table.headers[:drop] + table.headers[drop + 1:])
+    return Table(
+        table.title, [r[:drop] + r[drop + 1 :] for r in table.rows], table.headers[:drop] + table.headers[drop + 1 :]
+    )

@@ -8,11 +8,12 @@ microbenchmark the seed warns about when it is read without the training step be
 from __future__ import annotations
 
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
+from functools import partial
 
 from ...records.configs import CONFIGS, linear_shapes
 from ...records.evaluator import EvaluatorSpec
-from ...records.run import KERNELS, Cell, KernelSample, KernelTiming, Roles, RunResults
+from ...records.run import KERNELS, Cell, Kernel, KernelSample, KernelTiming, Roles, RunResults
 from ..backends import METHOD_OF_KERNEL, Backend, kernel_shapes
 from ..protocol import CellTask
 from ..stats import inverted, ratio, summarize, too_wide
@@ -39,15 +40,14 @@ class KernelsWorkload(Workload):
         import numpy as np  # only in the worker, never on the CLI's start-up path
 
         rng = np.random.default_rng(task.seed)
-        calls: list[tuple[str, str, Callable[[], None]]] = []
+        calls: list[tuple[str, Kernel, Callable[[], None]]] = []
         for layer in linear_shapes(CONFIGS[task.config]):
             for kernel in KERNELS:
                 first, second, result = kernel_shapes(kernel, layer.m, layer.k, layer.n)
                 a = rng.standard_normal(first, dtype=np.float32)
                 b = rng.standard_normal(second, dtype=np.float32)
                 out = np.empty(result, dtype=np.float32)
-                method = getattr(backend, METHOD_OF_KERNEL[kernel])
-                calls.append((layer.name, kernel, lambda m=method, a=a, b=b, out=out: m(a, b, out)))
+                calls.append((layer.name, kernel, partial(getattr(backend, METHOD_OF_KERNEL[kernel]), a, b, out)))
         warmup, timed, repeats = task.warmup_steps, task.timed_steps, task.repeats
         total = len(calls) * (warmup + timed * repeats)
         done = 0
@@ -64,8 +64,11 @@ class KernelsWorkload(Workload):
                 for _ in range(timed):
                     call()
                 seconds = time.perf_counter() - start
-                record(KernelSample(repeat=repeat, layer=layer_name, kernel=kernel, calls=timed,
-                                    seconds_per_call=seconds / timed))
+                record(
+                    KernelSample(
+                        repeat=repeat, layer=layer_name, kernel=kernel, calls=timed, seconds_per_call=seconds / timed
+                    )
+                )
                 done += timed
                 progress("timed", done, total)
 
@@ -80,11 +83,19 @@ class KernelsWorkload(Workload):
                 if len(values) < spec.repeats:
                     continue  # an unfinished measurement is kept as samples, not summarised
                 seconds = summarize(values)
-                timings.append(KernelTiming(
-                    layer=name, kernel=kernel, shape=[layer.m, layer.k, layer.n], per_step=layer.per_step,
-                    seconds=seconds, gflops=inverted(seconds, layer.flops / 1e9),
-                    vs_naive=None, vs_peer=None, vs_baseline=None,
-                ))
+                timings.append(
+                    KernelTiming(
+                        layer=name,
+                        kernel=kernel,
+                        shape=[layer.m, layer.k, layer.n],
+                        per_step=layer.per_step,
+                        seconds=seconds,
+                        gflops=inverted(seconds, layer.flops / 1e9),
+                        vs_naive=None,
+                        vs_peer=None,
+                        vs_baseline=None,
+                    )
+                )
         if not timings:
             return
         cell.kernels = timings
@@ -97,10 +108,10 @@ class KernelsWorkload(Workload):
     def compare(self, spec: EvaluatorSpec, cells: list[Cell], roles: Roles) -> None:
         by_key = {(c.backend, c.config): c for c in cells}
 
-        def other(backend: Optional[str], config: str) -> Optional[Cell]:
+        def other(backend: str | None, config: str) -> Cell | None:
             return by_key.get((backend, config)) if backend is not None else None
 
-        def gflops_of(cell: Optional[Cell], layer: str, kernel: str) -> Optional[float]:
+        def gflops_of(cell: Cell | None, layer: str, kernel: str) -> float | None:
             for t in (cell.kernels or []) if cell is not None else []:
                 if t.layer == layer and t.kernel == kernel:
                     return t.gflops.median
@@ -117,13 +128,15 @@ class KernelsWorkload(Workload):
             cell.vs_naive = ratio(cell.step_gflops, reference.step_gflops if reference else None)
             cell.vs_baseline = ratio(cell.step_gflops, baseline.step_gflops if baseline else None)
 
-    def headline(self, cell: Cell) -> Optional[float]:
+    def headline(self, cell: Cell) -> float | None:
         return cell.step_gflops
 
     def tables(self, results: RunResults) -> list[Table]:
         roles = results.ratio_roles
-        rows = [[c.config, c.backend, number(c.step_gflops, 2), times(c.vs_naive), times(c.vs_baseline), note(c)]
-                for c in results.cells]
+        rows = [
+            [c.config, c.backend, number(c.step_gflops, 2), times(c.vs_naive), times(c.vs_baseline), note(c)]
+            for c in results.cells
+        ]
         headers = ["config", "backend", "step GFLOP/s", versus(roles.reference), f"vs {results.spec.baseline}", "note"]
         per_cell = without_twin(results, Table("Linear layers of one training step", rows, headers))
         return [per_cell, self._kernel_table(results, roles)]
@@ -135,9 +148,28 @@ class KernelsWorkload(Workload):
         for c in results.cells:
             for t in c.kernels or []:
                 m, k, n = t.shape
-                rows.append([c.config, t.layer, f"{m}x{k}x{n}", KERNEL_LABEL[t.kernel], c.backend,
-                             number(t.gflops.median, 2), f"{number(t.gflops.min, 2)}-{number(t.gflops.max, 2)}",
-                             times(t.vs_naive), times(t.vs_peer)])
-        headers = ["config", "layer", "MxKxN", "kernel", "backend", "GFLOP/s", "min-max", versus(roles.reference),
-                   f"vs {roles.peer or 'peer'}"]
+                rows.append(
+                    [
+                        c.config,
+                        t.layer,
+                        f"{m}x{k}x{n}",
+                        KERNEL_LABEL[t.kernel],
+                        c.backend,
+                        number(t.gflops.median, 2),
+                        f"{number(t.gflops.min, 2)}-{number(t.gflops.max, 2)}",
+                        times(t.vs_naive),
+                        times(t.vs_peer),
+                    ]
+                )
+        headers = [
+            "config",
+            "layer",
+            "MxKxN",
+            "kernel",
+            "backend",
+            "GFLOP/s",
+            "min-max",
+            versus(roles.reference),
+            f"vs {roles.peer or 'peer'}",
+        ]
         return Table("Kernels at each layer shape", rows, headers)

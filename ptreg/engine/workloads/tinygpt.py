@@ -32,7 +32,7 @@ checks against finite differences.
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -51,13 +51,20 @@ def parameter_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
     return {
         "wte": (C, V),  # token embedding, also the output head
         "wpe": (T, C),  # position embedding
-        "ln1w": (L, C), "ln1b": (L, C),
-        "qkvw": (L, C, 3 * C), "qkvb": (L, 3 * C),
-        "attprojw": (L, C, C), "attprojb": (L, C),
-        "ln2w": (L, C), "ln2b": (L, C),
-        "fcw": (L, C, 4 * C), "fcb": (L, 4 * C),
-        "fcprojw": (L, 4 * C, C), "fcprojb": (L, C),
-        "lnfw": (C,), "lnfb": (C,),
+        "ln1w": (L, C),
+        "ln1b": (L, C),
+        "qkvw": (L, C, 3 * C),
+        "qkvb": (L, 3 * C),
+        "attprojw": (L, C, C),
+        "attprojb": (L, C),
+        "ln2w": (L, C),
+        "ln2b": (L, C),
+        "fcw": (L, C, 4 * C),
+        "fcb": (L, 4 * C),
+        "fcprojw": (L, 4 * C, C),
+        "fcprojb": (L, C),
+        "lnfw": (C,),
+        "lnfb": (C,),
     }
 
 
@@ -98,7 +105,7 @@ def encoder_forward(wte: np.ndarray, wpe: np.ndarray, tokens: np.ndarray) -> np.
     """x[b, t] = wte[:, tokens[b, t]] + wpe[t], returned as (B·T, C) rows."""
     B, T = tokens.shape
     # wte is (C, V); row i of the view wte.T is column i of wte, so this gathers columns.
-    x = wte.T[tokens] + wpe[:T]  # (B, T, C), a fresh contiguous array
+    x: np.ndarray = wte.T[tokens] + wpe[:T]  # (B, T, C), a fresh contiguous array
     return x.reshape(B * T, -1)
 
 
@@ -141,7 +148,7 @@ def layernorm_backward(dout: np.ndarray, cache: Any) -> tuple[np.ndarray, np.nda
 # --------------------------------------------------------------------------- linear (matmul)
 
 
-def linear_forward(kernels: Any, x: np.ndarray, w: np.ndarray, b: Optional[np.ndarray]) -> np.ndarray:
+def linear_forward(kernels: Any, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
     """y = x · W + b with x (M, K), W (K, N): the product is the kernels' job."""
     out = np.empty((x.shape[0], w.shape[1]), dtype=x.dtype)
     kernels.matmul_forward(x, w, out)
@@ -150,8 +157,9 @@ def linear_forward(kernels: Any, x: np.ndarray, w: np.ndarray, b: Optional[np.nd
     return out
 
 
-def linear_backward(kernels: Any, dout: np.ndarray, x: np.ndarray, w: np.ndarray,
-                    dw: np.ndarray, db: Optional[np.ndarray]) -> np.ndarray:
+def linear_backward(
+    kernels: Any, dout: np.ndarray, x: np.ndarray, w: np.ndarray, dw: np.ndarray, db: np.ndarray | None
+) -> np.ndarray:
     """Writes dW = xᵀ · dy into dw and db = Σ_rows dy into db; returns dx = dy · Wᵀ."""
     kernels.matmul_backward_db(x, dout, dw)
     if db is not None:
@@ -166,7 +174,7 @@ def linear_backward(kernels: Any, dout: np.ndarray, x: np.ndarray, w: np.ndarray
 
 def softmax_forward(x: np.ndarray) -> np.ndarray:
     """Softmax over the last axis; subtracting the row max keeps exp from overflowing."""
-    probs = x - x.max(axis=-1, keepdims=True)
+    probs: np.ndarray = x - x.max(axis=-1, keepdims=True)
     np.exp(probs, out=probs)  # in place: these arrays are B·NH·T·T, the largest of a step
     probs /= probs.sum(axis=-1, keepdims=True)
     return probs
@@ -174,7 +182,7 @@ def softmax_forward(x: np.ndarray) -> np.ndarray:
 
 def softmax_backward(dprobs: np.ndarray, probs: np.ndarray) -> np.ndarray:
     """The Jacobian of softmax is diag(p) - p pᵀ, so dx = p ⊙ dp - p · <dp, p>."""
-    dx = dprobs * probs
+    dx: np.ndarray = dprobs * probs
     dx -= probs * dx.sum(axis=-1, keepdims=True)
     return dx
 
@@ -229,7 +237,7 @@ GELU_CUBE = 0.044715
 
 def gelu_forward(x: np.ndarray) -> np.ndarray:
     """GELU, tanh approximation (as GPT-2): 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
-    out = np.tanh(GELU_SCALE * x * (1.0 + GELU_CUBE * (x * x)))
+    out: np.ndarray = np.tanh(GELU_SCALE * x * (1.0 + GELU_CUBE * (x * x)))
     out += 1.0  # in place from here on: fewer (B·T, 4C) temporaries
     out *= x
     out *= 0.5
@@ -241,7 +249,7 @@ def gelu_backward(dout: np.ndarray, x: np.ndarray) -> np.ndarray:
     d/dx = 0.5·(1 + tanh u) + 0.5·x·sech²u·du/dx. tanh is recomputed, not stored, as llm.c."""
     x2 = x * x
     t = np.tanh(GELU_SCALE * x * (1.0 + GELU_CUBE * x2))
-    grad = 1.0 - t * t  # sech²u
+    grad: np.ndarray = 1.0 - t * t  # sech²u
     grad *= x
     grad *= GELU_SCALE * (1.0 + 3.0 * GELU_CUBE * x2)  # du/dx
     grad += 1.0 + t
@@ -287,7 +295,7 @@ class TinyGPT:
         self.kernels = kernels
         self.dtype = np.dtype(dtype)
         self.params = self._init_params(seed)
-        self.cache: Optional[dict[str, Any]] = None  # activations of the last forward
+        self.cache: dict[str, Any] | None = None  # activations of the last forward
 
     def _init_params(self, seed: int) -> dict[str, np.ndarray]:
         """GPT-2 init: weights N(0, 0.02), the two projections that write into the residual
@@ -312,28 +320,44 @@ class TinyGPT:
         """Mean cross-entropy of predicting targets[b, t] from tokens[b, :t+1]."""
         cfg, p, kern = self.config, self.params, self.kernels
         B, T = tokens.shape
-        if T > cfg.context:
+        if cfg.context < T:
             raise ValueError(f"sequence length {T} exceeds the context {cfg.context}")
         x = encoder_forward(p["wte"], p["wpe"], tokens)  # (B·T, C), the residual stream
         blocks = []
-        for l in range(cfg.layers):
+        for i in range(cfg.layers):
             # attention sub-block: x = x + proj(attention(qkv(ln1(x))))
-            ln1, ln1_cache = layernorm_forward(x, p["ln1w"][l], p["ln1b"][l])
-            qkv = linear_forward(kern, ln1, p["qkvw"][l], p["qkvb"][l])
+            ln1, ln1_cache = layernorm_forward(x, p["ln1w"][i], p["ln1b"][i])
+            qkv = linear_forward(kern, ln1, p["qkvw"][i], p["qkvb"][i])
             atty, att_cache = attention_forward(qkv, B, T, cfg.heads)
-            x = x + linear_forward(kern, atty, p["attprojw"][l], p["attprojb"][l])
+            x = x + linear_forward(kern, atty, p["attprojw"][i], p["attprojb"][i])
             # MLP sub-block: x = x + proj(gelu(fc(ln2(x))))
-            ln2, ln2_cache = layernorm_forward(x, p["ln2w"][l], p["ln2b"][l])
-            fch = linear_forward(kern, ln2, p["fcw"][l], p["fcb"][l])
+            ln2, ln2_cache = layernorm_forward(x, p["ln2w"][i], p["ln2b"][i])
+            fch = linear_forward(kern, ln2, p["fcw"][i], p["fcb"][i])
             fch_gelu = gelu_forward(fch)
-            x = x + linear_forward(kern, fch_gelu, p["fcprojw"][l], p["fcprojb"][l])
-            blocks.append(dict(ln1=ln1, ln1_cache=ln1_cache, att_cache=att_cache, atty=atty,
-                               ln2=ln2, ln2_cache=ln2_cache, fch=fch, fch_gelu=fch_gelu))
+            x = x + linear_forward(kern, fch_gelu, p["fcprojw"][i], p["fcprojb"][i])
+            blocks.append(
+                {
+                    "ln1": ln1,
+                    "ln1_cache": ln1_cache,
+                    "att_cache": att_cache,
+                    "atty": atty,
+                    "ln2": ln2,
+                    "ln2_cache": ln2_cache,
+                    "fch": fch,
+                    "fch_gelu": fch_gelu,
+                }
+            )
         lnf, lnf_cache = layernorm_forward(x, p["lnfw"], p["lnfb"])
         logits = linear_forward(kern, lnf, p["wte"], None)  # tied head: x · wte, no bias
         loss, probs = crossentropy_forward(logits, targets.reshape(-1))
-        self.cache = dict(tokens=tokens, targets=targets.reshape(-1), blocks=blocks,
-                          lnf=lnf, lnf_cache=lnf_cache, probs=probs)
+        self.cache = {
+            "tokens": tokens,
+            "targets": targets.reshape(-1),
+            "blocks": blocks,
+            "lnf": lnf,
+            "lnf_cache": lnf_cache,
+            "probs": probs,
+        }
         return loss
 
     def backward(self) -> dict[str, np.ndarray]:
@@ -345,19 +369,19 @@ class TinyGPT:
         dlogits = crossentropy_softmax_backward(c["probs"], c["targets"])
         dlnf = linear_backward(kern, dlogits, c["lnf"], p["wte"], g["wte"], None)
         dx, g["lnfw"][...], g["lnfb"][...] = layernorm_backward(dlnf, c["lnf_cache"])
-        for l in reversed(range(cfg.layers)):
-            a = c["blocks"][l]
+        for i in reversed(range(cfg.layers)):
+            a = c["blocks"][i]
             # MLP sub-block; the residual passes dx through unchanged and adds the branch's
-            dfch_gelu = linear_backward(kern, dx, a["fch_gelu"], p["fcprojw"][l], g["fcprojw"][l], g["fcprojb"][l])
+            dfch_gelu = linear_backward(kern, dx, a["fch_gelu"], p["fcprojw"][i], g["fcprojw"][i], g["fcprojb"][i])
             dfch = gelu_backward(dfch_gelu, a["fch"])
-            dln2 = linear_backward(kern, dfch, a["ln2"], p["fcw"][l], g["fcw"][l], g["fcb"][l])
-            dbranch, g["ln2w"][l], g["ln2b"][l] = layernorm_backward(dln2, a["ln2_cache"])
+            dln2 = linear_backward(kern, dfch, a["ln2"], p["fcw"][i], g["fcw"][i], g["fcb"][i])
+            dbranch, g["ln2w"][i], g["ln2b"][i] = layernorm_backward(dln2, a["ln2_cache"])
             dx = dx + dbranch
             # attention sub-block
-            datty = linear_backward(kern, dx, a["atty"], p["attprojw"][l], g["attprojw"][l], g["attprojb"][l])
+            datty = linear_backward(kern, dx, a["atty"], p["attprojw"][i], g["attprojw"][i], g["attprojb"][i])
             dqkv = attention_backward(datty, a["att_cache"])
-            dln1 = linear_backward(kern, dqkv, a["ln1"], p["qkvw"][l], g["qkvw"][l], g["qkvb"][l])
-            dbranch, g["ln1w"][l], g["ln1b"][l] = layernorm_backward(dln1, a["ln1_cache"])
+            dln1 = linear_backward(kern, dqkv, a["ln1"], p["qkvw"][i], g["qkvw"][i], g["qkvb"][i])
+            dbranch, g["ln1w"][i], g["ln1b"][i] = layernorm_backward(dln1, a["ln1_cache"])
             dx = dx + dbranch
         encoder_backward(dx, c["tokens"], g["wte"], g["wpe"])  # adds to the head's dwte
         return g
@@ -373,8 +397,9 @@ class AdamW:
     every parameter (llm.c's C version does not exempt biases or LayerNorm either).
     """
 
-    def __init__(self, lr: float = 3e-4, beta1: float = 0.9, beta2: float = 0.999,
-                 eps: float = 1e-8, weight_decay: float = 0.0):
+    def __init__(
+        self, lr: float = 3e-4, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0
+    ):
         self.lr, self.beta1, self.beta2, self.eps, self.weight_decay = lr, beta1, beta2, eps, weight_decay
         self.m: dict[str, np.ndarray] = {}  # running mean of the gradient
         self.v: dict[str, np.ndarray] = {}  # running mean of its square
@@ -384,8 +409,8 @@ class AdamW:
         """One step, in place (the parameter arrays keep their identity and layout)."""
         self.t += 1
         # m and v start at 0, so early on they underestimate; dividing by 1 - β^t corrects it
-        correction1 = 1.0 - self.beta1 ** self.t
-        correction2 = 1.0 - self.beta2 ** self.t
+        correction1 = 1.0 - self.beta1**self.t
+        correction2 = 1.0 - self.beta2**self.t
         for name, param in params.items():
             grad = grads[name]
             m = self.m.setdefault(name, np.zeros_like(param))
@@ -406,8 +431,15 @@ class AdamW:
 class Trainer:
     """Model, optimizer and data together: ``step()`` is one full training step."""
 
-    def __init__(self, config: GPTConfig, kernels: Any, seed: int = 0, dtype: Any = np.float32,
-                 lr: float = 3e-4, weight_decay: float = 0.0):
+    def __init__(
+        self,
+        config: GPTConfig,
+        kernels: Any,
+        seed: int = 0,
+        dtype: Any = np.float32,
+        lr: float = 3e-4,
+        weight_decay: float = 0.0,
+    ):
         self.config = config
         self.model = TinyGPT(config, kernels, seed=seed, dtype=dtype)
         self.optimizer = AdamW(lr=lr, weight_decay=weight_decay)

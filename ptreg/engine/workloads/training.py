@@ -9,7 +9,7 @@ how much a faster kernel could still give (its Amdahl bound), as the seed's less
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any
 
 from ...records.configs import CONFIGS
 from ...records.evaluator import EvaluatorSpec
@@ -81,9 +81,14 @@ def attribution(samples: list[StepSample], step_ms: float) -> Attribution:
     bounding = max(KERNELS, key=lambda k: kernel_total[k])
     other_share = other / total
     return Attribution(
-        step_ms=step_ms, forward=parts["forward"], backward_da=parts["backward_da"], backward_db=parts["backward_db"],
-        other=Share(ms=other_share * step_ms, share=other_share, amdahl_bound=None), bounding_kernel=bounding,
-        headroom=parts[bounding].amdahl_bound, all_matmuls_bound=1 / other_share if other_share > 0 else None,
+        step_ms=step_ms,
+        forward=parts["forward"],
+        backward_da=parts["backward_da"],
+        backward_db=parts["backward_db"],
+        other=Share(ms=other_share * step_ms, share=other_share, amdahl_bound=None),
+        bounding_kernel=bounding,
+        headroom=parts[bounding].amdahl_bound,
+        all_matmuls_bound=1 / other_share if other_share > 0 else None,
     )
 
 
@@ -107,8 +112,15 @@ class TrainingWorkload(Workload):
                 start = time.perf_counter()
                 loss = trainer.step()
                 seconds = time.perf_counter() - start
-                record(StepSample(repeat=repeat, step=step, seconds=seconds, kernel_seconds=dict(kernels.seconds),
-                                  loss=float(loss)))
+                record(
+                    StepSample(
+                        repeat=repeat,
+                        step=step,
+                        seconds=seconds,
+                        kernel_seconds=dict(kernels.seconds),
+                        loss=float(loss),
+                    )
+                )
                 progress("timed", warmup + repeat * timed + step + 1, total)
 
     def summarize(self, spec: EvaluatorSpec, cell: Cell, samples: list[AnySample]) -> None:
@@ -130,7 +142,7 @@ class TrainingWorkload(Workload):
     def compare(self, spec: EvaluatorSpec, cells: list[Cell], roles: Roles) -> None:
         by_key = {(c.backend, c.config): c for c in cells}
 
-        def ms(backend: Optional[str], config: str) -> Optional[float]:
+        def ms(backend: str | None, config: str) -> float | None:
             other = by_key.get((backend, config)) if backend is not None else None
             return other.ms_per_step.median if other is not None and other.ms_per_step else None
 
@@ -139,7 +151,7 @@ class TrainingWorkload(Workload):
             cell.vs_naive = ratio(ms(roles.reference, cell.config), mine)
             cell.vs_baseline = ratio(ms(spec.baseline, cell.config), mine)
 
-    def headline(self, cell: Cell) -> Optional[float]:
+    def headline(self, cell: Cell) -> float | None:
         return cell.ms_per_step.median if cell.ms_per_step else None
 
     def tables(self, results: RunResults) -> list[Table]:
@@ -155,15 +167,28 @@ class TrainingWorkload(Workload):
         rows = []
         for c in results.cells:
             ms, tok = c.ms_per_step, c.tokens_per_second
-            rows.append([
-                c.config, c.backend,
-                number(ms.median) if ms else "unknown",
-                f"{number(ms.min)}-{number(ms.max)}" if ms else "unknown",
-                number(tok.median, 0) if tok else "unknown",
-                times(c.vs_naive), times(c.vs_baseline), note(c),
-            ])
-        headers = ["config", "backend", "ms/step", "min-max", "tokens/s", versus(results.ratio_roles.reference),
-                   f"vs {results.spec.baseline}", "note"]
+            rows.append(
+                [
+                    c.config,
+                    c.backend,
+                    number(ms.median) if ms else "unknown",
+                    f"{number(ms.min)}-{number(ms.max)}" if ms else "unknown",
+                    number(tok.median, 0) if tok else "unknown",
+                    times(c.vs_naive),
+                    times(c.vs_baseline),
+                    note(c),
+                ]
+            )
+        headers = [
+            "config",
+            "backend",
+            "ms/step",
+            "min-max",
+            "tokens/s",
+            versus(results.ratio_roles.reference),
+            f"vs {results.spec.baseline}",
+            "note",
+        ]
         return without_twin(results, Table("Training step: median and spread over repeats", rows, headers))
 
     @staticmethod
@@ -175,10 +200,28 @@ class TrainingWorkload(Workload):
             if a is None:
                 continue
             parts = [f"{percent(p.share)} ({times(p.amdahl_bound)})" for p in (a.forward, a.backward_da, a.backward_db)]
-            rows.append([c.config, c.backend, number(a.step_ms), *parts, percent(a.other.share),
-                         KERNEL_LABEL[a.bounding_kernel], times(a.all_matmuls_bound)])
-        headers = ["config", "backend", "step ms", "forward", "backward_dA", "backward_dB", "other",
-                   "bounds the step", "if all matmuls were free"]
+            rows.append(
+                [
+                    c.config,
+                    c.backend,
+                    number(a.step_ms),
+                    *parts,
+                    percent(a.other.share),
+                    KERNEL_LABEL[a.bounding_kernel],
+                    times(a.all_matmuls_bound),
+                ]
+            )
+        headers = [
+            "config",
+            "backend",
+            "step ms",
+            "forward",
+            "backward_dA",
+            "backward_dB",
+            "other",
+            "bounds the step",
+            "if all matmuls were free",
+        ]
         return Table("Per-kernel attribution: share of the step (Amdahl bound)", rows, headers)
 
     def verdict(self, results: RunResults) -> list[str]:
@@ -191,8 +234,11 @@ class TrainingWorkload(Workload):
                 continue
             share = getattr(a, a.bounding_kernel).share
             # A lead of a few points is within a noisy machine's reach: name the runners-up.
-            close = [f"{KERNEL_LABEL[k]} {percent(getattr(a, k).share)}" for k in KERNELS
-                     if k != a.bounding_kernel and getattr(a, k).share >= CLOSE * share]
+            close = [
+                f"{KERNEL_LABEL[k]} {percent(getattr(a, k).share)}"
+                for k in KERNELS
+                if k != a.bounding_kernel and getattr(a, k).share >= CLOSE * share
+            ]
             lines.append(
                 f"{c.backend}/{c.config}: {KERNEL_LABEL[a.bounding_kernel]} bounds the step ({percent(share)} of "
                 f"{number(a.step_ms)} ms" + (f"; close behind: {', '.join(close)}" if close else "") + "); "

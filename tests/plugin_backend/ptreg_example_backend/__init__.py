@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 
@@ -24,7 +22,7 @@ class TransposeBackend:
         return 1
 
     @staticmethod
-    def unavailable_reason() -> Optional[str]:
+    def unavailable_reason() -> str | None:
         return None
 
     def set_threads(self, n: int) -> int:
@@ -53,7 +51,7 @@ class BrokenBackend:
         return 1
 
     @staticmethod
-    def unavailable_reason() -> Optional[str]:
+    def unavailable_reason() -> str | None:
         return "needs the imaginary package 'quantum-blas'"
 
     def __init__(self) -> None:

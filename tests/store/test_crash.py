@@ -19,33 +19,48 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any
 
 import pytest
 
-from helpers import complete_record, freeze_evaluator, sample_records, write_attempts_file, write_registry
-
-TINY = dict(
-    name="crash-tiny", workload="tinygpt-train", metric="ms-per-step", configs=["tiny"], backends=["naive"],
-    baseline="naive", warmup_steps=0, timed_steps=1, repeats=1, threads=1,
-    tolerance={"rtol": 1e-4, "atol": 1e-6}, max_relative_spread=5.0,
+from helpers import (
+    complete_record,
+    freeze_evaluator,
+    sample_records,
+    tiny_spec,
+    write_attempts_file,
+    write_registry,
 )
+
+TINY = tiny_spec("crash-tiny")
 KILLED = -signal.SIGKILL
 
 
-def ptreg(root: Path, *args: str, crash_at: Optional[int] = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def ptreg(root: Path, *args: str, crash_at: int | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PTREG_CRASH_AT"}
     if crash_at is not None:
         env["PTREG_CRASH_AT"] = str(crash_at)
-    return subprocess.run([sys.executable, "-m", "ptreg", "-r", str(root), *args], env=env, capture_output=True,
-                          text=True, timeout=timeout, cwd=root.parent)
+    return subprocess.run(
+        [sys.executable, "-m", "ptreg", "-r", str(root), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=root.parent,
+    )
 
 
 def start(root: Path, *args: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "PTREG_CRASH_AT"}
-    return subprocess.Popen([sys.executable, "-m", "ptreg", "-r", str(root), *args], env=env, cwd=root.parent,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-m", "ptreg", "-r", str(root), *args],
+        env=env,
+        cwd=root.parent,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def record_files(root: Path) -> dict[str, bytes]:
@@ -77,8 +92,14 @@ def assert_repaired(root: Path) -> None:
     assert not left, left
 
 
-def sweep(template: Path, work: Path, args: list[str], check: Callable[[Path, int], None],
-          points: Optional[Iterable[int]] = None, stride: int = 1) -> int:
+def sweep(
+    template: Path,
+    work: Path,
+    args: list[str],
+    check: Callable[[Path, int], None],
+    points: Iterable[int] | None = None,
+    stride: int = 1,
+) -> int:
     """Kill ``ptreg args`` at each ``stride``-th step in turn until it finishes (or at
     ``points``); check each registry left behind. Returns the number of kills."""
     kills = 0
@@ -110,10 +131,32 @@ def template(tmp_path_factory) -> Path:
     root = write_registry(tmp_path_factory.mktemp("template") / "reg", sample_records())
     ref = freeze_evaluator(root, **TINY)
     for attempt_id, issue in (("crash-run", "#61"), ("crash-conclude", "#62")):
-        args = ["-r", str(root), "new", "--id", attempt_id, "--name", attempt_id, "--family", "runtime-perf",
-                "--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "vendor-blas",
-                "--question", f"What does {attempt_id} cost?", "--evaluator", ref, "--budget-seconds", "600",
-                "--tracking-issue", issue, "--no-input"]
+        args = [
+            "-r",
+            str(root),
+            "new",
+            "--id",
+            attempt_id,
+            "--name",
+            attempt_id,
+            "--family",
+            "runtime-perf",
+            "--kind",
+            "runtime-benchmark",
+            "--objective",
+            "training-step-time",
+            "--method",
+            "vendor-blas",
+            "--question",
+            f"What does {attempt_id} cost?",
+            "--evaluator",
+            ref,
+            "--budget-seconds",
+            "600",
+            "--tracking-issue",
+            issue,
+            "--no-input",
+        ]
         with pytest.raises(SystemExit) as exited:
             main(args)
         assert not exited.value.code
@@ -127,8 +170,10 @@ def template(tmp_path_factory) -> Path:
 def incoming(tmp_path_factory) -> Path:
     """An attempts.json of eight new records and two that the template already holds."""
     records = [complete_record(f"imported-{i}") for i in range(8)]
-    records += [complete_record("harness-fix", lesson="Replaced by the import."),
-                complete_record("register-blocked", lesson="Replaced too.")]
+    records += [
+        complete_record("harness-fix", lesson="Replaced by the import."),
+        complete_record("register-blocked", lesson="Replaced too."),
+    ]
     return write_attempts_file(tmp_path_factory.mktemp("incoming") / "attempts.json", records)
 
 
@@ -214,9 +259,30 @@ def test_freeze_killed_at_every_step_leaves_no_evaluator_or_a_whole_one(template
 
 def test_new_killed_at_every_step_leaves_no_record_or_a_whole_admitted_one(template: Path, tmp_path: Path) -> None:
     ref = next((template / "evaluators").iterdir()).stem
-    args = ["new", "--id", "crash-new", "--name", "Crash new", "--family", "runtime-perf", "--kind", "runtime-benchmark",
-            "--objective", "training-step-time", "--method", "vendor-blas", "--question", "Does a kill lose it?",
-            "--evaluator", ref, "--budget-seconds", "600", "--tracking-issue", "#63", "--no-input"]
+    args = [
+        "new",
+        "--id",
+        "crash-new",
+        "--name",
+        "Crash new",
+        "--family",
+        "runtime-perf",
+        "--kind",
+        "runtime-benchmark",
+        "--objective",
+        "training-step-time",
+        "--method",
+        "vendor-blas",
+        "--question",
+        "Does a kill lose it?",
+        "--evaluator",
+        ref,
+        "--budget-seconds",
+        "600",
+        "--tracking-issue",
+        "#63",
+        "--no-input",
+    ]
     before = record_files(template)
 
     def check(root: Path, k: int) -> None:
@@ -235,7 +301,11 @@ def test_new_killed_at_every_step_leaves_no_record_or_a_whole_admitted_one(templ
 
 def _check_run(template: Path) -> Callable[[Path, int], None]:
     before = record_files(template)
-    runs_before = {p.name for p in (template / "runs" / "crash-run").iterdir()} if (template / "runs" / "crash-run").exists() else set()
+    runs_before = (
+        {p.name for p in (template / "runs" / "crash-run").iterdir()}
+        if (template / "runs" / "crash-run").exists()
+        else set()
+    )
 
     def check(root: Path, k: int) -> None:
         problems = assert_valid(root)
@@ -243,7 +313,9 @@ def _check_run(template: Path) -> Callable[[Path, int], None]:
         changed = {n for n in now if now[n] != before.get(n)} | (set(before) - set(now))
         assert all(n == "crash-run.json" or n.startswith("runs/crash-run/") for n in changed), changed
         folder = root / "runs" / "crash-run"
-        new_runs = {p.name for p in folder.iterdir() if not p.name.startswith(".")} - runs_before if folder.exists() else set()
+        new_runs = (
+            {p.name for p in folder.iterdir() if not p.name.startswith(".")} - runs_before if folder.exists() else set()
+        )
         assert len(new_runs) <= 1
         record = json.loads(now["crash-run.json"])
         linked = {r["run_id"] for r in record.get("runs", [])}

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from helpers import complete_record, failed_record, freeze_evaluator, snapshot, write_registry
-from ptreg.gate import checks as gate_checks
 from ptreg.errors import PtregError
+from ptreg.gate import checks as gate_checks
 from ptreg.gate.checks import SIMILAR_QUESTION, check_gate, question_tokens, similarity
-from ptreg.records.attempt import Attempt
 from ptreg.gate.proposal import ProposalInput, propose
+from ptreg.records.attempt import Attempt
 from ptreg.store.directory import load_directory
 
 
@@ -29,8 +29,13 @@ def records() -> list[dict[str, Any]]:
             next_action="Only continue if dB shows headroom.",
             tracking_issue="#7",
         ),
-        complete_record("arena", family="memory", objective="peak-memory", methods=["buffer-reuse"],
-                        question="Does an arena allocator cut peak memory by a third?"),
+        complete_record(
+            "arena",
+            family="memory",
+            objective="peak-memory",
+            methods=["buffer-reuse"],
+            question="Does an arena allocator cut peak memory by a third?",
+        ),
     ]
 
 
@@ -41,21 +46,21 @@ def registry(tmp_path: Path) -> tuple[Path, str]:
 
 
 def given(ref: str, **changes: Any) -> ProposalInput:
-    values: dict[str, Any] = dict(
-        id="blocked-db",
-        name="Blocked dB",
-        family="runtime-perf",
-        kind="runtime-benchmark",
-        objective="training-step-time",
-        methods=["cache-blocking"],
-        question="How much of the step does backward dB still take once it is blocked?",
-        varied_from="blocked-da",
-        varied="block dB as well",
-        answers_disposition="The attribution measures dB's headroom before any blocking is kept.",
-        evaluator=ref,
-        budget_seconds=600.0,
-        tracking_issue="#7",
-    )
+    values: dict[str, Any] = {
+        "id": "blocked-db",
+        "name": "Blocked dB",
+        "family": "runtime-perf",
+        "kind": "runtime-benchmark",
+        "objective": "training-step-time",
+        "methods": ["cache-blocking"],
+        "question": "How much of the step does backward dB still take once it is blocked?",
+        "varied_from": "blocked-da",
+        "varied": "block dB as well",
+        "answers_disposition": "The attribution measures dB's headroom before any blocking is kept.",
+        "evaluator": ref,
+        "budget_seconds": 600.0,
+        "tracking_issue": "#7",
+    }
     values.update(changes)
     return ProposalInput(**values)
 
@@ -72,7 +77,12 @@ def test_a_complete_proposal_passes_every_check(registry) -> None:
     assert report.admitted
     assert [c.outcome for c in report.checks] == ["passed"] * 6
     assert [c.check for c in report.checks] == [
-        "fresh-question", "frozen-evaluator", "explicit-budget", "scoped-tracking-issue", "disposition-respected", "streak"
+        "fresh-question",
+        "frozen-evaluator",
+        "explicit-budget",
+        "scoped-tracking-issue",
+        "disposition-respected",
+        "streak",
     ]
 
 
@@ -206,7 +216,9 @@ def test_a_zero_negative_absurd_or_partial_budget_fails(registry, changes, fragm
     assert state == "failed" and fragment in detail
 
 
-@pytest.mark.parametrize(("limit", "what"), [("budget_threads", "threads"), ("budget_repeats", "repeats"), ("budget_steps", "timed steps")])
+@pytest.mark.parametrize(
+    ("limit", "what"), [("budget_threads", "threads"), ("budget_repeats", "repeats"), ("budget_steps", "timed steps")]
+)
 def test_a_budget_the_evaluator_cannot_fit_fails(registry, limit, what) -> None:
     root = registry[0]
     ref = freeze_evaluator(root, name="needy", threads=2, repeats=5, timed_steps=10)
@@ -219,7 +231,11 @@ def test_a_full_budget_passes_and_is_stored(registry) -> None:
     proposal = propose(root, given(ref, budget_steps=10, budget_repeats=5, budget_threads=2, budget_memory_mb=512.0))
     assert proposal.written
     assert json.loads(proposal.path.read_text())["budget"] == {
-        "wall_clock_seconds": 600.0, "max_timed_steps": 10, "max_repeats": 5, "max_threads": 2, "max_memory_mb": 512.0
+        "wall_clock_seconds": 600.0,
+        "max_timed_steps": 10,
+        "max_repeats": 5,
+        "max_threads": 2,
+        "max_memory_mb": 512.0,
     }
 
 
@@ -233,7 +249,8 @@ def test_well_formed_tracking_issues_pass(registry, reference) -> None:
 
 
 @pytest.mark.parametrize(
-    "reference", [None, "", "  ", "issue 12", "#0", "owner/repo#", "proj-1", "ftp://x/1", "https://", "#1" * 300, "#12\n"]
+    "reference",
+    [None, "", "  ", "issue 12", "#0", "owner/repo#", "proj-1", "ftp://x/1", "https://", "#1" * 300, "#12\n"],
 )
 def test_missing_or_malformed_tracking_issues_fail(registry, reference) -> None:
     state, _, remedy = outcome(*registry, "scoped-tracking-issue", tracking_issue=reference)
@@ -243,7 +260,9 @@ def test_missing_or_malformed_tracking_issues_fail(registry, reference) -> None:
 def test_one_tracking_issue_scopes_one_lineage(registry) -> None:
     state, detail, _ = outcome(*registry, "scoped-tracking-issue")
     assert state == "passed" and "also scopes blocked-da" in detail
-    state, detail, remedy = outcome(*registry, "scoped-tracking-issue", varied_from=None, varied=None, answers_disposition=None)
+    state, detail, remedy = outcome(
+        *registry, "scoped-tracking-issue", varied_from=None, varied=None, answers_disposition=None
+    )
     assert state == "failed" and "another lineage" in detail and "--varied-from blocked-da" in remedy
 
 
@@ -278,7 +297,11 @@ def test_no_parent_no_disposition(registry) -> None:
 def chain_of_negatives(count: int) -> list[dict[str, Any]]:
     chain = [complete_record("s0", methods=["vectorization"])]
     for i in range(1, count + 1):
-        chain.append(failed_record(f"s{i}", methods=["vectorization"], bases=["f32"], varied_from=f"s{i - 1}", varied=f"step {i}"))
+        chain.append(
+            failed_record(
+                f"s{i}", methods=["vectorization"], bases=["f32"], varied_from=f"s{i - 1}", varied=f"step {i}"
+            )
+        )
     return chain
 
 
@@ -288,8 +311,12 @@ def streak_registry(tmp_path: Path, negatives: int) -> tuple[Path, str]:
 
 
 def streak_given(ref: str, **changes: Any) -> ProposalInput:
-    values = dict(varied_from=f"s{changes.pop('parent', 1)}", methods=["vectorization"], tracking_issue="#1",
-                  answers_disposition="Stopping is weighed.")
+    values = {
+        "varied_from": f"s{changes.pop('parent', 1)}",
+        "methods": ["vectorization"],
+        "tracking_issue": "#1",
+        "answers_disposition": "Stopping is weighed.",
+    }
     values.update(changes)
     return given(ref, **values)
 
@@ -328,7 +355,9 @@ def test_a_change_of_axis_is_admitted(tmp_path: Path) -> None:
 
 def test_an_override_is_admitted_and_stored(tmp_path: Path) -> None:
     root, ref = streak_registry(tmp_path, 3)
-    proposal = propose(root, streak_given(ref, parent=3, override_streak="The harness changed; the old numbers are void."))
+    proposal = propose(
+        root, streak_given(ref, parent=3, override_streak="The harness changed; the old numbers are void.")
+    )
     check = next(c for c in proposal.report.checks if c.check == "streak")
     assert check.outcome == "overridden" and proposal.written
     stored = json.loads(proposal.path.read_text())
@@ -348,8 +377,16 @@ def test_no_objective_no_streak(registry) -> None:
     root, ref = registry
     proposal = propose(
         root,
-        given(ref, kind="infrastructure", objective=None, methods=[], varied_from=None, varied=None,
-              answers_disposition=None, tracking_issue="#9"),
+        given(
+            ref,
+            kind="infrastructure",
+            objective=None,
+            methods=[],
+            varied_from=None,
+            varied=None,
+            answers_disposition=None,
+            tracking_issue="#9",
+        ),
         dry_run=True,
     )
     check = next(c for c in proposal.report.checks if c.check == "streak")

@@ -13,14 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from helpers import complete_record, freeze_evaluator, write_registry
-from test_concurrency import propose_for_run
+from helpers import complete_record, freeze_evaluator, propose_for_run, write_registry
 
-LONG = dict(
-    name="interrupt-tiny", workload="tinygpt-train", metric="ms-per-step", configs=["tiny"],
-    backends=["numpy-blas", "naive"], baseline="naive", warmup_steps=1, timed_steps=4000, repeats=3, threads=1,
-    tolerance={"rtol": 1e-4, "atol": 1e-6}, max_relative_spread=5.0,
-)
+LONG = {
+    "name": "interrupt-tiny",
+    "workload": "tinygpt-train",
+    "metric": "ms-per-step",
+    "configs": ["tiny"],
+    "backends": ["numpy-blas", "naive"],
+    "baseline": "naive",
+    "warmup_steps": 1,
+    "timed_steps": 4000,
+    "repeats": 3,
+    "threads": 1,
+    "tolerance": {"rtol": 1e-4, "atol": 1e-6},
+    "max_relative_spread": 5.0,
+}
 
 
 def alive(pid: int) -> bool:
@@ -32,16 +40,22 @@ def alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_mid_cell_writes_an_interrupted_run_and_exits_128_plus_it(tmp_path: Path, signum: int, code: int) -> None:
+def test_a_signal_mid_cell_writes_an_interrupted_run_and_exits_128_plus_it(
+    tmp_path: Path, signum: int, code: int
+) -> None:
     from ptreg.operations.validate import validate_path
     from ptreg.store.runs import read_results
 
     root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
     ref = freeze_evaluator(root, **LONG)
     propose_for_run(root, ref, "stop-me", "#81")
-    process = subprocess.Popen([sys.executable, "-m", "ptreg", "-r", str(root), "run", "stop-me"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={k: v for k, v in os.environ.items() if k != "PTREG_CRASH_AT"})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ptreg", "-r", str(root), "run", "stop-me"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "PTREG_CRASH_AT"},
+    )
     # The progress log (stderr is not a terminal) says when the first cell starts; 4000 steps
     # of it take far longer than the wait, so the signal lands mid-cell.
     seen = []

@@ -14,23 +14,57 @@ from jsonschema import Draft202012Validator
 
 from helpers import SCHEMAS, assert_one_line_error, complete_record, freeze_evaluator, snapshot, write_registry
 
-TINY = dict(
-    name="tiny-train", workload="tinygpt-train", metric="ms-per-step", configs=["tiny"],
-    backends=["naive", "numpy-blas"], baseline="numpy-blas", warmup_steps=1, timed_steps=2, repeats=2,
-    threads=1, tolerance={"rtol": 1e-4, "atol": 1e-6}, max_relative_spread=5.0,
-)
+TINY = {
+    "name": "tiny-train",
+    "workload": "tinygpt-train",
+    "metric": "ms-per-step",
+    "configs": ["tiny"],
+    "backends": ["naive", "numpy-blas"],
+    "baseline": "numpy-blas",
+    "warmup_steps": 1,
+    "timed_steps": 2,
+    "repeats": 2,
+    "threads": 1,
+    "tolerance": {"rtol": 1e-4, "atol": 1e-6},
+    "max_relative_spread": 5.0,
+}
 
 
-def propose(root: Path, ref: str, attempt_id: str = "tiny-e2e", seconds: str = "600", issue: str = "#4", *extra: str) -> None:
+def propose(
+    root: Path, ref: str, attempt_id: str = "tiny-e2e", seconds: str = "600", issue: str = "#4", *extra: str
+) -> None:
     from ptreg.cli import main
 
     try:
-        main([
-            "-r", str(root), "new", "--id", attempt_id, "--name", "Tiny end to end", "--family", "runtime-perf",
-            "--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "vendor-blas",
-            "--question", f"Where does the tiny step's time go ({attempt_id})?", "--evaluator", ref,
-            "--budget-seconds", seconds, "--tracking-issue", issue, "--no-input", *extra,
-        ])
+        main(
+            [
+                "-r",
+                str(root),
+                "new",
+                "--id",
+                attempt_id,
+                "--name",
+                "Tiny end to end",
+                "--family",
+                "runtime-perf",
+                "--kind",
+                "runtime-benchmark",
+                "--objective",
+                "training-step-time",
+                "--method",
+                "vendor-blas",
+                "--question",
+                f"Where does the tiny step's time go ({attempt_id})?",
+                "--evaluator",
+                ref,
+                "--budget-seconds",
+                seconds,
+                "--tracking-issue",
+                issue,
+                "--no-input",
+                *extra,
+            ]
+        )
     except SystemExit as exc:
         assert not exc.code
 
@@ -94,10 +128,15 @@ def test_run_links_the_record_and_show_renders_it(tiny_run, cli) -> None:
     [folder] = tiny_run["folders"]
     record = json.loads((root / "tiny-e2e.json").read_text())
     assert record["status"] == "not-tried"
-    assert record["runs"] == [{
-        "run_id": folder.name, "status": "complete", "evaluator": tiny_run["ref"],
-        "started_at": record["runs"][0]["started_at"], "finished_at": record["runs"][0]["finished_at"],
-    }]
+    assert record["runs"] == [
+        {
+            "run_id": folder.name,
+            "status": "complete",
+            "evaluator": tiny_run["ref"],
+            "started_at": record["runs"][0]["started_at"],
+            "finished_at": record["runs"][0]["finished_at"],
+        }
+    ]
     assert record["evidence"].startswith(f"Run {folder.name} ({tiny_run['ref']}, complete): naive reached tiny ")
     assert "numpy-blas reached tiny" in record["evidence"] and "over naive" in record["evidence"]
     assert record["evidence_sources"] == [f"runs/tiny-e2e/{folder.name}/results.json"]
@@ -115,8 +154,18 @@ def test_conclude_then_no_second_run(tiny_run, cli) -> None:
     refused = cli("-r", root, "conclude", "tiny-e2e", "--status", "failed", "--lesson", "x", "--next-action", "y")
     assert_one_line_error(refused, 1, "failure_reason")
     assert snapshot(root) == before
-    done = cli("-r", root, "conclude", "tiny-e2e", "--status", "worked", "--lesson", "BLAS wins at tiny shapes.",
-               "--next-action", "Measure the larger configs.")
+    done = cli(
+        "-r",
+        root,
+        "conclude",
+        "tiny-e2e",
+        "--status",
+        "worked",
+        "--lesson",
+        "BLAS wins at tiny shapes.",
+        "--next-action",
+        "Measure the larger configs.",
+    )
     assert done.code == 0, done.err
     record = json.loads((root / "tiny-e2e.json").read_text())
     assert record["status"] == "worked" and record["failure_reason_confidence"] == "not-applicable"
@@ -144,7 +193,9 @@ def test_conclude_needs_a_run_and_exact_needs_a_complete_one(reg: Path, cli) -> 
     before = snapshot(reg)
     result = cli("-r", reg, "conclude", "tiny-e2e", "--status", "worked", "--lesson", "x", "--next-action", "y")
     assert_one_line_error(result, 1, "no run")
-    assert cli("-r", reg, "conclude", "tiny-e2e", "--status", "sideways", "--lesson", "x", "--next-action", "y").code == 2
+    assert (
+        cli("-r", reg, "conclude", "tiny-e2e", "--status", "sideways", "--lesson", "x", "--next-action", "y").code == 2
+    )
     assert snapshot(reg) == before
 
 
@@ -205,8 +256,23 @@ def test_a_worker_killed_mid_cell_fails_only_that_cell(reg: Path) -> None:
 
 def test_bench_prints_tables_and_writes_nothing(reg: Path, cli, tmp_path: Path) -> None:
     before = snapshot(tmp_path)
-    result = cli("bench", "--backend", "numpy-blas", "--backend", "naive", "--workload", "kernels",
-                 "--config", "tiny", "--warmup-steps", "1", "--timed-steps", "2", "--repeats", "2")
+    result = cli(
+        "bench",
+        "--backend",
+        "numpy-blas",
+        "--backend",
+        "naive",
+        "--workload",
+        "kernels",
+        "--config",
+        "tiny",
+        "--warmup-steps",
+        "1",
+        "--timed-steps",
+        "2",
+        "--repeats",
+        "2",
+    )
     assert result.code == 0, result.err
     assert "Kernels at each layer shape" in result.out and "vs numpy-blas" in result.out
     assert snapshot(tmp_path) == before
@@ -272,8 +338,22 @@ def test_a_worker_over_the_memory_budget_is_killed(reg: Path) -> None:
 
 
 def test_a_third_party_backend_is_measured_like_a_built_in(cli) -> None:
-    result = cli("bench", "--backend", "example-transpose", "--backend", "naive", "--config", "tiny",
-                 "--warmup-steps", "1", "--timed-steps", "2", "--repeats", "2", "--json")
+    result = cli(
+        "bench",
+        "--backend",
+        "example-transpose",
+        "--backend",
+        "naive",
+        "--config",
+        "tiny",
+        "--warmup-steps",
+        "1",
+        "--timed-steps",
+        "2",
+        "--repeats",
+        "2",
+        "--json",
+    )
     assert result.code == 0, result.err
     results = json.loads(result.out)
     assert [p["passed"] for p in results["parity"]] == [True, True]

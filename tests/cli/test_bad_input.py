@@ -21,18 +21,19 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import pytest
 
-from helpers import attempts_document, complete_record, freeze_evaluator, sample_records, write_registry
+from helpers import REPO, attempts_document, complete_record, freeze_evaluator, sample_records, write_registry
 from ptreg import __version__
+from ptreg.records.run import RunResults
 from ptreg.store.evaluators import check_file
 from ptreg.store.jsonio import dumps_pretty
-from ptreg.records.run import RunResults
 
-BAD = Path(__file__).parent / "data" / "bad"
+BAD = REPO / "tests" / "data" / "bad"
 MANIFEST = json.loads((BAD / "cases.json").read_text(encoding="utf-8"))
 CASES: list[dict[str, Any]] = MANIFEST["cases"]
 RUN_ID = "20240101T000000Z"
@@ -51,16 +52,34 @@ def build_base(root: Path) -> None:
     frozen, problem = check_file(root / "evaluators" / f"{ref}.json")
     assert frozen is not None, problem
     measured = complete_record(
-        "measured", status="not-tried", evidence=None, lesson=None, next_action=None,
-        question="Does blocking still pay at the xl shapes?", evaluator=ref,
-        budget={"wall_clock_seconds": 600.0}, runs=[{"run_id": RUN_ID, "status": "complete", "evaluator": ref}],
+        "measured",
+        status="not-tried",
+        evidence=None,
+        lesson=None,
+        next_action=None,
+        question="Does blocking still pay at the xl shapes?",
+        evaluator=ref,
+        budget={"wall_clock_seconds": 600.0},
+        runs=[{"run_id": RUN_ID, "status": "complete", "evaluator": ref}],
     )
     (root / "measured.json").write_text(json.dumps(measured, indent=2), encoding="utf-8")
     results = RunResults(
-        results_version=1, run_id=RUN_ID, attempt="measured", evaluator=ref, evaluator_sha256=frozen.sha256,
-        evaluator_version=frozen.evaluator_version, spec=frozen.spec, budget={"wall_clock_seconds": 600.0},
-        command=["ptreg", "run", "measured"], started_at="2024-01-01T00:00:00Z", finished_at="2024-01-01T00:01:00Z",
-        status="complete", reason=None, ptreg_version=__version__, parity=[], cells=[],
+        results_version=1,
+        run_id=RUN_ID,
+        attempt="measured",
+        evaluator=ref,
+        evaluator_sha256=frozen.sha256,
+        evaluator_version=frozen.evaluator_version,
+        spec=frozen.spec,
+        budget={"wall_clock_seconds": 600.0},
+        command=["ptreg", "run", "measured"],
+        started_at="2024-01-01T00:00:00Z",
+        finished_at="2024-01-01T00:01:00Z",
+        status="complete",
+        reason=None,
+        ptreg_version=__version__,
+        parity=[],
+        cells=[],
     )
     folder = root / RUN
     folder.mkdir(parents=True)
@@ -179,14 +198,23 @@ def symlink_run_folder_outside(root: Path, outside: Path, work: Path) -> None:
     (root / "runs" / "measured").symlink_to(target, target_is_directory=True)
 
 
-Generator = Callable[[Path, Path, Path], Optional[Path]]
+Generator = Callable[[Path, Path, Path], Path | None]
 GENERATORS: dict[str, Generator] = {
     f.__name__: f
     for f in (
-        huge_evidence_record, long_evidence_record, huge_evaluator, huge_evidence_import, long_evidence_import,
-        deep_record, deep_import,
-        deep_field_record, deep_field_import, symlink_record_outside, symlink_evaluator_outside,
-        symlink_evaluators_dir_outside, symlink_run_folder_outside,
+        huge_evidence_record,
+        long_evidence_record,
+        huge_evaluator,
+        huge_evidence_import,
+        long_evidence_import,
+        deep_record,
+        deep_import,
+        deep_field_record,
+        deep_field_import,
+        symlink_record_outside,
+        symlink_evaluator_outside,
+        symlink_evaluators_dir_outside,
+        symlink_run_folder_outside,
     )
 }
 
@@ -200,7 +228,9 @@ def test_corpus_is_large_and_consistent() -> None:
     assert len(names) == len(set(names))
     used = set()
     for case in CASES:
-        assert set(case) <= {"name", "about", "files", "remove", "case_file", "generate", "command", "exit", "match"}, case
+        assert set(case) <= {"name", "about", "files", "remove", "case_file", "generate", "command", "exit", "match"}, (
+            case
+        )
         assert case["exit"] in (0, 1, 2) and case["command"], case["name"]
         re.compile(case["match"])
         used.update(case.get("files", {}).values())

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from ptreg.engine.backends import kernel_shapes
-from ptreg.records.configs import CONFIGS, GPTConfig, linear_shapes
 from ptreg.engine.workloads.tinygpt import ReferenceKernels, TinyGPT, Trainer, corpus, parameter_count, parameter_shapes
+from ptreg.records.configs import CONFIGS, GPTConfig, linear_shapes
 
 EXPECTED_COUNTS = {"small": 366432, "medium": 838400, "large": 2743296, "xl": 6416896}
 EXPECTED_MILLIONS = {"small": 0.37, "medium": 0.84, "large": 2.74, "xl": 6.42}
@@ -196,8 +196,13 @@ def test_float32_throughout() -> None:
     model = trainer.model
     model.forward(*trainer.next_batch())
     grads = model.backward()
-    arrays = [*float_arrays(model.cache), *float_arrays(grads), *float_arrays(model.params),
-              *float_arrays(trainer.optimizer.m), *float_arrays(trainer.optimizer.v)]
+    arrays = [
+        *float_arrays(model.cache),
+        *float_arrays(grads),
+        *float_arrays(model.params),
+        *float_arrays(trainer.optimizer.m),
+        *float_arrays(trainer.optimizer.v),
+    ]
     assert len(arrays) > 50
     assert {a.dtype for a in arrays} == {np.dtype(np.float32)}
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from helpers import V1_FIELDS, assert_one_line_error, snapshot, write_attempts_file
-from ptreg.store.interchange import export_registry, import_file
+from ptreg.operations.validate import check_registry
 from ptreg.store.attempts_file import load_attempts_file
 from ptreg.store.directory import load_directory
-from ptreg.operations.validate import check_registry
+from ptreg.store.interchange import export_registry, import_file
 
 
 def test_readme_facts_hold_in_ptreg(shared_registry: Path) -> None:
@@ -29,7 +29,12 @@ def test_readme_facts_hold_in_ptreg(shared_registry: Path) -> None:
     }
     assert Counter(a.kind for a in attempts) == {"training-run": 30, "infrastructure": 28, "model-evaluation": 8}
     families = Counter(a.family for a in attempts)
-    assert (families["sql"], families["pace-planner"], families["runtime-perf"], families["file-ops"]) == (17, 14, 14, 3)
+    assert (families["sql"], families["pace-planner"], families["runtime-perf"], families["file-ops"]) == (
+        17,
+        14,
+        14,
+        3,
+    )
     assert sum(a.failure_reason is not None for a in attempts) == 56
     assert sum(a.methods is not None for a in attempts) == 38
     assert sum(a.varied_from is not None for a in attempts) == 22
@@ -60,7 +65,9 @@ def test_check_sources_is_opt_in_and_then_finds_the_missing_sources(cli, shared_
     assert {p["rule"] for p in result.json()["problems"]} == {"source-exists"}
 
 
-def test_import_then_export_gives_the_same_file(cli, shared_file: Path, shared_raw: dict[str, Any], tmp_path: Path) -> None:
+def test_import_then_export_gives_the_same_file(
+    cli, shared_file: Path, shared_raw: dict[str, Any], tmp_path: Path
+) -> None:
     root = tmp_path / "reg"
     imported = cli("--registry", root, "import", shared_file)
     assert imported.code == 0, imported.err

@@ -13,12 +13,12 @@ from jsonschema import Draft202012Validator
 
 from helpers import SCHEMAS, complete_record, failed_record, write_attempts_file, write_registry
 from ptreg.errors import PtregError
-from ptreg.store.attempts_file import load_attempts_file
-from ptreg.store.directory import load_directory
 from ptreg.operations.validate import check_registry
 from ptreg.records.schema import SCHEMAS as SCHEMA_NAMES
-from ptreg.store.schema_files import check_schemas
 from ptreg.records.schema import generate
+from ptreg.store.attempts_file import load_attempts_file
+from ptreg.store.directory import load_directory
+from ptreg.store.schema_files import check_schemas
 
 
 def dir_problems(tmp_path: Path, records: list[dict[str, Any]], files: dict[str, Any] | None = None):

@@ -4,7 +4,6 @@ attempt are kept apart, and a lock left by a killed process neither blocks nor g
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,60 +11,39 @@ import textwrap
 import time
 from pathlib import Path
 
-from helpers import complete_record, freeze_evaluator, write_registry
-
-TINY = dict(
-    name="lock-tiny", workload="tinygpt-train", metric="ms-per-step", configs=["tiny"], backends=["naive"],
-    baseline="naive", warmup_steps=0, timed_steps=2, repeats=2, threads=1,
-    tolerance={"rtol": 1e-4, "atol": 1e-6}, max_relative_spread=5.0,
+from helpers import (
+    complete_record,
+    env_without_hooks,
+    finish,
+    freeze_evaluator,
+    propose_for_run,
+    proposer,
+    tiny_spec,
+    write_registry,
 )
 
-# A writer process: proposes attempts through the CLI's own entry point, in a loop, so that
-# two of them contend for the registry for the whole of their work.
-PROPOSER = textwrap.dedent("""
-    import json, sys
-    from ptreg.cli import main
-
-    root, ref, plan = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    codes = []
-    for attempt_id, issue in plan:
-        try:
-            main(["-r", root, "new", "--id", attempt_id, "--name", attempt_id, "--family", "runtime-perf",
-                  "--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "vendor-blas",
-                  "--question", f"What does {attempt_id} change?", "--evaluator", ref, "--budget-seconds", "600",
-                  "--tracking-issue", issue, "--no-input", "--json"])
-            codes.append(0)
-        except SystemExit as exc:
-            codes.append(exc.code or 0)
-    print(json.dumps(codes))
-""")
-
-
-def env_without_hooks() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("PTREG_CRASH_AT", "PTREG_LOCK_TIMEOUT")}
-
-
-def proposer(root: Path, ref: str, plan: list[tuple[str, str]]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", PROPOSER, str(root), ref, json.dumps(plan)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_without_hooks())
+TINY = tiny_spec("lock-tiny", timed_steps=2, repeats=2)
 
 
 def ptreg(root: Path, *args: str, **env: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ptreg", "-r", str(root), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**env_without_hooks(), **env})
-
-
-def finish(process: subprocess.Popen, timeout: float = 600) -> tuple[int, str, str]:
-    out, err = process.communicate(timeout=timeout)
-    return process.returncode, out, err
+    return subprocess.Popen(
+        [sys.executable, "-m", "ptreg", "-r", str(root), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env_without_hooks(), **env},
+    )
 
 
 def validate(root: Path) -> dict:
     from ptreg.operations.validate import validate_path
 
     registry, problems = validate_path(root)
-    return {"attempts": len(registry.attempts), "problems": problems,
-            "errors": [p for p in problems if p.severity == "error"]}
+    return {
+        "attempts": len(registry.attempts),
+        "problems": problems,
+        "errors": [p for p in problems if p.severity == "error"],
+    }
 
 
 def test_two_processes_creating_50_attempts_each_end_with_100_valid_records(tmp_path: Path) -> None:
@@ -101,11 +79,6 @@ def test_the_gate_and_the_write_are_one_step_so_two_writers_cannot_share_an_issu
     found = validate(root)
     assert found["attempts"] == 21 and not found["errors"]
     assert not [p for p in found["problems"] if p.rule == "tracking-issue-scope"]
-
-
-def propose_for_run(root: Path, ref: str, attempt_id: str, issue: str) -> None:
-    code, out, err = finish(proposer(root, ref, [(attempt_id, issue)]))
-    assert code == 0 and json.loads(out.strip().splitlines()[-1]) == [0], err
 
 
 def test_two_runs_of_different_attempts_at_once_both_complete(tmp_path: Path) -> None:
@@ -144,7 +117,7 @@ def start_run(tmp_path: Path, attempt_id: str, issue: str, timed_steps: int) -> 
 
 def test_a_second_run_of_the_same_attempt_is_refused_while_the_first_goes_on(tmp_path: Path) -> None:
     root, first = start_run(tmp_path, "run-once", "#73", timed_steps=40)
-    code, out, err = finish(ptreg(root, "run", "run-once"))
+    code, _out, err = finish(ptreg(root, "run", "run-once"))
     assert code == 1
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err
@@ -160,8 +133,14 @@ def test_a_lock_left_by_a_killed_writer_is_reported_and_does_not_block(tmp_path:
     ref = freeze_evaluator(root, **TINY)
     # Kill an import while it holds the lock (step 6: its files are being staged).
     incoming = tmp_path / "in.json"
-    incoming.write_text(json.dumps({"schema_version": 1, "attempts": [{"id": "late", "name": "n", "status": "worked",
-                                                                        "evidence": "e", "source": "s"}]}))
+    incoming.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "attempts": [{"id": "late", "name": "n", "status": "worked", "evidence": "e", "source": "s"}],
+            }
+        )
+    )
     killed = ptreg(root, "import", str(incoming), PTREG_CRASH_AT="6")
     finish(killed)
     assert killed.returncode == -signal.SIGKILL
@@ -191,14 +170,30 @@ def test_a_busy_lock_names_its_holder_and_what_to_do(tmp_path: Path) -> None:
 
     root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
     ref = freeze_evaluator(root, **TINY)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(root)], stdout=subprocess.PIPE, text=True,
-                              env=env_without_hooks())
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(root)], stdout=subprocess.PIPE, text=True, env=env_without_hooks()
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         before = snapshot(root)
-        code, _, err = finish(ptreg(root, "conclude", "seed-record", "--status", "failed", "--lesson", "l",
-                                    "--next-action", "n", "--failure-reason", "r", "--confidence", "inferred",
-                                    PTREG_LOCK_TIMEOUT="1"))
+        code, _, err = finish(
+            ptreg(
+                root,
+                "conclude",
+                "seed-record",
+                "--status",
+                "failed",
+                "--lesson",
+                "l",
+                "--next-action",
+                "n",
+                "--failure-reason",
+                "r",
+                "--confidence",
+                "inferred",
+                PTREG_LOCK_TIMEOUT="1",
+            )
+        )
         assert code == 1 and "Traceback" not in err
         lines = err.strip().splitlines()
         assert len(lines) == 1
@@ -208,8 +203,9 @@ def test_a_busy_lock_names_its_holder_and_what_to_do(tmp_path: Path) -> None:
         holder.kill()
         holder.wait()
     # Killed, its lock is gone at once: the same command now goes through.
-    code, _, err = finish(ptreg(root, "conclude", "seed-record", "--status", "worked", "--lesson", "l",
-                                "--next-action", "n"))
+    code, _, err = finish(
+        ptreg(root, "conclude", "seed-record", "--status", "worked", "--lesson", "l", "--next-action", "n")
+    )
     assert ref and code in (0, 1) and "is being written by" not in err
 
 

@@ -13,12 +13,17 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from helpers import complete_record, failed_record, snapshot, write_registry
-from ptreg.store import jsonio
 from ptreg.errors import PtregError, UnknownAttempt
-from ptreg.records.attempt import Attempt
-from ptreg.store.directory import DEFAULT_REGISTRY_DIR, init_registry, load_directory, load_meta, read_attempt, resolve_registry_dir, write_attempt
-from ptreg.records.attempt import check_id
+from ptreg.records.attempt import Attempt, check_id
 from ptreg.records.vocabulary import default_meta
+from ptreg.store import jsonio
+from ptreg.store.directory import (
+    init_registry,
+    load_directory,
+    load_meta,
+    read_attempt,
+    write_attempt,
+)
 
 
 def current_umask() -> int:
@@ -185,24 +190,6 @@ def test_read_attempt_by_id(tmp_path: Path) -> None:
     with pytest.raises(PtregError) as escaped:
         read_attempt(root, "../reg/one")
     assert escaped.value.exit_code == 2
-
-
-# --------------------------------------------------------------------------- where the registry is
-
-
-def test_registry_option_wins_over_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PTREG_REGISTRY", str(tmp_path / "from-env"))
-    assert resolve_registry_dir(str(tmp_path / "from-option")) == tmp_path / "from-option"
-
-
-def test_environment_wins_over_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PTREG_REGISTRY", str(tmp_path / "from-env"))
-    assert resolve_registry_dir(None) == tmp_path / "from-env"
-
-
-def test_default_is_attempts_in_the_working_directory(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PTREG_REGISTRY", raising=False)
-    assert resolve_registry_dir(None) == Path(DEFAULT_REGISTRY_DIR) == Path("attempts")
 
 
 # --------------------------------------------------------------------------- registry.json

@@ -3,16 +3,17 @@ computed from the raw JSON, or stated in ../shared/data/README.md) and on synthe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from helpers import NEGATIVE, complete_record, failed_record, raw_chain, raw_descendants, write_registry
-from ptreg.records.graph import ancestry, successors
 from ptreg.records.attempt import SHAPE_FIELDS, Attempt
-from ptreg.views.queries import Filter, coverage, select
+from ptreg.records.graph import ancestry, successors
 from ptreg.store.directory import load_directory
+from ptreg.views.queries import Filter, coverage, select
 from ptreg.views.streaks import CAUTION, OK, STOP, streaks
 
 
@@ -53,8 +54,10 @@ def raw_ids(raw: dict[str, Any], keep: Callable[[dict[str, Any]], bool]) -> list
         ),
         (
             ["--method", "lora", "--method", "dora", "--base", "qwen3-4b", "--base", "qwen3-0.6b"],
-            lambda a: bool({"lora", "dora"} & set(a.get("methods") or []))
-            and bool({"qwen3-4b", "qwen3-0.6b"} & set(a.get("bases") or [])),
+            lambda a: (
+                bool({"lora", "dora"} & set(a.get("methods") or []))
+                and bool({"qwen3-4b", "qwen3-0.6b"} & set(a.get("bases") or []))
+            ),
             None,
         ),
         (
@@ -120,10 +123,14 @@ def test_lineage_of_the_higher_pressure_retry(cli, shared_registry: Path, shared
 def test_lineage_of_bmc2_v2_names_what_superseded_it(cli, shared_registry: Path, shared_raw: dict[str, Any]) -> None:
     raw = shared_raw["attempts"]
     data = cli("--registry", shared_registry, "lineage", "sql-public-bmc2-v2", "--json").json()
-    assert [s["id"] for s in data["chain"]] == raw_chain(raw, "sql-public-bmc2-v2") == [
-        "sql-public-bmc2-v1",
-        "sql-public-bmc2-v2",
-    ]
+    assert (
+        [s["id"] for s in data["chain"]]
+        == raw_chain(raw, "sql-public-bmc2-v2")
+        == [
+            "sql-public-bmc2-v1",
+            "sql-public-bmc2-v2",
+        ]
+    )
     later = {s["id"]: s["depth"] for s in data["superseded_by"]}
     assert set(later) == raw_descendants(raw, "sql-public-bmc2-v2")
     assert later["sql-public-bmc2-v3"] == 1
@@ -283,8 +290,11 @@ def test_coverage_on_the_shared_registry(cli, shared_registry: Path, shared_raw:
 
 
 def test_coverage_flags_terms_outside_the_vocabulary(tmp_path: Path) -> None:
-    records = [complete_record("a", methods=["cache-blocking", "magic"]), complete_record("b", kind="infrastructure",
-               methods=None, bases=None, objective=None, data_rows=None), complete_record("c", data_rows=None)]
+    records = [
+        complete_record("a", methods=["cache-blocking", "magic"]),
+        complete_record("b", kind="infrastructure", methods=None, bases=None, objective=None, data_rows=None),
+        complete_record("c", data_rows=None),
+    ]
     registry = load_directory(write_registry(tmp_path / "reg", records))
     result = coverage(registry.attempts, registry.meta)
     assert result.shaped_total == 2

@@ -22,15 +22,26 @@ from hypothesis import strategies as st
 
 from helpers import complete_record
 from ptreg.errors import PtregError
+from ptreg.operations.validate import validate_path
 from ptreg.records.attempt import CONFIDENCES, STATUSES, STATUSES_NEEDING_REASON
 from ptreg.store.directory import init_registry
-from ptreg.operations.validate import validate_path
 
 ids = st.from_regex(r"[a-z0-9][a-z0-9-]{0,24}(\.[a-z0-9-]{1,8}){0,2}", fullmatch=True).filter(lambda i: i != "registry")
 texts = st.text(min_size=1, max_size=40)
 # Fields complete_record sets that a record may leave unknown.
-OPTIONAL = ("family", "evidence", "lesson", "next_action", "evidence_sources", "source", "kind", "methods", "bases",
-            "objective", "data_rows")
+OPTIONAL = (
+    "family",
+    "evidence",
+    "lesson",
+    "next_action",
+    "evidence_sources",
+    "source",
+    "kind",
+    "methods",
+    "bases",
+    "objective",
+    "data_rows",
+)
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | texts
 json_values = st.recursive(
     json_scalars,
@@ -38,7 +49,7 @@ json_values = st.recursive(
     max_leaves=8,
 )
 INSERTS = st.binary(min_size=1, max_size=6) | st.sampled_from(
-    [b"\x00", b"\xff", b"\xc3", b"\xed\xa0\x80", b"\\ud800", b'\\u0000', b"[", b"]", b"{", b"}", b'"', b",", b":"]
+    [b"\x00", b"\xff", b"\xc3", b"\xed\xa0\x80", b"\\ud800", b"\\u0000", b"[", b"]", b"{", b"}", b'"', b",", b":"]
 )
 
 
@@ -46,9 +57,15 @@ INSERTS = st.binary(min_size=1, max_size=6) | st.sampled_from(
 def records(draw) -> dict[str, Any]:
     status = draw(st.sampled_from(STATUSES))
     changes: dict[str, Any] = {
-        "name": draw(texts), "evidence": draw(texts), "lesson": draw(texts), "next_action": draw(texts),
-        "status": status, "data_rows": draw(st.integers(0, 10**9)),
-        "methods": draw(st.lists(st.sampled_from(["cache-blocking", "vectorization", "lazy-import"]), min_size=1, max_size=3)),
+        "name": draw(texts),
+        "evidence": draw(texts),
+        "lesson": draw(texts),
+        "next_action": draw(texts),
+        "status": status,
+        "data_rows": draw(st.integers(0, 10**9)),
+        "methods": draw(
+            st.lists(st.sampled_from(["cache-blocking", "vectorization", "lazy-import"]), min_size=1, max_size=3)
+        ),
     }
     if status in STATUSES_NEEDING_REASON:
         changes["failure_reason"] = draw(texts)
@@ -72,7 +89,9 @@ def corrupted_files(draw) -> tuple[str, bytes, str]:
     name = record["id"]
     nest_text = None
     done = []
-    for step in draw(st.lists(st.sampled_from(["delete-key", "retype", "wrap", "nest", "rename", "none"]), min_size=1, max_size=2)):
+    for step in draw(
+        st.lists(st.sampled_from(["delete-key", "retype", "wrap", "nest", "rename", "none"]), min_size=1, max_size=2)
+    ):
         if step == "delete-key" and isinstance(record, dict) and record:
             key = draw(st.sampled_from(sorted(record)))
             del record[key]
@@ -80,7 +99,7 @@ def corrupted_files(draw) -> tuple[str, bytes, str]:
         elif step == "retype" and isinstance(record, dict) and record:
             key = draw(st.sampled_from(sorted(record)))
             old = record[key]
-            record[key] = draw(json_values.filter(lambda v: _type_name(v) != _type_name(old)))
+            record[key] = draw(json_values.filter(lambda v, old=old: _type_name(v) != _type_name(old)))
             done.append(f"retyped {key}")
         elif step == "wrap":
             record = [record]
@@ -90,12 +109,12 @@ def corrupted_files(draw) -> tuple[str, bytes, str]:
             nest_text = "[" * depth + "]" * depth  # built as text: json.dumps itself would recurse too deep
             done.append(f"nested {depth} deep")
         elif step == "rename":
-            name = draw(ids.filter(lambda i: i != name))
+            name = draw(ids.filter(lambda i, name=name: i != name))
             done.append(f"renamed to {name}.json")
     text = json.dumps(record, ensure_ascii=draw(st.booleans()), indent=draw(st.sampled_from([None, 2])))
     if nest_text is not None:
         if isinstance(record, dict) and draw(st.booleans()):
-            key = draw(st.sampled_from(sorted(record) + ["question"])) if record else "question"
+            key = draw(st.sampled_from([*sorted(record), "question"])) if record else "question"
             text = text.rstrip()[:-1].rstrip() + ("," if record else "") + f' "{key}": {nest_text}}}'
         else:
             text = nest_text
@@ -111,7 +130,7 @@ def corrupted_files(draw) -> tuple[str, bytes, str]:
             done.append(f"truncated at {cut}")
         elif step == "flip" and data:
             at = draw(st.integers(0, len(data) - 1))
-            data = data[:at] + bytes([data[at] ^ draw(st.integers(1, 255))]) + data[at + 1:]
+            data = data[:at] + bytes([data[at] ^ draw(st.integers(1, 255))]) + data[at + 1 :]
             done.append(f"flipped byte {at}")
         elif step == "insert":
             at = draw(st.integers(0, len(data)))
@@ -174,4 +193,4 @@ def test_random_bytes_anywhere_in_a_record(cli) -> None:
     text = json.dumps(complete_record("sweep", varied_from="anchor", varied="tile 32"), indent=2).encode("utf-8")
     for at in range(0, len(text), 11):
         replacement = bytes([chooser.choice([0, 0x22, 0x5B, 0x5C, 0x7B, 0x7D, 0x80, 0xC3, 0xFF])])
-        check([("sweep.json", text[:at] + replacement + text[at + 1:], f"byte {at}")], cli)
+        check([("sweep.json", text[:at] + replacement + text[at + 1 :], f"byte {at}")], cli)

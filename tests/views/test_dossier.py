@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from helpers import complete_record, failed_record, write_registry
-from ptreg.views.dossier import SECTION_TITLES, render_text, sections
 from ptreg.records.attempt import Attempt
 from ptreg.records.vocabulary import default_meta
 from ptreg.store.directory import load_directory
+from ptreg.views.dossier import SECTION_TITLES, render_text, sections
 
 ISSUE_ORDER = [
     "Evidence readout",
@@ -85,9 +85,7 @@ def test_show_sections_in_the_issue_order(cli, shared_registry: Path) -> None:
 
 def test_show_seed_record_scope_and_disposition(cli, shared_registry: Path, shared_raw: dict[str, Any]) -> None:
     record = next(a for a in shared_raw["attempts"] if a["id"] == SEED_ID)
-    out = split_sections(
-        cli("--registry", shared_registry, "show", SEED_ID).out.splitlines(), set(ISSUE_ORDER)
-    )
+    out = split_sections(cli("--registry", shared_registry, "show", SEED_ID).out.splitlines(), set(ISSUE_ORDER))
     assert "- Experiment family: runtime perf." in out["Method and scope"]
     assert "- Record kind: infrastructure." in out["Method and scope"]
     assert any(record["status"] in line for line in out["Disposition"])

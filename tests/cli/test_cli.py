@@ -100,7 +100,9 @@ def test_validate_invalid_directory_text_and_json(cli, tmp_path: Path) -> None:
 def test_validate_invalid_file_points_into_it(cli, tmp_path: Path) -> None:
     path = write_attempts_file(tmp_path / "a.json", [complete_record("ok"), complete_record("ok")])
     data = cli("validate", path, "--json").json()
-    assert [(p["rule"], p["pointer"], p["file"]) for p in data["problems"]] == [("unique-id", "/attempts/1/id", str(path))]
+    assert [(p["rule"], p["pointer"], p["file"]) for p in data["problems"]] == [
+        ("unique-id", "/attempts/1/id", str(path))
+    ]
 
 
 def test_validate_check_sources(cli, tmp_path: Path) -> None:
@@ -317,7 +319,9 @@ def test_unknown_id_on_the_shared_registry(cli, shared_registry: Path) -> None:
 
 @pytest.mark.parametrize("bad_id", ["../x", "../registry", "a/b", "/etc/passwd", "Bad Id", "registry", "a..b"])
 @pytest.mark.parametrize("command", ["show", "lineage"])
-def test_id_that_could_escape_the_registry(cli, sample_registry: Path, tmp_path: Path, bad_id: str, command: str) -> None:
+def test_id_that_could_escape_the_registry(
+    cli, sample_registry: Path, tmp_path: Path, bad_id: str, command: str
+) -> None:
     (tmp_path / "x.json").write_text(json.dumps(complete_record("x")))  # a target outside, to be sure
     before = snapshot(sample_registry)
     assert_one_line_error(cli("--registry", sample_registry, command, bad_id), 2, "invalid attempt id")
@@ -411,18 +415,22 @@ def assert_clean_failure(proc: subprocess.CompletedProcess[str], code: int, frag
 
 def test_script_invalid_json(sample_registry: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
-    bad.write_text("{\n  \"schema_version\": 2,\n  \"attempts\": [}\n")
+    bad.write_text('{\n  "schema_version": 2,\n  "attempts": [}\n')
     before = snapshot(sample_registry)
     assert_clean_failure(run_script("--registry", sample_registry, "import", bad, cwd=tmp_path), 2, "line 3 column")
     assert snapshot(sample_registry) == before
 
 
 def test_script_id_escaping_the_registry(sample_registry: Path, tmp_path: Path) -> None:
-    assert_clean_failure(run_script("--registry", sample_registry, "show", "../x", cwd=tmp_path), 2, "invalid attempt id")
+    assert_clean_failure(
+        run_script("--registry", sample_registry, "show", "../x", cwd=tmp_path), 2, "invalid attempt id"
+    )
 
 
 def test_script_unknown_id(sample_registry: Path, tmp_path: Path) -> None:
-    assert_clean_failure(run_script("--registry", sample_registry, "lineage", "cache-blockd", cwd=tmp_path), 1, "cache-blocked")
+    assert_clean_failure(
+        run_script("--registry", sample_registry, "lineage", "cache-blockd", cwd=tmp_path), 1, "cache-blocked"
+    )
 
 
 def test_script_missing_registry(tmp_path: Path) -> None:

@@ -10,10 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from jsonschema import Draft202012Validator
 
-from helpers import SCHEMAS, assert_one_line_error, complete_record, failed_record, freeze_evaluator, snapshot, write_registry
+from helpers import (
+    SCHEMAS,
+    assert_one_line_error,
+    complete_record,
+    failed_record,
+    freeze_evaluator,
+    snapshot,
+    write_registry,
+)
 
 
 @pytest.fixture
@@ -22,8 +29,13 @@ def reg(tmp_path: Path) -> tuple[Path, str]:
         tmp_path / "reg",
         [
             complete_record("blocked-fwd", methods=["cache-blocking"]),
-            failed_record("blocked-da", methods=["cache-blocking"], varied_from="blocked-fwd", varied="block dA",
-                          next_action="Only continue if dB shows headroom."),
+            failed_record(
+                "blocked-da",
+                methods=["cache-blocking"],
+                varied_from="blocked-fwd",
+                varied="block dA",
+                next_action="Only continue if dB shows headroom.",
+            ),
             failed_record("fused-adam", objective="peak-memory", methods=["operator-fusion"]),
             complete_record("threads", methods=["multithreading"], bases=["matmul-f32"]),
         ],
@@ -147,7 +159,10 @@ def test_new_never_prompts_without_a_terminal(reg) -> None:
     root, ref = reg
     proc = subprocess.run(
         [sys.executable, "-c", "from ptreg.cli import main; main()", *new_args(root, ref, question=None)],
-        stdin=subprocess.PIPE, capture_output=True, text=True, timeout=60,
+        stdin=subprocess.PIPE,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 1 and "fresh-question" in proc.stdout
     assert "question (" not in proc.stdout + proc.stderr
@@ -156,18 +171,23 @@ def test_new_never_prompts_without_a_terminal(reg) -> None:
 def test_new_prompts_for_what_is_missing_at_a_terminal(reg, monkeypatch) -> None:
     from typer.testing import CliRunner
 
-    from ptreg.cli import proposal as cli_proposal
     from ptreg.cli import app
+    from ptreg.cli import proposal as cli_proposal
 
     root, ref = reg
     monkeypatch.setattr(cli_proposal, "_interactive", lambda no_input: not no_input)
     args = new_args(root, ref, question=None, answers_disposition=None, budget_seconds=None, hypothesis=None)
-    answers = "\n".join([
-        "How much of the step is dB once blocked?",  # question
-        "",  # hypothesis: skipped
-        "We measure dB's share before keeping any blocking.",  # answer to the disposition
-        "900",  # budget seconds
-    ]) + "\n"
+    answers = (
+        "\n".join(
+            [
+                "How much of the step is dB once blocked?",  # question
+                "",  # hypothesis: skipped
+                "We measure dB's share before keeping any blocking.",  # answer to the disposition
+                "900",  # budget seconds
+            ]
+        )
+        + "\n"
+    )
     result = CliRunner().invoke(app, args, input=answers)
     assert result.exit_code == 0, result.output
     shown = result.output
@@ -191,11 +211,14 @@ def test_two_racing_news_of_one_id_exactly_one_wins(reg) -> None:
     root, ref = reg
     command = [sys.executable, "-c", "from ptreg.cli import main; main()", *new_args(root, ref)]
     env = {k: v for k, v in os.environ.items() if k != "PTREG_REGISTRY"}
-    for trial in range(3):
+    for _trial in range(3):
         target = root / "blocked-db.json"
         if target.exists():
             target.unlink()
-        procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+        procs = [
+            subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            for _ in range(2)
+        ]
         outcomes = [(p.wait(timeout=60), p.stderr.read()) for p in procs]
         for p in procs:
             p.stdout.close()
@@ -250,7 +273,9 @@ def test_gate_of_an_unknown_id(cli, reg) -> None:
 
 def test_precedents_rank_objective_over_methods_and_failures_first(cli, reg) -> None:
     root, _ = reg
-    data = cli("-r", root, "precedents", "--objective", "training-step-time", "--method", "operator-fusion", "--json").json()
+    data = cli(
+        "-r", root, "precedents", "--objective", "training-step-time", "--method", "operator-fusion", "--json"
+    ).json()
     ids = [p["id"] for p in data]
     # fused-adam shares a method but not the objective: it comes after every objective match.
     assert ids[-1] == "fused-adam"
@@ -261,8 +286,18 @@ def test_precedents_rank_objective_over_methods_and_failures_first(cli, reg) -> 
 
 def test_precedents_shared_methods_count(cli, reg) -> None:
     root, _ = reg
-    data = cli("-r", root, "precedents", "--objective", "training-step-time", "--method", "multithreading",
-               "--base", "matmul-f32", "--json").json()
+    data = cli(
+        "-r",
+        root,
+        "precedents",
+        "--objective",
+        "training-step-time",
+        "--method",
+        "multithreading",
+        "--base",
+        "matmul-f32",
+        "--json",
+    ).json()
     assert data[0]["id"] == "threads"
 
 
@@ -281,11 +316,14 @@ def test_precedents_need_a_shape(cli, reg) -> None:
 
 def test_show_renders_preregistration_override_and_admission(cli, tmp_path: Path) -> None:
     chain = [complete_record("s0", methods=["vectorization"])] + [
-        failed_record(f"s{i}", methods=["vectorization"], varied_from=f"s{i - 1}", varied=f"step {i}") for i in (1, 2, 3)
+        failed_record(f"s{i}", methods=["vectorization"], varied_from=f"s{i - 1}", varied=f"step {i}")
+        for i in (1, 2, 3)
     ]
     root = write_registry(tmp_path / "reg", chain)
     ref = freeze_evaluator(root)
-    args = new_args(root, ref, id="s4", varied_from="s3", method="vectorization", answers_disposition="We stop after this one.")
+    args = new_args(
+        root, ref, id="s4", varied_from="s3", method="vectorization", answers_disposition="We stop after this one."
+    )
     refused = cli(*args)
     assert refused.code == 1 and "STOP AND RETHINK" in refused.out and "--override-streak" in refused.out
     assert cli(*args, "--override-streak", "The timer was wrong in s1-s3.").code == 0
@@ -308,16 +346,28 @@ def test_proposal_varying_the_seed_attempt_on_the_shared_registry(cli, shared_fi
     assert cli("-r", root, "import", shared_file).code == 0
     ref = freeze_evaluator(root)
     question = "Does blocking backward_dB too lift end-to-end training past the 1.13x of dA blocking?"
-    first = new_args(root, ref, id="wasm-backward-db-blocking", varied_from="wasm-backward-da-blocking",
-                     question=question, tracking_issue="owner/ptreg#3",
-                     answers_disposition="The per-kernel attribution shows dB's headroom before blocking is kept.")
+    first = new_args(
+        root,
+        ref,
+        id="wasm-backward-db-blocking",
+        varied_from="wasm-backward-da-blocking",
+        question=question,
+        tracking_issue="owner/ptreg#3",
+        answers_disposition="The per-kernel attribution shows dB's headroom before blocking is kept.",
+    )
     result = cli(*first)
     assert result.code == 0, result.out
     assert "Only continue matmul blocking if backward_dB" in result.out
     assert "attempts there record no question: unknown, not compared" in result.out
-    again = new_args(root, ref, id="wasm-backward-db-blocking-2", varied_from="wasm-backward-da-blocking",
-                     question="does blocking BACKWARD_DB too lift end to end training past the 1.13x of da blocking",
-                     tracking_issue="owner/ptreg#3", answers_disposition="Same.")
+    again = new_args(
+        root,
+        ref,
+        id="wasm-backward-db-blocking-2",
+        varied_from="wasm-backward-da-blocking",
+        question="does blocking BACKWARD_DB too lift end to end training past the 1.13x of da blocking",
+        tracking_issue="owner/ptreg#3",
+        answers_disposition="Same.",
+    )
     before = snapshot(root)
     refused = cli(*again)
     assert refused.code == 1 and "the same question as wasm-backward-db-blocking" in refused.out

@@ -8,8 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -150,8 +151,12 @@ def test_a_different_value_changes_the_identity(freeze) -> None:
 
 
 @settings(max_examples=60, derandomize=True, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), repeats=st.integers(1, 1000), order=st.randoms(use_true_random=False),
-       indent=st.one_of(st.none(), st.integers(0, 8)))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    repeats=st.integers(1, 1000),
+    order=st.randoms(use_true_random=False),
+    indent=st.one_of(st.none(), st.integers(0, 8)),
+)
 def test_identity_ignores_key_order_and_layout(seed: int, repeats: int, order: random.Random, indent: Any) -> None:
     spec = spec_dict(seed=seed, repeats=repeats)
     keys = list(spec)
@@ -423,7 +428,10 @@ def test_verify_with_no_evaluators(cli, registry: Path) -> None:
 def test_verify_only_the_named_evaluators(cli, freeze, registry: Path) -> None:
     good = freeze(spec_dict(name="kernels-small", configs=["small"]))
     tamper("spec-value", freeze(spec_dict()))
-    assert cli("-r", registry, "evaluator", "verify", "kernels-small", "--json").json() == {"checked": 1, "mismatched": []}
+    assert cli("-r", registry, "evaluator", "verify", "kernels-small", "--json").json() == {
+        "checked": 1,
+        "mismatched": [],
+    }
     assert cli("-r", registry, "evaluator", "verify", good.name[: -len(".json")]).code == 0
     assert cli("-r", registry, "evaluator", "verify", "kernels-xl").code == 1
 
@@ -440,7 +448,10 @@ def test_list_json_items(cli, freeze, registry: Path) -> None:
     assert len(items) == 1
     item = items[0]
     assert {k: item[k] for k in ("ref", "path", "verified", "problem")} == {
-        "ref": ref, "path": str(path), "verified": True, "problem": None,
+        "ref": ref,
+        "path": str(path),
+        "verified": True,
+        "problem": None,
     }
     assert item["workload"] == "kernels" and item["configs"] == ["xl"] and item["backends"] == ["naive", "numpy-blas"]
 
@@ -474,8 +485,12 @@ def test_show_by_name_and_by_reference(cli, freeze, registry: Path) -> None:
         assert '"baseline": "numpy-blas"' in result.out
     data = cli("-r", registry, "evaluator", "show", ref, "--json")
     assert data.code == 0
-    assert data.json() == {"path": str(path), "verified": True, "problem": None,
-                           "file": json.loads(path.read_text(encoding="utf-8"))}
+    assert data.json() == {
+        "path": str(path),
+        "verified": True,
+        "problem": None,
+        "file": json.loads(path.read_text(encoding="utf-8")),
+    }
 
 
 def test_show_ambiguous_name_needs_the_hash(cli, freeze, registry: Path) -> None:
@@ -511,7 +526,9 @@ def test_validate_accepts_an_attempt_naming_a_frozen_evaluator(cli, freeze, regi
 
 
 def test_validate_reports_an_evaluator_that_is_not_frozen(cli, tmp_path: Path) -> None:
-    root = write_registry(tmp_path / "other", [complete_record("ok"), complete_record("probe", evaluator="x@0123456789ab")])
+    root = write_registry(
+        tmp_path / "other", [complete_record("ok"), complete_record("probe", evaluator="x@0123456789ab")]
+    )
     result = cli("validate", root, "--json")
     assert result.code == 1
     problems = result.json()["problems"]

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from helpers import complete_record, failed_record, problems_by, write_attempts_file, write_registry
+from ptreg.operations.validate import check_registry
 from ptreg.records.attempt import SHAPE_FIELDS
 from ptreg.store.attempts_file import load_attempts_file
 from ptreg.store.directory import load_directory
-from ptreg.operations.validate import check_registry
 
 
 def dir_problems(tmp_path: Path, records: list[dict[str, Any]], **kwargs: Any):
@@ -118,7 +118,10 @@ def test_kind_outside_vocabulary(tmp_path: Path) -> None:
 
 def test_method_outside_vocabulary_points_at_the_item(tmp_path: Path) -> None:
     record = complete_record("x", methods=["cache-blocking", "magic", "vectorization", "voodoo"])
-    assert triples(dir_problems(tmp_path, [record])) == {("vocabulary", "x", "/methods/1"), ("vocabulary", "x", "/methods/3")}
+    assert triples(dir_problems(tmp_path, [record])) == {
+        ("vocabulary", "x", "/methods/1"),
+        ("vocabulary", "x", "/methods/3"),
+    }
 
 
 def test_objective_outside_vocabulary(tmp_path: Path) -> None:
@@ -130,7 +133,9 @@ def test_vocabulary_comes_from_the_registry_not_a_builtin_list(tmp_path: Path) -
     root = write_registry(tmp_path / "reg", [complete_record("x", methods=["lora"])])
     assert triples(check_registry(load_directory(root))) == {("vocabulary", "x", "/methods/0")}
     meta = (root / "registry.json").read_text(encoding="utf-8")
-    (root / "registry.json").write_text(meta.replace('"method_vocabulary": {', '"method_vocabulary": {"lora": "Low rank.",'))
+    (root / "registry.json").write_text(
+        meta.replace('"method_vocabulary": {', '"method_vocabulary": {"lora": "Low rank.",')
+    )
     assert check_registry(load_directory(root)) == []
 
 

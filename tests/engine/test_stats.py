@@ -37,9 +37,16 @@ def test_ratio_is_unknown_without_both_sides() -> None:
 
 
 def _steps(seconds: float, forward: float, da: float, db: float, n: int = 4) -> list[StepSample]:
-    return [StepSample(repeat=i // 2, step=i % 2, seconds=seconds,
-                       kernel_seconds={"forward": forward, "backward_da": da, "backward_db": db}, loss=5.0)
-            for i in range(n)]
+    return [
+        StepSample(
+            repeat=i // 2,
+            step=i % 2,
+            seconds=seconds,
+            kernel_seconds={"forward": forward, "backward_da": da, "backward_db": db},
+            loss=5.0,
+        )
+        for i in range(n)
+    ]
 
 
 def test_attribution_shares_add_up_and_name_the_bounding_kernel() -> None:
@@ -53,12 +60,24 @@ def test_attribution_shares_add_up_and_name_the_bounding_kernel() -> None:
 
 
 def test_speedups_compare_cells_of_the_same_config_only() -> None:
-    from ptreg.records.evaluator import EvaluatorSpec
     from ptreg.engine.stats import summarize as s
+    from ptreg.records.evaluator import EvaluatorSpec
 
-    spec = EvaluatorSpec(name="x", workload="tinygpt-train", metric="ms-per-step", configs=["tiny", "small"],
-                         backends=["naive", "numba"], baseline="numba", warmup_steps=0, timed_steps=1, repeats=1,
-                         seed=0, threads=1, tolerance={"rtol": 0, "atol": 0}, max_relative_spread=1)
+    spec = EvaluatorSpec(
+        name="x",
+        workload="tinygpt-train",
+        metric="ms-per-step",
+        configs=["tiny", "small"],
+        backends=["naive", "numba"],
+        baseline="numba",
+        warmup_steps=0,
+        timed_steps=1,
+        repeats=1,
+        seed=0,
+        threads=1,
+        tolerance={"rtol": 0, "atol": 0},
+        max_relative_spread=1,
+    )
     cells = [
         Cell(backend="naive", config="tiny", status="measured", ms_per_step=s([10.0])),
         Cell(backend="numba", config="tiny", status="measured", ms_per_step=s([4.0])),

@@ -21,9 +21,9 @@ from helpers import (
 )
 from ptreg.errors import PtregError
 from ptreg.operations.importing import import_into as import_file
-from ptreg.store.interchange import ImportRefused, export_registry
-from ptreg.store.directory import init_registry, load_directory
 from ptreg.operations.validate import check_registry
+from ptreg.store.directory import init_registry, load_directory
+from ptreg.store.interchange import ImportRefused, export_registry
 
 V1_RECORDS = [
     {"id": "old-failed", "name": "Old failure", "status": "failed", "evidence": "loss flat", "source": "notes.md"},
@@ -59,7 +59,9 @@ def test_export_round_trips_the_import(tmp_path: Path, sample_file: Path) -> Non
     exported = export_registry(load_directory(root))
     original = json.loads(sample_file.read_text())
     assert list(exported) == list(original)
-    assert {k: v for k, v in exported.items() if k != "attempts"} == {k: v for k, v in original.items() if k != "attempts"}
+    assert {k: v for k, v in exported.items() if k != "attempts"} == {
+        k: v for k, v in original.items() if k != "attempts"
+    }
     assert {a["id"]: a for a in exported["attempts"]} == {a["id"]: a for a in original["attempts"]}
 
 
@@ -108,7 +110,9 @@ def test_v1_file_validates_as_incomplete(tmp_path: Path) -> None:
     from ptreg.store.attempts_file import load_attempts_file
 
     problems = check_registry(load_attempts_file(v1_file(tmp_path)))
-    assert ("unknown-field", "old-worked", "/attempts/1/family") in {(p.rule, p.attempt_id, p.pointer) for p in problems}
+    assert ("unknown-field", "old-worked", "/attempts/1/family") in {
+        (p.rule, p.attempt_id, p.pointer) for p in problems
+    }
 
 
 def test_v1_import_into_an_existing_registry_keeps_its_vocabularies(tmp_path: Path, sample_registry: Path) -> None:
@@ -125,7 +129,11 @@ def test_v1_import_into_an_existing_registry_keeps_its_vocabularies(tmp_path: Pa
 def test_ids_already_present_are_refused_and_named(tmp_path: Path, sample_registry: Path) -> None:
     incoming = write_attempts_file(
         tmp_path / "clash.json",
-        [complete_record("brand-new"), complete_record("harness-fix", lesson="changed"), failed_record("naive-baseline")],
+        [
+            complete_record("brand-new"),
+            complete_record("harness-fix", lesson="changed"),
+            failed_record("naive-baseline"),
+        ],
     )
     before = snapshot(sample_registry)
     with pytest.raises(PtregError) as caught:
@@ -138,9 +146,19 @@ def test_ids_already_present_are_refused_and_named(tmp_path: Path, sample_regist
 
 def test_replace_overwrites(tmp_path: Path, sample_registry: Path) -> None:
     incoming = write_attempts_file(
-        tmp_path / "clash.json", [complete_record("brand-new"), complete_record("harness-fix", kind="infrastructure",
-                                                                                methods=None, bases=None, objective=None,
-                                                                                data_rows=None, lesson="changed")]
+        tmp_path / "clash.json",
+        [
+            complete_record("brand-new"),
+            complete_record(
+                "harness-fix",
+                kind="infrastructure",
+                methods=None,
+                bases=None,
+                objective=None,
+                data_rows=None,
+                lesson="changed",
+            ),
+        ],
     )
     report = import_file(sample_registry, incoming, replace=True)
     assert report.replaced == ["harness-fix"]
@@ -230,7 +248,9 @@ def test_failure_while_staging_leaves_the_registry_untouched(
 
 
 def test_new_vocabulary_terms_are_added(tmp_path: Path, sample_registry: Path) -> None:
-    document = json.loads(write_attempts_file(tmp_path / "v.json", [complete_record("tuned", methods=["autotune"])]).read_text())
+    document = json.loads(
+        write_attempts_file(tmp_path / "v.json", [complete_record("tuned", methods=["autotune"])]).read_text()
+    )
     document["method_vocabulary"]["autotune"] = "Search tile sizes at run time."
     (tmp_path / "v.json").write_text(json.dumps(document))
     report = import_file(sample_registry, tmp_path / "v.json")
@@ -250,7 +270,9 @@ def test_import_into_an_empty_initialised_registry(tmp_path: Path, sample_file: 
 def test_reserved_id_imports_nothing(tmp_path: Path, sample_registry: Path) -> None:
     """An id the registry cannot hold ('registry' is its own file) refuses the whole import and,
     like every other refusal, leaves no trace: not in an existing registry, and no new directory."""
-    incoming = write_attempts_file(tmp_path / "reserved.json", [complete_record("fine-one"), complete_record("registry")])
+    incoming = write_attempts_file(
+        tmp_path / "reserved.json", [complete_record("fine-one"), complete_record("registry")]
+    )
     before = snapshot(sample_registry)
     with pytest.raises(PtregError) as caught:
         import_file(sample_registry, incoming)

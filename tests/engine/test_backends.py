@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ptreg.records.run import KERNELS
 from ptreg.engine.backends import METHOD_OF_KERNEL, create, describe, entries, kernel_shapes
-from ptreg.errors import PtregError
-from ptreg.engine.plan import PARITY_SHAPES
 from ptreg.engine.parity import ParityResult, check_parity
+from ptreg.engine.plan import PARITY_SHAPES
+from ptreg.errors import PtregError
+from ptreg.records.run import KERNELS
 from ptreg_backends.blocked_numpy import BlockedNumpyBackend
 from ptreg_backends.naive import NaiveBackend
 from ptreg_backends.numba_kernels import NumbaBackend
@@ -112,7 +112,7 @@ def test_parity_shapes_cover_odd_and_remainder_sizes_in_every_position() -> None
         assert {s[position] for s in PARITY_SHAPES} == {1, 3, 17, 63, 65, 129}
 
 
-@pytest.mark.parametrize("name", BUILT_IN + ("example-transpose",))
+@pytest.mark.parametrize("name", (*BUILT_IN, "example-transpose"))
 def test_backend_passes_parity(name: str) -> None:
     if name == "numba" and not HAS_NUMBA:
         pytest.skip("numba is not installed (pip install 'ptreg[numba]')")

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import complete_record, freeze_evaluator, snapshot, write_registry
-from test_crash import TINY
+from helpers import complete_record, freeze_evaluator, propose_for_run, snapshot, tiny_spec, write_registry
+
+TINY = tiny_spec("crash-tiny")
 
 RUN_ID = "20261201T000000Z"
 
@@ -20,14 +21,18 @@ RUN_ID = "20261201T000000Z"
 def ran(tmp_path_factory) -> dict:
     """A registry before and after one real run (its record bytes at both moments)."""
     from ptreg.operations.run import run_attempt
-    from test_concurrency import propose_for_run
 
     root = write_registry(tmp_path_factory.mktemp("ran") / "reg", [complete_record("seed-record")])
     ref = freeze_evaluator(root, **TINY)
     propose_for_run(root, ref, "linked-late", "#91")
     unlinked = (root / "linked-late.json").read_bytes()
     done = run_attempt(root, "linked-late", ["test"])
-    return {"root": root, "unlinked": unlinked, "linked": (root / "linked-late.json").read_bytes(), "run": done.folder.name}
+    return {
+        "root": root,
+        "unlinked": unlinked,
+        "linked": (root / "linked-late.json").read_bytes(),
+        "run": done.folder.name,
+    }
 
 
 @pytest.fixture
@@ -67,8 +72,11 @@ def test_an_orphan_of_no_valid_attempt_is_left_for_a_person(orphaned: Path, ran:
 
 def test_staged_leftovers_are_warnings_and_repair_removes_them(orphaned: Path, cli) -> None:
     (orphaned / "linked-late.json").write_bytes((orphaned / "linked-late.json").read_bytes())
-    leftovers = [orphaned / ".seed-record.json.abc123.tmp", orphaned / "evaluators" / ".x.json.q1w2e3.tmp",
-                 orphaned / "runs" / "linked-late" / f".tmp-{RUN_ID}-4242"]
+    leftovers = [
+        orphaned / ".seed-record.json.abc123.tmp",
+        orphaned / "evaluators" / ".x.json.q1w2e3.tmp",
+        orphaned / "runs" / "linked-late" / f".tmp-{RUN_ID}-4242",
+    ]
     leftovers[0].write_text('{"id": "seed-rec')
     leftovers[1].write_text("")
     leftovers[2].mkdir()
@@ -87,8 +95,9 @@ def test_a_journal_left_by_a_killed_import_is_finished_before_anything_is_read(t
     root = write_registry(tmp_path / "reg", [complete_record("kept")])
     staged = ".import.k1ll3d.tmp"
     (root / staged).write_text(json.dumps(complete_record("landed"), indent=2) + "\n")
-    (root / JOURNAL_FILE).write_text(json.dumps({"journal_version": 1, "operation": "import", "pid": 1,
-                                                 "renames": [[staged, "landed.json"]]}))
+    (root / JOURNAL_FILE).write_text(
+        json.dumps({"journal_version": 1, "operation": "import", "pid": 1, "renames": [[staged, "landed.json"]]})
+    )
     result = cli("-r", root, "list", "--json")
     assert result.code == 0
     assert sorted(a["id"] for a in json.loads(result.out)) == ["kept", "landed"]
@@ -96,11 +105,15 @@ def test_a_journal_left_by_a_killed_import_is_finished_before_anything_is_read(t
     assert not (root / JOURNAL_FILE).exists() and not (root / staged).exists()
 
 
-@pytest.mark.parametrize("journal", [
-    "{not json",
-    json.dumps({"journal_version": 1, "renames": [[".a.tmp", "../outside.json"]]}),
-    json.dumps({"journal_version": 99, "renames": []}),
-], ids=["invalid-json", "escapes-the-registry", "other-version"])
+@pytest.mark.parametrize(
+    "journal",
+    [
+        "{not json",
+        json.dumps({"journal_version": 1, "renames": [[".a.tmp", "../outside.json"]]}),
+        json.dumps({"journal_version": 99, "renames": []}),
+    ],
+    ids=["invalid-json", "escapes-the-registry", "other-version"],
+)
 def test_a_journal_ptreg_did_not_write_is_refused_in_one_line(tmp_path: Path, cli, journal: str) -> None:
     from helpers import assert_one_line_error
     from ptreg.store.journal import JOURNAL_FILE
@@ -116,7 +129,6 @@ def test_a_journal_ptreg_did_not_write_is_refused_in_one_line(tmp_path: Path, cl
 
 def test_a_run_is_never_written_through_a_symlink_out_of_the_registry(tmp_path: Path, cli) -> None:
     from helpers import assert_one_line_error
-    from test_concurrency import propose_for_run
 
     root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
     ref = freeze_evaluator(root, **TINY)

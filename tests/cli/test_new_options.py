@@ -1,0 +1,102 @@
+"""`ptreg new`'s options are made from ProposalInput: every field has its flag and help, and a
+value given on the command line lands in the record field the model names."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+from helpers import complete_record, freeze_evaluator, write_registry
+from ptreg.gate.proposal import ProposalInput
+
+
+def test_every_proposal_field_is_an_option_with_its_help(cli) -> None:
+    shown = cli("new", "--help")
+    assert shown.code == 0
+    text = " ".join(shown.out.split())
+    for f in fields(ProposalInput):
+        assert f.metadata["flag"] in text, f.name
+        assert " ".join(f.metadata["help"].split()[:3]) in text, f.name
+
+
+def test_each_option_fills_the_field_the_model_names(cli, tmp_path: Path) -> None:
+    root = write_registry(tmp_path / "reg", [complete_record("base-one")])
+    ref = freeze_evaluator(root)
+    result = cli(
+        "-r",
+        root,
+        "new",
+        "--id",
+        "prop",
+        "--name",
+        "Proposal",
+        "--family",
+        "runtime-perf",
+        "--kind",
+        "runtime-benchmark",
+        "--objective",
+        "peak-memory",
+        "--method",
+        "buffer-reuse",
+        "--base",
+        "b1",
+        "--base",
+        "b2",
+        "--data-rows",
+        "5",
+        "--question",
+        "Does reuse cut the peak?",
+        "--hypothesis",
+        "It does.",
+        "--evaluator",
+        ref,
+        "--budget-seconds",
+        "60",
+        "--budget-repeats",
+        "9",
+        "--tracking-issue",
+        "#12",
+        "--source",
+        "notes.md",
+        "--no-input",
+        "--json",
+    )
+    assert result.code == 0, result.err
+    import json
+
+    attempt = json.loads(result.out)["attempt"]
+    assert attempt["methods"] == ["buffer-reuse"] and attempt["bases"] == ["b1", "b2"]
+    assert attempt["data_rows"] == 5 and attempt["hypothesis"] == "It does." and attempt["source"] == "notes.md"
+    assert attempt["budget"] == {"wall_clock_seconds": 60.0, "max_repeats": 9}
+    assert attempt["tracking_issue"] == "#12" and attempt["evaluator"] == ref
+
+
+def test_a_budget_limit_without_seconds_names_the_seconds_flag(cli, tmp_path: Path) -> None:
+    root = write_registry(tmp_path / "reg", [complete_record("base-one")])
+    ref = freeze_evaluator(root)
+    result = cli(
+        "-r",
+        root,
+        "new",
+        "--id",
+        "prop",
+        "--name",
+        "P",
+        "--family",
+        "f",
+        "--kind",
+        "runtime-benchmark",
+        "--objective",
+        "peak-memory",
+        "--question",
+        "Q?",
+        "--evaluator",
+        ref,
+        "--budget-threads",
+        "2",
+        "--tracking-issue",
+        "#1",
+        "--no-input",
+    )
+    assert result.code == 1
+    assert "no wall-clock seconds (--budget-seconds)" in result.out

@@ -1,0 +1,70 @@
+"""Backends that break the contract in one way each, for the discovery tests (not registered)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class _Metadata:
+    description = "test"
+    order_preserving = False
+    thread_control = "none"
+
+    @staticmethod
+    def default_threads() -> int:
+        return 1
+
+    @staticmethod
+    def unavailable_reason() -> str | None:
+        return None
+
+    def set_threads(self, n: int) -> int:
+        return 1
+
+
+class Good(_Metadata):
+    def matmul_forward(self, a: Any, b: Any, out: Any) -> None: ...
+
+    def matmul_backward_da(self, dc: Any, b: Any, out: Any) -> None: ...
+
+    def matmul_backward_db(self, a: Any, dc: Any, out: Any) -> None: ...
+
+
+class TwoArguments(Good):
+    def matmul_forward(self, a: Any, b: Any) -> None:  # type: ignore[override]
+        ...
+
+
+class StarArguments(Good):
+    def matmul_backward_db(self, *arrays: Any) -> None: ...
+
+
+class NoSetThreads(_Metadata):
+    set_threads = None  # type: ignore[assignment]
+
+    def matmul_forward(self, a: Any, b: Any, out: Any) -> None: ...
+
+    def matmul_backward_da(self, dc: Any, b: Any, out: Any) -> None: ...
+
+    def matmul_backward_db(self, a: Any, dc: Any, out: Any) -> None: ...
+
+
+class PlainDefaultThreads(Good):
+    def default_threads(self) -> int:  # type: ignore[override]
+        return 1
+
+
+class Reference(Good):
+    role = "reference"
+
+
+class OtherReference(Good):
+    role = "reference"
+
+
+class Peer(Good):
+    role = "peer"
+
+
+class Boss(Good):
+    role = "boss"

@@ -1,0 +1,199 @@
+"""The plan of a measurement: cell order, the cell-time estimate, the run-status policy and the
+ad hoc bench's spec. Pure functions; no process is started."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ptreg.engine.plan import (
+    NOT_CHECKED,
+    PARITY_SHAPES,
+    PlannedCell,
+    bench_spec,
+    cells,
+    estimate,
+    interrupted_reason,
+    parity_shapes,
+    run_status,
+)
+from ptreg.errors import EXIT_UNUSABLE, PtregError
+from ptreg.records.configs import CONFIGS, linear_shapes, step_flops
+from ptreg.records.evaluator import EvaluatorSpec
+from ptreg.records.run import Cell, ParityOutcome
+
+
+def spec(**changes: Any) -> EvaluatorSpec:
+    fields: dict[str, Any] = {
+        "name": "plan",
+        "workload": "tinygpt-train",
+        "metric": "ms-per-step",
+        "configs": ["tiny", "small", "medium"],
+        "backends": ["naive", "numpy-blas"],
+        "baseline": "numpy-blas",
+        "warmup_steps": 0,
+        "timed_steps": 1,
+        "repeats": 1,
+        "seed": 0,
+        "threads": 1,
+        "tolerance": {"rtol": 1e-4, "atol": 1e-6},
+        "max_relative_spread": 1.0,
+    }
+    fields.update(changes)
+    return EvaluatorSpec.model_validate(fields)
+
+
+def passed(backend: str) -> ParityOutcome:
+    return ParityOutcome(backend=backend, passed=True, summary=f"{backend}: parity passed", checks=[])
+
+
+def cell(backend: str, config: str, status: Any = "measured", reason: Any = None) -> Cell:
+    return Cell(backend=backend, config=config, status=status, reason=reason)
+
+
+# --------------------------------------------------------------------------- what is measured, in which order
+
+
+def test_cells_run_config_by_config_with_the_backends_side_by_side() -> None:
+    assert [(c.config, c.backend) for c in cells(spec())] == [
+        ("tiny", "naive"),
+        ("tiny", "numpy-blas"),
+        ("small", "naive"),
+        ("small", "numpy-blas"),
+        ("medium", "naive"),
+        ("medium", "numpy-blas"),
+    ]
+    assert PlannedCell("xl", "numba").label == "numba/xl"
+
+
+def test_parity_shapes_are_the_fixed_ones_then_each_layer_shape_once() -> None:
+    shapes = parity_shapes(spec(configs=["tiny", "small"]))
+    assert shapes[: len(PARITY_SHAPES)] == list(PARITY_SHAPES)
+    layers = {(s.m, s.k, s.n) for c in ("tiny", "small") for s in linear_shapes(CONFIGS[c])}
+    assert set(shapes[len(PARITY_SHAPES) :]) == layers - set(PARITY_SHAPES)
+    assert len(shapes) == len(set(shapes))
+
+
+# --------------------------------------------------------------------------- the cell-time estimate
+
+
+def test_a_backends_first_cell_has_no_estimate() -> None:
+    assert estimate({}, PlannedCell("tiny", "naive"), spec()) is None
+    # another backend's time says nothing about this one
+    assert estimate({PlannedCell("tiny", "numpy-blas"): 3.0}, PlannedCell("small", "naive"), spec()) is None
+
+
+def test_the_estimate_scales_the_previous_configs_time_by_the_work() -> None:
+    durations = {PlannedCell("tiny", "naive"): 2.0}
+    ratio = step_flops(CONFIGS["small"]) / step_flops(CONFIGS["tiny"])
+    assert estimate(durations, PlannedCell("small", "naive"), spec()) == pytest.approx(2.0 * ratio)
+
+
+def test_the_estimate_uses_the_latest_earlier_config_that_was_measured() -> None:
+    durations = {PlannedCell("tiny", "naive"): 2.0, PlannedCell("small", "naive"): 50.0}
+    ratio = step_flops(CONFIGS["medium"]) / step_flops(CONFIGS["small"])
+    assert estimate(durations, PlannedCell("medium", "naive"), spec()) == pytest.approx(50.0 * ratio)
+    # small was not measured (crashed): tiny stands in for it
+    only_tiny = {PlannedCell("tiny", "naive"): 2.0}
+    ratio = step_flops(CONFIGS["medium"]) / step_flops(CONFIGS["tiny"])
+    assert estimate(only_tiny, PlannedCell("medium", "naive"), spec()) == pytest.approx(2.0 * ratio)
+
+
+# --------------------------------------------------------------------------- the run-status policy
+
+
+def test_every_cell_measured_is_complete() -> None:
+    s = spec(configs=["tiny"])
+    assert run_status(
+        s,
+        [passed("naive"), passed("numpy-blas")],
+        [cell("naive", "tiny"), cell("numpy-blas", "tiny")],
+        budget_hit=False,
+    ) == ("complete", None)
+
+
+def test_the_budget_explains_the_cells_it_stopped() -> None:
+    s = spec(configs=["tiny"])
+    stopped = [cell("naive", "tiny"), cell("numpy-blas", "tiny", "not-started", "estimated 9 s, 1 s left")]
+    assert run_status(s, [passed("naive"), passed("numpy-blas")], stopped, budget_hit=False) == (
+        "budget-exhausted",
+        "1 of 2 cells measured within the budget",
+    )
+    killed = [cell("naive", "tiny"), cell("numpy-blas", "tiny", "budget-exhausted")]
+    assert run_status(s, [], killed, budget_hit=True)[0] == "budget-exhausted"
+    unchecked = ParityOutcome(backend="numpy-blas", passed=False, summary=f"{NOT_CHECKED}: out of time", checks=[])
+    assert (
+        run_status(s, [passed("naive"), unchecked], [cell("naive", "tiny")], budget_hit=False)[0] == "budget-exhausted"
+    )
+
+
+def test_a_cell_not_measured_fails_the_run_and_is_named() -> None:
+    s = spec(configs=["tiny", "small"], backends=["naive", "numpy-blas"])
+    measured = [
+        cell("naive", "tiny", "failed", "worker killed by SIGKILL"),
+        cell("numpy-blas", "tiny"),
+        cell("naive", "small", "parity-failed", "naive: parity FAILED"),
+        cell("numpy-blas", "small"),
+    ]
+    status, reason = run_status(s, [passed("numpy-blas")], measured, budget_hit=False)
+    assert status == "failed"
+    assert reason == ("2 cell(s) not measured: naive/tiny: worker killed by SIGKILL; naive/small: naive: parity FAILED")
+
+
+def test_more_than_three_failed_cells_are_counted_not_listed() -> None:
+    s = spec(configs=["tiny", "small", "medium"], backends=["naive", "numpy-blas"])
+    measured = [cell(b, c, "failed", "x") for c in s.configs for b in s.backends]
+    status, reason = run_status(s, [], measured, budget_hit=False)
+    assert status == "failed" and reason is not None and reason.endswith("x and 3 more")
+
+
+def test_an_interruption_counts_the_cells_measured_before_it() -> None:
+    assert interrupted_reason(spec(), [cell("naive", "tiny")], "SIGINT") == (
+        "interrupted by SIGINT; 1 of 6 cells measured"
+    )
+
+
+# --------------------------------------------------------------------------- the ad hoc bench
+
+
+def test_bench_spec_fills_only_what_an_evaluator_would_fix() -> None:
+    s = bench_spec(
+        workload="kernels",
+        configs=["tiny"],
+        backends=["naive", "numpy-blas"],
+        baseline=None,
+        warmup_steps=1,
+        timed_steps=2,
+        repeats=3,
+        seed=0,
+        threads=1,
+    )
+    assert s.baseline == "naive" and s.metric == "gflops" and s.repeats == 3
+
+
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"configs": ["huge"]}, "configs"),
+        ({"workload": "inference"}, "workload"),
+        ({"baseline": "numba"}, "options"),
+    ],
+)
+def test_bench_spec_refuses_unusable_options_in_one_line(changes: dict[str, Any], field: str) -> None:
+    options: dict[str, Any] = {
+        "workload": "kernels",
+        "configs": ["tiny"],
+        "backends": ["naive"],
+        "baseline": None,
+        "warmup_steps": 1,
+        "timed_steps": 1,
+        "repeats": 1,
+        "seed": 0,
+        "threads": 1,
+    }
+    options.update(changes)
+    with pytest.raises(PtregError) as caught:
+        bench_spec(**options)
+    assert caught.value.exit_code == EXIT_UNUSABLE and field in caught.value.message
+    assert "\n" not in caught.value.message
