@@ -128,7 +128,7 @@ def bench(
     ),
     config: list[str] = typer.Option(["tiny"], "--config", "-c", help="tiny, small, medium, large or xl (repeatable)."),
     baseline: str | None = typer.Option(
-        None, "--baseline", help="The backend to compare with besides naive (default: the first)."
+        None, "--baseline", help="The backend to compare with besides the reference (default: the first)."
     ),
     warmup_steps: int = typer.Option(2, "--warmup-steps", min=0),
     timed_steps: int = typer.Option(5, "--timed-steps", min=1),

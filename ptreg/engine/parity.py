@@ -1,7 +1,7 @@
 """The parity gate: a backend's kernels must compute the right thing before anyone times them.
 
 Every backend is held to a float64 reference within a tolerance; an order-preserving backend
-must in addition reproduce the reference backend's (naive's) bits exactly. A kernel that
+must in addition reproduce the reference backend's bits exactly. A kernel that
 raises, returns non-finite values or leaves ``out`` unwritten fails its check; nothing here
 ever propagates a backend's exception.
 """

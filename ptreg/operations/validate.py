@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import PtregError
 from ..records.attempt import Attempt
-from ..records.problems import Problem, pointer_join
+from ..records.problems import Problem
 from ..records.registry import Record, Registry
 from ..records.rules import check_records, problem_at
 from ..store.attempts_file import load_attempts_file
@@ -103,33 +103,26 @@ def _evaluators(root: Path, records: list[Record]) -> Iterator[Problem]:
     for record, attempt in _valid(records):
         ref = attempt.evaluator
         if ref is not None and not (directory / f"{ref}.json").is_file():
-            yield Problem(
-                "evaluator",
-                f"evaluator {ref!r} is not frozen in {directory}",
-                attempt.id,
-                pointer_join(record.pointer, "evaluator"),
-                record.file,
-            )
+            yield problem_at(record)("evaluator", "evaluator", f"evaluator {ref!r} is not frozen in {directory}")
 
 
 def _runs(root: Path, records: list[Record]) -> Iterator[Problem]:
     """Every linked run folder is whole and agrees with its link."""
     for record, attempt in _valid(records):
+        problem = problem_at(record)
         for index, ref in enumerate(attempt.runs or ()):
-            where = pointer_join(record.pointer, "runs", index)
             broken = check_folder(root, attempt.id, ref.run_id)
             if broken is not None:
-                yield Problem("run", broken, attempt.id, where, record.file)
+                yield problem("run", "runs", broken, index)
                 continue
             results = read_results(run_folder(root, attempt.id, ref.run_id), root)
             if results.status != ref.status or results.evaluator != ref.evaluator:
-                yield Problem(
+                yield problem(
                     "run",
-                    f"run {ref.run_id} is {results.status} under {results.evaluator} in its results, but the "
-                    f"record says {ref.status} under {ref.evaluator}",
-                    attempt.id,
-                    where,
-                    record.file,
+                    "runs",
+                    f"run {ref.run_id} is {results.status} under {results.evaluator} in its results, "
+                    f"but the record says {ref.status} under {ref.evaluator}",
+                    index,
                 )
 
 

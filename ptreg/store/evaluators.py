@@ -88,14 +88,6 @@ def resolve(root: Path, ref: str) -> Path:
     raise PtregError(f"evaluator name {shorten(ref)} is ambiguous; give one of: {choices}")
 
 
-def load_verified(root: Path, ref: str) -> FrozenEvaluator:
-    """The frozen evaluator ``ref`` names, refused (exit 1) when it no longer verifies."""
-    frozen, problem = check_file(resolve(root, ref))
-    if frozen is None:
-        raise PtregError(f"evaluator {ref}: {problem}", EXIT_CHECK_FAILED)
-    return frozen
-
-
 def _known_hint(root: Path) -> str:
     known = [p.name[: -len(".json")] for p in evaluator_files(root)]
     if not known:
