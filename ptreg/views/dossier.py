@@ -118,13 +118,13 @@ def _lineage(a: Attempt, by_id: Mapping[str, Attempt]) -> list[str]:
             steps = f"{chain[0].varied_from} (not in this registry) -> {steps}"
         lines.append(f"- Chain, oldest first: {steps}.")
         lines += [
-            f"- {step.id} varied from {step.varied_from}: {_text(step.varied)}."
+            f"- {step.id} varied from {step.varied_from}: {_sentence(step.varied)}"
             for step in chain
             if step.varied_from is not None
         ]
     later = successors(a.id, by_id)
     lines += [
-        f"- Superseded by {'  ' * (s.depth - 1)}{s.attempt.id} ({s.attempt.status}): {_text(s.attempt.varied)}."
+        f"- Superseded by {'  ' * (s.depth - 1)}{s.attempt.id} ({s.attempt.status}): {_sentence(s.attempt.varied)}"
         for s in later
     ]
     if not later:
