@@ -1,7 +1,10 @@
-"""Fixtures: the ../shared material, synthetic registries, and the in-process CLI runner.
+"""Fixtures: the test-only backend package, the ../shared material, synthetic registries, and
+the in-process CLI runner.
 
 The shared files are read where they are (``../shared`` beside the repository root) and only
 ever imported into ``tmp_path`` registries; nothing of them is copied into the repository.
+The test-only backends (``tests/plugin_backend``) are installed for the test session only, into
+a folder of its own: the user's environment never sees them.
 """
 
 from __future__ import annotations
@@ -9,15 +12,47 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers import SEED_FILE, SHARED, SHARED_FILE, Result, sample_records, write_attempts_file
+from helpers import REPO, SEED_FILE, SHARED, SHARED_FILE, Result, sample_records, write_attempts_file
 from ptreg.cli import main
 from ptreg.store.interchange import import_file
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _test_backends(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Install the test-only backend package for this session, where only the tests look.
+
+    pip installs it into a temporary folder, which goes first on sys.path (entry points are
+    read from there) and on PYTHONPATH (for the worker processes and CLI subprocesses).
+    """
+    target = tmp_path_factory.mktemp("plugin-site")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-input",
+            "--target",
+            str(target),
+            str(REPO / "tests" / "plugin_backend"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.exit(f"cannot install tests/plugin_backend for the tests: {done.stderr.strip()[-500:]}", returncode=3)
+    sys.path.insert(0, str(target))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 import typer
-from typer.exceptions import TyperException  # base of the (vendored) Click exceptions, typer >= 0.28
+from typer._click.exceptions import ClickException  # typer 0.26 vendors Click and exports no base
 
 from .. import __version__
 from ..engine.interruption import Interrupted
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     except PtregError as exc:
         typer.echo(f"ptreg: error: {exc.message}", err=True)
         sys.exit(exc.exit_code)
-    except TyperException as exc:  # a usage error: unknown option, missing argument, bad value
+    except ClickException as exc:  # a usage error: unknown option, missing argument, bad value
         if type(exc).__name__ == "NoArgsIsHelpError":
             # `ptreg` alone: the help is the answer (rich has printed it already; plain Click
             # hands it over as the message), with Click's usual exit code 2.

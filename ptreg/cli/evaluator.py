@@ -78,7 +78,7 @@ def list_evaluators(as_json: bool = JsonFlag) -> None:
         print_json(items)
         return
     if rows:
-        typer.echo(plain(rows, ["evaluator", "verifies", "workload", "configs", "backends"]))
+        typer.echo(plain(rows, ["evaluator", "verifies", "workload", "configs", "backends"], shrink=(3, 4)))
     typer.echo(f"{len(rows)} frozen evaluators in {root / 'evaluators'}")
 
 

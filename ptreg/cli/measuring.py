@@ -30,12 +30,12 @@ def backends(as_json: bool = JsonFlag) -> None:
         print_json([b.to_json() for b in found])
         return
     reference = roles(found).reference or "the reference"
-    order = {True: f"yes (bit-identical to {reference})", False: "no (tolerance)", None: "unknown"}
+    parity = {True: f"bits of {reference}", False: "tolerance", None: "unknown"}
     rows = [
         [
             b.name,
-            "yes" if b.available else f"no: {b.reason}",
-            order[b.order_preserving],
+            "yes" if b.available else "no (see below)",
+            parity[b.order_preserving],
             b.default_threads,
             b.thread_control,
             f"{b.distribution} {b.distribution_version}",
@@ -43,13 +43,11 @@ def backends(as_json: bool = JsonFlag) -> None:
         ]
         for b in found
     ]
-    typer.echo(
-        plain(
-            rows,
-            ["backend", "available", "keeps order", "threads", "thread control", "from", "description"],
-            widths={1: 40, 4: 40, 6: 50},
-        )
-    )
+    headers = ["backend", "available", "parity against", "threads", "thread control", "from", "description"]
+    typer.echo(plain(rows, headers, shrink=(4, 5, 6)))
+    for b in found:
+        if not b.available:
+            typer.echo(f"{b.name} is unavailable: {b.reason}")
 
 
 @contextmanager
@@ -109,9 +107,9 @@ def print_results(results: RunResults) -> None:
     from ..views.run_report import tables, verdict
     from ..views.tables import plain
 
-    for number, table in enumerate(tables(results)):
+    for table in tables(results):
         typer.echo(f"\n{table.title}")
-        typer.echo(plain(table.rows, table.headers, widths={2: 70} if number == 0 else None))
+        typer.echo(plain(table.rows, table.headers, shrink=(len(table.headers) - 1,)))
     lines = verdict(results)
     if lines:
         typer.echo("\nWhere the step's time goes")

@@ -36,7 +36,7 @@ def _interactive(no_input: bool) -> bool:
 
 
 def _print_precedents(found: list[Precedent]) -> None:
-    from ..views.tables import plain, room_left
+    from ..views.tables import plain
 
     if not found:
         typer.echo("precedents: no prior attempt shares its objective, methods, bases, lineage or family")
@@ -44,7 +44,7 @@ def _print_precedents(found: list[Precedent]) -> None:
     typer.echo("precedents, most alike first (read them before spending budget):")
     rows = [[p.attempt.id, p.attempt.status, p.shares(), p.attempt.lesson] for p in found]
     headers = ["id", "status", "shares", "lesson"]
-    typer.echo(plain(rows, headers, {2: 48, 3: room_left(rows, headers, 3)}))
+    typer.echo(plain(rows, headers, shrink=(2, 3)))
 
 
 def _print_report(report: GateReport) -> None:

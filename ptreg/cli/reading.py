@@ -51,7 +51,7 @@ def list_attempts(
     """List attempts, filtered by shape: has anything like this been tried?"""
     from ..records.attempt import STATUSES
     from ..views.queries import Filter, select
-    from ..views.tables import plain, room_left
+    from ..views.tables import plain
 
     unknown = [s for s in status if s not in STATUSES]
     if unknown:
@@ -64,7 +64,7 @@ def list_attempts(
     rows = [[a.id, a.status, a.family, a.kind, a.objective or "", ",".join(a.methods or ()), a.lesson] for a in found]
     if rows:
         headers = ["id", "status", "family", "kind", "objective", "methods", "lesson"]
-        typer.echo(plain(rows, headers, {6: room_left(rows, headers, 6)}))
+        typer.echo(plain(rows, headers, shrink=(2, 4, 5, 6)))
     typer.echo(f"{len(found)} of {len(registry.attempts)} attempts")
 
 
@@ -97,7 +97,7 @@ def streaks(as_json: bool = JsonFlag) -> None:
         print_json([s.to_json() for s in found])
         return
     rows = [[s.level, s.objective, s.negatives, len(s.chain), " -> ".join(a.id for a in s.chain)] for s in found]
-    typer.echo(plain(rows, ["level", "objective", "negatives", "depth", "chain (oldest first)"], {4: 90}))
+    typer.echo(plain(rows, ["level", "objective", "negatives", "depth", "chain (oldest first)"], shrink=(4,)))
     for s in found:
         if s.level != OK:
             typer.echo(f"\n{s.level}: {s.objective} ends in {s.negatives} negatives at {s.tip.id}.")

@@ -28,22 +28,19 @@ METHOD_OF_KERNEL: dict[Kernel, str] = {
     "backward_da": "matmul_backward_da",
     "backward_db": "matmul_backward_db",
 }
-# How the engine calls each method: the arguments it passes.
-CALLS: dict[str, tuple[str, ...]] = {
+# How the engine calls each method: the arguments it passes. Only the kernels are required.
+KERNEL_CALLS: dict[str, tuple[str, ...]] = {
     "matmul_forward": ("a", "b", "out"),
     "matmul_backward_da": ("dc", "b", "out"),
     "matmul_backward_db": ("a", "dc", "out"),
-    "set_threads": ("n",),
 }
-# Read from the class without creating it; the last two are called without arguments.
-METADATA = ("description", "order_preserving", "thread_control", "default_threads", "unavailable_reason")
-CLASS_CALLS = ("default_threads", "unavailable_reason")
+OPTIONAL_CALLS: dict[str, tuple[str, ...]] = {"set_threads": ("n",)}
 # What a backend may declare itself to be, for the ratios of a run (see records.run.Roles).
 ROLES = ("reference", "peer")
 
 
 class Backend(Protocol):
-    """What ``create`` returns; the three methods are the names other tools call."""
+    """What ``create`` returns: the three kernels, the one thing every backend has."""
 
     def matmul_forward(self, a: Any, b: Any, out: Any) -> None: ...
 
@@ -51,7 +48,12 @@ class Backend(Protocol):
 
     def matmul_backward_db(self, a: Any, dc: Any, out: Any) -> None: ...
 
-    def set_threads(self, n: int) -> int: ...
+
+def set_backend_threads(backend: Backend, n: int) -> int | None:
+    """Ask the backend to use ``n`` threads; how many it really uses, or None when it cannot be
+    told (it has no ``set_threads``) and so runs as it is."""
+    setter = getattr(backend, "set_threads", None)
+    return int(setter(n)) if setter is not None else None
 
 
 def kernel_shapes(kernel: str, m: int, k: int, n: int) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
@@ -93,7 +95,7 @@ class BackendInfo:
     description: str | None
     order_preserving: bool | None
     thread_control: str | None
-    default_threads: int | None
+    default_threads: int | None  # None: not said, so unknown
     available: bool
     reason: str | None  # why it is unavailable
     role: str | None = None  # "reference", "peer" or none
@@ -160,12 +162,51 @@ def _names(signature: inspect.Signature) -> str:
 
 def signature_problem(target: str, owner: Any, bound: bool) -> str | None:
     """The first method of ``owner`` (a class, or a created backend when ``bound``) whose
-    signature does not take the arguments the engine passes; None when every one does."""
-    for method, arguments in CALLS.items():
+    signature does not take the arguments the engine passes; None when every one does. The
+    three kernels must be there; ``set_threads`` is checked only when it is."""
+    calls = {**KERNEL_CALLS, **{m: a for m, a in OPTIONAL_CALLS.items() if getattr(owner, m, None) is not None}}
+    for method, arguments in calls.items():
         problem = _call_problem(target, owner, method, arguments, bound)
         if problem is not None:
             return problem
     return None
+
+
+def _metadata(target: str, factory: Any) -> dict[str, Any]:
+    """The metadata read from the class, each with its documented default when it is absent.
+
+    Raises ValueError naming the first attribute of the wrong type.
+    """
+
+    def read(name: str, kind: type, default: Any, call: bool = False) -> Any:
+        value = getattr(factory, name, None)
+        if value is None:
+            return default
+        if call:
+            problem = _call_problem(target, factory, name, (), bound=True)
+            if problem is not None:
+                raise ValueError(problem + " (metadata is read from the class: make it a staticmethod)")
+            value = value()
+            if value is None:
+                return default
+        if (kind is int and isinstance(value, bool)) or not isinstance(value, kind):
+            raise ValueError(f"{target}: {name}{'()' if call else ''} must be {kind.__name__}, got {value!r}")
+        return value
+
+    role = read("role", str, None)
+    if role is not None and role not in ROLES:
+        raise ValueError(f"{target} declares the role {role!r}; a role is one of {', '.join(ROLES)}")
+    threads = read("default_threads", int, None, call=True)
+    if threads is not None and threads < 1:
+        raise ValueError(f"{target}: default_threads() must be at least 1, got {threads}")
+    return {
+        "description": read("description", str, None),
+        "order_preserving": read("order_preserving", bool, False),
+        "thread_control": read("thread_control", str, None),
+        "default_threads": threads,
+        "role": role,
+        "unavailable_reason": read("unavailable_reason", str, None, call=True),
+    }
 
 
 def describe(entry: BackendEntry) -> BackendInfo:
@@ -193,30 +234,16 @@ def describe(entry: BackendEntry) -> BackendInfo:
         factory = entry.load()
     except Exception as exc:  # a broken plugin is reported, never fatal
         return info(False, f"cannot load {entry.target}: {type(exc).__name__}: {exc}")
-    missing = [m for m in METADATA if not hasattr(factory, m)]
-    if missing:
-        return info(False, f"{entry.target} lacks the metadata {', '.join(missing)}")
     declared = getattr(factory, "name", entry.name)
     if declared != entry.name:
         return info(False, f"{entry.target} calls itself {declared!r} but is registered as {entry.name!r}")
-    for method in CLASS_CALLS:
-        problem = _call_problem(entry.target, factory, method, (), bound=True)
-        if problem is not None:
-            return info(False, problem + " (metadata is read from the class: make it a staticmethod)")
-    role = getattr(factory, "role", None)
-    if role is not None and role not in ROLES:
-        return info(False, f"{entry.target} declares the role {role!r}; a role is one of {', '.join(ROLES)}")
     try:
-        meta = {
-            "description": str(factory.description),
-            "order_preserving": bool(factory.order_preserving),
-            "thread_control": str(factory.thread_control),
-            "default_threads": int(factory.default_threads()),
-            "role": role,
-        }
-        reason = factory.unavailable_reason()
-    except Exception as exc:
+        meta = _metadata(entry.target, factory)
+    except ValueError as exc:
+        return info(False, str(exc))
+    except Exception as exc:  # the plugin's own code failed
         return info(False, f"{entry.target} metadata failed: {type(exc).__name__}: {exc}")
+    reason = meta.pop("unavailable_reason")
     if reason is None and inspect.isclass(factory):  # what cannot run here need not be callable
         reason = signature_problem(entry.target, factory, bound=False)
     return info(reason is None, reason, **meta)
@@ -257,9 +284,6 @@ def create(name: str) -> Backend:
         backend = entry.load()()
     except Exception as exc:
         raise PtregError(f"backend {name!r} failed to start: {type(exc).__name__}: {exc}", EXIT_UNUSABLE) from exc
-    lacking = [m for m in CALLS if not callable(getattr(backend, m, None))]
-    if lacking:
-        raise PtregError(f"backend {name!r} lacks {', '.join(lacking)}", EXIT_UNUSABLE)
     problem = signature_problem(entry.target, backend, bound=True)
     if problem is not None:
         raise PtregError(f"backend {name!r}: {problem}", EXIT_UNUSABLE)

@@ -60,7 +60,7 @@ class ThreadState(_Message):
     """The threads in effect for a cell: asked for, the backend's own, and every BLAS/OpenMP pool."""
 
     requested: int
-    backend: int
+    backend: int | None = Field(description="What the backend's set_threads said it uses; null when it has none.")
     pools: list[dict[str, Any]]
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import PtregError
-from .backends import Backend, create, runtime_details
+from .backends import Backend, create, runtime_details, set_backend_threads
 from .protocol import (
     PROTOCOL_VERSION,
     CellTask,
@@ -52,7 +52,7 @@ def set_threads(backend: Backend, threads: int) -> tuple[ThreadState, Any]:
     from threadpoolctl import threadpool_info, threadpool_limits
 
     limiter = threadpool_limits(limits=threads)
-    used = backend.set_threads(threads)
+    used = set_backend_threads(backend, threads)
     pools = [{k: p.get(k) for k in ("user_api", "internal_api", "num_threads")} for p in threadpool_info()]
     return ThreadState(requested=threads, backend=used, pools=pools), limiter
 

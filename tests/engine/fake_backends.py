@@ -68,3 +68,36 @@ class Peer(Good):
 
 class Boss(Good):
     role = "boss"
+
+
+class Minimal:
+    """Only the three kernels: every other piece of metadata takes its documented default."""
+
+    def matmul_forward(self, a: Any, b: Any, out: Any) -> None:
+        out[...] = a @ b
+
+    def matmul_backward_da(self, dc: Any, b: Any, out: Any) -> None:
+        out[...] = dc @ b.T
+
+    def matmul_backward_db(self, a: Any, dc: Any, out: Any) -> None:
+        out[...] = a.T @ dc
+
+
+class WrongOrderType(Good):
+    order_preserving = "yes"  # type: ignore[assignment]
+
+
+class NegativeThreads(Good):
+    @staticmethod
+    def default_threads() -> int:
+        return 0
+
+
+class NoKernels(_Metadata):
+    pass
+
+
+class RaisingMetadata(Good):
+    @staticmethod
+    def unavailable_reason() -> str | None:
+        raise RuntimeError("cannot tell")

@@ -1,7 +1,7 @@
 """Backends: entry-point discovery, lazy optional dependencies, threads, and the parity gate.
 
 No timing is asserted anywhere: this machine is shared and noisy. The third-party backend
-comes from tests/plugin_backend, installed as its own distribution.
+comes from tests/plugin_backend, installed as its own distribution for the test session.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def run(backend: Any, kernel: str, x: np.ndarray, y: np.ndarray, out_shape: tupl
 def test_entries_list_built_in_and_third_party_backends() -> None:
     found = entries()
     if "example-transpose" not in found:
-        pytest.fail("the test plugin is not installed: run `pip install ./tests/plugin_backend`", pytrace=False)
+        pytest.fail("the session fixture did not install tests/plugin_backend", pytrace=False)
     for name in BUILT_IN:
         assert found[name].distribution == "ptreg", found[name]
     for name in ("example-transpose", "example-broken"):
@@ -68,7 +68,7 @@ def test_built_in_metadata_is_complete() -> None:
 
 def test_unavailable_backend_is_reported_not_fatal() -> None:
     if "example-broken" not in entries():
-        pytest.fail("the test plugin is not installed: run `pip install ./tests/plugin_backend`", pytrace=False)
+        pytest.fail("the session fixture did not install tests/plugin_backend", pytrace=False)
     info = describe(entries()["example-broken"])
     assert info.available is False
     assert info.reason == "needs the imaginary package 'quantum-blas'"
@@ -117,7 +117,7 @@ def test_backend_passes_parity(name: str) -> None:
     if name == "numba" and not HAS_NUMBA:
         pytest.skip("numba is not installed (pip install 'ptreg[numba]')")
     if name not in entries():
-        pytest.fail("the test plugin is not installed: run `pip install ./tests/plugin_backend`", pytrace=False)
+        pytest.fail("the session fixture did not install tests/plugin_backend", pytrace=False)
     backend = create(name)
     result = parity(backend)
     assert result.passed, result.summary()

@@ -21,7 +21,10 @@ def test_a_backend_that_keeps_the_contract_is_available() -> None:
     "target, fragments",
     [
         ("TwoArguments", ["matmul_forward(a, b)", "cannot be called as matmul_forward(a, b, out)"]),
-        ("NoSetThreads", ["lacks set_threads(n)"]),
+        ("WrongOrderType", ["order_preserving must be bool, got 'yes'"]),
+        ("NegativeThreads", ["default_threads() must be at least 1"]),
+        ("NoKernels", ["lacks matmul_forward(a, b, out)"]),
+        ("RaisingMetadata", ["metadata failed: RuntimeError: cannot tell"]),
         ("PlainDefaultThreads", ["default_threads", "staticmethod"]),
         ("Boss", ["role 'boss'", "reference, peer"]),
     ],
@@ -31,6 +34,27 @@ def test_a_contract_broken_is_one_line_naming_the_method(target: str, fragments:
     assert not found.available and found.reason is not None and "\n" not in found.reason
     for fragment in fragments:
         assert fragment in found.reason
+
+
+def test_only_the_three_kernels_are_required() -> None:
+    found = info("Minimal")
+    assert found.available and found.reason is None
+    assert (found.order_preserving, found.default_threads, found.description, found.thread_control) == (
+        False,
+        None,
+        None,
+        None,
+    )
+    assert info("NoSetThreads").available  # set_threads is optional too
+
+
+def test_a_backend_without_set_threads_runs_as_it_is() -> None:
+    import fake_backends
+
+    from ptreg.engine.backends import set_backend_threads
+
+    assert set_backend_threads(fake_backends.Minimal(), 4) is None
+    assert set_backend_threads(fake_backends.Good(), 4) == 1
 
 
 def test_a_signature_taking_any_arguments_is_accepted() -> None:
