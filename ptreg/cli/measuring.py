@@ -240,9 +240,25 @@ def conclude(
         "--confidence",
         help="How sure the failure reason is: exact (needs a complete run), inferred, missing-evidence, not-applicable.",
     ),
+    evidence: str | None = typer.Option(
+        None,
+        "--evidence",
+        metavar="TEXT",
+        help="What you measured or saw beyond the run's own evidence line (a run that measured nothing says so).",
+    ),
+    evidence_source: list[str] = typer.Option(
+        [],
+        "--evidence-source",
+        metavar="PATH",
+        help="A source of that evidence, relative to the registry (repeatable).",
+    ),
     as_json: bool = JsonFlag,
 ) -> None:
-    """Record the verdict after a run, with the registry's rules applied; nothing is written if they fail."""
+    """Record the verdict after a run, with the registry's rules applied; nothing is written if they fail.
+
+    Any run can be concluded: a run cut short by its budget or a signal is evidence too, e.g. `--status inconclusive --failure-reason ... --confidence inferred`.
+    """
+    from ..operations.conclude import Verdict
     from ..operations.conclude import conclude as record_verdict
     from ..records.attempt import CONFIDENCES, STATUSES, check_id
 
@@ -250,12 +266,16 @@ def conclude(
         raise PtregError(f"--status {status!r} is not one of {', '.join(STATUSES)}", EXIT_UNUSABLE)
     if confidence is not None and confidence not in CONFIDENCES:
         raise PtregError(f"--confidence {confidence!r} is not one of {', '.join(CONFIDENCES)}", EXIT_UNUSABLE)
-    for flag, value in (("--lesson", lesson), ("--next-action", next_action), ("--failure-reason", failure_reason)):
+    for flag, value in (
+        ("--lesson", lesson),
+        ("--next-action", next_action),
+        ("--failure-reason", failure_reason),
+        ("--evidence", evidence),
+    ):
         if value is not None and not value.strip():
             raise PtregError(f"{flag} is empty; say it in words", EXIT_UNUSABLE)
-    updated = record_verdict(
-        registry_dir(), check_id(attempt_id), status, lesson, next_action, failure_reason, confidence
-    )
+    verdict = Verdict(status, lesson, next_action, failure_reason, confidence, evidence, tuple(evidence_source))
+    updated = record_verdict(registry_dir(), check_id(attempt_id), verdict)
     if as_json:
         print_json(updated.model_dump(mode="json", exclude_none=True))
     else:

@@ -24,11 +24,18 @@ def validate(
     path: Path | None = typer.Argument(
         None, help="A registry directory, one record file of it, or an attempts.json file (default: the registry)."
     ),
-    check_sources: Path | None = typer.Option(
-        None,
+    check_sources: bool = typer.Option(
+        False,
         "--check-sources",
+        help="Also require every local source to exist. Sources are paths relative to the registry directory "
+        "(URLs are not checked).",
+    ),
+    sources_base: Path | None = typer.Option(
+        None,
+        "--sources-base",
         metavar="DIR",
-        help="Also require local evidence sources to exist under DIR (URLs are not checked).",
+        help="Resolve sources from DIR instead of the registry directory (implies --check-sources): for "
+        "records written relative to another folder, such as an imported ledger's project.",
     ),
     as_json: bool = JsonFlag,
 ) -> None:
@@ -37,10 +44,11 @@ def validate(
     from ..records.problems import count_errors
 
     target = path or registry_dir()
-    if check_sources is not None and not check_sources.is_dir():
-        raise PtregError(f"{check_sources}: --check-sources needs a directory")
+    if sources_base is not None and not sources_base.is_dir():
+        raise PtregError(f"{sources_base}: --sources-base needs a directory")
+    base = sources_base or ((target if target.is_dir() else target.parent) if check_sources else None)
     with progress_bar() as progress:
-        registry, problems = validate_path(target, check_sources, progress)
+        registry, problems = validate_path(target, base, progress)
     errors = count_errors(problems)
     if as_json:
         print_json(
@@ -69,9 +77,9 @@ def repair(
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be done; change nothing."),
     as_json: bool = JsonFlag,
 ) -> None:
-    """Put right what a killed ptreg left: link orphaned runs, finish a cut-short import, remove staged files.
+    """Put right what a killed ptreg left (orphaned runs, a cut-short import, staged files), and update an older registry.
 
-    Every write is atomic, so a kill never leaves a partial record; it can leave a complete run folder that its attempt does not link yet, or staged temporary files. `ptreg validate` reports them as warnings. Exit 0 when nothing is left to put right, 1 when something needs a person (the message says what).
+    Every write is atomic, so a kill never leaves a partial record; it can leave a complete run folder that its attempt does not link yet, or staged temporary files. `ptreg validate` reports them as warnings. Sources an older ptreg wrote relative to the git repository are rewritten relative to the registry directory. Exit 0 when nothing is left to put right, 1 when something needs a person (the message says what).
     """
     from ..operations.repair import repair as put_right
 
@@ -89,7 +97,11 @@ def repair(
             typer.echo(f"{verb}remove {leftover.path} ({leftover.kind})")
         for leftover in report.left:
             typer.echo(f"left alone: {leftover.path}: {leftover.message}")
-        if not (report.journal_renames or report.linked or report.removed or report.left):
+        for moved in report.sources:
+            typer.echo(
+                f"{verb}rewrite {moved.attempt_id} {moved.field}: {moved.old} -> {moved.new} (relative to the registry)"
+            )
+        if not (report.journal_renames or report.linked or report.removed or report.left or report.sources):
             typer.echo(f"{root}: nothing to repair")
     if report.left:
         raise typer.Exit(EXIT_CHECK_FAILED)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,33 +19,31 @@ from ..store.runs import check_folder
 from .run import results_source
 
 
-def conclude(
-    root: Path,
-    attempt_id: str,
-    status: str,
-    lesson: str,
-    next_action: str,
-    failure_reason: str | None = None,
-    confidence: str | None = None,
-) -> Attempt:
+@dataclass(frozen=True)
+class Verdict:
+    """What the person concluding says: the outcome and, if they have more to say than the run
+    does, evidence of their own."""
+
+    status: str
+    lesson: str
+    next_action: str
+    failure_reason: str | None = None
+    confidence: str | None = None
+    evidence: str | None = None  # added after the evidence lines the runs wrote
+    evidence_sources: tuple[str, ...] = ()
+
+
+def conclude(root: Path, attempt_id: str, verdict: Verdict) -> Attempt:
     """Record the verdict; refused (nothing written) if the registry's rules would not hold."""
     load_meta(root)  # a missing registry is refused before any lock file is made
     with registry_lock(root):
-        return _conclude(root, attempt_id, status, lesson, next_action, failure_reason, confidence)
+        return _conclude(root, attempt_id, verdict)
 
 
-def _conclude(
-    root: Path,
-    attempt_id: str,
-    status: str,
-    lesson: str,
-    next_action: str,
-    failure_reason: str | None,
-    confidence: str | None,
-) -> Attempt:
+def _conclude(root: Path, attempt_id: str, verdict: Verdict) -> Attempt:
     registry = load_directory(root)
     attempt = registry.get(attempt_id)
-    if status == "not-tried":
+    if verdict.status == "not-tried":
         raise PtregError("--status not-tried is not a verdict; conclude with what the run showed", EXIT_UNUSABLE)
     runs = attempt.runs or []
     if not runs:
@@ -55,14 +54,24 @@ def _conclude(
         broken = check_folder(root, attempt_id, ref.run_id)
         if broken is not None:
             raise PtregError(f"{attempt_id}: run {ref.run_id}: {broken}", EXIT_CHECK_FAILED)
+    confidence = verdict.confidence
     if confidence is None:
-        if failure_reason is not None:
+        if verdict.failure_reason is not None:
             raise PtregError("--failure-reason needs --confidence (exact, inferred or missing-evidence)", EXIT_UNUSABLE)
         confidence = "not-applicable"
     raw: dict[str, Any] = attempt.model_dump(exclude_none=True)
-    raw.update(status=status, lesson=lesson, next_action=next_action, failure_reason_confidence=confidence)
-    if failure_reason is not None:
-        raw["failure_reason"] = failure_reason
+    raw.update(
+        status=verdict.status,
+        lesson=verdict.lesson,
+        next_action=verdict.next_action,
+        failure_reason_confidence=confidence,
+    )
+    if verdict.failure_reason is not None:
+        raw["failure_reason"] = verdict.failure_reason
+    if verdict.evidence is not None:
+        raw["evidence"] = "\n".join(filter(None, [raw.get("evidence"), verdict.evidence]))
+    if verdict.evidence_sources:
+        raw["evidence_sources"] = [*raw.get("evidence_sources", []), *verdict.evidence_sources]
     if "source" not in raw:
         raw["source"] = results_source(root, attempt_id, runs[-1].run_id)
     try:

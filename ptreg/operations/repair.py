@@ -1,7 +1,10 @@
-"""`ptreg repair`: put right what a killed ptreg left behind (``store/leftovers.py`` finds it).
+"""`ptreg repair`: put right what a killed ptreg left behind (``store/leftovers.py`` finds it),
+and bring an older registry up to date.
 
 A cut-short import is finished, an orphaned run is linked exactly as its run would have linked
-it, and staged files and folders that never became part of the registry are removed.
+it, and staged files and folders that never became part of the registry are removed. Sources
+that older versions wrote relative to the git repository are rewritten relative to the registry
+directory, as every source is now.
 """
 
 from __future__ import annotations
@@ -12,12 +15,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..store.directory import load_directory, load_meta
+from ..engine.environment import git_state
+from ..records.attempt import Attempt
+from ..store.directory import load_directory, load_meta, write_attempt
 from ..store.journal import recover
 from ..store.leftovers import Leftover, find_leftovers, linked_runs
 from ..store.locks import registry_lock
 from ..store.runs import read_results
 from .run import link_run
+
+
+@dataclass(frozen=True)
+class MovedSource:
+    attempt_id: str
+    field: str
+    old: str
+    new: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"attempt": self.attempt_id, "field": self.field, "old": self.old, "new": self.new}
 
 
 @dataclass
@@ -26,6 +42,7 @@ class RepairReport:
     linked: list[Leftover] = field(default_factory=list)
     removed: list[Leftover] = field(default_factory=list)
     left: list[Leftover] = field(default_factory=list)
+    sources: list[MovedSource] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -33,11 +50,13 @@ class RepairReport:
             "linked": [x.to_json() for x in self.linked],
             "removed": [x.to_json() for x in self.removed],
             "left": [x.to_json() for x in self.left],
+            "sources": [x.to_json() for x in self.sources],
         }
 
 
 def repair(root: Path, dry_run: bool = False) -> RepairReport:
-    """Finish a cut-short import, link orphaned runs (oldest first), remove staged leftovers.
+    """Finish a cut-short import, link orphaned runs (oldest first), remove staged leftovers,
+    rewrite sources relative to the registry.
 
     Under the registry lock, so nothing it removes can belong to a write in progress: every
     writer stages its files only while it holds that lock.
@@ -61,4 +80,32 @@ def repair(root: Path, dry_run: bool = False) -> RepairReport:
                     else:
                         os.unlink(leftover.path)
                 report.removed.append(leftover)
+        for attempt in load_directory(root).attempts:
+            updated, moved = _relative_to_registry(root, attempt)
+            if moved and not dry_run:
+                write_attempt(root, updated)
+            report.sources.extend(moved)
     return report
+
+
+def _relative_to_registry(root: Path, attempt: Attempt) -> tuple[Attempt, list[MovedSource]]:
+    """The attempt with every local source that exists only relative to the git repository
+    rewritten relative to the registry directory; a source found neither way is left alone."""
+    top = git_state(root)["repository"]
+    if top is None:
+        return attempt, []
+    moved: list[MovedSource] = []
+
+    def relative(field: str, source: str) -> str:
+        path, hash_, fragment = source.partition("#")
+        if "://" in path or not path or (root / path).exists() or not (Path(top) / path).exists():
+            return source
+        new = os.path.relpath(Path(top) / path, root).replace(os.sep, "/") + hash_ + fragment
+        moved.append(MovedSource(attempt.id, field, source, new))
+        return new
+
+    sources = [relative("evidence_sources", s) for s in attempt.evidence_sources or ()]
+    source = relative("source", attempt.source) if attempt.source is not None else None
+    if not moved:
+        return attempt, []
+    return attempt.model_copy(update={"evidence_sources": sources or None, "source": source}), moved

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..clock import utc_now
-from ..engine.environment import collect, git_state
+from ..engine.environment import collect
 from ..engine.executor import Executor, TaskProgress
 from ..engine.interruption import deferred, interruptible, pending
 from ..engine.measurement import measure
@@ -126,13 +126,9 @@ def _measure_and_record(
 
 
 def results_source(root: Path, attempt_id: str, run_id: str) -> str:
-    """The run's results file as a source: relative to the repository holding the registry
-    (as the sources of hand-written records are, and as `validate --check-sources` reads
-    them), or to the registry itself outside git."""
-    path = (run_folder(root, attempt_id, run_id) / RESULTS_FILE).resolve()
-    top = git_state(root)["repository"]
-    base = Path(top).resolve() if top else root.resolve()
-    return str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
+    """The run's results file as a source, relative to the registry directory as every source
+    a record stores is, whatever repository holds it."""
+    return (run_folder(root, attempt_id, run_id) / RESULTS_FILE).relative_to(root).as_posix()
 
 
 def link_run(root: Path, attempt_id: str, results: RunResults) -> Attempt:
@@ -147,9 +143,7 @@ def link_run(root: Path, attempt_id: str, results: RunResults) -> Attempt:
         finished_at=results.finished_at,
     )
     line = evidence_line(results)
-    evidence = attempt.evidence
-    if line is not None:
-        evidence = f"{evidence}\n{line}" if evidence else line
+    evidence = f"{attempt.evidence}\n{line}" if attempt.evidence else line
     source = results_source(root, attempt_id, results.run_id)
     updated = attempt.model_copy(
         update={

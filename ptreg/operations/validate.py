@@ -69,7 +69,8 @@ def validate_path(
 
 
 def _sources(record: Record, base: Path) -> Iterator[Problem]:
-    """Local sources must exist under ``base``; URLs are not fetched."""
+    """Local sources, paths relative to ``base`` (the registry directory unless told otherwise),
+    must exist; they may lead out of it (``../README.md``). URLs are not fetched."""
     attempt = record.attempt
     assert attempt is not None
     problem = problem_at(record)
@@ -82,12 +83,9 @@ def _sources(record: Record, base: Path) -> Iterator[Problem]:
     for field, index, source in named:
         if _URL.match(source):
             continue
-        local = source.split("#", 1)[0]
-        target = (root / local).resolve()
-        extra = () if index is None else (index,)
-        if not target.is_relative_to(root):
-            yield problem("source-exists", field, f"source {shorten(source, 200)} points outside {base}", *extra)
-        elif not target.exists():
+        target = root / source.split("#", 1)[0]
+        if not target.exists():
+            extra = () if index is None else (index,)
             yield problem("source-exists", field, f"source {shorten(source, 200)} does not exist under {base}", *extra)
 
 

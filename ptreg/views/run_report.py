@@ -25,8 +25,8 @@ def verdict(results: RunResults) -> list[str]:
     return workload_named(results.spec.workload).verdict(results)
 
 
-def evidence_line(results: RunResults) -> str | None:
-    """One sentence per backend in the seed's style, or None if nothing was measured."""
+def evidence_line(results: RunResults) -> str:
+    """One sentence per backend in the seed's style; a run that measured nothing says so, and why."""
     workload = workload_named(results.spec.workload)
     reference = results.ratio_roles.reference
     parts = []
@@ -43,7 +43,8 @@ def evidence_line(results: RunResults) -> str | None:
             span = f"{low:.2f}x" if abs(high - low) < 0.005 else f"{low:.2f}-{high:.2f}x"
             sentence += f", or about {span} over {reference}"
         parts.append(sentence)
-    if not parts:
-        return None
     run = f"Run {results.run_id}" if results.run_id else "Bench"
-    return f"{run} ({results.evaluator or 'ad hoc'}, {results.status}): " + "; ".join(parts) + "."
+    head = f"{run} ({results.evaluator or 'ad hoc'}, {results.status}): "
+    if not parts:
+        return head + "nothing was measured" + (f" ({results.reason})" if results.reason else "") + "."
+    return head + "; ".join(parts) + "."

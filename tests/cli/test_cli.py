@@ -111,12 +111,16 @@ def test_validate_check_sources(cli, tmp_path: Path) -> None:
     (sources / "docs" / "bench.md").write_text("x")
     root = write_registry(tmp_path / "reg", [complete_record("ok"), complete_record("gone", source="docs/none.md")])
     assert cli("validate", root).code == 0
-    result = cli("validate", root, "--check-sources", sources, "--json")
+    result = cli("validate", root, "--sources-base", sources, "--json")
     assert result.code == 1
     assert [(p["rule"], p["attempt_id"], p["pointer"]) for p in result.json()["problems"]] == [
         ("source-exists", "gone", "/source")
     ]
-    assert_one_line_error(cli("validate", root, "--check-sources", tmp_path / "nowhere"), 2, "--check-sources")
+    assert_one_line_error(cli("validate", root, "--sources-base", tmp_path / "nowhere"), 2, "--sources-base")
+    (root / "docs" / "bench.md").parent.mkdir()
+    (root / "docs" / "bench.md").write_text("x")
+    relative = cli("validate", root, "--check-sources", "--json")  # from the registry directory by default
+    assert [p["attempt_id"] for p in relative.json()["problems"]] == ["gone"]
 
 
 def test_validate_registry_with_unreadable_record_is_invalid_not_unusable(cli, tmp_path: Path) -> None:

@@ -35,7 +35,9 @@ def test_the_page_from_an_empty_folder_to_bench(tmp_path: Path) -> None:
     site = tmp_path / "site"
     done = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(package)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
@@ -43,8 +45,14 @@ def test_the_page_from_an_empty_folder_to_bench(tmp_path: Path) -> None:
     def ptreg(command: str) -> subprocess.CompletedProcess[str]:
         argv = command.split()
         assert argv[0] == "ptreg"
-        return subprocess.run([sys.executable, "-m", "ptreg", *argv[1:]], capture_output=True, text=True, env=env,
-                              cwd=tmp_path, timeout=600)
+        return subprocess.run(
+            [sys.executable, "-m", "ptreg", *argv[1:]],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=600,
+        )
 
     listed = ptreg(listing + " --json")
     assert listed.returncode == 0, listed.stderr

@@ -140,3 +140,41 @@ def test_a_run_is_never_written_through_a_symlink_out_of_the_registry(tmp_path: 
     result = cli("-r", root, "run", "escape")
     assert_one_line_error(result, 2, "outside the registry")
     assert not list(elsewhere.iterdir())
+
+
+def test_repair_rewrites_sources_written_relative_to_the_repository(tmp_path: Path, cli) -> None:
+    import subprocess
+
+    project = tmp_path / "project"
+    (project / "docs").mkdir(parents=True)
+    (project / "docs" / "bench.md").write_text("measured\n")
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    root = write_registry(
+        project / "attempts",
+        [
+            complete_record(
+                "old-style",
+                evidence_sources=["docs/bench.md#table", "https://example.invalid/x"],
+                source="attempts/old-style.json",
+            ),
+            complete_record("lost", evidence_sources=["docs/gone.md"], source="docs/bench.md"),
+        ],
+    )
+    assert cli("-r", root, "validate", "--check-sources").code == 1
+    before = snapshot(root)
+    dry = cli("-r", root, "repair", "--dry-run", "--json")
+    assert dry.code == 0 and snapshot(root) == before
+    moved = {(m["attempt"], m["old"], m["new"]) for m in json.loads(dry.out)["sources"]}
+    assert moved == {
+        ("old-style", "docs/bench.md#table", "../docs/bench.md#table"),
+        ("old-style", "attempts/old-style.json", "old-style.json"),
+        ("lost", "docs/bench.md", "../docs/bench.md"),
+    }
+    assert cli("-r", root, "repair").code == 0
+    record = json.loads((root / "old-style.json").read_text())
+    assert record["evidence_sources"] == ["../docs/bench.md#table", "https://example.invalid/x"]
+    result = cli("-r", root, "validate", "--check-sources", "--json")
+    assert [(p["attempt_id"], p["pointer"]) for p in json.loads(result.out)["problems"]] == [
+        ("lost", "/evidence_sources/0")
+    ]  # found neither way: left for a person
+    assert json.loads(cli("-r", root, "repair", "--json").out)["sources"] == []

@@ -170,7 +170,7 @@ def test_conclude_then_no_second_run(tiny_run, cli) -> None:
     record = json.loads((root / "tiny-e2e.json").read_text())
     assert record["status"] == "worked" and record["failure_reason_confidence"] == "not-applicable"
     assert record["source"].startswith("runs/tiny-e2e/")
-    checked = cli("-r", root, "validate", "--check-sources", root, root / "tiny-e2e.json")
+    checked = cli("-r", root, "validate", "--check-sources", root / "tiny-e2e.json")
     assert checked.code == 0, checked.out
     again = cli("-r", root, "run", "tiny-e2e")
     assert_one_line_error(again, 1, "concluded")
@@ -313,7 +313,7 @@ def test_a_worker_running_at_the_deadline_is_killed_and_its_samples_kept(reg: Pa
     assert blas.status == "not-started"
 
 
-def test_results_source_is_relative_to_the_repository_holding_the_registry(tmp_path: Path) -> None:
+def test_results_source_is_relative_to_the_registry_whatever_git_says(tmp_path: Path) -> None:
     import subprocess
 
     from ptreg.operations.run import results_source
@@ -321,7 +321,7 @@ def test_results_source_is_relative_to_the_repository_holding_the_registry(tmp_p
     assert results_source(tmp_path / "reg", "a", "20261201T000000Z") == "runs/a/20261201T000000Z/results.json"
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / "reg").mkdir()
-    assert results_source(tmp_path / "reg", "a", "20261201T000000Z") == "reg/runs/a/20261201T000000Z/results.json"
+    assert results_source(tmp_path / "reg", "a", "20261201T000000Z") == "runs/a/20261201T000000Z/results.json"
 
 
 def test_a_worker_over_the_memory_budget_is_killed(reg: Path) -> None:
@@ -359,3 +359,40 @@ def test_a_third_party_backend_is_measured_like_a_built_in(cli) -> None:
     assert [p["passed"] for p in results["parity"]] == [True, True]
     plugin = next(c for c in results["cells"] if c["backend"] == "example-transpose")
     assert plugin["status"] == "measured" and plugin["vs_naive"] is not None
+
+
+def test_a_run_that_measured_nothing_is_evidence_and_can_be_concluded(reg: Path, cli) -> None:
+    from ptreg.operations.run import run_attempt
+
+    ref = freeze_evaluator(reg, **TINY)
+    propose(reg, ref, "tiny-nothing", "600", "#16", "--budget-memory-mb", "1")
+    done = run_attempt(reg, "tiny-nothing", ["test"])
+    assert done.results.status == "budget-exhausted"
+    assert done.attempt.evidence is not None and "nothing was measured" in done.attempt.evidence
+    (reg / "notes.md").write_text("the memory limit was set below any process\n")
+    concluded = cli(
+        "-r",
+        reg,
+        "conclude",
+        "tiny-nothing",
+        "--status",
+        "inconclusive",
+        "--lesson",
+        "A 1 MB budget stops every worker before it measures.",
+        "--next-action",
+        "Propose again with a memory budget above a worker's size.",
+        "--failure-reason",
+        "The budget killed every worker at start.",
+        "--confidence",
+        "inferred",
+        "--evidence",
+        "Every worker passed 1 MB resident at once.",
+        "--evidence-source",
+        "notes.md",
+    )
+    assert concluded.code == 0, concluded.err
+    record = json.loads((reg / "tiny-nothing.json").read_text())
+    assert record["status"] == "inconclusive"
+    assert record["evidence"].endswith("Every worker passed 1 MB resident at once.")
+    assert "nothing was measured" in record["evidence"] and record["evidence_sources"][-1] == "notes.md"
+    assert cli("-r", reg, "validate").code == 0

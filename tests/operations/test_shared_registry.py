@@ -60,7 +60,7 @@ def test_validate_command_on_file_and_directory(cli, shared_file: Path, shared_r
 def test_check_sources_is_opt_in_and_then_finds_the_missing_sources(cli, shared_registry: Path, tmp_path: Path) -> None:
     empty = tmp_path / "elsewhere"
     empty.mkdir()
-    result = cli("validate", shared_registry, "--check-sources", empty, "--json")
+    result = cli("validate", shared_registry, "--sources-base", empty, "--json")
     assert result.code == 1
     assert {p["rule"] for p in result.json()["problems"]} == {"source-exists"}
 
