@@ -26,3 +26,8 @@ def json_type(value: Any) -> str:
 def printable(text: str) -> str:
     """``text`` with control characters escaped, so that a report stays one line per problem."""
     return text if text.isprintable() else repr(text)[1:-1]
+
+
+def counted(number: int, singular: str, plural: str | None = None) -> str:
+    """'1 attempt', '2 attempts', '0 attempts'."""
+    return f"{number} {singular if number == 1 else plural or singular + 's'}"

@@ -14,8 +14,8 @@ from typer._click.exceptions import ClickException  # typer 0.26 vendors Click a
 from .. import __version__
 from ..engine.interruption import Interrupted
 from ..errors import EXIT_UNUSABLE, PtregError
-from . import evaluator, measuring, proposal, reading, registry
-from .common import REGISTRY_ENV, command_state, state
+from . import evaluator, measuring, proposal, reading, registry, vocabulary
+from .common import REGISTRY_ENV, command_state, state, with_registry_option
 
 app = typer.Typer(
     name="ptreg",
@@ -41,6 +41,7 @@ def _main(
         None,
         "--registry",
         "-r",
+        metavar="DIR",
         envvar=REGISTRY_ENV,
         help="Registry directory (default: ./attempts).",
         show_envvar=True,
@@ -52,25 +53,26 @@ def _main(
 
 # The registry as a whole, reading it, proposing through the gate, the frozen evaluators the
 # proposals are measured by, and measuring; in the order `ptreg --help` lists them.
-app.command()(registry.init)
-app.command()(registry.validate)
-app.command()(registry.repair)
-app.command()(reading.show)
-app.command("list")(reading.list_attempts)
-app.command()(reading.lineage)
-app.command()(reading.streaks)
-app.command()(reading.coverage)
-app.command("import")(registry.import_)
-app.command()(registry.export)
-app.command()(registry.schema)
-app.command()(proposal.new)
-app.command()(proposal.gate)
-app.command()(proposal.precedents)
+app.command()(with_registry_option(registry.init))
+app.command()(with_registry_option(registry.validate))
+app.command()(with_registry_option(registry.repair))
+app.command()(with_registry_option(reading.show))
+app.command("list")(with_registry_option(reading.list_attempts))
+app.command()(with_registry_option(reading.lineage))
+app.command()(with_registry_option(reading.streaks))
+app.command()(with_registry_option(reading.coverage))
+app.command("import")(with_registry_option(registry.import_))
+app.command()(with_registry_option(registry.export))
+app.command()(with_registry_option(registry.schema))
+app.command()(with_registry_option(proposal.new))
+app.command()(with_registry_option(proposal.gate))
+app.command()(with_registry_option(proposal.precedents))
 app.add_typer(evaluator.app)
-app.command()(measuring.backends)
-app.command()(measuring.bench)
-app.command()(measuring.run)
-app.command()(measuring.conclude)
+app.add_typer(vocabulary.app)
+app.command()(with_registry_option(measuring.backends))
+app.command()(with_registry_option(measuring.bench))
+app.command()(with_registry_option(measuring.run))
+app.command()(with_registry_option(measuring.conclude))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -83,11 +85,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except ClickException as exc:  # a usage error: unknown option, missing argument, bad value
         if type(exc).__name__ == "NoArgsIsHelpError":
-            # `ptreg` alone: the help is the answer (rich has printed it already; plain Click
-            # hands it over as the message), with Click's usual exit code 2.
+            # `ptreg` alone asks what ptreg does: the help is the answer (rich has printed it
+            # already; plain Click hands it over as the message), and nothing failed.
             if exc.format_message().strip():
                 typer.echo(exc.format_message())
-            sys.exit(exc.exit_code)
+            sys.exit(0)
         context = getattr(exc, "ctx", None)
         command = context.command_path if context is not None else "ptreg"
         typer.echo(f"ptreg: error: {exc.format_message()} (see `{command} --help`)", err=True)

@@ -9,6 +9,8 @@ of it. Everything else in ``cli/`` is imported at the top (docs/architecture.md)
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import sys
@@ -29,6 +31,23 @@ state: dict[str, str | None] = {"registry": None}
 command_state: dict[str, list[str]] = {"argv": []}  # as given to main(), for the run's provenance
 
 JsonFlag = typer.Option(False, "--json", help="Print JSON for scripts instead of text.")
+
+
+def with_registry_option(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` with its own ``--registry`` option, so that it works after the command's name
+    as well as before it (where the root command takes it)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, registry: str | None = None, **options: Any) -> None:
+        if registry is not None:
+            state["registry"] = registry
+        command(*args, **options)
+
+    option = typer.Option(None, "--registry", "-r", metavar="DIR", help="Registry directory (default: ./attempts).")
+    signature = inspect.signature(command)
+    own = inspect.Parameter("registry", inspect.Parameter.KEYWORD_ONLY, default=option, annotation=str | None)
+    run.__signature__ = signature.replace(parameters=[*signature.parameters.values(), own])  # type: ignore[attr-defined]
+    return run
 
 
 def command_line() -> list[str]:

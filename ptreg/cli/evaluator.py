@@ -7,7 +7,8 @@ from pathlib import Path
 import typer
 
 from ..errors import EXIT_CHECK_FAILED, PtregError
-from .common import JsonFlag, print_json, registry_dir
+from ..text import counted
+from .common import JsonFlag, print_json, registry_dir, with_registry_option
 
 app = typer.Typer(
     name="evaluator",
@@ -17,6 +18,7 @@ app = typer.Typer(
 
 
 @app.command()
+@with_registry_option
 def freeze(
     spec: Path = typer.Argument(..., metavar="SPEC.json", help="The evaluator spec to freeze."),
     as_json: bool = JsonFlag,
@@ -41,6 +43,7 @@ def freeze(
 
 
 @app.command("list")
+@with_registry_option
 def list_evaluators(as_json: bool = JsonFlag) -> None:
     """Every frozen evaluator, whether it still verifies, and what it measures."""
     from ..store.directory import load_meta
@@ -79,10 +82,11 @@ def list_evaluators(as_json: bool = JsonFlag) -> None:
         return
     if rows:
         typer.echo(plain(rows, ["evaluator", "verifies", "workload", "configs", "backends"], shrink=(3, 4)))
-    typer.echo(f"{len(rows)} frozen evaluators in {root / 'evaluators'}")
+    typer.echo(f"{counted(len(rows), 'frozen evaluator')} in {root / 'evaluators'}")
 
 
 @app.command()
+@with_registry_option
 def show(
     ref: str = typer.Argument(..., metavar="NAME[@HASH]", help="An evaluator reference, or a name frozen once."),
     as_json: bool = JsonFlag,
@@ -114,6 +118,7 @@ def show(
 
 
 @app.command()
+@with_registry_option
 def verify(
     refs: list[str] = typer.Argument(
         None, metavar="[NAME[@HASH]]...", help="Only these (default: every frozen evaluator)."
@@ -134,6 +139,7 @@ def verify(
     else:
         for path, mismatch in bad:
             typer.echo(f"{path}: {mismatch}")
-        typer.echo(f"{len(results)} frozen evaluators checked, {len(bad)} do not verify")
+        verify = "does not verify" if len(bad) == 1 else "do not verify"
+        typer.echo(f"{counted(len(results), 'frozen evaluator')} checked, {len(bad)} {verify}")
     if bad:
         raise typer.Exit(EXIT_CHECK_FAILED)

@@ -119,21 +119,32 @@ def print_results(results: RunResults) -> None:
 
 def bench(
     backend: list[str] = typer.Option(
-        ..., "--backend", "-b", help="A backend to measure (repeatable); see `ptreg backends`."
+        ..., "--backend", "-b", metavar="NAME", help="A backend to measure (repeatable); see `ptreg backends`."
     ),
     workload: str = typer.Option(
-        "tinygpt-train", "--workload", "-w", help="tinygpt-train (ms/step) or kernels (GFLOP/s)."
+        "tinygpt-train", "--workload", "-w", metavar="WORKLOAD", help="tinygpt-train (ms/step) or kernels (GFLOP/s)."
     ),
-    config: list[str] = typer.Option(["tiny"], "--config", "-c", help="tiny, small, medium, large or xl (repeatable)."),
+    config: list[str] = typer.Option(
+        ["tiny"], "--config", "-c", metavar="CONFIG", help="tiny, small, medium, large or xl (repeatable)."
+    ),
     baseline: str | None = typer.Option(
-        None, "--baseline", help="The backend to compare with besides the reference (default: the first)."
+        None,
+        "--baseline",
+        metavar="NAME",
+        help="The backend to compare with besides the reference (default: the first).",
     ),
-    warmup_steps: int = typer.Option(2, "--warmup-steps", min=0),
-    timed_steps: int = typer.Option(5, "--timed-steps", min=1),
-    repeats: int = typer.Option(3, "--repeats", min=1),
-    threads: int = typer.Option(1, "--threads", min=1, help="Threads for the backend and the BLAS."),
-    seed: int = typer.Option(0, "--seed", min=0),
-    seconds: float | None = typer.Option(None, "--seconds", help="Stop after this wall clock, like a budget."),
+    warmup_steps: int = typer.Option(
+        2, "--warmup-steps", metavar="N", help="Untimed steps (or calls) first, in each cell."
+    ),
+    timed_steps: int = typer.Option(5, "--timed-steps", metavar="N", help="Timed steps (or calls) in each repeat."),
+    repeats: int = typer.Option(3, "--repeats", metavar="N", help="Repeats in each cell: its median and spread."),
+    threads: int = typer.Option(1, "--threads", metavar="N", help="Threads for the backend and the BLAS."),
+    seed: int = typer.Option(
+        0, "--seed", metavar="N", help="Seed of the model's weights, its batches and the kernels' inputs."
+    ),
+    seconds: float | None = typer.Option(
+        None, "--seconds", metavar="SECONDS", help="Stop after this wall clock, like a budget."
+    ),
     as_json: bool = JsonFlag,
 ) -> None:
     """Measure backends ad hoc, as `ptreg run` would, and print the tables. Writes nothing.
@@ -227,17 +238,21 @@ def run(
 
 def conclude(
     attempt_id: str = typer.Argument(..., metavar="ID", help="The attempt to conclude."),
-    status: str = typer.Option(..., "--status", help="worked, worked-with-caveat, failed, regressed or inconclusive."),
-    lesson: str = typer.Option(..., "--lesson", help="What the attempt taught."),
-    next_action: str = typer.Option(..., "--next-action", help="The retained disposition."),
+    status: str = typer.Option(
+        ..., "--status", metavar="STATUS", help="worked, worked-with-caveat, failed, regressed or inconclusive."
+    ),
+    lesson: str = typer.Option(..., "--lesson", metavar="TEXT", help="What the attempt taught."),
+    next_action: str = typer.Option(..., "--next-action", metavar="TEXT", help="The retained disposition."),
     failure_reason: str | None = typer.Option(
         None,
         "--failure-reason",
+        metavar="TEXT",
         help="Why it fell short (needed for failed, regressed, inconclusive, worked-with-caveat).",
     ),
     confidence: str | None = typer.Option(
         None,
         "--confidence",
+        metavar="CONFIDENCE",
         help="How sure the failure reason is: exact (needs a complete run), inferred, missing-evidence, not-applicable.",
     ),
     evidence: str | None = typer.Option(

@@ -18,6 +18,7 @@ import typer
 
 from ..errors import EXIT_CHECK_FAILED, PtregError
 from ..gate.proposal_input import ProposalInput
+from ..text import counted
 from .common import JsonFlag, load, print_json, progress_bar, registry_dir
 
 if TYPE_CHECKING:
@@ -63,9 +64,7 @@ def _option(spec: Field[Any], annotation: Any) -> inspect.Parameter:
     cli_type = (
         list[str] if repeatable else int | None if int in given else float | None if float in given else str | None
     )
-    option = typer.Option(
-        [] if repeatable else None, meta["flag"], help=meta["help"], metavar=meta["metavar"], min=meta["min"]
-    )
+    option = typer.Option([] if repeatable else None, meta["flag"], help=meta["help"], metavar=meta["metavar"])
     return inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=cli_type)
 
 
@@ -244,7 +243,7 @@ def gate(
         else:
             then = admission.registry_state
             typer.echo(
-                f"admitted at {admission.admitted_at} against {then.attempts} attempts "
+                f"admitted at {admission.admitted_at} against {counted(then.attempts, 'attempt')} "
                 f"(sha256 {then.sha256[:12]}); "
                 + ("the registry has changed since" if changed else "the registry is unchanged since")
             )
@@ -256,11 +255,11 @@ def gate(
 
 
 def precedents(
-    method: list[str] = typer.Option([], "--method", help="A method of the proposal (repeatable)."),
-    base: list[str] = typer.Option([], "--base", help="A base of the proposal (repeatable)."),
-    objective: str | None = typer.Option(None, "--objective", help="The proposal's objective."),
-    family: str | None = typer.Option(None, "--family", help="The proposal's family."),
-    limit: int = typer.Option(10, "--limit", min=1, help="Show at most this many."),
+    method: list[str] = typer.Option([], "--method", metavar="METHOD", help="A method of the proposal (repeatable)."),
+    base: list[str] = typer.Option([], "--base", metavar="BASE", help="A base of the proposal (repeatable)."),
+    objective: str | None = typer.Option(None, "--objective", metavar="OBJECTIVE", help="The proposal's objective."),
+    family: str | None = typer.Option(None, "--family", metavar="FAMILY", help="The proposal's family."),
+    limit: int = typer.Option(10, "--limit", metavar="N", help="Show at most this many."),
     as_json: bool = JsonFlag,
 ) -> None:
     """The prior attempts most like a proposal: shared objective first, then methods and bases; failures first."""

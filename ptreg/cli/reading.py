@@ -7,6 +7,7 @@ from enum import StrEnum
 import typer
 
 from ..errors import PtregError
+from ..text import counted
 from .common import JsonFlag, load, print_json, registry_dir
 
 
@@ -18,7 +19,8 @@ class Format(StrEnum):
 
 def show(
     attempt_id: str = typer.Argument(..., metavar="ID", help="The attempt's id."),
-    fmt: Format = typer.Option(Format.text, "--format", "-f", help="text, markdown or json."),
+    fmt: Format = typer.Option(Format.text, "--format", "-f", metavar="FORMAT", help="text, markdown or json."),
+    as_json: bool = typer.Option(False, "--json", help="The same as --format json."),
 ) -> None:
     """The dossier of one attempt: evidence, lesson, why it stopped, scope, disposition, lineage, sources."""
     from ..records.attempt import check_id
@@ -30,7 +32,7 @@ def show(
     assert record.attempt is not None
     attempt = record.attempt
     parts = sections(attempt, registry.by_id(), registry.meta, record.file, registry.root)
-    if fmt is Format.json:
+    if as_json or fmt is Format.json:
         print_json(render_json(attempt, parts))
     elif fmt is Format.markdown:
         typer.echo(render_markdown(attempt, parts), nl=False)
@@ -39,12 +41,16 @@ def show(
 
 
 def list_attempts(
-    status: list[str] = typer.Option([], "--status", help="Only this status (repeatable)."),
-    family: list[str] = typer.Option([], "--family", help="Only this family (repeatable)."),
-    kind: list[str] = typer.Option([], "--kind", help="Only this kind (repeatable)."),
-    method: list[str] = typer.Option([], "--method", help="Uses any of these methods (repeatable; OR)."),
-    base: list[str] = typer.Option([], "--base", help="Uses any of these bases (repeatable; OR)."),
-    objective: list[str] = typer.Option([], "--objective", help="Only this objective (repeatable)."),
+    status: list[str] = typer.Option([], "--status", metavar="STATUS", help="Only this status (repeatable)."),
+    family: list[str] = typer.Option([], "--family", metavar="FAMILY", help="Only this family (repeatable)."),
+    kind: list[str] = typer.Option([], "--kind", metavar="KIND", help="Only this kind (repeatable)."),
+    method: list[str] = typer.Option(
+        [], "--method", metavar="METHOD", help="Uses any of these methods (repeatable; OR)."
+    ),
+    base: list[str] = typer.Option([], "--base", metavar="BASE", help="Uses any of these bases (repeatable; OR)."),
+    objective: list[str] = typer.Option(
+        [], "--objective", metavar="OBJECTIVE", help="Only this objective (repeatable)."
+    ),
     failures_only: bool = typer.Option(False, "--failures-only", help="Only failed, regressed and inconclusive."),
     as_json: bool = JsonFlag,
 ) -> None:
@@ -65,7 +71,7 @@ def list_attempts(
     if rows:
         headers = ["id", "status", "family", "kind", "objective", "methods", "lesson"]
         typer.echo(plain(rows, headers, shrink=(2, 4, 5, 6)))
-    typer.echo(f"{len(found)} of {len(registry.attempts)} attempts")
+    typer.echo(f"{len(found)} of {counted(len(registry.attempts), 'attempt')}")
 
 
 def lineage(

@@ -7,11 +7,14 @@ from pathlib import Path
 import typer
 
 from ..errors import EXIT_CHECK_FAILED, PtregError
+from ..text import counted
 from .common import JsonFlag, print_json, progress_bar, registry_dir
 
 
 def init(
-    directory: Path | None = typer.Argument(None, help="Where to create it (default: the --registry directory)."),
+    directory: Path | None = typer.Argument(
+        None, metavar="DIR", help="Where to create it (default: the --registry directory)."
+    ),
 ) -> None:
     """Create an empty registry with the default vocabularies."""
     from ..store.directory import init_registry
@@ -22,7 +25,9 @@ def init(
 
 def validate(
     path: Path | None = typer.Argument(
-        None, help="A registry directory, one record file of it, or an attempts.json file (default: the registry)."
+        None,
+        metavar="PATH",
+        help="A registry directory, one record file of it, or an attempts.json file (default: the registry).",
     ),
     check_sources: bool = typer.Option(
         False,
@@ -67,7 +72,8 @@ def validate(
             typer.echo(f"{p.location()}: {p.severity} [{p.rule}]{who} {p.message}")
         verdict = "valid" if errors == 0 else "invalid"
         typer.echo(
-            f"{target}: {len(registry.records)} attempts, {errors} errors, {len(problems) - errors} warnings: {verdict}"
+            f"{target}: {counted(len(registry.records), 'attempt')}, {counted(errors, 'error')}, "
+            f"{counted(len(problems) - errors, 'warning')}: {verdict}"
         )
     if errors:
         raise typer.Exit(EXIT_CHECK_FAILED)
@@ -97,18 +103,27 @@ def repair(
             typer.echo(f"{verb}remove {leftover.path} ({leftover.kind})")
         for leftover in report.left:
             typer.echo(f"left alone: {leftover.path}: {leftover.message}")
+        if report.ignore_file:
+            typer.echo(f"{verb}write {root / '.gitignore'} for the registry's working files")
         for moved in report.sources:
             typer.echo(
                 f"{verb}rewrite {moved.attempt_id} {moved.field}: {moved.old} -> {moved.new} (relative to the registry)"
             )
-        if not (report.journal_renames or report.linked or report.removed or report.left or report.sources):
+        if not (
+            report.journal_renames
+            or report.linked
+            or report.removed
+            or report.left
+            or report.sources
+            or report.ignore_file
+        ):
             typer.echo(f"{root}: nothing to repair")
     if report.left:
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
 def import_(
-    file: Path = typer.Argument(..., help="An attempts.json file, schema_version 1 or 2."),
+    file: Path = typer.Argument(..., metavar="FILE", help="An attempts.json file, schema_version 1 or 2."),
     replace: bool = typer.Option(False, "--replace", help="Overwrite attempts whose ids the registry already holds."),
     as_json: bool = JsonFlag,
 ) -> None:
@@ -129,7 +144,7 @@ def import_(
         return
     verb = "created" if report.created_registry else "into"
     typer.echo(
-        f"imported {len(report.imported)} attempts from {file} (schema_version {report.schema_version}) {verb} {root}"
+        f"imported {counted(len(report.imported), 'attempt')} from {file} (schema_version {report.schema_version}) {verb} {root}"
     )
     if report.replaced:
         typer.echo(f"replaced: {', '.join(report.replaced)}")
@@ -145,7 +160,7 @@ def import_(
 
 def export(
     output: Path | None = typer.Option(
-        None, "--output", "-o", help="Write to this file (atomically) instead of stdout."
+        None, "--output", "-o", metavar="FILE", help="Write to this file (atomically) instead of stdout."
     ),
 ) -> None:
     """Export the registry as one attempts.json (schema_version 2)."""
@@ -166,7 +181,7 @@ def export(
 
 
 def schema(
-    out: Path = typer.Option(Path("schemas"), "--out", help="Directory of the schema files."),
+    out: Path = typer.Option(Path("schemas"), "--out", metavar="DIR", help="Directory of the schema files."),
     check: bool = typer.Option(False, "--check", help="Only compare: exit 1 if the files differ from the models."),
 ) -> None:
     """Write (or check) the JSON Schema files generated from the models."""

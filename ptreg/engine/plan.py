@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from ..errors import EXIT_UNUSABLE, PtregError
 from ..records.configs import CONFIGS, ConfigName, linear_shapes, step_flops
 from ..records.evaluator import WORKLOAD_METRICS, EvaluatorSpec
+from ..records.problems import flag_message
 from ..records.run import Cell, ParityOutcome, RunStatus
 
 # Bump when the engine would measure an unchanged spec differently (new defaults, another
@@ -42,6 +43,8 @@ PARITY_SHAPES: tuple[tuple[int, int, int], ...] = (
 # An ad hoc `ptreg bench` has no frozen evaluator; these stand in for what one would fix.
 BENCH_TOLERANCE = {"rtol": 1e-4, "atol": 1e-6}
 BENCH_MAX_RELATIVE_SPREAD = 0.1
+# The option of `ptreg bench` that gives each field of its spec, where the names differ.
+BENCH_FLAGS = {"configs": "--config", "backends": "--backend"}
 # How a parity outcome that no worker produced begins (the budget left no time for it).
 NOT_CHECKED = "not checked"
 
@@ -140,6 +143,4 @@ def bench_spec(
     try:
         return EvaluatorSpec.model_validate(fields)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"]) or "options"
-        raise PtregError(f"{where}: {error['msg']}", EXIT_UNUSABLE) from None
+        raise PtregError(flag_message(exc, None, BENCH_FLAGS), EXIT_UNUSABLE) from None

@@ -21,6 +21,7 @@ from ..records.attempt import INFRASTRUCTURE_KIND, Attempt
 from ..records.evaluator import FrozenEvaluator
 from ..records.graph import ancestry, lineage_root
 from ..store.evaluators import check_file, evaluators_dir
+from ..text import counted
 from ..views.streaks import CAUTION_AT, STOP_AT, streaks, trailing_negatives
 
 SIMILAR_QUESTION = 0.8  # token Jaccard at or above which two questions are the same question
@@ -152,7 +153,8 @@ def fresh_question(proposal: Attempt, by_id: dict[str, Attempt], everyone: dict[
             )
     detail = f"no alike question among {compared} known in its lineage and family"
     if unknown:
-        detail += f" ({unknown} attempts there record no question: unknown, not compared)"
+        verb = "records" if unknown == 1 else "record"
+        detail += f" ({counted(unknown, 'attempt')} there {verb} no question: unknown, not compared)"
     return CheckResult(name, PASSED, detail)
 
 

@@ -23,6 +23,7 @@ from ..records.attempt import INFRASTRUCTURE_KIND, SHAPE_FIELDS, Attempt, Budget
 from ..records.graph import ancestry
 from ..records.problems import flag_message
 from ..records.registry import Registry
+from ..records.vocabulary import unknown_terms
 from ..store.directory import REGISTRY_FILE, Progress, load_directory, load_meta, record_path
 from ..store.evaluators import resolve
 from ..store.jsonio import create_text_exclusive, dumps_pretty
@@ -68,21 +69,18 @@ def _budget(proposal: ProposalInput) -> tuple[Budget | None, str | None]:
 
 
 def _check_vocabulary(proposal: ProposalInput, registry: Registry) -> None:
-    meta = registry.meta
-    where = f"{registry.source}/{REGISTRY_FILE}"
-    if proposal.kind is not None and proposal.kind not in meta.kind_vocabulary:
-        raise PtregError(
-            f"--kind {proposal.kind!r} is not in the kind_vocabulary of {where} "
-            f"(one of: {', '.join(meta.kind_vocabulary)})"
+    given = [("--method", "method", m) for m in proposal.methods]
+    given += [
+        (flag, vocabulary, value)
+        for flag, vocabulary, value in (
+            ("--kind", "kind", proposal.kind),
+            ("--objective", "objective", proposal.objective),
         )
-    for method in proposal.methods:
-        if method not in meta.method_vocabulary:
-            raise PtregError(f"--method {method!r} is not in the method_vocabulary of {where}; add it there first")
-    if proposal.objective is not None and proposal.objective not in meta.objective_vocabulary:
-        raise PtregError(
-            f"--objective {proposal.objective!r} is not in the objective_vocabulary of {where} "
-            f"(one of: {', '.join(meta.objective_vocabulary)})"
-        )
+        if value is not None
+    ]
+    unknown = unknown_terms(registry.meta, given)
+    if unknown is not None:
+        raise PtregError(f"{registry.source}/{REGISTRY_FILE}: {unknown}")
     if proposal.kind == INFRASTRUCTURE_KIND:
         by_record = {f.metadata["record"]: f for f in fields(ProposalInput)}
         shaped = [by_record[name].metadata["flag"] for name in SHAPE_FIELDS if getattr(proposal, by_record[name].name)]

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..engine.environment import git_state
 from ..records.attempt import Attempt
-from ..store.directory import load_directory, load_meta, write_attempt
+from ..store.directory import IGNORE_FILE, load_directory, load_meta, write_attempt, write_ignore_file
 from ..store.journal import recover
 from ..store.leftovers import Leftover, find_leftovers, linked_runs
 from ..store.locks import registry_lock
@@ -43,9 +43,11 @@ class RepairReport:
     removed: list[Leftover] = field(default_factory=list)
     left: list[Leftover] = field(default_factory=list)
     sources: list[MovedSource] = field(default_factory=list)
+    ignore_file: bool = False  # whether the registry gained its .gitignore
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "ignore_file": self.ignore_file,
             "journal_renames": self.journal_renames,
             "linked": [x.to_json() for x in self.linked],
             "removed": [x.to_json() for x in self.removed],
@@ -85,6 +87,8 @@ def repair(root: Path, dry_run: bool = False) -> RepairReport:
             if moved and not dry_run:
                 write_attempt(root, updated)
             report.sources.extend(moved)
+        if not (root / IGNORE_FILE).exists():
+            report.ignore_file = dry_run or write_ignore_file(root)
     return report
 
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from ..errors import PtregError
 from .attempt import ID_MAX_LENGTH, ID_PATTERN
 from .configs import ConfigName
-from .problems import first_schema_error
+from .problems import every_schema_error
 
 HASH_SHOWN = 12
 
@@ -109,7 +109,7 @@ def parse_spec(raw: Any, where: str) -> EvaluatorSpec:
     try:
         return EvaluatorSpec.model_validate(raw)
     except ValidationError as exc:
-        raise PtregError(first_schema_error(exc, where)) from None
+        raise PtregError(every_schema_error(exc, where)) from None
 
 
 def frozen_from_spec(spec: EvaluatorSpec, evaluator_version: int) -> FrozenEvaluator:

@@ -84,10 +84,52 @@ def first_schema_error(exc: ValidationError, where: str) -> str:
     return f"{first.location()}: {first.message}"
 
 
-def flag_message(exc: ValidationError, attempt_id: str | None) -> str:
-    """The first schema error of a record built from command-line options, as ``--flag: why``."""
-    first = next(iter(schema_problems(exc, attempt_id=attempt_id, pointer="", file=None)))
-    return "--" + first.pointer.strip("/").split("/")[0].replace("_", "-") + f": {first.message}"
+def plain_message(error: Any) -> str:
+    """What a pydantic error means, in words a person who typed the value reads: the limit or the
+    choices, never pydantic's own phrasing."""
+    kind, ctx = error["type"], error.get("ctx") or {}
+    words = {
+        "greater_than_equal": lambda: f"must be at least {ctx.get('ge')}",
+        "greater_than": lambda: f"must be more than {ctx.get('gt')}",
+        "less_than_equal": lambda: f"must be at most {ctx.get('le')}",
+        "less_than": lambda: f"must be less than {ctx.get('lt')}",
+        "literal_error": lambda: f"must be one of {ctx.get('expected')}",
+        "string_too_short": lambda: "must not be empty",
+        "too_short": lambda: "must not be empty",
+        "missing": lambda: "is required",
+        "finite_number": lambda: "must be a finite number",
+        "int_parsing": lambda: "must be a whole number",
+        "int_type": lambda: "must be a whole number",
+        "float_parsing": lambda: "must be a number",
+        "float_type": lambda: "must be a number",
+        "value_error": lambda: str(error["msg"]).removeprefix("Value error, "),
+    }
+    made = words.get(kind)
+    return made() if made is not None else _schema_message(error)
+
+
+def flag_message(exc: ValidationError, attempt_id: str | None, flags: dict[str, str] | None = None) -> str:
+    """The first error of a model built from command-line options, as ``--flag value: why``:
+    the flag is the field's name with dashes, unless ``flags`` names it otherwise."""
+    error = exc.errors(include_url=False)[0]
+    field = str(error["loc"][0]) if error["loc"] else ""
+    if not field:  # a rule across fields: its message names them
+        return plain_message(error)
+    flag = (flags or {}).get(field) or "--" + field.replace("_", "-")
+    value = error.get("input")
+    given = f" {shorten(value)}" if isinstance(value, (str, int, float)) else ""
+    if error["type"] == "string_pattern_mismatch" and field in ("id", "varied_from"):
+        return f"{flag}: {_schema_message(error)}"
+    return f"{flag}{given}: {plain_message(error)}"
+
+
+def every_schema_error(exc: ValidationError, where: str) -> str:
+    """Every schema error of the file ``where``, in one line: ``file: #/a: why; #/b: why``."""
+    problems = list(schema_problems(exc, attempt_id=None, pointer="", file=where))
+    if len(problems) == 1:
+        return f"{problems[0].location()}: {problems[0].message}"
+    listed = "; ".join(f"#{p.pointer}: {p.message}" if p.pointer else p.message for p in problems)
+    return f"{where}: {len(problems)} problems: {listed}"
 
 
 def count_errors(problems: Iterable[Problem]) -> int:

@@ -1,10 +1,13 @@
-"""The vocabularies a new registry starts with, for runtime and training work.
+"""The vocabularies: those a new registry starts with, for runtime and training work, and how a
+term is looked up.
 
-They are a starting point, not a closed list: a registry's own ``registry.json`` is the one
-that counts, and may define any term.
+The defaults are a starting point, not a closed list: a registry's own ``registry.json`` is the
+one that counts, and `ptreg vocab add` defines a new term in it.
 """
 
 from __future__ import annotations
+
+import difflib
 
 from .attempt import SCHEMA_VERSION, RegistryMeta
 
@@ -46,3 +49,39 @@ def default_meta() -> RegistryMeta:
             "infrastructure": "Tooling, harness, docs or runtime work; no model shape applies.",
         },
     )
+
+
+# The vocabularies a person names on the command line, and the field of registry.json of each.
+VOCABULARIES = {
+    "method": "method_vocabulary",
+    "objective": "objective_vocabulary",
+    "kind": "kind_vocabulary",
+    "confidence": "confidence_vocabulary",
+}
+# The confidence vocabulary's terms are fixed by the record format; its texts may be edited.
+EXTENSIBLE = ("method", "objective", "kind")
+
+
+def terms(meta: RegistryMeta, vocabulary: str) -> dict[str, str]:
+    found: dict[str, str] = getattr(meta, VOCABULARIES[vocabulary])
+    return found
+
+
+def unknown_terms(meta: RegistryMeta, given: list[tuple[str, str, str]]) -> str | None:
+    """One line naming every given term its vocabulary lacks, each with the closest terms, and how
+    to add one; None when all are known. ``given`` holds (flag, vocabulary, term)."""
+    missing = []
+    for flag, vocabulary, term in given:
+        known = terms(meta, vocabulary)
+        if term in known:
+            continue
+        close = difflib.get_close_matches(term, list(known), n=3, cutoff=0.5)
+        hint = f"closest: {', '.join(close)}" if close else f"known: {', '.join(known) or 'none'}"
+        missing.append((flag, vocabulary, term, hint))
+    if not missing:
+        return None
+    listed = "; ".join(
+        f"{flag} {term!r} is not in the {vocabulary} vocabulary ({hint})" for flag, vocabulary, term, hint in missing
+    )
+    _, vocabulary, term, _ = missing[0]
+    return f'{listed}; add a term with `ptreg vocab add {vocabulary} {term} --description "..."`'

@@ -23,6 +23,15 @@ from .journal import recover
 from .jsonio import JsonError, atomic_write_text, create_text_exclusive, dumps_pretty, outside, read_json
 
 REGISTRY_FILE = "registry.json"
+IGNORE_FILE = ".gitignore"
+# What ptreg keeps beside the records that is not part of them, for git to leave out.
+IGNORED = """# ptreg's working files: locks, their holders, an import's journal, staged writes
+.ptreg*.lock
+.ptreg*.lock.holder
+.ptreg-journal.json
+.*.tmp
+.tmp-*/
+"""
 # A record file larger than this is refused unread: its free text is capped at
 # records.attempt.TEXT_MAX_LENGTH characters, so only a broken or hostile file comes near it. The
 # single-file attempts.json holds a whole registry and has no such cap.
@@ -175,7 +184,8 @@ def make_directory(root: Path) -> None:
 
 
 def init_registry(root: Path, meta: RegistryMeta | None = None) -> Path:
-    """Create an empty registry; refuse to overwrite an existing one."""
+    """Create an empty registry, with a .gitignore for its working files; refuse to overwrite an
+    existing one."""
     make_directory(root)
     path = root / REGISTRY_FILE
     try:
@@ -183,4 +193,15 @@ def init_registry(root: Path, meta: RegistryMeta | None = None) -> Path:
         create_text_exclusive(path, dumps_pretty((meta or default_meta()).model_dump(mode="json")))
     except FileExistsError:
         raise PtregError(f"{root}: already a registry ({REGISTRY_FILE} exists)", EXIT_CHECK_FAILED) from None
+    write_ignore_file(root)
     return path
+
+
+def write_ignore_file(root: Path) -> bool:
+    """Give the registry its .gitignore when it has none; whether this call wrote it. A file
+    the user keeps there is never touched."""
+    try:
+        create_text_exclusive(root / IGNORE_FILE, IGNORED)
+    except FileExistsError:
+        return False
+    return True

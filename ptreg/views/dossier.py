@@ -10,6 +10,7 @@ from typing import Any
 from ..records import tracking
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt, RegistryMeta
 from ..records.graph import ancestry, successors
+from ..text import counted
 
 UNKNOWN = "unknown"
 SECTION_TITLES = (
@@ -188,7 +189,7 @@ def _admission(a: Attempt) -> list[str]:
     state = admission.registry_state
     lines = [
         f"Admitted through the gate at {admission.admitted_at} by ptreg {admission.ptreg_version}, against a registry "
-        f"of {state.attempts} attempts and {state.evaluators} frozen evaluators (sha256 {state.sha256[:12]}). "
+        f"of {counted(state.attempts, 'attempt')} and {counted(state.evaluators, 'frozen evaluator')} (sha256 {state.sha256[:12]}). "
         "`ptreg gate` re-checks it against the registry as it is now.",
     ]
     lines += [f"- {c.check}: {c.outcome}; {_sentence(c.detail)}" for c in admission.checks]

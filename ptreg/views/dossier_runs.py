@@ -7,6 +7,7 @@ from typing import Any
 
 from ..errors import PtregError
 from ..records.attempt import RunRef
+from ..records.run import RunResults
 from ..store.runs import read_environment, read_results, run_folder
 from .run_report import tables, verdict
 from .tables import markdown
@@ -31,6 +32,7 @@ def run_lines(root: Path, attempt_id: str, ref: RunRef) -> list[str]:
         f"- Folder: {relative}.",
     ]
     lines += _environment(root, folder)
+    lines.append(_threads(results))
     lines.append("")
     for table in tables(results):
         lines.append(f"{table.title}:")
@@ -39,6 +41,18 @@ def run_lines(root: Path, attempt_id: str, ref: RunRef) -> list[str]:
     for line in verdict(results):
         lines.append(f"- {line}.")
     return lines
+
+
+def _threads(results: RunResults) -> str:
+    """The threads the cells really ran with, as their workers reported them."""
+    pools: set[str] = set()
+    for cell in results.cells:
+        state = (cell.worker or {}).get("threads")
+        for pool in state.get("pools", []) if isinstance(state, dict) else []:
+            if isinstance(pool, dict):
+                pools.add(f"{pool.get('internal_api')} {pool.get('num_threads')}")
+    ran = ", ".join(sorted(pools)) or "unknown"
+    return f"- Threads: the evaluator asked for {results.spec.threads}; the cells' thread pools ran {ran}."
 
 
 def _environment(root: Path, folder: Path) -> list[str]:
@@ -55,10 +69,8 @@ def _environment(root: Path, folder: Path) -> list[str]:
 
     blas = env.get("blas")
     pools = [b for b in blas if isinstance(b, dict)] if isinstance(blas, list) else []
-    libraries = (
-        ", ".join(f"{b.get('internal_api')} {b.get('version')} ({b.get('num_threads')} threads)" for b in pools)
-        or "unknown"
-    )
+    # the pools' thread counts here are the parent process's defaults, not what the cells ran
+    libraries = ", ".join(f"{b.get('internal_api')} {b.get('version')}" for b in pools) or "unknown"
     given = env.get("variables")
     variables: dict[str, Any] = given if isinstance(given, dict) else {}
     set_vars = ", ".join(f"{k}={v}" for k, v in variables.items() if v is not None) or "none set"

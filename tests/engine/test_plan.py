@@ -175,9 +175,9 @@ def test_bench_spec_fills_only_what_an_evaluator_would_fix() -> None:
 @pytest.mark.parametrize(
     "changes, field",
     [
-        ({"configs": ["huge"]}, "configs"),
+        ({"configs": ["huge"]}, "--config 'huge'"),
         ({"workload": "inference"}, "workload"),
-        ({"baseline": "numba"}, "options"),
+        ({"baseline": "numba"}, "baseline 'numba' is not one of the backends"),
     ],
 )
 def test_bench_spec_refuses_unusable_options_in_one_line(changes: dict[str, Any], field: str) -> None:

@@ -330,7 +330,7 @@ def test_verify_names_each_tampered_file(cli, freeze, registry: Path, case: str)
     result = cli("-r", registry, "evaluator", "verify")
     assert result.code == 1, result.out
     assert str(bad) in result.out and str(intact) not in result.out
-    assert "2 frozen evaluators checked, 1 do not verify" in result.out
+    assert "2 frozen evaluators checked, 1 does not verify" in result.out
     data = cli("-r", registry, "evaluator", "verify", "--json")
     assert data.code == 1
     body = data.json()
@@ -462,7 +462,7 @@ def test_list_text_and_empty(cli, freeze, registry: Path) -> None:
     assert cli("-r", registry, "evaluator", "list", "--json").json() == []
     freeze(spec_dict())
     text = cli("-r", registry, "evaluator", "list")
-    assert text.code == 0 and "kernels-xl@" in text.out and "1 frozen evaluators" in text.out
+    assert text.code == 0 and "kernels-xl@" in text.out and "1 frozen evaluator in" in text.out
 
 
 def test_list_ignores_hidden_and_non_json_files(cli, freeze, registry: Path) -> None:

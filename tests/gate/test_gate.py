@@ -136,7 +136,7 @@ def test_a_question_alike_in_the_lineage_fails_across_families(registry) -> None
 
 def test_attempts_without_a_question_are_not_compared(registry) -> None:
     state, detail, _ = outcome(*registry, "fresh-question")
-    assert state == "passed" and "1 attempts there record no question" in detail  # blocked-da
+    assert state == "passed" and "1 attempt there records no question" in detail  # blocked-da
 
 
 def test_varying_without_saying_what_fails(registry) -> None:

@@ -280,7 +280,7 @@ def test_bench_prints_tables_and_writes_nothing(reg: Path, cli, tmp_path: Path) 
 
 def test_bench_refuses_unknown_backends_and_bad_options(cli) -> None:
     assert_one_line_error(cli("bench", "--backend", "quantum"), 2, "quantum")
-    assert_one_line_error(cli("bench", "--backend", "naive", "--config", "huge"), 2, "configs")
+    assert_one_line_error(cli("bench", "--backend", "naive", "--config", "huge"), 2, "--config")
     assert_one_line_error(cli("bench", "--backend", "naive", "--workload", "inference"), 2, "workload")
     assert_one_line_error(cli("bench", "--backend", "naive", "--seconds", "nan"), 2, "--seconds")
 

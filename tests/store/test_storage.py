@@ -45,7 +45,10 @@ def test_init_creates_registry_json_with_default_vocabularies(tmp_path: Path) ->
     for key in ("method_vocabulary", "objective_vocabulary", "kind_vocabulary"):
         assert data[key], key
     assert "infrastructure" in data["kind_vocabulary"]
-    assert sorted(p.name for p in root.iterdir()) == ["registry.json"]
+    assert sorted(p.name for p in root.iterdir()) == [".gitignore", "registry.json"]
+    ignored = (root / ".gitignore").read_text()
+    for pattern in (".ptreg*.lock", ".ptreg*.lock.holder", ".ptreg-journal.json", ".*.tmp", ".tmp-*/"):
+        assert pattern in ignored.splitlines()
     registry = load_directory(root)
     assert registry.records == [] and registry.problems == []
 
@@ -90,7 +93,7 @@ def test_write_attempt_is_pretty_stable_and_leaves_no_temp_files(tmp_path: Path)
     assert path.read_bytes() == first
     write_attempt(root, Attempt.model_validate(record))
     assert path.read_bytes() == first
-    assert sorted(p.name for p in root.iterdir()) == ["registry.json", "stable.json"]
+    assert sorted(p.name for p in root.iterdir()) == [".gitignore", "registry.json", "stable.json"]
 
 
 def test_written_keys_follow_the_model_order(tmp_path: Path) -> None:

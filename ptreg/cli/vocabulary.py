@@ -1,0 +1,58 @@
+"""`ptreg vocab list|add`: the terms a registry's records may use."""
+
+from __future__ import annotations
+
+import typer
+
+from ..errors import EXIT_UNUSABLE, PtregError
+from .common import JsonFlag, print_json, registry_dir, with_registry_option
+
+app = typer.Typer(
+    name="vocab",
+    help="The vocabularies of the registry (registry.json): methods, objectives, kinds, confidences.",
+    no_args_is_help=True,
+)
+
+
+@app.command("list")
+@with_registry_option
+def list_terms(
+    vocabulary: str | None = typer.Argument(
+        None, metavar="VOCABULARY", help="method, objective, kind or confidence (default: every one)."
+    ),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Every term of the registry's vocabularies, with what it means."""
+    from ..records.vocabulary import VOCABULARIES, terms
+    from ..store.directory import load_meta
+    from ..views.tables import plain
+
+    if vocabulary is not None and vocabulary not in VOCABULARIES:
+        raise PtregError(f"no vocabulary {vocabulary!r}: one of {', '.join(VOCABULARIES)}", EXIT_UNUSABLE)
+    meta = load_meta(registry_dir())
+    chosen = [vocabulary] if vocabulary is not None else list(VOCABULARIES)
+    if as_json:
+        print_json({name: terms(meta, name) for name in chosen})
+        return
+    rows = [[name, term, text] for name in chosen for term, text in terms(meta, name).items()]
+    typer.echo(plain(rows, ["vocabulary", "term", "meaning"], shrink=(2,)))
+
+
+@app.command("add")
+@with_registry_option
+def add(
+    vocabulary: str = typer.Argument(..., metavar="VOCABULARY", help="method, objective or kind."),
+    term: str = typer.Argument(..., metavar="TERM", help="The new term, as records will name it."),
+    description: str = typer.Option(..., "--description", metavar="TEXT", help="What the term means, in a sentence."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Define a new term, so that records (and `ptreg new`) may use it."""
+    from ..operations.vocabulary import add_term
+
+    if not description.strip():
+        raise PtregError("--description is empty; say what the term means", EXIT_UNUSABLE)
+    add_term(registry_dir(), vocabulary, term, description)
+    if as_json:
+        print_json({"vocabulary": vocabulary, "term": term, "description": description})
+    else:
+        typer.echo(f"added {term!r} to the {vocabulary} vocabulary of {registry_dir()}")
