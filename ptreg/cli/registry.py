@@ -123,11 +123,19 @@ def repair(
 
 
 def import_(
-    file: Path = typer.Argument(..., metavar="FILE", help="An attempts.json file, schema_version 1 or 2."),
+    file: Path = typer.Argument(
+        ...,
+        metavar="FILE",
+        help="An attempts.json file (schema_version 1 or 2), or a bundle: a .tar.gz file or folder written by "
+        "`ptreg export --bundle`.",
+    ),
     replace: bool = typer.Option(False, "--replace", help="Overwrite attempts whose ids the registry already holds."),
     as_json: bool = JsonFlag,
 ) -> None:
-    """Import a single-file attempts.json into the registry (creating it if needed): all or nothing."""
+    """Import an attempts.json or a bundle into the registry (creating it if needed): all or nothing.
+
+    A bundle brings frozen evaluators and runs with the records; one the registry already has must be the same bytes.
+    """
     from ..operations.importing import import_into
     from ..store.interchange import ImportRefused
 
@@ -154,6 +162,8 @@ def import_(
         typer.echo(f"kept the registry's definition of {conflict} (the file defines it differently)")
     for name, count in report.unknown_fields.items():
         typer.echo(f"unknown (left unset, not invented): {name} in {count} of {len(report.imported)}")
+    if report.evaluators or report.runs:
+        typer.echo(f"with them: {counted(report.evaluators, 'frozen evaluator')}, {counted(report.runs, 'run')}")
     if report.problems_after:
         typer.echo(f"{len(report.problems_after)} rule problem(s) in the imported records; see `ptreg validate`")
 
@@ -162,22 +172,50 @@ def export(
     output: Path | None = typer.Option(
         None, "--output", "-o", metavar="FILE", help="Write to this file (atomically) instead of stdout."
     ),
+    bundle: Path | None = typer.Option(
+        None,
+        "--bundle",
+        metavar="FILE",
+        help="Write the whole registry instead: records, frozen evaluators and runs, as a .tar.gz file (or a new "
+        "folder) that `ptreg import` restores.",
+    ),
 ) -> None:
-    """Export the registry as one attempts.json (schema_version 2)."""
+    """Export the registry as one attempts.json (schema_version 2), or whole as a bundle.
+
+    attempts.json carries the records and vocabularies only; what it leaves out (frozen evaluators, runs) is said on stderr.
+    """
+    from ..store.bundle import write_bundle
     from ..store.directory import load_directory
+    from ..store.evaluators import evaluator_files
     from ..store.interchange import export_registry
     from ..store.jsonio import atomic_write_text, dumps_pretty
+    from ..store.runs import RESULTS_FILE, RUNS_DIR
 
+    if bundle is not None and output is not None:
+        raise PtregError("--bundle and --output write different things; give one of them")
+    root = registry_dir()
     with progress_bar() as progress:
-        document = export_registry(load_directory(registry_dir(), progress))
+        registry = load_directory(root, progress)
+    if bundle is not None:
+        written = write_bundle(root, registry, bundle)
+        typer.echo(f"wrote {counted(written, 'file')} of {root} to {bundle}", err=True)
+        return
+    document = export_registry(registry)
     text = dumps_pretty(document)
+    evaluators, runs = len(evaluator_files(root)), len(list((root / RUNS_DIR).glob(f"*/*/{RESULTS_FILE}")))
     if output is None:
         typer.echo(text, nl=False)
-        return
-    if not output.parent.is_dir():
-        raise PtregError(f"{output}: directory {output.parent} does not exist")
-    atomic_write_text(output, text)
-    typer.echo(f"wrote {len(document['attempts'])} attempts to {output}", err=True)
+    else:
+        if not output.parent.is_dir():
+            raise PtregError(f"{output}: directory {output.parent} does not exist")
+        atomic_write_text(output, text)
+        typer.echo(f"wrote {counted(len(document['attempts']), 'attempt')} to {output}", err=True)
+    if evaluators or runs:
+        typer.echo(
+            f"ptreg: note: attempts.json leaves out {counted(evaluators, 'frozen evaluator')} and "
+            f"{counted(runs, 'run')}; `ptreg export --bundle FILE.tar.gz` carries them",
+            err=True,
+        )
 
 
 def schema(

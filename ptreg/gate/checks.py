@@ -8,6 +8,7 @@ unknown: an attempt without a recorded question is not compared on questions at 
 
 from __future__ import annotations
 
+import difflib
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -110,13 +111,18 @@ def similarity(a: str, b: str) -> float:
     return len(sa & sb) / len(sa | sb) if sa | sb else 0.0
 
 
+def _closest(attempt_id: str, by_id: dict[str, Attempt]) -> str:
+    close = difflib.get_close_matches(attempt_id, list(by_id), n=3, cutoff=0.5)
+    return f" (did you mean: {', '.join(close)}?)" if close else ""
+
+
 def fresh_question(proposal: Attempt, by_id: dict[str, Attempt], everyone: dict[str, Attempt]) -> CheckResult:
     name = "fresh-question"
     if proposal.varied_from is not None and proposal.varied_from not in by_id:
         return CheckResult(
             name,
             FAILED,
-            f"varied_from {proposal.varied_from!r} names no attempt in the registry",
+            f"varied_from {proposal.varied_from!r} names no attempt in the registry{_closest(proposal.varied_from, by_id)}",
             "vary an attempt that exists (`ptreg list`), or drop --varied-from",
         )
     if proposal.varied_from is not None and not (proposal.varied or "").strip():

@@ -1,4 +1,5 @@
-"""`ptreg import`: the all-or-nothing import, then what the registry's rules say of what came in.
+"""`ptreg import`: the all-or-nothing import of an attempts.json or of a bundle, then what the
+registry's rules say of what came in.
 
 Rule problems the records bring with them (e.g. fields a version 1 file does not have) do not
 block the import; they are reported, and `ptreg validate` keeps reporting them until fixed.
@@ -8,13 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..store.bundle import is_bundle
 from ..store.directory import Progress, load_directory
-from ..store.interchange import ImportReport, import_file
+from ..store.interchange import ImportReport, import_bundle, import_file
 from .validate import check_registry
 
 
 def import_into(root: Path, path: Path, *, replace: bool = False, progress: Progress | None = None) -> ImportReport:
-    report = import_file(root, path, replace=replace, progress=progress)
+    bring = import_bundle if is_bundle(path) else import_file
+    report = bring(root, path, replace=replace, progress=progress)
     imported = set(report.imported)
     after = check_registry(load_directory(root, progress))
     report.problems_after = [p for p in after if p.attempt_id in imported]

@@ -10,17 +10,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..errors import EXIT_CHECK_FAILED, PtregError
 from ..records.attempt import ATTEMPTS_FILE_KEYS, RESERVED_IDS, VOCABULARY_KEYS, Attempt, RegistryMeta
-from ..records.problems import Problem, pointer_join
-from ..records.registry import Registry, ids_in
+from ..records.evaluator import FrozenEvaluator, mismatch
+from ..records.problems import Problem, first_schema_error, pointer_join, shown_id
+from ..records.registry import Record, Registry, ids_in, parse_record
 from ..records.rules import duplicate_ids
+from ..records.run import RunResults
 from ..records.vocabulary import default_meta
+from ..text import shorten
 from .attempts_file import load_attempts_file
-from .directory import PROGRESS_EVERY, REGISTRY_FILE, Progress, load_directory, make_directory, record_path
+from .bundle import Bundle, read_bundle
+from .directory import (
+    PROGRESS_EVERY,
+    REGISTRY_FILE,
+    Progress,
+    load_directory,
+    make_directory,
+    parse_meta,
+    record_path,
+    write_ignore_file,
+)
 from .journal import commit
-from .jsonio import discard, dumps_pretty, stage_text
+from .jsonio import JsonError, decode_json, discard, dumps_pretty, refuse_outside, stage_text
 from .locks import registry_lock
+from .runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR
 
 # The fields a complete record states; a version 1 file lacks most of them.
 _REPORTED_UNKNOWN = (
@@ -55,6 +71,8 @@ class ImportReport:
     unknown_fields: dict[str, int]  # field -> how many imported attempts leave it unknown
     vocabulary_added: dict[str, list[str]] = field(default_factory=dict)
     vocabulary_conflicts: list[str] = field(default_factory=list)
+    evaluators: int = 0  # frozen evaluators a bundle added
+    runs: int = 0  # run folders a bundle added
     problems_after: list[Problem] = field(default_factory=list)  # rule problems of the imported records
 
     def to_json(self) -> dict[str, Any]:
@@ -67,19 +85,36 @@ class ImportReport:
             "unknown_fields": self.unknown_fields,
             "vocabulary_added": self.vocabulary_added,
             "vocabulary_conflicts": self.vocabulary_conflicts,
+            "evaluators_added": self.evaluators,
+            "runs_added": self.runs,
             "problems_after_import": [p.to_json() for p in self.problems_after],
         }
 
 
 def import_file(root: Path, path: Path, *, replace: bool = False, progress: Progress | None = None) -> ImportReport:
-    """Import every attempt of ``path`` into the registry at ``root``, or none of them.
+    """Import every attempt of the attempts.json at ``path`` into the registry at ``root``, or
+    none of them.
 
     Refused, with nothing written: a record that does not match the schema, an id used twice
     in the file, or an id the registry already holds (unless ``replace``). Rule problems that
     the records bring with them (e.g. fields a version 1 file does not have) do not block the
     import (``operations/importing.py`` reports them).
     """
-    incoming = load_attempts_file(path)
+    return _import(root, path, load_attempts_file(path), {}, replace=replace, progress=progress)
+
+
+def import_bundle(root: Path, path: Path, *, replace: bool = False, progress: Progress | None = None) -> ImportReport:
+    """Import a bundle (``store/bundle.py``): its records as ``import_file`` would, and with them
+    its frozen evaluators and run folders, all of it or none. An evaluator or a run folder the
+    registry already has must be the same bytes: neither is ever rewritten."""
+    bundle = read_bundle(path)
+    incoming = _registry_of(bundle)
+    return _import(root, path, incoming, _checked_extras(bundle, incoming), replace=replace, progress=progress)
+
+
+def _import(
+    root: Path, path: Path, incoming: Registry, extras: dict[str, str], *, replace: bool, progress: Progress | None
+) -> ImportReport:
     _refuse_unimportable(path, incoming)
     attempts = incoming.attempts
     make_directory(root)  # the lock file lives in it
@@ -101,8 +136,16 @@ def import_file(root: Path, path: Path, *, replace: bool = False, progress: Prog
                 "(use --replace to overwrite)",
                 EXIT_CHECK_FAILED,
             )
+        new_extras = _new_extras(root, path, extras)
         added, conflicts = ({}, []) if created else _merge_vocabularies(meta, incoming)
-        _write_all(root, attempts, meta, write_meta=created or bool(added), progress=progress)
+        files = [(record_path(root, a.id).name, dumps_pretty(a.to_json_dict())) for a in attempts]
+        files += sorted(new_extras.items())
+        if created or added:
+            # registry.json last: a registry directory only counts as one once it is in place.
+            files.append((REGISTRY_FILE, dumps_pretty(meta.model_dump(mode="json"))))
+        stage_and_commit(root, files, progress)
+        if created:
+            write_ignore_file(root)
     return ImportReport(
         source=str(path),
         schema_version=incoming.schema_version,
@@ -112,7 +155,93 @@ def import_file(root: Path, path: Path, *, replace: bool = False, progress: Prog
         unknown_fields=_unknown_fields(attempts, incoming.schema_version),
         vocabulary_added=added,
         vocabulary_conflicts=conflicts,
+        evaluators=sum(1 for n in new_extras if n.startswith("evaluators/")),
+        runs=len({n.rsplit("/", 1)[0] for n in new_extras if n.startswith(f"{RUNS_DIR}/")}),
     )
+
+
+def _registry_of(bundle: Bundle) -> Registry:
+    """The bundle's registry.json and records, read as a registry directory reads them."""
+    meta = parse_meta(
+        decode_json(bundle.files[REGISTRY_FILE], f"{bundle.source}:{REGISTRY_FILE}"), f"{bundle.source}:{REGISTRY_FILE}"
+    )
+    records: list[Record] = []
+    problems: list[Problem] = []
+    for name in sorted(n for n in bundle.files if "/" not in n and n != REGISTRY_FILE):
+        where = f"{bundle.source}:{name}"
+        try:
+            raw = decode_json(bundle.files[name], where)
+        except JsonError as exc:
+            problems.append(Problem("json", exc.problem, shown_id(name[: -len(".json")]), exc.pointer, where))
+            continue
+        record, found = parse_record(raw, file=where)
+        problems.extend(found)
+        if record.raw_id is not None and f"{record.raw_id}.json" != name:
+            problems.append(
+                Problem(
+                    "file-name",
+                    f"id {shorten(record.raw_id)} does not match the file name",
+                    shown_id(record.raw_id),
+                    "/id",
+                    where,
+                )
+            )
+        records.append(record)
+    return Registry(source=bundle.source, meta=meta, records=records, problems=problems)
+
+
+def _checked_extras(bundle: Bundle, incoming: Registry) -> dict[str, str]:
+    """The bundle's frozen evaluators and run files as text, each verified as a registry would."""
+    extras: dict[str, str] = {}
+    for name in bundle.evaluators:
+        where = f"{bundle.source}:{name}"
+        raw = decode_json(bundle.files[name], where)
+        try:
+            frozen = FrozenEvaluator.model_validate(raw)
+        except ValidationError as exc:
+            raise PtregError(f"{first_schema_error(exc, where)}; nothing imported") from None
+        problem = mismatch(raw, frozen, name.rsplit("/", 1)[1])
+        if problem is not None:
+            raise PtregError(f"{where}: {problem}; nothing imported", EXIT_CHECK_FAILED)
+        extras[name] = bundle.files[name].decode("utf-8")
+    ids = set(ids_in(incoming.records))
+    for folder in bundle.run_folders:
+        _, attempt_id, run_id = folder.split("/")
+        for file in (RESULTS_FILE, ENVIRONMENT_FILE):
+            if f"{folder}/{file}" not in bundle.files:
+                raise PtregError(f"{bundle.source}:{folder}: a run folder without {file}; nothing imported")
+        where = f"{bundle.source}:{folder}/{RESULTS_FILE}"
+        try:
+            results = RunResults.model_validate(decode_json(bundle.files[f"{folder}/{RESULTS_FILE}"], where))
+        except ValidationError as exc:
+            raise PtregError(f"{first_schema_error(exc, where)}; nothing imported") from None
+        if (results.attempt, results.run_id) != (attempt_id, run_id) or attempt_id not in ids:
+            raise PtregError(
+                f"{where}: not a run of an attempt the bundle holds, under its own name; nothing imported",
+                EXIT_CHECK_FAILED,
+            )
+        environment = f"{folder}/{ENVIRONMENT_FILE}"
+        if not isinstance(decode_json(bundle.files[environment], f"{bundle.source}:{environment}"), dict):
+            raise PtregError(f"{bundle.source}:{environment}: expected a JSON object; nothing imported")
+        for file in (RESULTS_FILE, ENVIRONMENT_FILE):
+            extras[f"{folder}/{file}"] = bundle.files[f"{folder}/{file}"].decode("utf-8")
+    return extras
+
+
+def _new_extras(root: Path, path: Path, extras: dict[str, str]) -> dict[str, str]:
+    """The evaluators and run files the registry lacks; one it has must be the same bytes."""
+    new = {}
+    for name, text in extras.items():
+        target = root / name
+        refuse_outside(root, target, "nothing imported")
+        if not target.exists():
+            new[name] = text
+        elif target.read_bytes() != text.encode("utf-8"):
+            raise PtregError(
+                f"{path}: {name} differs from the registry's own {target}, which is never rewritten; nothing imported",
+                EXIT_CHECK_FAILED,
+            )
+    return new
 
 
 def _refuse_unimportable(path: Path, incoming: Registry) -> None:
@@ -167,20 +296,13 @@ def _merge_vocabularies(meta: RegistryMeta, incoming: Registry) -> tuple[dict[st
     return added, conflicts
 
 
-def _write_all(
-    root: Path, attempts: list[Attempt], meta: RegistryMeta, *, write_meta: bool, progress: Progress | None = None
-) -> None:
-    """Stage every file, then commit them through the journal: all of them land or none."""
-    targets = [record_path(root, a.id) for a in attempts]
-    texts = [dumps_pretty(a.to_json_dict()) for a in attempts]
-    if write_meta:
-        # registry.json last: a registry directory only counts as one once it is in place.
-        targets.append(root / REGISTRY_FILE)
-        texts.append(dumps_pretty(meta.model_dump(mode="json")))
+def stage_and_commit(root: Path, files: list[tuple[str, str]], progress: Progress | None = None) -> None:
+    """Stage every file (a path relative to ``root`` and its text), then commit them through
+    the journal: all of them land or none."""
     # fsync waits on the disk, not the CPU; overlapping the waits makes a large import
     # about twice as fast (benchmarks/registry_scale.py, attempt import-parallel-fsync).
     with ThreadPoolExecutor(max_workers=_STAGING_THREADS) as pool:
-        futures = [pool.submit(stage_text, root, text, prefix=".import.") for text in texts]
+        futures = [pool.submit(stage_text, root, text, prefix=".import.") for _, text in files]
         for done, future in enumerate(futures, start=1):
             future.exception()  # waits for it
             if progress is not None and (done % PROGRESS_EVERY == 0 or done == len(futures)):
@@ -191,7 +313,7 @@ def _write_all(
             if f.exception() is None:
                 discard(f.result())
         raise failed[0]
-    commit(root, [(Path(f.result()).name, t.name) for f, t in zip(futures, targets, strict=False)], "import")
+    commit(root, [(Path(f.result()).name, target) for f, (target, _) in zip(futures, files, strict=True)], "import")
 
 
 def export_registry(registry: Registry) -> dict[str, Any]:

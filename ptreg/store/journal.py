@@ -25,8 +25,9 @@ from .locks import registry_lock
 
 JOURNAL_FILE = ".ptreg-journal.json"
 JOURNAL_VERSION = 1
-# What a journal may name: staged files and targets are plain names in the registry root.
-_TARGET = re.compile(r"[^/\x00.][^/\x00]*\.json")
+# What a journal may name: staged files are plain names in the registry root; a target is a JSON
+# file in it or in a folder below it (a bundle's evaluators and runs), never through "..".
+_TARGET = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9._@-]*/)*[^/\x00.][^/\x00]*\.json")
 
 
 def commit(root: Path, renames: list[tuple[str, str]], operation: str) -> None:
@@ -48,10 +49,14 @@ def commit(root: Path, renames: list[tuple[str, str]], operation: str) -> None:
 
 
 def _roll_forward(root: Path, renames: list[tuple[str, str]]) -> None:
+    folders = {(root / target).parent for _, target in renames} - {root}
     for staged, target in renames:
+        (root / target).parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):  # renamed before the crash: a rename consumes it
             os.replace(root / staged, root / target)
         crash_point()
+    for folder in sorted(folders):
+        fsync_directory(folder)
     fsync_directory(root)
 
 

@@ -143,6 +143,11 @@ def read_json(path: Path, max_bytes: int | None = None) -> Any:
         os.close(fd)
     if max_bytes is not None and len(data) > max_bytes:
         raise JsonError(where, _too_large(len(data), max_bytes))
+    return decode_json(data, where)
+
+
+def decode_json(data: bytes, where: str) -> Any:
+    """Parse the bytes of a JSON file: UTF-8 without a byte order mark, then ``parse_json``."""
     if data.startswith(b"\xef\xbb\xbf"):
         raise JsonError(where, "starts with a UTF-8 byte order mark; save it as UTF-8 without one")
     try:

@@ -105,14 +105,29 @@ def test_a_journal_left_by_a_killed_import_is_finished_before_anything_is_read(t
     assert not (root / JOURNAL_FILE).exists() and not (root / staged).exists()
 
 
+def test_a_killed_bundle_import_finishes_into_folders_it_had_not_made_yet(tmp_path: Path, cli) -> None:
+    from ptreg.store.journal import JOURNAL_FILE
+
+    root = write_registry(tmp_path / "reg", [complete_record("kept")])
+    staged, target = ".import.b0und1e.tmp", "runs/kept/20240101T000000Z/environment.json"
+    (root / staged).write_text("{}\n")
+    (root / JOURNAL_FILE).write_text(
+        json.dumps({"journal_version": 1, "operation": "import", "pid": 1, "renames": [[staged, target]]})
+    )
+    assert cli("-r", root, "list").code == 0
+    assert (root / target).read_text() == "{}\n"
+    assert not (root / JOURNAL_FILE).exists() and not (root / staged).exists()
+
+
 @pytest.mark.parametrize(
     "journal",
     [
         "{not json",
         json.dumps({"journal_version": 1, "renames": [[".a.tmp", "../outside.json"]]}),
+        json.dumps({"journal_version": 1, "renames": [[".a.tmp", "runs/../../outside.json"]]}),
         json.dumps({"journal_version": 99, "renames": []}),
     ],
-    ids=["invalid-json", "escapes-the-registry", "other-version"],
+    ids=["invalid-json", "escapes-the-registry", "escapes-through-a-folder", "other-version"],
 )
 def test_a_journal_ptreg_did_not_write_is_refused_in_one_line(tmp_path: Path, cli, journal: str) -> None:
     from helpers import assert_one_line_error

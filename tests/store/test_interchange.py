@@ -45,7 +45,7 @@ def test_import_creates_a_registry_of_one_file_per_attempt(tmp_path: Path, sampl
     assert report.created_registry and report.schema_version == 2
     assert sorted(report.imported) == sorted(r["id"] for r in sample_records())
     assert sorted(p.name for p in root.iterdir()) == sorted(
-        [".ptreg.lock", "registry.json"] + [f"{r['id']}.json" for r in sample_records()]
+        [".gitignore", ".ptreg.lock", "registry.json"] + [f"{r['id']}.json" for r in sample_records()]
     )
     for record in sample_records():
         assert json.loads((root / f"{record['id']}.json").read_text()) == record
