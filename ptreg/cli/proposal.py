@@ -99,8 +99,11 @@ def new(
     root = registry_dir()
     values = {f.name: options[f.name] for f in fields(ProposalInput)}
     given = ProposalInput(**{**values, "id": values["id"] or "", "name": values["name"] or ""})
-    if _interactive(no_input or as_json):  # prompts would corrupt the JSON on stdout
-        _ask_for_missing(given, load_directory(root))
+    interactive = _interactive(no_input or as_json)  # prompts would corrupt the JSON on stdout
+    if interactive and not _ask_for_missing(given, load_directory(root)):
+        typer.echo("not proposed: nothing written; to start from these answers:")
+        typer.echo(f"  {command_line(given)}")
+        raise typer.Exit(EXIT_CHECK_FAILED)
     elif given.varied_from and not as_json:
         _show_disposition(given.varied_from, root)
     for flag, value in (("--id", given.id), ("--name", given.name), ("--family", given.family), ("--kind", given.kind)):
@@ -130,6 +133,8 @@ def new(
     else:
         _print_proposal(proposal, dry_run)
     if not proposal.report.admitted:
+        if interactive:
+            typer.echo(f"to try again with these answers: {command_line(given)}")
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
@@ -165,49 +170,86 @@ def _show_disposition(parent_id: str, root: Path) -> str | None:
     return parent.next_action
 
 
-def _ask(label: str, current: T | None, *, optional: bool = False, kind: type = str) -> T | None:
-    """The value already given, or the answer to a prompt; an optional one may be left empty."""
-    if current not in (None, "", []):
-        return current
-    answer = typer.prompt(
-        label + (" (empty to skip)" if optional else ""),
-        default="" if optional else None,
-        show_default=False,
-        type=kind if not optional else str,
-    )
-    if optional and answer == "":
-        return None
-    answered: T = answer
-    return answered
+def _ask_for_missing(given: ProposalInput, registry: Registry) -> bool:
+    """Ask for each value the proposal still lacks, and again for a flag's value that cannot be
+    used, checking every answer as it is given; then show the whole proposal and ask to go on.
+    Whether the person said to go on."""
+    from ..gate import answers
+
+    for spec in fields(ProposalInput):
+        value = getattr(given, spec.name)
+        if value in (None, "", []):
+            continue
+        why = answers.problem(spec.name, value, registry)
+        if why is not None:
+            typer.echo(f"{spec.metadata['flag']} {value!r}: {why}")
+            setattr(given, spec.name, [] if isinstance(value, list) else None)
+            if spec.name == "varied_from":
+                given.varied_from = _ask_one(
+                    answers.Question("varied_from", "varied from (an attempt id)", True), given, registry
+                )
+    asked: set[str] = set()
+    while True:
+        pending = [q for q in answers.questions(given, registry) if q.name not in asked]
+        if not pending:
+            break
+        question = pending[0]
+        asked.add(question.name)
+        if question.name == "varied" and registry.root is not None and given.varied_from:
+            _show_disposition(given.varied_from, registry.root)
+        setattr(
+            given,
+            question.name,
+            _ask_one(question, given, registry) or ([] if question.name in ("methods", "bases") else None),
+        )
+    typer.echo("")
+    typer.echo("the proposal:")
+    for spec in fields(ProposalInput):
+        value = getattr(given, spec.name)
+        if value not in (None, "", []):
+            shown = ", ".join(value) if isinstance(value, list) else value
+            typer.echo(f"  {spec.metadata['flag'][2:]:<20} {shown}")
+    return typer.confirm("check it against the gate, and write it if admitted?", default=True)
 
 
-def _ask_for_missing(given: ProposalInput, registry: Registry) -> None:
-    """Prompt for each value the proposal still lacks; optional ones may be left empty."""
-    from ..records.attempt import INFRASTRUCTURE_KIND
-    from ..store.evaluators import evaluator_files
+def _ask_one(question: Any, given: ProposalInput, registry: Registry) -> Any:
+    """The answer to one question, asked until it can be used (or skipped, when optional)."""
+    from ..gate import answers
 
-    meta = registry.meta
-    given.id = _ask("id (lowercase slug)", given.id) or ""
-    given.name = _ask("name", given.name) or ""
-    given.family = _ask("family", given.family)
-    given.kind = _ask(f"kind ({', '.join(meta.kind_vocabulary)})", given.kind)
-    if given.kind != INFRASTRUCTURE_KIND:
-        given.objective = _ask(f"objective ({', '.join(meta.objective_vocabulary)})", given.objective)
-    given.question = _ask("question (what this run answers)", given.question)
-    given.hypothesis = _ask("hypothesis", given.hypothesis, optional=True)
-    if given.varied_from:
-        assert registry.root is not None
-        disposition = _show_disposition(given.varied_from, registry.root)
-        given.varied = _ask(f"what is varied from {given.varied_from}", given.varied)
-        if disposition is not None:
-            given.answers_disposition = _ask("your answer to that disposition", given.answers_disposition)
-    frozen = [p.name[: -len(".json")] for p in evaluator_files(registry.root)] if registry.root else []
-    given.evaluator = _ask(
-        "evaluator" + (f" ({', '.join(frozen[:5])})" if frozen else " (none frozen yet)"), given.evaluator
-    )
-    if given.budget_seconds is None:
-        given.budget_seconds = _ask("budget: wall-clock seconds at most", None, kind=float)
-    given.tracking_issue = _ask("tracking issue (URL, #123, owner/repo#123 or PROJ-123)", given.tracking_issue)
+    offered = answers.choices(question.name, registry)
+    if offered:
+        typer.echo(f"{question.name.replace('_', ' ')}: one of")
+        width = max(len(term) for term in offered)
+        for term, description in offered.items():
+            typer.echo(f"  {term:<{width}}  {description}".rstrip())
+    default = answers.default(question.name, given, registry)
+    while True:
+        text = typer.prompt(
+            question.label + (" (Enter to skip)" if question.optional and default is None else ""),
+            default=str(default) if default is not None else ("" if question.optional else None),
+            show_default=default is not None,
+        ).strip()
+        if not text and question.optional:
+            return None
+        value, why = answers.parse(question.name, text)
+        if why is None:
+            why = answers.problem(question.name, value, registry)
+        if why is None:
+            return value
+        typer.echo(f"  {why}; try again")
+
+
+def command_line(given: ProposalInput) -> str:
+    """The ``ptreg new`` command that gives the same values, to run again after an edit."""
+    import shlex
+
+    words = ["ptreg", "new"]
+    for spec in fields(ProposalInput):
+        value = getattr(given, spec.name)
+        for item in value if isinstance(value, list) else [value]:
+            if item not in (None, ""):
+                words += [spec.metadata["flag"], str(item)]
+    return shlex.join(words)
 
 
 def gate(

@@ -111,7 +111,8 @@ def similarity(a: str, b: str) -> float:
     return len(sa & sb) / len(sa | sb) if sa | sb else 0.0
 
 
-def _closest(attempt_id: str, by_id: dict[str, Attempt]) -> str:
+def closest(attempt_id: str, by_id: dict[str, Attempt]) -> str:
+    """' (did you mean: a, b?)' for the ids nearest a mistyped one; empty when none is near."""
     close = difflib.get_close_matches(attempt_id, list(by_id), n=3, cutoff=0.5)
     return f" (did you mean: {', '.join(close)}?)" if close else ""
 
@@ -122,7 +123,7 @@ def fresh_question(proposal: Attempt, by_id: dict[str, Attempt], everyone: dict[
         return CheckResult(
             name,
             FAILED,
-            f"varied_from {proposal.varied_from!r} names no attempt in the registry{_closest(proposal.varied_from, by_id)}",
+            f"varied_from {proposal.varied_from!r} names no attempt in the registry{closest(proposal.varied_from, by_id)}",
             "vary an attempt that exists (`ptreg list`), or drop --varied-from",
         )
     if proposal.varied_from is not None and not (proposal.varied or "").strip():

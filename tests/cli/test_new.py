@@ -168,36 +168,6 @@ def test_new_never_prompts_without_a_terminal(reg) -> None:
     assert "question (" not in proc.stdout + proc.stderr
 
 
-def test_new_prompts_for_what_is_missing_at_a_terminal(reg, monkeypatch) -> None:
-    from typer.testing import CliRunner
-
-    from ptreg.cli import app
-    from ptreg.cli import proposal as cli_proposal
-
-    root, ref = reg
-    monkeypatch.setattr(cli_proposal, "_interactive", lambda no_input: not no_input)
-    args = new_args(root, ref, question=None, answers_disposition=None, budget_seconds=None, hypothesis=None)
-    answers = (
-        "\n".join(
-            [
-                "How much of the step is dB once blocked?",  # question
-                "",  # hypothesis: skipped
-                "We measure dB's share before keeping any blocking.",  # answer to the disposition
-                "900",  # budget seconds
-            ]
-        )
-        + "\n"
-    )
-    result = CliRunner().invoke(app, args, input=answers)
-    assert result.exit_code == 0, result.output
-    shown = result.output
-    assert shown.index("Only continue if dB shows headroom.") < shown.index("your answer to that disposition")
-    record = json.loads((root / "blocked-db.json").read_text())
-    assert record["question"] == "How much of the step is dB once blocked?"
-    assert record["answers_disposition"] == "We measure dB's share before keeping any blocking."
-    assert record["budget"] == {"wall_clock_seconds": 900.0} and "hypothesis" not in record
-
-
 def test_no_input_flag_stops_prompts(reg, monkeypatch, cli) -> None:
     from ptreg.cli import proposal as cli_proposal
 

@@ -1,0 +1,168 @@
+"""One answer of a proposal, checked the moment it is given.
+
+``ptreg new`` at a terminal asks for what the flags left out. Each answer is checked here with
+the rules the whole proposal meets later (the record's field types, the vocabularies, the
+frozen evaluators, the budget and tracking-issue forms), so a prompt can say why and ask again
+instead of failing after the last question. The gate's own checks (a fresh question, an unused
+tracking issue, the disposition) still run on the whole proposal.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, fields
+from typing import Annotated, Any, cast
+
+from pydantic import TypeAdapter, ValidationError
+
+from ..errors import PtregError
+from ..records import tracking
+from ..records.attempt import INFRASTRUCTURE_KIND, Attempt, Budget, check_id
+from ..records.problems import plain_message
+from ..records.registry import Registry
+from ..records.vocabulary import terms, unknown_terms
+from ..store.directory import record_path
+from ..store.evaluators import evaluator_files, resolve
+from .checks import closest
+from .proposal_input import ProposalInput
+
+# The vocabulary each field's terms come from.
+VOCABULARY_OF = {"kind": "kind", "objective": "objective", "methods": "method"}
+
+
+@dataclass(frozen=True)
+class Question:
+    """One field of a proposal as a prompt asks for it."""
+
+    name: str  # the ProposalInput field
+    label: str
+    optional: bool = False
+
+
+def flag_of(name: str) -> str:
+    flag: str = next(f.metadata["flag"] for f in fields(ProposalInput) if f.name == name)
+    return flag
+
+
+@functools.cache
+def _adapter(name: str) -> TypeAdapter[Any]:
+    """The type, with its limits, of the record field or budget limit a ProposalInput field fills."""
+    meta = next(f.metadata for f in fields(ProposalInput) if f.name == name)
+    info = Budget.model_fields[meta["budget"]] if meta["budget"] else Attempt.model_fields[meta["record"]]
+    return TypeAdapter(cast(Any, Annotated[info.annotation, info]))
+
+
+def _field_problem(name: str, value: Any) -> str | None:
+    """What the record's own type says of the value, in plain words."""
+    try:
+        _adapter(name).validate_python(value)
+    except ValidationError as exc:
+        return plain_message(exc.errors(include_url=False)[0])
+    return None
+
+
+def problem(name: str, value: Any, registry: Registry) -> str | None:
+    """Why ``value`` cannot be the proposal's ``name`` field in ``registry``, or None."""
+    root = registry.root
+    if isinstance(value, str) and not value.strip():
+        return "must not be empty"
+    if name == "id":
+        try:
+            check_id(value)
+        except PtregError as exc:
+            return str(exc)
+        if value in {r.raw_id for r in registry.records} or (root is not None and record_path(root, value).exists()):
+            return f"attempt {value!r} already exists; choose another id"
+        return None
+    if name in VOCABULARY_OF:
+        given = [(flag_of(name), VOCABULARY_OF[name], term) for term in (value if isinstance(value, list) else [value])]
+        return unknown_terms(registry.meta, given)
+    if name == "varied_from":
+        known = {a.id: a for a in registry.attempts}
+        if value not in known:
+            return f"{value!r} names no attempt in the registry{closest(value, known)}"
+        return None
+    if name == "evaluator":
+        if root is None:
+            return "the registry has no directory to hold frozen evaluators"
+        try:
+            resolve(root, value.strip())
+        except PtregError as exc:
+            return str(exc)
+        return None
+    if name == "tracking_issue":
+        return tracking.problem(value)
+    return _field_problem(name, value)
+
+
+def questions(given: ProposalInput, registry: Registry) -> list[Question]:
+    """What to ask, in order, for the fields ``given`` still lacks; the kind decides whether the
+    shape fields (methods, bases, objective) are asked at all."""
+    asked = [Question("id", "id (a lowercase slug; the file name)"), Question("name", "name")]
+    asked += [Question("family", "family"), Question("kind", "kind")]
+    if given.kind != INFRASTRUCTURE_KIND:
+        asked += [
+            Question("objective", "objective"),
+            Question("methods", "methods (comma-separated)", optional=True),
+            Question("bases", "bases it builds on (comma-separated)", optional=True),
+        ]
+    asked += [
+        Question("question", "question (what this run answers)"),
+        Question("hypothesis", "hypothesis (the expected answer)", optional=True),
+    ]
+    if given.varied_from:
+        asked.append(Question("varied", f"what is varied from {given.varied_from}"))
+        parent = registry.by_id().get(given.varied_from)
+        if parent is not None and parent.next_action is not None:
+            asked.append(Question("answers_disposition", "how this answers that disposition"))
+    asked += [
+        Question("evaluator", "evaluator"),
+        Question("budget_seconds", "budget: wall-clock seconds at most"),
+        Question("tracking_issue", f"tracking issue ({tracking.FORMS})"),
+    ]
+    return [q for q in asked if getattr(given, q.name) in (None, "", [])]
+
+
+def choices(name: str, registry: Registry) -> dict[str, str]:
+    """The terms a field may take, with their descriptions; empty when it is free text."""
+    if name in VOCABULARY_OF:
+        return terms(registry.meta, VOCABULARY_OF[name])
+    if name == "evaluator" and registry.root is not None:
+        return {p.name[: -len(".json")]: "" for p in evaluator_files(registry.root)}
+    return {}
+
+
+def default(name: str, given: ProposalInput, registry: Registry) -> Any:
+    """The value Enter accepts, when one follows from the registry: the attempt being varied
+    keeps its family, kind and objective, and the evaluator is the one it used or the only
+    one frozen. None when nothing follows."""
+    parent = registry.by_id().get(given.varied_from or "")
+    if name in ("family", "kind", "objective", "evaluator") and parent is not None:
+        inherited = getattr(parent, name)
+        if inherited is not None and problem(name, inherited, registry) is None:
+            return inherited
+    if name == "evaluator":
+        frozen = list(choices("evaluator", registry))
+        return frozen[0] if len(frozen) == 1 else None
+    return None
+
+
+def parse(name: str, text: str) -> tuple[Any, str | None]:
+    """The typed answer from what was typed, or why it is none: lists are comma-separated, a
+    budget is a number of seconds, data rows a whole number."""
+    if name in ("methods", "bases"):
+        items = [item.strip() for item in text.split(",")]
+        if any(not item for item in items):
+            return None, "an empty item between commas"
+        return items, None
+    if name == "budget_seconds":
+        try:
+            return float(text), None
+        except ValueError:
+            return None, f"{text!r} is not a number of seconds"
+    if name == "data_rows":
+        try:
+            return int(text), None
+        except ValueError:
+            return None, f"{text!r} is not a whole number"
+    return text, None
