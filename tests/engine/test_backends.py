@@ -55,6 +55,24 @@ def test_entries_list_built_in_and_third_party_backends() -> None:
     assert found["example-transpose"].target == "ptreg_example_backend:TransposeBackend"
 
 
+def test_the_test_backends_stay_out_of_the_users_environment() -> None:
+    """Outside the session's own folder (PYTHONPATH left out), the environment the README's
+    command installed has the built-in backends only, and that command installs nothing else."""
+    from helpers import REPO
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    listing = (
+        "import importlib.metadata as m, importlib.util as u, json; "
+        "print(json.dumps([sorted(e.name for e in m.entry_points(group='ptreg.backends')), "
+        "u.find_spec('ptreg_example_backend') is None]))"
+    )
+    done = subprocess.run([sys.executable, "-c", listing], capture_output=True, text=True, env=env, cwd="/")
+    names, absent = json.loads(done.stdout)
+    assert absent and not [n for n in names if n.startswith("example-")], names
+    assert set(BUILT_IN) <= set(names)
+    assert "plugin_backend" not in (REPO / "README.md").read_text(encoding="utf-8")
+
+
 def test_built_in_metadata_is_complete() -> None:
     for name in BUILT_IN:
         info = describe(entries()[name])

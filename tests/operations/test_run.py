@@ -285,6 +285,20 @@ def test_bench_refuses_unknown_backends_and_bad_options(cli) -> None:
     assert_one_line_error(cli("bench", "--backend", "naive", "--seconds", "nan"), 2, "--seconds")
 
 
+def test_a_backend_that_cannot_run_is_one_line_in_bench_never_a_traceback(cli) -> None:
+    """example-broken (tests/plugin_backend) is registered but unavailable: bench measures the
+    others, says why that one was not measured, and exits 1."""
+    result = cli(
+        "bench", "-b", "example-broken", "-b", "naive", "-w", "kernels", "-c", "tiny", "--warmup-steps", "0",
+        "--timed-steps", "1", "--repeats", "1",
+    )  # fmt: skip
+    assert result.code == 1
+    assert "Traceback" not in result.out + result.err
+    said = [line for line in result.err.splitlines() if "example-broken" in line and "error" in line]
+    assert len(said) == 1 and "needs the imaginary package 'quantum-blas'" in said[0]
+    assert "status: failed (1 cell(s) not measured: example-broken/tiny" in result.out
+
+
 def test_backends_lists_every_registered_backend(cli) -> None:
     result = cli("backends", "--json")
     assert result.code == 0
