@@ -312,3 +312,49 @@ def finish(process: subprocess.Popen, timeout: float = 600) -> tuple[int, str, s
 def propose_for_run(root: Path, ref: str, attempt_id: str, issue: str) -> None:
     code, out, err = finish(proposer(root, ref, [(attempt_id, issue)]))
     assert code == 0 and json.loads(out.strip().splitlines()[-1]) == [0], err
+
+
+HAND_RUN = "runs/measured/20240101T000000Z"
+
+
+def registry_with_a_run(root: Path) -> Path:
+    """A registry with a frozen evaluator and an attempt linked to one run folder, written by
+    hand as a run would write it (no worker is started)."""
+    from ptreg import __version__
+
+    write_registry(root, [complete_record("plain")])
+    ref = freeze_evaluator(root)
+    frozen = json.loads((root / "evaluators" / f"{ref}.json").read_text())
+    run_id = HAND_RUN.rsplit("/", 1)[1]
+    record = complete_record(
+        "measured",
+        status="not-tried",
+        evidence=None,
+        lesson=None,
+        next_action=None,
+        evaluator=ref,
+        runs=[{"run_id": run_id, "status": "complete", "evaluator": ref}],
+    )
+    (root / "measured.json").write_text(json.dumps(record, indent=2))
+    results = {
+        "results_version": 1,
+        "run_id": run_id,
+        "attempt": "measured",
+        "evaluator": ref,
+        "evaluator_sha256": frozen["sha256"],
+        "evaluator_version": frozen["evaluator_version"],
+        "spec": frozen["spec"],
+        "budget": None,
+        "command": ["ptreg", "run", "measured"],
+        "started_at": "2024-01-01T00:00:00Z",
+        "finished_at": "2024-01-01T00:01:00Z",
+        "status": "complete",
+        "reason": None,
+        "ptreg_version": __version__,
+        "parity": [],
+        "cells": [],
+    }
+    (root / HAND_RUN).mkdir(parents=True)
+    (root / HAND_RUN / "results.json").write_text(json.dumps(results, indent=2))
+    (root / HAND_RUN / "environment.json").write_text("{}\n")
+    return root

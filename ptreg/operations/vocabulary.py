@@ -5,13 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
-from ..records.attempt import TEXT_MAX_LENGTH, RegistryMeta
+from ..records.attempt import TERM_MAX_LENGTH, TEXT_MAX_LENGTH, RegistryMeta
 from ..records.vocabulary import EXTENSIBLE, VOCABULARIES, terms
 from ..store.directory import REGISTRY_FILE, load_meta, write_meta
 from ..store.locks import registry_lock
 from ..text import shorten
-
-TERM_MAX_LENGTH = 200  # as records.attempt.Term allows
 
 
 def add_term(root: Path, vocabulary: str, term: str, description: str) -> RegistryMeta:

@@ -49,7 +49,8 @@ TEXT_MAX_LENGTH = 100_000
 
 AttemptId = Annotated[str, StringConstraints(pattern=ID_PATTERN, max_length=ID_MAX_LENGTH)]
 Text = Annotated[str, StringConstraints(min_length=1, max_length=TEXT_MAX_LENGTH)]
-Term = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+TERM_MAX_LENGTH = 200
+Term = Annotated[str, StringConstraints(min_length=1, max_length=TERM_MAX_LENGTH)]
 
 
 # Upper bounds past which a budget is taken for a typo rather than a plan (a week of wall

@@ -10,51 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from helpers import assert_one_line_error, complete_record, freeze_evaluator, meta_json, snapshot, write_registry
-
-RUN = "runs/measured/20240101T000000Z"
+from helpers import HAND_RUN as RUN
+from helpers import assert_one_line_error, meta_json, registry_with_a_run, snapshot
 
 
 @pytest.fixture
 def source(tmp_path: Path) -> Path:
-    """A registry with a frozen evaluator and one linked run (written by hand, as a run would)."""
-    from ptreg import __version__
-
-    root = write_registry(tmp_path / "source", [complete_record("plain")])
-    ref = freeze_evaluator(root)
-    frozen = json.loads((root / "evaluators" / f"{ref}.json").read_text())
-    record = complete_record(
-        "measured",
-        status="not-tried",
-        evidence=None,
-        lesson=None,
-        next_action=None,
-        evaluator=ref,
-        runs=[{"run_id": RUN.rsplit("/", 1)[1], "status": "complete", "evaluator": ref}],
-    )
-    (root / "measured.json").write_text(json.dumps(record, indent=2))
-    results = {
-        "results_version": 1,
-        "run_id": "20240101T000000Z",
-        "attempt": "measured",
-        "evaluator": ref,
-        "evaluator_sha256": frozen["sha256"],
-        "evaluator_version": frozen["evaluator_version"],
-        "spec": frozen["spec"],
-        "budget": None,
-        "command": ["ptreg", "run", "measured"],
-        "started_at": "2024-01-01T00:00:00Z",
-        "finished_at": "2024-01-01T00:01:00Z",
-        "status": "complete",
-        "reason": None,
-        "ptreg_version": __version__,
-        "parity": [],
-        "cells": [],
-    }
-    (root / RUN).mkdir(parents=True)
-    (root / RUN / "results.json").write_text(json.dumps(results, indent=2))
-    (root / RUN / "environment.json").write_text("{}\n")
-    return root
+    return registry_with_a_run(tmp_path / "source")
 
 
 def carried(root: Path) -> dict[str, bytes]:

@@ -28,6 +28,7 @@ import pytest
 from helpers import (
     complete_record,
     freeze_evaluator,
+    registry_with_a_run,
     sample_records,
     tiny_spec,
     write_attempts_file,
@@ -222,6 +223,29 @@ def test_import_killed_at_every_step_lands_whole_or_not_at_all(
         assert changed in (set(), imported), f"killed at step {k}: {len(changed)} of {len(imported)} files landed"
 
     assert sweep(template, tmp_path, args, check, stride=stride) >= 30 // stride
+
+
+def test_bundle_import_killed_at_every_step_lands_whole_or_not_at_all(template: Path, tmp_path: Path) -> None:
+    """A bundle brings records, a frozen evaluator and a run folder: all of them land or none."""
+    from ptreg.cli import main
+
+    source = registry_with_a_run(tmp_path / "source")
+    bundle = tmp_path / "bundle.tar.gz"
+    with pytest.raises(SystemExit) as exited:
+        main(["-r", str(source), "export", "--bundle", str(bundle)])
+    assert not exited.value.code
+    args = ["import", str(bundle)]
+    before = record_files(template)
+    after = expected_after(template, tmp_path, args)
+    imported = set(after) - set(before) | {n for n in before if after.get(n) != before[n]}
+    assert any(n.startswith("evaluators/") for n in imported) and any(n.startswith("runs/") for n in imported)
+
+    def check(root: Path, k: int) -> None:
+        assert_valid(root)
+        changed = every_file_old_or_new(before, after, record_files(root))
+        assert changed in (set(), imported), f"killed at step {k}: {len(changed)} of {len(imported)} files landed"
+
+    assert sweep(template, tmp_path, args, check) >= len(imported)
 
 
 # --------------------------------------------------------------------------- single-record writes
