@@ -358,3 +358,18 @@ def registry_with_a_run(root: Path) -> Path:
     (root / HAND_RUN / "results.json").write_text(json.dumps(results, indent=2))
     (root / HAND_RUN / "environment.json").write_text("{}\n")
     return root
+
+
+def blocked_chain() -> list[dict[str, Any]]:
+    """Forward blocking that worked, varied into dA blocking that failed with a disposition:
+    the lineage the proposal tests vary."""
+    return [
+        complete_record("blocked-fwd", methods=["cache-blocking"]),
+        failed_record(
+            "blocked-da",
+            methods=["cache-blocking"],
+            varied_from="blocked-fwd",
+            varied="block dA",
+            next_action="Only continue if dB shows headroom.",
+        ),
+    ]

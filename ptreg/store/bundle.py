@@ -64,16 +64,21 @@ def _limit(name: str) -> int | None:
     return next((most for pattern, most in _MEMBERS if pattern.fullmatch(name)), None)
 
 
-def bundle_files(root: Path, registry: Registry) -> list[Path]:
-    """The files of the registry at ``root`` that a bundle carries, refused when a record
-    cannot be read (a bundle must import whole)."""
+def refuse_unreadable(registry: Registry, where: str | Path) -> None:
+    """Refuse to export a registry with a record that cannot be read: what is exported must
+    import whole, in either form."""
     broken = sorted({p.file or p.attempt_id or "?" for p in registry.problems})
     if broken:
         raise PtregError(
-            f"{root}: {len(broken)} record(s) cannot be read ({', '.join(broken[:5])}); "
+            f"{where}: {len(broken)} record(s) cannot be read ({', '.join(broken[:5])}); "
             "run `ptreg validate` and fix them before exporting",
             EXIT_CHECK_FAILED,
         )
+
+
+def bundle_files(root: Path, registry: Registry) -> list[Path]:
+    """The files of the registry at ``root`` that a bundle carries."""
+    refuse_unreadable(registry, root)
     runs = sorted(p for p in (root / RUNS_DIR).glob(f"*/*/{RESULTS_FILE}") if not p.parent.name.startswith("."))
     found = [root / REGISTRY_FILE, *attempt_files(root), *evaluator_files(root)]
     found += [f for results in runs for f in (results, results.parent / ENVIRONMENT_FILE)]

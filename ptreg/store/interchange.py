@@ -22,7 +22,7 @@ from ..records.run import RunResults
 from ..records.vocabulary import default_meta
 from ..text import shorten
 from .attempts_file import load_attempts_file
-from .bundle import Bundle, read_bundle
+from .bundle import Bundle, read_bundle, refuse_unreadable
 from .directory import (
     PROGRESS_EVERY,
     REGISTRY_FILE,
@@ -318,13 +318,7 @@ def stage_and_commit(root: Path, files: list[tuple[str, str]], progress: Progres
 
 def export_registry(registry: Registry) -> dict[str, Any]:
     """The registry as one schema_version 2 document, keys in the source project's order."""
-    broken = sorted({p.file or p.attempt_id or "?" for p in registry.problems})
-    if broken:
-        raise PtregError(
-            f"{registry.source}: {len(broken)} record(s) cannot be read ({', '.join(broken[:5])}); "
-            "run `ptreg validate` and fix them before exporting",
-            EXIT_CHECK_FAILED,
-        )
+    refuse_unreadable(registry, registry.source)
     body = registry.meta.model_dump(mode="json")
     body["attempts"] = [a.to_json_dict() for a in registry.attempts]
     return {key: body[key] for key in ATTEMPTS_FILE_KEYS}

@@ -12,24 +12,12 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from helpers import complete_record, failed_record, freeze_evaluator, snapshot, write_registry
+from helpers import blocked_chain, freeze_evaluator, snapshot, write_registry
 
 
 @pytest.fixture
 def reg(tmp_path: Path) -> tuple[Path, str]:
-    root = write_registry(
-        tmp_path / "reg",
-        [
-            complete_record("blocked-fwd", methods=["cache-blocking"]),
-            failed_record(
-                "blocked-da",
-                methods=["cache-blocking"],
-                varied_from="blocked-fwd",
-                varied="block dA",
-                next_action="Only continue if dB shows headroom.",
-            ),
-        ],
-    )
+    root = write_registry(tmp_path / "reg", blocked_chain())
     return root, freeze_evaluator(root)  # the only frozen evaluator: the evaluator prompt's default
 
 

@@ -15,6 +15,7 @@ from jsonschema import Draft202012Validator
 from helpers import (
     SCHEMAS,
     assert_one_line_error,
+    blocked_chain,
     complete_record,
     failed_record,
     freeze_evaluator,
@@ -28,14 +29,7 @@ def reg(tmp_path: Path) -> tuple[Path, str]:
     root = write_registry(
         tmp_path / "reg",
         [
-            complete_record("blocked-fwd", methods=["cache-blocking"]),
-            failed_record(
-                "blocked-da",
-                methods=["cache-blocking"],
-                varied_from="blocked-fwd",
-                varied="block dA",
-                next_action="Only continue if dB shows headroom.",
-            ),
+            *blocked_chain(),
             failed_record("fused-adam", objective="peak-memory", methods=["operator-fusion"]),
             complete_record("threads", methods=["multithreading"], bases=["matmul-f32"]),
         ],
