@@ -1,7 +1,9 @@
-"""How a value is quoted in a message: never whole when it is long, never over two lines."""
+"""Text for people: how a value is quoted in a message (never whole when it is long, never
+over two lines), counts with their nouns, and the table a report shows."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 # Messages quote keys and values at most this long, so a hostile input is never echoed whole.
@@ -31,3 +33,18 @@ def printable(text: str) -> str:
 def counted(number: int, singular: str, plural: str | None = None) -> str:
     """'1 attempt', '2 attempts', '0 attempts'."""
     return f"{number} {singular if number == 1 else plural or singular + 's'}"
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table a report shows: its cells as text, and which of its columns are free text (a
+    narrow terminal may cut those; ids and numbers are never cut)."""
+
+    title: str
+    rows: list[list[str]]
+    headers: list[str]
+    text: tuple[str, ...] = ()  # the headers of the free-text columns
+
+    @property
+    def text_columns(self) -> tuple[int, ...]:
+        return tuple(i for i, h in enumerate(self.headers) if h in self.text)

@@ -44,7 +44,7 @@ def backends(as_json: bool = JsonFlag) -> None:
         for b in found
     ]
     headers = ["backend", "available", "parity against", "threads", "thread control", "from", "description"]
-    typer.echo(plain(rows, headers, shrink=(4, 5, 6)))
+    typer.echo(plain(rows, headers, shrink=(4, 5, 6), drop=(5, 4, 6)))
     for b in found:
         if not b.available:
             typer.echo(f"{b.name} is unavailable: {b.reason}")
@@ -109,7 +109,7 @@ def print_results(results: RunResults) -> None:
 
     for table in tables(results):
         typer.echo(f"\n{table.title}")
-        typer.echo(plain(table.rows, table.headers, shrink=(len(table.headers) - 1,)))
+        typer.echo(plain(table.rows, table.headers, shrink=table.text_columns))
     lines = verdict(results)
     if lines:
         typer.echo("\nWhere the step's time goes")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from enum import StrEnum
 
 import typer
@@ -26,6 +27,7 @@ def show(
     from ..records.attempt import check_id
     from ..store.lineage_files import load_lineage
     from ..views.dossier import render_json, render_markdown, render_text, sections
+    from ..views.tables import terminal_width
 
     registry = load_lineage(registry_dir(), check_id(attempt_id))
     record = registry.record_of(attempt_id)
@@ -37,7 +39,8 @@ def show(
     elif fmt is Format.markdown:
         typer.echo(render_markdown(attempt, parts), nl=False)
     else:
-        typer.echo(render_text(attempt, parts), nl=False)
+        wrap = terminal_width() if sys.stdout.isatty() else None
+        typer.echo(render_text(attempt, parts, wrap), nl=False)
 
 
 def list_attempts(
@@ -70,7 +73,7 @@ def list_attempts(
     rows = [[a.id, a.status, a.family, a.kind, a.objective or "", ",".join(a.methods or ()), a.lesson] for a in found]
     if rows:
         headers = ["id", "status", "family", "kind", "objective", "methods", "lesson"]
-        typer.echo(plain(rows, headers, shrink=(2, 4, 5, 6)))
+        typer.echo(plain(rows, headers, shrink=(2, 4, 5, 6), drop=(2, 3, 4, 5)))
     typer.echo(f"{len(found)} of {counted(len(registry.attempts), 'attempt')}")
 
 

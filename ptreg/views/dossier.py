@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import textwrap
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,8 @@ from typing import Any
 from ..records import tracking
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt, RegistryMeta
 from ..records.graph import ancestry, successors
-from ..text import counted
+from ..text import Table, counted
+from .tables import markdown, plain
 
 UNKNOWN = "unknown"
 SECTION_TITLES = (
@@ -42,7 +44,7 @@ READING_NOTE = [
 @dataclass
 class Section:
     title: str
-    lines: list[str]  # a line starting with "- " is a list item
+    lines: Sequence[str | Table]  # a line starting with "- " is a list item; a Table is a table
 
 
 def _text(value: str | None) -> str:
@@ -198,19 +200,34 @@ def _admission(a: Attempt) -> list[str]:
     return lines
 
 
-def render_text(attempt: Attempt, parts: list[Section]) -> str:
-    out = [f"{attempt.name} ({attempt.id})", ""]
+def render_text(attempt: Attempt, parts: list[Section], wrap: int | None = None) -> str:
+    """The dossier as plain text: tables fitted to the terminal, and prose wrapped at ``wrap``
+    columns when given (at a terminal; a pipe gets one line per paragraph, for grep)."""
+    title = f"{attempt.name} ({attempt.id})"
+    out = [*(textwrap.wrap(title, wrap, break_on_hyphens=False) if wrap else [title]), ""]
     for section in parts:
         out.append(section.title)
-        out.extend(section.lines)
+        for line in section.lines:
+            if isinstance(line, Table):
+                out += [plain(line.rows, line.headers, shrink=line.text_columns, width=wrap), ""]
+            elif wrap is None or len(line) <= wrap:
+                out.append(line)
+            else:
+                indent = "  " if line.startswith("- ") else ""
+                out += textwrap.wrap(line, wrap, subsequent_indent=indent, break_on_hyphens=False)
     return "\n".join(out) + "\n"
+
+
+def _as_lines(line: str | Table) -> list[str]:
+    """A line, or a table as GitHub-flavoured markdown (an empty line after it)."""
+    return markdown(line.rows, line.headers) if isinstance(line, Table) else [line]
 
 
 def render_markdown(attempt: Attempt, parts: list[Section]) -> str:
     out = [f"# {attempt.name}", "", f"`{attempt.id}` · status **{attempt.status}**", ""]
     for section in parts:
         out += [f"## {section.title}", ""]
-        for line in section.lines:
+        for line in (text for item in section.lines for text in _as_lines(item)):
             out.append(line)
             if not line.startswith(("- ", "|")):
                 out.append("")
@@ -222,5 +239,5 @@ def render_markdown(attempt: Attempt, parts: list[Section]) -> str:
 def render_json(attempt: Attempt, parts: list[Section]) -> dict[str, Any]:
     return {
         "attempt": attempt.to_json_dict(),
-        "sections": [{"title": s.title, "lines": s.lines} for s in parts],
+        "sections": [{"title": s.title, "lines": [t for item in s.lines for t in _as_lines(item)]} for s in parts],
     }

@@ -9,11 +9,11 @@ from ..errors import PtregError
 from ..records.attempt import RunRef
 from ..records.run import RunResults
 from ..store.runs import read_environment, read_results, run_folder
+from ..text import Table
 from .run_report import tables, verdict
-from .tables import markdown
 
 
-def run_lines(root: Path, attempt_id: str, ref: RunRef) -> list[str]:
+def run_lines(root: Path, attempt_id: str, ref: RunRef) -> list[str | Table]:
     folder = run_folder(root, attempt_id, ref.run_id)
     try:
         results = read_results(folder, root)
@@ -21,7 +21,7 @@ def run_lines(root: Path, attempt_id: str, ref: RunRef) -> list[str]:
         return [f"- The run's results cannot be read: {exc.message}"]
     relative = folder.relative_to(root) if folder.is_relative_to(root) else folder
     spec = results.spec
-    lines = [
+    lines: list[str | Table] = [
         f"- Status: {results.status}" + (f" ({results.reason})" if results.reason else "") + ".",
         f"- Evaluator: {results.evaluator} (engine version {results.evaluator_version}); workload "
         f"{spec.workload}, configs {', '.join(spec.configs)}, backends {', '.join(spec.backends)}; "
@@ -35,9 +35,7 @@ def run_lines(root: Path, attempt_id: str, ref: RunRef) -> list[str]:
     lines.append(_threads(results))
     lines.append("")
     for table in tables(results):
-        lines.append(f"{table.title}:")
-        lines.append("")
-        lines += markdown(table.rows, table.headers)
+        lines += [f"{table.title}:", "", table]
     for line in verdict(results):
         lines.append(f"- {line}.")
     return lines

@@ -7,13 +7,13 @@ workload the run measured.
 from __future__ import annotations
 
 from ..engine.workloads import workload_named
-from ..engine.workloads.base import Table
 from ..records.run import RunResults
+from ..text import Table
 
 
 def parity_table(results: RunResults) -> Table:
     rows = [[p.backend, "passed" if p.passed else "FAILED", p.summary] for p in results.parity]
-    return Table("Parity (before timing)", rows, ["backend", "parity", "finding"])
+    return Table("Parity (before timing)", rows, ["backend", "parity", "finding"], text=("finding",))
 
 
 def tables(results: RunResults) -> list[Table]:

@@ -8,6 +8,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 GAP = 2  # spaces tabulate's "simple" format puts between columns
+HEADER_PADDING = 2  # and a column is at least its header plus these
 NARROWEST = 12  # a column cut to fit is never cut below this, nor below its header
 WIDTH_WITHOUT_TERMINAL = 120  # in a pipe there is no width to fit; scripts read --json
 
@@ -21,15 +22,15 @@ def _text(value: Any) -> str:
     return "unknown" if value is None else str(value)
 
 
-def fitted_widths(
-    rows: Sequence[Sequence[str]], headers: Sequence[str], shrink: Collection[int], width: int
-) -> dict[int, int]:
-    """How wide each column in ``shrink`` may be for the table to fit ``width``: the widest of
-    them gives way first. Columns not in ``shrink`` (ids, statuses, numbers) are never cut."""
-    natural = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
-    limits = {i: natural[i] for i in shrink if i < len(headers)}
-    floor = {i: max(NARROWEST, len(headers[i])) for i in limits}
-    excess = sum(natural) + GAP * (len(headers) - 1) - width
+def _cut(
+    rows: Sequence[Sequence[str]], headers: Sequence[str], kept: Sequence[int], shrink: Collection[int], width: int
+) -> tuple[dict[int, int], int]:
+    """How wide each kept column in ``shrink`` may be, the widest giving way first, and by how
+    many characters the table is still too wide (0 or less when it fits)."""
+    natural = {i: max([len(headers[i]) + HEADER_PADDING, *(len(r[i]) for r in rows)]) for i in kept}
+    limits = {i: natural[i] for i in shrink if i in natural}
+    floor = {i: max(NARROWEST, len(headers[i]) + HEADER_PADDING) for i in limits}
+    excess = sum(natural.values()) + GAP * (len(kept) - 1) - width
     while excess > 0:
         cuttable = [i for i in limits if limits[i] > floor[i]]
         if not cuttable:
@@ -39,23 +40,49 @@ def fitted_widths(
         cut = min(excess, limits[widest] - max(floor[widest], runner_up)) or 1
         limits[widest] -= cut
         excess -= cut
-    return {i: w for i, w in limits.items() if w < natural[i]}
+    return {i: w for i, w in limits.items() if w < natural[i]}, excess
+
+
+def fit(
+    rows: Sequence[Sequence[str]],
+    headers: Sequence[str],
+    shrink: Collection[int],
+    drop: Sequence[int],
+    width: int,
+) -> tuple[list[int], dict[int, int]]:
+    """The columns shown and the widths of those cut, for the table to fit ``width``: the free
+    text columns in ``shrink`` are cut first, then the columns in ``drop`` are left out, in that
+    order, while it is still too wide. Columns in neither (ids, statuses, numbers) are never
+    cut or left out."""
+    kept = list(range(len(headers)))
+    limits, excess = _cut(rows, headers, kept, shrink, width)
+    for column in drop:
+        if excess <= 0:
+            break
+        kept.remove(column)
+        limits, excess = _cut(rows, headers, kept, shrink, width)
+    return kept, limits
 
 
 def plain(
-    rows: Sequence[Sequence[Any]], headers: Sequence[str], shrink: Collection[int] = (), width: int | None = None
+    rows: Sequence[Sequence[Any]],
+    headers: Sequence[str],
+    shrink: Collection[int] = (),
+    width: int | None = None,
+    drop: Sequence[int] = (),
 ) -> str:
-    """A plain table, one row a line: the columns in ``shrink`` (free text) are cut with "…"
-    so that it fits ``width`` (default: the terminal); None reads unknown."""
+    """A plain table, one row a line, fitted to ``width`` (default: the terminal): the columns
+    in ``shrink`` (free text) are cut with "…", then those in ``drop`` left out, in that order,
+    until it fits (``--json`` keeps everything); None reads unknown."""
     from tabulate import tabulate  # 34 ms to import: only for commands that print a table
 
     text = [[_text(v) for v in row] for row in rows]
-    limits = fitted_widths(text, headers, shrink, terminal_width() if width is None else width)
+    kept, limits = fit(text, headers, shrink, drop, terminal_width() if width is None else width)
     shown = [
-        [v[: limits[i] - 1] + "…" if i in limits and len(v) > limits[i] else v for i, v in enumerate(row)]
+        [row[i][: limits[i] - 1] + "…" if i in limits and len(row[i]) > limits[i] else row[i] for i in kept]
         for row in text
     ]
-    return str(tabulate(shown, headers=list(headers), tablefmt="simple", disable_numparse=True))
+    return str(tabulate(shown, headers=[headers[i] for i in kept], tablefmt="simple", disable_numparse=True))
 
 
 def markdown(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> list[str]:

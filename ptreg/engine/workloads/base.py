@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
 from ...records.evaluator import EvaluatorSpec
 from ...records.run import Cell, Kernel, KernelSample, Roles, RunResults, StepSample
+from ...text import Table
 from ..backends import Backend
 from ..protocol import CellTask
 
@@ -25,13 +25,6 @@ AnySample = StepSample | KernelSample
 KERNEL_LABEL: dict[Kernel, str] = {"forward": "forward", "backward_da": "backward_dA", "backward_db": "backward_dB"}
 Record = Callable[[AnySample], None]  # hands one sample to the executor, at once
 ReportProgress = Callable[[str, int, int], None]  # (phase, done, total)
-
-
-@dataclass(frozen=True)
-class Table:
-    title: str
-    rows: list[list[str]]
-    headers: list[str]
 
 
 class Workload(ABC):
@@ -107,5 +100,8 @@ def without_twin(results: RunResults, table: Table) -> Table:
         return table
     drop = table.headers.index(versus(reference)) + 1
     return Table(
-        table.title, [r[:drop] + r[drop + 1 :] for r in table.rows], table.headers[:drop] + table.headers[drop + 1 :]
+        table.title,
+        [r[:drop] + r[drop + 1 :] for r in table.rows],
+        table.headers[:drop] + table.headers[drop + 1 :],
+        table.text,
     )

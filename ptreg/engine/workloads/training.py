@@ -189,7 +189,9 @@ class TrainingWorkload(Workload):
             f"vs {results.spec.baseline}",
             "note",
         ]
-        return without_twin(results, Table("Training step: median and spread over repeats", rows, headers))
+        return without_twin(
+            results, Table("Training step: median and spread over repeats", rows, headers, text=("note",))
+        )
 
     @staticmethod
     def _attribution_table(results: RunResults) -> Table:
