@@ -16,12 +16,13 @@ import tarfile
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from pathlib import Path
 
 from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
 from ..records.registry import Registry
 from ..text import shorten
-from .directory import RECORD_FILE_MAX_BYTES, REGISTRY_FILE, attempt_files
+from .directory import IGNORE_FILE, IGNORED, RECORD_FILE_MAX_BYTES, REGISTRY_FILE, attempt_files
 from .evaluators import EVALUATOR_FILE_MAX_BYTES, evaluator_files
 from .jsonio import fsync_directory, refuse_outside
 from .runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR
@@ -136,11 +137,14 @@ def _write_folder(files: list[Path], names: list[str], target: Path) -> None:
 
 
 def read_bundle(path: Path) -> Bundle:
-    """Every member of the bundle at ``path`` (a .tar.gz file or a folder), refused in one line,
-    with nothing written, when one is not what a bundle holds."""
+    """Every member of the bundle at ``path`` (a .tar.gz file or a folder, which may be a registry
+    directory itself), refused in one line, with nothing written, when one is not what a bundle
+    holds."""
     bundle = Bundle(str(path))
     if path.is_dir():
         for file in sorted(p for p in path.rglob("*") if not p.is_dir()):
+            if _working_file(file.relative_to(path)):
+                continue  # a registry directory read as a bundle: its locks and staged files stay
             _take(
                 bundle,
                 file.relative_to(path).as_posix(),
@@ -169,6 +173,13 @@ def read_bundle(path: Path) -> Bundle:
     if REGISTRY_FILE not in bundle.files:
         raise PtregError(f"{path}: not a bundle: it has no {REGISTRY_FILE}")
     return bundle
+
+
+def _working_file(name: Path) -> bool:
+    """Whether ``name`` is one of ptreg's working files (or the .gitignore naming them), which a
+    registry directory holds beside its records and a bundle never carries."""
+    patterns = [line.rstrip("/") for line in IGNORED.splitlines() if line and not line.startswith("#")]
+    return name.as_posix() == IGNORE_FILE or any(fnmatch(part, p) for part in name.parts for p in patterns)
 
 
 def _take(bundle: Bundle, name: str, regular: bool, size: int, read: Callable[[], bytes]) -> None:

@@ -116,3 +116,15 @@ def test_an_edited_evaluator_in_a_bundle_is_refused(cli, source: Path, tmp_path:
     result = cli("-r", tmp_path / "fresh", "import", tmp_path / "b")
     assert_one_line_error(result, 1, "hashes to")
     assert not (tmp_path / "fresh" / "registry.json").exists()
+
+
+def test_a_registry_directory_imports_as_a_bundle_without_its_working_files(cli, source: Path, tmp_path: Path) -> None:
+    (source / ".ptreg.lock").write_text("")
+    (source / ".staged.import.tmp").write_text("{}")
+    (source / ".gitignore").write_text(".ptreg*.lock\n")
+    target = tmp_path / "copy"
+    result = cli("-r", target, "import", source, "--json")
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["runs_added"] == 1
+    assert not (target / ".staged.import.tmp").exists()
+    assert cli("-r", target, "validate").code == 0
