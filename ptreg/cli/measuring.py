@@ -181,6 +181,7 @@ def bench(
         roles=found.roles,
         parity=found.parity,
         cells=found.cells,
+        rounds=found.rounds,
         status=found.status,
         reason=found.reason,
         command=command_line(),

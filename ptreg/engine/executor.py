@@ -4,7 +4,7 @@ The budget's wall clock counts from ``start()``: a task whose estimated time doe
 is left is not started (``fits``), a worker still running at the deadline is killed, and so is
 one over the memory limit; every event that reached the executor is kept. A worker that
 crashes fails its own task only. A signal (Ctrl-C, SIGTERM) kills the running worker and is
-remembered, so that the caller can write what finished.
+remembered, so that the caller can kill the others and write what finished.
 """
 
 from __future__ import annotations
@@ -24,7 +24,22 @@ from typing import IO
 
 from ..records.run import KernelSample, ParityOutcome, StepSample
 from .interruption import Interrupted, deferred, signal_of
-from .protocol import CellTask, Done, Failed, ParityDone, ParityTask, Progress, Ready, Sample, decode_event, encode
+from .protocol import (
+    AnyEvent,
+    CellTask,
+    Done,
+    Failed,
+    ParityDone,
+    ParityTask,
+    Progress,
+    Ready,
+    RepeatDone,
+    RunRepeat,
+    Sample,
+    Warm,
+    decode_event,
+    encode,
+)
 
 POLL_SECONDS = 0.2
 WORKER_MODULE = "ptreg.engine.worker"
@@ -82,8 +97,29 @@ def _describe_exit(code: int) -> str:
 
 
 @dataclass
+class Worker:
+    """One worker process, what it said so far, and its busy time."""
+
+    label: str
+    process: subprocess.Popen[str]
+    lines: queue.Queue[str | None]
+    stderr: IO[str]
+    outcome: TaskOutcome = field(default_factory=TaskOutcome)
+    reader: threading.Thread | None = None
+    busy: float = 0.0  # seconds the executor waited on it: setup, warm-up, its repeats
+    phase: str = ""  # the round it is in, for progress
+    ended: bool = False
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+@dataclass
 class Executor:
-    """Runs tasks one at a time, each in a fresh ``python -m ptreg.engine.worker`` process."""
+    """Runs each task in a fresh ``python -m ptreg.engine.worker`` process: a parity check to
+    its end, a cell kept warm while its repeats are asked for one at a time, interleaved with
+    the other backends' by the caller."""
 
     wall_clock_seconds: float | None = None  # None: no budget (ptreg bench)
     max_memory_mb: float | None = None
@@ -117,98 +153,167 @@ class Executor:
         if self.progress is not None:
             self.progress(event)
 
-    def execute(self, label: str, task: ParityTask | CellTask) -> TaskOutcome:
+    def execute(self, label: str, task: ParityTask) -> TaskOutcome:
         """Run one worker to its end, its kill at the deadline, or its crash."""
-        outcome = TaskOutcome()
-        begun = time.monotonic()
+        worker = self._start(label, task, more_to_say=False)
+        self._wait(worker, None)
+        self._finish(worker)
+        return worker.outcome
+
+    def open(self, label: str, task: CellTask) -> Worker:
+        """Start a cell's worker and follow it until it is warm (``outcome.ended`` says why not)."""
+        worker = self._start(label, task, more_to_say=True)
+        if not self._wait(worker, Warm):
+            self._finish(worker)
+        return worker
+
+    def run_repeat(self, worker: Worker, repeat: int, rounds: int) -> bool:
+        """Ask a warm worker for repeat ``repeat`` and follow it until that repeat is done;
+        False when the worker ended instead (``outcome.ended`` says how)."""
+        if worker.ended:
+            return False
+        worker.phase = f"round {repeat + 1}/{rounds}"
+        try:
+            assert worker.process.stdin is not None
+            worker.process.stdin.write(encode(RunRepeat(repeat=repeat)))
+            worker.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it died: what it said, and how it ended, follow
+        if self._wait(worker, RepeatDone):
+            return True
+        self._finish(worker)
+        return False
+
+    def close(self, worker: Worker) -> TaskOutcome:
+        """No more repeats: let the worker say ``done`` and exit (a dead one is left as it ended)."""
+        if not worker.ended:
+            with contextlib.suppress(BrokenPipeError, OSError):
+                assert worker.process.stdin is not None
+                worker.process.stdin.close()
+            self._wait(worker, None)
+            self._finish(worker)
+        return worker.outcome
+
+    def kill(self, worker: Worker, ended: str, reason: str) -> None:
+        """End a worker that is not running a task of its own (the budget or a signal stopped
+        the run while another worker ran): kill it and keep what it said."""
+        if worker.ended:
+            return
+        self._kill(worker.process)
+        self._drain(worker)
+        worker.outcome.ended, worker.outcome.reason = ended, reason
+        self._finish(worker)
+
+    def _start(self, label: str, task: ParityTask | CellTask, *, more_to_say: bool) -> Worker:
         env = dict(os.environ)
         # The worker prints events only; Python's own buffering must not hold them back.
         env["PYTHONUNBUFFERED"] = "1"
-        with tempfile.TemporaryFile(mode="w+") as stderr:
-            process = subprocess.Popen(
-                [self.python, "-m", WORKER_MODULE],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                text=True,
-                env=env,
-                start_new_session=True,
-            )
-            lines: queue.Queue[str | None] = queue.Queue()
-            reader = threading.Thread(target=_read_lines, args=(process, lines), daemon=True)
-            reader.start()
-            try:
-                assert process.stdin is not None
-                process.stdin.write(encode(task))
+        stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as the worker; _finish closes it
+        process = subprocess.Popen(
+            [self.python, "-m", WORKER_MODULE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+        worker = Worker(label, process, queue.Queue(), stderr)
+        worker.reader = threading.Thread(target=_read_lines, args=(process, worker.lines), daemon=True)
+        worker.reader.start()
+        try:
+            assert process.stdin is not None
+            process.stdin.write(encode(task))
+            if more_to_say:
+                process.stdin.flush()
+            else:
                 process.stdin.close()
-            except BrokenPipeError:
-                pass
-            self._notify(TaskProgress(label, "starting", 0, 1, self.budget_left(), process.pid))
-            try:
-                self._follow(label, process, lines, outcome)
-            except (Interrupted, KeyboardInterrupt) as exc:
-                with deferred():  # a second Ctrl-C must not lose what the worker reported
-                    self._kill(process)
-                    self._drain(lines, outcome)
-                self.interrupted = signal_of(exc)
-                outcome.ended = "interrupted"
-                outcome.reason = f"interrupted by {signal.Signals(self.interrupted).name}"
-            except BaseException:
-                outcome.ended, outcome.reason = "interrupted", "interrupted"
-                self._kill(process)
-                raise
-            finally:
-                reader.join(timeout=5)
-                outcome.wall_seconds = time.monotonic() - begun
-            if outcome.ended == "not-started":  # the worker ended on its own
-                process.wait()
-                _ending(outcome, process.returncode, stderr)
-        ended = outcome.ended if outcome.reason is None else f"{outcome.ended}: {outcome.reason}"
-        self._notify(TaskProgress(label, "finished", 1, 1, self.budget_left(), None, ended, outcome.wall_seconds))
-        return outcome
+        except BrokenPipeError:
+            pass
+        self._notify(TaskProgress(label, "starting", 0, 1, self.budget_left(), process.pid))
+        return worker
 
-    def _follow(
-        self, label: str, process: subprocess.Popen[str], lines: queue.Queue[str | None], outcome: TaskOutcome
-    ) -> None:
+    def _wait(self, worker: Worker, until: type[AnyEvent] | None) -> bool:
+        """Follow the worker until an event of type ``until`` arrives (True), or it ends, is
+        stopped by the budget, or a signal arrives (False). Its time counts as busy."""
+        begun = time.monotonic()
+        try:
+            return self._follow(worker, until)
+        except (Interrupted, KeyboardInterrupt) as exc:
+            with deferred():  # a second Ctrl-C must not lose what the worker reported
+                self._kill(worker.process)
+                self._drain(worker)
+            self.interrupted = signal_of(exc)
+            worker.outcome.ended = "interrupted"
+            worker.outcome.reason = f"interrupted by {signal.Signals(self.interrupted).name}"
+            return False
+        except BaseException:
+            worker.outcome.ended, worker.outcome.reason = "interrupted", "interrupted"
+            self._kill(worker.process)
+            raise
+        finally:
+            worker.busy += time.monotonic() - begun
+
+    def _finish(self, worker: Worker) -> None:
+        """The worker is gone (or going): how it ended, its time, and one line saying so."""
+        if worker.ended:
+            return
+        worker.ended = True
+        outcome = worker.outcome
+        if worker.reader is not None:
+            worker.reader.join(timeout=5)
+        if outcome.ended == "not-started":  # the worker ended on its own
+            worker.process.wait()
+            _ending(outcome, worker.process.returncode, worker.stderr)
+        worker.stderr.close()
+        for pipe in (worker.process.stdin, worker.process.stdout):
+            with contextlib.suppress(OSError):
+                if pipe is not None:
+                    pipe.close()
+        outcome.wall_seconds = worker.busy
+        ended = outcome.ended if outcome.reason is None else f"{outcome.ended}: {outcome.reason}"
+        self._notify(
+            TaskProgress(worker.label, "finished", 1, 1, self.budget_left(), None, ended, outcome.wall_seconds)
+        )
+
+    def _follow(self, worker: Worker, until: type[AnyEvent] | None) -> bool:
+        process, outcome = worker.process, worker.outcome
         while True:
             left = self.budget_left()
             if left is not None and left <= 0:
-                self._stop(process, lines, outcome, "killed at the budget's wall-clock limit")
-                return
+                self._stop(worker, "killed at the budget's wall-clock limit")
+                return False
             rss = _rss_mb(process.pid)
             if rss is not None:
                 outcome.peak_rss_mb = max(rss, outcome.peak_rss_mb or 0.0)
                 if self.max_memory_mb is not None and rss > self.max_memory_mb:
-                    self._stop(
-                        process,
-                        lines,
-                        outcome,
-                        f"killed at {rss:.0f} MB resident, over the budget's {self.max_memory_mb:g} MB",
-                    )
-                    return
+                    self._stop(worker, f"killed at {rss:.0f} MB resident, over the budget's {self.max_memory_mb:g} MB")
+                    return False
             try:
-                line = lines.get(timeout=POLL_SECONDS if left is None else max(0.01, min(POLL_SECONDS, left)))
+                line = worker.lines.get(timeout=POLL_SECONDS if left is None else max(0.01, min(POLL_SECONDS, left)))
             except queue.Empty:
                 continue
             if line is None:
-                return
-            self._take(label, line, outcome, process.pid)
+                return False
+            event = self._take(worker, line)
+            if until is not None and isinstance(event, until):
+                return True
 
-    def _stop(
-        self, process: subprocess.Popen[str], lines: queue.Queue[str | None], outcome: TaskOutcome, reason: str
-    ) -> None:
+    def _stop(self, worker: Worker, reason: str) -> None:
         """The budget ends the task: kill the worker and keep what it wrote."""
-        self._kill(process)
+        self._kill(worker.process)
         self.budget_hit = True
-        outcome.ended, outcome.reason = "budget", reason
-        self._drain(lines, outcome)
+        worker.outcome.ended, worker.outcome.reason = "budget", reason
+        self._drain(worker)
 
-    def _take(self, label: str, line: str, outcome: TaskOutcome, pid: int) -> None:
+    def _take(self, worker: Worker, line: str) -> AnyEvent | None:
         event = decode_event(line)
+        outcome = worker.outcome
         if isinstance(event, Sample):
             outcome.samples.append(event.sample)
         elif isinstance(event, Progress):
-            self._notify(TaskProgress(label, event.phase, event.done, event.total, self.budget_left(), pid))
+            phase = f"{worker.phase} {event.phase}".strip()
+            self._notify(TaskProgress(worker.label, phase, event.done, event.total, self.budget_left(), worker.pid))
         elif isinstance(event, Ready):
             outcome.ready = event
         elif isinstance(event, ParityDone):
@@ -218,17 +323,18 @@ class Executor:
         elif isinstance(event, Failed):
             outcome.failure = event.message
         # anything else is a stray print from a backend, not a result
+        return event
 
-    def _drain(self, lines: queue.Queue[str | None], outcome: TaskOutcome) -> None:
+    def _drain(self, worker: Worker) -> None:
         """Keep what the worker wrote before it was killed."""
         while True:
             try:
-                line = lines.get(timeout=2)
+                line = worker.lines.get(timeout=2)
             except queue.Empty:
                 return
             if line is None:
                 return
-            self._take("", line, outcome, 0)
+            self._take(worker, line)
 
     @staticmethod
     def _kill(process: subprocess.Popen[str]) -> None:

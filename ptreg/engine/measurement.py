@@ -9,16 +9,28 @@ says little. Which backends the ratios are taken over comes from the backends' o
 from __future__ import annotations
 
 import signal
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from ..records.attempt import RunStatus
+from ..records.configs import ConfigName
 from ..records.evaluator import EvaluatorSpec
-from ..records.run import Cell, CellStatus, ParityOutcome, Roles
+from ..records.run import Cell, CellStatus, ConfigRounds, ParityOutcome, Roles
 from .backends import describe_all, roles
-from .executor import Executor, TaskOutcome
-from .interruption import Interrupted, signal_of
-from .plan import NOT_CHECKED, PlannedCell, cells, estimate, interrupted_reason, parity_shapes, run_status
+from .executor import Executor, TaskOutcome, Worker
+from .interruption import Interrupted, deferred, signal_of
+from .plan import (
+    NOT_CHECKED,
+    PlannedCell,
+    cells,
+    estimate_round,
+    interrupted_reason,
+    narrow_enough,
+    parity_shapes,
+    round_order,
+    run_status,
+)
 from .protocol import CellTask, ParityTask
 from .workloads import workload_named
 from .workloads.base import Workload
@@ -35,29 +47,33 @@ class Measurement:
     parity: list[ParityOutcome]
     cells: list[Cell]
     roles: Roles
+    rounds: list[ConfigRounds]
     status: RunStatus
     reason: str | None
     interrupted_by: int | None = None  # the signal that stopped it
 
 
-def measure(spec: EvaluatorSpec, executor: Executor) -> Measurement:
+def measure(spec: EvaluatorSpec, executor: Executor, round_cap: int | None = None) -> Measurement:
+    """Parity, then every config's cells in interleaved rounds. ``round_cap`` is the most rounds
+    the budget allows a config (its ``max_repeats``), when it says."""
     executor.start()
     workload = workload_named(spec.workload)
     ratio_roles = roles(describe_all())
     parity: list[ParityOutcome] = []
     measured: list[Cell] = []
+    rounds: list[ConfigRounds] = []
     try:
         _check_parity(spec, executor, ratio_roles, parity)
         if executor.interrupted is None:
-            _measure_cells(spec, workload, executor, parity, measured)
+            _measure_cells(spec, workload, executor, parity, ratio_roles, measured, rounds, round_cap)
     except (Interrupted, KeyboardInterrupt) as exc:  # between two workers
         executor.interrupted = signal_of(exc)
     workload.compare(spec, measured, ratio_roles)
     if executor.interrupted is not None:
         why = interrupted_reason(spec, measured, signal.Signals(executor.interrupted).name)
-        return Measurement(parity, measured, ratio_roles, "interrupted", why, executor.interrupted)
+        return Measurement(parity, measured, ratio_roles, rounds, "interrupted", why, executor.interrupted)
     status, reason = run_status(spec, parity, measured, executor.budget_hit)
-    return Measurement(parity, measured, ratio_roles, status, reason)
+    return Measurement(parity, measured, ratio_roles, rounds, status, reason)
 
 
 def _check_parity(spec: EvaluatorSpec, executor: Executor, ratio_roles: Roles, parity: list[ParityOutcome]) -> None:
@@ -91,38 +107,121 @@ def _parity_outcome(backend: str, outcome: TaskOutcome) -> ParityOutcome:
 
 
 def _measure_cells(
-    spec: EvaluatorSpec, workload: Workload, executor: Executor, parity: list[ParityOutcome], measured: list[Cell]
+    spec: EvaluatorSpec,
+    workload: Workload,
+    executor: Executor,
+    parity: list[ParityOutcome],
+    ratio_roles: Roles,
+    measured: list[Cell],
+    rounds: list[ConfigRounds],
+    round_cap: int | None,
 ) -> None:
-    """Every planned cell whose backend passed parity and whose estimate fits the budget."""
-    summary = {p.backend: p for p in parity}
-    durations: dict[PlannedCell, float] = {}
-    for planned in cells(spec):
-        checked = summary[planned.backend]
-        if not checked.passed:
-            measured.append(
-                Cell(backend=planned.backend, config=planned.config, status="parity-failed", reason=checked.summary)
-            )
+    """Config by config: the cells whose backend passed parity, in interleaved rounds."""
+    passed = {p.backend for p in parity if p.passed}
+    round_seconds: dict[str, float] = {}
+    for config in spec.configs:
+        for backend in spec.backends:
+            if backend not in passed:
+                reason = next(p.summary for p in parity if p.backend == backend)
+                measured.append(Cell(backend=backend, config=config, status="parity-failed", reason=reason))
+        runnable = [b for b in spec.backends if b in passed]
+        if not runnable:
             continue
-        allowed, why = executor.fits(estimate(durations, planned, spec))
+        estimate = estimate_round(round_seconds, config, spec)
+        allowed, why = executor.fits(None if estimate is None else estimate * spec.least_repeats)
         if not allowed:
-            measured.append(Cell(backend=planned.backend, config=planned.config, status="not-started", reason=why))
+            measured += [Cell(backend=b, config=config, status="not-started", reason=why) for b in runnable]
             continue
-        task = CellTask(
-            backend=planned.backend,
-            workload=spec.workload,
-            config=planned.config,
-            warmup_steps=spec.warmup_steps,
-            timed_steps=spec.timed_steps,
-            repeats=spec.repeats,
-            seed=spec.seed,
-            threads=spec.threads,
-        )
-        outcome = executor.execute(planned.label, task)
-        measured.append(build_cell(spec, workload, planned, outcome))  # an interrupted cell keeps its whole repeats
+        found, taken = _rounds(spec, workload, executor, config, runnable, ratio_roles, round_cap, round_seconds)
+        measured += found
+        rounds.append(taken)
         if executor.interrupted is not None:
             return
-        if outcome.ended == "done" and outcome.wall_seconds is not None:
-            durations[planned] = outcome.wall_seconds
+    order: dict[tuple[str, str], int] = {(p.config, p.backend): i for i, p in enumerate(cells(spec))}
+    measured.sort(key=lambda c: order[(c.config, c.backend)])
+
+
+def _rounds(
+    spec: EvaluatorSpec,
+    workload: Workload,
+    executor: Executor,
+    config: ConfigName,
+    backends: list[str],
+    ratio_roles: Roles,
+    round_cap: int | None,
+    round_seconds: dict[str, float],
+) -> tuple[list[Cell], ConfigRounds]:
+    """One config: a warm worker per backend, then round after round, each backend's repeat in
+    the round's own order, until the plan, the adaptive target or the budget says stop."""
+    workers: dict[str, Worker] = {}
+    orders: list[list[str]] = []
+    most = min(spec.most_repeats, round_cap or spec.most_repeats)
+    stopped = f"{most} rounds, as planned"
+    try:
+        for backend in backends:
+            workers[backend] = executor.open(PlannedCell(config, backend).label, _task(spec, config, backend))
+            if executor.interrupted is not None or executor.budget_hit:
+                break
+        for number in range(most):
+            live = [b for b in backends if b in workers and not workers[b].ended]
+            if executor.interrupted is not None or executor.budget_hit:
+                break
+            if not live:
+                stopped = "no backend left to measure"
+                break
+            if spec.target_ci is not None and number >= spec.least_repeats:
+                so_far = _cells(spec, workload, config, workers)
+                workload.compare(spec, so_far, ratio_roles)
+                if narrow_enough(so_far, spec.target_ci):
+                    stopped = f"every ratio known within ±{100 * spec.target_ci:g}% after {number} rounds"
+                    break
+            allowed, why = executor.fits(estimate_round(round_seconds, config, spec))
+            if not allowed:
+                stopped = f"stopped by the budget: {why}"
+                executor.budget_hit = True
+                break
+            order = [b for b in round_order(spec.seed, config, number, backends) if b in live]
+            orders.append(order)
+            begun = time.monotonic()
+            for backend in order:
+                executor.run_repeat(workers[backend], number, most)
+                if executor.interrupted is not None or executor.budget_hit:
+                    break
+            else:
+                round_seconds[config] = time.monotonic() - begun
+    except (Interrupted, KeyboardInterrupt) as exc:  # between two repeats
+        executor.interrupted = signal_of(exc)
+    if executor.interrupted is not None:
+        stopped = f"interrupted by {signal.Signals(executor.interrupted).name}"
+    elif executor.budget_hit and not stopped.startswith("stopped by the budget"):
+        stopped = "stopped by the budget: a worker reached its wall clock or memory limit"
+    with deferred():  # a second signal must not leave a worker running
+        for worker in workers.values():
+            if executor.interrupted is not None:
+                name = signal.Signals(executor.interrupted).name
+                executor.kill(worker, "interrupted", f"interrupted by {name}")
+            elif executor.budget_hit:
+                executor.kill(worker, "budget", "stopped with the rest of its round by the budget")
+            else:
+                executor.close(worker)
+    taken = ConfigRounds(config=config, order_seed=spec.seed, orders=orders, stopped=stopped)
+    return _cells(spec, workload, config, workers), taken
+
+
+def _task(spec: EvaluatorSpec, config: str, backend: str) -> CellTask:
+    return CellTask(
+        backend=backend,
+        workload=spec.workload,
+        config=config,
+        warmup_steps=spec.warmup_steps,
+        timed_steps=spec.timed_steps,
+        seed=spec.seed,
+        threads=spec.threads,
+    )
+
+
+def _cells(spec: EvaluatorSpec, workload: Workload, config: ConfigName, workers: dict[str, Worker]) -> list[Cell]:
+    return [build_cell(spec, workload, PlannedCell(config, b), w.outcome) for b, w in workers.items()]
 
 
 def build_cell(spec: EvaluatorSpec, workload: Workload, planned: PlannedCell, outcome: TaskOutcome) -> Cell:

@@ -1,13 +1,16 @@
 """The plan of a measurement: what is checked, which cells are timed in which order, how long a
 cell is expected to take, and what status a run ends with. Nothing here runs anything.
 
-Parity comes first, one task per backend; then one cell per (config, backend), configs in the
-evaluator's order and the backends side by side within each, so the ratios of a config are
-measured minutes apart, not hours.
+Parity comes first, one task per backend; then, config by config in the evaluator's order,
+the repeats of all its backends in interleaved rounds: round r takes repeat r of every
+backend, in an order drawn afresh for each round from the evaluator's seed, so that a slow
+drift of the machine lands on every backend alike and each ratio pairs repeats taken seconds
+apart.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +25,8 @@ from ..records.run import Cell, ParityOutcome, RunStatus
 # Bump when the engine would measure an unchanged spec differently (new defaults, another
 # timer, other shapes): every evaluator frozen under the old version then stops passing the
 # gate until it is frozen again, so no old admission silently changes meaning.
-EVALUATOR_VERSION = 1
+# 2: repeats are taken in interleaved rounds, not all of one cell before the next.
+EVALUATOR_VERSION = 2
 
 # Sizes 1 (degenerate), 3 and 17 (odd, below any vector width or tile), 63 / 65 / 129 (just
 # under and over powers of two, so tiles and vector loops leave remainders), each in every
@@ -70,19 +74,38 @@ def parity_shapes(spec: EvaluatorSpec) -> list[tuple[int, int, int]]:
 
 
 def cells(spec: EvaluatorSpec) -> list[PlannedCell]:
-    """Every (config, backend) cell, in the order they are measured."""
+    """Every (config, backend) cell, in the order they are reported."""
     return [PlannedCell(config, backend) for config in spec.configs for backend in spec.backends]
 
 
-def estimate(durations: dict[PlannedCell, float], cell: PlannedCell, spec: EvaluatorSpec) -> float | None:
-    """Seconds ``cell`` should take: its backend's time on the latest earlier config that was
-    measured, scaled by the configs' work. Unknown for a backend's first config."""
-    earlier = [c for c in spec.configs[: spec.configs.index(cell.config)] if PlannedCell(c, cell.backend) in durations]
+def round_order(seed: int, config: str, round_number: int, backends: list[str]) -> list[str]:
+    """The order the backends take their repeat in one round: drawn from the evaluator's seed,
+    the config and the round alone, so that any run's order can be drawn again."""
+    return random.Random(f"{seed}/{config}/{round_number}").sample(backends, len(backends))
+
+
+def estimate_round(round_seconds: dict[str, float], config: ConfigName, spec: EvaluatorSpec) -> float | None:
+    """Seconds one round of ``config`` should take: its own last round, else the latest earlier
+    config's, scaled by the configs' work. Unknown before any round was timed."""
+    if config in round_seconds:
+        return round_seconds[config]
+    earlier = [c for c in spec.configs[: spec.configs.index(config)] if c in round_seconds]
     if not earlier:
         return None
     last = earlier[-1]
-    work = step_flops(CONFIGS[cell.config]) / step_flops(CONFIGS[last])
-    return durations[PlannedCell(last, cell.backend)] * work
+    return round_seconds[last] * step_flops(CONFIGS[config]) / step_flops(CONFIGS[last])
+
+
+def narrow_enough(cells: list[Cell], target: float) -> bool:
+    """Whether every ratio of these cells has a 95% interval whose half-width is at most
+    ``target`` of the ratio (a cell's ratio to itself is exact and passes)."""
+    for cell in cells:
+        for found in (cell.vs_naive_ratio, cell.vs_baseline_ratio):
+            if found is None:
+                continue
+            if found.ci is None or (found.ci.high - found.ci.low) / 2 > target * found.median:
+                return False
+    return True
 
 
 def run_status(

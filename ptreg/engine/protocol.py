@@ -1,9 +1,14 @@
-"""The worker protocol: one task in, a stream of events out, each a line of JSON.
+"""The worker protocol: a task in, a stream of events out, each a line of JSON.
 
 This is the wire format between the executor and a worker process, kept as a data model of
 its own (as pyperf keeps its worker's): another executor, a process pool or a cluster, speaks
 it by sending a task on the worker's stdin and reading events from its stdout. A task names
 the protocol version it was written for, and a worker refuses any other.
+
+A parity task is the whole of its stdin. A cell task is its first line: the worker sets up,
+warms up and says ``warm``; then each further line asks for one repeat (``RunRepeat``), which
+it times and closes with ``repeat-done``. When its stdin ends, it says ``done`` and exits. So
+the executor can interleave the repeats of several warm workers, round by round.
 
 Events arrive as the worker produces them and are flushed at once, so that every sample
 reaches the executor even if the worker is killed a moment later.
@@ -17,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from ..records.run import KernelSample, ParityOutcome, StepSample
 
-PROTOCOL_VERSION: Final = 1
+PROTOCOL_VERSION: Final = 2
 
 
 class _Message(BaseModel):
@@ -28,7 +33,7 @@ class ParityTask(_Message):
     """Check one backend's kernels on ``shapes`` before any of it is timed."""
 
     kind: Literal["parity"] = "parity"
-    protocol_version: Literal[1] = PROTOCOL_VERSION
+    protocol_version: Literal[2] = PROTOCOL_VERSION
     backend: str
     reference: str | None = Field(description="The backend whose bits an order-preserving one must reproduce.")
     shapes: list[tuple[int, int, int]]
@@ -39,18 +44,25 @@ class ParityTask(_Message):
 
 
 class CellTask(_Message):
-    """Time one (backend, config) cell of a workload: warm-up, then repeats of timed steps."""
+    """Set up one (backend, config) cell of a workload and warm it up; its repeats of
+    ``timed_steps`` are then asked for one at a time."""
 
     kind: Literal["cell"] = "cell"
-    protocol_version: Literal[1] = PROTOCOL_VERSION
+    protocol_version: Literal[2] = PROTOCOL_VERSION
     backend: str
     workload: str
     config: str
     warmup_steps: int
     timed_steps: int
-    repeats: int
     seed: int
     threads: int
+
+
+class RunRepeat(_Message):
+    """Ask a warm cell worker for one repeat, numbered as its round."""
+
+    order: Literal["repeat"] = "repeat"
+    repeat: int = Field(ge=0)
 
 
 Task = Annotated[ParityTask | CellTask, Field(discriminator="kind")]
@@ -77,6 +89,15 @@ class Progress(_Message):
     total: int
 
 
+class Warm(_Message):
+    event: Literal["warm"] = "warm"
+
+
+class RepeatDone(_Message):
+    event: Literal["repeat-done"] = "repeat-done"
+    repeat: int
+
+
 class Sample(_Message):
     event: Literal["sample"] = "sample"
     sample: StepSample | KernelSample
@@ -97,7 +118,10 @@ class Failed(_Message):
     message: str
 
 
-Event = Annotated[Ready | Progress | Sample | ParityDone | Done | Failed, Field(discriminator="event")]
+Event = Annotated[
+    Ready | Progress | Warm | Sample | RepeatDone | ParityDone | Done | Failed, Field(discriminator="event")
+]
+AnyEvent = Ready | Progress | Warm | Sample | RepeatDone | ParityDone | Done | Failed
 
 # Built on first use: only the executor and the worker speak the protocol.
 _TASK: TypeAdapter[Task] = TypeAdapter(Task, config=ConfigDict(defer_build=True))
@@ -114,7 +138,12 @@ def decode_task(text: str) -> ParityTask | CellTask:
     return _TASK.validate_json(text)
 
 
-def decode_event(line: str) -> Ready | Progress | Sample | ParityDone | Done | Failed | None:
+def decode_order(line: str) -> RunRepeat:
+    """A warm cell worker's next order; a ValidationError says why it is not one."""
+    return RunRepeat.model_validate_json(line)
+
+
+def decode_event(line: str) -> AnyEvent | None:
     """The event on one line of a worker's output, or None for anything else (a stray print)."""
     try:
         return _EVENT.validate_json(line)

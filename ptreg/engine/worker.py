@@ -1,8 +1,9 @@
 """The worker: measures one task in a process of its own, and reports as it goes.
 
-Started by the executor as ``python -m ptreg.engine.worker`` with one task on stdin; writes
+Started by the executor as ``python -m ptreg.engine.worker`` with a task on stdin; writes
 events on stdout in the worker protocol (``protocol.py``). A task is either a parity check of
-one backend, or one (backend, config) cell of a workload.
+one backend, or one (backend, config) cell of a workload, which stays warm and times one
+repeat each time the executor asks for one.
 
 A process per task keeps one backend's threads, compiled code and memory from touching
 another's numbers, and a crash from losing anyone else's results.
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, TextIO
 
 from pydantic import ValidationError
 
@@ -21,6 +22,7 @@ from ..errors import PtregError
 from .backends import Backend, create, runtime_details, set_backend_threads
 from .protocol import (
     PROTOCOL_VERSION,
+    AnyEvent,
     CellTask,
     Done,
     Failed,
@@ -28,8 +30,11 @@ from .protocol import (
     ParityTask,
     Progress,
     Ready,
+    RepeatDone,
     Sample,
     ThreadState,
+    Warm,
+    decode_order,
     decode_task,
     encode,
 )
@@ -37,7 +42,7 @@ from .workloads import workload_named
 from .workloads.base import AnySample
 
 
-def emit(event: Ready | Progress | Sample | ParityDone | Done | Failed) -> None:
+def emit(event: AnyEvent) -> None:
     sys.stdout.write(encode(event))
     sys.stdout.flush()
 
@@ -78,7 +83,8 @@ def run_parity(task: ParityTask) -> None:
     emit(Done(runtime=runtime_details(backend)))
 
 
-def run_cell(task: CellTask) -> None:
+def run_cell(task: CellTask, orders: TextIO) -> None:
+    """Set up and warm up, then one repeat per order read from ``orders``, until it ends."""
     backend = create(task.backend)
     threads, _limiter = set_threads(backend, task.threads)  # the limiter holds the limit
     emit(Ready(pid=os.getpid(), threads=threads))
@@ -93,26 +99,36 @@ def run_cell(task: CellTask) -> None:
     def record(sample: AnySample) -> None:
         emit(Sample(sample=sample))
 
-    workload_named(task.workload).run_cell(task, backend, record, progress)
-    # after the cell: a backend may set up its runtime lazily (numba's threading layer is
+    cell = workload_named(task.workload).prepare(task, backend)
+    cell.warm_up(progress)
+    emit(Warm())
+    for line in orders:
+        try:
+            order = decode_order(line)
+        except ValidationError as exc:
+            raise PtregError(f"not an order of worker protocol version {PROTOCOL_VERSION}: {_first(exc)}") from None
+        cell.run_repeat(order.repeat, record, progress)
+        emit(RepeatDone(repeat=order.repeat))
+    # after the repeats: a backend may set up its runtime lazily (numba's threading layer is
     # known only once a parallel function has run)
     emit(Done(runtime=runtime_details(backend)))
+
+
+def _first(exc: ValidationError) -> str:
+    first = exc.errors(include_url=False)[0]
+    return f"{'.'.join(str(part) for part in first['loc']) or 'message'}: {first['msg']}"
 
 
 def main() -> int:
     try:
         try:
-            task = decode_task(sys.stdin.read())
+            task = decode_task(sys.stdin.readline())
         except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            where = ".".join(str(part) for part in first["loc"]) or "task"
-            raise PtregError(
-                f"not a task of worker protocol version {PROTOCOL_VERSION}: {where}: {first['msg']}"
-            ) from None
+            raise PtregError(f"not a task of worker protocol version {PROTOCOL_VERSION}: {_first(exc)}") from None
         if isinstance(task, ParityTask):
             run_parity(task)
         else:
-            run_cell(task)
+            run_cell(task, sys.stdin)
     except Exception as exc:  # reported to the executor as this task's failure
         message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         emit(Failed(message=message))

@@ -226,7 +226,7 @@ def explicit_budget(proposal: Attempt, frozen: FrozenEvaluator | None, budget_er
         spec = frozen.spec
         for limit, needed, what in (
             (budget.max_threads, spec.threads, "threads"),
-            (budget.max_repeats, spec.repeats, "repeats"),
+            (budget.max_repeats, spec.least_repeats, "repeats"),
             (budget.max_timed_steps, spec.timed_steps, "timed steps per repeat"),
         ):
             if limit is not None and needed > limit:

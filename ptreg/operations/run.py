@@ -98,7 +98,7 @@ def _measure_and_record(
 ) -> RunDone:
     started = utc_now()
     environment = collect(root)
-    found = measure(frozen.spec, executor)
+    found = measure(frozen.spec, executor, round_cap=budget.max_repeats)
     # From here signals wait: the run is written whole and linked, then the process exits.
     with deferred():
         finished = utc_now()
@@ -108,6 +108,7 @@ def _measure_and_record(
                 roles=found.roles,
                 parity=found.parity,
                 cells=found.cells,
+                rounds=found.rounds,
                 status=found.status,
                 reason=found.reason,
                 command=command,

@@ -51,7 +51,21 @@ class EvaluatorSpec(BaseModel):
     baseline: Slug = Field(description="The backend every other is compared with, besides the reference.")
     warmup_steps: int = Field(ge=0, le=10_000)
     timed_steps: int = Field(ge=1, le=1_000_000)
-    repeats: int = Field(ge=1, le=1000)
+    repeats: int | None = Field(
+        default=None, ge=1, le=1000, description="A fixed plan: this many rounds. Or give the adaptive plan instead."
+    )
+    min_repeats: int | None = Field(
+        default=None, ge=2, le=1000, description="Adaptive plan: at least this many rounds."
+    )
+    max_repeats: int | None = Field(default=None, ge=2, le=1000, description="Adaptive plan: at most this many rounds.")
+    target_ci: float | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Adaptive plan: stop adding rounds to a config once every ratio's 95% interval has at most "
+        "this relative half-width.",
+    )
     seed: int = Field(ge=0, le=2**32 - 1)
     threads: int = Field(ge=1, le=1024)
     tolerance: Tolerance
@@ -65,6 +79,15 @@ class EvaluatorSpec(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> EvaluatorSpec:
+        adaptive = [self.min_repeats, self.max_repeats, self.target_ci]
+        if self.repeats is None and None in adaptive:
+            raise ValueError("give repeats (a fixed plan), or min_repeats, max_repeats and target_ci (an adaptive one)")
+        if self.repeats is not None and any(v is not None for v in adaptive):
+            raise ValueError(
+                "repeats is a fixed plan; min_repeats, max_repeats and target_ci an adaptive one: give one"
+            )
+        if self.min_repeats is not None and self.max_repeats is not None and self.min_repeats > self.max_repeats:
+            raise ValueError("min_repeats is more than max_repeats")
         for field in ("configs", "backends"):
             values = getattr(self, field)
             if len(set(values)) != len(values):
@@ -75,6 +98,29 @@ class EvaluatorSpec(BaseModel):
         if self.metric != expected:
             raise ValueError(f"workload {self.workload!r} is measured in {expected!r}, not {self.metric!r}")
         return self
+
+    @property
+    def most_repeats(self) -> int:
+        """The rounds a config may take at most: the fixed plan's, or the adaptive plan's ceiling."""
+        most = self.repeats if self.repeats is not None else self.max_repeats
+        assert most is not None  # one of the two plans is always given
+        return most
+
+    def plan(self) -> str:
+        """The repeats plan in words."""
+        if self.repeats is not None:
+            return f"{self.repeats} repeats"
+        return (
+            f"{self.min_repeats} to {self.max_repeats} repeats, until every ratio is known within "
+            f"±{100 * (self.target_ci or 0):g}%"
+        )
+
+    @property
+    def least_repeats(self) -> int:
+        """The rounds a config takes at least."""
+        least = self.repeats if self.repeats is not None else self.min_repeats
+        assert least is not None
+        return least
 
 
 class FrozenEvaluator(BaseModel):

@@ -3,7 +3,9 @@
 A run is a record like an attempt: every sample, the summaries, parity and attribution, the
 evaluator, the command line, times and status. Version 2 also names the backends the ratios
 are taken over (``roles``); version 1 files predate that and used ``naive`` and
-``numpy-blas`` by name.
+``numpy-blas`` by name. Version 3 takes repeats in interleaved rounds (``rounds`` records the
+order of each) and carries 95% intervals: of each cell's center, and of each ratio, computed
+from the repeats paired by round.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from .. import __version__
 from .attempt import RUN_ID_PATTERN, AttemptId, Budget, RunStatus
 from .evaluator import EvaluatorSpec, FrozenEvaluator
 
-RESULTS_VERSION = 2
+RESULTS_VERSION = 3
 Kernel = Literal["forward", "backward_da", "backward_db"]
 KERNELS: tuple[Kernel, ...] = ("forward", "backward_da", "backward_db")
 CellStatus = Literal["measured", "failed", "parity-failed", "budget-exhausted", "not-started", "interrupted"]
@@ -24,6 +26,23 @@ CellStatus = Literal["measured", "failed", "parity-failed", "budget-exhausted", 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+class Interval(_Strict):
+    """A 95% confidence interval, and how it was taken."""
+
+    low: float
+    high: float
+    level: float = Field(gt=0, lt=1)
+    method: str
+
+
+class Ratio(_Strict):
+    """A ratio between two cells of one run, taken round by round from their paired repeats."""
+
+    median: float = Field(description="The median of the per-round ratios.")
+    n: int = Field(ge=1, description="Rounds in which both cells finished a repeat.")
+    ci: Interval | None = Field(description="95% interval of the ratio; unknown with fewer than 2 rounds.")
 
 
 class Summary(_Strict):
@@ -37,6 +56,9 @@ class Summary(_Strict):
     q3: float = Field(description="Third quartile (inclusive method).")
     relative_spread: float | None = Field(
         description="(max - min) / median; unknown when the median is 0 or there is one value."
+    )
+    ci: Interval | None = Field(
+        default=None, description="Version 3: 95% interval of the center; unknown with one value."
     )
 
 
@@ -124,6 +146,9 @@ class KernelTiming(_Strict):
     vs_naive: float | None = Field(description="GFLOP/s ratio to the reference backend in the same run.")
     vs_peer: float | None = Field(description="GFLOP/s ratio to the peer backend in the same run.")
     vs_baseline: float | None
+    vs_naive_ratio: Ratio | None = Field(default=None, description="Version 3: vs_naive round by round.")
+    vs_peer_ratio: Ratio | None = Field(default=None, description="Version 3: vs_peer round by round.")
+    vs_baseline_ratio: Ratio | None = Field(default=None, description="Version 3: vs_baseline round by round.")
 
 
 class Cell(_Strict):
@@ -145,16 +170,28 @@ class Cell(_Strict):
     spread_too_wide: bool | None = None
     vs_naive: float | None = Field(default=None, description="Speedup over the reference backend in the same run.")
     vs_baseline: float | None = None
+    vs_naive_ratio: Ratio | None = Field(default=None, description="Version 3: vs_naive round by round.")
+    vs_baseline_ratio: Ratio | None = Field(default=None, description="Version 3: vs_baseline round by round.")
     attribution: Attribution | None = None
     kernels: list[KernelTiming] | None = None
     loss_first: float | None = None
     loss_last: float | None = None
 
 
+class ConfigRounds(_Strict):
+    """How one config's repeats were taken: the backends' order in each round, and why no
+    further round was taken."""
+
+    config: str
+    order_seed: int = Field(description="Seeds the order of the backends in each round.")
+    orders: list[list[str]] = Field(description="Round by round, the backends in the order they ran.")
+    stopped: str
+
+
 class RunResults(_Strict):
     """The file ``results.json``."""
 
-    results_version: Literal[1, 2]
+    results_version: Literal[1, 2, 3]
     run_id: str | None = Field(pattern=RUN_ID_PATTERN, description="Null for an ad hoc `ptreg bench`.")
     attempt: AttemptId | None
     evaluator: str | None = Field(description="name@hash12 of the frozen evaluator; null for bench.")
@@ -171,6 +208,9 @@ class RunResults(_Strict):
     ptreg_version: str
     parity: list[ParityOutcome]
     cells: list[Cell]
+    rounds: list[ConfigRounds] | None = Field(
+        default=None, description="Version 3: the order of the backends in each round of each config."
+    )
 
     @model_validator(mode="after")
     def _roles_by_version(self) -> RunResults:
@@ -190,6 +230,7 @@ def new_results(
     roles: Roles,
     parity: list[ParityOutcome],
     cells: list[Cell],
+    rounds: list[ConfigRounds],
     status: RunStatus,
     reason: str | None,
     command: list[str],
@@ -221,4 +262,5 @@ def new_results(
         ptreg_version=__version__,
         parity=parity,
         cells=cells,
+        rounds=rounds,
     )

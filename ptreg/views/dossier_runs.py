@@ -25,7 +25,7 @@ def run_lines(root: Path, attempt_id: str, ref: RunRef) -> list[str | Table]:
         f"- Status: {results.status}" + (f" ({results.reason})" if results.reason else "") + ".",
         f"- Evaluator: {results.evaluator} (engine version {results.evaluator_version}); workload "
         f"{spec.workload}, configs {', '.join(spec.configs)}, backends {', '.join(spec.backends)}; "
-        f"{spec.warmup_steps} warm-up and {spec.timed_steps} timed steps, {spec.repeats} repeats, "
+        f"{spec.warmup_steps} warm-up and {spec.timed_steps} timed steps, {spec.plan()}, "
         f"{spec.threads} thread(s).",
         f"- Budget: {results.budget.describe() if results.budget else 'none'}.",
         f"- Started {results.started_at}, finished {results.finished_at}, by `{' '.join(results.command)}`.",

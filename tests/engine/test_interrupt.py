@@ -76,10 +76,11 @@ def test_a_signal_mid_cell_writes_an_interrupted_run_and_exits_128_plus_it(
     assert len(folders) == 1
     results = read_results(folders[0])
     assert results.status == "interrupted" and signal.Signals(signum).name in results.reason
-    blas = results.cells[0]
-    assert blas.status == "interrupted" and blas.step_samples, "the steps that finished are kept"
-    assert [(c.backend, c.status) for c in results.cells] == [("numpy-blas", "interrupted")]  # naive never started
-    assert not alive(blas.worker["pid"]), "the worker was stopped with the run"
+    # both backends' workers were warm, taking repeats in turn: both stop with the run
+    assert [(c.backend, c.status) for c in results.cells] == [("numpy-blas", "interrupted"), ("naive", "interrupted")]
+    assert any(c.step_samples for c in results.cells), "the steps that finished are kept"
+    for cell in results.cells:
+        assert not alive(cell.worker["pid"]), "every worker was stopped with the run"
     assert f"run {results.run_id}: interrupted" in out
     record = json.loads((root / "stop-me.json").read_text())
     assert record["runs"][-1]["status"] == "interrupted"
@@ -100,7 +101,7 @@ def test_interrupted_runner_keeps_whole_repeats_and_stops_the_plan(tmp_path: Pat
     steps = []
 
     def progress(event) -> None:
-        if event.task == "naive/tiny" and event.phase == "timed":
+        if event.task == "naive/tiny" and event.phase.endswith("timed"):
             steps.append(event.done)
             if len(steps) == 12:
                 raise Interrupted(signal.SIGTERM)
@@ -108,7 +109,8 @@ def test_interrupted_runner_keeps_whole_repeats_and_stops_the_plan(tmp_path: Pat
     done = run_attempt(root, "stop-in-process", ["test"], progress=progress)
     assert done.exit_code == 143 and done.interrupted_by == signal.SIGTERM
     results = read_results(done.folder)
-    assert [(c.backend, c.status) for c in results.cells] == [("numpy-blas", "measured"), ("naive", "interrupted")]
-    cell = results.cells[1]
+    assert [(c.backend, c.status) for c in results.cells] == [("numpy-blas", "interrupted"), ("naive", "interrupted")]
     assert results.status == "interrupted"
-    assert cell.ms_per_step is not None and cell.ms_per_step.n >= 1, "whole repeats are summarized"
+    for cell in results.cells:
+        assert cell.ms_per_step is not None and cell.ms_per_step.n >= 1, "whole repeats are summarized"
+    assert results.rounds is not None and results.rounds[0].stopped == "interrupted by SIGTERM"

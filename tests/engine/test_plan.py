@@ -1,5 +1,6 @@
-"""The plan of a measurement: cell order, the cell-time estimate, the run-status policy and the
-ad hoc bench's spec. Pure functions; no process is started."""
+"""The plan of a measurement: cell order, the order of each round, the round-time estimate,
+when an adaptive plan has enough rounds, the run-status policy and the ad hoc bench's spec.
+Pure functions; no process is started."""
 
 from __future__ import annotations
 
@@ -13,15 +14,17 @@ from ptreg.engine.plan import (
     PlannedCell,
     bench_spec,
     cells,
-    estimate,
+    estimate_round,
     interrupted_reason,
+    narrow_enough,
     parity_shapes,
+    round_order,
     run_status,
 )
 from ptreg.errors import EXIT_UNUSABLE, PtregError
 from ptreg.records.configs import CONFIGS, linear_shapes, step_flops
 from ptreg.records.evaluator import EvaluatorSpec
-from ptreg.records.run import Cell, ParityOutcome
+from ptreg.records.run import Cell, Interval, ParityOutcome, Ratio
 
 
 def spec(**changes: Any) -> EvaluatorSpec:
@@ -75,29 +78,56 @@ def test_parity_shapes_are_the_fixed_ones_then_each_layer_shape_once() -> None:
     assert len(shapes) == len(set(shapes))
 
 
-# --------------------------------------------------------------------------- the cell-time estimate
+# --------------------------------------------------------------------------- rounds
 
 
-def test_a_backends_first_cell_has_no_estimate() -> None:
-    assert estimate({}, PlannedCell("tiny", "naive"), spec()) is None
-    # another backend's time says nothing about this one
-    assert estimate({PlannedCell("tiny", "numpy-blas"): 3.0}, PlannedCell("small", "naive"), spec()) is None
+def test_each_rounds_order_is_drawn_again_from_the_seed_alone() -> None:
+    backends = ["naive", "blocked-numpy", "numba", "numpy-blas"]
+    orders = [round_order(0, "small", r, backends) for r in range(8)]
+    assert all(sorted(o) == sorted(backends) for o in orders)
+    assert len({tuple(o) for o in orders}) > 1  # the order changes from round to round
+    assert orders == [round_order(0, "small", r, backends) for r in range(8)]
+    assert orders != [round_order(1, "small", r, backends) for r in range(8)]
 
 
-def test_the_estimate_scales_the_previous_configs_time_by_the_work() -> None:
-    durations = {PlannedCell("tiny", "naive"): 2.0}
-    ratio = step_flops(CONFIGS["small"]) / step_flops(CONFIGS["tiny"])
-    assert estimate(durations, PlannedCell("small", "naive"), spec()) == pytest.approx(2.0 * ratio)
-
-
-def test_the_estimate_uses_the_latest_earlier_config_that_was_measured() -> None:
-    durations = {PlannedCell("tiny", "naive"): 2.0, PlannedCell("small", "naive"): 50.0}
-    ratio = step_flops(CONFIGS["medium"]) / step_flops(CONFIGS["small"])
-    assert estimate(durations, PlannedCell("medium", "naive"), spec()) == pytest.approx(50.0 * ratio)
-    # small was not measured (crashed): tiny stands in for it
-    only_tiny = {PlannedCell("tiny", "naive"): 2.0}
+def test_a_rounds_time_is_its_own_last_round_else_the_earlier_configs_scaled_by_work() -> None:
+    assert estimate_round({}, "tiny", spec()) is None
     ratio = step_flops(CONFIGS["medium"]) / step_flops(CONFIGS["tiny"])
-    assert estimate(only_tiny, PlannedCell("medium", "naive"), spec()) == pytest.approx(2.0 * ratio)
+    assert estimate_round({"tiny": 2.0}, "medium", spec()) == pytest.approx(2.0 * ratio)
+    assert estimate_round({"tiny": 2.0, "small": 5.0}, "medium", spec()) == pytest.approx(
+        5.0 * step_flops(CONFIGS["medium"]) / step_flops(CONFIGS["small"])
+    )
+    assert estimate_round({"tiny": 2.0, "medium": 9.0}, "medium", spec()) == 9.0
+
+
+def ratio_within(half: float) -> Ratio:
+    return Ratio(median=2.0, n=4, ci=Interval(low=2.0 - 2 * half, high=2.0 + 2 * half, level=0.95, method="t"))
+
+
+def test_an_adaptive_config_stops_once_every_ratio_is_narrow_enough() -> None:
+    narrow = cell("numba", "tiny")
+    narrow.vs_naive_ratio = ratio_within(0.02)
+    wide = cell("blocked-numpy", "tiny")
+    wide.vs_naive_ratio = ratio_within(0.05)
+    assert narrow_enough([narrow], 0.03)
+    assert not narrow_enough([narrow, wide], 0.03)
+    unknown = cell("numba", "tiny")
+    unknown.vs_naive_ratio = Ratio(median=2.0, n=1, ci=None)
+    assert not narrow_enough([unknown], 0.03)
+
+
+def test_a_spec_gives_one_plan_fixed_or_adaptive() -> None:
+    adaptive = spec(repeats=None, min_repeats=3, max_repeats=20, target_ci=0.03)
+    assert (adaptive.least_repeats, adaptive.most_repeats) == (3, 20)
+    assert "until every ratio is known within ±3%" in adaptive.plan()
+    assert (spec().least_repeats, spec().most_repeats) == (1, 1)
+    for wrong in (
+        {"repeats": None},
+        {"min_repeats": 3, "max_repeats": 20, "target_ci": 0.03},
+        {"repeats": None, "min_repeats": 9, "max_repeats": 3, "target_ci": 0.03},
+    ):
+        with pytest.raises(ValueError):
+            spec(**wrong)
 
 
 # --------------------------------------------------------------------------- the run-status policy

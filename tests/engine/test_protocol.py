@@ -1,5 +1,6 @@
 """The worker protocol: tasks and events round-trip, another version is refused, stray output
-is not taken for an event, and a real worker answers a bad task with one error event."""
+is not taken for an event, a real worker answers a bad task or order with one error event, and
+a warm cell worker times exactly the repeats it is asked for."""
 
 from __future__ import annotations
 
@@ -19,9 +20,13 @@ from ptreg.engine.protocol import (
     ParityTask,
     Progress,
     Ready,
+    RepeatDone,
+    RunRepeat,
     Sample,
     ThreadState,
+    Warm,
     decode_event,
+    decode_order,
     decode_task,
     encode,
 )
@@ -33,7 +38,6 @@ CELL = CellTask(
     config="tiny",
     warmup_steps=1,
     timed_steps=2,
-    repeats=3,
     seed=0,
     threads=1,
 )
@@ -68,6 +72,8 @@ def test_a_task_of_another_version_or_kind_is_refused() -> None:
         ParityDone(result=ParityOutcome(backend="naive", passed=True, summary="naive: parity passed", checks=[])),
         Done(runtime={"numba_threads": 2}),
         Done(runtime=None),
+        Warm(),
+        RepeatDone(repeat=3),
         Failed(message="backend 'x' failed to start"),
     ],
 )
@@ -97,3 +103,26 @@ def test_a_worker_answers_a_bad_task_with_one_error_event() -> None:
     assert done.returncode == 1
     events = [decode_event(line) for line in done.stdout.splitlines()]
     assert len(events) == 1 and isinstance(events[0], Failed) and "protocol_version" in events[0].message
+
+
+def worker(stdin: str) -> list[object]:
+    done = subprocess.run(
+        [sys.executable, "-m", "ptreg.engine.worker"], input=stdin, capture_output=True, text=True, timeout=120
+    )
+    return [decode_event(line) for line in done.stdout.splitlines()]
+
+
+def test_a_warm_worker_times_the_repeats_it_is_asked_for_in_the_order_asked() -> None:
+    orders = "".join(encode(RunRepeat(repeat=r)) for r in (2, 0))
+    events = worker(encode(CELL) + orders)
+    kinds = [type(e).__name__ for e in events if not isinstance(e, Progress)]
+    assert kinds[:2] == ["Ready", "Warm"] and kinds[-1] == "Done"
+    assert [e.repeat for e in events if isinstance(e, RepeatDone)] == [2, 0]
+    samples = [e.sample for e in events if isinstance(e, Sample)]
+    assert [(s.repeat, s.step) for s in samples] == [(2, 0), (2, 1), (0, 0), (0, 1)]
+
+
+def test_an_order_that_is_not_one_is_one_error_event() -> None:
+    assert decode_order(encode(RunRepeat(repeat=1))) == RunRepeat(repeat=1)
+    events = worker(encode(CELL) + '{"order": "train"}\n')
+    assert isinstance(events[-1], Failed) and "not an order of worker protocol version" in events[-1].message

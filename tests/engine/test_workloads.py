@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from ptreg.engine.stats import summarize
 from ptreg.engine.workloads import WORKLOADS, workload_named
 from ptreg.engine.workloads.kernels import KernelsWorkload
 from ptreg.engine.workloads.training import TrainingWorkload
+from ptreg.records.configs import CONFIGS, linear_shapes
 from ptreg.records.evaluator import WORKLOAD_METRICS, EvaluatorSpec
-from ptreg.records.run import RESULTS_VERSION, Cell, KernelTiming, Roles, RunResults, new_results
+from ptreg.records.run import KERNELS, RESULTS_VERSION, Cell, KernelSample, Roles, RunResults, StepSample, new_results
 from ptreg.views.run_report import evidence_line, tables
 
 
@@ -42,6 +42,7 @@ def results(s: EvaluatorSpec, cells: list[Cell], roles: Roles | None) -> RunResu
         "roles": roles or Roles(reference=None, peer=None),
         "parity": [],
         "cells": cells,
+        "rounds": [],
         "status": "complete",
         "reason": None,
         "command": ["test"],
@@ -51,8 +52,31 @@ def results(s: EvaluatorSpec, cells: list[Cell], roles: Roles | None) -> RunResu
     }
     made = new_results(**fields)
     if roles is None:  # a file written before roles were recorded
-        return RunResults.model_validate({**made.model_dump(), "results_version": 1, "roles": None})
+        return RunResults.model_validate({**made.model_dump(), "results_version": 1, "roles": None, "rounds": None})
     return made
+
+
+def step_cell(s: EvaluatorSpec, backend: str, seconds_by_round: list[float], config: str = "tiny") -> Cell:
+    """A cell summarised by the training workload from one step per round."""
+    cell = Cell(backend=backend, config=config, status="measured")
+    samples: list[Any] = [
+        StepSample(repeat=r, step=0, seconds=v, kernel_seconds={}, loss=1.0) for r, v in enumerate(seconds_by_round)
+    ]
+    TrainingWorkload().summarize(s, cell, samples)
+    return cell
+
+
+def kernel_cell(s: EvaluatorSpec, backend: str, gflops_by_round: list[float]) -> Cell:
+    """A cell summarised by the kernels workload: every layer and kernel at one rate per round."""
+    cell = Cell(backend=backend, config="tiny", status="measured")
+    samples: list[Any] = [
+        KernelSample(repeat=r, layer=layer.name, kernel=k, calls=1, seconds_per_call=layer.flops / (g * 1e9))
+        for r, g in enumerate(gflops_by_round)
+        for layer in linear_shapes(CONFIGS["tiny"])
+        for k in KERNELS
+    ]
+    KernelsWorkload().summarize(s, cell, samples)
+    return cell
 
 
 def test_every_workload_the_format_names_has_one_object_and_no_other() -> None:
@@ -63,10 +87,7 @@ def test_every_workload_the_format_names_has_one_object_and_no_other() -> None:
 
 def test_training_ratios_follow_the_declared_reference() -> None:
     s = spec("tinygpt-train", ["slow-one", "fast-one"], "fast-one")
-    cells = [
-        Cell(backend="slow-one", config="tiny", status="measured", ms_per_step=summarize([10.0])),
-        Cell(backend="fast-one", config="tiny", status="measured", ms_per_step=summarize([2.0])),
-    ]
+    cells = [step_cell(s, "slow-one", [0.010]), step_cell(s, "fast-one", [0.002])]
     TrainingWorkload().compare(s, cells, Roles(reference="slow-one", peer=None))
     assert cells[1].vs_naive == pytest.approx(5.0) and cells[0].vs_baseline == pytest.approx(0.2)
     shown = results(s, cells, Roles(reference="slow-one", peer=None))
@@ -78,37 +99,16 @@ def test_training_ratios_follow_the_declared_reference() -> None:
 
 def test_without_a_reference_no_speedup_is_invented() -> None:
     s = spec("tinygpt-train", ["a", "b"], "b")
-    cells = [
-        Cell(backend="a", config="tiny", status="measured", ms_per_step=summarize([10.0])),
-        Cell(backend="b", config="tiny", status="measured", ms_per_step=summarize([2.0])),
-    ]
+    cells = [step_cell(s, "a", [0.010]), step_cell(s, "b", [0.002])]
     TrainingWorkload().compare(s, cells, Roles(reference=None, peer=None))
     assert cells[0].vs_naive is None and cells[1].vs_naive is None
     line = evidence_line(results(s, cells, Roles(reference=None, peer=None)))
     assert line is not None and " over " not in line
 
 
-def timing(gflops: float) -> KernelTiming:
-    seconds = summarize([2 * 1 * 1 * 1 / gflops / 1e9])
-    return KernelTiming(
-        layer="qkv",
-        kernel="forward",
-        shape=[1, 1, 1],
-        per_step=1,
-        seconds=seconds,
-        gflops=summarize([gflops]),
-        vs_naive=None,
-        vs_peer=None,
-        vs_baseline=None,
-    )
-
-
 def test_kernel_ratios_and_columns_follow_the_roles() -> None:
     s = spec("kernels", ["ref", "mine", "lib"], "mine")
-    cells = [
-        Cell(backend=b, config="tiny", status="measured", kernels=[timing(g)], step_gflops=g)
-        for b, g in (("ref", 1.0), ("mine", 4.0), ("lib", 8.0))
-    ]
+    cells = [kernel_cell(s, b, [g]) for b, g in (("ref", 1.0), ("mine", 4.0), ("lib", 8.0))]
     roles = Roles(reference="ref", peer="lib")
     KernelsWorkload().compare(s, cells, roles)
     mine = cells[1]
@@ -125,7 +125,7 @@ def test_results_written_before_roles_were_recorded_read_as_naive_and_numpy_blas
     old = results(s, [], None)
     assert old.results_version == 1 and old.ratio_roles == Roles(reference="naive", peer="numpy-blas")
     assert tables(old)[2].headers[-2:] == ["vs naive", "vs numpy-blas"]
-    assert RESULTS_VERSION == 2
+    assert RESULTS_VERSION == 3
 
 
 def test_roles_are_recorded_from_version_2_on_and_only_there() -> None:
@@ -135,3 +135,26 @@ def test_roles_are_recorded_from_version_2_on_and_only_there() -> None:
         RunResults.model_validate({**made.model_dump(), "roles": None})
     with pytest.raises(ValueError, match="roles"):
         RunResults.model_validate({**made.model_dump(), "results_version": 1})
+
+
+def test_ratios_pair_repeats_by_round_and_carry_an_interval() -> None:
+    """A drift that slows both backends alike in one round leaves their ratio alone."""
+    s = spec("tinygpt-train", ["ref", "fast"], "ref")
+    drift = [1.0, 1.3, 0.9, 1.6, 1.1]
+    cells = [step_cell(s, "ref", [0.010 * d for d in drift]), step_cell(s, "fast", [0.005 * d for d in drift])]
+    TrainingWorkload().compare(s, cells, Roles(reference="ref", peer=None))
+    found = cells[1].vs_naive_ratio
+    assert found is not None and found.n == 5 and found.median == pytest.approx(2.0)
+    assert found.ci is not None and found.ci.low == pytest.approx(2.0) and found.ci.high == pytest.approx(2.0)
+    # unpaired, the same drift would have made the ratio of medians uncertain
+    assert cells[1].ms_per_step is not None and cells[1].ms_per_step.relative_spread > 0.5
+
+
+def test_kernel_ratios_pair_rounds_too() -> None:
+    s = spec("kernels", ["ref", "mine"], "ref")
+    cells = [kernel_cell(s, "ref", [1.0, 0.5, 1.0]), kernel_cell(s, "mine", [3.0, 1.5, 3.0])]
+    KernelsWorkload().compare(s, cells, Roles(reference="ref", peer=None))
+    mine = cells[1]
+    assert mine.vs_naive_ratio is not None and mine.vs_naive_ratio.n == 3
+    assert mine.vs_naive == pytest.approx(3.0)
+    assert mine.kernels is not None and all(t.vs_naive == pytest.approx(3.0) for t in mine.kernels)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from helpers import SCHEMAS, assert_one_line_error, complete_record, freeze_evaluator, snapshot, write_registry
+from ptreg.engine.plan import round_order
 
 TINY = {
     "name": "tiny-train",
@@ -113,7 +115,17 @@ def test_run_writes_a_whole_run_folder_that_validates(tiny_run, cli) -> None:
     naive = next(c for c in results["cells"] if c["backend"] == "naive")
     blas = next(c for c in results["cells"] if c["backend"] == "numpy-blas")
     assert naive["vs_naive"] == pytest.approx(1.0)
-    assert blas["vs_naive"] == pytest.approx(naive["ms_per_step"]["median"] / blas["ms_per_step"]["median"])
+    # a ratio is the median of the per-round ratios, each pairing the two repeats of one round
+    by_round = {
+        r: sum(s["seconds"] for s in naive["step_samples"] if s["repeat"] == r)
+        / sum(s["seconds"] for s in blas["step_samples"] if s["repeat"] == r)
+        for r in range(TINY["repeats"])
+    }
+    assert blas["vs_naive"] == pytest.approx(statistics.median(by_round.values()))
+    assert blas["vs_naive_ratio"]["n"] == TINY["repeats"] and "t" in blas["vs_naive_ratio"]["ci"]["method"]
+    [config] = results["rounds"]
+    assert [sorted(order) for order in config["orders"]] == [["naive", "numpy-blas"]] * TINY["repeats"]
+    assert config["orders"] == [round_order(0, "tiny", r, ["naive", "numpy-blas"]) for r in range(TINY["repeats"])]
     environment = json.loads((folder / "environment.json").read_text())
     for key in ("ptreg_version", "git", "python", "numpy_version", "numba_version", "blas", "cpu", "os", "hostname"):
         assert key in environment
@@ -205,7 +217,7 @@ def test_budget_too_small_stops_with_budget_exhausted_and_keeps_what_finished(re
 
     ref = freeze_evaluator(reg, **{**TINY, "configs": ["tiny", "small"]})
     propose(reg, ref, "tiny-budget", seconds="60", issue="#9")
-    # A clock that jumps past the budget once the first cell has finished: deterministic,
+    # A clock that jumps past the budget once numpy-blas starts its second round: deterministic,
     # whatever the speed of the machine.
     offset = [0.0]
 
@@ -215,18 +227,21 @@ def test_budget_too_small_stops_with_budget_exhausted_and_keeps_what_finished(re
         return time.monotonic() + offset[0]
 
     def progress(event) -> None:
-        if event.task.startswith("numpy-blas/tiny"):
+        if event.task == "numpy-blas/tiny" and event.phase.startswith("round 2/"):
             offset[0] = 3600.0
 
     done = run_attempt(reg, "tiny-budget", ["test"], progress=progress, clock=clock)
     results = read_results(done.folder)
     assert results.status == "budget-exhausted"
     statuses = {(c.backend, c.config): c.status for c in results.cells}
-    assert statuses[("naive", "tiny")] == "measured"
-    assert statuses[("numpy-blas", "tiny")] == "budget-exhausted"
+    # the budget stops the config's rounds: both its cells keep their whole repeats
+    assert statuses[("naive", "tiny")] == "budget-exhausted" and statuses[("numpy-blas", "tiny")] == "budget-exhausted"
     assert statuses[("naive", "small")] == "not-started" and statuses[("numpy-blas", "small")] == "not-started"
-    naive = next(c for c in results.cells if c.backend == "naive")
-    assert naive.ms_per_step is not None and len(naive.step_samples) == 4
+    for cell in results.cells[:2]:
+        assert cell.ms_per_step is not None and cell.ms_per_step.n >= 1, "round 1 was whole for both"
+    blas = next(c for c in results.cells if c.backend == "numpy-blas")
+    assert blas.vs_naive_ratio is not None and blas.vs_naive_ratio.n >= 1
+    assert results.rounds is not None and results.rounds[0].stopped.startswith("stopped by the budget")
     assert done.attempt.runs[-1].status == "budget-exhausted"
 
 
@@ -240,7 +255,7 @@ def test_a_worker_killed_mid_cell_fails_only_that_cell(reg: Path) -> None:
 
     def progress(event) -> None:
         # Kill the naive worker once it is into its timed steps.
-        if event.task == "naive/tiny" and event.phase == "timed" and event.pid and not killed:
+        if event.task == "naive/tiny" and event.phase.endswith("timed") and event.pid and not killed:
             killed.append(event.pid)
             os.kill(event.pid, signal.SIGKILL)
 
@@ -324,7 +339,8 @@ def test_a_worker_running_at_the_deadline_is_killed_and_its_samples_kept(reg: Pa
     assert naive.status == "budget-exhausted" and "wall-clock" in naive.reason
     assert naive.step_samples, "steps finished before the kill are kept"
     assert naive.ms_per_step is None, "no repeat finished, so there is no summary to claim"
-    assert blas.status == "not-started"
+    # numpy-blas was warm, waiting for its turn in the round: stopped with it, nothing to claim
+    assert blas.status == "budget-exhausted" and blas.ms_per_step is None
 
 
 def test_results_source_is_relative_to_the_registry_whatever_git_says(tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
 """What a workload is: the thing a cell measures, from its timed loop to its report columns.
 
 A workload owns, in one object:
-- its cell loop, run inside the worker process, and the samples it records;
-- the summary of a cell's samples, and the ratios between cells of one run;
+- its cell, run inside the worker process: set up and warmed up once, then timed one repeat
+  at a time (the executor interleaves the repeats of all backends, round by round), and the
+  samples it records;
+- the summary of a cell's samples, and the ratios between cells of one run, paired by round;
 - the tables and sentences a reader sees.
 
 The engine calls these and never asks which workload it has; a new workload is a new module
@@ -16,10 +18,11 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar, TypeVar
 
 from ...records.evaluator import EvaluatorSpec
-from ...records.run import Cell, Kernel, KernelSample, Roles, RunResults, StepSample
+from ...records.run import Cell, Kernel, KernelSample, Ratio, Roles, RunResults, StepSample
 from ...text import Table
 from ..backends import Backend
 from ..protocol import CellTask
+from ..stats import paired_ratio
 
 AnySample = StepSample | KernelSample
 KERNEL_LABEL: dict[Kernel, str] = {"forward": "forward", "backward_da": "backward_dA", "backward_db": "backward_dB"}
@@ -27,22 +30,37 @@ Record = Callable[[AnySample], None]  # hands one sample to the executor, at onc
 ReportProgress = Callable[[str, int, int], None]  # (phase, done, total)
 
 
+class CellRun(ABC):
+    """One cell inside its worker, set up: warmed up once, then timed one repeat at a time."""
+
+    @abstractmethod
+    def warm_up(self, progress: ReportProgress) -> None: ...
+
+    @abstractmethod
+    def run_repeat(self, repeat: int, record: Record, progress: ReportProgress) -> None:
+        """Time one repeat of ``timed_steps``, recording every sample as soon as it is taken."""
+
+
 class Workload(ABC):
     name: ClassVar[str]
     unit: ClassVar[str]  # of ``headline``, as the evidence line says it
 
     @abstractmethod
-    def run_cell(self, task: CellTask, backend: Backend, record: Record, progress: ReportProgress) -> None:
-        """In the worker: warm up, then time ``task.repeats`` × ``task.timed_steps``, recording
-        every sample as soon as it is taken."""
+    def prepare(self, task: CellTask, backend: Backend) -> CellRun:
+        """In the worker: the cell of ``task`` on ``backend``, set up and not yet warmed up."""
 
     @abstractmethod
     def summarize(self, spec: EvaluatorSpec, cell: Cell, samples: list[AnySample]) -> None:
         """Fill in the cell's samples and summaries; only whole repeats are summarised."""
 
     @abstractmethod
+    def repeat_seconds(self, spec: EvaluatorSpec, cell: Cell) -> dict[int, float]:
+        """Seconds of one step's worth of work in each whole repeat of a summarised cell, by
+        round: what the ratios of a run pair up, round by round."""
+
+    @abstractmethod
     def compare(self, spec: EvaluatorSpec, cells: list[Cell], roles: Roles) -> None:
-        """Fill in every ratio between cells of the same config in this run."""
+        """Fill in every ratio between cells of the same config in this run, paired by round."""
 
     @abstractmethod
     def tables(self, results: RunResults) -> list[Table]:
@@ -68,6 +86,14 @@ def complete_repeats(samples: Sequence[S], per_repeat: int) -> dict[int, list[S]
     for sample in samples:
         by_repeat.setdefault(sample.repeat, []).append(sample)
     return {r: s for r, s in by_repeat.items() if len(s) == per_repeat}
+
+
+def speedup(
+    seconds: dict[tuple[str, str], dict[int, float]], other: str | None, config: str, mine: dict[int, float]
+) -> Ratio | None:
+    """How many times faster a cell is than ``other``'s cell of the same config, round by round."""
+    theirs = seconds.get((other, config)) if other is not None else None
+    return paired_ratio(theirs, mine) if theirs and mine else None
 
 
 def number(value: float | None, digits: int = 1) -> str:

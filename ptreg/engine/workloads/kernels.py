@@ -16,72 +16,104 @@ from ...records.evaluator import EvaluatorSpec
 from ...records.run import KERNELS, Cell, Kernel, KernelSample, KernelTiming, Roles, RunResults
 from ..backends import METHOD_OF_KERNEL, Backend, kernel_shapes
 from ..protocol import CellTask
-from ..stats import inverted, ratio, summarize, too_wide
+from ..stats import inverted, summarize, too_wide
 from .base import (
     KERNEL_LABEL,
     AnySample,
+    CellRun,
     Record,
     ReportProgress,
     Table,
     Workload,
     note,
     number,
+    speedup,
     times,
     versus,
     without_twin,
 )
 
 
-class KernelsWorkload(Workload):
-    name = "kernels"
-    unit = "GFLOP/s over a step's linear layers"
+def whole_rounds(samples: list[KernelSample], per_round: int) -> set[int]:
+    """The rounds in which every layer and kernel was timed."""
+    counts: dict[int, int] = {}
+    for sample in samples:
+        counts[sample.repeat] = counts.get(sample.repeat, 0) + 1
+    return {r for r, n in counts.items() if n == per_round}
 
-    def run_cell(self, task: CellTask, backend: Backend, record: Record, progress: ReportProgress) -> None:
+
+def _seconds_per_call(cell: Cell) -> dict[tuple[str, str], dict[int, float]]:
+    """Each (layer, kernel)'s seconds per call, by round, over the cell's whole rounds."""
+    samples = cell.kernel_samples or []
+    rounds = whole_rounds(samples, len(linear_shapes(CONFIGS[cell.config])) * len(KERNELS))
+    found: dict[tuple[str, str], dict[int, float]] = {}
+    for s in samples:
+        if s.repeat in rounds:
+            found.setdefault((s.layer, s.kernel), {})[s.repeat] = s.seconds_per_call
+    return found
+
+
+class _KernelsRun(CellRun):
+    def __init__(self, task: CellTask, backend: Backend):
         import numpy as np  # only in the worker, never on the CLI's start-up path
 
+        self.task = task
         rng = np.random.default_rng(task.seed)
-        calls: list[tuple[str, Kernel, Callable[[], None]]] = []
+        self.calls: list[tuple[str, Kernel, Callable[[], None]]] = []
         for layer in linear_shapes(CONFIGS[task.config]):
             for kernel in KERNELS:
                 first, second, result = kernel_shapes(kernel, layer.m, layer.k, layer.n)
                 a = rng.standard_normal(first, dtype=np.float32)
                 b = rng.standard_normal(second, dtype=np.float32)
                 out = np.empty(result, dtype=np.float32)
-                calls.append((layer.name, kernel, partial(getattr(backend, METHOD_OF_KERNEL[kernel]), a, b, out)))
-        warmup, timed, repeats = task.warmup_steps, task.timed_steps, task.repeats
-        total = len(calls) * (warmup + timed * repeats)
-        done = 0
-        for _, _, call in calls:
-            for _ in range(warmup):
+                method = getattr(backend, METHOD_OF_KERNEL[kernel])
+                self.calls.append((layer.name, kernel, partial(method, a, b, out)))
+
+    def warm_up(self, progress: ReportProgress) -> None:
+        for done, (_, _, call) in enumerate(self.calls, start=1):
+            for _ in range(self.task.warmup_steps):
                 call()
-            done += warmup
-            progress("warm-up", done, total)
-        # Repeats outermost: every layer and kernel is measured once per repeat, so slow drift of
-        # the machine spreads over all of them instead of landing on one.
-        for repeat in range(repeats):
-            for layer_name, kernel, call in calls:
-                start = time.perf_counter()
-                for _ in range(timed):
-                    call()
-                seconds = time.perf_counter() - start
-                record(
-                    KernelSample(
-                        repeat=repeat, layer=layer_name, kernel=kernel, calls=timed, seconds_per_call=seconds / timed
-                    )
+            progress("warm-up", done, len(self.calls))
+
+    def run_repeat(self, repeat: int, record: Record, progress: ReportProgress) -> None:
+        """Every layer and kernel once, each ``timed_steps`` calls back to back."""
+        timed = self.task.timed_steps
+        for done, (layer_name, kernel, call) in enumerate(self.calls, start=1):
+            start = time.perf_counter()
+            for _ in range(timed):
+                call()
+            seconds = time.perf_counter() - start
+            record(
+                KernelSample(
+                    repeat=repeat, layer=layer_name, kernel=kernel, calls=timed, seconds_per_call=seconds / timed
                 )
-                done += timed
-                progress("timed", done, total)
+            )
+            progress("timed", done, len(self.calls))
+
+
+class KernelsWorkload(Workload):
+    name = "kernels"
+    unit = "GFLOP/s over a step's linear layers"
+
+    def prepare(self, task: CellTask, backend: Backend) -> CellRun:
+        return _KernelsRun(task, backend)
 
     def summarize(self, spec: EvaluatorSpec, cell: Cell, samples: list[AnySample]) -> None:
         measured = [s for s in samples if isinstance(s, KernelSample)]
         cell.kernel_samples = measured
         layers = {s.name: s for s in linear_shapes(CONFIGS[cell.config])}
+        rounds = whole_rounds(measured, len(layers) * len(KERNELS))
         timings: list[KernelTiming] = []
         for name, layer in layers.items():
             for kernel in KERNELS:
-                values = [s.seconds_per_call for s in measured if s.layer == name and s.kernel == kernel]
-                if len(values) < spec.repeats:
-                    continue  # an unfinished measurement is kept as samples, not summarised
+                # an unfinished round is kept as samples, not summarised
+                values = [
+                    s.seconds_per_call
+                    for s in measured
+                    if s.layer == name and s.kernel == kernel and s.repeat in rounds
+                ]
+                if not values:
+                    continue
                 seconds = summarize(values)
                 timings.append(
                     KernelTiming(
@@ -99,34 +131,38 @@ class KernelsWorkload(Workload):
         if not timings:
             return
         cell.kernels = timings
-        if len(timings) == len(layers) * len(KERNELS):
-            work = sum(t.per_step * layers[t.layer].flops for t in timings)
-            cell.step_gflops = work / sum(t.per_step * t.seconds.median for t in timings) / 1e9
+        work = sum(t.per_step * layers[t.layer].flops for t in timings)
+        cell.step_gflops = work / sum(t.per_step * t.seconds.median for t in timings) / 1e9
         spreads = [too_wide(t.seconds, spec.max_relative_spread) for t in timings]
         cell.spread_too_wide = None if None in spreads else any(spreads)
 
+    def repeat_seconds(self, spec: EvaluatorSpec, cell: Cell) -> dict[int, float]:
+        """Seconds of one training step's calls of the three kernels at every layer, by round."""
+        per_step = {s.name: s.per_step for s in linear_shapes(CONFIGS[cell.config])}
+        samples = cell.kernel_samples or []
+        rounds = whole_rounds(samples, len(per_step) * len(KERNELS))
+        return {r: sum(per_step[s.layer] * s.seconds_per_call for s in samples if s.repeat == r) for r in rounds}
+
     def compare(self, spec: EvaluatorSpec, cells: list[Cell], roles: Roles) -> None:
-        by_key = {(c.backend, c.config): c for c in cells}
-
-        def other(backend: str | None, config: str) -> Cell | None:
-            return by_key.get((backend, config)) if backend is not None else None
-
-        def gflops_of(cell: Cell | None, layer: str, kernel: str) -> float | None:
-            for t in (cell.kernels or []) if cell is not None else []:
-                if t.layer == layer and t.kernel == kernel:
-                    return t.gflops.median
-            return None
-
+        """Speedups round by round: of one step's linear layers per cell, and of each kernel at
+        each layer (the other cell's seconds per call over this one's)."""
+        step = {(c.backend, c.config): self.repeat_seconds(spec, c) for c in cells}
+        calls = {(c.backend, c.config): _seconds_per_call(c) for c in cells}
         for cell in cells:
-            reference = other(roles.reference, cell.config)
-            peer = other(roles.peer, cell.config)
-            baseline = other(spec.baseline, cell.config)
+            key = (cell.backend, cell.config)
+            cell.vs_naive_ratio = speedup(step, roles.reference, cell.config, step[key])
+            cell.vs_baseline_ratio = speedup(step, spec.baseline, cell.config, step[key])
+            cell.vs_naive = cell.vs_naive_ratio.median if cell.vs_naive_ratio else None
+            cell.vs_baseline = cell.vs_baseline_ratio.median if cell.vs_baseline_ratio else None
             for t in cell.kernels or []:
-                t.vs_naive = ratio(t.gflops.median, gflops_of(reference, t.layer, t.kernel))
-                t.vs_peer = ratio(t.gflops.median, gflops_of(peer, t.layer, t.kernel))
-                t.vs_baseline = ratio(t.gflops.median, gflops_of(baseline, t.layer, t.kernel))
-            cell.vs_naive = ratio(cell.step_gflops, reference.step_gflops if reference else None)
-            cell.vs_baseline = ratio(cell.step_gflops, baseline.step_gflops if baseline else None)
+                # each backend's seconds per call of this layer and kernel, by round
+                one = {k: v.get((t.layer, t.kernel), {}) for k, v in calls.items()}
+                t.vs_naive_ratio = speedup(one, roles.reference, cell.config, one[key])
+                t.vs_peer_ratio = speedup(one, roles.peer, cell.config, one[key])
+                t.vs_baseline_ratio = speedup(one, spec.baseline, cell.config, one[key])
+                t.vs_naive = t.vs_naive_ratio.median if t.vs_naive_ratio else None
+                t.vs_peer = t.vs_peer_ratio.median if t.vs_peer_ratio else None
+                t.vs_baseline = t.vs_baseline_ratio.median if t.vs_baseline_ratio else None
 
     def headline(self, cell: Cell) -> float | None:
         return cell.step_gflops

@@ -16,10 +16,11 @@ from ...records.evaluator import EvaluatorSpec
 from ...records.run import KERNELS, Attribution, Cell, Kernel, Roles, RunResults, Share, StepSample
 from ..backends import Backend
 from ..protocol import CellTask
-from ..stats import inverted, ratio, summarize, too_wide
+from ..stats import inverted, summarize, too_wide
 from .base import (
     KERNEL_LABEL,
     AnySample,
+    CellRun,
     Record,
     ReportProgress,
     Table,
@@ -28,6 +29,7 @@ from .base import (
     note,
     number,
     percent,
+    speedup,
     times,
     versus,
     without_twin,
@@ -92,36 +94,44 @@ def attribution(samples: list[StepSample], step_ms: float) -> Attribution:
     )
 
 
+class _TrainingRun(CellRun):
+    def __init__(self, task: CellTask, backend: Backend):
+        from .tinygpt import Trainer  # NumPy: only in the worker, never on the CLI's start-up path
+
+        self.task = task
+        self.kernels = TimedKernels(backend)
+        self.trainer = Trainer(CONFIGS[task.config], self.kernels, seed=task.seed)
+
+    def warm_up(self, progress: ReportProgress) -> None:
+        for i in range(self.task.warmup_steps):
+            self.trainer.step()
+            progress("warm-up", i + 1, self.task.warmup_steps)
+
+    def run_repeat(self, repeat: int, record: Record, progress: ReportProgress) -> None:
+        timed = self.task.timed_steps
+        for step in range(timed):
+            self.kernels.reset()
+            start = time.perf_counter()
+            loss = self.trainer.step()
+            seconds = time.perf_counter() - start
+            record(
+                StepSample(
+                    repeat=repeat,
+                    step=step,
+                    seconds=seconds,
+                    kernel_seconds=dict(self.kernels.seconds),
+                    loss=float(loss),
+                )
+            )
+            progress("timed", step + 1, timed)
+
+
 class TrainingWorkload(Workload):
     name = "tinygpt-train"
     unit = "ms/step"
 
-    def run_cell(self, task: CellTask, backend: Backend, record: Record, progress: ReportProgress) -> None:
-        from .tinygpt import Trainer  # NumPy: only in the worker, never on the CLI's start-up path
-
-        kernels = TimedKernels(backend)
-        trainer = Trainer(CONFIGS[task.config], kernels, seed=task.seed)
-        warmup, timed, repeats = task.warmup_steps, task.timed_steps, task.repeats
-        total = warmup + timed * repeats
-        for i in range(warmup):
-            trainer.step()
-            progress("warm-up", i + 1, total)
-        for repeat in range(repeats):
-            for step in range(timed):
-                kernels.reset()
-                start = time.perf_counter()
-                loss = trainer.step()
-                seconds = time.perf_counter() - start
-                record(
-                    StepSample(
-                        repeat=repeat,
-                        step=step,
-                        seconds=seconds,
-                        kernel_seconds=dict(kernels.seconds),
-                        loss=float(loss),
-                    )
-                )
-                progress("timed", warmup + repeat * timed + step + 1, total)
+    def prepare(self, task: CellTask, backend: Backend) -> CellRun:
+        return _TrainingRun(task, backend)
 
     def summarize(self, spec: EvaluatorSpec, cell: Cell, samples: list[AnySample]) -> None:
         steps = [s for s in samples if isinstance(s, StepSample)]
@@ -139,17 +149,19 @@ class TrainingWorkload(Workload):
         cell.spread_too_wide = too_wide(cell.ms_per_step, spec.max_relative_spread)
         cell.attribution = attribution([s for group in repeats.values() for s in group], cell.ms_per_step.median)
 
+    def repeat_seconds(self, spec: EvaluatorSpec, cell: Cell) -> dict[int, float]:
+        repeats = complete_repeats(cell.step_samples or [], spec.timed_steps)
+        return {r: sum(s.seconds for s in group) / len(group) for r, group in repeats.items()}
+
     def compare(self, spec: EvaluatorSpec, cells: list[Cell], roles: Roles) -> None:
-        by_key = {(c.backend, c.config): c for c in cells}
-
-        def ms(backend: str | None, config: str) -> float | None:
-            other = by_key.get((backend, config)) if backend is not None else None
-            return other.ms_per_step.median if other is not None and other.ms_per_step else None
-
+        """Speedups (the other cell's step time over this one's), round by round."""
+        seconds = {(c.backend, c.config): self.repeat_seconds(spec, c) for c in cells}
         for cell in cells:
-            mine = ms(cell.backend, cell.config)
-            cell.vs_naive = ratio(ms(roles.reference, cell.config), mine)
-            cell.vs_baseline = ratio(ms(spec.baseline, cell.config), mine)
+            mine = seconds[(cell.backend, cell.config)]
+            cell.vs_naive_ratio = speedup(seconds, roles.reference, cell.config, mine)
+            cell.vs_baseline_ratio = speedup(seconds, spec.baseline, cell.config, mine)
+            cell.vs_naive = cell.vs_naive_ratio.median if cell.vs_naive_ratio else None
+            cell.vs_baseline = cell.vs_baseline_ratio.median if cell.vs_baseline_ratio else None
 
     def headline(self, cell: Cell) -> float | None:
         return cell.ms_per_step.median if cell.ms_per_step else None
