@@ -158,3 +158,22 @@ def test_kernel_ratios_pair_rounds_too() -> None:
     assert mine.vs_naive_ratio is not None and mine.vs_naive_ratio.n == 3
     assert mine.vs_naive == pytest.approx(3.0)
     assert mine.kernels is not None and all(t.vs_naive == pytest.approx(3.0) for t in mine.kernels)
+
+
+def test_a_ratio_is_shown_with_its_interval_and_never_bare_when_it_holds_1() -> None:
+    from ptreg.engine.workloads.base import ratio_text
+    from ptreg.records.run import Interval, Ratio
+
+    def r(median: float, low: float, high: float) -> Ratio:
+        return Ratio(median=median, n=5, ci=Interval(low=low, high=high, level=0.95, method="t"))
+
+    assert ratio_text(1.02, r(1.02, 0.97, 1.08)) == "no difference resolved (0.97-1.08x)"
+    assert ratio_text(1.53, r(1.53, 1.49, 1.58)) == "1.53x (1.49-1.58x)"
+    assert ratio_text(1.0, r(1.0, 1.0, 1.0)) == "1.00x"  # a cell against itself
+    assert ratio_text(2.0, Ratio(median=2.0, n=1, ci=None)) == "2.00x"  # one round: no interval
+    assert ratio_text(None, None) == "unknown"
+    s = spec("tinygpt-train", ["ref", "same"], "ref")
+    cells = [step_cell(s, "ref", [0.010, 0.011, 0.009]), step_cell(s, "same", [0.0101, 0.0108, 0.0092])]
+    TrainingWorkload().compare(s, cells, Roles(reference="ref", peer=None))
+    [row] = [row for row in tables(results(s, cells, Roles(reference="ref", peer=None)))[1].rows if row[1] == "same"]
+    assert any(cell.startswith("no difference resolved") for cell in row)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar, TypeVar
 
 from ...records.evaluator import EvaluatorSpec
-from ...records.run import Cell, Kernel, KernelSample, Ratio, Roles, RunResults, StepSample
+from ...records.run import Cell, Kernel, KernelSample, Ratio, Roles, RunResults, StepSample, Summary
 from ...text import Table
 from ..backends import Backend
 from ..protocol import CellTask
@@ -102,6 +102,25 @@ def number(value: float | None, digits: int = 1) -> str:
 
 def times(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.2f}x"
+
+
+def interval(summary: Summary | None, digits: int = 1) -> str:
+    """A summary's 95% interval, as low-high; unknown with one repeat."""
+    if summary is None or summary.ci is None:
+        return "unknown"
+    return f"{number(summary.ci.low, digits)}-{number(summary.ci.high, digits)}"
+
+
+def ratio_text(value: float | None, found: Ratio | None) -> str:
+    """A ratio with its 95% interval. One whose interval holds 1 reads as no difference resolved,
+    never as a bare 1.02x; a ratio of one round has no interval to show."""
+    if found is None or found.ci is None:
+        return times(value)
+    low, high = found.ci.low, found.ci.high
+    if low == high:  # a cell against itself, or rounds that agree to the last bit
+        return times(value)
+    span = f"{low:.2f}-{high:.2f}x"
+    return f"no difference resolved ({span})" if low <= 1.0 <= high else f"{times(value)} ({span})"
 
 
 def percent(value: float) -> str:

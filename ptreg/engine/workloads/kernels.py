@@ -25,10 +25,11 @@ from .base import (
     ReportProgress,
     Table,
     Workload,
+    interval,
     note,
     number,
+    ratio_text,
     speedup,
-    times,
     versus,
     without_twin,
 )
@@ -170,7 +171,14 @@ class KernelsWorkload(Workload):
     def tables(self, results: RunResults) -> list[Table]:
         roles = results.ratio_roles
         rows = [
-            [c.config, c.backend, number(c.step_gflops, 2), times(c.vs_naive), times(c.vs_baseline), note(c)]
+            [
+                c.config,
+                c.backend,
+                number(c.step_gflops, 2),
+                ratio_text(c.vs_naive, c.vs_naive_ratio),
+                ratio_text(c.vs_baseline, c.vs_baseline_ratio),
+                note(c),
+            ]
             for c in results.cells
         ]
         headers = ["config", "backend", "step GFLOP/s", versus(roles.reference), f"vs {results.spec.baseline}", "note"]
@@ -192,9 +200,9 @@ class KernelsWorkload(Workload):
                         KERNEL_LABEL[t.kernel],
                         c.backend,
                         number(t.gflops.median, 2),
-                        f"{number(t.gflops.min, 2)}-{number(t.gflops.max, 2)}",
-                        times(t.vs_naive),
-                        times(t.vs_peer),
+                        interval(t.gflops, 2),
+                        ratio_text(t.vs_naive, t.vs_naive_ratio),
+                        ratio_text(t.vs_peer, t.vs_peer_ratio),
                     ]
                 )
         headers = [
@@ -204,7 +212,7 @@ class KernelsWorkload(Workload):
             "kernel",
             "backend",
             "GFLOP/s",
-            "min-max",
+            "95% CI",
             versus(roles.reference),
             f"vs {roles.peer or 'peer'}",
         ]

@@ -26,9 +26,11 @@ from .base import (
     Table,
     Workload,
     complete_repeats,
+    interval,
     note,
     number,
     percent,
+    ratio_text,
     speedup,
     times,
     versus,
@@ -184,10 +186,10 @@ class TrainingWorkload(Workload):
                     c.config,
                     c.backend,
                     number(ms.median) if ms else "unknown",
-                    f"{number(ms.min)}-{number(ms.max)}" if ms else "unknown",
+                    interval(ms),
                     number(tok.median, 0) if tok else "unknown",
-                    times(c.vs_naive),
-                    times(c.vs_baseline),
+                    ratio_text(c.vs_naive, c.vs_naive_ratio),
+                    ratio_text(c.vs_baseline, c.vs_baseline_ratio),
                     note(c),
                 ]
             )
@@ -195,14 +197,14 @@ class TrainingWorkload(Workload):
             "config",
             "backend",
             "ms/step",
-            "min-max",
+            "95% CI",
             "tokens/s",
             versus(results.ratio_roles.reference),
             f"vs {results.spec.baseline}",
             "note",
         ]
         return without_twin(
-            results, Table("Training step: median and spread over repeats", rows, headers, text=("note",))
+            results, Table("Training step: median and 95% interval over repeats", rows, headers, text=("note",))
         )
 
     @staticmethod
