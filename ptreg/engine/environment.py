@@ -72,6 +72,40 @@ def git_state(root: Path) -> dict[str, Any]:
     }
 
 
+# The instruction-set flags that decide which kernels BLAS and numba pick; two machines with the
+# same model name can differ here (a VM may hide AVX-512).
+SIMD_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512dq",
+    "avx512cd",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "asimd",
+    "sve",
+)
+
+
+def cpu_features() -> list[str] | None:
+    """The SIMD flags the CPU reports, in SIMD_FLAGS order; unknown off Linux."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith(("flags", "Features")):
+                present = set(line.split(":", 1)[1].split())
+                return [flag for flag in SIMD_FLAGS if flag in present]
+    except OSError:
+        pass
+    return None
+
+
 def cpu_model() -> str | None:
     try:
         for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
@@ -116,6 +150,7 @@ def collect(root: Path) -> dict[str, Any]:
         "blas": blas_pools(),
         "cpu": {
             "model": cpu_model(),
+            "features": cpu_features(),
             "machine": platform.machine(),
             "logical_cores": os.cpu_count(),
             "usable_cores": usable_cores(),

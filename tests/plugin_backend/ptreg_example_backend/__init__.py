@@ -1,6 +1,9 @@
-"""Example third-party ptreg backends: one that works, one that says why it cannot run."""
+"""Example third-party ptreg backends: one that works, one that says why it cannot run, and one
+whose kernels are made slower by a known factor (to test that comparisons find a regression)."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -56,3 +59,26 @@ class BrokenBackend:
 
     def __init__(self) -> None:
         raise RuntimeError("example-broken cannot start: " + str(self.unavailable_reason()))
+
+
+class SlowedBackend:
+    """np.matmul, done ``PTREG_EXAMPLE_SLOWDOWN`` times per call (default once): a backend whose
+    kernels are slower by a known whole factor, whatever the machine."""
+
+    name = "example-slowed"
+    description = "Example plugin: np.matmul repeated PTREG_EXAMPLE_SLOWDOWN times per call."
+
+    def __init__(self) -> None:
+        self.factor = int(os.environ.get("PTREG_EXAMPLE_SLOWDOWN", "1"))
+
+    def matmul_forward(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        for _ in range(self.factor):
+            np.matmul(a, b, out=out)
+
+    def matmul_backward_da(self, dc: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        for _ in range(self.factor):
+            np.matmul(dc, b.T, out=out)
+
+    def matmul_backward_db(self, a: np.ndarray, dc: np.ndarray, out: np.ndarray) -> None:
+        for _ in range(self.factor):
+            np.matmul(a.T, dc, out=out)

@@ -1,0 +1,290 @@
+"""`ptreg compare` and `ptreg history` where the truth is known: synthetic runs with a known
+shift and noise (written as a run would write them), the error term across runs, the false
+discovery control, the refusals, and a real regression through the engine."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import assert_one_line_error, complete_record, freeze_evaluator, propose_for_run, write_registry
+from ptreg.engine.stats import false_discovery, shift
+from ptreg.engine.workloads.training import TrainingWorkload
+from ptreg.records.evaluator import EvaluatorSpec
+from ptreg.records.run import Cell, Roles, StepSample, new_results
+from ptreg.store.runs import write_run
+
+BACKENDS = ["naive", "blocked-numpy", "numba", "numpy-blas"]
+CONFIGS = ["tiny", "small", "medium"]
+SPEC: dict[str, Any] = {
+    "name": "synthetic",
+    "workload": "tinygpt-train",
+    "metric": "ms-per-step",
+    "configs": CONFIGS,
+    "backends": BACKENDS,
+    "baseline": "numpy-blas",
+    "warmup_steps": 0,
+    "timed_steps": 1,
+    "repeats": 8,
+    "seed": 0,
+    "threads": 1,
+    "tolerance": {"rtol": 1e-4, "atol": 1e-6},
+    "max_relative_spread": 5.0,
+}
+MACHINE = {
+    "cpu": {"model": "Synthetic CPU", "features": ["avx2", "fma"], "machine": "x86_64", "usable_cores": 2},
+    "blas": [{"internal_api": "openblas", "version": "0.3", "architecture": "Haswell", "num_threads": 2}],
+    "numpy_version": "2.0",
+    "numba_version": "0.60",
+    "python": {"version": "3.11.7"},
+    "variables": {"OPENBLAS_CORETYPE": None},
+}
+SHA = "ab" * 32
+
+
+def synthetic_run(
+    root: Path,
+    attempt: str,
+    started: str,
+    rng: random.Random,
+    *,
+    noise: float = 0.02,
+    drift: float = 0.0,
+    slower: dict[tuple[str, str], float] | None = None,
+    machine: dict[str, Any] | None = None,
+    sha: str = SHA,
+    spec_changes: dict[str, Any] | None = None,
+) -> str:
+    """A complete run whose every cell's repeats are 10 ms × its factor × one shared drift of
+    the run × independent noise, written as ``ptreg run`` writes one."""
+    spec = EvaluatorSpec.model_validate({**SPEC, **(spec_changes or {})})
+    moment = math.exp(rng.gauss(0, drift))
+    cells = []
+    for config in spec.configs:
+        for backend in spec.backends:
+            factor = (slower or {}).get((config, backend), 1.0)
+            samples: list[Any] = [
+                StepSample(
+                    repeat=r,
+                    step=0,
+                    seconds=0.010 * factor * moment * math.exp(rng.gauss(0, noise)),
+                    kernel_seconds={},
+                    loss=1.0,
+                )
+                for r in range(spec.most_repeats)
+            ]
+            cell = Cell(backend=backend, config=config, status="measured")
+            TrainingWorkload().summarize(spec, cell, samples)
+            cells.append(cell)
+    run_id = started.replace("-", "").replace(":", "")
+    results = new_results(
+        spec=spec,
+        roles=Roles(reference="naive", peer="numpy-blas"),
+        parity=[],
+        cells=cells,
+        rounds=[],
+        status="complete",
+        reason=None,
+        command=["synthetic"],
+        started_at=started,
+        finished_at=started,
+        evaluator_version=2,
+        attempt=attempt,
+        run_id=run_id,
+    )
+    results = results.model_copy(update={"evaluator": f"synthetic@{sha[:12]}", "evaluator_sha256": sha})
+    write_run(root, results, machine or MACHINE)
+    return f"{attempt}/{run_id}"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return write_registry(tmp_path / "reg", [complete_record("base")])
+
+
+def hour(n: int) -> str:
+    return f"2026-12-01T{n:02d}:00:00Z"
+
+
+def test_a_10_percent_slowdown_is_found_and_nothing_else_moves(root: Path, cli) -> None:
+    rng = random.Random(1)
+    quiet: dict[str, Any] = {"noise": 0.015, "drift": 0.005, "spec_changes": {"repeats": 12}}
+    for n in range(4):  # history: unchanged code, same evaluator and machine
+        synthetic_run(root, "history", hour(n), rng, **quiet)
+    a = synthetic_run(root, "before", hour(5), rng, **quiet)
+    b = synthetic_run(root, "after", hour(6), rng, slower={("small", "numba"): 1.10}, **quiet)
+    result = cli("-r", root, "compare", a, b, "--json")
+    assert result.code == 0, result.err
+    found = json.loads(result.out)
+    verdicts = {(c["config"], c["backend"]): c["verdict"] for c in found["cells"]}
+    assert verdicts.pop(("small", "numba")) == "slower"
+    assert set(verdicts.values()) == {"no difference resolved"}
+    assert found["same_machine"] and "estimated from 5 complete runs" in found["error_term"]
+    assert (found["slower"], found["faster"]) == (1, 0)
+    assert cli("-r", root, "compare", a, b, "--fail-on-regression").code == 1
+    shown = cli("-r", root, "compare", a, b)
+    assert "1 slower, 0 faster" in shown.out and "Benjamini-Hochberg" in shown.out
+
+
+def test_two_draws_from_one_distribution_show_no_difference_in_95_percent_of_seeds() -> None:
+    """12 cells of 8 repeats per comparison, 2% noise, the drift floor: a comparison that flags
+    any cell is a false alarm. At least 95% of 200 seeds raise none."""
+    quiet = 0
+    for seed in range(200):
+        rng = random.Random(seed)
+        ps = []
+        for _ in range(12):
+            a = [math.exp(rng.gauss(0, 0.02)) for _ in range(8)]
+            b = [math.exp(rng.gauss(0, 0.02)) for _ in range(8)]
+            found = shift(a, b, 0.05, 0.05)
+            assert found is not None
+            ps.append(found.p)
+        quiet += all(q >= 0.05 for q in false_discovery(ps))
+    assert quiet / 200 >= 0.95
+
+
+def test_drift_between_runs_larger_than_their_spread_raises_no_alarm_once_the_history_is_there(root: Path, cli) -> None:
+    """Each run's moment moves every cell by 6% (a standard deviation) while repeats scatter by
+    1%: a test fed only the spread over repeats calls that drift a change; with the history's
+    drift estimate the same runs give no verdict at all."""
+    rng = random.Random(3)
+    refs = [synthetic_run(root, "unchanged", hour(n), rng, noise=0.01, drift=0.06) for n in range(8)]
+    alarms = 0
+    for a, b in itertools.pairwise(refs):
+        found = json.loads(cli("-r", root, "compare", a, b, "--json").out)
+        assert "estimated from" in found["error_term"]
+        alarms += found["slower"] + found["faster"]
+    assert alarms == 0
+    # The same pairs, judged by the spread over repeats alone, would be full of alarms.
+    naive_alarms = 0
+    for a, b in itertools.pairwise(refs):
+        folder = lambda ref: root / "runs" / ref  # noqa: E731
+        va = json.loads((folder(a) / "results.json").read_text())["cells"]
+        vb = json.loads((folder(b) / "results.json").read_text())["cells"]
+        ps = []
+        for ca, cb in zip(va, vb, strict=True):
+            sa = [s["seconds"] for s in ca["step_samples"]]
+            sb = [s["seconds"] for s in cb["step_samples"]]
+            found = shift(sa, sb, 0.0, 0.05)
+            assert found is not None
+            ps.append(found.p)
+        naive_alarms += sum(q < 0.05 for q in false_discovery(ps))
+    assert naive_alarms > 0
+
+
+def test_runs_on_different_machines_list_the_differences_and_give_no_verdict(root: Path, cli) -> None:
+    rng = random.Random(4)
+    a = synthetic_run(root, "here", hour(1), rng)
+    elsewhere = {**MACHINE, "cpu": {**MACHINE["cpu"], "model": "Other CPU", "features": ["avx512f"]}}
+    b = synthetic_run(root, "there", hour(2), rng, machine=elsewhere, slower={("tiny", "naive"): 2.0})
+    found = json.loads(cli("-r", root, "compare", a, b, "--json").out)
+    assert not found["same_machine"]
+    assert any(line.startswith("CPU model: Synthetic CPU -> Other CPU") for line in found["machine_differences"])
+    assert {c["verdict"] for c in found["cells"]} == {"not comparable: different machines"}
+    shown = cli("-r", root, "compare", a, b).out
+    assert shown.index("the machines differ") < shown.index("config")
+
+
+def test_runs_under_different_evaluators_are_refused_unless_asked(root: Path, cli) -> None:
+    rng = random.Random(5)
+    a = synthetic_run(root, "one", hour(1), rng)
+    b = synthetic_run(root, "two", hour(2), rng, sha="cd" * 32, spec_changes={"repeats": 5, "configs": ["tiny"]})
+    assert_one_line_error(cli("-r", root, "compare", a, b), 1, "different evaluators", "configs, repeats")
+    across = json.loads(cli("-r", root, "compare", a, b, "--across-evaluators", "--json").out)
+    assert across["across_evaluators"] and {c["config"] for c in across["cells"]} == {"tiny"}
+    assert "ACROSS EVALUATORS" in cli("-r", root, "compare", a, b, "--across-evaluators").out
+    c = synthetic_run(root, "three", hour(3), rng, sha="ef" * 32, spec_changes={"threads": 2})
+    assert json.loads(cli("-r", root, "compare", a, c, "--across-evaluators", "--json").out)["cells"] == []
+
+
+@pytest.mark.parametrize(
+    "args, code, fragment",
+    [
+        (["before/20261201T010000", "before"], 2, "did you mean: before/20261201T010000Z"),
+        (["befor", "before"], 2, "did you mean: before"),
+        (["before", "before"], 2, "the same run"),
+        (["before", "after", "--threshold", "1.5"], 2, "--threshold must be between 0 and 1"),
+        (["before", "after", "--threshold", "0"], 2, "--threshold must be between 0 and 1"),
+        (["before"], 2, "Missing argument"),
+    ],
+)
+def test_bad_input_is_one_line(root: Path, cli, args: list[str], code: int, fragment: str) -> None:
+    rng = random.Random(6)
+    synthetic_run(root, "before", hour(1), rng)
+    synthetic_run(root, "after", hour(2), rng)
+    assert_one_line_error(cli("-r", root, "compare", *args), code, fragment)
+
+
+def test_a_run_folder_that_does_not_validate_is_named(root: Path, cli) -> None:
+    rng = random.Random(7)
+    a = synthetic_run(root, "before", hour(1), rng)
+    b = synthetic_run(root, "after", hour(2), rng)
+    broken = root / "runs" / b / "results.json"
+    broken.write_text('{"results_version": 3}')
+    assert_one_line_error(cli("-r", root, "compare", a, b), 2, str(broken))
+
+
+def test_history_lists_every_run_of_the_evaluator_oldest_first(root: Path, cli) -> None:
+    rng = random.Random(8)
+    for n in range(3):
+        synthetic_run(root, "history", hour(n), rng, slower={("tiny", "naive"): 1.0 + 0.5 * n})
+    rows = json.loads(cli("-r", root, "history", "--evaluator", "synthetic", "--json").out)
+    naive = [r for r in rows if (r["config"], r["backend"]) == ("tiny", "naive")]
+    assert [r["started_at"] for r in naive] == [hour(0), hour(1), hour(2)]
+    assert naive[0]["versus_first"] is None and naive[2]["versus_first"][0] == pytest.approx(2.0, rel=0.05)
+    assert json.loads(cli("-r", root, "history", "history", "--json").out) == rows
+    shown = cli("-r", root, "history", "history")
+    assert shown.code == 0 and "3 complete runs" in shown.out
+    assert_one_line_error(cli("-r", root, "history", "--evaluator", "synthetc"), 2, "did you mean: synthetic@")
+    assert_one_line_error(cli("-r", root, "history"), 2, "give an ATTEMPT or --evaluator")
+
+
+def test_a_backend_made_slower_by_a_known_factor_is_found_through_the_engine(tmp_path: Path) -> None:
+    """Two real runs under one evaluator; in the second, example-slowed (tests/plugin_backend)
+    does each matmul three times."""
+    root = write_registry(tmp_path / "reg", [complete_record("base")])
+    spec = {
+        "name": "slowed",
+        "workload": "kernels",
+        "metric": "gflops",
+        "configs": ["tiny"],
+        "backends": ["example-slowed", "numpy-blas"],
+        "baseline": "numpy-blas",
+        "warmup_steps": 2,
+        "timed_steps": 20,
+        "repeats": 5,
+        "threads": 1,
+        "tolerance": {"rtol": 1e-4, "atol": 1e-6},
+        "max_relative_spread": 5.0,
+    }
+    ref = freeze_evaluator(root, **spec)
+    for attempt, issue, factor in (("as-it-was", "#1", "1"), ("three-times", "#2", "3")):
+        propose_for_run(root, ref, attempt, issue)
+        env = {**os.environ, "PTREG_EXAMPLE_SLOWDOWN": factor}
+        done = subprocess.run(
+            [sys.executable, "-m", "ptreg", "-r", str(root), "run", attempt],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "ptreg", "-r", str(root), "compare", "as-it-was", "three-times", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    found = json.loads(done.stdout)
+    slowed = next(c for c in found["cells"] if c["backend"] == "example-slowed")
+    assert slowed["verdict"] == "slower" and slowed["ratio"] > 2.0
+    assert found["same_machine"]
