@@ -112,11 +112,12 @@ def measure(args: argparse.Namespace, backends: list[str]) -> dict[tuple[int, st
                         config=config,
                         warmup_steps=args.warmup,
                         timed_steps=args.calls,
-                        repeats=1,
                         seed=0,
                         threads=threads,
                     )
-                    outcome = executor.execute(f"{backend}/{config}", task)
+                    worker = executor.open(f"{backend}/{config}", task)
+                    executor.run_repeat(worker, 0, 1)
+                    outcome = executor.close(worker)
                     if outcome.ended != "done":
                         raise SystemExit(
                             f"kernels_vs_blas: {backend}/{config} on {threads} threads failed: {outcome.reason}"

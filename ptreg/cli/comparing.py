@@ -13,6 +13,10 @@ def _seconds(value: float | None) -> str:
     return "unknown" if value is None else f"{1000 * value:,.2f} ms"
 
 
+def _times(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.3f}x"
+
+
 def _ratio(value: float | None, low: float | None, high: float | None) -> str:
     if value is None:
         return "unknown"
@@ -33,6 +37,13 @@ def compare(
         help="Compare runs made under different evaluators: only the cells whose workload, config, backend, threads "
         "and step plan agree.",
     ),
+    relative_to: str | None = typer.Option(
+        None,
+        "--relative-to",
+        metavar="BACKEND",
+        help="Compare each cell's time as a ratio to this backend's in the same round of its run: what slows or "
+        "speeds up a whole run (a busy machine) cancels out.",
+    ),
     fail_on_regression: bool = typer.Option(
         False, "--fail-on-regression", help="Exit 1 when any cell of B is slower than A beyond the threshold."
     ),
@@ -46,7 +57,9 @@ def compare(
     from ..views.comparison import compare as compare_runs
     from ..views.tables import plain
 
-    found = compare_runs(registry_dir(), a, b, threshold=threshold, across_evaluators=across_evaluators)
+    found = compare_runs(
+        registry_dir(), a, b, threshold=threshold, across_evaluators=across_evaluators, relative_to=relative_to
+    )
     if as_json:
         print_json(found.to_json())
     else:
@@ -64,12 +77,15 @@ def compare(
         else:
             typer.echo("machines: the same (CPU, features, cores, BLAS, NumPy, numba, Python, variables)")
         typer.echo(f"error term: {found.error_term}")
+        if relative_to is not None:
+            typer.echo(f"each cell as a ratio to {relative_to}'s time in the same round of its run")
+        value = _seconds if relative_to is None else _times
         rows = [
             [
                 c.config,
                 c.backend,
-                _seconds(c.a_seconds),
-                _seconds(c.b_seconds),
+                value(c.a_seconds),
+                value(c.b_seconds),
                 _ratio(c.ratio, c.low, c.high),
                 c.verdict,
             ]

@@ -156,7 +156,12 @@ def _rounds(
     workers: dict[str, Worker] = {}
     orders: list[list[str]] = []
     most = min(spec.most_repeats, round_cap or spec.most_repeats)
-    stopped = f"{most} rounds, as planned"
+    if most < spec.most_repeats:
+        stopped = f"{most} rounds, the most the budget allows"
+    elif spec.target_ci is not None:
+        stopped = f"{most} rounds (max_repeats) before every ratio was known within ±{100 * spec.target_ci:g}%"
+    else:
+        stopped = f"{most} rounds, as planned"
     try:
         for backend in backends:
             workers[backend] = executor.open(PlannedCell(config, backend).label, _task(spec, config, backend))

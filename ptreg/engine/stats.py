@@ -166,16 +166,26 @@ def shift(a: Sequence[float], b: Sequence[float], drift: float, threshold: float
     return Shift(math.exp(d), math.exp(d - half), math.exp(d + half), p, d > 0)
 
 
+DRIFT_BOUND = 0.9  # the drift is taken at this one-sided upper confidence bound of its estimate
+
+
 def between_run_drift(runs: Sequence[Sequence[float]]) -> float | None:
     """The standard deviation (log units) by which a cell's center moves from run to run beyond
-    what its repeats' spread explains; unknown with fewer than three runs of two values each."""
+    what its repeats' spread explains, at the 90% upper confidence bound of the variance of the
+    runs' centers (chi-square with one degree of freedom less than the runs): a handful of
+    runs estimates a variance poorly, and an underestimate calls drift a change. Unknown with
+    fewer than three runs of two values each."""
+    from scipy.stats import chi2
+
     usable = [r for r in runs if len(r) >= 2 and all(v > 0 for v in r)]
     if len(usable) < 3:
         return None
     logs = [[math.log(v) for v in r] for r in usable]
     centers = [statistics.fmean(x) for x in logs]
     within = statistics.fmean(statistics.variance(x) / len(x) for x in logs)
-    return math.sqrt(max(statistics.variance(centers) - within, 0.0))
+    df = len(centers) - 1
+    upper = df * statistics.variance(centers) / float(chi2.ppf(1 - DRIFT_BOUND, df))
+    return math.sqrt(max(upper - within, 0.0))
 
 
 def false_discovery(pvalues: Sequence[float]) -> list[float]:

@@ -29,9 +29,10 @@ from ..store.jsonio import read_json
 from ..store.runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR, read_results
 
 # The drift of a cell's center between two runs of unchanged code, as a standard deviation in
-# log units, used when no history of the evaluator on the machine says better. Measured A/A on
-# the 2-core VMs this project runs on (docs/measurements.md#comparing-runs).
-DRIFT_FLOOR = 0.05
+# log units, used when no history of the evaluator on the machine says better. A/A runs on the
+# shared 2-core VMs this project runs on gave 0.17-0.24 at the 90% bound
+# (docs/measurements.md#comparing-runs); a floor below that calls a busy hour a regression.
+DRIFT_FLOOR = 0.20
 FALSE_DISCOVERY_RATE = 0.05
 # What must agree for a cell to be compared across two evaluators.
 STEP_PLAN = ("workload", "threads", "warmup_steps", "timed_steps")
@@ -123,14 +124,23 @@ def spec_differences(a: RunResults, b: RunResults) -> list[str]:
     return [key for key in sorted(set(sa) | set(sb)) if sa.get(key) != sb.get(key)]
 
 
-def cell_values(results: RunResults) -> dict[tuple[str, str], list[float]]:
-    """Each cell's seconds per step's worth of work, one value per whole repeat."""
+def cell_values(results: RunResults, relative_to: str | None = None) -> dict[tuple[str, str], list[float]]:
+    """Each cell's seconds per step's worth of work, one value per whole repeat; with
+    ``relative_to``, each divided by that backend's in the same round of the same config (the
+    backend's own cell left out), which cancels whatever slowed or sped up the whole round."""
     workload = workload_named(results.spec.workload)
+    seconds = {(c.config, c.backend): workload.repeat_seconds(results.spec, c) for c in results.cells}
     found = {}
-    for cell in results.cells:
-        values = list(workload.repeat_seconds(results.spec, cell).values())
+    for (config, backend), by_round in seconds.items():
+        if relative_to is None:
+            values = list(by_round.values())
+        elif backend == relative_to:
+            continue
+        else:
+            theirs = seconds.get((config, relative_to), {})
+            values = [v / theirs[r] for r, v in by_round.items() if theirs.get(r)]
         if values:
-            found[(cell.config, cell.backend)] = values
+            found[(config, backend)] = values
     return found
 
 
@@ -138,7 +148,7 @@ def cell_values(results: RunResults) -> dict[tuple[str, str], list[float]]:
 class CellShift:
     config: str
     backend: str
-    a_seconds: float | None  # median over repeats
+    a_seconds: float | None  # median over repeats (a ratio to the --relative-to backend, with one)
     b_seconds: float | None
     a_repeats: int
     b_repeats: int
@@ -163,6 +173,7 @@ class Comparison:
     machine_differences: list[str]
     drift: float
     error_term: str
+    relative_to: str | None = None  # each cell's time as a ratio to this backend's, round by round
     cells: list[CellShift] = field(default_factory=list)
 
     @property
@@ -186,6 +197,7 @@ class Comparison:
             "false_discovery_rate": FALSE_DISCOVERY_RATE,
             "drift": self.drift,
             "error_term": self.error_term,
+            "relative_to": self.relative_to,
             "slower": self.moved("slower"),
             "faster": self.moved("faster"),
             "cells": [c.to_json() for c in self.cells],
@@ -214,9 +226,16 @@ def history(root: Path, like: FoundRun, leave_out: FoundRun | None = None) -> li
 
 
 def compare(
-    root: Path, a_ref: str, b_ref: str, *, threshold: float = 0.05, across_evaluators: bool = False
+    root: Path,
+    a_ref: str,
+    b_ref: str,
+    *,
+    threshold: float = 0.05,
+    across_evaluators: bool = False,
+    relative_to: str | None = None,
 ) -> Comparison:
-    """Run B against run A, cell by cell (see the module's text)."""
+    """Run B against run A, cell by cell (see the module's text); with ``relative_to``, each
+    cell's time as a ratio to that backend's in the same round."""
     if not 0 < threshold < 1:
         raise PtregError(
             f"--threshold must be between 0 and 1 (a fraction such as 0.05), not {threshold}", EXIT_UNUSABLE
@@ -233,10 +252,20 @@ def compare(
             "--across-evaluators compares the cells that agree",
             EXIT_CHECK_FAILED,
         )
-    drift, term = _error_term(root, a, b)
-    comparison = Comparison(a, b, threshold, not same_evaluator, differing, machine_differences(a, b), drift, term)
+    if relative_to is not None:
+        for run in (a, b):
+            if relative_to not in run.results.spec.backends:
+                raise PtregError(
+                    f"--relative-to {relative_to!r}: {run.label} has no such backend "
+                    f"(its backends: {', '.join(run.results.spec.backends)})",
+                    EXIT_UNUSABLE,
+                )
+    drift, term = _error_term(root, a, b, relative_to)
+    comparison = Comparison(
+        a, b, threshold, not same_evaluator, differing, machine_differences(a, b), drift, term, relative_to
+    )
     plan_agrees = all(getattr(a.results.spec, k) == getattr(b.results.spec, k) for k in STEP_PLAN)
-    values_a, values_b = cell_values(a.results), cell_values(b.results)
+    values_a, values_b = cell_values(a.results, relative_to), cell_values(b.results, relative_to)
     keys = [k for k in values_a if k in values_b] if plan_agrees else []
     for config, backend in keys:
         va, vb = values_a[(config, backend)], values_b[(config, backend)]
@@ -249,19 +278,19 @@ def compare(
     return comparison
 
 
-def _error_term(root: Path, a: FoundRun, b: FoundRun) -> tuple[float, str]:
+def _error_term(root: Path, a: FoundRun, b: FoundRun, relative_to: str | None) -> tuple[float, str]:
     """The drift a cell's center shows between runs: from this evaluator's history on this
     machine, or the floor."""
     earlier = history(root, a, leave_out=b)
     if len(earlier) >= 3:
-        per_run = [cell_values(run.results) for run in earlier]
+        per_run = [cell_values(run.results, relative_to) for run in earlier]
         keys = set.intersection(*(set(v) for v in per_run))
         estimates = [d for key in keys if (d := between_run_drift([v[key] for v in per_run])) is not None]
         if estimates:
             drift = statistics.median(estimates)
             return drift, (
-                f"each run's spread over repeats, plus a between-run drift of {100 * drift:.1f}% estimated from "
-                f"{len(earlier)} complete runs under this evaluator on this machine"
+                f"each run's spread over repeats, plus a between-run drift of {100 * drift:.1f}% (the 90% upper "
+                f"bound of its estimate from {len(earlier)} complete runs under this evaluator on this machine)"
             )
     return DRIFT_FLOOR, (
         f"each run's spread over repeats, plus the floor of {100 * DRIFT_FLOOR:g}% between-run drift: fewer than 3 "

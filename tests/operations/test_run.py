@@ -426,3 +426,32 @@ def test_a_run_that_measured_nothing_is_evidence_and_can_be_concluded(reg: Path,
     assert record["evidence"].endswith("Every worker passed 1 MB resident at once.")
     assert "nothing was measured" in record["evidence"] and record["evidence_sources"][-1] == "notes.md"
     assert cli("-r", reg, "validate").code == 0
+
+
+def test_an_adaptive_plan_stops_adding_rounds_once_every_ratio_is_narrow_enough(reg: Path) -> None:
+    from ptreg.operations.run import run_attempt
+    from ptreg.store.runs import read_results
+
+    plan = {"repeats": None, "min_repeats": 3, "max_repeats": 40, "target_ci": 0.9}  # wide: met in a few rounds
+    ref = freeze_evaluator(reg, **{**TINY, **plan})
+    propose(reg, ref, "tiny-adaptive", issue="#11")
+    results = read_results(run_attempt(reg, "tiny-adaptive", ["test"]).folder)
+    assert results.status == "complete"
+    [config] = results.rounds
+    assert 3 <= len(config.orders) < 40 and config.stopped.startswith("every ratio known within ±90%")
+    blas = next(c for c in results.cells if c.backend == "numpy-blas")
+    assert blas.vs_naive_ratio is not None and blas.vs_naive_ratio.ci is not None
+    half = (blas.vs_naive_ratio.ci.high - blas.vs_naive_ratio.ci.low) / 2
+    assert half <= 0.9 * blas.vs_naive_ratio.median
+
+
+def test_a_budget_caps_the_rounds_of_an_adaptive_plan(reg: Path) -> None:
+    from ptreg.operations.run import run_attempt
+    from ptreg.store.runs import read_results
+
+    plan = {"repeats": None, "min_repeats": 2, "max_repeats": 40, "target_ci": 0.0001}  # never met
+    ref = freeze_evaluator(reg, **{**TINY, **plan})
+    propose(reg, ref, "tiny-capped", "600", "#12", "--budget-repeats", "3")
+    results = read_results(run_attempt(reg, "tiny-capped", ["test"]).folder)
+    [config] = results.rounds
+    assert len(config.orders) == 3 and config.stopped == "3 rounds, the most the budget allows"

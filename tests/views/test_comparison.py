@@ -128,7 +128,7 @@ def test_a_10_percent_slowdown_is_found_and_nothing_else_moves(root: Path, cli) 
     verdicts = {(c["config"], c["backend"]): c["verdict"] for c in found["cells"]}
     assert verdicts.pop(("small", "numba")) == "slower"
     assert set(verdicts.values()) == {"no difference resolved"}
-    assert found["same_machine"] and "estimated from 5 complete runs" in found["error_term"]
+    assert found["same_machine"] and "estimate from 5 complete runs" in found["error_term"]
     assert (found["slower"], found["faster"]) == (1, 0)
     assert cli("-r", root, "compare", a, b, "--fail-on-regression").code == 1
     shown = cli("-r", root, "compare", a, b)
@@ -136,7 +136,7 @@ def test_a_10_percent_slowdown_is_found_and_nothing_else_moves(root: Path, cli) 
 
 
 def test_two_draws_from_one_distribution_show_no_difference_in_95_percent_of_seeds() -> None:
-    """12 cells of 8 repeats per comparison, 2% noise, the drift floor: a comparison that flags
+    """12 cells of 8 repeats per comparison, 2% noise, a drift term of 5%: a comparison that flags
     any cell is a false alarm. At least 95% of 200 seeds raise none."""
     quiet = 0
     for seed in range(200):
@@ -161,7 +161,7 @@ def test_drift_between_runs_larger_than_their_spread_raises_no_alarm_once_the_hi
     alarms = 0
     for a, b in itertools.pairwise(refs):
         found = json.loads(cli("-r", root, "compare", a, b, "--json").out)
-        assert "estimated from" in found["error_term"]
+        assert "estimate from" in found["error_term"]
         alarms += found["slower"] + found["faster"]
     assert alarms == 0
     # The same pairs, judged by the spread over repeats alone, would be full of alarms.
@@ -288,3 +288,25 @@ def test_a_backend_made_slower_by_a_known_factor_is_found_through_the_engine(tmp
     slowed = next(c for c in found["cells"] if c["backend"] == "example-slowed")
     assert slowed["verdict"] == "slower" and slowed["ratio"] > 2.0
     assert found["same_machine"]
+
+
+def test_relative_to_a_backend_cancels_what_moves_a_whole_run(root: Path, cli) -> None:
+    """Runs whose whole moment moves by 15% hide a 10% slowdown of one backend in absolute
+    times; as a ratio to numpy-blas in the same round, it stands out and nothing else moves."""
+    rng = random.Random(9)
+    busy: dict[str, Any] = {"noise": 0.01, "drift": 0.15}
+    for n in range(4):
+        synthetic_run(root, "history", hour(n), rng, **busy)
+    a = synthetic_run(root, "before", hour(5), rng, **busy)
+    b = synthetic_run(root, "after", hour(6), rng, slower={("small", "numba"): 1.10}, **busy)
+    absolute = json.loads(cli("-r", root, "compare", a, b, "--json").out)
+    assert absolute["slower"] == 0 and absolute["relative_to"] is None
+    relative = json.loads(cli("-r", root, "compare", a, b, "--relative-to", "numpy-blas", "--json").out)
+    verdicts = {(c["config"], c["backend"]): c["verdict"] for c in relative["cells"]}
+    assert verdicts.pop(("small", "numba")) == "slower"
+    assert set(verdicts.values()) == {"no difference resolved"}
+    assert not [k for k in verdicts if k[1] == "numpy-blas"]  # its own cells are the unit
+    assert relative["relative_to"] == "numpy-blas"
+    shown = cli("-r", root, "compare", a, b, "--relative-to", "numpy-blas").out
+    assert "as a ratio to numpy-blas's time in the same round" in shown
+    assert_one_line_error(cli("-r", root, "compare", a, b, "--relative-to", "mkl"), 2, "no such backend")

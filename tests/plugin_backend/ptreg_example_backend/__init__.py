@@ -4,6 +4,8 @@ whose kernels are made slower by a known factor (to test that comparisons find a
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -62,23 +64,27 @@ class BrokenBackend:
 
 
 class SlowedBackend:
-    """np.matmul, done ``PTREG_EXAMPLE_SLOWDOWN`` times per call (default once): a backend whose
-    kernels are slower by a known whole factor, whatever the machine."""
+    """np.matmul, then as long again times ``PTREG_EXAMPLE_SLOWDOWN`` - 1 spent spinning (default
+    1: not slowed): a backend whose kernels are slower by a known factor, whatever the machine."""
 
     name = "example-slowed"
-    description = "Example plugin: np.matmul repeated PTREG_EXAMPLE_SLOWDOWN times per call."
+    description = "Example plugin: np.matmul slowed by the factor PTREG_EXAMPLE_SLOWDOWN."
 
     def __init__(self) -> None:
-        self.factor = int(os.environ.get("PTREG_EXAMPLE_SLOWDOWN", "1"))
+        self.factor = float(os.environ.get("PTREG_EXAMPLE_SLOWDOWN", "1"))
+
+    def _slowed(self, product: Callable[[], None]) -> None:
+        start = time.perf_counter()
+        product()
+        until = time.perf_counter() + (time.perf_counter() - start) * (self.factor - 1)
+        while time.perf_counter() < until:
+            pass
 
     def matmul_forward(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-        for _ in range(self.factor):
-            np.matmul(a, b, out=out)
+        self._slowed(lambda: np.matmul(a, b, out=out))
 
     def matmul_backward_da(self, dc: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-        for _ in range(self.factor):
-            np.matmul(dc, b.T, out=out)
+        self._slowed(lambda: np.matmul(dc, b.T, out=out))
 
     def matmul_backward_db(self, a: np.ndarray, dc: np.ndarray, out: np.ndarray) -> None:
-        for _ in range(self.factor):
-            np.matmul(a.T, dc, out=out)
+        self._slowed(lambda: np.matmul(a.T, dc, out=out))
