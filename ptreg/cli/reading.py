@@ -55,9 +55,20 @@ def list_attempts(
         [], "--objective", metavar="OBJECTIVE", help="Only this objective (repeatable)."
     ),
     failures_only: bool = typer.Option(False, "--failures-only", help="Only failed, regressed and inconclusive."),
+    continuable: bool = typer.Option(
+        False,
+        "--continuable",
+        help="Only attempts whose disposition has a condition (--continue-if) that holds on their latest complete run.",
+    ),
+    blocked: bool = typer.Option(
+        False, "--blocked", help="Only attempts whose condition does not hold there: the numbers say stop."
+    ),
     as_json: bool = JsonFlag,
 ) -> None:
-    """List attempts, filtered by shape: has anything like this been tried?"""
+    """List attempts, filtered by shape: has anything like this been tried?
+
+    --continuable and --blocked decide each condition on the runs as they are now; an attempt whose condition cannot be decided is in neither.
+    """
     from ..records.attempt import STATUSES
     from ..views.queries import Filter, select
     from ..views.tables import plain
@@ -65,8 +76,15 @@ def list_attempts(
     unknown = [s for s in status if s not in STATUSES]
     if unknown:
         raise PtregError(f"--status: unknown status {unknown[0]!r} (one of: {', '.join(STATUSES)})")
+    if continuable and blocked:
+        raise PtregError("--continuable and --blocked exclude each other: a condition is true or false, not both")
     registry = load()
     found = select(registry.attempts, Filter(status, family, kind, method, base, objective, failures_only))
+    if continuable or blocked:
+        # reads the runs of attempts with a condition, and only theirs
+        from ..views.dispositions import with_truth
+
+        found = with_truth(registry_dir(), found, continuable)
     if as_json:
         print_json([a.to_json_dict() for a in found])
         return

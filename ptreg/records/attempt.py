@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from ..errors import PtregError
 from ..text import shorten
+from .condition import MAX_DEPTH, MAX_TEXT, Condition, depth
 
 SCHEMA_VERSION: Final = 2
 SUPPORTED_IMPORT_VERSIONS = (1, 2)
@@ -168,6 +169,33 @@ class RunRef(BaseModel):
     finished_at: Text | None = None
 
 
+class ContinueIf(BaseModel):
+    """The condition a disposition carries: when the numbers say to continue the line of work.
+
+    Kept as written and as its parsed tree (which another tool can evaluate without ptreg), with
+    the run it was decided on when it was set, and what it was then."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT)] = Field(
+        description="The condition as written to `ptreg conclude --continue-if` (docs/conditions.md)."
+    )
+    tree: Condition = Field(description=f"The parsed condition; at most {MAX_DEPTH} levels deep.")
+    set_at: Text = Field(description="UTC time, ISO 8601, when the condition was set.")
+    run: Annotated[str, StringConstraints(pattern=RUN_ID_PATTERN)] = Field(
+        description="The attempt's latest complete run when the condition was set, which it was checked against."
+    )
+    held_at_conclusion: bool | None = Field(
+        default=None, description="Whether it held on that run: true or false; absent when it could not be decided."
+    )
+
+    @model_validator(mode="after")
+    def _shallow(self) -> ContinueIf:
+        if depth(self.tree) > MAX_DEPTH:
+            raise ValueError(f"the condition nests deeper than {MAX_DEPTH} levels")
+        return self
+
+
 def _conditional_rules(schema: dict[str, Any]) -> None:
     """Add the status and infrastructure rules to the generated JSON Schema, so that a tool
     holding only the schema files enforces them too."""
@@ -190,6 +218,11 @@ def _conditional_rules(schema: dict[str, Any]) -> None:
             "then": {"properties": {f: {"type": "null"} for f in SHAPE_FIELDS}},
         },
         {
+            # a condition decides a disposition, so it never stands without one
+            "if": {"properties": {"continue_if": {"type": "object"}}, "required": ["continue_if"]},
+            "then": {"required": ["next_action"], "properties": {"next_action": {"type": "string"}}},
+        },
+        {
             "if": {"properties": {"varied_from": {"type": "string"}}, "required": ["varied_from"]},
             "then": {"required": ["varied"], "properties": {"varied": {"type": "string"}}},
         },
@@ -210,6 +243,9 @@ class Attempt(BaseModel):
     failure_reason_confidence: Confidence | None = None
     lesson: Text | None = Field(default=None, description="What the attempt taught.")
     next_action: Text | None = Field(default=None, description="The retained disposition.")
+    continue_if: ContinueIf | None = Field(
+        default=None, description="The disposition's condition over the attempt's run results, beside next_action."
+    )
     evidence_sources: list[Text] | None = None
     source: Text | None = None
     kind: Term | None = None

@@ -87,6 +87,7 @@ def check_attempt(record: Record, meta: RegistryMeta, known_ids: set[str]) -> It
     yield from _reason(attempt, problem)
     yield from _vocabulary(attempt, meta, problem)
     yield from _varied(attempt, known_ids, problem)
+    yield from _continue_if(attempt, problem)
     if attempt.kind == INFRASTRUCTURE_KIND:
         for name in SHAPE_FIELDS:
             if getattr(attempt, name) is not None:
@@ -131,6 +132,23 @@ def _varied(attempt: Attempt, known_ids: set[str], problem: ProblemAt) -> Iterat
             yield problem("varied-from", "varied", "varied_from needs `varied`: say what was varied")
     elif attempt.varied is not None:
         yield problem("varied-from", "varied", "`varied` without varied_from: name the attempt it varies")
+
+
+def _continue_if(attempt: Attempt, problem: ProblemAt) -> Iterator[Problem]:
+    """A condition decides a disposition, on a complete run of the attempt it belongs to."""
+    condition = attempt.continue_if
+    if condition is None:
+        return
+    if attempt.next_action is None:
+        yield problem("continue-if", "continue_if", "continue_if needs the next_action it decides")
+    complete = [r.run_id for r in attempt.runs or () if r.status == "complete"]
+    if condition.run not in complete:
+        yield problem(
+            "continue-if",
+            "continue_if",
+            f"continue_if was checked against run {condition.run!r}, which is not a complete run of this attempt",
+            "run",
+        )
 
 
 def _vocabulary(attempt: Attempt, meta: RegistryMeta, problem: ProblemAt) -> Iterator[Problem]:

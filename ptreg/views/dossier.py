@@ -71,6 +71,8 @@ def sections(
     the runs add (``root`` is the registry directory the runs are read from)."""
     a = attempt
     disposition = [_text(a.next_action), f"- Status: {a.status}.", RETAINED_NOTE]
+    if a.continue_if is not None:
+        disposition[1:1] = [f"- Continue if: {a.continue_if.text}"]
     contents = [
         [_text(a.evidence)],
         [_text(a.lesson)],
@@ -89,8 +91,10 @@ def sections(
         result.append(Section("Admission", admission))
     if a.runs and root is not None:
         # the run models and the workloads cost about 30 ms to import: only for a dossier with runs
-        from .dossier_runs import run_lines
+        from .dossier_runs import condition_lines, run_lines
 
+        if a.continue_if is not None:  # decided on the runs, as the registry holds them now
+            disposition[1:2] = condition_lines(root, a)
         for run in a.runs:
             result.append(Section(f"Run {run.run_id}", run_lines(root, a.id, run)))
     result.append(Section("How to read this dossier", READING_NOTE))
