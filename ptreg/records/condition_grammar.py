@@ -114,7 +114,7 @@ def parse(text: str, against: RunResults | None = None) -> ConditionNode:
         raise ConditionError(1, "the condition is empty; write one such as share(forward, backend=B, config=C) >= 0.3")
     tree = _lark_tree(text)
     _check_depth(tree)
-    return _Builder(text, against).condition(tree)
+    return _Builder(against).condition(tree)
 
 
 def _lark_tree(text: str) -> Tree[Token]:
@@ -186,8 +186,7 @@ def _choice(what: str, value: str, choices: tuple[str, ...], column: int, contex
 class _Builder:
     """From lark's parse tree to the stored tree; the depth is already bounded, so recursion is."""
 
-    def __init__(self, text: str, against: RunResults | None):
-        self.text = text
+    def __init__(self, against: RunResults | None):
         self.against = against
 
     def condition(self, node: Tree[Token]) -> ConditionNode:
