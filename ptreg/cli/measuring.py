@@ -96,9 +96,12 @@ def run_progress() -> Iterator[Callable[[TaskProgress], None]]:
     def log(event: TaskProgress) -> None:
         if event.phase == "finished":
             typer.echo(f"ptreg: {finished(event)}", err=True)
-        elif event.phase == "starting":
+        else:
             left = "" if event.budget_left is None else f" ({max(event.budget_left, 0):.0f} s left in budget)"
-            typer.echo(f"ptreg: {event.task}{left}", err=True)
+            if event.phase == "starting":
+                typer.echo(f"ptreg: {event.task}{left}", err=True)
+            elif event.phase == "round":
+                typer.echo(f"ptreg: {event.task}: round {event.done + 1} of at most {event.total}{left}", err=True)
 
     yield log
 

@@ -153,6 +153,12 @@ class Executor:
         if self.progress is not None:
             self.progress(event)
 
+    def announce(
+        self, task: str, phase: str, done: int, total: int, outcome: str | None = None, seconds: float | None = None
+    ) -> None:
+        """Progress of something made of several tasks, such as a config's rounds."""
+        self._notify(TaskProgress(task, phase, done, total, self.budget_left(), None, outcome, seconds))
+
     def execute(self, label: str, task: ParityTask) -> TaskOutcome:
         """Run one worker to its end, its kill at the deadline, or its crash."""
         worker = self._start(label, task, more_to_say=False)

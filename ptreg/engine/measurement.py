@@ -162,6 +162,7 @@ def _rounds(
         stopped = f"{most} rounds (max_repeats) before every ratio was known within ±{100 * spec.target_ci:g}%"
     else:
         stopped = f"{most} rounds, as planned"
+    opened = time.monotonic()
     try:
         for backend in backends:
             workers[backend] = executor.open(PlannedCell(config, backend).label, _task(spec, config, backend))
@@ -187,6 +188,7 @@ def _rounds(
                 break
             order = [b for b in round_order(spec.seed, config, number, backends) if b in live]
             orders.append(order)
+            executor.announce(f"{config} rounds", "round", number, most)
             begun = time.monotonic()
             for backend in order:
                 executor.run_repeat(workers[backend], number, most)
@@ -210,6 +212,8 @@ def _rounds(
             else:
                 executor.close(worker)
     taken = ConfigRounds(config=config, order_seed=spec.seed, orders=orders, stopped=stopped)
+    if orders:
+        executor.announce(f"{config} rounds", "finished", len(orders), most, stopped, time.monotonic() - opened)
     return _cells(spec, workload, config, workers), taken
 
 

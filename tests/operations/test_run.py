@@ -455,3 +455,16 @@ def test_a_budget_caps_the_rounds_of_an_adaptive_plan(reg: Path) -> None:
     results = read_results(run_attempt(reg, "tiny-capped", ["test"]).folder)
     [config] = results.rounds
     assert len(config.orders) == 3 and config.stopped == "3 rounds, the most the budget allows"
+
+
+def test_a_run_in_a_pipe_says_each_round_and_why_its_config_stopped(reg: Path, cli) -> None:
+    ref = freeze_evaluator(reg, **{**TINY, "repeats": 2})
+    propose(reg, ref, "tiny-said", issue="#13")
+    result = cli("-r", reg, "run", "tiny-said")
+    assert result.code == 0, result.err
+    said = [line for line in result.err.splitlines() if "tiny rounds" in line]
+    assert [line.split(" (")[0] for line in said] == [
+        "ptreg: tiny rounds: round 1 of at most 2",
+        "ptreg: tiny rounds: round 2 of at most 2",
+        "ptreg: tiny rounds: 2 rounds, as planned",
+    ]
