@@ -19,6 +19,12 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 SHARED_FILE = SHARED / "data" / "posttrainllm-attempts.json"
 SEED_FILE = SHARED / "seeds" / "000_dbdb73fcca9c7afe.txt"
+# Every published version of the shared ledger, oldest first (../shared/data/history/README.md).
+HISTORY_FILES = (
+    SHARED / "data" / "history" / "attempts-b52a3ae.json",
+    SHARED / "data" / "history" / "attempts-b3ba81c.json",
+    SHARED_FILE,
+)
 SCHEMAS = REPO / "schemas"
 
 NEGATIVE = ("failed", "regressed", "inconclusive")

@@ -122,9 +122,19 @@ def _conclude(root: Path, attempt_id: str, verdict: Verdict) -> Concluded:
     except ValidationError as exc:
         raise PtregError(f"{attempt_id}: {flag_message(exc, attempt_id)}; nothing written", EXIT_UNUSABLE) from None
     record = Record(raw=raw, attempt=updated, file=str(record_path(root, attempt_id)))
-    problems = [p for p in check_attempt(record, registry.meta, set(ids_in(registry.records))) if p.severity == "error"]
+    # strict: a record ptreg rewrites is whole, whatever format it was first imported in
+    problems = [
+        p
+        for p in check_attempt(record, registry.meta, set(ids_in(registry.records)), strict=True)
+        if p.severity == "error"
+    ]
     if problems:
         first = problems[0]
-        raise PtregError(f"{attempt_id}: {first.message} (rule {first.rule}); nothing written", EXIT_CHECK_FAILED)
+        more = (
+            f" (and {len(problems) - 1} more: {', '.join(p.pointer.lstrip('/') for p in problems[1:])})"
+            if len(problems) > 1
+            else ""
+        )
+        raise PtregError(f"{attempt_id}: {first.message} (rule {first.rule}){more}; nothing written", EXIT_CHECK_FAILED)
     write_attempt(root, updated)
     return Concluded(updated, decision, dropped)
