@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from helpers import REPO, SEED_FILE, SHARED, SHARED_FILE, Result, sample_records, write_attempts_file
+from helpers import HISTORY_FILES, REPO, SEED_FILE, SHARED, SHARED_FILE, Result, sample_records, write_attempts_file
 from ptreg.cli import main
 from ptreg.store.interchange import import_file
 
@@ -68,7 +68,7 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """../shared; skipped when absent, a failure when PTREG_REQUIRE_SHARED=1."""
-    missing = [p for p in (SHARED_FILE, SEED_FILE) if not p.is_file()]
+    missing = [p for p in (SHARED_FILE, SEED_FILE, *HISTORY_FILES) if not p.is_file()]
     if missing:
         reason = (
             f"shared test material not found ({', '.join(str(p) for p in missing)}); "

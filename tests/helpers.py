@@ -19,6 +19,12 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 SHARED_FILE = SHARED / "data" / "posttrainllm-attempts.json"
 SEED_FILE = SHARED / "seeds" / "000_dbdb73fcca9c7afe.txt"
+# Every published version of the shared ledger, oldest first (../shared/data/history/README.md).
+HISTORY_FILES = (
+    SHARED / "data" / "history" / "attempts-b52a3ae.json",
+    SHARED / "data" / "history" / "attempts-b3ba81c.json",
+    SHARED_FILE,
+)
 SCHEMAS = REPO / "schemas"
 
 NEGATIVE = ("failed", "regressed", "inconclusive")
@@ -373,3 +379,126 @@ def blocked_chain() -> list[dict[str, Any]]:
             next_action="Only continue if dB shows headroom.",
         ),
     ]
+
+
+# --------------------------------------------------------------------------- runs with known numbers
+
+
+def _interval(low: float, high: float) -> dict[str, Any]:
+    return {"low": low, "high": high, "level": 0.95, "method": "student-t"}
+
+
+def step_cell(
+    backend: str,
+    config: str,
+    *,
+    ms: float,
+    shares: tuple[float, float, float],
+    ms_ci: tuple[float, float] | None = None,
+    vs_naive: float | None = None,
+    vs_naive_ci: tuple[float, float] | None = None,
+    vs_baseline: float | None = None,
+    vs_baseline_ci: tuple[float, float] | None = None,
+) -> dict[str, Any]:
+    """A measured tinygpt-train cell with the given ms per step, kernel shares (forward,
+    backward_da, backward_db; the rest is `other`) and speedups, as results.json holds it."""
+
+    def part(share: float, bounded: bool = True) -> dict[str, Any]:
+        return {"ms": share * ms, "share": share, "amdahl_bound": 1 / (1 - share) if bounded else None}
+
+    other = 1 - sum(shares)
+    forward, backward_da, backward_db = shares
+    bounding = ("forward", "backward_da", "backward_db")[shares.index(max(shares))]
+
+    def ratio(value: float | None, ci: tuple[float, float] | None) -> dict[str, Any] | None:
+        if value is None or ci is None:
+            return None
+        return {"median": value, "n": 4, "ci": _interval(*ci)}
+
+    return {
+        "backend": backend,
+        "config": config,
+        "status": "measured",
+        "ms_per_step": {
+            "n": 4,
+            "median": ms,
+            "min": ms * 0.98,
+            "max": ms * 1.02,
+            "q1": ms * 0.99,
+            "q3": ms * 1.01,
+            "relative_spread": 0.04,
+            "ci": _interval(*ms_ci) if ms_ci else None,
+        },
+        "vs_naive": vs_naive,
+        "vs_baseline": vs_baseline,
+        "vs_naive_ratio": ratio(vs_naive, vs_naive_ci),
+        "vs_baseline_ratio": ratio(vs_baseline, vs_baseline_ci),
+        "attribution": {
+            "step_ms": ms,
+            "forward": part(forward),
+            "backward_da": part(backward_da),
+            "backward_db": part(backward_db),
+            "other": part(other, bounded=False),
+            "bounding_kernel": bounding,
+            "headroom": 1 / (1 - max(shares)),
+            "all_matmuls_bound": 1 / other,
+        },
+    }
+
+
+def step_results(
+    attempt: str, run_id: str, cells: list[dict[str, Any]], *, version: int = 3, status: str = "complete"
+) -> dict[str, Any]:
+    """results.json of a tinygpt-train run of ``cells`` (results_version 3 with its roles, or 1)."""
+    from ptreg import __version__
+
+    backends = list(dict.fromkeys(c["backend"] for c in cells))
+    configs = list(dict.fromkeys(c["config"] for c in cells))
+    spec = {
+        "name": "steps",
+        "workload": "tinygpt-train",
+        "metric": "ms-per-step",
+        "configs": configs,
+        "backends": backends,
+        "baseline": "numpy-blas" if "numpy-blas" in backends else backends[0],
+        "warmup_steps": 1,
+        "timed_steps": 2,
+        "repeats": 4,
+        "seed": 0,
+        "threads": 1,
+        "tolerance": {"rtol": 1e-4, "atol": 1e-6},
+        "max_relative_spread": 0.2,
+    }
+    stamp = f"{run_id[0:4]}-{run_id[4:6]}-{run_id[6:8]}T{run_id[9:11]}:{run_id[11:13]}:{run_id[13:15]}Z"
+    return {
+        "results_version": version,
+        "run_id": run_id,
+        "attempt": attempt,
+        "evaluator": "steps@" + "0" * 12,
+        "evaluator_sha256": "0" * 64,
+        "evaluator_version": 2,
+        "spec": spec,
+        "roles": {"reference": "naive", "peer": "numpy-blas"} if version > 1 else None,
+        "budget": None,
+        "command": ["ptreg", "run", attempt],
+        "started_at": stamp,
+        "finished_at": stamp,
+        "status": status,
+        "reason": None,
+        "ptreg_version": __version__,
+        "parity": [],
+        "cells": cells,
+    }
+
+
+def add_run(root: Path, results: dict[str, Any]) -> None:
+    """Write a run folder as `ptreg run` leaves it, and link it from its attempt's record."""
+    folder = root / "runs" / results["attempt"] / results["run_id"]
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
+    (folder / "environment.json").write_text("{}\n", encoding="utf-8")
+    path = root / f"{results['attempt']}.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    ref = {"run_id": results["run_id"], "status": results["status"], "evaluator": results["evaluator"]}
+    record["runs"] = [*record.get("runs", []), ref]
+    path.write_text(json.dumps(record, indent=2), encoding="utf-8")

@@ -14,7 +14,7 @@ from typer._click.exceptions import ClickException  # typer 0.26 vendors Click a
 from .. import __version__
 from ..engine.interruption import Interrupted
 from ..errors import EXIT_UNUSABLE, PtregError
-from . import comparing, evaluator, measuring, proposal, reading, registry, vocabulary
+from . import comparing, disposition, evaluator, measuring, proposal, reading, registry, vocabulary
 from .common import REGISTRY_ENV, command_state, state, with_registry_option
 
 app = typer.Typer(
@@ -73,6 +73,7 @@ app.command()(with_registry_option(measuring.backends))
 app.command()(with_registry_option(measuring.bench))
 app.command()(with_registry_option(measuring.run))
 app.command()(with_registry_option(measuring.conclude))
+app.add_typer(disposition.app)
 app.command()(with_registry_option(comparing.compare))
 app.command()(with_registry_option(comparing.history))
 

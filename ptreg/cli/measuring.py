@@ -247,6 +247,15 @@ def conclude(
     ),
     lesson: str = typer.Option(..., "--lesson", metavar="TEXT", help="What the attempt taught."),
     next_action: str = typer.Option(..., "--next-action", metavar="TEXT", help="The retained disposition."),
+    continue_if: str | None = typer.Option(
+        None,
+        "--continue-if",
+        metavar="EXPR",
+        help="A condition over the run results that decides the disposition, e.g. "
+        "'amdahl(backward_db, backend=numba, config=xl) >= 1.25' (docs/conditions.md). It must parse and name only "
+        "cells and kernels of the latest complete run; the gate then admits a proposal that varies this attempt "
+        "only while it holds. Not restated, an earlier condition is dropped.",
+    ),
     failure_reason: str | None = typer.Option(
         None,
         "--failure-reason",
@@ -275,7 +284,7 @@ def conclude(
 ) -> None:
     """Record the verdict after a run, with the registry's rules applied; nothing is written if they fail.
 
-    Any run can be concluded: a run cut short by its budget or a signal is evidence too, e.g. `--status inconclusive --failure-reason ... --confidence inferred`.
+    The disposition is stated whole each time: --next-action in words and, optionally, --continue-if, the condition its numbers decide (it is checked against the latest complete run, and what it is there is stored beside it). Any run can be concluded: a run cut short by its budget or a signal is evidence too, e.g. `--status inconclusive --failure-reason ... --confidence inferred`.
     """
     from ..operations.conclude import Verdict
     from ..operations.conclude import conclude as record_verdict
@@ -293,9 +302,16 @@ def conclude(
     ):
         if value is not None and not value.strip():
             raise PtregError(f"{flag} is empty; say it in words", EXIT_UNUSABLE)
-    verdict = Verdict(status, lesson, next_action, failure_reason, confidence, evidence, tuple(evidence_source))
-    updated = record_verdict(registry_dir(), check_id(attempt_id), verdict)
+    verdict = Verdict(
+        status, lesson, next_action, failure_reason, confidence, evidence, tuple(evidence_source), continue_if
+    )
+    done = record_verdict(registry_dir(), check_id(attempt_id), verdict)
+    updated = done.attempt
     if as_json:
         print_json(updated.model_dump(mode="json", exclude_none=True))
-    else:
-        typer.echo(f"{updated.id}: concluded as {updated.status}; see `ptreg show {updated.id}`")
+        return
+    typer.echo(f"{updated.id}: concluded as {updated.status}; see `ptreg show {updated.id}`")
+    if done.decision is not None:
+        typer.echo(f"continue-if {done.decision.summary()}")
+    if done.dropped is not None:
+        typer.echo(f"the earlier condition {done.dropped!r} is dropped: this conclusion does not restate it")

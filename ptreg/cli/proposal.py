@@ -164,8 +164,13 @@ def _show_disposition(parent_id: str, root: Path) -> str | None:
         return None  # the gate names the problem with --varied-from
     if parent.next_action is None:
         return None
-    typer.echo(f"{parent.id} retains this disposition (its next_action), which the proposal must answer:")
-    typer.echo(f"  {parent.next_action}")
+    if parent.continue_if is not None:
+        typer.echo(f"{parent.id} retains this disposition (its next_action), which its numbers decide:")
+        typer.echo(f"  {parent.next_action}")
+        typer.echo(f"  continue if: {parent.continue_if.text}")
+    else:
+        typer.echo(f"{parent.id} retains this disposition (its next_action), which the proposal must answer:")
+        typer.echo(f"  {parent.next_action}")
     typer.echo("")
     return parent.next_action
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import sys
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import typer
 
 from ..errors import PtregError
 from ..text import counted
 from .common import JsonFlag, load, print_json, registry_dir
+
+if TYPE_CHECKING:  # the models load pydantic, which `ptreg --help` must not
+    from ..records.attempt import Attempt
 
 
 class Format(StrEnum):
@@ -55,20 +59,42 @@ def list_attempts(
         [], "--objective", metavar="OBJECTIVE", help="Only this objective (repeatable)."
     ),
     failures_only: bool = typer.Option(False, "--failures-only", help="Only failed, regressed and inconclusive."),
+    continuable: bool = typer.Option(
+        False,
+        "--continuable",
+        help="Only attempts whose disposition has a condition (--continue-if) that holds on their latest complete run.",
+    ),
+    blocked: bool = typer.Option(
+        False, "--blocked", help="Only attempts whose condition does not hold there: the numbers say stop."
+    ),
     as_json: bool = JsonFlag,
 ) -> None:
-    """List attempts, filtered by shape: has anything like this been tried?"""
-    from ..records.attempt import STATUSES
+    """List attempts, filtered by shape: has anything like this been tried?
+
+    In the ledger's order (as imported, then as created). With no filter, every attempt is listed.
+
+    --continuable and --blocked decide each condition on the runs as they are now; an attempt whose condition cannot be decided is in neither.
+    """
+    from ..records.attempt import STATUSES, in_ledger_order
     from ..views.queries import Filter, select
     from ..views.tables import plain
 
     unknown = [s for s in status if s not in STATUSES]
     if unknown:
         raise PtregError(f"--status: unknown status {unknown[0]!r} (one of: {', '.join(STATUSES)})")
+    if continuable and blocked:
+        raise PtregError("--continuable and --blocked exclude each other: a condition is true or false, not both")
     registry = load()
-    found = select(registry.attempts, Filter(status, family, kind, method, base, objective, failures_only))
+    found = select(
+        in_ledger_order(registry.attempts), Filter(status, family, kind, method, base, objective, failures_only)
+    )
+    if continuable or blocked:
+        # reads the runs of attempts with a condition, and only theirs
+        from ..views.dispositions import with_truth
+
+        found = with_truth(registry_dir(), found, continuable)
     if as_json:
-        print_json([a.to_json_dict() for a in found])
+        print_json([a.to_ledger_dict() for a in found])  # as the ledger holds them, in its order
         return
     rows = [[a.id, a.status, a.family, a.kind, a.objective or "", ",".join(a.methods or ()), a.lesson] for a in found]
     if rows:
@@ -81,7 +107,10 @@ def lineage(
     attempt_id: str = typer.Argument(..., metavar="ID", help="The attempt's id."),
     as_json: bool = JsonFlag,
 ) -> None:
-    """The varied_from chain of an attempt, oldest first, and what superseded it."""
+    """The varied_from chain of an attempt, oldest first, and what superseded it.
+
+    The attempts that vary it directly come first; then, indented, the rest of what descends from it.
+    """
     from ..records.attempt import check_id
     from ..store.lineage_files import load_lineage
     from ..views.lineage import lineage_json, lineage_lines
@@ -96,7 +125,10 @@ def lineage(
 
 
 def streaks(as_json: bool = JsonFlag) -> None:
-    """Per objective, the negatives at the tip of its deepest chain: CAUTION at 2, STOP AND RETHINK at 3+."""
+    """Per objective, the negatives at the tip of its deepest chain: CAUTION at 2, STOP AND RETHINK at 3+.
+
+    Most negatives first, then the longest chain, then the ledger's order. Each chain shows the negatives at its tip first (oldest first), then what came before them.
+    """
     from ..views.streaks import OK
     from ..views.streaks import streaks as find_streaks
     from ..views.tables import plain
@@ -105,16 +137,39 @@ def streaks(as_json: bool = JsonFlag) -> None:
     if as_json:
         print_json([s.to_json() for s in found])
         return
-    rows = [[s.level, s.objective, s.negatives, len(s.chain), " -> ".join(a.id for a in s.chain)] for s in found]
-    typer.echo(plain(rows, ["level", "objective", "negatives", "depth", "chain (oldest first)"], shrink=(4,)))
+    rows = [[s.level, s.objective, s.negatives, len(s.chain), _tip_first(s.chain, s.trailing)] for s in found]
+    headers = ["level", "objective", "negatives", "depth", "chain (negatives at the tip first)"]
+    typer.echo(plain(rows, headers, shrink=(4,)))
     for s in found:
         if s.level != OK:
-            typer.echo(f"\n{s.level}: {s.objective} ends in {s.negatives} negatives at {s.tip.id}.")
+            typer.echo(
+                f"\n{s.level}: {s.objective} ends in {s.negatives} negatives at {s.tip.id}: "
+                + " -> ".join(a.id for a in s.trailing)
+            )
+            if len(s.chain) > len(s.trailing):
+                typer.echo(f"  whole chain (oldest first): {' -> '.join(a.id for a in s.chain)}")
             typer.echo(f"  tip lesson: {s.tip.lesson or 'unknown'}")
 
 
+def _tip_first(chain: list[Attempt], trailing: list[Attempt]) -> str:
+    """The negatives at the tip first, since a table cuts long cells at the right; then, in
+    brackets, what came before them. A chain with no negatives at its tip reads oldest first."""
+    ids = [a.id for a in chain]
+    if not trailing:
+        return " -> ".join(ids)
+    negatives = " -> ".join(a.id for a in trailing)
+    # not-tried proposals at the tip come after the negatives they do not break
+    after = ids[ids.index(trailing[-1].id) + 1 :]
+    text = negatives + (f" (then not tried: {' -> '.join(after)})" if after else "")
+    before = ids[: ids.index(trailing[0].id)]
+    return text + (f" (after {' -> '.join(before)})" if before else "")
+
+
 def coverage(as_json: bool = JsonFlag) -> None:
-    """How many non-infrastructure attempts carry each shape field, and the vocabulary in use."""
+    """How many non-infrastructure attempts carry each shape field, and the vocabulary in use.
+
+    A term is marked when it is used but not in its vocabulary, and when it is in it without a definition (taken from a ledger that used it without defining it; `ptreg vocab add` defines it).
+    """
     from ..views.queries import coverage as compute_coverage
     from ..views.tables import plain
 
@@ -128,5 +183,8 @@ def coverage(as_json: bool = JsonFlag) -> None:
     typer.echo(plain(rows, ["field", "carried", "of", "share"]))
     typer.echo("\nvocabulary in use")
     labels = {True: "", False: "NOT IN VOCABULARY", None: "(no vocabulary)"}
-    rows = [[t.vocabulary, t.term, t.count, labels[t.defined]] for t in result.terms]
+    rows = [
+        [t.vocabulary, t.term, t.count, "imported without a definition" if t.without_definition else labels[t.defined]]
+        for t in result.terms
+    ]
     typer.echo(plain(rows, ["vocabulary", "term", "attempts", "note"]))

@@ -42,9 +42,18 @@ def validate(
         help="Resolve sources from DIR instead of the registry directory (implies --check-sources): for "
         "records written relative to another folder, such as an imported ledger's project.",
     ),
+    strict: bool = typer.Option(
+        False,
+        "--strict",
+        help="Hold records imported from an older format to the whole record: a field their format did not "
+        "have is an error, not a warning.",
+    ),
     as_json: bool = JsonFlag,
 ) -> None:
-    """Check every record against the schema and the registry's rules, reporting all problems."""
+    """Check every record against the schema and the registry's rules, reporting all problems.
+
+    Errors exit 1, warnings do not. A field that a record's own older format did not have (a schema_version 1 ledger has no lesson) is a warning naming that origin, unless --strict.
+    """
     from ..operations.validate import validate_path
     from ..records.problems import count_errors
 
@@ -53,7 +62,7 @@ def validate(
         raise PtregError(f"{sources_base}: --sources-base needs a directory")
     base = sources_base or ((target if target.is_dir() else target.parent) if check_sources else None)
     with progress_bar() as progress:
-        registry, problems = validate_path(target, base, progress)
+        registry, problems = validate_path(target, base, progress, strict=strict)
     errors = count_errors(problems)
     if as_json:
         print_json(
@@ -130,19 +139,28 @@ def import_(
         "`ptreg export --bundle`.",
     ),
     replace: bool = typer.Option(False, "--replace", help="Overwrite attempts whose ids the registry already holds."),
+    origin: str | None = typer.Option(
+        None,
+        "--origin",
+        metavar="NAME",
+        help="What each record's provenance calls FILE, e.g. its path in the repository it comes from "
+        "(docs/attempts.json); default: FILE as given.",
+    ),
     as_json: bool = JsonFlag,
 ) -> None:
     """Import an attempts.json or a bundle into the registry (creating it if needed): all or nothing.
 
-    A bundle brings frozen evaluators and runs with the records; one the registry already has must be the same bytes.
+    Every version of attempts.json is read: schema_version 2, schema_version 2 from before its vocabularies, and schema_version 1. A vocabulary the file lacks is taken from the terms its records use, each without a definition (never ptreg's defaults); a field a record's format did not have stays unknown. Each record keeps where it came from (file, schema_version, position, key order), which `show` names and `export` gives back. A bundle brings frozen evaluators and runs with the records; one the registry already has must be the same bytes.
     """
     from ..operations.importing import import_into
     from ..store.interchange import ImportRefused
 
+    if origin is not None and not origin.strip():
+        raise PtregError("--origin is empty; name the file as its own project knows it, or leave --origin out")
     root = registry_dir()
     try:
         with progress_bar() as progress:
-            report = import_into(root, file, replace=replace, progress=progress)
+            report = import_into(root, file, replace=replace, progress=progress, origin_name=origin)
     except ImportRefused as refused:
         for p in refused.problems[:20]:
             typer.echo(f"{p.location()}: {p.message}", err=True)
@@ -156,6 +174,19 @@ def import_(
     )
     if report.replaced:
         typer.echo(f"replaced: {', '.join(report.replaced)}")
+    if report.inferred_vocabularies:
+        missing = list(report.inferred_vocabularies)
+        typer.echo(
+            f"the file has no {', '.join(missing)}: each is taken from the terms the records use, imported without "
+            "a definition (`ptreg vocab add` defines one)"
+        )
+        for key, terms in report.inferred_vocabularies.items():
+            typer.echo(f"  {key}: {', '.join(terms) if terms else 'no term in use'}")
+    if report.lacks:
+        typer.echo(
+            f"its format has no {', '.join(report.lacks)}: unknown where a record does not say, "
+            "reported by `ptreg validate` as warnings (errors with --strict)"
+        )
     for key, terms in report.vocabulary_added.items():
         typer.echo(f"added to {key}: {', '.join(terms)}")
     for conflict in report.vocabulary_conflicts:
@@ -165,7 +196,11 @@ def import_(
     if report.evaluators or report.runs:
         typer.echo(f"with them: {counted(report.evaluators, 'frozen evaluator')}, {counted(report.runs, 'run')}")
     if report.problems_after:
-        typer.echo(f"{len(report.problems_after)} rule problem(s) in the imported records; see `ptreg validate`")
+        errors = sum(1 for p in report.problems_after if p.severity == "error")
+        typer.echo(
+            f"{counted(errors, 'error')} and {counted(len(report.problems_after) - errors, 'warning')} in the "
+            "imported records; see `ptreg validate`"
+        )
 
 
 def export(
@@ -179,20 +214,39 @@ def export(
         help="Write the whole registry instead: records, frozen evaluators and runs, as a .tar.gz file (or a new "
         "folder) that `ptreg import` restores.",
     ),
+    sort: str | None = typer.Option(
+        None,
+        "--sort",
+        metavar="KEY",
+        help="'id' sorts the attempts by id. By default they keep the ledger's order: as imported, then as created.",
+    ),
+    schema_version: int = typer.Option(
+        2,
+        "--schema-version",
+        metavar="N",
+        help="2 (default), or 1: the older format, only id, name, status, evidence and source; refused, naming "
+        "them, when records hold more.",
+    ),
 ) -> None:
-    """Export the registry as one attempts.json (schema_version 2), or whole as a bundle.
+    """Export the registry as one attempts.json, or whole as a bundle.
 
-    attempts.json carries the records and vocabularies only; what it leaves out (frozen evaluators, runs) is said on stderr.
+    attempts.json keeps the ledger's order and each imported record's key order, so a file imported and exported comes back value for value. It carries the records and vocabularies only; what it leaves out (frozen evaluators, runs, terms without a definition) is said on stderr.
     """
     from ..store.bundle import write_bundle
     from ..store.directory import load_directory
     from ..store.evaluators import evaluator_files
-    from ..store.interchange import export_registry
+    from ..store.interchange import export_notes, export_registry
     from ..store.jsonio import atomic_write_text, dumps_pretty
     from ..store.runs import RESULTS_FILE, RUNS_DIR
 
     if bundle is not None and output is not None:
         raise PtregError("--bundle and --output write different things; give one of them")
+    if sort not in (None, "id"):
+        raise PtregError(f"--sort {sort!r}: the one key is 'id' (leave --sort out for the ledger's order)")
+    if schema_version not in (1, 2):
+        raise PtregError(f"--schema-version {schema_version}: ptreg writes 1 or 2")
+    if bundle is not None and (sort is not None or schema_version != 2):
+        raise PtregError("a bundle holds the registry's own files; --sort and --schema-version shape attempts.json")
     root = registry_dir()
     with progress_bar() as progress:
         registry = load_directory(root, progress)
@@ -200,7 +254,7 @@ def export(
         written = write_bundle(root, registry, bundle)
         typer.echo(f"wrote {counted(written, 'file')} of {root} to {bundle}", err=True)
         return
-    document = export_registry(registry)
+    document = export_registry(registry, sort_by_id=sort == "id", schema_version=schema_version)
     text = dumps_pretty(document)
     evaluators, runs = len(evaluator_files(root)), len(list((root / RUNS_DIR).glob(f"*/*/{RESULTS_FILE}")))
     if output is None:
@@ -210,6 +264,8 @@ def export(
             raise PtregError(f"{output}: directory {output.parent} does not exist")
         atomic_write_text(output, text)
         typer.echo(f"wrote {counted(len(document['attempts']), 'attempt')} to {output}", err=True)
+    for note in export_notes(registry, document):
+        typer.echo(f"ptreg: note: {note}", err=True)
     if evaluators or runs:
         typer.echo(
             f"ptreg: note: attempts.json leaves out {counted(evaluators, 'frozen evaluator')} and "

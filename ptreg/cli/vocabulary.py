@@ -34,7 +34,11 @@ def list_terms(
     if as_json:
         print_json({name: terms(meta, name) for name in chosen})
         return
-    rows = [[name, term, text] for name in chosen for term, text in terms(meta, name).items()]
+    rows = [
+        [name, term, text if text is not None else "(imported without a definition)"]
+        for name in chosen
+        for term, text in terms(meta, name).items()
+    ]
     typer.echo(plain(rows, ["vocabulary", "term", "meaning"], shrink=(2,)))
 
 
@@ -46,7 +50,10 @@ def add(
     description: str = typer.Option(..., "--description", metavar="TEXT", help="What the term means, in a sentence."),
     as_json: bool = JsonFlag,
 ) -> None:
-    """Define a new term, so that records (and `ptreg new`) may use it."""
+    """Define a new term, so that records (and `ptreg new`) may use it.
+
+    A term imported without a definition (its ledger used it without defining it) gets this one; a defined term is never redefined.
+    """
     from ..operations.vocabulary import add_term
 
     if not description.strip():

@@ -126,7 +126,10 @@ def questions(given: ProposalInput, registry: Registry) -> list[Question]:
 def choices(name: str, registry: Registry) -> dict[str, str]:
     """The terms a field may take, with their descriptions; empty when it is free text."""
     if name in VOCABULARY_OF:
-        return terms(registry.meta, VOCABULARY_OF[name])
+        return {
+            term: text if text is not None else "(imported without a definition)"
+            for term, text in terms(registry.meta, VOCABULARY_OF[name]).items()
+        }
     if name == "evaluator" and registry.root is not None:
         return {p.name[: -len(".json")]: "" for p in evaluator_files(registry.root)}
     return {}

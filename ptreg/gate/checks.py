@@ -23,6 +23,7 @@ from ..records.evaluator import FrozenEvaluator
 from ..records.graph import ancestry, lineage_root
 from ..store.evaluators import check_file, evaluators_dir
 from ..text import counted
+from ..views.dispositions import decide_disposition
 from ..views.streaks import CAUTION_AT, STOP_AT, streaks, trailing_negatives
 
 SIMILAR_QUESTION = 0.8  # token Jaccard at or above which two questions are the same question
@@ -87,7 +88,7 @@ def check_gate(
         evaluator_check,
         explicit_budget(proposal, frozen, budget_error),
         scoped_tracking_issue(proposal, by_id, everyone, tracking_error),
-        disposition_respected(proposal, by_id),
+        disposition_respected(proposal, by_id, root),
         streak(proposal, by_id),
     ]
     return GateReport(proposal.id, checks, frozen)
@@ -270,7 +271,9 @@ def scoped_tracking_issue(
 # --------------------------------------------------------------------------- disposition
 
 
-def disposition_respected(proposal: Attempt, by_id: dict[str, Attempt]) -> CheckResult:
+def disposition_respected(proposal: Attempt, by_id: dict[str, Attempt], root: Path) -> CheckResult:
+    """A prose disposition must be answered; one with a condition is decided by the numbers of
+    the varied attempt's latest complete run (``root`` is where they are read)."""
     name = "disposition-respected"
     if proposal.varied_from is None:
         return CheckResult(name, PASSED, "varies no attempt, so there is no retained disposition to answer")
@@ -284,16 +287,37 @@ def disposition_respected(proposal: Attempt, by_id: dict[str, Attempt]) -> Check
         )
     if parent.next_action is None:
         return CheckResult(name, PASSED, f"{parent.id} retains no disposition (its next_action is unknown)")
-    if proposal.answers_disposition is None or not proposal.answers_disposition.strip():
+    answer = proposal.answers_disposition
+    answered = answer is not None and bool(answer.strip())
+    decided = decide_disposition(root, parent)
+    if decided is not None:
+        found = f"{parent.id}'s condition {decided.summary()}"
+        if decided.truth is True:
+            return CheckResult(name, PASSED, found)
+        if decided.truth is False:
+            return CheckResult(
+                name,
+                FAILED,
+                found,
+                f"the numbers of {parent.id}'s latest complete run say stop; read its disposition "
+                f"(`ptreg show {parent.id}`) and vary another attempt",
+            )
+        if answered:
+            return CheckResult(name, OVERRIDDEN, f"{found}; the proposal answers: {answer!r}")
+        return CheckResult(
+            name,
+            FAILED,
+            found,
+            'say why this proposal should go on undecided with --answers-disposition "..." (it is stored)',
+        )
+    if not answered:
         return CheckResult(
             name,
             FAILED,
             f"{parent.id} retains the disposition {parent.next_action!r}, and the proposal does not answer it",
             'say how this proposal meets that disposition with --answers-disposition "..."',
         )
-    return CheckResult(
-        name, PASSED, f"answers {parent.id}'s disposition {parent.next_action!r}: {proposal.answers_disposition!r}"
-    )
+    return CheckResult(name, PASSED, f"answers {parent.id}'s disposition {parent.next_action!r}: {answer!r}")
 
 
 # --------------------------------------------------------------------------- streak

@@ -1,4 +1,9 @@
-"""Concluding an attempt: the verdict after its runs, held to the same rules ``validate`` applies."""
+"""Concluding an attempt: the verdict after its runs, held to the same rules ``validate`` applies.
+
+The verdict states the disposition whole: its prose (``next_action``) and, when given, the
+condition that decides it (``continue_if``), checked against the attempt's latest complete run
+before anything is written.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +13,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..clock import utc_now
 from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
-from ..records.attempt import Attempt
+from ..records.attempt import Attempt, ContinueIf
+from ..records.condition_grammar import parse
+from ..records.decision import Decision, decide
 from ..records.problems import flag_message
 from ..records.registry import Record, ids_in
 from ..records.rules import check_attempt
 from ..store.directory import load_directory, load_meta, record_path, write_attempt
 from ..store.locks import registry_lock
-from ..store.runs import check_folder
+from ..store.runs import check_folder, read_results, run_folder
+from ..views.dispositions import latest_complete
 from .run import results_source
 
 
@@ -31,16 +40,42 @@ class Verdict:
     confidence: str | None = None
     evidence: str | None = None  # added after the evidence lines the runs wrote
     evidence_sources: tuple[str, ...] = ()
+    continue_if: str | None = None  # the condition over the run results that decides next_action
 
 
-def conclude(root: Path, attempt_id: str, verdict: Verdict) -> Attempt:
-    """Record the verdict; refused (nothing written) if the registry's rules would not hold."""
+@dataclass(frozen=True)
+class Concluded:
+    attempt: Attempt  # as written
+    decision: Decision | None  # the condition decided on the latest complete run, when one is given
+    dropped: str | None = None  # the condition an earlier conclusion set, which this one does not restate
+
+
+def conclude(root: Path, attempt_id: str, verdict: Verdict) -> Concluded:
+    """Record the verdict; refused (nothing written) if the registry's rules would not hold, or
+    the condition does not parse or names what the latest complete run does not record."""
     load_meta(root)  # a missing registry is refused before any lock file is made
     with registry_lock(root):
         return _conclude(root, attempt_id, verdict)
 
 
-def _conclude(root: Path, attempt_id: str, verdict: Verdict) -> Attempt:
+def _condition(root: Path, attempt: Attempt, text: str) -> tuple[ContinueIf, Decision]:
+    """The condition as it will be stored, decided on the attempt's latest complete run."""
+    parse(text)  # what is wrong with the text itself comes first, whatever the runs
+    ref = latest_complete(attempt)
+    if ref is None:
+        runs = ", ".join(f"{r.run_id} {r.status}" for r in attempt.runs or ())
+        raise PtregError(
+            f"{attempt.id} has no complete run to check --continue-if against (its runs: {runs}); nothing written",
+            EXIT_CHECK_FAILED,
+        )
+    results = read_results(run_folder(root, attempt.id, ref.run_id), root)
+    tree = parse(text, against=results)
+    decision = decide(tree, results)
+    condition = ContinueIf(text=text, tree=tree, set_at=utc_now(), run=ref.run_id, held_at_conclusion=decision.truth)
+    return condition, decision
+
+
+def _conclude(root: Path, attempt_id: str, verdict: Verdict) -> Concluded:
     registry = load_directory(root)
     attempt = registry.get(attempt_id)
     if verdict.status == "not-tried":
@@ -54,6 +89,9 @@ def _conclude(root: Path, attempt_id: str, verdict: Verdict) -> Attempt:
         broken = check_folder(root, attempt_id, ref.run_id)
         if broken is not None:
             raise PtregError(f"{attempt_id}: run {ref.run_id}: {broken}", EXIT_CHECK_FAILED)
+    condition, decision = (
+        _condition(root, attempt, verdict.continue_if) if verdict.continue_if is not None else (None, None)
+    )
     confidence = verdict.confidence
     if confidence is None:
         if verdict.failure_reason is not None:
@@ -66,6 +104,11 @@ def _conclude(root: Path, attempt_id: str, verdict: Verdict) -> Attempt:
         next_action=verdict.next_action,
         failure_reason_confidence=confidence,
     )
+    # the disposition is stated whole: a conclusion without a condition leaves none behind
+    dropped = attempt.continue_if.text if attempt.continue_if is not None and condition is None else None
+    raw.pop("continue_if", None)
+    if condition is not None:
+        raw["continue_if"] = condition.model_dump()
     if verdict.failure_reason is not None:
         raw["failure_reason"] = verdict.failure_reason
     if verdict.evidence is not None:
@@ -79,9 +122,19 @@ def _conclude(root: Path, attempt_id: str, verdict: Verdict) -> Attempt:
     except ValidationError as exc:
         raise PtregError(f"{attempt_id}: {flag_message(exc, attempt_id)}; nothing written", EXIT_UNUSABLE) from None
     record = Record(raw=raw, attempt=updated, file=str(record_path(root, attempt_id)))
-    problems = [p for p in check_attempt(record, registry.meta, set(ids_in(registry.records))) if p.severity == "error"]
+    # strict: a record ptreg rewrites is whole, whatever format it was first imported in
+    problems = [
+        p
+        for p in check_attempt(record, registry.meta, set(ids_in(registry.records)), strict=True)
+        if p.severity == "error"
+    ]
     if problems:
         first = problems[0]
-        raise PtregError(f"{attempt_id}: {first.message} (rule {first.rule}); nothing written", EXIT_CHECK_FAILED)
+        more = (
+            f" (and {len(problems) - 1} more: {', '.join(p.pointer.lstrip('/') for p in problems[1:])})"
+            if len(problems) > 1
+            else ""
+        )
+        raise PtregError(f"{attempt_id}: {first.message} (rule {first.rule}){more}; nothing written", EXIT_CHECK_FAILED)
     write_attempt(root, updated)
-    return updated
+    return Concluded(updated, decision, dropped)

@@ -27,11 +27,11 @@ from ..text import shorten
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
-def check_registry(registry: Registry, check_sources: Path | None = None) -> list[Problem]:
+def check_registry(registry: Registry, check_sources: Path | None = None, *, strict: bool = False) -> list[Problem]:
     """Every problem of the registry: those found while reading it, the record rules, then
-    what its files say."""
+    what its files say. ``strict`` makes the fields an older format lacked errors."""
     base = check_sources
-    problems = check_records(registry, None if base is None else lambda record: _sources(record, base))
+    problems = check_records(registry, None if base is None else lambda record: _sources(record, base), strict=strict)
     valid = [r for r in registry.records if r.attempt is not None]
     if registry.root is not None:
         problems.extend(_evaluators(registry.root, valid))
@@ -50,13 +50,13 @@ def load_path(path: Path, progress: Progress | None = None) -> Registry:
 
 
 def validate_path(
-    path: Path, check_sources: Path | None = None, progress: Progress | None = None
+    path: Path, check_sources: Path | None = None, progress: Progress | None = None, *, strict: bool = False
 ) -> tuple[Registry, list[Problem]]:
     """Validate a registry directory, a single attempts.json file, or one record file of a
     registry (checked in its registry's context, so varied_from and duplicates still resolve)."""
     if path.is_file() and (path.parent / REGISTRY_FILE).is_file():
         registry = load_directory(path.parent, progress)
-        problems = check_registry(registry, check_sources)
+        problems = check_registry(registry, check_sources, strict=strict)
         if path.name == REGISTRY_FILE:
             return registry, problems
         mine = [r for r in registry.records if r.file == str(path)]
@@ -65,7 +65,7 @@ def validate_path(
         registry.records = mine
         return registry, [p for p in problems if p.file == str(path)]
     registry = load_path(path, progress)
-    return registry, check_registry(registry, check_sources)
+    return registry, check_registry(registry, check_sources, strict=strict)
 
 
 def _sources(record: Record, base: Path) -> Iterator[Problem]:

@@ -13,8 +13,9 @@ from ..text import shorten
 
 
 def add_term(root: Path, vocabulary: str, term: str, description: str) -> RegistryMeta:
-    """The registry's vocabularies with ``term`` added; refused, with nothing written, when the
-    vocabulary is not one that grows, the term is there already, or either text is unusable."""
+    """The registry's vocabularies with ``term`` added, or defined when it was imported without
+    a definition; refused, with nothing written, when the vocabulary is not one that grows, the
+    term is defined already, or either text is unusable."""
     if vocabulary not in EXTENSIBLE:
         why = "is fixed by the record format" if vocabulary in VOCABULARIES else "does not exist"
         raise PtregError(
@@ -30,7 +31,7 @@ def add_term(root: Path, vocabulary: str, term: str, description: str) -> Regist
     with registry_lock(root):
         meta = load_meta(root)
         known = terms(meta, vocabulary)
-        if term in known:
+        if known.get(term) is not None:  # a term imported without a definition may be given one
             raise PtregError(
                 f"{root / REGISTRY_FILE}: {term!r} is already in the {vocabulary} vocabulary: {known[term]!r}",
                 EXIT_CHECK_FAILED,

@@ -1,21 +1,25 @@
 """The attempt record: one attempt, and the registry's schema version and vocabularies.
 
 Field names and meanings follow the single-file ``attempts.json`` format, schema_version 2.
-Only ``id``, ``name`` and ``status`` are required by the schema: every earlier format carries
-them. Any other field may be unknown (absent or null), and stays so: completeness is a
-semantic rule (see ``rules.py``) so that a legacy record can be imported and reported as
-incomplete instead of having values invented for it.
+The model requires only ``id``, ``name`` and ``status``: every earlier format carries them.
+Any other field may be unknown (absent or null), and stays so: completeness is a rule
+(``rules.py``, and the published JSON Schema where it can say it), so that a record of an older
+format can be imported and reported as incomplete instead of having values invented for it.
+An imported record keeps its ``origin``: the file, its schema_version, its place in the file,
+its key order, and the fields its format did not have.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from ..errors import PtregError
 from ..text import shorten
+from .condition import MAX_DEPTH, MAX_TEXT, Condition, depth
 
 SCHEMA_VERSION: Final = 2
 SUPPORTED_IMPORT_VERSIONS = (1, 2)
@@ -40,6 +44,33 @@ NEGATIVE_STATUSES = ("failed", "regressed", "inconclusive")
 # Fields that describe the shape of a training or evaluation attempt; infrastructure has none.
 SHAPE_FIELDS = ("methods", "bases", "objective", "data_rows", "varied_from")
 INFRASTRUCTURE_KIND = "infrastructure"
+
+# The fields of the source project's formats, as its history shows them. schema_version 1 had
+# only these; schema_version 2 first came without kinds and shapes (and without the vocabularies
+# that name their terms), which came later, together with those vocabularies.
+V1_FIELDS = ("id", "name", "status", "evidence", "source")
+V2_FIELDS = (
+    "id",
+    "name",
+    "family",
+    "status",
+    "evidence",
+    "failure_reason",
+    "failure_reason_confidence",
+    "lesson",
+    "next_action",
+    "evidence_sources",
+    "source",
+    "kind",
+    *SHAPE_FIELDS,
+    "varied",
+)
+FIELDS_OF_VOCABULARIES = ("kind", *SHAPE_FIELDS, "varied")
+
+# Fields every record needs to be complete, whatever its status.
+ALWAYS_KNOWN = ("family", "kind", "failure_reason_confidence")
+# Fields a record needs once it has an outcome: a not-tried proposal has no evidence yet.
+KNOWN_ONCE_TRIED = ("evidence", "lesson", "next_action", "evidence_sources", "source")
 
 # Free text (evidence, lesson, failure_reason, vocabulary definitions...) holds at most this
 # many characters: the longest field of the shared 66-attempt registry has about 220, and a
@@ -168,14 +199,87 @@ class RunRef(BaseModel):
     finished_at: Text | None = None
 
 
+class ContinueIf(BaseModel):
+    """The condition a disposition carries: when the numbers say to continue the line of work.
+
+    Kept as written and as its parsed tree (which another tool can evaluate without ptreg), with
+    the run it was decided on when it was set, and what it was then."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT)] = Field(
+        description="The condition as written to `ptreg conclude --continue-if` (docs/conditions.md)."
+    )
+    tree: Condition = Field(description=f"The parsed condition; at most {MAX_DEPTH} levels deep.")
+    set_at: Text = Field(description="UTC time, ISO 8601, when the condition was set.")
+    run: Annotated[str, StringConstraints(pattern=RUN_ID_PATTERN)] = Field(
+        description="The attempt's latest complete run when the condition was set, which it was checked against."
+    )
+    held_at_conclusion: bool | None = Field(
+        default=None, description="Whether it held on that run: true or false; absent when it could not be decided."
+    )
+
+    @model_validator(mode="after")
+    def _shallow(self) -> ContinueIf:
+        if depth(self.tree) > MAX_DEPTH:
+            raise ValueError(f"the condition nests deeper than {MAX_DEPTH} levels")
+        return self
+
+
+class Origin(BaseModel):
+    """Where an imported record comes from, so that it can be named, put back in its place, and
+    held to the fields its own format had."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    file: Text = Field(description="The file it was imported from, as the import named it.")
+    schema_version: Literal[1, 2] = Field(description="The schema_version of that file.")
+    position: int = Field(ge=0, description="Its index in the file's attempts array (0 is the first).")
+    keys: list[Annotated[str, StringConstraints(min_length=1, max_length=100)]] = Field(
+        description="Its keys in the file's order, which export gives back."
+    )
+    lacks: list[Annotated[str, StringConstraints(min_length=1, max_length=100)]] = Field(
+        default_factory=list,
+        description="Fields its format did not have: unknown for that reason, reported as warnings, not errors.",
+    )
+    imported_at: Text | None = Field(default=None, description="UTC time, ISO 8601, of the import.")
+    import_number: int | None = Field(
+        default=None, ge=1, description="Which import of the registry brought it: orders imports of the same second."
+    )
+
+    def describe(self) -> str:
+        """``file#/attempts/N (schema_version V)``: the record's place, as a JSON Pointer."""
+        return f"{self.file}#/attempts/{self.position} (schema_version {self.schema_version})"
+
+
+def _is_lacking(field: str) -> dict[str, Any]:
+    """JSON Schema of a record whose origin says its format had no ``field``."""
+    return {
+        "required": ["origin"],
+        "properties": {"origin": {"required": ["lacks"], "properties": {"lacks": {"contains": {"const": field}}}}},
+    }
+
+
+def _known_unless_lacking(fields: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Each field required, unless the record's origin says its format did not have it."""
+    return [{"anyOf": [{"required": [field]}, _is_lacking(field)]} for field in fields]
+
+
 def _conditional_rules(schema: dict[str, Any]) -> None:
-    """Add the status and infrastructure rules to the generated JSON Schema, so that a tool
-    holding only the schema files enforces them too."""
+    """Add the rules JSON Schema can express to the generated schema, so that a tool holding
+    only the schema files enforces them too (docs/registry.md lists those it cannot)."""
+    schema["properties"]["id"]["not"] = {"enum": sorted(RESERVED_IDS)}
     schema["allOf"] = [
+        # a complete record states these; a field its origin's format lacked may stay unknown
+        {"allOf": _known_unless_lacking(ALWAYS_KNOWN)},
+        {
+            "if": {"properties": {"status": {"not": {"const": "not-tried"}}}, "required": ["status"]},
+            "then": {"allOf": _known_unless_lacking(KNOWN_ONCE_TRIED)},
+        },
         {
             "if": {"properties": {"status": {"enum": list(STATUSES_NEEDING_REASON)}}, "required": ["status"]},
             "then": {
-                "required": ["failure_reason", "lesson", "next_action", "failure_reason_confidence"],
+                "allOf": _known_unless_lacking(("failure_reason",)),
                 "properties": {
                     "failure_reason": {"type": "string"},
                     "lesson": {"type": "string"},
@@ -185,9 +289,31 @@ def _conditional_rules(schema: dict[str, Any]) -> None:
             },
         },
         {
+            # worked and not-tried without a reason have no reason to be sure of
+            "if": {
+                "properties": {"status": {"enum": [s for s in STATUSES if s not in STATUSES_NEEDING_REASON]}},
+                "required": ["status"],
+                "not": {"properties": {"failure_reason": {"type": "string"}}, "required": ["failure_reason"]},
+            },
+            "then": {"properties": {"failure_reason_confidence": {"enum": ["not-applicable", None]}}},
+        },
+        {
+            # confidence 'exact' rests on a complete run, when the record links runs
+            "if": {
+                "properties": {"failure_reason_confidence": {"const": "exact"}, "runs": {"type": "array"}},
+                "required": ["failure_reason_confidence", "runs"],
+            },
+            "then": {"properties": {"runs": {"contains": {"properties": {"status": {"const": "complete"}}}}}},
+        },
+        {
             # null means unknown, which is allowed; a value is not.
             "if": {"properties": {"kind": {"const": INFRASTRUCTURE_KIND}}, "required": ["kind"]},
             "then": {"properties": {f: {"type": "null"} for f in SHAPE_FIELDS}},
+        },
+        {
+            # a condition decides a disposition, so it never stands without one
+            "if": {"properties": {"continue_if": {"type": "object"}}, "required": ["continue_if"]},
+            "then": {"required": ["next_action"], "properties": {"next_action": {"type": "string"}}},
         },
         {
             "if": {"properties": {"varied_from": {"type": "string"}}, "required": ["varied_from"]},
@@ -210,7 +336,10 @@ class Attempt(BaseModel):
     failure_reason_confidence: Confidence | None = None
     lesson: Text | None = Field(default=None, description="What the attempt taught.")
     next_action: Text | None = Field(default=None, description="The retained disposition.")
-    evidence_sources: list[Text] | None = None
+    continue_if: ContinueIf | None = Field(
+        default=None, description="The disposition's condition over the attempt's run results, beside next_action."
+    )
+    evidence_sources: list[Text] | None = Field(default=None, json_schema_extra={"minItems": 1})
     source: Text | None = None
     kind: Term | None = None
     methods: list[Term] | None = None
@@ -237,31 +366,76 @@ class Attempt(BaseModel):
     )
     admission: Admission | None = None
     runs: list[RunRef] | None = None
+    origin: Origin | None = Field(
+        default=None, description="Where an imported record comes from; written by `ptreg import`."
+    )
 
     def to_json_dict(self) -> dict[str, Any]:
         """Known fields in the model's order; unknown fields are left out, never zeroed."""
         return self.model_dump(mode="json", exclude_none=True)
 
+    def to_ledger_dict(self) -> dict[str, Any]:
+        """The record as a single-file ledger holds it: without its origin, and for an imported
+        record in the key order of the file it came from (fields added since come after)."""
+        body = self.to_json_dict()
+        body.pop("origin", None)
+        if self.origin is None:
+            return body
+        first = {key: body[key] for key in self.origin.keys if key in body}
+        return {**first, **{k: v for k, v in body.items() if k not in first}}
 
-Vocabulary = dict[Term, Text]
+    def lacks(self, field: str) -> bool:
+        """Whether ``field`` is unknown because the format this record came in had no such field."""
+        return self.origin is not None and field in self.origin.lacks and getattr(self, field) is None
+
+
+def ledger_key(attempt: Attempt) -> tuple[str, int, int, int, str]:
+    """Where a record stands in the ledger: imported records in the order of their imports and
+    of their files, records made by ptreg in the order they were admitted, each at its time.
+    A record that says neither (written by hand) comes first, by id."""
+    origin = attempt.origin
+    if origin is not None and origin.imported_at is not None:
+        return (origin.imported_at, 0, origin.import_number or 0, origin.position, attempt.id)
+    if attempt.admission is not None:
+        return (attempt.admission.admitted_at, 1, 0, 0, attempt.id)
+    return ("", 0, 0, 0, attempt.id)
+
+
+def in_ledger_order(attempts: Iterable[Attempt]) -> list[Attempt]:
+    return sorted(attempts, key=ledger_key)
+
+
+# A term's definition; null when the term came from a ledger that used it without defining it.
+Vocabulary = dict[Term, Text | None]
+DefinedVocabulary = dict[Term, Text]
 
 
 class RegistryMeta(BaseModel):
-    """``registry.json``: the schema version and the registry-level vocabularies."""
+    """``registry.json``: the schema version and the registry-level vocabularies. A term whose
+    definition is null was imported without one (its ledger used it, but defined nothing)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     schema_version: Literal[2]
-    confidence_vocabulary: dict[Confidence, Text]
+    confidence_vocabulary: dict[Confidence, Text | None]
     method_vocabulary: Vocabulary
     objective_vocabulary: Vocabulary
     kind_vocabulary: Vocabulary
 
 
-class AttemptsFile(RegistryMeta):
-    """The single-file interchange format (``attempts.json``, schema_version 2)."""
+class AttemptsFile(BaseModel):
+    """The single-file interchange format (``attempts.json``, schema_version 2, as ptreg writes
+    it): the vocabularies define every term they hold. Older files that lack parts of it are
+    read too (``store/attempts_file.py``)."""
 
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    schema_version: Literal[2]
+    confidence_vocabulary: dict[Confidence, Text]
     attempts: list[Attempt]
+    method_vocabulary: DefinedVocabulary
+    objective_vocabulary: DefinedVocabulary
+    kind_vocabulary: DefinedVocabulary
 
 
 # Key order of an exported attempts.json, as in the source project's file.

@@ -39,6 +39,8 @@ CONFIGS: dict[str, GPTConfig] = {
 }
 # The names as the evaluator format spells them; a test holds them equal to the table's.
 ConfigName = Literal["tiny", "small", "medium", "large", "xl"]
+# The linear layers ``linear_shapes`` names, as a condition may name them; a test holds them equal.
+LayerName = Literal["qkv", "attn_proj", "fc", "mlp_proj", "head"]
 
 
 def flops(m: int, k: int, n: int) -> int:

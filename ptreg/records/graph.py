@@ -94,3 +94,24 @@ def lineage_root(attempt_id: str, by_id: Mapping[str, Attempt]) -> str:
     if not chain:
         return attempt_id
     return chain[0].varied_from or chain[0].id
+
+
+def forest_order(attempts: Iterable[Attempt]) -> dict[str, int]:
+    """Each attempt's place when the varied_from forest is walked as the source project's query
+    tool walks it: roots in the order given (the ledger's), each tree depth first, children in
+    the order given. Attempts in a cycle, which no root reaches, come last in the order given."""
+    ordered = list(attempts)
+    ids = {a.id for a in ordered}
+    children = children_of(ordered)
+    place: dict[str, int] = {}
+    for root in (a.id for a in ordered if a.varied_from not in ids):
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if node in place:
+                continue
+            place[node] = len(place)
+            stack.extend(reversed(children.get(node, [])))
+    for a in ordered:
+        place.setdefault(a.id, len(place))
+    return place

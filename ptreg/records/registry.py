@@ -45,6 +45,8 @@ class Registry:
     problems: list[Problem] = field(default_factory=list)
     root: Path | None = None  # the directory, when the registry is one
     schema_version: int = SCHEMA_VERSION
+    # vocabularies a single file lacked, taken from the terms its records use (without definitions)
+    inferred_vocabularies: list[str] = field(default_factory=list)
 
     @property
     def attempts(self) -> list[Attempt]:

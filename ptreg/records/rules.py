@@ -5,31 +5,39 @@ evaluators, run folders, leftovers) are in ``operations/validate.py``."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 
 from ..text import shorten
-from .attempt import INFRASTRUCTURE_KIND, RESERVED_IDS, SHAPE_FIELDS, STATUSES_NEEDING_REASON, Attempt, RegistryMeta
+from .attempt import (
+    ALWAYS_KNOWN,
+    INFRASTRUCTURE_KIND,
+    KNOWN_ONCE_TRIED,
+    RESERVED_IDS,
+    SHAPE_FIELDS,
+    STATUSES_NEEDING_REASON,
+    Attempt,
+    RegistryMeta,
+)
 from .graph import find_cycles, lineage_root
 from .problems import Problem, pointer_join, shown_id
 from .registry import Record, Registry
-
-# Fields every record needs to be complete, whatever its status.
-ALWAYS_KNOWN = ("family", "kind", "failure_reason_confidence")
-# Fields a record needs once it has an outcome: a not-tried proposal has no evidence yet.
-KNOWN_ONCE_TRIED = ("evidence", "lesson", "next_action", "evidence_sources", "source")
 
 # problem(rule, field, message, *more pointer parts) for one record
 ProblemAt = Callable[..., Problem]
 
 
-def check_records(registry: Registry, more: Callable[[Record], Iterable[Problem]] | None = None) -> list[Problem]:
+def check_records(
+    registry: Registry, more: Callable[[Record], Iterable[Problem]] | None = None, *, strict: bool = False
+) -> list[Problem]:
     """Every problem of the registry's records: those found while reading them, then the rules;
-    ``more`` adds a caller's own checks of each valid record, reported beside its rules."""
+    ``more`` adds a caller's own checks of each valid record, reported beside its rules.
+    ``strict`` holds records of older formats to the whole record (see ``check_attempt``)."""
     problems = list(registry.problems)
     problems.extend(duplicate_ids(registry.records))
     valid = [r for r in registry.records if r.attempt is not None]
     known_ids = {r.raw_id for r in registry.records if r.raw_id is not None}
     for record in valid:
-        problems.extend(check_attempt(record, registry.meta, known_ids))
+        problems.extend(check_attempt(record, registry.meta, known_ids, strict=strict))
         if more is not None:
             problems.extend(more(record))
     problems.extend(_cycles(valid))
@@ -74,8 +82,14 @@ def problem_at(record: Record) -> ProblemAt:
     return problem
 
 
-def check_attempt(record: Record, meta: RegistryMeta, known_ids: set[str]) -> Iterator[Problem]:
-    """The rules one valid record must keep; ``conclude`` holds a verdict to the same ones."""
+def check_attempt(
+    record: Record, meta: RegistryMeta, known_ids: set[str], *, strict: bool = False
+) -> Iterator[Problem]:
+    """The rules one valid record must keep; ``conclude`` holds a verdict to the same ones.
+
+    A field that the format a record was imported in did not have is unknown for that reason:
+    a warning naming the origin, unless ``strict`` (``validate --strict``, and any record ptreg
+    is about to rewrite) makes it the error a missing field otherwise is."""
     attempt = record.attempt
     assert attempt is not None
     problem = problem_at(record)
@@ -83,10 +97,13 @@ def check_attempt(record: Record, meta: RegistryMeta, known_ids: set[str]) -> It
         yield problem("id-reserved", "id", f"id {attempt.id!r} is reserved for the registry's own file")
     for name in ALWAYS_KNOWN + (KNOWN_ONCE_TRIED if attempt.status != "not-tried" else ()):
         if getattr(attempt, name) is None:
-            yield problem("unknown-field", name, f"{name} is unknown; a complete record states it")
-    yield from _reason(attempt, problem)
+            yield _unknown(
+                attempt, problem, "unknown-field", name, f"{name} is unknown; a complete record states it", strict
+            )
+    yield from _reason(attempt, problem, strict)
     yield from _vocabulary(attempt, meta, problem)
     yield from _varied(attempt, known_ids, problem)
+    yield from _continue_if(attempt, problem)
     if attempt.kind == INFRASTRUCTURE_KIND:
         for name in SHAPE_FIELDS:
             if getattr(attempt, name) is not None:
@@ -95,13 +112,34 @@ def check_attempt(record: Record, meta: RegistryMeta, known_ids: set[str]) -> It
         yield problem("evidence-sources", "evidence_sources", "evidence_sources is empty; name at least one source")
 
 
-def _reason(attempt: Attempt, problem: ProblemAt) -> Iterator[Problem]:
+def _unknown(attempt: Attempt, problem: ProblemAt, rule: str, name: str, message: str, strict: bool) -> Problem:
+    """The problem of an unknown field: an error, or a warning naming the origin when the
+    record's own format had no such field."""
+    origin = attempt.origin
+    if origin is None or not attempt.lacks(name):
+        return problem(rule, name, message)
+    # a schema_version 2 file that lacks fields is one from before its kinds and vocabularies
+    version = f"{origin.schema_version}" + ("" if origin.schema_version == 1 else " (before kinds and vocabularies)")
+    said = f"imported from schema_version {version}: no {name}, a field that format did not have"
+    if strict:
+        return problem(rule, name, f"{said}; a complete record states it")
+    return replace(problem(rule, name, f"{said}; `validate --strict` makes this an error"), severity="warning")
+
+
+def _reason(attempt: Attempt, problem: ProblemAt, strict: bool = False) -> Iterator[Problem]:
     """A status short of worked says why, and how sure that is; `exact` rests on a complete run."""
     confidence = attempt.failure_reason_confidence
     if attempt.status in STATUSES_NEEDING_REASON:
         # lesson and next_action are required of every tried attempt (unknown-field).
         if attempt.failure_reason is None:
-            yield problem("needs-reason", "failure_reason", f"status {attempt.status!r} requires failure_reason")
+            yield _unknown(
+                attempt,
+                problem,
+                "needs-reason",
+                "failure_reason",
+                f"status {attempt.status!r} requires failure_reason",
+                strict,
+            )
         if confidence == "not-applicable":
             yield problem(
                 "confidence",
@@ -131,6 +169,23 @@ def _varied(attempt: Attempt, known_ids: set[str], problem: ProblemAt) -> Iterat
             yield problem("varied-from", "varied", "varied_from needs `varied`: say what was varied")
     elif attempt.varied is not None:
         yield problem("varied-from", "varied", "`varied` without varied_from: name the attempt it varies")
+
+
+def _continue_if(attempt: Attempt, problem: ProblemAt) -> Iterator[Problem]:
+    """A condition decides a disposition, on a complete run of the attempt it belongs to."""
+    condition = attempt.continue_if
+    if condition is None:
+        return
+    if attempt.next_action is None:
+        yield problem("continue-if", "continue_if", "continue_if needs the next_action it decides")
+    complete = [r.run_id for r in attempt.runs or () if r.status == "complete"]
+    if condition.run not in complete:
+        yield problem(
+            "continue-if",
+            "continue_if",
+            f"continue_if was checked against run {condition.run!r}, which is not a complete run of this attempt",
+            "run",
+        )
 
 
 def _vocabulary(attempt: Attempt, meta: RegistryMeta, problem: ProblemAt) -> Iterator[Problem]:

@@ -62,8 +62,9 @@ VOCABULARIES = {
 EXTENSIBLE = ("method", "objective", "kind")
 
 
-def terms(meta: RegistryMeta, vocabulary: str) -> dict[str, str]:
-    found: dict[str, str] = getattr(meta, VOCABULARIES[vocabulary])
+def terms(meta: RegistryMeta, vocabulary: str) -> dict[str, str | None]:
+    """The terms of a vocabulary and their definitions (None: imported without one)."""
+    found: dict[str, str | None] = getattr(meta, VOCABULARIES[vocabulary])
     return found
 
 

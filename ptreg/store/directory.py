@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from ..errors import EXIT_CHECK_FAILED, PtregError, UnknownAttempt
 from ..records.attempt import SCHEMA_VERSION, Attempt, RegistryMeta, check_id
-from ..records.problems import Problem, first_schema_error, shown_id
+from ..records.problems import Problem, every_schema_error, shown_id
 from ..records.registry import Record, Registry, parse_record
 from ..records.vocabulary import default_meta
 from ..text import json_type, shorten
@@ -49,7 +49,7 @@ def parse_meta(raw: Any, where: str) -> RegistryMeta:
     try:
         return RegistryMeta.model_validate(raw)
     except ValidationError as exc:
-        raise PtregError(first_schema_error(exc, where)) from None
+        raise PtregError(every_schema_error(exc, where)) from None
 
 
 def load_meta(root: Path) -> RegistryMeta:

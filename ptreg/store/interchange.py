@@ -1,6 +1,8 @@
 """Import and export of the single-file ``attempts.json`` format (schema_version 1 and 2).
 
 An import is all or nothing: every record is staged, then the journal commits them together.
+Each imported record keeps its origin (``records/attempt.py:Origin``), so export gives the
+ledger back as it came: in its order, each record with its keys in their order.
 """
 
 from __future__ import annotations
@@ -12,15 +14,23 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..clock import utc_now
 from ..errors import EXIT_CHECK_FAILED, PtregError
-from ..records.attempt import ATTEMPTS_FILE_KEYS, RESERVED_IDS, VOCABULARY_KEYS, Attempt, RegistryMeta
+from ..records.attempt import (
+    ATTEMPTS_FILE_KEYS,
+    RESERVED_IDS,
+    V1_FIELDS,
+    VOCABULARY_KEYS,
+    Attempt,
+    RegistryMeta,
+    in_ledger_order,
+)
 from ..records.evaluator import FrozenEvaluator, mismatch
 from ..records.problems import Problem, first_schema_error, pointer_join, shown_id
 from ..records.registry import Record, Registry, ids_in, parse_record
 from ..records.rules import duplicate_ids
 from ..records.run import RunResults
-from ..records.vocabulary import default_meta
-from ..text import shorten
+from ..text import counted, shorten
 from .attempts_file import load_attempts_file
 from .bundle import Bundle, read_bundle, refuse_unreadable
 from .directory import (
@@ -69,6 +79,9 @@ class ImportReport:
     replaced: list[str]
     created_registry: bool
     unknown_fields: dict[str, int]  # field -> how many imported attempts leave it unknown
+    # vocabulary the file lacked -> the terms its records use, taken without a definition
+    inferred_vocabularies: dict[str, list[str]] = field(default_factory=dict)
+    lacks: list[str] = field(default_factory=list)  # fields the file's format did not have
     vocabulary_added: dict[str, list[str]] = field(default_factory=dict)
     vocabulary_conflicts: list[str] = field(default_factory=list)
     evaluators: int = 0  # frozen evaluators a bundle added
@@ -83,6 +96,8 @@ class ImportReport:
             "replaced": self.replaced,
             "created_registry": self.created_registry,
             "unknown_fields": self.unknown_fields,
+            "inferred_vocabularies": self.inferred_vocabularies,
+            "format_lacks": self.lacks,
             "vocabulary_added": self.vocabulary_added,
             "vocabulary_conflicts": self.vocabulary_conflicts,
             "evaluators_added": self.evaluators,
@@ -91,16 +106,24 @@ class ImportReport:
         }
 
 
-def import_file(root: Path, path: Path, *, replace: bool = False, progress: Progress | None = None) -> ImportReport:
+def import_file(
+    root: Path,
+    path: Path,
+    *,
+    replace: bool = False,
+    progress: Progress | None = None,
+    origin_name: str | None = None,
+) -> ImportReport:
     """Import every attempt of the attempts.json at ``path`` into the registry at ``root``, or
-    none of them.
+    none of them; ``origin_name`` is what the records' origin calls the file (default: ``path``).
 
     Refused, with nothing written: a record that does not match the schema, an id used twice
     in the file, or an id the registry already holds (unless ``replace``). Rule problems that
     the records bring with them (e.g. fields a version 1 file does not have) do not block the
     import (``operations/importing.py`` reports them).
     """
-    return _import(root, path, load_attempts_file(path), {}, replace=replace, progress=progress)
+    incoming = load_attempts_file(path, origin_name)
+    return _import(root, path, incoming, {}, replace=replace, progress=progress)
 
 
 def import_bundle(root: Path, path: Path, *, replace: bool = False, progress: Progress | None = None) -> ImportReport:
@@ -121,13 +144,17 @@ def _import(
     # The clash check and the writes see one state of the registry: no writer in between.
     with registry_lock(root):
         created = not (root / REGISTRY_FILE).exists()
+        held: dict[str, Attempt] = {}
         if created:
             existing_ids: set[str] = set()
-            meta = incoming.meta if incoming.schema_version == 2 else default_meta()
+            # the ledger's own vocabularies (or those taken from its records), never ptreg's defaults
+            meta = incoming.meta
         else:
             current = load_directory(root, progress)
             existing_ids = set(ids_in(current.records)) | {Path(p.file).stem for p in current.problems if p.file}
             meta = current.meta
+            held = current.by_id()
+        attempts = _stamped(attempts, held)
         clashes = sorted(existing_ids & {a.id for a in attempts})
         if clashes and not replace:
             shown = ", ".join(clashes[:10]) + (f" and {len(clashes) - 10} more" if len(clashes) > 10 else "")
@@ -153,11 +180,44 @@ def _import(
         replaced=clashes,
         created_registry=created,
         unknown_fields=_unknown_fields(attempts, incoming.schema_version),
+        inferred_vocabularies={key: list(getattr(incoming.meta, key)) for key in incoming.inferred_vocabularies},
+        lacks=next((list(a.origin.lacks) for a in attempts if a.origin is not None), []),
         vocabulary_added=added,
         vocabulary_conflicts=conflicts,
         evaluators=sum(1 for n in new_extras if n.startswith("evaluators/")),
         runs=len({n.rsplit("/", 1)[0] for n in new_extras if n.startswith(f"{RUNS_DIR}/")}),
     )
+
+
+def _stamped(attempts: list[Attempt], held: dict[str, Attempt]) -> list[Attempt]:
+    """The incoming records with their origin's time and import number. A record the registry
+    already holds as it is, from the same place of the same file, keeps its origin whole, so
+    that importing the same file again changes no byte."""
+    if not any(a.origin is not None and a.origin.imported_at is None for a in attempts):
+        return attempts  # a bundle's records keep the origins they were imported with
+    number = 1 + max((a.origin.import_number or 0 for a in held.values() if a.origin is not None), default=0)
+    now = utc_now()
+    stamped = []
+    for attempt in attempts:
+        origin = attempt.origin
+        if origin is None or origin.imported_at is not None:
+            stamped.append(attempt)
+            continue
+        same = held.get(attempt.id)
+        if (
+            same is not None
+            and same.origin is not None
+            and same.origin.model_copy(update={"imported_at": None, "import_number": None}) == origin
+            and same.model_copy(update={"origin": None}) == attempt.model_copy(update={"origin": None})
+        ):
+            stamped.append(same)
+            continue
+        stamped.append(
+            attempt.model_copy(
+                update={"origin": origin.model_copy(update={"imported_at": now, "import_number": number})}
+            )
+        )
+    return stamped
 
 
 def _registry_of(bundle: Bundle) -> Registry:
@@ -282,16 +342,18 @@ def _unknown_fields(attempts: list[Attempt], schema_version: int) -> dict[str, i
 
 
 def _merge_vocabularies(meta: RegistryMeta, incoming: Registry) -> tuple[dict[str, list[str]], list[str]]:
-    """Add the file's unknown terms to the registry; a term defined differently keeps the registry's text."""
+    """Add the file's unknown terms to the registry; a term defined differently keeps the
+    registry's text. A term the registry holds without a definition takes the file's; a term
+    the file uses without one adds nothing to a definition the registry has."""
     added: dict[str, list[str]] = {}
     conflicts: list[str] = []
     for key in (*VOCABULARY_KEYS, "confidence_vocabulary"):
-        ours: dict[str, str] = getattr(meta, key)
+        ours: dict[str, str | None] = getattr(meta, key)
         for term, text in getattr(incoming.meta, key).items():
-            if term not in ours:
+            if term not in ours or (ours[term] is None and text is not None):
                 ours[term] = text
                 added.setdefault(key, []).append(term)
-            elif ours[term] != text:
+            elif text is not None and ours[term] != text:
                 conflicts.append(f"{key}.{term}")
     return added, conflicts
 
@@ -316,9 +378,68 @@ def stage_and_commit(root: Path, files: list[tuple[str, str]], progress: Progres
     commit(root, [(Path(f.result()).name, target) for f, (target, _) in zip(futures, files, strict=True)], "import")
 
 
-def export_registry(registry: Registry) -> dict[str, Any]:
-    """The registry as one schema_version 2 document, keys in the source project's order."""
+def export_registry(registry: Registry, *, sort_by_id: bool = False, schema_version: int = 2) -> dict[str, Any]:
+    """The registry as one single-file document: the ledger's order (or by id, ``sort_by_id``),
+    each imported record's keys in the order of its file, top-level keys in the source
+    project's order.
+
+    schema_version 2 writes the vocabularies' defined terms (a term imported without a
+    definition has none to write, and a vocabulary with no defined term is left out, as a file
+    from before vocabularies has none). schema_version 1 writes only the fields that version
+    had, and is refused, naming them, when records hold more: it would lose them.
+    """
     refuse_unreadable(registry, registry.source)
-    body = registry.meta.model_dump(mode="json")
-    body["attempts"] = [a.to_json_dict() for a in registry.attempts]
-    return {key: body[key] for key in ATTEMPTS_FILE_KEYS}
+    attempts = sorted(registry.attempts, key=lambda a: a.id) if sort_by_id else in_ledger_order(registry.attempts)
+    records = [a.to_ledger_dict() for a in attempts]
+    if schema_version == 1:
+        return {"schema_version": 1, "attempts": _version_1(registry.source, records)}
+    body: dict[str, Any] = {"schema_version": 2, "attempts": records}
+    for key in ("confidence_vocabulary", *VOCABULARY_KEYS):
+        defined = {term: text for term, text in getattr(registry.meta, key).items() if text is not None}
+        if defined:
+            body[key] = defined
+    return {key: body[key] for key in ATTEMPTS_FILE_KEYS if key in body}
+
+
+def _version_1(source: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records as schema_version 1 holds them; refused when any holds a field it has not."""
+    losing = [(r["id"], [k for k in r if k not in V1_FIELDS]) for r in records]
+    losing = [(attempt_id, fields) for attempt_id, fields in losing if fields]
+    if losing:
+        shown = "; ".join(f"{attempt_id} ({', '.join(fields)})" for attempt_id, fields in losing[:10])
+        more = f"; and {len(losing) - 10} more" if len(losing) > 10 else ""
+        raise PtregError(
+            f"{source}: schema_version 1 holds only {', '.join(V1_FIELDS)}, so {counted(len(losing), 'attempt')} "
+            f"would lose fields: {shown}{more}; nothing written (schema_version 2 keeps them)",
+            EXIT_CHECK_FAILED,
+        )
+    return records
+
+
+def export_notes(registry: Registry, document: dict[str, Any]) -> list[str]:
+    """What a reader of the exported file should know it lacks: terms the records use that no
+    vocabulary defines, and records whose older format leaves fields this version requires."""
+    notes = []
+    if document["schema_version"] == 2:
+        undefined = [
+            f"{key.removesuffix('_vocabulary')} {term}"
+            for key in ("confidence_vocabulary", *VOCABULARY_KEYS)
+            for term, text in getattr(registry.meta, key).items()
+            if text is None
+        ]
+        if undefined:
+            notes.append(
+                f"{counted(len(undefined), 'term')} imported without a definition {'is' if len(undefined) == 1 else 'are'} "
+                f"left out of the vocabularies: {', '.join(undefined[:10])}"
+                + (" ..." if len(undefined) > 10 else "")
+                + '; `ptreg vocab add KIND TERM --description "..."` defines one'
+            )
+        older = sorted({a.origin.schema_version for a in registry.attempts if a.origin is not None and a.origin.lacks})
+        count = sum(1 for a in registry.attempts if a.origin is not None and any(a.lacks(f) for f in a.origin.lacks))
+        if count:
+            hint = "; `--schema-version 1` writes them in the format they came in" if older == [1] else ""
+            notes.append(
+                f"{counted(count, 'attempt')} came from an older format (schema_version "
+                f"{', '.join(map(str, older))}) and lack{'s' if count == 1 else ''} fields the current one has{hint}"
+            )
+    return notes

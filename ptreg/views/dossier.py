@@ -1,7 +1,13 @@
-"""The dossier: one attempt rendered for reading, in the seed page's section order."""
+"""The dossier: one attempt rendered for reading, with the seed page's sections in the seed page's
+order, then the sections ptreg adds (lineage, pre-registration, admission, runs).
+
+Within a section the record's own text comes first; what ptreg says of it (the status, a
+condition, its own provenance lines) comes after. The page's fixed texts are ptreg's own.
+"""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -10,34 +16,44 @@ from typing import Any
 
 from ..records import tracking
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt, RegistryMeta
-from ..records.graph import ancestry, successors
+from ..records.graph import ancestry
 from ..text import Table, counted
+from .lineage import superseded_by
 from .tables import markdown, plain
 
 UNKNOWN = "unknown"
-SECTION_TITLES = (
+# The seed page's sections, in its order.
+SEED_SECTIONS = (
     "Evidence readout",
     "What the attempt taught",
     "Why it stopped or stayed bounded",
     "Method and scope",
     "Disposition",
-    "Lineage",
+    "How to read this dossier",
     "Source provenance",
 )
+# ptreg's own sections, after the seed's (pre-registration, admission and runs follow when present).
+LINEAGE = "Lineage"
+SECTION_TITLES = (*SEED_SECTIONS, LINEAGE)
+UNDEFINED = "imported without a definition"
 RETAINED_NOTE = (
-    "This retained disposition is historical evidence, not authorization to restart the experiment. "
-    "A new run needs a fresh question, frozen evaluator, explicit resource budget, and scoped tracking issue."
+    "What is kept here records a decision already taken; it does not license running the experiment again. "
+    "Before any new run, the gate asks for a question not answered yet, an evaluator frozen beforehand, "
+    "a resource budget stated up front, and a tracking issue that scopes the work."
 )
 READING_NOTE = [
-    "This page separates the retained decision from the material that informed it. A source may describe "
-    "an external claim, a historical measurement, a local observation or a planned procedure; those "
-    "evidence classes are not interchangeable. Follow the provenance before reusing a number or method.",
-    "Status and disposition describe what the registry retained when this record was written. They are "
-    "not a live promise, a newly run benchmark, or permission to restart the work. Unknown or unmeasured "
-    "fields remain unknown rather than being treated as zero.",
-    "To reuse the record, name the exact claim you need and trace it to its source; check whether the "
-    "environment, revision, data, evaluator, hardware and budget match your use. If they do not, treat it "
-    "as a hypothesis and run the smallest fresh comparison that could falsify it.",
+    "This page keeps the decision apart from the material behind it. Its sources differ in kind: a claim "
+    "made elsewhere, a number measured in the past, something seen locally, a procedure that was only "
+    "planned. One kind cannot stand in for another, so check a source before you reuse its number or method.",
+    "The status and the disposition are what the ledger kept when the record was written. They promise "
+    "nothing about the product today, they are not a fresh benchmark, and they do not permit resuming the "
+    "work. A value nobody measured is shown as unknown, never as zero.",
+    "Before reusing the record, say exactly which claim you need and follow it to its source. Compare the "
+    "hardware, the evaluator, the budget, the data split, the model revision and the rest of the environment "
+    "with yours; where they differ, "
+    "read the record as a hypothesis or a design hint, and run the smallest new comparison that could prove "
+    "it wrong.",
+    "Keep negative outcomes and regressions beside any improvement; a local win is not a general claim.",
 ]
 
 
@@ -56,6 +72,17 @@ def _words(value: str | None) -> str:
     return value.replace("-", " ") if value is not None else UNKNOWN
 
 
+def _term(value: str | None, vocabulary: Mapping[str, str | None]) -> str:
+    """A vocabulary term, marked when the registry holds it without a definition."""
+    if value is None:
+        return UNKNOWN
+    return f"{value} ({UNDEFINED})" if value in vocabulary and vocabulary[value] is None else value
+
+
+def _terms(values: list[str] | None, vocabulary: Mapping[str, str | None]) -> str:
+    return ", ".join(_term(v, vocabulary) for v in values) if values else UNKNOWN
+
+
 def _listed(values: list[str] | None) -> str:
     return ", ".join(values) if values else UNKNOWN
 
@@ -67,18 +94,21 @@ def sections(
     record_file: str | None,
     root: Path | None = None,
 ) -> list[Section]:
-    """The dossier of ``attempt``: the seed page's sections in its order, then what the gate and
-    the runs add (``root`` is the registry directory the runs are read from)."""
+    """The dossier of ``attempt``: the seed page's sections in its order, then ptreg's own
+    (``root`` is the registry directory the runs are read from)."""
     a = attempt
-    disposition = [_text(a.next_action), f"- Status: {a.status}.", RETAINED_NOTE]
-    contents = [
+    disposition: list[str | Table] = [_text(a.next_action), RETAINED_NOTE, f"- Status: {a.status}."]
+    if a.continue_if is not None:
+        disposition.append(f"- Continue if: {a.continue_if.text}")
+    contents: list[Sequence[str | Table]] = [
         [_text(a.evidence)],
         [_text(a.lesson)],
         [_text(a.failure_reason)],
-        _scope(a),
+        _scope(a, meta),
         disposition,
-        _lineage(a, by_id),
+        READING_NOTE,
         _provenance(a, meta, record_file),
+        _lineage(a, by_id),
     ]
     result = [Section(title, lines) for title, lines in zip(SECTION_TITLES, contents, strict=True)]
     prereg = _preregistration(a, by_id)
@@ -89,28 +119,31 @@ def sections(
         result.append(Section("Admission", admission))
     if a.runs and root is not None:
         # the run models and the workloads cost about 30 ms to import: only for a dossier with runs
-        from .dossier_runs import run_lines
+        from .dossier_runs import condition_lines, run_lines
 
+        if a.continue_if is not None:  # decided on the runs, as the registry holds them now
+            disposition[3:4] = condition_lines(root, a)
         for run in a.runs:
             result.append(Section(f"Run {run.run_id}", run_lines(root, a.id, run)))
-    result.append(Section("How to read this dossier", READING_NOTE))
     return result
 
 
-def _scope(a: Attempt) -> list[str]:
-    scope = [f"- Experiment family: {_words(a.family)}.", f"- Record kind: {_text(a.kind)}."]
+def _scope(a: Attempt, meta: RegistryMeta) -> list[str]:
+    scope = [f"- Experiment family: {_words(a.family)}.", f"- Record kind: {_term(a.kind, meta.kind_vocabulary)}."]
     if a.kind == INFRASTRUCTURE_KIND:
         return [*scope, "- Methods, bases, objective, data rows: not applicable to infrastructure."]
     return [
         *scope,
-        f"- Methods: {_listed(a.methods)}.",
+        f"- Methods: {_terms(a.methods, meta.method_vocabulary)}.",
         f"- Bases: {_listed(a.bases)}.",
-        f"- Objective: {_text(a.objective)}.",
+        f"- Objective: {_term(a.objective, meta.objective_vocabulary)}.",
         f"- Data rows: {a.data_rows if a.data_rows is not None else UNKNOWN}.",
     ]
 
 
 def _lineage(a: Attempt, by_id: Mapping[str, Attempt]) -> list[str]:
+    """The chain oldest first; then what supersedes the attempt: its direct successors first,
+    then, indented, the rest of what descends from it."""
     lines = []
     if a.varied_from is None:
         lines.append("- Varies: nothing (a root attempt).")
@@ -125,12 +158,14 @@ def _lineage(a: Attempt, by_id: Mapping[str, Attempt]) -> list[str]:
             for step in chain
             if step.varied_from is not None
         ]
-    later = successors(a.id, by_id)
+    direct, rest = superseded_by(a.id, by_id)
+    lines += [f"- Superseded by {s.attempt.id} ({s.attempt.status}): {_sentence(s.attempt.varied)}" for s in direct]
     lines += [
-        f"- Superseded by {'  ' * (s.depth - 1)}{s.attempt.id} ({s.attempt.status}): {_sentence(s.attempt.varied)}"
-        for s in later
+        f"- {'  ' * (s.depth - 1)}then {s.attempt.id} ({s.attempt.status}), varying {s.attempt.varied_from}: "
+        f"{_sentence(s.attempt.varied)}"
+        for s in rest
     ]
-    if not later:
+    if not direct:
         lines.append("- Superseded by: nothing yet.")
     return lines
 
@@ -138,13 +173,31 @@ def _lineage(a: Attempt, by_id: Mapping[str, Attempt]) -> list[str]:
 def _provenance(a: Attempt, meta: RegistryMeta, record_file: str | None) -> list[str]:
     confidence = a.failure_reason_confidence
     meaning = meta.confidence_vocabulary.get(confidence) if confidence else None
-    return [
-        f"The normalized record comes from {record_file or UNKNOWN}. The sources below are the tracked "
-        "evidence and explanatory sources preserved with the record.",
+    undefined = confidence is not None and confidence in meta.confidence_vocabulary and meaning is None
+    origin = a.origin
+    if origin is not None:
+        opening = (
+            f"This record was imported from {origin.file}, schema_version {origin.schema_version}, where it is "
+            f"attempt {origin.position + 1} (#/attempts/{origin.position})."
+        )
+    else:
+        opening = f"This record was written in the registry, as {record_file or UNKNOWN}."
+    lines = [
+        opening + " Listed next are the sources it keeps for its evidence and for its explanation.",
         f"- Source: {_text(a.source)}.",
         f"- Evidence sources: {_listed(a.evidence_sources)}.",
-        f"- Failure-reason confidence: {_text(confidence)}" + (f" ({meaning})" if meaning else "") + ".",
+        f"- Failure-reason confidence: {_text(confidence)}"
+        + (f" ({meaning})" if meaning else f" ({UNDEFINED})" if undefined else "")
+        + ".",
     ]
+    if origin is not None:
+        when = f" on {origin.imported_at}" if origin.imported_at else ""
+        lines.append(f"- Kept in this registry as {record_file or UNKNOWN}, imported{when}.")
+        if origin.lacks:
+            lines.append(
+                f"- Its format had no {', '.join(origin.lacks)}: what the record does not say of these stays unknown."
+            )
+    return lines
 
 
 def _sentence(value: str | None) -> str:
@@ -223,21 +276,60 @@ def _as_lines(line: str | Table) -> list[str]:
     return markdown(line.rows, line.headers) if isinstance(line, Table) else [line]
 
 
+# What would open a block other than a paragraph at the start of a line (CommonMark): a heading,
+# quote, list item, thematic break or setext underline, code fence, HTML, or a table row (GFM).
+_BLOCK_START = re.compile(r"[#>*+=|<-]|`{3}|~{3}|[0-9]{1,9}[.)]")
+
+
+def _escaped(line: str) -> str:
+    """A line of free text that cannot open a block of its own."""
+    text = line.lstrip(" ")  # leading spaces mean nothing in a paragraph, and four would open code
+    if _BLOCK_START.match(text) is None:
+        return text
+    if text[:1].isdigit():  # an ordered list marker: a backslash escapes its punctuation only
+        digits = len(text) - len(text.lstrip("0123456789"))
+        return text[:digits] + "\\" + text[digits:]
+    return "\\" + text
+
+
+def _paragraph(text: str) -> str:
+    """Free text as the content of one markdown block, each line break kept as a hard break."""
+    return "\\\n".join(_escaped(line) for line in text.split("\n"))
+
+
 def render_markdown(attempt: Attempt, parts: list[Section]) -> str:
+    """CommonMark: each paragraph its own, each run of list items one list, a blank line
+    between any two blocks (a paragraph right after a list item would be read as part of it)."""
     out = [f"# {attempt.name}", "", f"`{attempt.id}` · status **{attempt.status}**", ""]
     for section in parts:
         out += [f"## {section.title}", ""]
-        for line in (text for item in section.lines for text in _as_lines(item)):
-            out.append(line)
-            if not line.startswith(("- ", "|")):
-                out.append("")
+        previous = ""  # "item", "table" or "paragraph"
+        for item in section.lines:
+            if isinstance(item, Table):
+                if out[-1] != "":
+                    out.append("")
+                out += _as_lines(item)
+                previous = "table"
+            elif item.startswith("- "):
+                if previous != "item" and out[-1] != "":
+                    out.append("")
+                out.append("- " + _paragraph(item[2:]).replace("\n", "\n  "))
+                previous = "item"
+            else:
+                if out[-1] != "":
+                    out.append("")
+                out += [_paragraph(item), ""]
+                previous = "paragraph"
         if out[-1] != "":
             out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
 
 
 def render_json(attempt: Attempt, parts: list[Section]) -> dict[str, Any]:
+    record = attempt.to_json_dict()
+    origin = record.pop("origin", None)
     return {
-        "attempt": attempt.to_json_dict(),
+        "attempt": record,  # as its ledger holds it; where it came from is beside it
+        "origin": origin,
         "sections": [{"title": s.title, "lines": [t for item in s.lines for t in _as_lines(item)]} for s in parts],
     }

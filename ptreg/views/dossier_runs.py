@@ -1,4 +1,5 @@
-"""The dossier's run sections: what a run measured, under what, and on which machine."""
+"""The dossier's run sections: what a run measured, under what, and on which machine; and the
+disposition's condition, decided on the latest complete run."""
 
 from __future__ import annotations
 
@@ -6,11 +7,29 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PtregError
-from ..records.attempt import RunRef
+from ..records.attempt import Attempt, RunRef
 from ..records.run import RunResults
 from ..store.runs import read_environment, read_results, run_folder
 from ..text import Table
+from .dispositions import decide_disposition
 from .run_report import tables, verdict
+
+
+def condition_lines(root: Path, attempt: Attempt) -> list[str]:
+    """The condition, the values it reads now and its truth, beside what it was when set."""
+    decided = decide_disposition(root, attempt)
+    if decided is None:
+        return []
+    condition = decided.condition
+    then = {True: "held", False: "did not hold", None: "could not be decided"}[condition.held_at_conclusion]
+    lines = [
+        f"- Continue if: {condition.text}",
+        f"- Now it {decided.summary()}.",
+        f"- When it was set ({condition.set_at}, on run {condition.run}) it {then}.",
+    ]
+    if decided.decision is not None:
+        lines += [f"- Reads {r.quantity} = {r.shown}." for r in decided.decision.readings]
+    return lines
 
 
 def run_lines(root: Path, attempt_id: str, ref: RunRef) -> list[str | Table]:

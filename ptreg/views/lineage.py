@@ -1,29 +1,47 @@
-"""One attempt's lineage for reading: its varied_from chain, oldest first, and what superseded it."""
+"""One attempt's lineage for reading: its varied_from chain, oldest first, and what superseded it:
+the attempts that vary it directly first, as the source project's query tool names them, then,
+indented, the rest of what descends from it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from ..records.attempt import Attempt
-from ..records.graph import ancestry, successors
+from ..records.attempt import Attempt, in_ledger_order
+from ..records.graph import Successor, ancestry, successors
+
+
+def superseded_by(attempt_id: str, by_id: Mapping[str, Attempt]) -> tuple[list[Successor], list[Successor]]:
+    """What varies ``attempt_id`` directly, and the rest of what descends from it (each under
+    the successor it descends from, depth first), both in the ledger's order."""
+    ordered = {a.id: a for a in in_ledger_order(by_id.values())}
+    later = successors(attempt_id, ordered)
+    return [s for s in later if s.depth == 1], [s for s in later if s.depth > 1]
 
 
 def lineage_json(attempt_id: str, by_id: Mapping[str, Attempt]) -> dict[str, Any]:
     chain = ancestry(attempt_id, by_id)
+    direct, rest = superseded_by(attempt_id, by_id)
     return {
         "id": attempt_id,
         "chain": [{"id": a.id, "status": a.status, "varied_from": a.varied_from, "varied": a.varied} for a in chain],
         "missing_ancestor": chain[0].varied_from,
         "superseded_by": [
-            {"id": s.attempt.id, "depth": s.depth, "status": s.attempt.status, "varied": s.attempt.varied}
-            for s in successors(attempt_id, by_id)
+            {
+                "id": s.attempt.id,
+                "depth": s.depth,
+                "status": s.attempt.status,
+                "varied_from": s.attempt.varied_from,
+                "varied": s.attempt.varied,
+            }
+            for s in direct + rest
         ],
     }
 
 
 def lineage_lines(attempt_id: str, by_id: Mapping[str, Attempt]) -> list[str]:
-    """The chain numbered oldest first, the attempt marked ``*``, each step with what it varied."""
+    """The chain numbered oldest first, the attempt marked ``*``, each step with what it varied;
+    then what supersedes it, direct successors first."""
     chain = ancestry(attempt_id, by_id)
     lines = []
     if chain[0].varied_from is not None:
@@ -33,11 +51,19 @@ def lineage_lines(attempt_id: str, by_id: Mapping[str, Attempt]) -> list[str]:
         lines.append(f"{marker}{step:>2}. {a.id} [{a.status}]")
         if a.varied is not None:
             lines.append(f"      varied: {a.varied}")
-    later = successors(attempt_id, by_id)
-    if not later:
+    direct, rest = superseded_by(attempt_id, by_id)
+    if not direct:
         return [*lines, "superseded by: nothing yet"]
     lines.append("superseded by:")
-    for s in later:
-        varied = f": {s.attempt.varied}" if s.attempt.varied else ""
-        lines.append(f"  {'  ' * (s.depth - 1)}{s.attempt.id} [{s.attempt.status}]{varied}")
+    lines += [f"  {s.attempt.id} [{s.attempt.status}]{_varied(s)}" for s in direct]
+    if rest:
+        lines.append("  and, descending from those:")
+        lines += [
+            f"  {'  ' * (s.depth - 1)}{s.attempt.id} [{s.attempt.status}] varies {s.attempt.varied_from}{_varied(s)}"
+            for s in rest
+        ]
     return lines
+
+
+def _varied(s: Successor) -> str:
+    return f": {s.attempt.varied}" if s.attempt.varied else ""

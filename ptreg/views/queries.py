@@ -58,6 +58,8 @@ class TermUse:
     term: str
     count: int
     defined: bool | None  # False: used but missing from the vocabulary; None: no vocabulary (bases)
+    # in the vocabulary, but imported without a definition (its ledger used it without defining it)
+    without_definition: bool = False
 
 
 @dataclass
@@ -95,8 +97,8 @@ def coverage(attempts: Iterable[Attempt], meta: RegistryMeta) -> Coverage:
     }
     for name, vocabulary in vocabularies.items():
         counts = used[name]
-        for term in vocabulary:
-            terms.append(TermUse(name, term, counts.get(term, 0), True))
+        for term, definition in vocabulary.items():
+            terms.append(TermUse(name, term, counts.get(term, 0), True, definition is None))
         for term in sorted(set(counts) - set(vocabulary)):
             terms.append(TermUse(name, term, counts[term], False))
     bases = _count(b for a in all_attempts for b in a.bases or ())

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..records.attempt import NEGATIVE_STATUSES, Attempt
-from ..records.graph import ancestry, depths
+from ..records.attempt import NEGATIVE_STATUSES, Attempt, in_ledger_order
+from ..records.graph import ancestry, depths, forest_order
 
 CAUTION_AT = 2
 STOP_AT = 3
@@ -47,6 +47,7 @@ class Streak:
             "negatives": self.negatives,
             "depth": len(self.chain),
             "chain": [a.id for a in self.chain],
+            "trailing": [a.id for a in self.trailing],
             "tip": self.tip.id,
             "tip_status": self.tip.status,
             "tip_lesson": self.tip.lesson,
@@ -54,8 +55,11 @@ class Streak:
 
 
 def streaks(attempts: Iterable[Attempt]) -> list[Streak]:
-    """One Streak per objective, for its deepest chain; worst first, then by objective."""
-    by_id = {a.id: a for a in attempts}
+    """One Streak per objective, for its deepest chain; sorted as the source project's query tool
+    sorts them: most negatives first, then the longest chain, then the ledger's order (its
+    lineage trees walked from their roots, so a tie comes out as that tool gives it)."""
+    ordered = in_ledger_order(attempts)
+    by_id = {a.id: a for a in ordered}
     depth = depths(by_id)
     # A tip is an attempt of the objective that no attempt of the same objective varies.
     varied_within = {
@@ -74,7 +78,8 @@ def streaks(attempts: Iterable[Attempt]) -> list[Streak]:
     for objective, (_, _, tip_id) in best.items():
         chain = ancestry(tip_id, by_id)
         result.append(Streak(objective, chain, trailing_negatives(chain, objective)))
-    result.sort(key=lambda s: (-s.negatives, s.objective))
+    place = forest_order(ordered)
+    result.sort(key=lambda s: (-s.negatives, -len(s.chain), place[s.tip.id]))
     return result
 
 

@@ -112,9 +112,12 @@ def test_version_1_of_the_shared_file(shared_raw: dict[str, Any], tmp_path: Path
     assert report.schema_version == 1 and len(report.imported) == 66
     assert report.unknown_fields["family"] == 66 and report.unknown_fields["lesson"] == 66
     for record in legacy:
-        assert json.loads((root / f"{record['id']}.json").read_text()) == record
+        written = json.loads((root / f"{record['id']}.json").read_text())
+        assert written.pop("origin")["schema_version"] == 1
+        assert written == record
     problems = check_registry(load_directory(root))
     assert {p.attempt_id for p in problems if p.rule == "unknown-field"} == {a["id"] for a in legacy}
+    assert {p.severity for p in problems} == {"warning"}, "what version 1 did not have is a warning"
     assert not [p for p in problems if p.rule in ("schema", "json", "vocabulary", "infrastructure-shape")]
 
 

@@ -190,10 +190,55 @@ def test_synthetic_records_validate_against_the_attempt_schema() -> None:
         pytest.param(complete_record("x", data_rows="12"), id="data-rows-string"),
         pytest.param(complete_record("x", color="blue"), id="extra-field"),
         pytest.param(complete_record("../x"), id="id-escaping"),
+        pytest.param(complete_record("registry"), id="id-reserved"),
+        pytest.param(complete_record("x", family=None), id="without-family"),
+        pytest.param(complete_record("x", kind=None), id="without-kind"),
+        pytest.param(complete_record("x", failure_reason_confidence=None), id="without-confidence"),
+        pytest.param(complete_record("x", evidence_sources=None), id="tried-without-evidence-sources"),
+        pytest.param(complete_record("x", evidence_sources=[]), id="empty-evidence-sources"),
+        pytest.param(complete_record("x", lesson=None), id="worked-without-lesson"),
+        pytest.param(complete_record("x", failure_reason_confidence="inferred"), id="worked-sure-of-no-reason"),
+        pytest.param(
+            failed_record("x", runs=[{"run_id": "20261201T092700Z", "status": "failed"}]),
+            id="exact-without-a-complete-run",
+        ),
     ],
 )
-def test_jsonschema_rejects_what_the_rules_reject(record: dict[str, Any]) -> None:
+def test_jsonschema_rejects_what_the_rules_reject(record: dict[str, Any], tmp_path: Path) -> None:
     assert list(validator("attempt.schema.json").iter_errors(record)) != []
+    if record["id"] == "x":  # the others cannot even be a record file's name
+        problems = check_registry(load_directory(write_registry(tmp_path / "reg", [record])))
+        assert [p for p in problems if p.severity == "error"], "and so do the rules"
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        pytest.param(complete_record("x", evidence_sources=None, lesson=None, status="not-tried"), id="not-tried"),
+        pytest.param(
+            complete_record("x", failure_reason="bounded", failure_reason_confidence="inferred"),
+            id="worked-with-reason",
+        ),
+        pytest.param(
+            failed_record("x", runs=[{"run_id": "20261201T092700Z", "status": "complete"}]),
+            id="exact-on-a-complete-run",
+        ),
+    ],
+)
+def test_jsonschema_accepts_what_the_rules_accept(record: dict[str, Any]) -> None:
+    assert list(validator("attempt.schema.json").iter_errors(record)) == []
+
+
+def test_a_field_its_origins_format_lacked_may_be_unknown() -> None:
+    """The schema's completeness rules yield, field by field, to what the origin says its format had."""
+    legacy = {"id": "old", "name": "Old", "status": "failed", "evidence": "flat", "source": "notes.md"}
+    origin = {"file": "a.json", "schema_version": 1, "position": 0, "keys": list(legacy)}
+    lacking = ["family", "kind", "failure_reason", "failure_reason_confidence", "lesson", "next_action"]
+    schema = validator("attempt.schema.json")
+    assert list(schema.iter_errors(legacy)) != []
+    assert list(schema.iter_errors({**legacy, "origin": {**origin, "lacks": lacking}})) != [], "evidence_sources"
+    whole = {**legacy, "origin": {**origin, "lacks": [*lacking, "evidence_sources"]}}
+    assert list(schema.iter_errors(whole)) == []
 
 
 def test_registry_schema_rejects_a_newer_version() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -64,13 +65,19 @@ def start(root: Path, *args: str) -> subprocess.Popen:
     )
 
 
+# An import stamps its records with the second it ran (origin.imported_at): the killed run and
+# the control run it is compared with ran at different moments, and nothing else may differ.
+_IMPORT_TIME = re.compile(rb'"imported_at": "[0-9T:Z-]+"')
+
+
 def record_files(root: Path) -> dict[str, bytes]:
-    """Every file that is part of the record: attempts, registry.json, evaluators, run folders."""
+    """Every file that is part of the record: attempts, registry.json, evaluators, run folders
+    (the time an import was made blanked, so that two runs of one import compare equal)."""
     found: dict[str, bytes] = {}
     for path in sorted(root.rglob("*")):
         name = path.relative_to(root).as_posix()
         if path.is_file() and not any(part.startswith(".") for part in Path(name).parts):
-            found[name] = path.read_bytes()
+            found[name] = _IMPORT_TIME.sub(b'"imported_at": "..."', path.read_bytes())
     return found
 
 

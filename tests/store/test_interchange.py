@@ -47,8 +47,12 @@ def test_import_creates_a_registry_of_one_file_per_attempt(tmp_path: Path, sampl
     assert sorted(p.name for p in root.iterdir()) == sorted(
         [".gitignore", ".ptreg.lock", "registry.json"] + [f"{r['id']}.json" for r in sample_records()]
     )
-    for record in sample_records():
-        assert json.loads((root / f"{record['id']}.json").read_text()) == record
+    for position, record in enumerate(sample_records()):
+        written = json.loads((root / f"{record['id']}.json").read_text())
+        origin = written.pop("origin")
+        assert written == record
+        assert (origin["file"], origin["schema_version"], origin["position"]) == (str(sample_file), 2, position)
+        assert origin["keys"] == list(record) and origin["lacks"] == [] and origin["import_number"] == 1
     assert check_registry(load_directory(root)) == []
     assert report.problems_after == []
 
@@ -82,8 +86,10 @@ def test_v1_import_invents_nothing_and_reports_the_unknown(tmp_path: Path) -> No
     assert sorted(report.imported) == sorted(r["id"] for r in V1_RECORDS)
     for record in V1_RECORDS:
         written = json.loads((root / f"{record['id']}.json").read_text())
-        assert written == record, "the written record holds exactly what the file held"
+        origin = written.pop("origin")
+        assert written == record, "the written record holds exactly what the file held, and where it came from"
         assert set(written) <= set(V1_FIELDS)
+        assert origin["schema_version"] == 1 and "lesson" in origin["lacks"] and "evidence" not in origin["lacks"]
     for name in ("family", "kind", "failure_reason_confidence", "lesson", "next_action", "evidence_sources"):
         assert name in report.unknown_fields, name
     assert report.unknown_fields["family"] == 3
@@ -91,6 +97,7 @@ def test_v1_import_invents_nothing_and_reports_the_unknown(tmp_path: Path) -> No
 
 
 def test_v1_records_are_reported_as_unknown_by_validate(tmp_path: Path) -> None:
+    """Unknown because their format had no such field: warnings naming the origin, errors with strict."""
     root = tmp_path / "reg"
     import_file(root, v1_file(tmp_path))
     problems = check_registry(load_directory(root))
@@ -102,8 +109,13 @@ def test_v1_records_are_reported_as_unknown_by_validate(tmp_path: Path) -> None:
     assert ("old-failed", "/evidence_sources") in unknown
     # A not-tried proposal has no outcome yet, so no lesson and no evidence to source.
     assert ("old-idea", "/lesson") not in unknown and ("old-idea", "/evidence_sources") not in unknown
-    assert all(p.severity == "error" for p in problems)
+    assert all(p.severity == "warning" for p in problems)
+    lesson = next(p for p in problems if (p.attempt_id, p.pointer) == ("old-failed", "/lesson"))
+    assert lesson.message.startswith("imported from schema_version 1: no lesson")
     assert {(p.rule, p.attempt_id) for p in problems_by(problems, "needs-reason")} == {("needs-reason", "old-failed")}
+    strict = check_registry(load_directory(root), strict=True)
+    assert [(p.rule, p.attempt_id, p.pointer) for p in strict] == [(p.rule, p.attempt_id, p.pointer) for p in problems]
+    assert all(p.severity == "error" for p in strict)
 
 
 def test_v1_file_validates_as_incomplete(tmp_path: Path) -> None:

@@ -156,6 +156,61 @@ def test_lineage_library_on_synthetic_tree(tmp_path: Path) -> None:
     assert successors("e", by_id) == [] and [x.id for x in ancestry("e", by_id)] == ["e"]
 
 
+def test_lineage_shows_direct_successors_first_then_the_rest_indented(cli, tmp_path: Path) -> None:
+    """As the source project's query tool names them: what varies the attempt directly; ptreg
+    then shows, indented, what descends from those."""
+    root = write_registry(
+        tmp_path / "reg",
+        [
+            complete_record("a"),
+            complete_record("b", varied_from="a", varied="ab"),
+            complete_record("c", varied_from="b", varied="bc"),
+            complete_record("d", varied_from="c", varied="cd"),
+            complete_record("e", varied_from="a", varied="ae"),
+        ],
+    )
+    lines = cli("--registry", root, "lineage", "a").out.splitlines()
+    start = lines.index("superseded by:")
+    assert lines[start + 1 : start + 3] == ["  b [worked]: ab", "  e [worked]: ae"]
+    assert lines[start + 3 :] == [
+        "  and, descending from those:",
+        "    c [worked] varies b: bc",
+        "      d [worked] varies c: cd",
+    ]
+    data = cli("--registry", root, "lineage", "a", "--json").json()
+    assert [(s["id"], s["depth"], s["varied_from"]) for s in data["superseded_by"]] == [
+        ("b", 1, "a"),
+        ("e", 1, "a"),
+        ("c", 2, "b"),
+        ("d", 3, "c"),
+    ]
+
+
+def test_streak_ties_follow_the_ledgers_lineage_walk(tmp_path: Path) -> None:
+    """Equal negatives and depth: the order the original tool walks the lineages in, roots in the
+    ledger's order and each tree depth first, not the order of the tips' ids or places."""
+    from ptreg.records.attempt import Attempt
+
+    records = [
+        complete_record("r", objective="kernel-throughput"),
+        failed_record("r-late", varied_from="r", varied="x", objective="peak-memory"),
+        complete_record("q", objective="command-latency"),
+        failed_record("q-tip", varied_from="q", varied="y", objective="training-step-time"),
+    ]
+    for position, record in enumerate(records):
+        record["origin"] = {
+            "file": "l.json",
+            "schema_version": 2,
+            "position": position,
+            "keys": list(record),
+            "imported_at": "2026-01-01T00:00:00Z",
+            "import_number": 1,
+        }
+    attempts = [Attempt.model_validate(r) for r in records]
+    found = [s.objective for s in streaks(reversed(attempts)) if s.negatives == 1]
+    assert found == ["peak-memory", "training-step-time"]
+
+
 # --------------------------------------------------------------------------- streaks
 
 
@@ -249,9 +304,10 @@ def test_streaks_cli_text_names_chain_and_lesson(cli, tmp_path: Path) -> None:
     root = write_registry(tmp_path / "reg", records)
     result = cli("--registry", root, "streaks")
     assert result.code == 0
-    assert "CAUTION: training-step-time ends in 2 negatives at s2" in result.out
+    assert "CAUTION: training-step-time ends in 2 negatives at s2: s1 -> s2" in result.out
     assert records[-1]["lesson"] in result.out
-    assert "s0 -> s1 -> s2" in result.out
+    assert "whole chain (oldest first): s0 -> s1 -> s2" in result.out
+    assert "s1 -> s2 (after s0)" in result.out, "the table's chain starts with the negatives at the tip"
 
 
 # --------------------------------------------------------------------------- coverage

@@ -1,0 +1,256 @@
+"""The language of continue-if conditions: the tree a record stores, and its canonical text.
+
+A disposition may carry a condition over an attempt's run results, e.g.
+``share(backward_db, backend=numba, config=xl) >= 0.3``. It is parsed once, when it is set
+(``condition_grammar.py``, with lark), and stored as this tree, which the JSON Schema
+describes; reading and deciding it (``decision.py``) needs neither lark nor the text.
+
+Every node is a JSON object named by its ``op``: the boolean nodes ``and``, ``or``, ``not``
+and ``compare``; the operands ``number``, the quantities ``share``, ``amdahl``,
+``ms_per_step``, ``gflops`` and ``speedup``, and the interval bounds ``low`` and ``high`` of
+a quantity. docs/conditions.md documents each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from ..errors import EXIT_UNUSABLE, PtregError
+from .configs import ConfigName, LayerName
+
+# A condition is read by people and decided by the gate: these bound what no person writes,
+# and keep a hostile one from costing more than a glance (and the parser from deep recursion).
+MAX_TEXT: Final = 2000
+MAX_DEPTH: Final = 32
+
+# A backend is named as an evaluator names it, by a slug (records/attempt.py ID_PATTERN; a test
+# holds the two equal: attempt.py imports this module, so it cannot be imported here).
+BACKEND_PATTERN: Final = r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9-]+)*$"
+BackendName = Annotated[str, StringConstraints(pattern=BACKEND_PATTERN, max_length=128)]
+
+# The parts of a training step a share names: the three kernels (records/run.py KERNELS; a
+# test holds them equal) and everything else.
+StepPart = Literal["forward", "backward_da", "backward_db", "other"]
+# The run records an Amdahl bound for each kernel, not for the rest of the step.
+BoundedKernel = Literal["forward", "backward_da", "backward_db"]
+# gflops reads a kernel, or ``step``: a training step's linear layers, all three kernels.
+GflopsPart = Literal["forward", "backward_da", "backward_db", "step"]
+Comparator = Literal[">=", ">", "<=", "<"]
+
+
+class _Node(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+
+class Share(_Node):
+    """A part's share of the training step (tinygpt-train), a fraction from 0 to 1."""
+
+    op: Literal["share"]
+    kernel: StepPart
+    backend: BackendName
+    config: ConfigName
+
+
+class Amdahl(_Node):
+    """A kernel's Amdahl bound (tinygpt-train): the step's speedup if the kernel took no time."""
+
+    op: Literal["amdahl"]
+    kernel: BoundedKernel
+    backend: BackendName
+    config: ConfigName
+
+
+class MsPerStep(_Node):
+    """Milliseconds per training step (tinygpt-train): the median over repeats."""
+
+    op: Literal["ms_per_step"]
+    backend: BackendName
+    config: ConfigName
+
+
+class Gflops(_Node):
+    """GFLOP/s (kernels): of one kernel at one layer, of one kernel over a step's layers, or of
+    a step's linear layers (``step``)."""
+
+    op: Literal["gflops"]
+    kernel: GflopsPart
+    backend: BackendName
+    config: ConfigName
+    layer: LayerName | None = None
+
+
+class Speedup(_Node):
+    """How many times faster ``backend`` is than ``over`` in the same run and config."""
+
+    op: Literal["speedup"]
+    backend: BackendName
+    over: BackendName
+    config: ConfigName
+
+
+Quantity = Annotated[Share | Amdahl | MsPerStep | Gflops | Speedup, Field(discriminator="op")]
+
+
+class Low(_Node):
+    """The lower bound of a quantity's 95% interval, as a point."""
+
+    op: Literal["low"]
+    of: Quantity
+
+
+class High(_Node):
+    """The upper bound of a quantity's 95% interval, as a point."""
+
+    op: Literal["high"]
+    of: Quantity
+
+
+class Number(_Node):
+    op: Literal["number"]
+    value: float = Field(ge=0, allow_inf_nan=False)
+
+
+Operand = Annotated[Number | Share | Amdahl | MsPerStep | Gflops | Speedup | Low | High, Field(discriminator="op")]
+
+
+class Compare(_Node):
+    op: Literal["compare"]
+    cmp: Comparator
+    left: Operand
+    right: Operand
+
+
+class And(_Node):
+    op: Literal["and"]
+    args: list[Condition] = Field(min_length=2)
+
+
+class Or(_Node):
+    op: Literal["or"]
+    args: list[Condition] = Field(min_length=2)
+
+
+class Not(_Node):
+    op: Literal["not"]
+    arg: Condition
+
+
+Condition = Annotated[Compare | And | Or | Not, Field(discriminator="op")]
+QuantityNode = Share | Amdahl | MsPerStep | Gflops | Speedup
+OperandNode = Number | QuantityNode | Low | High
+ConditionNode = Compare | And | Or | Not
+
+
+class ConditionError(PtregError):
+    """A condition that cannot be used, as one line naming the column of the problem."""
+
+    def __init__(self, column: int, problem: str):
+        super().__init__(f"continue-if condition, column {column}: {problem}", EXIT_UNUSABLE)
+        self.column = column
+        self.problem = problem
+
+
+# --------------------------------------------------------------------------- the functions
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A function's parameters in positional order; the first ``positional`` of them are
+    written without their name in the canonical text."""
+
+    params: tuple[str, ...]
+    optional: tuple[str, ...] = ()
+    positional: int = 0
+
+
+FUNCTIONS: Final[dict[str, Signature]] = {
+    "share": Signature(("kernel", "backend", "config"), positional=1),
+    "amdahl": Signature(("kernel", "backend", "config"), positional=1),
+    "ms_per_step": Signature(("backend", "config")),
+    "gflops": Signature(("kernel", "backend", "config", "layer"), optional=("layer",), positional=1),
+    "speedup": Signature(("backend", "over", "config"), positional=1),
+    "low": Signature(("of",), positional=1),
+    "high": Signature(("of",), positional=1),
+}
+QUANTITY_MODELS: Final[dict[str, type[QuantityNode]]] = {
+    "share": Share,
+    "amdahl": Amdahl,
+    "ms_per_step": MsPerStep,
+    "gflops": Gflops,
+    "speedup": Speedup,
+}
+BOUND_MODELS: Final[dict[str, type[Low | High]]] = {"low": Low, "high": High}
+
+
+# --------------------------------------------------------------------------- canonical text
+
+
+def number_text(value: float) -> str:
+    """A literal as the canonical text writes it: the shortest text that reads back the same
+    (a whole number without its '.0')."""
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(float(value))
+
+
+def operand_text(node: OperandNode) -> str:
+    if isinstance(node, Number):
+        return number_text(node.value)
+    if isinstance(node, Low | High):
+        return f"{node.op}({operand_text(node.of)})"
+    signature = FUNCTIONS[node.op]
+    values = [(p, getattr(node, p)) for p in signature.params if getattr(node, p) is not None]
+    args = [v if i < signature.positional else f"{p}={v}" for i, (p, v) in enumerate(values)]
+    return f"{node.op}({', '.join(args)})"
+
+
+def render(node: ConditionNode) -> str:
+    """The canonical text of a condition; parsing it gives the same tree back. A boolean inside
+    ``and``, ``or`` or ``not`` is parenthesised, so that no reader needs the precedence rules."""
+    if isinstance(node, Compare):
+        return f"{operand_text(node.left)} {node.cmp} {operand_text(node.right)}"
+    if isinstance(node, Not):
+        inner = render(node.arg)
+        return f"not {inner}" if isinstance(node.arg, Compare | Not) else f"not ({inner})"
+    parts = [render(a) if isinstance(a, Compare | Not) else f"({render(a)})" for a in node.args]
+    return f" {node.op} ".join(parts)
+
+
+def depth(node: ConditionNode | OperandNode) -> int:
+    """Levels of the stored tree, the root at 1, found without recursion (a hand-edited record
+    may nest deeper than the parser ever allows)."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        current, level = stack.pop()
+        deepest = max(deepest, level)
+        if isinstance(current, And | Or):
+            stack.extend((a, level + 1) for a in current.args)
+        elif isinstance(current, Not):
+            stack.append((current.arg, level + 1))
+        elif isinstance(current, Compare):
+            stack.extend(((current.left, level + 1), (current.right, level + 1)))
+        elif isinstance(current, Low | High):
+            stack.append((current.of, level + 1))
+    return deepest
+
+
+def quantities(node: ConditionNode) -> list[QuantityNode]:
+    """Every quantity the condition reads, left to right."""
+    found: list[QuantityNode] = []
+    stack: list[ConditionNode | OperandNode] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, And | Or):
+            stack.extend(reversed(current.args))
+        elif isinstance(current, Not):
+            stack.append(current.arg)
+        elif isinstance(current, Compare):
+            stack.extend((current.right, current.left))
+        elif isinstance(current, Low | High):
+            stack.append(current.of)
+        elif not isinstance(current, Number):
+            found.append(current)
+    return found

@@ -1,0 +1,317 @@
+"""Parsing a continue-if condition: its grammar (lark, LALR), and the checks that turn a parse
+tree into the stored one (``condition.py``), each problem named by its column.
+
+The text is never evaluated as Python: lark reads it into a tree of the grammar below, and
+every function, parameter and name in that tree is looked up in fixed tables. Backend names
+hold hyphens (``blocked-numpy``), which Python's own parser would read as subtraction; this
+grammar reads them as names. docs/conditions.md documents the language.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from functools import cache
+from typing import TYPE_CHECKING, Any, get_args
+
+from ..text import printable, shorten
+from .condition import (
+    BACKEND_PATTERN,
+    BOUND_MODELS,
+    FUNCTIONS,
+    MAX_DEPTH,
+    MAX_TEXT,
+    QUANTITY_MODELS,
+    And,
+    BoundedKernel,
+    Compare,
+    ConditionError,
+    ConditionNode,
+    GflopsPart,
+    Not,
+    Number,
+    OperandNode,
+    Or,
+    QuantityNode,
+    StepPart,
+)
+from .configs import ConfigName, LayerName
+from .decision import missing
+from .run import RunResults
+
+if TYPE_CHECKING:
+    from lark import Lark, Token, Tree
+
+GRAMMAR = r"""
+?start: disjunction
+
+?disjunction: conjunction ("or" conjunction)*
+?conjunction: negation ("and" negation)*
+?negation: "not" negation                -> negated
+         | comparison
+         | "(" disjunction ")"           -> group
+
+comparison: operand COMPARATOR operand
+?operand: NUMBER                         -> number
+        | call
+
+call: NAME "(" [argument ("," argument)*] ")"
+?argument: NAME "=" value                -> keyword
+         | value
+?value: NAME
+      | call
+
+COMPARATOR: ">=" | "<=" | ">" | "<"
+NUMBER.2: /(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?/
+NAME: /[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9-]+)*/
+
+%ignore /[ \t]+/
+"""
+
+# The names a parameter may take, per function where they differ.
+KERNEL_CHOICES: dict[str, tuple[str, ...]] = {
+    "share": get_args(StepPart),
+    "amdahl": get_args(BoundedKernel),
+    "gflops": get_args(GflopsPart),
+}
+CONFIG_CHOICES: tuple[str, ...] = get_args(ConfigName)
+LAYER_CHOICES: tuple[str, ...] = get_args(LayerName)
+BACKEND_RE = re.compile(BACKEND_PATTERN)
+# The parse-tree nodes that are a level of nesting: every boolean, group, comparison and call.
+LEVELS = frozenset({"disjunction", "conjunction", "negated", "group", "comparison", "call"})
+# How an expected terminal reads in a message.
+TERMINALS = {
+    "COMPARATOR": "a comparison (>=, >, <=, <)",
+    "NUMBER": "a number",
+    "NAME": "a name",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "COMMA": "','",
+    "EQUAL": "'='",
+    "AND": "'and'",
+    "OR": "'or'",
+    "NOT": "'not'",
+    "$END": "the end",
+}
+
+
+@cache
+def _parser() -> Lark:
+    # lark costs about 80 ms to import: only where a condition is parsed (never by show or list)
+    from lark import Lark
+
+    return Lark(GRAMMAR, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
+def parse(text: str, against: RunResults | None = None) -> ConditionNode:
+    """The tree of ``text``; with ``against``, every cell, layer and ratio it names must be one
+    that run records. Raises ``ConditionError`` naming the column of the first problem."""
+    if not isinstance(text, str):
+        raise ConditionError(1, "the condition is not text")
+    if len(text) > MAX_TEXT:
+        raise ConditionError(MAX_TEXT + 1, f"the condition is {len(text):,} characters long; at most {MAX_TEXT:,}")
+    if not text.strip():
+        raise ConditionError(1, "the condition is empty; write one such as share(forward, backend=B, config=C) >= 0.3")
+    tree = _lark_tree(text)
+    _check_depth(tree)
+    return _Builder(against).condition(tree)
+
+
+def _lark_tree(text: str) -> Tree[Token]:
+    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
+
+    try:
+        return _parser().parse(text)
+    except UnexpectedCharacters as exc:
+        at = exc.pos_in_stream if isinstance(exc.pos_in_stream, int) else len(text)
+        shown = printable(repr(text[at])) if at < len(text) else "the end"
+        raise ConditionError(at + 1, f"unexpected character {shown}{_outside_hint(text[at:])}") from None
+    except UnexpectedToken as exc:
+        end = exc.token.type == "$END"
+        column = len(text) + 1 if end or not isinstance(exc.column, int) else exc.column
+        got = "end of the condition" if end else shorten(str(exc.token.value), 40)
+        raise ConditionError(column, f"unexpected {got}{_expected(exc.expected)}") from None
+    except UnexpectedEOF as exc:
+        raise ConditionError(len(text) + 1, f"unexpected end of the condition{_expected(exc.expected)}") from None
+
+
+def _outside_hint(rest: str) -> str:
+    """Why a character that Python would accept is refused: the language has none of it."""
+    if rest[:1] in ("'", '"'):
+        return " (the language has no strings: names are written bare, numbers as digits)"
+    if rest[:1] == ".":
+        return " (the language has no attribute access)"
+    if rest[:1] in "[]{}:;+*/%@|&^~!":
+        return " (outside the language: only functions, comparisons, and, or, not and numbers)"
+    return ""
+
+
+def _expected(names: Any) -> str:
+    shown = sorted({TERMINALS.get(n, "") for n in names or ()} - {""})
+    return f"; expected {' or '.join(shown)}" if shown else ""
+
+
+def _check_depth(tree: Tree[Token]) -> None:
+    """Refuse nesting over MAX_DEPTH levels, without recursion: a 2,000-character condition
+    can nest a thousand levels, past what the recursive steps after this one may take."""
+    from lark import Tree
+
+    stack: list[tuple[Tree[Token], int]] = [(tree, 1 if tree.data in LEVELS else 0)]
+    while stack:
+        node, level = stack.pop()
+        if level > MAX_DEPTH:
+            raise ConditionError(_column(node), f"the condition nests more than {MAX_DEPTH} levels deep")
+        for child in node.children:
+            if isinstance(child, Tree):
+                stack.append((child, level + (1 if child.data in LEVELS else 0)))
+
+
+def _column(node: Any) -> int:
+    column = getattr(node, "column", None)
+    if column is None:
+        column = getattr(getattr(node, "meta", None), "column", None)
+    return column if isinstance(column, int) else 1
+
+
+def _choice(what: str, value: str, choices: tuple[str, ...], column: int, context: str) -> str:
+    if value in choices:
+        return value
+    close = difflib.get_close_matches(value.lower(), choices, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    raise ConditionError(
+        column, f"unknown {what} {shorten(value, 40)} for {context} (one of: {', '.join(choices)}){hint}"
+    )
+
+
+class _Builder:
+    """From lark's parse tree to the stored tree; the depth is already bounded, so recursion is."""
+
+    def __init__(self, against: RunResults | None):
+        self.against = against
+
+    def condition(self, node: Tree[Token]) -> ConditionNode:
+        kind = node.data
+        if kind == "group":
+            return self.condition(node.children[0])  # type: ignore[arg-type]
+        if kind == "negated":
+            return Not(op="not", arg=self.condition(node.children[0]))  # type: ignore[arg-type]
+        if kind in ("disjunction", "conjunction"):
+            args = [self.condition(c) for c in node.children]  # type: ignore[arg-type]
+            return Or(op="or", args=args) if kind == "disjunction" else And(op="and", args=args)
+        if kind == "comparison":
+            left, comparator, right = node.children
+            return Compare(
+                op="compare",
+                cmp=str(comparator),  # type: ignore[arg-type]
+                left=self.operand(left),  # type: ignore[arg-type]
+                right=self.operand(right),  # type: ignore[arg-type]
+            )
+        raise ConditionError(_column(node), "expected a comparison such as share(...) >= 0.3")
+
+    def operand(self, node: Tree[Token]) -> OperandNode:
+        if node.data == "number":
+            token = node.children[0]
+            value = float(str(token))
+            if value == float("inf"):
+                raise ConditionError(_column(token), f"the number {shorten(str(token), 40)} is out of range")
+            return Number(op="number", value=value)
+        return self.call(node)
+
+    def call(self, node: Tree[Token]) -> OperandNode:
+        """A quantity, or the bound of one."""
+        from lark import Tree
+
+        name, given, _ = self._arguments(node)
+        if name not in BOUND_MODELS:
+            return self._quantity(node)
+        inner, at = given["of"]
+        if not isinstance(inner, Tree) or str(inner.children[0]) not in QUANTITY_MODELS:
+            raise ConditionError(at, f"{name} takes a quantity such as speedup(...), not {self._shown(inner)}")
+        return BOUND_MODELS[name].model_validate({"op": name, "of": self._quantity(inner)})
+
+    def _quantity(self, node: Tree[Token]) -> QuantityNode:
+        from lark import Token
+
+        name, given, column = self._arguments(node)
+        values: dict[str, str] = {}
+        for param, (value, at) in given.items():
+            if not isinstance(value, Token):
+                raise ConditionError(at, f"{name}'s {param} is a name, not {self._shown(value)}")
+            values[param] = self._name(name, param, str(value), at)
+        quantity: QuantityNode = QUANTITY_MODELS[name].model_validate({"op": name, **values})
+        if self.against is not None:
+            why = missing(quantity, self.against)
+            if why is not None:
+                raise ConditionError(column, why)
+        return quantity
+
+    def _arguments(self, node: Tree[Token]) -> tuple[str, dict[str, tuple[Token | Tree[Token], int]], int]:
+        """The function's name, each parameter's value and column, and the call's column."""
+        from lark import Tree
+
+        name_token, *rest = node.children
+        name = str(name_token)
+        column = _column(name_token)
+        signature = FUNCTIONS.get(name)
+        if signature is None:
+            close = difflib.get_close_matches(name.lower(), list(FUNCTIONS), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ConditionError(
+                column, f"unknown function {shorten(name, 40)} (the functions: {', '.join(sorted(FUNCTIONS))}){hint}"
+            )
+        given: dict[str, tuple[Token | Tree[Token], int]] = {}
+        positional = 0
+        seen_keyword = False
+        for argument in (a for a in rest if a is not None):
+            if isinstance(argument, Tree) and argument.data == "keyword":
+                key, value = argument.children
+                param, at = str(key), _column(key)
+                if param not in signature.params:
+                    raise ConditionError(
+                        _column(key),
+                        f"{name} has no parameter {shorten(param, 40)} (its parameters: {', '.join(signature.params)})",
+                    )
+                seen_keyword = True
+            else:
+                if seen_keyword:
+                    raise ConditionError(_column(argument), f"a positional argument of {name} after a named one")
+                if positional >= len(signature.params):
+                    raise ConditionError(_column(argument), f"{name} takes at most {len(signature.params)} argument(s)")
+                param, value, at = signature.params[positional], argument, _column(argument)
+                positional += 1
+            if param in given:
+                raise ConditionError(at, f"{name}'s {param} is given twice")
+            given[param] = (value, _column(value))
+        for param in signature.params:
+            if param not in given and param not in signature.optional:
+                raise ConditionError(column, f"{name} needs its {param}: {name}({self._usage(name)})")
+        return name, given, column
+
+    @staticmethod
+    def _name(function: str, param: str, value: str, column: int) -> str:
+        context = f"{function}'s {param}"
+        if param == "kernel":
+            return _choice("kernel", value, KERNEL_CHOICES[function], column, context)
+        if param == "config":
+            return _choice("config", value, CONFIG_CHOICES, column, context)
+        if param == "layer":
+            return _choice("layer", value, LAYER_CHOICES, column, context)
+        if not BACKEND_RE.fullmatch(value) or len(value) > 128:
+            raise ConditionError(
+                column, f"{shorten(value, 40)} is not a backend name (lowercase letters, digits, '-' and '.')"
+            )
+        return value
+
+    @staticmethod
+    def _usage(name: str) -> str:
+        signature = FUNCTIONS[name]
+        return ", ".join(
+            p.upper() if i < signature.positional else f"{p}={p.upper()}" for i, p in enumerate(signature.params)
+        )
+
+    def _shown(self, value: Any) -> str:
+        from lark import Tree
+
+        if isinstance(value, Tree):
+            return f"a call of {shorten(str(value.children[0]), 40)}"
+        return f"the name {shorten(str(value), 40)}"
