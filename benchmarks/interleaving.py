@@ -32,9 +32,8 @@ from timing import interleaved, table
 from ptreg.engine.backends import describe_all, roles
 from ptreg.engine.environment import BEHAVIOUR_VARIABLES, cpu_model, usable_cores
 from ptreg.engine.executor import Executor
-from ptreg.engine.measurement import build_cell, measure
+from ptreg.engine.measurement import build_cell, cell_task, measure
 from ptreg.engine.plan import PlannedCell, bench_spec, round_order
-from ptreg.engine.protocol import CellTask
 from ptreg.engine.workloads import workload_named
 from ptreg.records.evaluator import EvaluatorSpec
 
@@ -76,16 +75,7 @@ def fresh(spec: EvaluatorSpec) -> list[Any]:
     outcomes: dict[str, Any] = {}
     for number in range(spec.most_repeats):
         for backend in round_order(spec.seed, config, number, spec.backends):
-            task = CellTask(
-                backend=backend,
-                workload=spec.workload,
-                config=config,
-                warmup_steps=spec.warmup_steps,
-                timed_steps=spec.timed_steps,
-                seed=spec.seed,
-                threads=spec.threads,
-            )
-            worker = executor.open(f"{backend}/{config}", task)
+            worker = executor.open(f"{backend}/{config}", cell_task(spec, config, backend))
             executor.run_repeat(worker, number, spec.most_repeats)
             outcome = executor.close(worker)
             kept = outcomes.setdefault(backend, outcome)

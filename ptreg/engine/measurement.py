@@ -165,7 +165,7 @@ def _rounds(
     opened = time.monotonic()
     try:
         for backend in backends:
-            workers[backend] = executor.open(PlannedCell(config, backend).label, _task(spec, config, backend))
+            workers[backend] = executor.open(PlannedCell(config, backend).label, cell_task(spec, config, backend))
             if executor.interrupted is not None or executor.budget_hit:
                 break
         for number in range(most):
@@ -217,7 +217,8 @@ def _rounds(
     return _cells(spec, workload, config, workers), taken
 
 
-def _task(spec: EvaluatorSpec, config: str, backend: str) -> CellTask:
+def cell_task(spec: EvaluatorSpec, config: str, backend: str) -> CellTask:
+    """What a cell's worker is told to set up: the evaluator's step plan for one backend and config."""
     return CellTask(
         backend=backend,
         workload=spec.workload,
