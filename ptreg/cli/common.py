@@ -23,6 +23,8 @@ import typer
 
 if TYPE_CHECKING:
     from ..records.registry import Registry
+    from ..store.full_read import FullRead
+    from ..store.index import Index
 
 REGISTRY_ENV = "PTREG_REGISTRY"
 DEFAULT_REGISTRY_DIR = "attempts"
@@ -98,14 +100,41 @@ def load() -> Registry:
 
     with progress_bar() as progress:
         registry = load_directory(registry_dir(), progress)
-    if registry.problems:
-        for p in registry.problems[:5]:
-            typer.echo(f"ptreg: warning: {p.location()}: {p.message} (skipped)", err=True)
-        more = len(registry.problems) - 5
+    _warn_problems([(p.location(), p.message) for p in registry.problems])
+    return registry
+
+
+def _warn_problems(problems: list[tuple[str, str]]) -> None:
+    if problems:
+        for location, message in problems[:5]:
+            typer.echo(f"ptreg: warning: {location}: {message} (skipped)", err=True)
+        more = len(problems) - 5
         typer.echo(
-            f"ptreg: warning: {len(registry.problems)} record problem(s)"
+            f"ptreg: warning: {len(problems)} record problem(s)"
             + (f", {more} more not shown" if more > 0 else "")
             + "; run `ptreg validate`",
             err=True,
         )
-    return registry
+
+
+def load_index(*, warn: bool = True) -> Index | FullRead:
+    """The registry's query index, checked against its files first (``store/index.py``), with
+    a warning for each record that cannot be used, as ``load`` gives them. Close it when done.
+    With ``PTREG_INDEX=off`` every file is read instead, and no index is used or made."""
+    from ..store.index import open_index, usable_directory
+
+    root = registry_dir()
+    index: Index | FullRead
+    if os.environ.get("PTREG_INDEX") == "off":
+        from ..store.full_read import FullRead
+
+        index = FullRead(root)
+    else:
+        if not usable_directory(root):
+            from ..store.directory import load_meta
+
+            load_meta(root)  # says in one line why this is no registry, or finishes a cut-short import
+        index = open_index(root)
+    if warn:
+        _warn_problems(index.problems())
+    return index
