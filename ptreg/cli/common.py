@@ -1,5 +1,5 @@
 """What every command shares: the registry option's value, JSON output, progress bars and the
-registry load that reports unusable records as warnings.
+query index's load that reports unusable records as warnings.
 
 The command modules import the library inside each command, not at their top: the whole
 library costs about 200 ms to import (pydantic models built at import, measured with
@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
-    from ..records.registry import Registry
     from ..store.full_read import FullRead
     from ..store.index import Index
 
@@ -94,16 +93,6 @@ def progress_bar() -> Iterator[Callable[[str, int, int], None] | None]:
         yield update
 
 
-def load() -> Registry:
-    """The registry, with a warning on stderr for each record that cannot be used."""
-    from ..store.directory import load_directory
-
-    with progress_bar() as progress:
-        registry = load_directory(registry_dir(), progress)
-    _warn_problems([(p.location(), p.message) for p in registry.problems])
-    return registry
-
-
 def _warn_problems(problems: list[tuple[str, str]]) -> None:
     if problems:
         for location, message in problems[:5]:
@@ -134,7 +123,8 @@ def load_index(*, warn: bool = True) -> Index | FullRead:
             from ..store.directory import load_meta
 
             load_meta(root)  # says in one line why this is no registry, or finishes a cut-short import
-        index = open_index(root)
+        with progress_bar() as progress:  # a first build reads every record
+            index = open_index(root, progress=progress)
     if warn:
         _warn_problems(index.problems())
     return index

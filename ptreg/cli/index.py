@@ -9,7 +9,7 @@ import typer
 
 from ..errors import EXIT_CHECK_FAILED
 from ..text import counted
-from .common import JsonFlag, load_index, print_json, registry_dir
+from .common import JsonFlag, load_index, print_json, progress_bar, registry_dir
 
 if TYPE_CHECKING:
     from ..store.full_read import FullRead
@@ -62,7 +62,8 @@ def index(
 
         if not usable_directory(root):
             load_index(warn=False).close()  # its one-line error, or a cut-short import finished
-        opened = open_index(root, rebuild=True)
+        with progress_bar() as progress:
+            opened = open_index(root, rebuild=True, progress=progress)
     else:
         opened = load_index(warn=False)
     try:

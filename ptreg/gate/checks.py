@@ -18,7 +18,7 @@ from ..engine.plan import EVALUATOR_VERSION
 from ..records import tracking
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt
 from ..records.evaluator import FrozenEvaluator
-from ..records.graph import ancestry, lineage_root
+from ..records.graph import ancestry, lineage_root, lineage_roots
 from ..records.ledger import Shaped, Summary
 from ..records.ledger import question_tokens as question_tokens
 from ..store.evaluators import check_file, evaluators_dir
@@ -133,10 +133,11 @@ def fresh_question(proposal: Attempt, by_id: Mapping[str, Shaped], everyone: Map
         return CheckResult(
             name, FAILED, "the proposal asks no question", 'state the question this run answers with --question "..."'
         )
-    root = lineage_root(proposal.id, everyone)
+    roots = lineage_roots(everyone)
+    root = roots[proposal.id]
     compared, unknown = 0, 0
     for other in by_id.values():
-        same_lineage = lineage_root(other.id, everyone) == root
+        same_lineage = roots[other.id] == root
         same_family = proposal.family is not None and other.family == proposal.family
         if not (same_lineage or same_family):
             continue

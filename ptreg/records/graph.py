@@ -100,6 +100,33 @@ def lineage_root(attempt_id: str, by_id: Mapping[str, Linked]) -> str:
     return chain[0].varied_from or chain[0].id
 
 
+def lineage_roots(by_id: Mapping[str, Linked]) -> dict[str, str]:
+    """``lineage_root`` of every attempt, each chain walked once (the gate compares a proposal
+    with every attempt of its lineage: one walk per attempt cost O(n x depth))."""
+    root: dict[str, str] = {}
+    for start in by_id:
+        walk: list[str] = []
+        seen: set[str] = set()
+        node: str | None = start
+        while node is not None and node in by_id and node not in seen and node not in root:
+            seen.add(node)
+            walk.append(node)
+            node = by_id[node].varied_from
+        if not walk:
+            continue
+        if node is not None and node in seen:  # a cycle: where a chain stops depends on its start
+            root.update((n, lineage_root(n, by_id)) for n in walk)
+            continue
+        if node is None:
+            base = walk[-1]  # the oldest attempt varies nothing
+        elif node in root:
+            base = root[node]  # a chain already walked
+        else:
+            base = node  # the missing ancestor it names
+        root.update((n, base) for n in walk)
+    return root
+
+
 def forest_order(attempts: Iterable[Linked]) -> dict[str, int]:
     """Each attempt's place when the varied_from forest is walked as the source project's query
     tool walks it: roots in the order given (the ledger's), each tree depth first, children in

@@ -30,7 +30,7 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +74,9 @@ _SUMMARY_COLUMNS = (
 _LEDGER_ORDER = "ledger_time, ledger_made, ledger_import, ledger_position, id"
 
 Stamp = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode
+# progress(what, done, total), as store.directory.Progress (which this module cannot import)
+Progress = Callable[[str, int, int], None]
+PROGRESS_EVERY = 500
 
 
 @dataclass(frozen=True)
@@ -300,21 +303,22 @@ def usable_directory(root: Path) -> bool:
     return root.is_dir() and (root / REGISTRY_FILE).is_file() and not (root / JOURNAL_FILE).exists()
 
 
-def open_index(root: Path, *, rebuild: bool = False) -> Index:
-    """The index of ``root``, checked against its files and brought up to date. When the file
-    cannot be used at all (a read-only registry, a full disk), an index in memory answers."""
+def open_index(root: Path, *, rebuild: bool = False, progress: Progress | None = None) -> Index:
+    """The index of ``root``, checked against its files and brought up to date (``progress`` is
+    told how many changed files are read). When the file cannot be used at all (a read-only
+    registry, a full disk), an index in memory answers."""
     if rebuild:
         _delete(root)
     try:
-        return _open(root, sqlite3.connect(index_path(root), timeout=BUSY_TIMEOUT_S, isolation_level=None))
+        return _open(root, sqlite3.connect(index_path(root), timeout=BUSY_TIMEOUT_S, isolation_level=None), progress)
     except sqlite3.Error as exc:
         if not _corrupt(exc):  # read-only, full, busy for too long: answered without the file
-            return _in_memory(root)
+            return _in_memory(root, progress)
         _delete(root)
     try:
-        index = _open(root, sqlite3.connect(index_path(root), timeout=BUSY_TIMEOUT_S, isolation_level=None))
+        index = _open(root, sqlite3.connect(index_path(root), timeout=BUSY_TIMEOUT_S, isolation_level=None), progress)
     except sqlite3.Error:
-        return _in_memory(root)
+        return _in_memory(root, progress)
     index.refresh.rebuilt = "the index file was corrupt"
     return index
 
@@ -325,8 +329,8 @@ def _corrupt(exc: sqlite3.Error) -> bool:
     return getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or "malformed" in str(exc)
 
 
-def _in_memory(root: Path) -> Index:
-    index = _open(root, sqlite3.connect(":memory:", isolation_level=None))
+def _in_memory(root: Path, progress: Progress | None = None) -> Index:
+    index = _open(root, sqlite3.connect(":memory:", isolation_level=None), progress)
     index.refresh.in_memory = True
     return index
 
@@ -337,13 +341,13 @@ def _delete(root: Path) -> None:
             os.unlink(str(index_path(root)) + suffix)
 
 
-def _open(root: Path, db: sqlite3.Connection) -> Index:
+def _open(root: Path, db: sqlite3.Connection, progress: Progress | None = None) -> Index:
     try:
         db.execute("BEGIN IMMEDIATE")  # one updater at a time; readers of an unchanged index wait briefly
         why = _unusable(db)
         if why is not None:
             _reset(db)
-        refresh = _refresh(root, db)
+        refresh = _refresh(root, db, progress)
         refresh.rebuilt = why
         crash_point()  # the files are read and the index updated, not yet committed
         db.execute("COMMIT")
@@ -420,7 +424,7 @@ def _stamps_digest(on_disk: dict[str, tuple[Stamp | None, bool]], since_ns: int)
     return hashlib.blake2b(names + numbers.tobytes(), digest_size=20).hexdigest()
 
 
-def _refresh(root: Path, db: sqlite3.Connection) -> Refresh:
+def _refresh(root: Path, db: sqlite3.Connection, progress: Progress | None = None) -> Refresh:
     now = time.time_ns()  # before the scan: a change after it moves the stamps
     on_disk = scan(root)
     last = db.execute("SELECT value FROM meta WHERE key = 'checked'").fetchone()
@@ -444,7 +448,9 @@ def _refresh(root: Path, db: sqlite3.Connection) -> Refresh:
             continue  # unchanged, and not racily so
         changed.append((name, stamp, link, old[1] if old is not None else None))
     unreadable = False
-    for name, stamp, link, old_sha in changed:
+    for done, (name, stamp, link, old_sha) in enumerate(changed):
+        if progress is not None and done % PROGRESS_EVERY == 0 and len(changed) > PROGRESS_EVERY:
+            progress("indexing records", done, len(changed))
         data = _bytes(root / name)  # read once: hashed, and parsed when it changed
         sha = None if data is None else hashlib.sha256(data).hexdigest()
         if old_sha is not None and sha == old_sha and not link:
