@@ -1,9 +1,14 @@
-"""How ptreg's registry commands scale: import, validate, list, streaks, show, and the gate
-(`new --dry-run`, `gate`) at 1k-100k attempts.
+"""How ptreg's registry commands scale: import, validate, the query index (its build, its size,
+and the first command after a `git pull`), list, streaks, show, lineage, and the gate
+(`new --dry-run`, `gate`) at 1k-100k attempts, with `ptreg --version` as the floor.
 
 Each command runs as a cold `ptreg` process (what a person waits for), several times; the table
-gives the median and the range in seconds. For `show` against the start-up floor of a Typer +
-pydantic CLI, measured side by side, use benchmarks/cold_start.py.
+gives the median and the range in seconds. The query commands run with the index warm (built by
+`index --rebuild` before them), and once more with `PTREG_INDEX=off` (every file read, as before
+the index) for `list`. `list after a pull of 100` rewrites 100 record files (new inodes, as git
+writes them) before each run; `list of 100, every file read` is a registry of just 100 attempts
+read without the index, what reading those 100 files costs. For `show` against the start-up
+floor of a Typer + pydantic CLI, measured side by side, use benchmarks/cold_start.py.
 
     python benchmarks/registry_scale.py                 # 1k, 10k, 100k; 3 repeats
     python benchmarks/registry_scale.py --sizes 1000 10000 --repeats 5 --json out.json
@@ -78,14 +83,14 @@ def synthetic_attempts(n: int, seed: int = 0) -> dict:
     }
 
 
-def timed(argv: list[str], repeats: int, expect: int = 0, fresh=None) -> list[float]:
+def timed(argv: list[str], repeats: int, expect: int = 0, fresh=None, env=None) -> list[float]:
     """Wall-clock seconds of a cold process, `repeats` times; `fresh` resets state before each run."""
     samples = []
     for _ in range(repeats):
         if fresh:
             fresh()
         start = time.perf_counter()
-        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
         samples.append(time.perf_counter() - start)
         if done.returncode != expect:
             raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()[-500:]}")
@@ -104,15 +109,46 @@ def measure(size: int, repeats: int, work: Path) -> dict:
     def wipe() -> None:
         shutil.rmtree(registry, ignore_errors=True)
 
-    results = {"size": size}
-    results["import"] = summary(timed([PTREG, "-r", str(registry), "import", str(source)], repeats, fresh=wipe))
+    results: dict = {"size": size}
+    r = ["-r", str(registry)]
+    results["--version"] = summary(timed([PTREG, "--version"], repeats))
+    results["import"] = summary(timed([PTREG, *r, "import", str(source)], repeats, fresh=wipe))
     results["validate"] = summary(timed([PTREG, "validate", str(registry)], repeats))
-    results["list --method vectorization"] = summary(
-        timed([PTREG, "-r", str(registry), "list", "--method", "vectorization"], repeats)
+    results["index --rebuild"] = summary(timed([PTREG, *r, "index", "--rebuild"], repeats))
+    index_file = registry / ".ptreg-index.sqlite"
+    results["index MiB"] = index_file.stat().st_size / 2**20
+    off = {**os.environ, "PTREG_INDEX": "off"}
+    results["list --method, every file read"] = summary(
+        timed([PTREG, *r, "list", "--method", "vectorization"], repeats, env=off)
     )
-    results["streaks"] = summary(timed([PTREG, "-r", str(registry), "streaks"], repeats))
+    results["list --method vectorization"] = summary(timed([PTREG, *r, "list", "--method", "vectorization"], repeats))
+    results["streaks"] = summary(timed([PTREG, *r, "streaks"], repeats))
     middle = f"attempt-{size // 2:06d}"
-    results["show"] = summary(timed([PTREG, "-r", str(registry), "show", middle], repeats))
+    results["show"] = summary(timed([PTREG, *r, "show", middle], repeats))
+    results["lineage"] = summary(timed([PTREG, *r, "lineage", middle], repeats))
+    pulls = iter(range(10**6))
+
+    def pull() -> None:  # 100 record files rewritten as git writes them: new file, renamed into place
+        round_ = next(pulls)
+        for i in random.Random(round_).sample(range(size), 100):
+            path = registry / f"attempt-{i:06d}.json"
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw["lesson"] = f"Pulled change {round_}."
+            staged = registry / f".pull-{i}.json.tmp"
+            staged.write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
+            os.replace(staged, path)
+
+    results["list after a pull of 100"] = summary(
+        timed([PTREG, *r, "list", "--method", "vectorization"], repeats, fresh=pull)
+    )
+    small = work / "registry-100"
+    if not small.exists():
+        small_source = work / "attempts-100.json"
+        small_source.write_text(json.dumps(synthetic_attempts(100)))
+        subprocess.run([PTREG, "-r", str(small), "import", str(small_source)], check=True, capture_output=True)
+    results["list of 100, every file read"] = summary(
+        timed([PTREG, "-r", str(small), "list", "--method", "vectorization"], repeats, env=off)
+    )
     # The gate reads every record (freshness, streaks, precedents) and digests every file.
     spec = work / "evaluator.json"
     spec.write_text(json.dumps(EVALUATOR_SPEC))
@@ -182,13 +218,18 @@ def main() -> None:
             print(f"measuring {size} attempts ...", file=sys.stderr, flush=True)
             rows.append(measure(size, args.repeats, Path(tmp)))
     commands = [k for k in rows[0] if k != "size"]
-    header = "| attempts | " + " | ".join(commands) + " |"
-    print(header)
-    print("|" + " --- |" * (len(commands) + 1))
-    for row in rows:
-        cells = [f"{row[c]['median']:.2f} ({row[c]['min']:.2f}-{row[c]['max']:.2f})" for c in commands]
-        print(f"| {row['size']:,} | " + " | ".join(cells) + " |")
-    print(f"\nseconds, cold process, median (min-max) of {args.repeats}")
+    # one row per command, one column per size: the table stays readable with many commands
+    print("| command | " + " | ".join(f"{row['size']:,} attempts" for row in rows) + " |")
+    print("|" + " --- |" * (len(rows) + 1))
+    for c in commands:
+        cells = [
+            f"{row[c]:.1f}"
+            if isinstance(row[c], float)
+            else f"{row[c]['median']:.2f} ({row[c]['min']:.2f}-{row[c]['max']:.2f})"
+            for row in rows
+        ]
+        print(f"| {c} | " + " | ".join(cells) + " |")
+    print(f"\nseconds, cold process, median (min-max) of {args.repeats}; index MiB: the index file's size")
     if args.json:
         atomic_write_text(
             args.json, json.dumps({"rows": rows, "python": sys.version, "cpus": os.cpu_count()}, indent=2) + "\n"

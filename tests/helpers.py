@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from ptreg.records.vocabulary import default_meta
-from ptreg.store.directory import init_registry
+from ptreg.store.directory import init_registry, load_directory, load_meta
+from ptreg.store.index import open_index
+from ptreg.store.names import INDEX_FILE
+from ptreg.views.lineage import lineage_json
+from ptreg.views.precedents import Shape, precedents
+from ptreg.views.queries import Filter, coverage, select
+from ptreg.views.streaks import streak_chains, streaks, streaks_of
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -199,13 +205,16 @@ def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` with its bytes (empty when ``root`` does not exist).
 
     Lock files are left out: a lock file is created empty on first use and stays, and it is
-    not part of the record (the holder file beside it is, while it exists)."""
+    not part of the record (the holder file beside it is, while it exists). So is the query
+    index, a cache that every read may bring up to date (tests/store/test_index.py checks it)."""
     if not root.exists():
         return {}
     return {
         str(p.relative_to(root)): p.read_bytes()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and not (p.name.startswith(".ptreg") and p.name.endswith(".lock"))
+        if p.is_file()
+        and not (p.name.startswith(".ptreg") and p.name.endswith(".lock"))
+        and not p.name.startswith(INDEX_FILE)
     }
 
 
@@ -502,3 +511,73 @@ def add_run(root: Path, results: dict[str, Any]) -> None:
     ref = {"run_id": results["run_id"], "status": results["status"], "evaluator": results["evaluator"]}
     record["runs"] = [*record.get("runs", []), ref]
     path.write_text(json.dumps(record, indent=2), encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- the query index against a full read
+
+
+def answers(attempts: list[Any], meta: Any, problems: list[tuple[str, str]], records: int) -> dict[str, Any]:
+    """Everything the query commands print, computed from ``attempts`` (records or summaries)."""
+    by_id = {a.id: a for a in attempts}
+    ordered = sorted(attempts, key=lambda a: a.ledger)
+    shape = Shape(objective="training-step-time", methods=("vectorization",), family="runtime-perf")
+    return {
+        "list": [a.id for a in select(ordered, Filter())],
+        "list-failures": [a.id for a in select(ordered, Filter(failures_only=True))],
+        "list-method": [a.id for a in select(ordered, Filter(methods=("vectorization", "multithreading")))],
+        "list-rows": [(a.id, a.status, a.family, a.kind, a.objective, a.methods, a.lesson) for a in ordered],
+        "streaks": [s.to_json() for s in streaks(attempts)],
+        "lineage": {i: lineage_json(i, by_id) for i in sorted(by_id)},
+        "coverage": coverage(attempts, meta).to_json(),
+        "precedents": [p.to_json() for p in precedents(shape, attempts, None)],
+        "problems": problems,
+        "records": records,
+    }
+
+
+LIST_FILTERS: list[dict[str, Any]] = [
+    {},
+    {"failures_only": True},
+    {"statuses": ("worked", "failed")},
+    {"methods": ("vectorization", "multithreading")},
+    {"methods": ("cache-blocking",), "bases": ("matmul-f32",)},
+    {"objectives": ("peak-memory",), "failures_only": True},
+    {"families": ("runtime-perf",), "kinds": ("runtime-benchmark",)},
+    {"bases": ("no-such-base",)},
+]
+
+
+def by_full_read(root: Path) -> dict[str, Any]:
+    """The answers as ptreg gave them before the index: every file read and parsed."""
+    registry = load_directory(root)
+    problems = [(p.location(), p.message) for p in registry.problems]
+    return answers(registry.attempts, registry.meta, problems, len(registry.records))
+
+
+def by_index(root: Path) -> dict[str, Any]:
+    load_meta(root)  # as every command does first: finishes an import cut short after its commit
+    index = open_index(root)
+    try:
+        found = answers(index.summaries(), index.vocabularies(), index.problems(), index.records())
+        # `list` narrows in SQL first: the same attempts as the filter over every summary
+        every = index.summaries()
+        for criteria in LIST_FILTERS:
+            assert select(index.candidates(**criteria), Filter(**criteria)) == select(every, Filter(**criteria))
+        # `streaks` finds the chains from the light rows, then reads their summaries
+        chains = streak_chains(index.links())
+        chained = index.summaries_of(sorted({i for _, ids in chains for i in ids}))
+        assert [s.to_json() for s in streaks_of(chains, {a.id: a for a in chained})] == found["streaks"]
+        # the lineage each id's `show` and `lineage` read holds the whole of what a full read finds
+        full = {a.id: a for a in load_directory(root).attempts}
+        for attempt_id in full:
+            wanted = set(index.lineage_ids(attempt_id))
+            chain = lineage_json(attempt_id, {a.id: a for a in index.summaries_of(sorted(wanted))})
+            assert chain == found["lineage"][attempt_id], attempt_id
+        return found
+    finally:
+        index.close()
+
+
+def assert_index_agrees(root: Path) -> None:
+    """The query index of ``root`` (brought up to date) answers every query as a full read does."""
+    assert by_index(root) == by_full_read(root)

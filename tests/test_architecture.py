@@ -19,6 +19,7 @@ ALLOWED_INSIDE_FUNCTIONS = {
     ("ptreg.engine.workloads.training", "ptreg.engine.workloads.tinygpt"),
     ("ptreg.engine.worker", "ptreg.engine.parity"),
     ("ptreg.views.dossier", "ptreg.views.dossier_runs"),
+    ("ptreg.store.index", "ptreg.store.record_file"),
 }
 
 

@@ -14,7 +14,7 @@ from typer._click.exceptions import ClickException  # typer 0.26 vendors Click a
 from .. import __version__
 from ..engine.interruption import Interrupted
 from ..errors import EXIT_UNUSABLE, PtregError
-from . import comparing, disposition, evaluator, measuring, proposal, reading, registry, vocabulary
+from . import comparing, disposition, evaluator, index, measuring, proposal, reading, registry, vocabulary
 from .common import REGISTRY_ENV, command_state, state, with_registry_option
 
 app = typer.Typer(
@@ -61,6 +61,7 @@ app.command("list")(with_registry_option(reading.list_attempts))
 app.command()(with_registry_option(reading.lineage))
 app.command()(with_registry_option(reading.streaks))
 app.command()(with_registry_option(reading.coverage))
+app.command()(with_registry_option(index.index))
 app.command("import")(with_registry_option(registry.import_))
 app.command()(with_registry_option(registry.export))
 app.command()(with_registry_option(registry.schema))

@@ -1,5 +1,5 @@
 """What every command shares: the registry option's value, JSON output, progress bars and the
-registry load that reports unusable records as warnings.
+query index's load that reports unusable records as warnings.
 
 The command modules import the library inside each command, not at their top: the whole
 library costs about 200 ms to import (pydantic models built at import, measured with
@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
-    from ..records.registry import Registry
+    from ..store.full_read import FullRead
+    from ..store.index import Index
 
 REGISTRY_ENV = "PTREG_REGISTRY"
 DEFAULT_REGISTRY_DIR = "attempts"
@@ -92,20 +93,38 @@ def progress_bar() -> Iterator[Callable[[str, int, int], None] | None]:
         yield update
 
 
-def load() -> Registry:
-    """The registry, with a warning on stderr for each record that cannot be used."""
-    from ..store.directory import load_directory
-
-    with progress_bar() as progress:
-        registry = load_directory(registry_dir(), progress)
-    if registry.problems:
-        for p in registry.problems[:5]:
-            typer.echo(f"ptreg: warning: {p.location()}: {p.message} (skipped)", err=True)
-        more = len(registry.problems) - 5
+def _warn_problems(problems: list[tuple[str, str]]) -> None:
+    if problems:
+        for location, message in problems[:5]:
+            typer.echo(f"ptreg: warning: {location}: {message} (skipped)", err=True)
+        more = len(problems) - 5
         typer.echo(
-            f"ptreg: warning: {len(registry.problems)} record problem(s)"
+            f"ptreg: warning: {len(problems)} record problem(s)"
             + (f", {more} more not shown" if more > 0 else "")
             + "; run `ptreg validate`",
             err=True,
         )
-    return registry
+
+
+def load_index(*, warn: bool = True) -> Index | FullRead:
+    """The registry's query index, checked against its files first (``store/index.py``), with
+    a warning for each record that cannot be used, as ``load`` gives them. Close it when done.
+    With ``PTREG_INDEX=off`` every file is read instead, and no index is used or made."""
+    from ..store.index import open_index, usable_directory
+
+    root = registry_dir()
+    index: Index | FullRead
+    if os.environ.get("PTREG_INDEX") == "off":
+        from ..store.full_read import FullRead
+
+        index = FullRead(root)
+    else:
+        if not usable_directory(root):
+            from ..store.directory import load_meta
+
+            load_meta(root)  # says in one line why this is no registry, or finishes a cut-short import
+        with progress_bar() as progress:  # a first build reads every record
+            index = open_index(root, progress=progress)
+    if warn:
+        _warn_problems(index.problems())
+    return index

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from contextlib import closing
+
 import typer
 
 from ..errors import EXIT_CHECK_FAILED
 from ..text import counted
-from .common import JsonFlag, load, print_json, registry_dir, with_registry_option
+from .common import JsonFlag, load_index, print_json, registry_dir, with_registry_option
 
 app = typer.Typer(
     name="disposition",
@@ -28,13 +30,14 @@ def check(
     For CI: exit 1 when a condition that held when its attempt was concluded does not hold now (a run's results edited or removed, or a ptreg that reads them differently). A condition that cannot be decided, or an attempt without one, is reported and fails nothing.
     """
     from ..records.attempt import check_id
+    from ..store.full_read import indexed_attempt, read_summarized
     from ..views.dispositions import decide_all
 
-    registry = load()
-    if attempt_ids:
-        chosen = [registry.get(check_id(i)) for i in attempt_ids]
-    else:
-        chosen = [a for a in registry.attempts if a.continue_if is not None]
+    with closing(load_index()) as index:  # which attempts carry a condition; their records are read whole
+        if attempt_ids:
+            chosen = [indexed_attempt(index, check_id(i)) for i in attempt_ids]
+        else:
+            chosen = [read_summarized(index.root, a) for a in index.with_condition()]
     found = decide_all(registry_dir(), chosen)
     changed = [d for d in found if d.turned_false]
     if as_json:

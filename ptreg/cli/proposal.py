@@ -10,6 +10,7 @@ import inspect
 import os
 import sys
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import Field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin, get_type_hints
@@ -19,7 +20,7 @@ import typer
 from ..errors import EXIT_CHECK_FAILED, PtregError
 from ..gate.proposal_input import ProposalInput
 from ..text import counted
-from .common import JsonFlag, load, print_json, progress_bar, registry_dir
+from .common import JsonFlag, load_index, print_json, progress_bar, registry_dir
 
 if TYPE_CHECKING:
     from ..gate.checks import GateReport
@@ -268,13 +269,15 @@ def gate(
     from ..gate.admission import changed_since_admission
     from ..gate.checks import check_gate
     from ..records.attempt import check_id
+    from ..store.full_read import indexed_attempt
 
-    registry = load()
-    attempt = registry.get(check_id(attempt_id))
     root = registry_dir()
-    report = check_gate(attempt, registry.attempts, root)
+    # The checks read the index; the admission's digest covers every file's bytes as it did.
+    with closing(load_index()) as index:
+        attempt = indexed_attempt(index, check_id(attempt_id))
+        report = check_gate(attempt, index.summaries(), root)
+        changed = changed_since_admission(root, attempt, index.records(), index.hashes())
     admission = attempt.admission
-    changed = changed_since_admission(root, attempt, registry)
     if as_json:
         print_json(
             {
@@ -316,7 +319,8 @@ def precedents(
     shape = Shape(objective=objective, methods=tuple(method), bases=tuple(base), family=family)
     if shape.is_empty():
         raise PtregError("say what the proposal is: give --objective, --method, --base or --family")
-    found = find_precedents(shape, load().attempts, limit)
+    with closing(load_index()) as index:
+        found = find_precedents(shape, index.summaries(), limit)
     if as_json:
         print_json([p.to_json() for p in found])
         return

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Sequence
+from contextlib import closing
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -10,10 +13,10 @@ import typer
 
 from ..errors import PtregError
 from ..text import counted
-from .common import JsonFlag, load, print_json, registry_dir
+from .common import JsonFlag, load_index, print_json, registry_dir
 
-if TYPE_CHECKING:  # the models load pydantic, which `ptreg --help` must not
-    from ..records.attempt import Attempt
+if TYPE_CHECKING:
+    from ..records.ledger import Outcome
 
 
 class Format(StrEnum):
@@ -29,11 +32,17 @@ def show(
 ) -> None:
     """The dossier of one attempt: evidence, lesson, why it stopped, scope, disposition, lineage, sources."""
     from ..records.attempt import check_id
-    from ..store.lineage_files import load_lineage
+    from ..store.directory import read_attempt
+    from ..store.lineage_files import load_ids
     from ..views.dossier import render_json, render_markdown, render_text, sections
     from ..views.tables import terminal_width
 
-    registry = load_lineage(registry_dir(), check_id(attempt_id))
+    check_id(attempt_id)
+    with closing(load_index(warn=False)) as index:
+        if index.summary(attempt_id) is None:
+            read_attempt(index.root, attempt_id)  # the error a direct read gives: not valid, or the closest ids
+        ids = index.lineage_ids(attempt_id)
+    registry = load_ids(registry_dir(), ids)
     record = registry.record_of(attempt_id)
     assert record.attempt is not None
     attempt = record.attempt
@@ -75,7 +84,7 @@ def list_attempts(
 
     --continuable and --blocked decide each condition on the runs as they are now; an attempt whose condition cannot be decided is in neither.
     """
-    from ..records.attempt import STATUSES, in_ledger_order
+    from ..records.ledger import STATUSES
     from ..views.queries import Filter, select
     from ..views.tables import plain
 
@@ -84,23 +93,31 @@ def list_attempts(
         raise PtregError(f"--status: unknown status {unknown[0]!r} (one of: {', '.join(STATUSES)})")
     if continuable and blocked:
         raise PtregError("--continuable and --blocked exclude each other: a condition is true or false, not both")
-    registry = load()
-    found = select(
-        in_ledger_order(registry.attempts), Filter(status, family, kind, method, base, objective, failures_only)
-    )
+    with closing(load_index()) as index:
+        # the index narrows in SQL, then the one filter every read uses decides
+        narrowed = index.candidates(status, family, kind, objective, method, base, failures_only)
+        found = select(narrowed, Filter(status, family, kind, method, base, objective, failures_only))
+        total = index.valid()
+    root = registry_dir()
     if continuable or blocked:
-        # reads the runs of attempts with a condition, and only theirs
+        # reads the records and runs of attempts with a condition, and only theirs
+        from ..store.full_read import read_summarized
         from ..views.dispositions import with_truth
 
-        found = with_truth(registry_dir(), found, continuable)
+        whole = {a.stem: read_summarized(root, a) for a in found if a.has_condition}
+        kept = {id(a) for a in with_truth(root, whole.values(), continuable)}
+        found = [a for a in found if a.stem in whole and id(whole[a.stem]) in kept]
     if as_json:
-        print_json([a.to_ledger_dict() for a in found])  # as the ledger holds them, in its order
+        from ..store.full_read import read_summarized
+
+        # as the ledger holds them, in its order: the whole records, read from their files
+        print_json([read_summarized(root, a).to_ledger_dict() for a in found])
         return
     rows = [[a.id, a.status, a.family, a.kind, a.objective or "", ",".join(a.methods or ()), a.lesson] for a in found]
     if rows:
         headers = ["id", "status", "family", "kind", "objective", "methods", "lesson"]
         typer.echo(plain(rows, headers, shrink=(2, 4, 5, 6), drop=(2, 3, 4, 5)))
-    typer.echo(f"{len(found)} of {counted(len(registry.attempts), 'attempt')}")
+    typer.echo(f"{len(found)} of {counted(total, 'attempt')}")
 
 
 def lineage(
@@ -111,12 +128,16 @@ def lineage(
 
     The attempts that vary it directly come first; then, indented, the rest of what descends from it.
     """
-    from ..records.attempt import check_id
-    from ..store.lineage_files import load_lineage
+    from ..records.ledger import Summary
     from ..views.lineage import lineage_json, lineage_lines
 
-    registry = load_lineage(registry_dir(), check_id(attempt_id))
-    by_id = registry.by_id()
+    _check_id(attempt_id)
+    with closing(load_index(warn=False)) as index:
+        if index.summary(attempt_id) is None:
+            from ..store.directory import read_attempt
+
+            read_attempt(index.root, attempt_id)  # the error a direct read gives: not valid, or the closest ids
+        by_id: dict[str, Summary] = {a.id: a for a in index.summaries_of(index.lineage_ids(attempt_id))}
     if as_json:
         print_json(lineage_json(attempt_id, by_id))
         return
@@ -129,11 +150,13 @@ def streaks(as_json: bool = JsonFlag) -> None:
 
     Most negatives first, then the longest chain, then the ledger's order. Each chain shows the negatives at its tip first (oldest first), then what came before them.
     """
-    from ..views.streaks import OK
-    from ..views.streaks import streaks as find_streaks
+    from ..views.streaks import OK, streak_chains, streaks_of
     from ..views.tables import plain
 
-    found = find_streaks(load().attempts)
+    with closing(load_index()) as index:
+        # found from every attempt's edge and status; whole summaries only for the chains shown
+        chains = streak_chains(index.links())
+        found = streaks_of(chains, {a.id: a for a in index.summaries_of(sorted({i for _, ids in chains for i in ids}))})
     if as_json:
         print_json([s.to_json() for s in found])
         return
@@ -151,7 +174,7 @@ def streaks(as_json: bool = JsonFlag) -> None:
             typer.echo(f"  tip lesson: {s.tip.lesson or 'unknown'}")
 
 
-def _tip_first(chain: list[Attempt], trailing: list[Attempt]) -> str:
+def _tip_first(chain: Sequence[Outcome], trailing: Sequence[Outcome]) -> str:
     """The negatives at the tip first, since a table cuts long cells at the right; then, in
     brackets, what came before them. A chain with no negatives at its tip reads oldest first."""
     ids = [a.id for a in chain]
@@ -173,8 +196,8 @@ def coverage(as_json: bool = JsonFlag) -> None:
     from ..views.queries import coverage as compute_coverage
     from ..views.tables import plain
 
-    registry = load()
-    result = compute_coverage(registry.attempts, registry.meta)
+    with closing(load_index()) as index:
+        result = compute_coverage(index.summaries(), index.vocabularies())
     if as_json:
         print_json(result.to_json())
         return
@@ -188,3 +211,14 @@ def coverage(as_json: bool = JsonFlag) -> None:
         for t in result.terms
     ]
     typer.echo(plain(rows, ["vocabulary", "term", "attempts", "note"]))
+
+
+# records.attempt.ID_PATTERN, checked here without loading the models (`lineage` reads only the index)
+_ID = re.compile(r"[a-z0-9][a-z0-9-]*(\.[a-z0-9-]+)*")
+
+
+def _check_id(attempt_id: str) -> None:
+    if not _ID.fullmatch(attempt_id) or len(attempt_id) > 128 or attempt_id == "registry":
+        from ..records.attempt import check_id
+
+        check_id(attempt_id)  # its one-line error

@@ -8,26 +8,34 @@ since the admission.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
 from .. import __version__
 from ..clock import utc_now
 from ..records.attempt import Admission, Attempt, GateCheck, RegistryState
-from ..records.registry import Registry
 from ..store.directory import REGISTRY_FILE, attempt_files
 from ..store.evaluators import evaluator_files
 from .checks import CheckResult, GateReport
 
 
-def registry_state(root: Path, attempts: int, exclude: str | None = None) -> RegistryState:
+def registry_state(
+    root: Path, attempts: int, exclude: str | None = None, hashes: Mapping[str, str | None] | None = None
+) -> RegistryState:
     """A digest of every file the gate reads. ``exclude`` leaves out one attempt's own file, to
-    compare with the state at its admission (before it was written)."""
+    compare with the state at its admission (before it was written). ``hashes`` are the SHA-256
+    of files as the query index has just checked them against the directory (``store/index.py``),
+    the same digests of the same bytes; a file without one is read."""
     digest = hashlib.sha256()
     evaluators = evaluator_files(root)
     records = [p for p in attempt_files(root) if p.stem != exclude]
     for path in [root / REGISTRY_FILE, *records, *evaluators]:
         name = path.relative_to(root).as_posix()
+        known = hashes.get(name) if hashes is not None else None
+        if known is not None:
+            digest.update(name.encode("utf-8") + b"\0" + bytes.fromhex(known))
+            continue
         try:
             content = path.read_bytes()
         except OSError:
@@ -37,13 +45,18 @@ def registry_state(root: Path, attempts: int, exclude: str | None = None) -> Reg
 
 
 def admission(
-    report: GateReport, precedents: list[str], root: Path, attempts: int, now: datetime | None = None
+    report: GateReport,
+    precedents: list[str],
+    root: Path,
+    attempts: int,
+    now: datetime | None = None,
+    hashes: Mapping[str, str | None] | None = None,
 ) -> Admission:
     """The admission of a proposal the gate has just admitted, against the registry at ``root``."""
     return Admission(
         admitted_at=utc_now(now),
         ptreg_version=__version__,
-        registry_state=registry_state(root, attempts),
+        registry_state=registry_state(root, attempts, hashes=hashes),
         checks=[_stored(c) for c in report.checks],
         precedents=precedents,
     )
@@ -56,10 +69,12 @@ def _stored(check: CheckResult) -> GateCheck:
     return GateCheck(check=check.check, outcome=check.outcome, detail=check.detail)
 
 
-def changed_since_admission(root: Path, attempt: Attempt, registry: Registry) -> bool | None:
+def changed_since_admission(
+    root: Path, attempt: Attempt, records: int, hashes: Mapping[str, str | None] | None = None
+) -> bool | None:
     """Whether the registry differs from the one ``attempt`` was admitted against; unknown
-    when it has no recorded admission."""
+    when it has no recorded admission. ``records`` counts the record files, usable or not."""
     if attempt.admission is None:
         return None
-    now = registry_state(root, len(registry.records) - 1, exclude=attempt.id)
+    now = registry_state(root, records - 1, exclude=attempt.id, hashes=hashes)
     return now.sha256 != attempt.admission.registry_state.sha256

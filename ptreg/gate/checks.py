@@ -9,9 +9,7 @@ unknown: an attempt without a recorded question is not compared on questions at 
 from __future__ import annotations
 
 import difflib
-import re
-import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -20,8 +18,11 @@ from ..engine.plan import EVALUATOR_VERSION
 from ..records import tracking
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt
 from ..records.evaluator import FrozenEvaluator
-from ..records.graph import ancestry, lineage_root
+from ..records.graph import ancestry, lineage_root, lineage_roots
+from ..records.ledger import Shaped, Summary
+from ..records.ledger import question_tokens as question_tokens
 from ..store.evaluators import check_file, evaluators_dir
+from ..store.full_read import read_summarized
 from ..text import counted
 from ..views.dispositions import decide_disposition
 from ..views.streaks import CAUTION_AT, STOP_AT, streaks, trailing_negatives
@@ -69,7 +70,7 @@ class GateReport:
 
 def check_gate(
     proposal: Attempt,
-    others: Iterable[Attempt],
+    others: Iterable[Shaped],
     root: Path,
     *,
     budget_error: str | None = None,
@@ -80,8 +81,8 @@ def check_gate(
     ``budget_error`` and ``tracking_error`` carry why a value given for the proposal could
     not even be stored (e.g. a zero budget), so that the check names the real reason.
     """
-    by_id = {a.id: a for a in others if a.id != proposal.id}
-    everyone = {**by_id, proposal.id: proposal}
+    by_id: dict[str, Shaped] = {a.id: a for a in others if a.id != proposal.id}
+    everyone: dict[str, Shaped] = {**by_id, proposal.id: proposal}
     evaluator_check, frozen = frozen_evaluator(proposal, root)
     checks = [
         fresh_question(proposal, by_id, everyone),
@@ -97,12 +98,6 @@ def check_gate(
 # --------------------------------------------------------------------------- fresh question
 
 
-def question_tokens(question: str) -> list[str]:
-    """Case, punctuation and whitespace do not make a question new."""
-    text = unicodedata.normalize("NFKC", question).casefold()
-    return re.sub(r"[\W_]+", " ", text).split()
-
-
 def similarity(a: str, b: str) -> float:
     """1.0 for the same question after normalising; else the Jaccard index of the token sets."""
     ta, tb = question_tokens(a), question_tokens(b)
@@ -112,13 +107,13 @@ def similarity(a: str, b: str) -> float:
     return len(sa & sb) / len(sa | sb) if sa | sb else 0.0
 
 
-def closest(attempt_id: str, by_id: dict[str, Attempt]) -> str:
+def closest(attempt_id: str, by_id: Mapping[str, Shaped]) -> str:
     """' (did you mean: a, b?)' for the ids nearest a mistyped one; empty when none is near."""
     close = difflib.get_close_matches(attempt_id, list(by_id), n=3, cutoff=0.5)
     return f" (did you mean: {', '.join(close)}?)" if close else ""
 
 
-def fresh_question(proposal: Attempt, by_id: dict[str, Attempt], everyone: dict[str, Attempt]) -> CheckResult:
+def fresh_question(proposal: Attempt, by_id: Mapping[str, Shaped], everyone: Mapping[str, Shaped]) -> CheckResult:
     name = "fresh-question"
     if proposal.varied_from is not None and proposal.varied_from not in by_id:
         return CheckResult(
@@ -138,10 +133,11 @@ def fresh_question(proposal: Attempt, by_id: dict[str, Attempt], everyone: dict[
         return CheckResult(
             name, FAILED, "the proposal asks no question", 'state the question this run answers with --question "..."'
         )
-    root = lineage_root(proposal.id, everyone)
+    roots = lineage_roots(everyone)
+    root = roots[proposal.id]
     compared, unknown = 0, 0
     for other in by_id.values():
-        same_lineage = lineage_root(other.id, everyone) == root
+        same_lineage = roots[other.id] == root
         same_family = proposal.family is not None and other.family == proposal.family
         if not (same_lineage or same_family):
             continue
@@ -244,7 +240,7 @@ def explicit_budget(proposal: Attempt, frozen: FrozenEvaluator | None, budget_er
 
 
 def scoped_tracking_issue(
-    proposal: Attempt, by_id: dict[str, Attempt], everyone: dict[str, Attempt], tracking_error: str | None = None
+    proposal: Attempt, by_id: Mapping[str, Shaped], everyone: Mapping[str, Shaped], tracking_error: str | None = None
 ) -> CheckResult:
     name = "scoped-tracking-issue"
     why = tracking_error or tracking.problem(proposal.tracking_issue)
@@ -271,7 +267,7 @@ def scoped_tracking_issue(
 # --------------------------------------------------------------------------- disposition
 
 
-def disposition_respected(proposal: Attempt, by_id: dict[str, Attempt], root: Path) -> CheckResult:
+def disposition_respected(proposal: Attempt, by_id: Mapping[str, Shaped], root: Path) -> CheckResult:
     """A prose disposition must be answered; one with a condition is decided by the numbers of
     the varied attempt's latest complete run (``root`` is where they are read)."""
     name = "disposition-respected"
@@ -289,7 +285,9 @@ def disposition_respected(proposal: Attempt, by_id: dict[str, Attempt], root: Pa
         return CheckResult(name, PASSED, f"{parent.id} retains no disposition (its next_action is unknown)")
     answer = proposal.answers_disposition
     answered = answer is not None and bool(answer.strip())
-    decided = decide_disposition(root, parent)
+    # The index's summary has no condition or runs: the varied attempt's own file is read for them.
+    whole = read_summarized(root, parent) if isinstance(parent, Summary) and parent.has_condition else parent
+    decided = decide_disposition(root, whole) if isinstance(whole, Attempt) else None
     if decided is not None:
         found = f"{parent.id}'s condition {decided.summary()}"
         if decided.truth is True:
@@ -323,7 +321,7 @@ def disposition_respected(proposal: Attempt, by_id: dict[str, Attempt], root: Pa
 # --------------------------------------------------------------------------- streak
 
 
-def streak(proposal: Attempt, by_id: dict[str, Attempt]) -> CheckResult:
+def streak(proposal: Attempt, by_id: Mapping[str, Shaped]) -> CheckResult:
     """CAUTION at 2 trailing negatives; at 3 or more, refused unless the axis changes or an
     override reason is given. The chain is the objective's deepest one (as `ptreg streaks`
     shows it) or the one the proposal varies, whichever ends in more negatives."""
@@ -333,7 +331,7 @@ def streak(proposal: Attempt, by_id: dict[str, Attempt]) -> CheckResult:
         why = "an infrastructure attempt" if proposal.kind == INFRASTRUCTURE_KIND else "no objective is named"
         return CheckResult(name, PASSED, f"{why}: no objective chain to check")
     chains = [s.chain for s in streaks(by_id.values()) if s.objective == objective]
-    if proposal.varied_from in by_id:
+    if proposal.varied_from is not None and proposal.varied_from in by_id:
         chains.append(ancestry(proposal.varied_from, by_id))
     trailing = max((trailing_negatives(c, objective) for c in chains), key=len, default=[])
     ids = ", ".join(a.id for a in trailing)
@@ -346,7 +344,7 @@ def streak(proposal: Attempt, by_id: dict[str, Attempt]) -> CheckResult:
             f"CAUTION: objective {objective}'s chain ends in {len(trailing)} negatives ({ids}); "
             f"last lesson: {trailing[-1].lesson or 'unknown'}",
         )
-    used = {x for a in trailing for x in (a.methods or []) + (a.bases or [])}
+    used = {x for a in trailing for x in [*(a.methods or ()), *(a.bases or ())]}
     new_axis = [x for x in (proposal.methods or []) + (proposal.bases or []) if x not in used]
     head = f"STOP AND RETHINK: objective {objective}'s chain ends in {len(trailing)} negatives ({ids})"
     if new_axis:

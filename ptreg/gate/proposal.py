@@ -19,13 +19,14 @@ from pydantic import ValidationError
 
 from ..errors import EXIT_CHECK_FAILED, PtregError
 from ..records import tracking
-from ..records.attempt import INFRASTRUCTURE_KIND, SHAPE_FIELDS, Attempt, Budget, check_id
+from ..records.attempt import INFRASTRUCTURE_KIND, SHAPE_FIELDS, Attempt, Budget, RegistryMeta, check_id
 from ..records.graph import ancestry
+from ..records.ledger import Summary
 from ..records.problems import flag_message
-from ..records.registry import Registry
 from ..records.vocabulary import unknown_terms
-from ..store.directory import REGISTRY_FILE, Progress, load_directory, load_meta, record_path
+from ..store.directory import REGISTRY_FILE, Progress, load_meta, record_path
 from ..store.evaluators import resolve
+from ..store.index import open_index
 from ..store.jsonio import create_text_exclusive, dumps_pretty
 from ..store.locks import registry_lock
 from ..views.precedents import Precedent, Shape, precedents
@@ -38,7 +39,7 @@ from .proposal_input import ProposalInput
 class Proposal:
     attempt: Attempt  # as it would be (or was) written
     report: GateReport
-    precedents: list[Precedent]
+    precedents: list[Precedent[Summary]]
     path: Path | None = None  # set once written
     skipped: int = 0  # record files that could not be read or parsed, so were not compared
 
@@ -68,7 +69,7 @@ def _budget(proposal: ProposalInput) -> tuple[Budget | None, str | None]:
         return None, f"{flag} {error['input']!r} is refused: {error['msg'].lower()}"
 
 
-def _check_vocabulary(proposal: ProposalInput, registry: Registry) -> None:
+def _check_vocabulary(proposal: ProposalInput, meta: RegistryMeta, source: str) -> None:
     given = [("--method", "method", m) for m in proposal.methods]
     given += [
         (flag, vocabulary, value)
@@ -78,9 +79,9 @@ def _check_vocabulary(proposal: ProposalInput, registry: Registry) -> None:
         )
         if value is not None
     ]
-    unknown = unknown_terms(registry.meta, given)
+    unknown = unknown_terms(meta, given)
     if unknown is not None:
-        raise PtregError(f"{registry.source}/{REGISTRY_FILE}: {unknown}")
+        raise PtregError(f"{source}/{REGISTRY_FILE}: {unknown}")
     if proposal.kind == INFRASTRUCTURE_KIND:
         by_record = {f.metadata["record"]: f for f in fields(ProposalInput)}
         shaped = [by_record[name].metadata["flag"] for name in SHAPE_FIELDS if getattr(proposal, by_record[name].name)]
@@ -141,20 +142,27 @@ def propose(
 def _propose(
     root: Path, proposal: ProposalInput, *, dry_run: bool, now: datetime | None, progress: Progress | None
 ) -> Proposal:
-    registry = load_directory(root, progress)
-    if proposal.id in {r.raw_id for r in registry.records} or record_path(root, proposal.id).exists():
-        raise PtregError(f"attempt {proposal.id!r} already exists in {root}; choose another --id", EXIT_CHECK_FAILED)
-    _check_vocabulary(proposal, registry)
-    attempt, budget_error, tracking_error = build_attempt(proposal, root)
-    others = registry.attempts
-    report = check_gate(attempt, others, root, budget_error=budget_error, tracking_error=tracking_error)
-    by_id = {a.id: a for a in others}
-    lineage = [a.id for a in ancestry(attempt.varied_from, by_id)] if attempt.varied_from else []
-    found = precedents(Shape.of(attempt, lineage), others)
-    result = Proposal(attempt, report, found, skipped=registry.unusable())
+    meta = load_meta(root)  # finishes a cut-short import before the index looks at the files
+    index = open_index(root)  # the freshness, streak and precedents checks read the index
+    try:
+        if proposal.id in index.raw_ids() or record_path(root, proposal.id).exists():
+            raise PtregError(
+                f"attempt {proposal.id!r} already exists in {root}; choose another --id", EXIT_CHECK_FAILED
+            )
+        _check_vocabulary(proposal, meta, str(root))
+        attempt, budget_error, tracking_error = build_attempt(proposal, root)
+        others = index.summaries()
+        report = check_gate(attempt, others, root, budget_error=budget_error, tracking_error=tracking_error)
+        by_id = {a.id: a for a in others}
+        lineage = [a.id for a in ancestry(attempt.varied_from, by_id)] if attempt.varied_from else []
+        found = precedents(Shape.of(attempt, lineage), others)
+        records, hashes = index.records(), index.hashes()
+        result = Proposal(attempt, report, found, skipped=records - len(others))
+    finally:
+        index.close()
     if not report.admitted or dry_run:
         return result
-    admitted = admission(report, [p.attempt.id for p in found], root, len(registry.records), now)
+    admitted = admission(report, [p.attempt.id for p in found], root, records, now, hashes)
     result.attempt = attempt.model_copy(update={"admission": admitted})
     path = record_path(root, attempt.id)
     try:

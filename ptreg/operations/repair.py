@@ -17,7 +17,15 @@ from typing import Any
 
 from ..engine.environment import git_state
 from ..records.attempt import Attempt
-from ..store.directory import IGNORE_FILE, load_directory, load_meta, write_attempt, write_ignore_file
+from ..store.directory import (
+    IGNORE_FILE,
+    ignore_file_lacks_index,
+    load_directory,
+    load_meta,
+    upgrade_ignore_file,
+    write_attempt,
+    write_ignore_file,
+)
 from ..store.journal import recover
 from ..store.leftovers import Leftover, find_leftovers, linked_runs
 from ..store.locks import registry_lock
@@ -89,6 +97,10 @@ def repair(root: Path, dry_run: bool = False) -> RepairReport:
             report.sources.extend(moved)
         if not (root / IGNORE_FILE).exists():
             report.ignore_file = dry_run or write_ignore_file(root)
+        elif ignore_file_lacks_index(root):  # written before the query index existed
+            if not dry_run:
+                upgrade_ignore_file(root)
+            report.ignore_file = True
     return report
 
 

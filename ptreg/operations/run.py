@@ -23,7 +23,9 @@ from ..gate.checks import check_gate
 from ..records.attempt import Attempt, Budget, RunRef
 from ..records.evaluator import FrozenEvaluator
 from ..records.run import RunResults, new_results
-from ..store.directory import load_directory, read_attempt, write_attempt
+from ..store.directory import load_meta, read_attempt, write_attempt
+from ..store.full_read import indexed_attempt
+from ..store.index import open_index
 from ..store.jsonio import refuse_outside
 from ..store.locks import registry_lock, run_lock
 from ..store.runs import RESULTS_FILE, new_run_id, run_folder, runs_dir, write_run
@@ -70,8 +72,13 @@ def run_attempt(
 
 def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
     """The attempt's evaluator and budget, once it is known to be runnable and still admitted."""
-    registry = load_directory(root)
-    attempt = registry.get(attempt_id)
+    load_meta(root)  # finishes an import cut short after its commit before the index looks
+    index = open_index(root)  # the gate's freshness, streak and precedents checks read it
+    try:
+        attempt = indexed_attempt(index, attempt_id)
+        others = index.summaries()
+    finally:
+        index.close()
     if attempt.status != "not-tried":
         raise PtregError(
             f"{attempt_id} is concluded (status {attempt.status}); a new run needs a new attempt: "
@@ -82,7 +89,7 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
         raise PtregError(
             f"{attempt_id} has no frozen evaluator or no budget; propose it with `ptreg new`", EXIT_CHECK_FAILED
         )
-    report = check_gate(attempt, registry.attempts, root)
+    report = check_gate(attempt, others, root)
     if not report.admitted or report.evaluator is None:
         failed = "; ".join(f"{c.check}: {c.detail}" for c in report.failures)
         raise PtregError(

@@ -12,7 +12,6 @@ its key order, and the fields its format did not have.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
@@ -20,6 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from ..errors import PtregError
 from ..text import shorten
 from .condition import MAX_DEPTH, MAX_TEXT, Condition, depth
+from .ledger import INFRASTRUCTURE_KIND as INFRASTRUCTURE_KIND
+from .ledger import NEGATIVE_STATUSES as NEGATIVE_STATUSES
+from .ledger import SHAPE_FIELDS as SHAPE_FIELDS
+from .ledger import STATUSES as STATUSES
+from .ledger import LedgerKey, Summary
+from .ledger import in_ledger_order as in_ledger_order
 
 SCHEMA_VERSION: Final = 2
 SUPPORTED_IMPORT_VERSIONS = (1, 2)
@@ -33,17 +38,12 @@ RESERVED_IDS = frozenset({"registry"})
 ID_RE = re.compile(ID_PATTERN)
 
 Status = Literal["worked", "worked-with-caveat", "failed", "regressed", "inconclusive", "not-tried"]
-STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
+assert Status.__args__ == STATUSES  # type: ignore[attr-defined]  # one list, kept where pydantic is not needed
 Confidence = Literal["exact", "inferred", "missing-evidence", "not-applicable"]
 CONFIDENCES: tuple[str, ...] = Confidence.__args__  # type: ignore[attr-defined]
 
 # Statuses whose record must say why it fell short (the ledger rule of the source project).
 STATUSES_NEEDING_REASON = ("failed", "regressed", "worked-with-caveat", "inconclusive")
-# What `list --failures-only` and the streak count treat as a negative outcome.
-NEGATIVE_STATUSES = ("failed", "regressed", "inconclusive")
-# Fields that describe the shape of a training or evaluation attempt; infrastructure has none.
-SHAPE_FIELDS = ("methods", "bases", "objective", "data_rows", "varied_from")
-INFRASTRUCTURE_KIND = "infrastructure"
 
 # The fields of the source project's formats, as its history shows them. schema_version 1 had
 # only these; schema_version 2 first came without kinds and shapes (and without the vocabularies
@@ -384,12 +384,27 @@ class Attempt(BaseModel):
         first = {key: body[key] for key in self.origin.keys if key in body}
         return {**first, **{k: v for k, v in body.items() if k not in first}}
 
+    def summary(self) -> Summary:
+        """What the query index keeps of this record (``records/ledger.py``)."""
+        return Summary(
+            self.id, self.status, self.family, self.kind, self.objective,
+            None if self.methods is None else list(self.methods),
+            None if self.bases is None else list(self.bases),
+            self.data_rows, self.varied_from, self.varied, self.question, self.lesson, self.next_action,
+            self.tracking_issue, self.ledger, self.continue_if is not None,
+        )  # fmt: skip
+
+    @property
+    def ledger(self) -> LedgerKey:
+        """Where the record stands in the ledger (``ledger_key``)."""
+        return ledger_key(self)
+
     def lacks(self, field: str) -> bool:
         """Whether ``field`` is unknown because the format this record came in had no such field."""
         return self.origin is not None and field in self.origin.lacks and getattr(self, field) is None
 
 
-def ledger_key(attempt: Attempt) -> tuple[str, int, int, int, str]:
+def ledger_key(attempt: Attempt) -> LedgerKey:
     """Where a record stands in the ledger: imported records in the order of their imports and
     of their files, records made by ptreg in the order they were admitted, each at its time.
     A record that says neither (written by hand) comes first, by id."""
@@ -399,10 +414,6 @@ def ledger_key(attempt: Attempt) -> tuple[str, int, int, int, str]:
     if attempt.admission is not None:
         return (attempt.admission.admitted_at, 1, 0, 0, attempt.id)
     return ("", 0, 0, 0, attempt.id)
-
-
-def in_ledger_order(attempts: Iterable[Attempt]) -> list[Attempt]:
-    return sorted(attempts, key=ledger_key)
 
 
 # A term's definition; null when the term came from a ledger that used it without defining it.

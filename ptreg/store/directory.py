@@ -9,47 +9,38 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
 
 from ..errors import EXIT_CHECK_FAILED, PtregError, UnknownAttempt
-from ..records.attempt import SCHEMA_VERSION, Attempt, RegistryMeta, check_id
-from ..records.problems import Problem, every_schema_error, shown_id
+from ..records.attempt import Attempt, RegistryMeta, check_id
+from ..records.problems import Problem
 from ..records.registry import Record, Registry, parse_record
 from ..records.vocabulary import default_meta
-from ..text import json_type, shorten
 from .journal import recover
-from .jsonio import JsonError, atomic_write_text, create_text_exclusive, dumps_pretty, outside, read_json
+from .jsonio import atomic_write_text, create_text_exclusive, dumps_pretty, read_json
+from .names import RECORD_FILE_MAX_BYTES as RECORD_FILE_MAX_BYTES
+from .names import REGISTRY_FILE as REGISTRY_FILE
+from .record_file import parse_meta as parse_meta
+from .record_file import read_record
+from .record_file import symlink_problem as symlink_problem
 
-REGISTRY_FILE = "registry.json"
 IGNORE_FILE = ".gitignore"
 # What ptreg keeps beside the records that is not part of them, for git to leave out.
-IGNORED = """# ptreg's working files: locks, their holders, an import's journal, staged writes
+IGNORED = """# ptreg's working files: locks, their holders, an import's journal, staged writes, the query index
+.ptreg*.lock
+.ptreg*.lock.holder
+.ptreg-journal.json
+.*.tmp
+.tmp-*/
+.ptreg-index.sqlite*
+"""
+# The .gitignore ptreg wrote before the query index existed; `ptreg repair` adds the index to it.
+IGNORED_BEFORE_INDEX = """# ptreg's working files: locks, their holders, an import's journal, staged writes
 .ptreg*.lock
 .ptreg*.lock.holder
 .ptreg-journal.json
 .*.tmp
 .tmp-*/
 """
-# A record file larger than this is refused unread: its free text is capped at
-# records.attempt.TEXT_MAX_LENGTH characters, so only a broken or hostile file comes near it. The
-# single-file attempts.json holds a whole registry and has no such cap.
-RECORD_FILE_MAX_BYTES = 2 * 1024 * 1024
-
-
-def parse_meta(raw: Any, where: str) -> RegistryMeta:
-    if not isinstance(raw, dict):
-        raise PtregError(f"{where}: expected a JSON object, got {json_type(raw)}")
-    version = raw.get("schema_version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
-        raise PtregError(
-            f"{where}: schema_version {shorten(version)} is newer than this ptreg reads (up to {SCHEMA_VERSION}); upgrade ptreg"
-        )
-    try:
-        return RegistryMeta.model_validate(raw)
-    except ValidationError as exc:
-        raise PtregError(every_schema_error(exc, where)) from None
 
 
 def load_meta(root: Path) -> RegistryMeta:
@@ -81,16 +72,6 @@ def attempt_files(root: Path) -> list[Path]:
     return [path for path, _ in _attempt_entries(root)]
 
 
-def symlink_problem(root: Path, path: Path) -> str | None:
-    """Why the symlink ``path`` is not read: it leads out of the registry, or nowhere."""
-    target = outside(root, path)
-    if target is not None:
-        return f"a symlink to {target}, outside the registry; not read"
-    if not path.exists():
-        return f"a symlink to {os.readlink(path)}, which does not exist"
-    return None
-
-
 # progress(what, done, total): told how far a long read or write has come.
 Progress = Callable[[str, int, int], None]
 PROGRESS_EVERY = 500
@@ -104,33 +85,8 @@ def load_directory(root: Path, progress: Progress | None = None) -> Registry:
     for index, (path, is_symlink) in enumerate(paths):
         if progress is not None and index % PROGRESS_EVERY == 0:
             progress("reading records", index, len(paths))
-        shown = str(path)
-        unread: Problem | None = None
-        link_problem = symlink_problem(root, path) if is_symlink else None
-        if link_problem is not None:
-            unread = Problem("symlink", link_problem, shown_id(path.stem), "", shown)
-        else:
-            try:
-                raw = read_json(path, RECORD_FILE_MAX_BYTES)
-            except JsonError as exc:
-                unread = Problem("json", exc.problem, shown_id(path.stem), exc.pointer, shown)
-        if unread is not None:
-            problems.append(unread)
-            records.append(Record(None, None, shown))  # counted, so that no file goes unmentioned
-            continue
-        record, found = parse_record(raw, file=shown)
+        record, found = read_record(root, path, is_symlink)
         problems.extend(found)
-        if record.raw_id is not None and record.raw_id != path.stem:
-            problems.append(
-                Problem(
-                    "file-name",
-                    f"id {shorten(record.raw_id)} does not match the file name "
-                    f"(expected {path.stem}.json to hold id {path.stem!r})",
-                    shown_id(record.raw_id),
-                    "/id",
-                    shown,
-                )
-            )
         records.append(record)
     if progress is not None:
         progress("reading records", len(paths), len(paths))
@@ -195,6 +151,19 @@ def init_registry(root: Path, meta: RegistryMeta | None = None) -> Path:
         raise PtregError(f"{root}: already a registry ({REGISTRY_FILE} exists)", EXIT_CHECK_FAILED) from None
     write_ignore_file(root)
     return path
+
+
+def ignore_file_lacks_index(root: Path) -> bool:
+    """Whether the registry's .gitignore is the one ptreg wrote before the query index existed."""
+    try:
+        return (root / IGNORE_FILE).read_text(encoding="utf-8") == IGNORED_BEFORE_INDEX
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def upgrade_ignore_file(root: Path) -> None:
+    """Rewrite ptreg's own old .gitignore with the index added (a file the user changed is left alone)."""
+    atomic_write_text(root / IGNORE_FILE, IGNORED)
 
 
 def write_ignore_file(root: Path) -> bool:

@@ -22,8 +22,8 @@ from ..errors import PtregError
 from .faults import crash_point
 from .jsonio import STAGED_NAME, atomic_write_text, dumps_pretty, fsync_directory, read_json
 from .locks import registry_lock
+from .names import JOURNAL_FILE
 
-JOURNAL_FILE = ".ptreg-journal.json"
 JOURNAL_VERSION = 1
 # What a journal may name: staged files are plain names in the registry root; a target is a JSON
 # file in it or in a folder below it (a bundle's evaluators and runs), never through "..".

@@ -116,6 +116,11 @@ def read_json(path: Path, max_bytes: int | None = None) -> Any:
     Only a regular file is read (a FIFO or device would block or never end), and none larger
     than ``max_bytes`` when given.
     """
+    return decode_json(read_bytes(path, max_bytes), str(path))
+
+
+def read_bytes(path: Path, max_bytes: int | None = None) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``; every failure is one JsonError."""
     where = str(path)
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
@@ -143,7 +148,7 @@ def read_json(path: Path, max_bytes: int | None = None) -> Any:
         os.close(fd)
     if max_bytes is not None and len(data) > max_bytes:
         raise JsonError(where, _too_large(len(data), max_bytes))
-    return decode_json(data, where)
+    return data
 
 
 def decode_json(data: bytes, where: str) -> Any:

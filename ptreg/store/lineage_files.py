@@ -81,6 +81,11 @@ def _descendants(attempt_id: str, parent_of: dict[str, str]) -> set[str]:
     return found
 
 
+def load_ids(root: Path, ids: list[str]) -> Registry:
+    """The valid records of ``ids`` alone (the query index names a lineage's ids)."""
+    return Registry(source=str(root), meta=load_meta(root), records=_read_valid(root, sorted(ids)), root=root)
+
+
 def _read_valid(root: Path, ids: list[str]) -> list[Record]:
     records = []
     for attempt_id in ids:

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..clock import utc_now
 from ..errors import EXIT_CHECK_FAILED, PtregError
+from .index import update_after_write
 from .jsonio import atomic_write_text
 
 LOCK_FILE = ".ptreg.lock"
@@ -132,8 +133,12 @@ def _locked(
 
 
 def registry_lock(root: Path, timeout: float | None = None) -> AbstractContextManager[None]:
-    """Hold the registry's write lock; wait up to ``timeout`` (default $PTREG_LOCK_TIMEOUT or 60 s)."""
+    """Hold the registry's write lock; wait up to ``timeout`` (default $PTREG_LOCK_TIMEOUT or 60 s).
+    Before the outermost hold is released, the query index is brought up to date with what was
+    written, so that the next reader finds it current (a kill before that leaves it stale, which
+    the next reader's check finds)."""
     lock_path = root / LOCK_FILE
+    outermost = os.path.realpath(lock_path) not in _held
 
     def busy(holder: dict[str, Any] | None, waited: float) -> str:
         alive = _alive(holder.get("pid")) if holder else None
@@ -155,7 +160,17 @@ def registry_lock(root: Path, timeout: float | None = None) -> AbstractContextMa
             "`ptreg validate` reports anything it left behind and `ptreg repair` clears it"
         )
 
-    return _locked(lock_path, timeout_seconds() if timeout is None else timeout, busy, stale)
+    return _then_index(
+        _locked(lock_path, timeout_seconds() if timeout is None else timeout, busy, stale), root, outermost
+    )
+
+
+@contextmanager
+def _then_index(lock: AbstractContextManager[None], root: Path, outermost: bool) -> Iterator[None]:
+    with lock:
+        yield
+        if outermost:
+            update_after_write(root)
 
 
 def run_lock(root: Path, attempt_id: str) -> AbstractContextManager[None]:

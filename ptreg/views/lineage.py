@@ -7,11 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..records.attempt import Attempt, in_ledger_order
 from ..records.graph import Successor, ancestry, successors
+from ..records.ledger import Shaped, in_ledger_order
 
 
-def superseded_by(attempt_id: str, by_id: Mapping[str, Attempt]) -> tuple[list[Successor], list[Successor]]:
+def superseded_by(
+    attempt_id: str, by_id: Mapping[str, Shaped]
+) -> tuple[list[Successor[Shaped]], list[Successor[Shaped]]]:
     """What varies ``attempt_id`` directly, and the rest of what descends from it (each under
     the successor it descends from, depth first), both in the ledger's order."""
     ordered = {a.id: a for a in in_ledger_order(by_id.values())}
@@ -19,7 +21,7 @@ def superseded_by(attempt_id: str, by_id: Mapping[str, Attempt]) -> tuple[list[S
     return [s for s in later if s.depth == 1], [s for s in later if s.depth > 1]
 
 
-def lineage_json(attempt_id: str, by_id: Mapping[str, Attempt]) -> dict[str, Any]:
+def lineage_json(attempt_id: str, by_id: Mapping[str, Shaped]) -> dict[str, Any]:
     chain = ancestry(attempt_id, by_id)
     direct, rest = superseded_by(attempt_id, by_id)
     return {
@@ -39,7 +41,7 @@ def lineage_json(attempt_id: str, by_id: Mapping[str, Attempt]) -> dict[str, Any
     }
 
 
-def lineage_lines(attempt_id: str, by_id: Mapping[str, Attempt]) -> list[str]:
+def lineage_lines(attempt_id: str, by_id: Mapping[str, Shaped]) -> list[str]:
     """The chain numbered oldest first, the attempt marked ``*``, each step with what it varied;
     then what supersedes it, direct successors first."""
     chain = ancestry(attempt_id, by_id)
@@ -65,5 +67,5 @@ def lineage_lines(attempt_id: str, by_id: Mapping[str, Attempt]) -> list[str]:
     return lines
 
 
-def _varied(s: Successor) -> str:
+def _varied(s: Successor[Shaped]) -> str:
     return f": {s.attempt.varied}" if s.attempt.varied else ""

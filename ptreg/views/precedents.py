@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
-from ..records.attempt import NEGATIVE_STATUSES, Attempt
+from ..records.ledger import NEGATIVE_STATUSES, Shaped
+
+# A whole record or the index's summary of one: a precedent holds what it was given.
+A = TypeVar("A", bound=Shaped)
 
 DEFAULT_LIMIT = 10
 
@@ -27,7 +31,7 @@ class Shape:
     lineage: Sequence[str] = ()  # ids of the lineage the proposal joins
 
     @classmethod
-    def of(cls, attempt: Attempt, lineage: Iterable[str] = ()) -> Shape:
+    def of(cls, attempt: Shaped, lineage: Iterable[str] = ()) -> Shape:
         return cls(attempt.objective, attempt.methods or (), attempt.bases or (), attempt.family, tuple(lineage))
 
     def is_empty(self) -> bool:
@@ -35,8 +39,8 @@ class Shape:
 
 
 @dataclass(frozen=True)
-class Precedent:
-    attempt: Attempt
+class Precedent(Generic[A]):
+    attempt: A
     objective: bool
     methods: list[str] = field(default_factory=list)
     bases: list[str] = field(default_factory=list)
@@ -85,7 +89,7 @@ class Precedent:
         }
 
 
-def compare(shape: Shape, attempt: Attempt) -> Precedent:
+def compare(shape: Shape, attempt: A) -> Precedent[A]:
     return Precedent(
         attempt,
         objective=shape.objective is not None and attempt.objective == shape.objective,
@@ -96,7 +100,7 @@ def compare(shape: Shape, attempt: Attempt) -> Precedent:
     )
 
 
-def precedents(shape: Shape, attempts: Iterable[Attempt], limit: int | None = DEFAULT_LIMIT) -> list[Precedent]:
+def precedents(shape: Shape, attempts: Iterable[A], limit: int | None = DEFAULT_LIMIT) -> list[Precedent[A]]:
     """Attempts sharing anything with ``shape``, most alike first (failures first among equals)."""
     found = [p for p in (compare(shape, a) for a in attempts) if any(p.rank[:4])]
     found.sort(key=lambda p: (tuple(-x for x in p.rank), p.attempt.id))

@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
-from ..records.attempt import INFRASTRUCTURE_KIND, NEGATIVE_STATUSES, SHAPE_FIELDS, Attempt, RegistryMeta
+from ..records.ledger import INFRASTRUCTURE_KIND, NEGATIVE_STATUSES, SHAPE_FIELDS, Shaped
+
+# A whole record or the index's summary of one: a query gives back what it was given.
+A = TypeVar("A", bound=Shaped)
+
+
+class Vocabularies(Protocol):
+    """The vocabularies of ``registry.json`` (a ``RegistryMeta``, or the index's copy of it)."""
+
+    @property
+    def method_vocabulary(self) -> Mapping[str, str | None]: ...
+    @property
+    def objective_vocabulary(self) -> Mapping[str, str | None]: ...
+    @property
+    def kind_vocabulary(self) -> Mapping[str, str | None]: ...
 
 
 @dataclass(frozen=True)
@@ -21,7 +36,7 @@ class Filter:
     objectives: Sequence[str] = ()
     failures_only: bool = False
 
-    def matches(self, a: Attempt) -> bool:
+    def matches(self, a: Shaped) -> bool:
         if self.statuses and a.status not in self.statuses:
             return False
         if self.failures_only and a.status not in NEGATIVE_STATUSES:
@@ -37,7 +52,7 @@ class Filter:
         return not (self.bases and not set(self.bases) & set(a.bases or ()))
 
 
-def select(attempts: Iterable[Attempt], query: Filter) -> list[Attempt]:
+def select(attempts: Iterable[A], query: Filter) -> list[A]:
     return [a for a in attempts if query.matches(a)]
 
 
@@ -76,7 +91,7 @@ class Coverage:
         }
 
 
-def coverage(attempts: Iterable[Attempt], meta: RegistryMeta) -> Coverage:
+def coverage(attempts: Iterable[Shaped], meta: Vocabularies) -> Coverage:
     """How many non-infrastructure attempts carry each shape field, and which terms are in use."""
     all_attempts = list(attempts)
     shaped = [a for a in all_attempts if a.kind != INFRASTRUCTURE_KIND]

@@ -7,11 +7,16 @@ the negatives at the tip count; a not-tried proposal at the tip has no outcome a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
-from ..records.attempt import NEGATIVE_STATUSES, Attempt, in_ledger_order
-from ..records.graph import ancestry, depths, forest_order
+from ..records.graph import ancestry, depths, forest_places
+from ..records.ledger import NEGATIVE_STATUSES, Outcome, Step, in_ledger_order
+
+# A whole record or the index's summary of one: a streak gives back what it was given.
+A = TypeVar("A", bound=Outcome)
+S = TypeVar("S", bound=Step)
 
 CAUTION_AT = 2
 STOP_AT = 3
@@ -19,10 +24,10 @@ OK, CAUTION, STOP = "ok", "CAUTION", "STOP AND RETHINK"
 
 
 @dataclass(frozen=True)
-class Streak:
+class Streak(Generic[A]):
     objective: str
-    chain: list[Attempt]  # oldest first; the last one is the tip
-    trailing: list[Attempt]  # the negatives at the tip, oldest first
+    chain: list[A]  # oldest first; the last one is the tip
+    trailing: list[A]  # the negatives at the tip, oldest first
 
     @property
     def negatives(self) -> int:
@@ -37,7 +42,7 @@ class Streak:
         return OK
 
     @property
-    def tip(self) -> Attempt:
+    def tip(self) -> A:
         return self.chain[-1]
 
     def to_json(self) -> dict:
@@ -54,10 +59,26 @@ class Streak:
         }
 
 
-def streaks(attempts: Iterable[Attempt]) -> list[Streak]:
+def streaks(attempts: Iterable[A]) -> list[Streak[A]]:
     """One Streak per objective, for its deepest chain; sorted as the source project's query tool
     sorts them: most negatives first, then the longest chain, then the ledger's order (its
     lineage trees walked from their roots, so a tie comes out as that tool gives it)."""
+    given = list(attempts)
+    return streaks_of(streak_chains(given), {a.id: a for a in in_ledger_order(given)})
+
+
+def streaks_of(chains: list[tuple[str, list[str]]], by_id: Mapping[str, A]) -> list[Streak[A]]:
+    """The streaks of ``streak_chains``, made of the attempts ``by_id`` (which holds at least
+    every attempt of those chains: the index reads whole summaries for them alone)."""
+    found = []
+    for objective, ids in chains:
+        chain = [by_id[i] for i in ids]
+        found.append(Streak(objective, chain, trailing_negatives(chain, objective)))
+    return found
+
+
+def streak_chains(attempts: Iterable[S]) -> list[tuple[str, list[str]]]:
+    """(objective, chain ids oldest first) of each streak, in the streaks' order."""
     ordered = in_ledger_order(attempts)
     by_id = {a.id: a for a in ordered}
     depth = depths(by_id)
@@ -77,17 +98,17 @@ def streaks(attempts: Iterable[Attempt]) -> list[Streak]:
     result = []
     for objective, (_, _, tip_id) in best.items():
         chain = ancestry(tip_id, by_id)
-        result.append(Streak(objective, chain, trailing_negatives(chain, objective)))
-    place = forest_order(ordered)
-    result.sort(key=lambda s: (-s.negatives, -len(s.chain), place[s.tip.id]))
-    return result
+        result.append((objective, chain, len(trailing_negatives(chain, objective))))
+    place = forest_places([chain[-1].id for _, chain, _ in result], ordered)
+    result.sort(key=lambda s: (-s[2], -len(s[1]), place[s[1][-1].id]))
+    return [(objective, [a.id for a in chain]) for objective, chain, _ in result]
 
 
-def trailing_negatives(chain: list[Attempt], objective: str) -> list[Attempt]:
+def trailing_negatives(chain: list[S], objective: str) -> list[S]:
     """The negatives at the tip of ``chain``, oldest first. Proposals not yet tried at the tip
     are passed over: they have no outcome, so they neither break nor extend a streak (else
     proposing would be a way to clear a STOP AND RETHINK)."""
-    trailing: list[Attempt] = []
+    trailing: list[S] = []
     outcomes = list(reversed(chain))
     while outcomes and outcomes[0].status == "not-tried" and outcomes[0].objective == objective:
         outcomes.pop(0)
@@ -99,5 +120,5 @@ def trailing_negatives(chain: list[Attempt], objective: str) -> list[Attempt]:
     return trailing
 
 
-def _trailing_count(tip: Attempt, by_id: dict[str, Attempt]) -> int:
+def _trailing_count(tip: S, by_id: dict[str, S]) -> int:
     return len(trailing_negatives(ancestry(tip.id, by_id), tip.objective or ""))

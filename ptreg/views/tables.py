@@ -3,6 +3,7 @@ dossier's markdown."""
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -74,15 +75,41 @@ def plain(
     """A plain table, one row a line, fitted to ``width`` (default: the terminal): the columns
     in ``shrink`` (free text) are cut with "…", then those in ``drop`` left out, in that order,
     until it fits (``--json`` keeps everything); None reads unknown."""
-    from tabulate import tabulate  # 34 ms to import: only for commands that print a table
-
     text = [[_text(v) for v in row] for row in rows]
     kept, limits = fit(text, headers, shrink, drop, terminal_width() if width is None else width)
     shown = [
         [row[i][: limits[i] - 1] + "…" if i in limits and len(row[i]) > limits[i] else row[i] for i in kept]
         for row in text
     ]
-    return str(tabulate(shown, headers=[headers[i] for i in kept], tablefmt="simple", disable_numparse=True))
+    heads = [headers[i] for i in kept]
+    flat = [*heads, *(c for row in shown for c in row)]
+    # With wcwidth installed tabulate counts East Asian wide characters twice; simple() counts
+    # characters, so it lays out only what both count alike.
+    if all(c.isprintable() for c in flat) and (all(c.isascii() for c in flat) or not _wide_characters_counted()):
+        return simple(shown, heads)
+    from tabulate import tabulate  # 34 ms to import: only for tables simple() does not lay out
+
+    return str(tabulate(shown, headers=heads, tablefmt="simple", disable_numparse=True))
+
+
+def _wide_characters_counted() -> bool:
+    return importlib.util.find_spec("wcwidth") is not None
+
+
+def simple(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
+    """tabulate's "simple" format (strings, no number parsing), for cells without line breaks
+    or escape codes: each cell stripped and left-aligned, columns two spaces apart, each at least
+    its header plus two, lines without trailing spaces. tabulate guesses each cell's type
+    first, which cost 4 s of a 100,000-row `ptreg list`; tests/views/test_tables.py holds the
+    two to the same output."""
+    cells = [[c.strip() for c in row] for row in rows]
+    widths = [max([len(h) + HEADER_PADDING, *(len(row[i]) for row in cells)]) for i, h in enumerate(headers)]
+    sep = " " * GAP
+
+    def line(values: Sequence[str]) -> str:
+        return sep.join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(row) for row in cells)])
 
 
 def markdown(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> list[str]:

@@ -32,6 +32,7 @@ from ptreg import __version__
 from ptreg.records.run import RunResults
 from ptreg.store.evaluators import check_file
 from ptreg.store.jsonio import dumps_pretty
+from ptreg.store.names import INDEX_FILE
 
 BAD = REPO / "tests" / "data" / "bad"
 MANIFEST = json.loads((BAD / "cases.json").read_text(encoding="utf-8"))
@@ -96,11 +97,11 @@ def base_registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def state(top: Path) -> dict[str, Any]:
     """Every entry under ``top``, symlinks not followed: file bytes, 'dir', or the link target.
-    Lock files are left out: a writing command creates one and keeps it (see helpers.snapshot)."""
+    Lock files and the query index are left out: working files, not the record (see helpers.snapshot)."""
     found: dict[str, Any] = {}
     for directory, dirs, files in os.walk(top):
         for name in sorted(dirs + files):
-            if name.startswith(".ptreg") and name.endswith(".lock"):
+            if (name.startswith(".ptreg") and name.endswith(".lock")) or name.startswith(INDEX_FILE):
                 continue
             path = Path(directory) / name
             key = path.relative_to(top).as_posix()

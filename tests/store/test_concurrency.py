@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from helpers import (
+    PROPOSER,
     complete_record,
     env_without_hooks,
     finish,
@@ -226,3 +227,44 @@ def test_a_run_killed_mid_measurement_leaves_no_lock_that_stops_the_next(tmp_pat
     assert code == 130, err
     assert f"the last run of run-killed, pid {first.pid}" in err and "was killed before it finished" in err
     assert json.loads(out)["status"] == "interrupted"
+
+
+def test_readers_beside_two_writers_always_answer_and_the_index_ends_current(tmp_path: Path) -> None:
+    """Readers update the index too (a changed file is re-read by whoever looks first): readers
+    and writers at once never fail, never see fewer attempts than before, and leave an index
+    that agrees with the files."""
+    from helpers import assert_index_agrees
+    from ptreg.store.index import compare_with_files
+
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    ref = freeze_evaluator(root, **TINY)
+    plans = [[(f"{who}-{i}", f"#{1000 * n + i}") for i in range(20)] for n, who in enumerate(("alpha", "beta"), 1)]
+    # their output goes to files: a pipe nobody reads while the readers loop would fill and stop them
+    logs = [tmp_path / f"writer-{n}.out" for n in range(len(plans))]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", PROPOSER, str(root), ref, json.dumps(plan)],
+            stdout=out.open("w"),
+            stderr=subprocess.STDOUT,
+            env=env_without_hooks(),
+        )
+        for plan, out in zip(plans, logs, strict=True)
+    ]
+    seen: list[int] = []
+    rounds = 0
+    while any(w.poll() is None for w in writers) or rounds < 2:
+        readers = [ptreg(root, "list", "--json"), ptreg(root, "streaks", "--json")]
+        outputs = [r.communicate(timeout=120) for r in readers]
+        for reader, (out, err) in zip(readers, outputs, strict=True):
+            assert reader.returncode == 0, err
+            json.loads(out)
+        seen.append(len(json.loads(outputs[0][0])))
+        rounds += 1
+    for writer, out in zip(writers, logs, strict=True):
+        assert writer.wait(timeout=600) == 0, out.read_text()
+        assert json.loads(out.read_text().strip().splitlines()[-1]) == [0] * 20
+    assert seen == sorted(seen) and seen[0] >= 1 and seen[-1] <= 41, seen
+    differences, _ = compare_with_files(root)
+    assert differences == [], differences  # the writers' own updates left it current
+    assert_index_agrees(root)
+    assert len(json.loads(ptreg(root, "list", "--json").communicate(timeout=60)[0])) == 41

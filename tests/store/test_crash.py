@@ -1,6 +1,8 @@
 """Crash tests: kill ptreg (SIGKILL) at every numbered step of its writes, then check that the
-registry validates, that every record it held before is intact byte for byte, and that a
-change of many files (an import) is there whole or not at all.
+registry validates, that every record it held before is intact byte for byte, that a
+change of many files (an import) is there whole or not at all, and that the query index a
+kill leaves is current or visibly stale (never wrong under a stamp that still matches), so
+that the next command answers as a full read does.
 
 ``PTREG_CRASH_AT=N`` (ptreg/faults.py) makes the N-th write step kill the process, so each
 trial is exact and repeatable; the slow suite adds kills after random delays, which also land
@@ -27,6 +29,7 @@ from typing import Any
 import pytest
 
 from helpers import (
+    assert_index_agrees,
     complete_record,
     freeze_evaluator,
     registry_with_a_run,
@@ -100,6 +103,25 @@ def assert_repaired(root: Path) -> None:
     assert not left, left
 
 
+def current_index(root: Path) -> None:
+    """Bring the copy's index up to date: a copy gives every file a new inode and ctime."""
+    from ptreg.store.index import open_index
+
+    open_index(root).close()
+
+
+def index_after_kill(root: Path) -> bool:
+    """Check the index a kill left: every way it differs from the files shows as a file whose
+    stamp moved (or a file it lacks or still lists), none as content that differs under a
+    matching stamp; then the next reader's index answers as a full read. Whether it was stale."""
+    from ptreg.store.index import compare_with_files
+
+    differences, _ = compare_with_files(root)
+    assert not [d for d in differences if d.what == "differs"], differences
+    assert_index_agrees(root)
+    return bool(differences)
+
+
 def sweep(
     template: Path,
     work: Path,
@@ -107,13 +129,16 @@ def sweep(
     check: Callable[[Path, int], None],
     points: Iterable[int] | None = None,
     stride: int = 1,
+    stale: list[int] | None = None,
 ) -> int:
     """Kill ``ptreg args`` at each ``stride``-th step in turn until it finishes (or at
-    ``points``); check each registry left behind. Returns the number of kills."""
+    ``points``); check each registry left behind, and its index (the steps at which the index
+    was left stale go to ``stale``). Returns the number of kills."""
     kills = 0
     for k in points if points is not None else range(1, 500, stride):
         root = work / f"k{k}" / template.name
         shutil.copytree(template, root, symlinks=True)
+        current_index(root)
         done = ptreg(root, *args, crash_at=k)
         if done.returncode != KILLED:
             assert points is None, f"step {k} was never reached: {done.returncode} {done.stderr}"
@@ -121,6 +146,8 @@ def sweep(
             assert kills * stride > 3, "too few write steps were found to kill at"
             return kills
         kills += 1
+        if index_after_kill(root) and stale is not None:  # before anything else brings it up to date
+            stale.append(k)
         check(root, k)
         assert_repaired(root)
         shutil.rmtree(root.parent)
@@ -171,6 +198,7 @@ def template(tmp_path_factory) -> Path:
     with pytest.raises(SystemExit) as exited:
         main(["-r", str(root), "run", "crash-conclude"])
     assert exited.value.code == 0
+    assert (root / ".ptreg-index.sqlite").exists()  # each kill below starts from a current index
     return root
 
 
@@ -267,8 +295,22 @@ def test_conclude_killed_at_every_step_leaves_the_old_record_or_the_new(template
     def check(root: Path, k: int) -> None:
         assert_valid(root)
         assert every_file_old_or_new(before, after, record_files(root)) <= {"crash-conclude.json"}
+        if k in stale:  # the record written, its index update killed: the next command sees the new one
+            from ptreg.store.index import open_index
 
-    sweep(template, tmp_path, args, check)
+            assert json.loads((root / "crash-conclude.json").read_text())["status"] == "worked"
+            index = open_index(root)
+            try:
+                summary = index.summary("crash-conclude")
+                assert summary is not None and summary.status == "worked"
+            finally:
+                index.close()
+
+    stale: list[int] = []
+    sweep(template, tmp_path, args, check, stale=stale)
+    # the kills between the record's rename and the index's commit left a stale index, which the
+    # next command detected (index_after_kill) and answered from the new record
+    assert stale, "no kill landed between the record and the index update"
 
 
 def test_freeze_killed_at_every_step_leaves_no_evaluator_or_a_whole_one(template: Path, tmp_path: Path) -> None:

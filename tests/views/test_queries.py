@@ -1,8 +1,13 @@
 """list filters, lineage, streaks and coverage: on the shared registry (expected values
-computed from the raw JSON, or stated in ../shared/data/README.md) and on synthetic chains."""
+computed from the raw JSON, or stated in ../shared/data/README.md) and on synthetic chains.
+
+Every test runs twice: once answered from the query index (store/index.py), once from a full
+read of every record file (``PTREG_INDEX=off``, and ``load_directory`` for the library), the
+way ptreg answered before it kept an index."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,8 +18,27 @@ from helpers import NEGATIVE, complete_record, failed_record, raw_chain, raw_des
 from ptreg.records.attempt import SHAPE_FIELDS, Attempt
 from ptreg.records.graph import ancestry, successors
 from ptreg.store.directory import load_directory
+from ptreg.store.index import open_index
 from ptreg.views.queries import Filter, coverage, select
 from ptreg.views.streaks import CAUTION, OK, STOP, streaks
+
+
+@pytest.fixture(autouse=True, params=["index", "every-file"])
+def read_path(request, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "every-file":
+        monkeypatch.setenv("PTREG_INDEX", "off")
+    return request.param
+
+
+def attempts_of(root: Path, read_path: str) -> list[Any]:
+    """The registry's attempts as the queries get them: the index's summaries, or whole records."""
+    if read_path == "every-file":
+        return load_directory(root).attempts
+    index = open_index(root)
+    try:
+        return index.summaries()
+    finally:
+        index.close()
 
 
 def listed_ids(cli, registry: Path, *args: str) -> list[str]:
@@ -78,8 +102,10 @@ def test_list_filters_on_the_shared_registry(
     assert sorted(listed_ids(cli, shared_registry, *args)) == expected
 
 
-def test_or_within_methods_and_and_across_methods_and_bases(shared_raw: dict[str, Any], shared_registry: Path) -> None:
-    attempts = load_directory(shared_registry).attempts
+def test_or_within_methods_and_and_across_methods_and_bases(
+    shared_raw: dict[str, Any], shared_registry: Path, read_path: str
+) -> None:
+    attempts = attempts_of(shared_registry, read_path)
     dpo = {a.id for a in select(attempts, Filter(methods=["dpo"]))}
     simpo = {a.id for a in select(attempts, Filter(methods=["simpo"]))}
     both = {a.id for a in select(attempts, Filter(methods=["dpo", "simpo"]))}
@@ -139,7 +165,7 @@ def test_lineage_of_bmc2_v2_names_what_superseded_it(cli, shared_registry: Path,
     assert len(data["superseded_by"]) == len(later), "each successor once"
 
 
-def test_lineage_library_on_synthetic_tree(tmp_path: Path) -> None:
+def test_lineage_library_on_synthetic_tree(tmp_path: Path, read_path: str) -> None:
     root = write_registry(
         tmp_path / "reg",
         [
@@ -150,7 +176,7 @@ def test_lineage_library_on_synthetic_tree(tmp_path: Path) -> None:
             complete_record("e"),
         ],
     )
-    by_id = load_directory(root).by_id()
+    by_id = {a.id: a for a in attempts_of(root, read_path)}
     assert [x.id for x in ancestry("c", by_id)] == ["a", "b", "c"]
     assert [(s.attempt.id, s.depth) for s in successors("a", by_id)] == [("b", 1), ("c", 2), ("d", 1)]
     assert successors("e", by_id) == [] and [x.id for x in ancestry("e", by_id)] == ["e"]
@@ -232,8 +258,8 @@ def test_output_format_streak_on_the_shared_registry(cli, shared_registry: Path,
     assert by_id["sql-hygiene-dpo-higher-pressure"]["lesson"] in text
 
 
-def test_streak_levels_agree_with_their_tips(shared_registry: Path) -> None:
-    by_id = load_directory(shared_registry).by_id()
+def test_streak_levels_agree_with_their_tips(shared_registry: Path, read_path: str) -> None:
+    by_id = {a.id: a for a in attempts_of(shared_registry, read_path)}
     for s in streaks(by_id.values()):
         count = 0
         for a in reversed(s.chain):
@@ -254,7 +280,8 @@ def chain(*statuses: str, objective: str = "training-step-time", prefix: str = "
 
 
 def streak_of(tmp_path: Path, records: list[dict[str, Any]], objective: str = "training-step-time"):
-    attempts = load_directory(write_registry(tmp_path / "reg", records)).attempts
+    read = "every-file" if os.environ.get("PTREG_INDEX") == "off" else "index"
+    attempts = attempts_of(write_registry(tmp_path / "reg", records), read)
     return {s.objective: s for s in streaks(attempts)}[objective]
 
 
@@ -290,11 +317,11 @@ def test_deepest_chain_counts(tmp_path: Path) -> None:
     assert [a.id for a in s.chain] == ["s0", "s1", "s2", "s3"] and s.level == OK
 
 
-def test_streaks_are_per_objective(tmp_path: Path) -> None:
+def test_streaks_are_per_objective(tmp_path: Path, read_path: str) -> None:
     records = chain("failed", "failed", objective="peak-memory") + chain(
         "worked", "worked", objective="kernel-throughput", prefix="k"
     )
-    attempts = load_directory(write_registry(tmp_path / "reg", records)).attempts
+    attempts = attempts_of(write_registry(tmp_path / "reg", records), read_path)
     levels = {s.objective: s.level for s in streaks(attempts)}
     assert levels == {"peak-memory": CAUTION, "kernel-throughput": OK}
 
@@ -345,14 +372,22 @@ def test_coverage_on_the_shared_registry(cli, shared_registry: Path, shared_raw:
     assert f"shape fields of {len(shaped)} non-infrastructure attempts" in text
 
 
-def test_coverage_flags_terms_outside_the_vocabulary(tmp_path: Path) -> None:
+def test_coverage_flags_terms_outside_the_vocabulary(tmp_path: Path, read_path: str) -> None:
     records = [
         complete_record("a", methods=["cache-blocking", "magic"]),
         complete_record("b", kind="infrastructure", methods=None, bases=None, objective=None, data_rows=None),
         complete_record("c", data_rows=None),
     ]
-    registry = load_directory(write_registry(tmp_path / "reg", records))
-    result = coverage(registry.attempts, registry.meta)
+    root = write_registry(tmp_path / "reg", records)
+    if read_path == "every-file":
+        registry = load_directory(root)
+        result = coverage(registry.attempts, registry.meta)
+    else:
+        index = open_index(root)
+        try:
+            result = coverage(index.summaries(), index.vocabularies())
+        finally:
+            index.close()
     assert result.shaped_total == 2
     fields = {f.field: f.carried for f in result.fields}
     assert fields == {"methods": 2, "bases": 2, "objective": 2, "data_rows": 1, "varied_from": 0}

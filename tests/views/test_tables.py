@@ -7,10 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from helpers import complete_record, write_registry
 from ptreg.text import Table
-from ptreg.views.tables import plain
+from ptreg.views.tables import plain, simple
 
 LONG_ID = "an-attempt-whose-id-is-long-and-must-stay-whole"
 LESSON = "A lesson long enough that no narrow terminal shows it whole, " * 3
@@ -65,3 +67,26 @@ def test_a_dossier_at_a_terminal_wraps_its_prose_and_fits_its_tables() -> None:
     assert "\n  item" in text  # a list item's lines hang under it
     piped = render_text(attempt, parts, wrap=None)
     assert ("word " * 60).strip() in piped  # in a pipe a paragraph stays one line, for grep
+
+
+_CELL = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp", "Cf")), max_size=12)
+
+
+@given(
+    st.integers(1, 5).flatmap(
+        lambda n: st.tuples(
+            st.lists(_CELL.filter(lambda h: h == h.strip() and h != ""), min_size=n, max_size=n),
+            st.lists(st.lists(_CELL, min_size=n, max_size=n), max_size=6),
+        )
+    )
+)
+def test_simple_lays_out_a_table_as_tabulate_does(table) -> None:
+    """`plain` lays out large tables itself (tabulate's type guessing cost seconds at 100,000
+    rows); it must print exactly what tabulate's "simple" format prints."""
+    import tabulate as tabulate_module
+
+    headers, rows = table
+    if tabulate_module.WIDE_CHARS_MODE and not all(c.isascii() for row in [headers, *rows] for c in row):
+        return  # plain() hands such tables to tabulate
+    expected = tabulate_module.tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+    assert simple(rows, headers) == expected

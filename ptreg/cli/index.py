@@ -1,0 +1,105 @@
+"""`ptreg index`: the derived query index beside the record files (docs/index.md)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import typer
+
+from ..errors import EXIT_CHECK_FAILED
+from ..text import counted
+from .common import JsonFlag, load_index, print_json, progress_bar, registry_dir
+
+if TYPE_CHECKING:
+    from ..store.full_read import FullRead
+    from ..store.index import Index
+
+
+def index(
+    rebuild: bool = typer.Option(
+        False, "--rebuild", help="Delete the index and build it again from every record file."
+    ),
+    check: bool = typer.Option(
+        False,
+        "--check",
+        help="Compare the index as it stands with a full read of every file, without updating it; exit 1 if they differ.",
+    ),
+    as_json: bool = JsonFlag,
+) -> None:
+    """The query index: a SQLite file of working data beside the records (.ptreg-index.sqlite, git-ignored).
+
+    list, lineage, streaks, coverage, precedents, show's lineage and the gate read it. Every command first checks it against the directory (one stat per file) and re-reads exactly the files that changed, so a hand edit, a git pull or a deleted file is seen at once; a corrupt, foreign or outdated index is rebuilt. The record files stay the truth, and the index can be deleted at any time. With no option, it is brought up to date and described.
+    """
+    from ..store.index import compare_with_files, file_size, index_path
+
+    root = registry_dir()
+    if check:
+        if rebuild:
+            from ..errors import PtregError
+
+            raise PtregError("--check compares the index as it stands; --rebuild replaces it: give one of them")
+        if not index_path(root).exists():
+            load_index(warn=False).close()  # validates the registry first, as any command does
+            typer.echo(f"{index_path(root)}: no index yet; built it now", err=True)
+        differences, compared = compare_with_files(root)
+        if as_json:
+            print_json({"files": compared, "differences": [{"file": d.name, "what": d.what} for d in differences]})
+        else:
+            for d in differences[:20]:
+                typer.echo(f"{d.name}: {_what[d.what]}")
+            if len(differences) > 20:
+                typer.echo(f"... and {len(differences) - 20} more")
+            verdict = "agrees with the files" if not differences else f"differs from the files in {len(differences)}"
+            typer.echo(f"{index_path(root)}: {counted(compared, 'file')} compared; the index {verdict}")
+        if differences:
+            raise typer.Exit(EXIT_CHECK_FAILED)
+        return
+    began = time.perf_counter()
+    opened: Index | FullRead
+    if rebuild:
+        from ..store.index import open_index, usable_directory
+
+        if not usable_directory(root):
+            load_index(warn=False).close()  # its one-line error, or a cut-short import finished
+        with progress_bar() as progress:
+            opened = open_index(root, rebuild=True, progress=progress)
+    else:
+        opened = load_index(warn=False)
+    try:
+        seconds = time.perf_counter() - began
+        refresh = opened.refresh
+        records, valid, size = opened.records(), opened.valid(), None if refresh.in_memory else file_size(root)
+        described = {
+            "index": str(index_path(root)),
+            "in_memory": refresh.in_memory,
+            "rebuilt": refresh.rebuilt,
+            "records": records,
+            "valid": valid,
+            "reread": len(refresh.reread),
+            "rehashed": refresh.rehashed,
+            "removed": len(refresh.removed),
+            "bytes": size,
+            "seconds": round(seconds, 3),
+        }
+    finally:
+        opened.close()
+    if as_json:
+        print_json(described)
+        return
+    if refresh.in_memory:
+        typer.echo(f"{index_path(root)}: cannot be written here; the index was built in memory for this command")
+    how = f"built ({refresh.rebuilt})" if refresh.rebuilt else "up to date"
+    typer.echo(
+        f"{index_path(root)}: {how} in {seconds:.2f} s; {counted(records, 'record file')} "
+        f"({valid} valid); re-read {len(refresh.reread)}, removed {len(refresh.removed)}"
+        + (f"; {size / 2**20:.1f} MiB" if size is not None else "")
+    )
+
+
+_what = {
+    "missing": "in the files, not in the index",
+    "extra": "in the index, no longer in the files",
+    "stale": "changed since the index read it",
+    "differs": "the index holds something other than the file says",
+}

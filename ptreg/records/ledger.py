@@ -1,0 +1,146 @@
+"""What the queries read of an attempt, without the models: the status words, the shape fields,
+the ledger's order, and ``Summary``, the part of a record the derived index keeps.
+
+Nothing here imports pydantic, so that `list`, `streaks` and `lineage`, answered from the index
+(``store/index.py``), never pay for building the models (about 0.1 s of a 0.25 s command).
+An ``Attempt`` has every attribute of ``Summary``, so each view takes either.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple, Protocol, TypeVar
+
+STATUSES = ("worked", "worked-with-caveat", "failed", "regressed", "inconclusive", "not-tried")
+# What `list --failures-only` and the streak count treat as a negative outcome.
+NEGATIVE_STATUSES = ("failed", "regressed", "inconclusive")
+# Fields that describe the shape of a training or evaluation attempt; infrastructure has none.
+SHAPE_FIELDS = ("methods", "bases", "objective", "data_rows", "varied_from")
+INFRASTRUCTURE_KIND = "infrastructure"
+
+# Where a record stands in the ledger (``records.attempt.ledger_key``).
+LedgerKey = tuple[str, int, int, int, str]
+
+
+class Linked(Protocol):
+    """An attempt as the lineage graph sees it."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def varied_from(self) -> str | None: ...
+
+
+class Step(Linked, Protocol):
+    """An attempt as the search for streaks sees it."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def objective(self) -> str | None: ...
+    @property
+    def ledger(self) -> LedgerKey: ...
+
+
+class Outcome(Step, Protocol):
+    """An attempt as a streak shows it."""
+
+    @property
+    def lesson(self) -> str | None: ...
+
+
+class Shaped(Outcome, Protocol):
+    """An attempt as the queries, precedents and the gate's registry-wide checks see it."""
+
+    @property
+    def family(self) -> str | None: ...
+    @property
+    def kind(self) -> str | None: ...
+    @property
+    def methods(self) -> Sequence[str] | None: ...
+    @property
+    def bases(self) -> Sequence[str] | None: ...
+    @property
+    def data_rows(self) -> int | None: ...
+    @property
+    def varied(self) -> str | None: ...
+    @property
+    def question(self) -> str | None: ...
+    @property
+    def next_action(self) -> str | None: ...
+    @property
+    def tracking_issue(self) -> str | None: ...
+
+
+class Link(NamedTuple):
+    """The least of a record that finding the streaks needs, read from the index for every
+    attempt (a whole ``Summary`` is read only for the attempts of the streaks found)."""
+
+    id: str
+    varied_from: str | None
+    objective: str | None
+    status: str
+    ledger: LedgerKey
+
+
+class Summary(NamedTuple):
+    """A valid record as the index holds it: its shape, status, lineage edge, question and
+    disposition. Everything else (evidence, admission, runs, condition) is read from its file.
+    A named tuple: 100,000 of them are made per query, and a tuple is the cheapest to make."""
+
+    id: str
+    status: str
+    family: str | None
+    kind: str | None
+    objective: str | None
+    methods: list[str] | None
+    bases: list[str] | None
+    data_rows: int | None
+    varied_from: str | None
+    varied: str | None
+    question: str | None
+    lesson: str | None
+    next_action: str | None
+    tracking_issue: str | None
+    ledger: LedgerKey
+    has_condition: bool = False
+    # the record file's name without ".json", which may differ from the id in a misnamed file
+    stem: str | None = None
+
+
+T = TypeVar("T", bound=Step)
+
+
+def in_ledger_order(attempts: Iterable[T]) -> list[T]:
+    return sorted(attempts, key=lambda a: a.ledger)
+
+
+# Terms (methods, bases) as the index stores a list of them: joined by a unit separator, which no
+# term holds; a list where a term holds a control character is stored as JSON after a record
+# separator. None stays NULL, and an empty list is the empty string (a term is never empty).
+_JOIN, _AS_JSON = "\x1f", "\x1e"
+
+
+def encode_terms(terms: Sequence[str] | None) -> str | None:
+    if terms is None:
+        return None
+    if any(not t.isprintable() for t in terms):
+        return _AS_JSON + json.dumps(list(terms))
+    return _JOIN.join(terms)
+
+
+def decode_terms(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    if text.startswith(_AS_JSON):
+        return list(json.loads(text[1:]))
+    return text.split(_JOIN) if text else []
+
+
+def question_tokens(question: str) -> list[str]:
+    """Case, punctuation and whitespace do not make a question new."""
+    text = unicodedata.normalize("NFKC", question).casefold()
+    return re.sub(r"[\W_]+", " ", text).split()

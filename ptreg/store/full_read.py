@@ -1,0 +1,129 @@
+"""The queries of ``index.Index`` answered by reading every record file, as ptreg did before it
+kept an index: what ``PTREG_INDEX=off`` gives, and what the tests hold the index to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import EXIT_CHECK_FAILED, PtregError, UnknownAttempt
+from ..records.attempt import Attempt, RegistryMeta, check_id
+from ..records.ledger import Link, Summary, in_ledger_order
+from .directory import load_directory
+from .index import Index, Refresh
+from .record_file import read_record
+
+OFF_ENV = "PTREG_INDEX"  # "off": read every file, use no index
+
+
+class FullRead:
+    """Every record file read and parsed; the same questions as ``Index`` asks of its tables."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.registry = load_directory(root)
+        self.refresh = Refresh(rebuilt=f"{OFF_ENV}=off: every file read, no index used", in_memory=True)
+        self._summaries = in_ledger_order(
+            r.attempt.summary()._replace(stem=Path(r.file).stem if r.file else None)
+            for r in self.registry.records
+            if r.attempt is not None
+        )
+        self._by_id = {a.id: a for a in sorted(self._summaries, key=lambda a: a.stem or "")}
+
+    def close(self) -> None:
+        pass
+
+    def records(self) -> int:
+        return len(self.registry.records)
+
+    def valid(self) -> int:
+        return len(self._summaries)
+
+    def problems(self) -> list[tuple[str, str]]:
+        return [(p.location(), p.message) for p in self.registry.problems]
+
+    def summaries(self) -> list[Summary]:
+        return list(self._summaries)
+
+    def links(self) -> list[Link]:
+        return [Link(a.id, a.varied_from, a.objective, a.status, a.ledger) for a in self._summaries]
+
+    def candidates(self, *criteria: Any, **named: Any) -> list[Summary]:
+        """Every attempt: the caller's own filter decides (``Index.candidates`` narrows first)."""
+        return list(self._summaries)
+
+    def summaries_of(self, ids: list[str]) -> list[Summary]:
+        wanted = set(ids)
+        return [a for a in self._summaries if a.id in wanted]
+
+    def summary(self, attempt_id: str) -> Summary | None:
+        return self._by_id.get(attempt_id)
+
+    def ids(self) -> list[str]:
+        return sorted(self._by_id)
+
+    def raw_ids(self) -> set[str]:
+        return {r.raw_id for r in self.registry.records if r.raw_id is not None}
+
+    def is_unusable(self, attempt_id: str) -> bool:
+        return any(
+            (r.raw_id == attempt_id or (r.file is not None and Path(r.file).stem == attempt_id))
+            and (r.attempt is None or r.attempt.id != attempt_id)
+            for r in self.registry.records
+        )
+
+    def lineage_ids(self, attempt_id: str) -> list[str]:
+        """As ``Index.lineage_ids``: every valid record counts, and of two giving one id, the
+        one in the file named by it is the parent's."""
+        parent: dict[str, str | None] = {}
+        for a in sorted(self._summaries, key=lambda a: (a.stem == a.id, a.stem or "")):
+            parent[a.id] = a.varied_from  # the file named by its id, else the last by name, wins
+        wanted = {attempt_id}
+        node = parent.get(attempt_id)
+        while node is not None and node not in wanted and node in parent:
+            wanted.add(node)
+            node = parent[node]
+        children: dict[str, list[str]] = {}
+        for a in self._summaries:
+            if a.varied_from is not None:
+                children.setdefault(a.varied_from, []).append(a.id)
+        below, frontier = {attempt_id}, [attempt_id]
+        while frontier:
+            frontier = [c for f in frontier for c in children.get(f, ()) if c not in below]
+            below.update(frontier)
+        return sorted(wanted | below)
+
+    def with_condition(self) -> list[Summary]:
+        return sorted((a for a in self._summaries if a.has_condition), key=lambda a: a.stem or "")
+
+    def vocabularies(self) -> RegistryMeta:
+        return self.registry.meta
+
+    def hashes(self) -> dict[str, str | None]:
+        return {}  # the admission's digest then reads every file itself
+
+
+def indexed_attempt(index: Index | FullRead, attempt_id: str) -> Attempt:
+    """The whole record of ``attempt_id``, read from its file once the index knows it is a valid
+    one; otherwise the error a full read gives (not valid, or no such attempt and the closest ids)."""
+    check_id(attempt_id)
+    if index.summary(attempt_id) is None:
+        if index.is_unusable(attempt_id):
+            raise PtregError(
+                f"attempt {attempt_id!r} in {index.root} is not a valid record; run `ptreg validate` to see why",
+                EXIT_CHECK_FAILED,
+            )
+        raise UnknownAttempt(attempt_id, str(index.root), sorted(index.raw_ids()))
+    return read_summarized(index.root, index.summary(attempt_id))
+
+
+def read_summarized(root: Path, summary: Summary | None) -> Attempt:
+    """The whole record of an attempt the index summarises, read from its own file (which holds
+    it even when misnamed: the file a full read took it from)."""
+    if summary is None or summary.stem is None:
+        raise PtregError(f"{root}: an attempt the index named is gone; run the command again", EXIT_CHECK_FAILED)
+    record, problems = read_record(root, root / f"{summary.stem}.json", (root / f"{summary.stem}.json").is_symlink())
+    if record.attempt is None or record.attempt.id != summary.id:
+        where = problems[0].location() if problems else f"{root}/{summary.stem}.json"
+        raise PtregError(f"{where}: changed while it was read; run the command again", EXIT_CHECK_FAILED)
+    return record.attempt

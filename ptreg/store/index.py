@@ -1,0 +1,638 @@
+"""The derived query index: a SQLite file beside the records that answers the queries without
+reading every record file. The record files stay the truth; the index is a working file
+(``.ptreg-index.sqlite``, git-ignored, never exported) that can be deleted at any time.
+
+It holds, per record file, the size, mtime, ctime, inode and SHA-256 it was built from; per
+valid attempt, its shape, status, lineage edge (varied_from), question (and its tokens), lesson,
+disposition and tracking issue, and the summary of each linked run; per unusable file, the
+problems ``load_directory`` reports; and the vocabularies of ``registry.json`` once validated.
+
+Never trusted blindly: every command that opens it first stats each file of the directory (one
+``stat`` per file: the directory's mtime misses an edit made in place, so it is not a safe
+signal) and re-reads exactly the files that are new, changed or gone. A file changed within
+``RACY_NS`` of the moment the index saw it is re-hashed on the next check, since a change in
+the same clock tick keeps its size and mtime (git's "racy clean" case). An index that is not
+a SQLite file, belongs to another program or has another schema is deleted and rebuilt. ptreg's
+own writes update it before they release the registry lock (``locks.py``); a writer killed in
+between leaves stamps that no longer match, which the next command re-reads.
+
+Nothing here imports pydantic: a command whose files have not changed never builds the models.
+Parsing a changed file goes through ``record_file`` (imported only then).
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+import stat
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import PtregError
+from ..records.ledger import NEGATIVE_STATUSES, Link, Summary, decode_terms, encode_terms, question_tokens
+from .faults import crash_point
+from .jsonio import JsonError, read_bytes
+from .names import INDEX_FILE, JOURNAL_FILE, RECORD_FILE_MAX_BYTES, REGISTRY_FILE
+
+INDEX_SCHEMA = 1  # PRAGMA user_version: a different one is rebuilt
+APPLICATION_ID = 0x70747267  # PRAGMA application_id, "ptrg": any other is a foreign file, rebuilt
+# A file whose ctime is this close to when the index last looked at it may have changed again in
+# the same clock tick without changing its size or mtime, so it is re-hashed (git's racy clean).
+RACY_NS = 2_000_000_000
+BUSY_TIMEOUT_S = 30.0  # another ptreg updating the index holds it for one scan at most
+
+_SCHEMA = """
+CREATE TABLE files (
+    name TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
+    ino INTEGER NOT NULL, sha256 TEXT, seen_ns INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE attempts (
+    stem TEXT PRIMARY KEY, raw_id TEXT, id TEXT, status TEXT, family TEXT, kind TEXT, objective TEXT,
+    methods TEXT, bases TEXT, data_rows INTEGER, varied_from TEXT, varied TEXT, question TEXT,
+    question_tokens TEXT, lesson TEXT, next_action TEXT, tracking_issue TEXT, has_condition INTEGER,
+    ledger_time TEXT, ledger_made INTEGER, ledger_import INTEGER, ledger_position INTEGER
+) WITHOUT ROWID;
+CREATE INDEX attempts_by_parent ON attempts (varied_from);
+CREATE TABLE runs (stem TEXT, position INTEGER, run_id TEXT, status TEXT, PRIMARY KEY (stem, position)) WITHOUT ROWID;
+CREATE TABLE problems (
+    stem TEXT, position INTEGER, location TEXT, message TEXT, PRIMARY KEY (stem, position)
+) WITHOUT ROWID;
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
+"""
+_TABLES = {"files", "attempts", "runs", "problems", "meta"}
+_SUMMARY_COLUMNS = (
+    "id, status, family, kind, objective, methods, bases, data_rows, varied_from, varied, question, lesson, "
+    "next_action, tracking_issue, ledger_time, ledger_made, ledger_import, ledger_position, has_condition, stem"
+)
+_LEDGER_ORDER = "ledger_time, ledger_made, ledger_import, ledger_position, id"
+
+Stamp = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode
+# progress(what, done, total), as store.directory.Progress (which this module cannot import)
+Progress = Callable[[str, int, int], None]
+PROGRESS_EVERY = 500
+
+
+@dataclass(frozen=True)
+class Vocabularies:
+    """The vocabularies of ``registry.json``, as validated when it last changed."""
+
+    method_vocabulary: dict[str, str | None]
+    objective_vocabulary: dict[str, str | None]
+    kind_vocabulary: dict[str, str | None]
+    confidence_vocabulary: dict[str, str | None]
+
+
+@dataclass
+class Refresh:
+    """What checking the index against the directory found."""
+
+    rebuilt: str | None = None  # why the index was built from nothing, if it was
+    reread: list[str] = field(default_factory=list)  # files parsed again (new or changed)
+    rehashed: int = 0  # files whose stamp moved but whose bytes had not changed
+    removed: list[str] = field(default_factory=list)  # files gone since
+    in_memory: bool = False  # the file could not be used (e.g. a read-only registry)
+
+
+class Index:
+    """An open index, checked against the directory; its queries answer as a full read would."""
+
+    def __init__(self, root: Path, connection: sqlite3.Connection, refresh: Refresh):
+        self.root = root
+        self.db = connection
+        self.refresh = refresh
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self.db.close()
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        rows = self._rows(sql, params)
+        return rows[0] if rows else None
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one query. Damage that only a query reaches (a page the check did not
+        read) makes the index be rebuilt and the query asked again; any other failure of the
+        file makes an index in memory answer."""
+        try:
+            return self.db.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            self.close()
+            if self.refresh.in_memory:
+                raise
+            if _corrupt(exc):
+                _delete(self.root)
+                fresh = open_index(self.root)
+                fresh.refresh.rebuilt = fresh.refresh.rebuilt or "the index file was corrupt"
+            else:
+                fresh = _in_memory(self.root)
+            self.db, self.refresh = fresh.db, fresh.refresh
+            return self.db.execute(sql, params).fetchall()
+
+    # ------------------------------------------------------------------ queries
+
+    def records(self) -> int:
+        """Record files, usable or not (what ``len(registry.records)`` counts)."""
+        return int(self._one("SELECT count(*) FROM attempts")[0])
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(location, message) of each problem of an unusable or misnamed file, in id order."""
+        rows = self._rows("SELECT location, message FROM problems ORDER BY stem, position")
+        return [(str(location), str(message)) for location, message in rows]
+
+    def summaries(self, where: str = "", params: tuple[Any, ...] = ()) -> list[Summary]:
+        """Every valid attempt (or those ``where`` selects), in the ledger's order."""
+        sql = f"SELECT {_SUMMARY_COLUMNS} FROM attempts WHERE id IS NOT NULL {where} ORDER BY {_LEDGER_ORDER}"
+        terms, new = decode_terms, Summary
+        return [
+            new(
+                r[0], r[1], r[2], r[3], r[4], terms(r[5]), terms(r[6]), r[7], r[8], r[9], r[10], r[11], r[12],
+                r[13], (r[14], r[15], r[16], r[17], r[0]), r[18] == 1, r[19],
+            )
+            for r in self._rows(sql, params)
+        ]  # fmt: skip
+
+    def candidates(
+        self,
+        statuses: Sequence[str] = (),
+        families: Sequence[str] = (),
+        kinds: Sequence[str] = (),
+        objectives: Sequence[str] = (),
+        methods: Sequence[str] = (),
+        bases: Sequence[str] = (),
+        failures_only: bool = False,
+    ) -> list[Summary]:
+        """The valid attempts that may match a `list` filter, in the ledger's order: every one
+        that does, and no more, except a rare list of terms stored as JSON, which is passed on
+        for the caller's own filter (``views.queries.Filter``) to decide."""
+        where: list[str] = []
+        params: list[Any] = []
+        for column, values in (("status", statuses), ("family", families), ("kind", kinds), ("objective", objectives)):
+            if values:
+                where.append(f"{column} IN ({','.join('?' * len(values))})")
+                params.extend(values)
+        if failures_only:
+            where.append(f"status IN ({','.join('?' * len(NEGATIVE_STATUSES))})")
+            params.extend(NEGATIVE_STATUSES)
+        for column, terms in (("methods", methods), ("bases", bases)):
+            if terms:
+                # a term is a whole element of the unit-separated list (records/ledger.py)
+                each = " OR ".join(
+                    f"instr(char(31) || {column} || char(31), char(31) || ? || char(31)) > 0" for _ in terms
+                )
+                where.append(f"({each} OR substr({column}, 1, 1) = char(30))")
+                params.extend(terms)
+        return self.summaries("".join(f" AND {w}" for w in where), tuple(params))
+
+    def links(self) -> list[Link]:
+        """Every valid attempt's lineage edge, objective and status, in the ledger's order: what
+        finding the streaks reads of all of them."""
+        sql = f"SELECT id, varied_from, objective, status, {_LEDGER_ORDER} FROM attempts WHERE id IS NOT NULL"
+        new = Link
+        return [
+            new(r[0], r[1], r[2], r[3], (r[4], r[5], r[6], r[7], r[0]))
+            for r in self._rows(f"{sql} ORDER BY {_LEDGER_ORDER}")
+        ]
+
+    def summaries_of(self, ids: list[str]) -> list[Summary]:
+        """The valid attempts among ``ids``, in the ledger's order."""
+        return self.summaries("AND id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
+
+    def summary(self, attempt_id: str) -> Summary | None:
+        """The attempt ``attempt_id`` as a full read's ``by_id`` holds it: of two files giving
+        one id, the last by file name."""
+        found = self.summaries("AND id = ?", (attempt_id,))
+        return max(found, key=lambda a: a.stem or "") if found else None
+
+    def ids(self) -> list[str]:
+        """The id of every valid attempt."""
+        return [r[0] for r in self._rows("SELECT id FROM attempts WHERE id IS NOT NULL ORDER BY stem")]
+
+    def raw_ids(self) -> set[str]:
+        """Every id a record file gives, valid record or not."""
+        return {str(r[0]) for r in self._rows("SELECT raw_id FROM attempts WHERE raw_id IS NOT NULL")}
+
+    def valid(self) -> int:
+        """How many record files hold a valid attempt."""
+        return int(self._one("SELECT count(*) FROM attempts WHERE id IS NOT NULL")[0])
+
+    def with_condition(self) -> list[Summary]:
+        """The attempts whose disposition carries a continue-if condition, by file name."""
+        return sorted(self.summaries("AND has_condition"), key=lambda a: a.stem or "")
+
+    def is_unusable(self, attempt_id: str) -> bool:
+        """Whether a file names ``attempt_id`` (by its name or its id) without being a valid record of it."""
+        row = self._one(
+            "SELECT 1 FROM attempts WHERE (stem = ? OR raw_id = ?) AND (id IS NULL OR id != ?) LIMIT 1",
+            (attempt_id, attempt_id, attempt_id),
+        )
+        return row is not None
+
+    def lineage_ids(self, attempt_id: str) -> list[str]:
+        """The attempt, its ancestors and everything that varies it, directly or not (ids of valid records)."""
+        wanted = {attempt_id}
+        node = self._parent(attempt_id)
+        while node is not None and node not in wanted:
+            if self._one("SELECT 1 FROM attempts WHERE id = ?", (node,)) is None:
+                break
+            wanted.add(node)
+            node = self._parent(node)
+        frontier, below = [attempt_id], {attempt_id}  # an ancestor may descend from it too (a cycle)
+        while frontier:
+            marks = ",".join("?" * len(frontier))
+            children = [
+                r[0]
+                for r in self._rows(
+                    f"SELECT id FROM attempts WHERE id IS NOT NULL AND varied_from IN ({marks})", frontier
+                )
+            ]
+            frontier = [c for c in children if c not in below]
+            below.update(frontier)
+        return sorted(wanted | below)
+
+    def _parent(self, attempt_id: str) -> str | None:
+        # of two files giving the id, the one named by it: the file `show` reads
+        row = self._one(
+            "SELECT varied_from FROM attempts WHERE id = ? ORDER BY stem = ? DESC, stem DESC LIMIT 1",
+            (attempt_id, attempt_id),
+        )
+        return None if row is None else row[0]
+
+    def runs(self, attempt_id: str) -> list[tuple[str, str]]:
+        """(run id, status) of each run linked to the attempt, in the order they were linked."""
+        rows = self._rows(
+            "SELECT run_id, runs.status FROM runs JOIN attempts USING (stem) WHERE id = ? ORDER BY position",
+            (attempt_id,),
+        )
+        return [(str(run_id), str(status)) for run_id, status in rows]
+
+    def vocabularies(self) -> Vocabularies:
+        raw = json.loads(self._meta("registry") or "{}")
+        return Vocabularies(
+            raw.get("method_vocabulary", {}),
+            raw.get("objective_vocabulary", {}),
+            raw.get("kind_vocabulary", {}),
+            raw.get("confidence_vocabulary", {}),
+        )
+
+    def hashes(self) -> dict[str, str | None]:
+        """name -> SHA-256 of each file's bytes as they are now (None: not read as a file)."""
+        return {str(name): sha for name, sha in self._rows("SELECT name, sha256 FROM files")}
+
+    def _meta(self, key: str) -> str | None:
+        row = self._one("SELECT value FROM meta WHERE key = ?", (key,))
+        return None if row is None else str(row[0])
+
+
+# ---------------------------------------------------------------------------- opening
+
+
+def index_path(root: Path) -> Path:
+    return root / INDEX_FILE
+
+
+def usable_directory(root: Path) -> bool:
+    """Whether the index may answer for ``root`` now: a registry directory with no import
+    journal to finish (the full read reports the other cases, and finishes the journal)."""
+    return root.is_dir() and (root / REGISTRY_FILE).is_file() and not (root / JOURNAL_FILE).exists()
+
+
+def open_index(root: Path, *, rebuild: bool = False, progress: Progress | None = None) -> Index:
+    """The index of ``root``, checked against its files and brought up to date (``progress`` is
+    told how many changed files are read). When the file cannot be used at all (a read-only
+    registry, a full disk), an index in memory answers."""
+    if rebuild:
+        _delete(root)
+    try:
+        return _open(root, sqlite3.connect(index_path(root), timeout=BUSY_TIMEOUT_S, isolation_level=None), progress)
+    except sqlite3.Error as exc:
+        if not _corrupt(exc):  # read-only, full, busy for too long: answered without the file
+            return _in_memory(root, progress)
+        _delete(root)
+    try:
+        index = _open(root, sqlite3.connect(index_path(root), timeout=BUSY_TIMEOUT_S, isolation_level=None), progress)
+    except sqlite3.Error:
+        return _in_memory(root, progress)
+    index.refresh.rebuilt = "the index file was corrupt"
+    return index
+
+
+def _corrupt(exc: sqlite3.Error) -> bool:
+    """Whether SQLite found the file damaged or not a database at all (the rest, such as a
+    read-only directory or a full disk, says nothing about the file)."""
+    return getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or "malformed" in str(exc)
+
+
+def _in_memory(root: Path, progress: Progress | None = None) -> Index:
+    index = _open(root, sqlite3.connect(":memory:", isolation_level=None), progress)
+    index.refresh.in_memory = True
+    return index
+
+
+def _delete(root: Path) -> None:
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(str(index_path(root)) + suffix)
+
+
+def _open(root: Path, db: sqlite3.Connection, progress: Progress | None = None) -> Index:
+    try:
+        db.execute("BEGIN IMMEDIATE")  # one updater at a time; readers of an unchanged index wait briefly
+        why = _unusable(db)
+        if why is not None:
+            _reset(db)
+        refresh = _refresh(root, db, progress)
+        refresh.rebuilt = why
+        crash_point()  # the files are read and the index updated, not yet committed
+        db.execute("COMMIT")
+        db.execute("BEGIN")  # the queries of one command read one state of the index
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            db.close()
+        raise
+    return Index(root, db, refresh)
+
+
+def _unusable(db: sqlite3.Connection) -> str | None:
+    """Why this file cannot serve as the index (None: it can). Reading its header raises
+    DatabaseError when it is not a SQLite file at all."""
+    application = db.execute("PRAGMA application_id").fetchone()[0]
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if application == 0 and version == 0 and not tables:
+        return "no index yet"
+    if application != APPLICATION_ID:
+        return "the index file belongs to another program"
+    if version != INDEX_SCHEMA or tables != _TABLES:
+        return f"the index has schema {version}, this ptreg uses {INDEX_SCHEMA}"
+    return None
+
+
+def _reset(db: sqlite3.Connection) -> None:
+    for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+        db.execute(f'DROP TABLE "{name}"')
+    for statement in _SCHEMA.split(";"):
+        if statement.strip():
+            db.execute(statement)
+    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    db.execute(f"PRAGMA user_version = {INDEX_SCHEMA}")
+
+
+# ---------------------------------------------------------------------------- checking
+
+
+def scan(root: Path) -> dict[str, tuple[Stamp | None, bool]]:
+    """name -> (stamp, is a symlink) of registry.json and of each record file, as
+    ``load_directory`` lists them. A symlink has no stamp: it is always read again."""
+    found: dict[str, tuple[Stamp | None, bool]] = {}
+    # os.stat relative to the directory's descriptor: no path joined per file, 100,000 times
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        for name in os.listdir(fd):
+            if not name.endswith(".json"):
+                continue
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue  # gone since it was listed
+            if stat.S_ISLNK(info.st_mode):
+                found[name] = (None, True)
+            elif stat.S_ISREG(info.st_mode):
+                found[name] = ((info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino), False)
+    finally:
+        os.close(fd)
+    return found
+
+
+def _stamps_digest(on_disk: dict[str, tuple[Stamp | None, bool]], since_ns: int) -> str | None:
+    """One digest of every file's name and stamp, in the directory's own order (a directory
+    that lists its files in another order is merely checked file by file), which answers "has
+    anything changed?" without reading the files table. None when it cannot: a symlink (always
+    re-read), or a file changed within RACY_NS of ``since_ns``, the last full check."""
+    numbers = array.array("q")
+    for stamp, _ in on_disk.values():
+        if stamp is None or stamp[2] >= since_ns - RACY_NS:
+            return None
+        numbers.extend(stamp)
+    names = "\0".join(on_disk).encode("utf-8", "surrogateescape")
+    return hashlib.blake2b(names + numbers.tobytes(), digest_size=20).hexdigest()
+
+
+def _refresh(root: Path, db: sqlite3.Connection, progress: Progress | None = None) -> Refresh:
+    now = time.time_ns()  # before the scan: a change after it moves the stamps
+    on_disk = scan(root)
+    last = db.execute("SELECT value FROM meta WHERE key = 'checked'").fetchone()
+    if last is not None:
+        since, stored = str(last[0]).split(" ", 1)
+        if _stamps_digest(on_disk, int(since)) == stored:
+            return Refresh()  # every file as the last full check left it, and none racily so
+    db.execute("DELETE FROM meta WHERE key = 'checked'")
+    known = {
+        str(r[0]): ((r[1], r[2], r[3], r[4]), r[5], r[6])
+        for r in db.execute("SELECT name, size, mtime_ns, ctime_ns, ino, sha256, seen_ns FROM files")
+    }
+    result = Refresh()
+    for name in sorted(set(known) - set(on_disk)):
+        _forget(db, name)
+        result.removed.append(name)
+    changed: list[tuple[str, Stamp | None, bool, str | None]] = []
+    for name, (stamp, link) in on_disk.items():
+        old = known.get(name)
+        if old is not None and stamp is not None and old[0] == stamp and stamp[2] < old[2] - RACY_NS:
+            continue  # unchanged, and not racily so
+        changed.append((name, stamp, link, old[1] if old is not None else None))
+    unreadable = False
+    for done, (name, stamp, link, old_sha) in enumerate(changed):
+        if progress is not None and done % PROGRESS_EVERY == 0 and len(changed) > PROGRESS_EVERY:
+            progress("indexing records", done, len(changed))
+        data = _bytes(root / name)  # read once: hashed, and parsed when it changed
+        sha = None if data is None else hashlib.sha256(data).hexdigest()
+        if old_sha is not None and sha == old_sha and not link:
+            db.execute(
+                "UPDATE files SET size = ?, mtime_ns = ?, ctime_ns = ?, ino = ?, seen_ns = ? WHERE name = ?",
+                (*(stamp or (-1, -1, -1, -1)), now, name),
+            )
+            result.rehashed += 1
+        else:
+            _reparse(root, db, name, stamp, link, data, now)
+            result.reread.append(name)
+            unreadable = unreadable or data is None or stamp is None
+    result.reread.sort()
+    digest = None if unreadable else _stamps_digest(on_disk, now + RACY_NS)  # racy files are checked by hash
+    if digest is not None:
+        db.execute("INSERT INTO meta VALUES ('checked', ?)", (f"{now} {digest}",))
+    return result
+
+
+def _bytes(path: Path) -> bytes | None:
+    """The file's bytes, whose SHA-256 the admission's registry digest takes; None when it
+    cannot be read as a record file (the reader then says why, as the full read does)."""
+    try:
+        return read_bytes(path, RECORD_FILE_MAX_BYTES)
+    except JsonError:
+        return None
+
+
+def _forget(db: sqlite3.Connection, name: str) -> None:
+    db.execute("DELETE FROM files WHERE name = ?", (name,))
+    if name == REGISTRY_FILE:
+        db.execute("DELETE FROM meta WHERE key = 'registry'")
+        return
+    stem = name[: -len(".json")]
+    for table in ("attempts", "runs", "problems"):
+        db.execute(f"DELETE FROM {table} WHERE stem = ?", (stem,))
+
+
+def _reparse(
+    root: Path, db: sqlite3.Connection, name: str, stamp: Stamp | None, link: bool, data: bytes | None, now: int
+) -> None:
+    """Index the file ``name`` anew from ``data``, its bytes (None: it could not be read)."""
+    # The models cost about 0.1 s to build; only a command that finds a changed file pays it.
+    from . import record_file
+
+    _forget(db, name)
+    path = root / name
+    if name == REGISTRY_FILE:
+        # Validated as every command validates it; an invalid one stops the command, as before.
+        meta = record_file.read_meta(path)
+        db.execute("INSERT INTO meta VALUES ('registry', ?)", (json.dumps(meta),))
+    else:
+        _insert_record(db, name, *record_file.read_record(root, path, link, None if link else data))
+    sha = None if data is None else hashlib.sha256(data).hexdigest()
+    # A symlink, or a file that could not be read, is never taken as unchanged.
+    db.execute(
+        "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (name, *(stamp if stamp is not None and sha is not None else (-1, -1, -1, -1)), sha, now),
+    )
+
+
+def _insert_record(db: sqlite3.Connection, name: str, record: Any, problems: list[Any]) -> None:
+    stem = name[: -len(".json")]
+    for position, p in enumerate(problems):
+        db.execute("INSERT INTO problems VALUES (?, ?, ?, ?)", (stem, position, p.location(), p.message))
+    if record.attempt is None:
+        db.execute("INSERT INTO attempts (stem, raw_id) VALUES (?, ?)", (stem, record.raw_id))
+        return
+    a = record.attempt.summary()
+    time_, made, imported, position, _ = a.ledger
+    db.execute(
+        "INSERT INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            stem, record.raw_id, a.id, a.status, a.family, a.kind, a.objective,
+            encode_terms(a.methods), encode_terms(a.bases),
+            a.data_rows, a.varied_from, a.varied, a.question,
+            None if a.question is None else " ".join(question_tokens(a.question)),
+            a.lesson, a.next_action, a.tracking_issue, int(a.has_condition),
+            time_, made, imported, position,
+        ),
+    )  # fmt: skip
+    for number, run in enumerate(record.attempt.runs or ()):
+        db.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (stem, number, run.run_id, run.status))
+
+
+# ---------------------------------------------------------------------------- writers and checks
+
+
+def update_after_write(root: Path) -> None:
+    """Bring an existing index up to date with what a write just changed (called under the
+    registry lock). No index yet: the next read builds one. It is only ever a cache, so a
+    failure here is left for the next command's check to repair."""
+    if not index_path(root).exists() or not usable_directory(root):
+        return
+    with contextlib.suppress(sqlite3.Error, OSError, PtregError):
+        open_index(root).close()
+
+
+@dataclass
+class Difference:
+    name: str
+    what: str  # "missing", "extra", "stale" or "differs"
+
+
+def compare_with_files(root: Path) -> tuple[list[Difference], int]:
+    """Compare the index as it stands (without updating it) with a full read of every file:
+    (what differs, how many files were compared). Used by `ptreg index --check`."""
+
+    # Not read-only: a hot journal left by a killed update must be rolled back before reading.
+    db = sqlite3.connect(index_path(root), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        why = _unusable(db)
+        if why is not None:
+            raise PtregError(f"{index_path(root)}: {why}; `ptreg index --rebuild` builds it", 1)
+        fresh = sqlite3.connect(":memory:", isolation_level=None)
+        fresh.execute("BEGIN")
+        _reset(fresh)
+        names = scan(root)
+        for n, (s, link) in sorted(names.items()):
+            _reparse(root, fresh, n, s, link, _bytes(root / n), 0)
+        differences: list[Difference] = []
+        for table, key in (
+            ("files", "name"),
+            ("attempts", "stem"),
+            ("runs", "stem"),
+            ("problems", "stem"),
+            ("meta", "key"),
+        ):
+            skip = ", seen_ns" if table == "files" else ""
+            columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})") if f", {r[1]}" != skip]
+            # the time and digest of the last check are the index's own bookkeeping, not the files'
+            where = " WHERE key != 'checked'" if table == "meta" else ""
+            select = f"SELECT {', '.join(columns)} FROM {table}{where}"
+            stored = _grouped(db.execute(select).fetchall(), columns.index(key))
+            wanted = _grouped(fresh.execute(select).fetchall(), columns.index(key))
+            for k in sorted(set(stored) | set(wanted)):
+                if k not in stored:
+                    differences.append(Difference(_shown(table, k), "missing"))
+                elif k not in wanted:
+                    differences.append(Difference(_shown(table, k), "extra"))
+                elif stored[k] != wanted[k]:
+                    differences.append(Difference(_shown(table, k), "stale" if table == "files" else "differs"))
+        return _unique(differences), len(names)
+    except sqlite3.DatabaseError as exc:
+        raise PtregError(
+            f"{index_path(root)}: not a usable index ({exc}); `ptreg index --rebuild` builds it", 1
+        ) from None
+    finally:
+        db.close()
+
+
+def _grouped(rows: list[tuple[Any, ...]], key: int) -> dict[str, list[tuple[Any, ...]]]:
+    grouped: dict[str, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        grouped.setdefault(str(row[key]), []).append(row)
+    return {k: sorted(v, key=repr) for k, v in grouped.items()}
+
+
+def _shown(table: str, key: str) -> str:
+    if table == "files" or table == "meta":
+        return REGISTRY_FILE if key == "registry" else key
+    return f"{key}.json"
+
+
+def _unique(differences: list[Difference]) -> list[Difference]:
+    seen: dict[str, Difference] = {}
+    for d in differences:
+        seen.setdefault(d.name, d)
+    return sorted(seen.values(), key=lambda d: d.name)
+
+
+@contextlib.contextmanager
+def opened(root: Path) -> Iterator[Index]:
+    index = open_index(root)
+    try:
+        yield index
+    finally:
+        index.close()
+
+
+def file_size(root: Path) -> int | None:
+    try:
+        return os.stat(index_path(root)).st_size
+    except OSError:
+        return None

@@ -1,0 +1,514 @@
+"""The derived query index (ptreg/store/index.py): it answers every query exactly as a full read
+of the record files does, sees every change to them (hand edits, deletions, a `git pull`), is
+rebuilt when it is corrupt, foreign or of another schema, and never leaves the registry."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers import assert_index_agrees as assert_agrees
+from helpers import by_full_read, by_index, complete_record, failed_record, sample_records, write_registry
+from ptreg.gate.admission import registry_state
+from ptreg.store.directory import IGNORED, IGNORED_BEFORE_INDEX, load_directory
+from ptreg.store.full_read import FullRead
+from ptreg.store.index import APPLICATION_ID, INDEX_SCHEMA, RACY_NS, _stamps_digest, index_path, open_index, scan
+
+OBJECTIVES = ["training-step-time", "peak-memory"]
+METHODS = ["cache-blocking", "vectorization", "multithreading"]
+STATUSES = ["worked", "failed", "regressed", "inconclusive", "not-tried", "worked-with-caveat"]
+
+
+def chain_records() -> list[dict[str, Any]]:
+    records = sample_records()
+    records += [
+        failed_record("c1", objective="peak-memory", methods=["vectorization"]),
+        failed_record("c2", objective="peak-memory", varied_from="c1", varied="tile 64 -> 128"),
+        failed_record("c3", objective="peak-memory", varied_from="c2", varied="tile 128 -> 256"),
+        complete_record("c4", objective="peak-memory", varied_from="c2", varied="unroll", status="not-tried"),
+    ]
+    return records
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Path:
+    return write_registry(tmp_path / "reg", chain_records())
+
+
+# --------------------------------------------------------------------------- the same answers
+
+
+def test_the_index_answers_as_a_full_read(registry: Path) -> None:
+    assert_agrees(registry)
+    assert index_path(registry).exists()
+    assert_agrees(registry)  # and again from the index as it was left
+
+
+def test_full_read_mode_answers_as_the_index(registry: Path) -> None:
+    """PTREG_INDEX=off (store/full_read.py) gives the same summaries, lineages and counts."""
+    full, index = FullRead(registry), open_index(registry)
+    try:
+        assert full.summaries() == index.summaries()
+        assert (full.records(), full.valid(), full.problems()) == (index.records(), index.valid(), index.problems())
+        for attempt_id in full.ids():
+            assert full.lineage_ids(attempt_id) == index.lineage_ids(attempt_id)
+        assert full.raw_ids() == index.raw_ids()
+        assert full.with_condition() == index.with_condition()
+    finally:
+        index.close()
+
+
+def test_a_summary_is_what_the_record_says(registry: Path) -> None:
+    index = open_index(registry)
+    try:
+        from_records = sorted((a.summary() for a in load_directory(registry).attempts), key=lambda a: a.ledger)
+        assert [a._replace(stem=None) for a in index.summaries()] == from_records
+        assert [a.stem for a in index.summaries()] == [a.id for a in from_records]  # each in its own file
+    finally:
+        index.close()
+
+
+# --------------------------------------------------------------------------- changes to the files
+
+
+def _rewrite(path: Path, change: dict[str, Any]) -> None:
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw.update(change)
+    path.write_text(json.dumps(raw, indent=2), encoding="utf-8")
+
+
+def test_a_hand_edit_is_seen_by_the_next_command(registry: Path) -> None:
+    open_index(registry).close()
+    _rewrite(registry / "c3.json", {"status": "worked", "lesson": "It worked after all."})
+    assert_agrees(registry)
+    assert by_index(registry)["streaks"] == by_full_read(registry)["streaks"]
+
+
+def test_an_edit_that_keeps_size_and_mtime_is_seen(registry: Path) -> None:
+    """An editor that writes in place, and a clock tick that hides the change in the mtime."""
+    open_index(registry).close()
+    path = registry / "c2.json"
+    before = os.stat(path)
+    text = path.read_text(encoding="utf-8")
+    edited = text.replace('"failed"', '"faile2"').replace('"faile2"', '"worked"'.ljust(len('"failed"')))
+    assert len(edited.encode()) == len(text.encode()) and edited != text
+    with open(path, "r+", encoding="utf-8") as handle:  # same inode
+        handle.write(edited)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(path).st_size == before.st_size and os.stat(path).st_mtime_ns == before.st_mtime_ns
+    assert_agrees(registry)
+
+
+def test_a_change_within_one_clock_tick_is_rehashed(registry: Path) -> None:
+    """Where a file system's clock is coarse, a change right after the index looked keeps the
+    whole stamp: a file changed within RACY_NS of that moment is hashed again."""
+    open_index(registry).close()
+    path = registry / "c1.json"
+    text = path.read_text(encoding="utf-8")
+    edited = text.replace('"failed"', '"regressed"'[: len('"failed"') - 1] + '"')
+    assert len(edited) == len(text)
+    path.write_text(edited, encoding="utf-8")
+    info = os.stat(path)
+    seen = info.st_ctime_ns + RACY_NS // 2
+    digest = _stamps_digest(scan(registry), seen + 2 * RACY_NS)  # every stamp as it is now
+    with sqlite3.connect(index_path(registry)) as db:  # as if the stamp had not moved
+        db.execute(
+            "UPDATE files SET size = ?, mtime_ns = ?, ctime_ns = ?, ino = ?, seen_ns = ? WHERE name = 'c1.json'",
+            (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, seen),
+        )
+        db.execute("UPDATE meta SET value = ? WHERE key = 'checked'", (f"{seen} {digest}",))
+        assert db.execute("SELECT changes()").fetchone() == (1,)
+    index = open_index(registry)
+    try:
+        assert index.refresh.reread == ["c1.json"]
+    finally:
+        index.close()
+    assert_agrees(registry)
+
+
+def test_a_deleted_file_is_gone_from_the_answers(registry: Path) -> None:
+    open_index(registry).close()
+    (registry / "c2.json").unlink()
+    index = open_index(registry)
+    try:
+        assert index.refresh.removed == ["c2.json"]
+        assert index.summary("c2") is None
+    finally:
+        index.close()
+    assert_agrees(registry)
+
+
+def test_a_pull_that_changes_100_files_rereads_exactly_those(tmp_path: Path) -> None:
+    records = [complete_record(f"a{i:04d}", lesson=f"lesson {i}") for i in range(400)]
+    root = write_registry(tmp_path / "reg", records)
+    open_index(root).close()
+    changed = {f"a{i:04d}.json" for i in range(0, 400, 4)}
+    staged = tmp_path / "incoming"  # as git does: each changed file written anew
+    staged.mkdir()
+    for name in changed:
+        raw = json.loads((root / name).read_text(encoding="utf-8"))
+        raw["status"] = "failed"
+        raw["failure_reason"] = "pulled"
+        raw["failure_reason_confidence"] = "inferred"
+        (staged / name).write_text(json.dumps(raw, indent=2), encoding="utf-8")
+        os.replace(staged / name, root / name)
+    (root / "a0001.json").unlink()
+    (root / "zz-new.json").write_text(json.dumps(complete_record("zz-new")), encoding="utf-8")
+    index = open_index(root)
+    try:
+        assert set(index.refresh.reread) == changed | {"zz-new.json"}
+        assert index.refresh.removed == ["a0001.json"]
+    finally:
+        index.close()
+    assert_agrees(root)
+
+
+def test_bad_records_are_the_same_problems(registry: Path) -> None:
+    open_index(registry).close()
+    (registry / "broken.json").write_text("{", encoding="utf-8")
+    (registry / "misnamed.json").write_text(json.dumps(complete_record("other")), encoding="utf-8")
+    (registry / "c1.json").write_text(json.dumps(complete_record("c1", status="bogus")), encoding="utf-8")
+    assert_agrees(registry)
+    (registry / "broken.json").write_text(json.dumps(complete_record("broken")), encoding="utf-8")
+    assert_agrees(registry)
+
+
+def test_an_invalid_registry_json_is_refused_as_before(cli, registry: Path) -> None:
+    open_index(registry).close()
+    (registry / "registry.json").write_text("[]", encoding="utf-8")
+    for args in (["list"], ["streaks"], ["lineage", "c2"], ["coverage"]):
+        result = cli("-r", registry, *args)
+        assert result.code == 2, result
+        assert "registry.json: expected a JSON object, got array" in result.err
+
+
+# --------------------------------------------------------------------------- a bad index is rebuilt
+
+
+def _damage_header(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[:16] = b"not a database!!"
+    path.write_bytes(bytes(data))
+
+
+def _foreign(path: Path) -> None:
+    path.unlink()
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE photos (id INTEGER)")
+
+
+def _other_schema(path: Path) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version = {INDEX_SCHEMA + 1}")
+
+
+def _missing_table(path: Path) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TABLE runs")
+
+
+def _truncated(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 3])
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(os.urandom(5000))
+
+
+@pytest.mark.parametrize("damage", [_damage_header, _foreign, _other_schema, _missing_table, _truncated, _garbage])
+def test_a_corrupt_foreign_or_outdated_index_is_rebuilt_never_used(cli, registry: Path, damage) -> None:
+    expected = cli("-r", registry, "streaks", "--json").out
+    damage(index_path(registry))
+    result = cli("-r", registry, "streaks", "--json")
+    assert result.code == 0, result.err
+    assert result.out == expected
+    assert_agrees(registry)
+    with sqlite3.connect(index_path(registry)) as db:
+        assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        assert db.execute("PRAGMA user_version").fetchone()[0] == INDEX_SCHEMA
+    assert cli("-r", registry, "index", "--check").code == 0
+
+
+def test_an_index_that_cannot_be_written_answers_from_memory(cli, registry: Path) -> None:
+    index_path(registry).mkdir()  # in the way, as a read-only or full disk would be
+    index = open_index(registry)
+    try:
+        assert index.refresh.in_memory
+    finally:
+        index.close()
+    assert_agrees(registry)
+    result = cli("-r", registry, "list")
+    assert result.code == 0 and f"of {len(chain_records())} attempts" in result.out, result
+
+
+def test_deleting_the_index_at_any_time_is_harmless(cli, registry: Path) -> None:
+    expected = cli("-r", registry, "list", "--json").out
+    index_path(registry).unlink()
+    assert cli("-r", registry, "list", "--json").out == expected
+
+
+# --------------------------------------------------------------------------- ptreg index
+
+
+def test_index_check_finds_a_stale_and_a_wrong_index(cli, registry: Path) -> None:
+    assert cli("-r", registry, "index").code == 0
+    assert cli("-r", registry, "index", "--check").code == 0
+    _rewrite(registry / "c1.json", {"lesson": "edited by hand"})
+    stale = cli("-r", registry, "index", "--check", "--json")
+    assert stale.code == 1
+    assert stale.json()["differences"] == [{"file": "c1.json", "what": "stale"}]
+    assert cli("-r", registry, "list").code == 0  # any command brings it up to date
+    assert cli("-r", registry, "index", "--check").code == 0
+    with sqlite3.connect(index_path(registry)) as db:  # a wrong row under a matching stamp
+        db.execute("UPDATE attempts SET status = 'worked' WHERE id = 'c2'")
+    wrong = cli("-r", registry, "index", "--check")
+    assert wrong.code == 1 and "c2.json: the index holds something other than the file says" in wrong.out
+    rebuilt = cli("-r", registry, "index", "--rebuild", "--json")
+    assert rebuilt.code == 0 and rebuilt.json()["reread"] == len(chain_records()) + 1  # and registry.json
+    assert cli("-r", registry, "index", "--check").code == 0
+
+
+def test_index_reports_what_it_did(cli, registry: Path) -> None:
+    first = cli("-r", registry, "index", "--json").json()
+    count = len(chain_records())
+    assert first["rebuilt"] == "no index yet" and first["records"] == count and first["valid"] == count
+    again = cli("-r", registry, "index", "--json").json()
+    assert again["rebuilt"] is None and again["reread"] == 0 and again["bytes"] > 0
+    text = cli("-r", registry, "index").out
+    assert "up to date" in text and f"{count} record files ({count} valid)" in text
+
+
+def test_index_of_no_registry_is_one_line(cli, tmp_path: Path) -> None:
+    for args in (["index"], ["index", "--rebuild"], ["index", "--check"]):
+        result = cli("-r", tmp_path / "nothing", *args)
+        assert result.code == 2 and result.err.count("\n") == 1 and "not a registry directory" in result.err
+
+
+def test_full_read_mode_uses_no_index(cli, registry: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = cli("-r", registry, "streaks").out
+    index_path(registry).unlink()
+    monkeypatch.setenv("PTREG_INDEX", "off")
+    assert cli("-r", registry, "streaks").out == expected
+    assert not index_path(registry).exists()
+
+
+# --------------------------------------------------------------------------- writes keep it current
+
+
+def test_ptregs_own_writes_update_the_index_before_the_lock_is_released(cli, registry: Path) -> None:
+    from helpers import freeze_evaluator
+
+    ref = freeze_evaluator(registry)
+    open_index(registry).close()
+    result = cli(
+        "-r", registry, "new", "--id", "fresh", "--name", "Fresh", "--family", "runtime-perf",
+        "--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "vectorization",
+        "--question", "Does a fresh question pass?", "--evaluator", ref, "--budget-seconds", "60",
+        "--tracking-issue", "#99", "--no-input",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    with sqlite3.connect(index_path(registry)) as db:
+        assert db.execute("SELECT status FROM attempts WHERE id = 'fresh'").fetchone() == ("not-tried",)
+    index = open_index(registry)
+    try:
+        assert index.refresh.reread == []  # nothing left for the reader to re-read
+    finally:
+        index.close()
+    assert_agrees(registry)
+
+
+def test_the_admission_digest_from_the_index_is_the_digest_of_the_files(registry: Path) -> None:
+    from helpers import freeze_evaluator
+
+    freeze_evaluator(registry)
+    index = open_index(registry)
+    try:
+        hashes = index.hashes()
+        count = len(chain_records())
+        assert registry_state(registry, count, hashes=hashes) == registry_state(registry, count)
+        assert registry_state(registry, count - 1, "c1", hashes) == registry_state(registry, count - 1, "c1")
+    finally:
+        index.close()
+
+
+# --------------------------------------------------------------------------- a working file, never the record
+
+
+def test_the_index_is_git_ignored_and_never_exported(cli, registry: Path, tmp_path: Path) -> None:
+    import fnmatch
+
+    assert any(fnmatch.fnmatch(".ptreg-index.sqlite", p) for p in IGNORED.splitlines() if p and p[0] != "#")
+    assert any(fnmatch.fnmatch(".ptreg-index.sqlite-journal", p) for p in IGNORED.splitlines() if p and p[0] != "#")
+    open_index(registry).close()
+    bundle = tmp_path / "out.tar.gz"
+    assert cli("-r", registry, "export", "--bundle", bundle).code == 0
+    with tarfile.open(bundle) as tar:
+        assert not [n for n in tar.getnames() if "sqlite" in n]
+    folder = tmp_path / "out-folder"
+    assert cli("-r", registry, "export", "--bundle", folder).code == 0
+    assert not list(folder.rglob("*sqlite*"))
+    copy = tmp_path / "copy"
+    result = cli("-r", copy, "import", registry)  # another registry directory, its index beside it
+    assert result.code == 0, result.err
+    assert not index_path(copy).exists() or index_path(copy).read_bytes() != index_path(registry).read_bytes()
+    assert_agrees(copy)
+
+
+def test_repair_adds_the_index_to_an_old_gitignore(cli, registry: Path) -> None:
+    (registry / ".gitignore").write_text(IGNORED_BEFORE_INDEX, encoding="utf-8")
+    result = cli("-r", registry, "repair")
+    assert result.code == 0 and ".gitignore" in result.out, result
+    assert (registry / ".gitignore").read_text(encoding="utf-8") == IGNORED
+    (registry / ".gitignore").write_text("# mine\n", encoding="utf-8")
+    assert cli("-r", registry, "repair").code == 0
+    assert (registry / ".gitignore").read_text(encoding="utf-8") == "# mine\n"  # the user's own is kept
+
+
+# --------------------------------------------------------------------------- random registries, random edits
+
+
+def _record(i: int, draw: Any, ids: list[str]) -> dict[str, Any]:
+    status = draw(st.sampled_from(STATUSES))
+    changes: dict[str, Any] = {"status": status, "lesson": f"lesson {i}"}
+    if status in ("failed", "regressed", "worked-with-caveat", "inconclusive"):
+        changes |= {"failure_reason": "why", "failure_reason_confidence": "inferred"}
+    if draw(st.booleans()):
+        changes["objective"] = draw(st.sampled_from(OBJECTIVES))
+    else:
+        changes["objective"] = None
+    changes["methods"] = draw(st.one_of(st.none(), st.lists(st.sampled_from(METHODS), max_size=2, unique=True)))
+    changes["data_rows"] = draw(st.one_of(st.none(), st.integers(0, 3)))
+    if ids and draw(st.integers(0, 3)) > 0:
+        changes |= {"varied_from": draw(st.sampled_from(ids)), "varied": f"step {i}"}
+    if draw(st.booleans()):  # an imported record, with its place in the ledger
+        changes["origin"] = {
+            "file": "attempts.json",
+            "schema_version": 2,
+            "imported_at": draw(st.sampled_from(["2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"])),
+            "position": draw(st.integers(0, 20)),
+            "keys": [],
+            "lacks": [],
+        }
+    return complete_record(f"r{i}", **changes)
+
+
+@st.composite
+def scenarios(draw: Any) -> tuple[list[dict[str, Any]], list[tuple[str, int, Any]]]:
+    records: list[dict[str, Any]] = []
+    for i in range(draw(st.integers(1, 12))):
+        records.append(_record(i, draw, [r["id"] for r in records]))
+    edits = []
+    for step in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(["edit", "delete", "add", "corrupt", "touch", "same-size"]))
+        target = draw(st.integers(0, 100))
+        edits.append((kind, target, _record(100 + step, draw, [r["id"] for r in records])))
+    return records, edits
+
+
+def _apply(root: Path, kind: str, target: int, new: dict[str, Any]) -> None:
+    files = sorted(p for p in root.glob("*.json") if p.name != "registry.json")
+    if kind == "add" or not files:
+        (root / f"{new['id']}.json").write_text(json.dumps(new, indent=2), encoding="utf-8")
+        return
+    path = files[target % len(files)]
+    if kind == "delete":
+        path.unlink()
+    elif kind == "corrupt":
+        path.write_bytes(path.read_bytes()[:-7])
+    elif kind == "touch":
+        os.utime(path)
+    elif kind == "same-size":
+        before = os.stat(path)
+        data = path.read_bytes()
+        swapped = data.replace(b'"lesson ', b'"LESSON ', 1)
+        with open(path, "r+b") as handle:
+            handle.write(swapped)
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    else:
+        new = dict(new, id=path.stem)
+        path.write_text(json.dumps(new, indent=2), encoding="utf-8")
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scenario=scenarios())
+def test_random_registries_and_edits_the_index_answers_as_a_full_read(tmp_path: Path, scenario) -> None:
+    records, edits = scenario
+    root = tmp_path / f"reg-{os.urandom(4).hex()}"
+    write_registry(root, records)
+    try:
+        assert_agrees(root)
+        for kind, target, new in edits:
+            _apply(root, kind, target, new)
+            assert_agrees(root)
+    finally:
+        shutil.rmtree(root)
+
+
+def test_every_query_command_prints_the_same_with_and_without_the_index(
+    cli, registry: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the command line, on a registry with a broken file, a misnamed one and two files
+    giving one id: the index answers as the full read (`PTREG_INDEX=off`), word for word."""
+    (registry / "broken.json").write_text("{", encoding="utf-8")
+    (registry / "misnamed.json").write_text(json.dumps(complete_record("c1", lesson="misnamed")), encoding="utf-8")
+    (registry / "zz-also-c4.json").write_text(json.dumps(complete_record("c4", lesson="twice")), encoding="utf-8")
+    commands = [
+        ["list"],
+        ["list", "--json"],
+        ["list", "--failures-only", "--json"],
+        ["list", "--method", "vectorization", "--objective", "peak-memory"],
+        ["streaks"],
+        ["streaks", "--json"],
+        ["coverage", "--json"],
+        ["precedents", "--objective", "peak-memory", "--method", "vectorization", "--json"],
+        ["lineage", "c2", "--json"],
+        ["lineage", "c1"],
+        ["show", "c2", "--json"],
+        ["show", "nope"],
+        ["lineage", "broken"],
+        ["disposition", "check", "--json"],
+    ]
+    answers: dict[str, list[tuple[int, str, str]]] = {}
+    for mode in ("index", "off"):
+        if mode == "off":
+            monkeypatch.setenv("PTREG_INDEX", "off")
+        answers[mode] = []
+        for args in commands:
+            result = cli("-r", registry, *args)
+            answers[mode].append((result.code, result.out, result.err))
+    assert answers["index"] == answers["off"]
+    assert any(code == 0 for code, _, _ in answers["index"]) and any(code != 0 for code, _, _ in answers["index"])
+
+
+def test_queries_of_an_unchanged_registry_build_no_model(registry: Path) -> None:
+    """The index answers `list`, `streaks`, `lineage`, `coverage` and `precedents` without
+    pydantic (docs/architecture.md); a changed file brings the models in to read it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom ptreg.cli import main\n"
+        "for args in (['list'], ['streaks'], ['lineage', 'c2'], ['coverage'], ['precedents', '--family', 'x']):\n"
+        "    try:\n        main(['-r', sys.argv[1], *args])\n    except SystemExit as exc:\n"
+        "        assert not exc.code, exc.code\n"
+        "print(sorted(m for m in ('pydantic', 'numpy') if m in sys.modules), file=sys.stderr)"
+    )
+
+    def modules() -> str:
+        done = subprocess.run([sys.executable, "-c", code, str(registry)], capture_output=True, text=True, check=True)
+        return done.stderr.strip().splitlines()[-1]
+
+    assert modules() == "['pydantic']"  # the first command builds the index, reading every record
+    assert modules() == "[]"
+    _rewrite(registry / "c1.json", {"lesson": "changed"})
+    assert modules() == "['pydantic']"
