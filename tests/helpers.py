@@ -555,6 +555,9 @@ def by_full_read(root: Path) -> dict[str, Any]:
 
 
 def by_index(root: Path) -> dict[str, Any]:
+    from ptreg.gate.checks import check_gate
+    from ptreg.store.full_read import gate_reading
+
     load_meta(root)  # as every command does first: finishes an import cut short after its commit
     index = open_index(root)
     try:
@@ -567,8 +570,19 @@ def by_index(root: Path) -> dict[str, Any]:
         chains = streak_chains(index.links())
         chained = index.summaries_of(sorted({i for _, ids in chains for i in ids}))
         assert [s.to_json() for s in streaks_of(chains, {a.id: a for a in chained})] == found["streaks"]
+        # the gate's check of one objective's streak is that objective's streak among them all
+        for objective in sorted({a.objective for a in every if a.objective is not None}):
+            alone = [s.to_json() for s in streaks(every, objective)]
+            assert alone == [s for s in found["streaks"] if s["objective"] == objective]
         # the lineage each id's `show` and `lineage` read holds the whole of what a full read finds
         full = {a.id: a for a in load_directory(root).attempts}
+        # the gate reads only the attempts its checks need, and decides as on every attempt
+        for attempt in full.values():
+            for proposal in (attempt, attempt.model_copy(update={"varied_from": f"{attempt.id}-x"})):
+                others, known = gate_reading(index, proposal)
+                narrowed = check_gate(proposal, others, root, known_ids=known).to_json()
+                full_report = check_gate(proposal, every, root).to_json()
+                assert narrowed == full_report, (proposal.id, proposal.varied_from, narrowed, full_report)
         for attempt_id in full:
             wanted = set(index.lineage_ids(attempt_id))
             chain = lineage_json(attempt_id, {a.id: a for a in index.summaries_of(sorted(wanted))})

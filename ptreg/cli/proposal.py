@@ -269,13 +269,14 @@ def gate(
     from ..gate.admission import changed_since_admission
     from ..gate.checks import check_gate
     from ..records.attempt import check_id
-    from ..store.full_read import indexed_attempt
+    from ..store.full_read import gate_reading, indexed_attempt
 
     root = registry_dir()
     # The checks read the index; the admission's digest covers every file's bytes as it did.
     with closing(load_index()) as index:
         attempt = indexed_attempt(index, check_id(attempt_id))
-        report = check_gate(attempt, index.summaries(), root)
+        others, known_ids = gate_reading(index, attempt)
+        report = check_gate(attempt, others, root, known_ids=known_ids)
         changed = changed_since_admission(root, attempt, index.records(), index.hashes())
     admission = attempt.admission
     if as_json:

@@ -15,7 +15,7 @@ from pathlib import Path
 from .. import __version__
 from ..clock import utc_now
 from ..records.attempt import Admission, Attempt, GateCheck, RegistryState
-from ..store.directory import REGISTRY_FILE, attempt_files
+from ..store.directory import REGISTRY_FILE, attempt_files, record_order
 from ..store.evaluators import evaluator_files
 from .checks import CheckResult, GateReport
 
@@ -26,18 +26,24 @@ def registry_state(
     """A digest of every file the gate reads. ``exclude`` leaves out one attempt's own file, to
     compare with the state at its admission (before it was written). ``hashes`` are the SHA-256
     of files as the query index has just checked them against the directory (``store/index.py``),
-    the same digests of the same bytes; a file without one is read."""
+    the same digests of the same bytes, keyed by every file the directory holds; a file without
+    one is read."""
     digest = hashlib.sha256()
     evaluators = evaluator_files(root)
-    records = [p for p in attempt_files(root) if p.stem != exclude]
-    for path in [root / REGISTRY_FILE, *records, *evaluators]:
-        name = path.relative_to(root).as_posix()
+    if not hashes:  # none given, or a full read's (which has none)
+        records = [p.name for p in attempt_files(root)]
+    else:  # the index has just listed the directory: names as strings, no path object per file
+        records = sorted((n for n in hashes if n != REGISTRY_FILE), key=record_order)
+    if exclude is not None:
+        records = [n for n in records if n != f"{exclude}.json"]
+    names = [REGISTRY_FILE, *records, *(p.relative_to(root).as_posix() for p in evaluators)]
+    for name in names:
         known = hashes.get(name) if hashes is not None else None
         if known is not None:
             digest.update(name.encode("utf-8") + b"\0" + bytes.fromhex(known))
             continue
         try:
-            content = path.read_bytes()
+            content = (root / name).read_bytes()
         except OSError:
             content = b""  # unreadable: still named, so the digest differs from a readable one
         digest.update(name.encode("utf-8") + b"\0" + hashlib.sha256(content).digest())

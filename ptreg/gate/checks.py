@@ -9,7 +9,7 @@ unknown: an attempt without a recorded question is not compared on questions at 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -75,17 +75,21 @@ def check_gate(
     *,
     budget_error: str | None = None,
     tracking_error: str | None = None,
+    known_ids: Collection[str] | None = None,
 ) -> GateReport:
-    """Every gate check of ``proposal`` against the other attempts of the registry at ``root``.
+    """Every gate check of ``proposal`` against the other attempts of the registry at ``root``
+    (every one, or at least those the checks read: ``Index.gate_candidates``).
 
     ``budget_error`` and ``tracking_error`` carry why a value given for the proposal could
     not even be stored (e.g. a zero budget), so that the check names the real reason.
+    ``known_ids`` are every attempt's id, when ``others`` are not all of them, for naming the
+    closest to a varied attempt that does not exist.
     """
     by_id: dict[str, Shaped] = {a.id: a for a in others if a.id != proposal.id}
     everyone: dict[str, Shaped] = {**by_id, proposal.id: proposal}
     evaluator_check, frozen = frozen_evaluator(proposal, root)
     checks = [
-        fresh_question(proposal, by_id, everyone),
+        fresh_question(proposal, by_id, everyone, known_ids),
         evaluator_check,
         explicit_budget(proposal, frozen, budget_error),
         scoped_tracking_issue(proposal, by_id, everyone, tracking_error),
@@ -107,19 +111,25 @@ def similarity(a: str, b: str) -> float:
     return len(sa & sb) / len(sa | sb) if sa | sb else 0.0
 
 
-def closest(attempt_id: str, by_id: Mapping[str, Shaped]) -> str:
+def closest(attempt_id: str, ids: Iterable[str]) -> str:
     """' (did you mean: a, b?)' for the ids nearest a mistyped one; empty when none is near."""
-    close = difflib.get_close_matches(attempt_id, list(by_id), n=3, cutoff=0.5)
+    close = difflib.get_close_matches(attempt_id, sorted(set(ids)), n=3, cutoff=0.5)
     return f" (did you mean: {', '.join(close)}?)" if close else ""
 
 
-def fresh_question(proposal: Attempt, by_id: Mapping[str, Shaped], everyone: Mapping[str, Shaped]) -> CheckResult:
+def fresh_question(
+    proposal: Attempt,
+    by_id: Mapping[str, Shaped],
+    everyone: Mapping[str, Shaped],
+    known_ids: Collection[str] | None = None,
+) -> CheckResult:
     name = "fresh-question"
     if proposal.varied_from is not None and proposal.varied_from not in by_id:
         return CheckResult(
             name,
             FAILED,
-            f"varied_from {proposal.varied_from!r} names no attempt in the registry{closest(proposal.varied_from, by_id)}",
+            f"varied_from {proposal.varied_from!r} names no attempt in the registry"
+            f"{closest(proposal.varied_from, by_id if known_ids is None else (i for i in known_ids if i != proposal.id))}",
             "vary an attempt that exists (`ptreg list`), or drop --varied-from",
         )
     if proposal.varied_from is not None and not (proposal.varied or "").strip():
@@ -330,7 +340,7 @@ def streak(proposal: Attempt, by_id: Mapping[str, Shaped]) -> CheckResult:
     if objective is None:
         why = "an infrastructure attempt" if proposal.kind == INFRASTRUCTURE_KIND else "no objective is named"
         return CheckResult(name, PASSED, f"{why}: no objective chain to check")
-    chains = [s.chain for s in streaks(by_id.values()) if s.objective == objective]
+    chains = [s.chain for s in streaks(by_id.values(), objective)]
     if proposal.varied_from is not None and proposal.varied_from in by_id:
         chains.append(ancestry(proposal.varied_from, by_id))
     trailing = max((trailing_negatives(c, objective) for c in chains), key=len, default=[])

@@ -24,7 +24,7 @@ from ..records.attempt import Attempt, Budget, RunRef
 from ..records.evaluator import FrozenEvaluator
 from ..records.run import RunResults, new_results
 from ..store.directory import load_meta, read_attempt, write_attempt
-from ..store.full_read import indexed_attempt
+from ..store.full_read import gate_reading, indexed_attempt
 from ..store.index import open_index
 from ..store.jsonio import refuse_outside
 from ..store.locks import registry_lock, run_lock
@@ -76,7 +76,7 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
     index = open_index(root)  # the gate's freshness, streak and precedents checks read it
     try:
         attempt = indexed_attempt(index, attempt_id)
-        others = index.summaries()
+        others, known_ids = gate_reading(index, attempt)
     finally:
         index.close()
     if attempt.status != "not-tried":
@@ -89,7 +89,7 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
         raise PtregError(
             f"{attempt_id} has no frozen evaluator or no budget; propose it with `ptreg new`", EXIT_CHECK_FAILED
         )
-    report = check_gate(attempt, others, root)
+    report = check_gate(attempt, others, root, known_ids=known_ids)
     if not report.admitted or report.evaluator is None:
         failed = "; ".join(f"{c.check}: {c.detail}" for c in report.failures)
         raise PtregError(

@@ -75,10 +75,11 @@ def successors(attempt_id: str, by_id: Mapping[str, A]) -> list[Successor[A]]:
     return found
 
 
-def depths(by_id: Mapping[str, Linked]) -> dict[str, int]:
-    """Chain length from each attempt up to its root (1 for a root), without recursion."""
+def depths(by_id: Mapping[str, Linked], starts: Iterable[str] | None = None) -> dict[str, int]:
+    """Chain length from each attempt (or from each of ``starts`` and what lies above them) up to
+    its root (1 for a root), without recursion."""
     depth: dict[str, int] = {}
-    for start in by_id:
+    for start in by_id if starts is None else starts:
         walk: list[str] = []
         on_walk: set[str] = set()
         node: str | None = start

@@ -54,6 +54,11 @@ def load_meta(root: Path) -> RegistryMeta:
     return parse_meta(read_json(meta_path), str(meta_path))
 
 
+def record_order(name: str) -> str:
+    """The sort key of a record file's name: its id, so that ``a.json`` comes before ``a-b.json``."""
+    return name[: -len(".json")]
+
+
 def _attempt_entries(root: Path) -> list[tuple[Path, bool]]:
     """(path, is a symlink) of each attempt file, in id order (deterministic output). A
     symlink is listed whatever it points to, so that reading it can say what is wrong."""
@@ -63,7 +68,7 @@ def _attempt_entries(root: Path) -> list[tuple[Path, bool]]:
             for e in entries
             if e.name.endswith(".json") and e.name != REGISTRY_FILE and (e.is_symlink() or e.is_file())
         ]
-    found.sort(key=lambda item: item[0][: -len(".json")])
+    found.sort(key=lambda item: record_order(item[0]))
     return [(root / name, link) for name, link in found]
 
 

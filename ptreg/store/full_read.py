@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import EXIT_CHECK_FAILED, PtregError, UnknownAttempt
 from ..records.attempt import Attempt, RegistryMeta, check_id
-from ..records.ledger import Link, Summary, in_ledger_order
+from ..records.ledger import Link, Shaped, Summary, in_ledger_order
 from .directory import load_directory
 from .index import Index, Refresh
 from .record_file import read_record
@@ -50,6 +50,10 @@ class FullRead:
 
     def candidates(self, *criteria: Any, **named: Any) -> list[Summary]:
         """Every attempt: the caller's own filter decides (``Index.candidates`` narrows first)."""
+        return list(self._summaries)
+
+    def gate_candidates(self, attempt: Shaped) -> list[Summary]:
+        """Every attempt (``Index.gate_candidates`` narrows to those the gate's checks read)."""
         return list(self._summaries)
 
     def summaries_of(self, ids: list[str]) -> list[Summary]:
@@ -115,6 +119,15 @@ def indexed_attempt(index: Index | FullRead, attempt_id: str) -> Attempt:
             )
         raise UnknownAttempt(attempt_id, str(index.root), sorted(index.raw_ids()))
     return read_summarized(index.root, index.summary(attempt_id))
+
+
+def gate_reading(index: Index | FullRead, attempt: Shaped) -> tuple[list[Summary], list[str] | None]:
+    """What the gate's checks of ``attempt`` read: the attempts they compare it with, and every
+    valid id when it varies one that is not among them (to name the closest)."""
+    others = index.gate_candidates(attempt)
+    varied = attempt.varied_from
+    missing = varied is not None and (varied == attempt.id or all(a.id != varied for a in others))
+    return others, (index.ids() if missing else None)
 
 
 def read_summarized(root: Path, summary: Summary | None) -> Attempt:

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import array
 import contextlib
+import functools
 import hashlib
 import json
+import operator
 import os
 import sqlite3
 import stat
@@ -36,12 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PtregError
-from ..records.ledger import NEGATIVE_STATUSES, Link, Summary, decode_terms, encode_terms, question_tokens
+from ..records.ledger import NEGATIVE_STATUSES, Link, Shaped, Summary, decode_terms, encode_terms, question_tokens
 from .faults import crash_point
 from .jsonio import JsonError, read_bytes
 from .names import INDEX_FILE, JOURNAL_FILE, RECORD_FILE_MAX_BYTES, REGISTRY_FILE
 
-INDEX_SCHEMA = 1  # PRAGMA user_version: a different one is rebuilt
+INDEX_SCHEMA = 2  # PRAGMA user_version: a different one is rebuilt
 APPLICATION_ID = 0x70747267  # PRAGMA application_id, "ptrg": any other is a foreign file, rebuilt
 # A file whose ctime is this close to when the index last looked at it may have changed again in
 # the same clock tick without changing its size or mtime, so it is re-hashed (git's racy clean).
@@ -60,6 +62,7 @@ CREATE TABLE attempts (
     ledger_time TEXT, ledger_made INTEGER, ledger_import INTEGER, ledger_position INTEGER
 ) WITHOUT ROWID;
 CREATE INDEX attempts_by_parent ON attempts (varied_from);
+CREATE INDEX attempts_by_id ON attempts (id);
 CREATE TABLE runs (stem TEXT, position INTEGER, run_id TEXT, status TEXT, PRIMARY KEY (stem, position)) WITHOUT ROWID;
 CREATE TABLE problems (
     stem TEXT, position INTEGER, location TEXT, message TEXT, PRIMARY KEY (stem, position)
@@ -149,14 +152,7 @@ class Index:
     def summaries(self, where: str = "", params: tuple[Any, ...] = ()) -> list[Summary]:
         """Every valid attempt (or those ``where`` selects), in the ledger's order."""
         sql = f"SELECT {_SUMMARY_COLUMNS} FROM attempts WHERE id IS NOT NULL {where} ORDER BY {_LEDGER_ORDER}"
-        terms, new = decode_terms, Summary
-        return [
-            new(
-                r[0], r[1], r[2], r[3], r[4], terms(r[5]), terms(r[6]), r[7], r[8], r[9], r[10], r[11], r[12],
-                r[13], (r[14], r[15], r[16], r[17], r[0]), r[18] == 1, r[19],
-            )
-            for r in self._rows(sql, params)
-        ]  # fmt: skip
+        return [_summary(r) for r in self._rows(sql, params)]
 
     def candidates(
         self,
@@ -199,6 +195,37 @@ class Index:
             new(r[0], r[1], r[2], r[3], (r[4], r[5], r[6], r[7], r[0]))
             for r in self._rows(f"{sql} ORDER BY {_LEDGER_ORDER}")
         ]
+
+    def gate_candidates(self, attempt: Shaped) -> list[Summary]:
+        """The valid attempts the gate's checks of ``attempt`` can read, in the ledger's order:
+        its lineage (every attempt below the oldest ancestor of it or of what it varies), its
+        family, its objective and its tracking issue, with every ancestor of each. The checks
+        give the same answer on these as on every attempt (tests/store/test_index.py)."""
+        sql = f"""
+            WITH RECURSIVE
+            up(id) AS (
+                SELECT value FROM json_each(?)
+                UNION SELECT a.varied_from FROM attempts a JOIN up ON a.id = up.id WHERE a.varied_from IS NOT NULL
+            ),
+            lineage(id) AS (
+                SELECT id FROM up
+                UNION SELECT a.id FROM attempts a JOIN lineage ON a.varied_from = lineage.id WHERE a.id IS NOT NULL
+            ),
+            alike(id) AS (
+                SELECT id FROM lineage
+                UNION SELECT id FROM attempts
+                WHERE id IS NOT NULL AND (family = ? OR objective = ? OR tracking_issue = ?)
+            ),
+            wanted(id) AS (
+                SELECT id FROM alike
+                UNION SELECT a.varied_from FROM attempts a JOIN wanted ON a.id = wanted.id
+                WHERE a.varied_from IS NOT NULL
+            )
+            SELECT {_SUMMARY_COLUMNS} FROM attempts
+            WHERE id IS NOT NULL AND id IN (SELECT id FROM wanted) ORDER BY {_LEDGER_ORDER}"""
+        start = [attempt.id] if attempt.varied_from is None else [attempt.id, attempt.varied_from]
+        params = (json.dumps(start), attempt.family, attempt.objective, attempt.tracking_issue)
+        return [_summary(r) for r in self._rows(sql, params)]
 
     def summaries_of(self, ids: list[str]) -> list[Summary]:
         """The valid attempts among ``ids``, in the ledger's order."""
@@ -288,6 +315,15 @@ class Index:
     def _meta(self, key: str) -> str | None:
         row = self._one("SELECT value FROM meta WHERE key = ?", (key,))
         return None if row is None else str(row[0])
+
+
+def _summary(r: Sequence[Any]) -> Summary:
+    """A row of ``_SUMMARY_COLUMNS`` as the summary it holds."""
+    terms = decode_terms
+    return Summary(
+        r[0], r[1], r[2], r[3], r[4], terms(r[5]), terms(r[6]), r[7], r[8], r[9], r[10], r[11], r[12],
+        r[13], (r[14], r[15], r[16], r[17], r[0]), r[18] == 1, r[19],
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- opening
@@ -387,51 +423,85 @@ def _reset(db: sqlite3.Connection) -> None:
 # ---------------------------------------------------------------------------- checking
 
 
-def scan(root: Path) -> dict[str, tuple[Stamp | None, bool]]:
-    """name -> (stamp, is a symlink) of registry.json and of each record file, as
-    ``load_directory`` lists them. A symlink has no stamp: it is always read again."""
-    found: dict[str, tuple[Stamp | None, bool]] = {}
-    # os.stat relative to the directory's descriptor: no path joined per file, 100,000 times
+@dataclass
+class Listing:
+    """The ``*.json`` names of a registry directory, in the directory's own order, and the
+    ``lstat`` of each; ``infos`` is None when a file went away between the two."""
+
+    names: list[str]
+    infos: list[os.stat_result] | None
+
+
+def listing(root: Path) -> Listing:
+    # os.stat relative to the directory's descriptor (no path joined per file) and mapped in C:
+    # at 100,000 files the per-file Python loop cost as much as the system calls.
     fd = os.open(root, os.O_RDONLY)
     try:
-        for name in os.listdir(fd):
-            if not name.endswith(".json"):
-                continue
-            try:
-                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except OSError:
-                continue  # gone since it was listed
-            if stat.S_ISLNK(info.st_mode):
-                found[name] = (None, True)
-            elif stat.S_ISREG(info.st_mode):
-                found[name] = ((info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino), False)
+        names = [name for name in os.listdir(fd) if name.endswith(".json")]
+        try:
+            infos = list(map(functools.partial(os.stat, dir_fd=fd, follow_symlinks=False), names))
+        except OSError:
+            return Listing(names, None)  # gone since it was listed: scan() looks again, file by file
     finally:
         os.close(fd)
-    return found
+    return Listing(names, infos)
 
 
-def _stamps_digest(on_disk: dict[str, tuple[Stamp | None, bool]], since_ns: int) -> str | None:
+def scan(root: Path, found: Listing | None = None) -> dict[str, tuple[Stamp | None, bool]]:
+    """name -> (stamp, is a symlink) of registry.json and of each record file, as
+    ``load_directory`` lists them. A symlink has no stamp: it is always read again."""
+    seen = found if found is not None and found.infos is not None else listing(root)
+    if seen.infos is None:
+        fd = os.open(root, os.O_RDONLY)
+        try:
+            pairs = []
+            for name in seen.names:
+                with contextlib.suppress(OSError):  # gone since it was listed
+                    pairs.append((name, os.stat(name, dir_fd=fd, follow_symlinks=False)))
+        finally:
+            os.close(fd)
+    else:
+        pairs = list(zip(seen.names, seen.infos, strict=True))
+    on_disk: dict[str, tuple[Stamp | None, bool]] = {}
+    for name, info in pairs:
+        if stat.S_ISLNK(info.st_mode):
+            on_disk[name] = (None, True)
+        elif stat.S_ISREG(info.st_mode):
+            on_disk[name] = ((info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino), False)
+    return on_disk
+
+
+def _stamps_digest(found: Listing, since_ns: int) -> str | None:
     """One digest of every file's name and stamp, in the directory's own order (a directory
     that lists its files in another order is merely checked file by file), which answers "has
-    anything changed?" without reading the files table. None when it cannot: a symlink (always
-    re-read), or a file changed within RACY_NS of ``since_ns``, the last full check."""
-    numbers = array.array("q")
-    for stamp, _ in on_disk.values():
-        if stamp is None or stamp[2] >= since_ns - RACY_NS:
-            return None
-        numbers.extend(stamp)
-    names = "\0".join(on_disk).encode("utf-8", "surrogateescape")
-    return hashlib.blake2b(names + numbers.tobytes(), digest_size=20).hexdigest()
+    anything changed?" without reading the files table. None when it cannot: a file that is not
+    a regular one (a symlink is always re-read), or one changed within RACY_NS of ``since_ns``,
+    the last full check. Each column is gathered in C, one array per stamp field."""
+    infos = found.infos
+    if infos is None or not all(map(stat.S_ISREG, map(_MODE, infos))):
+        return None
+    ctimes = array.array("q", map(_CTIME, infos))
+    if ctimes and max(ctimes) >= since_ns - RACY_NS:
+        return None
+    columns = [array.array("q", map(field_of, infos)).tobytes() for field_of in (_SIZE, _MTIME, _INO)]
+    names = "\0".join(found.names).encode("utf-8", "surrogateescape")
+    return hashlib.blake2b(names + b"".join(columns) + ctimes.tobytes(), digest_size=20).hexdigest()
+
+
+_MODE, _SIZE, _MTIME, _CTIME, _INO = map(
+    operator.attrgetter, ("st_mode", "st_size", "st_mtime_ns", "st_ctime_ns", "st_ino")
+)
 
 
 def _refresh(root: Path, db: sqlite3.Connection, progress: Progress | None = None) -> Refresh:
     now = time.time_ns()  # before the scan: a change after it moves the stamps
-    on_disk = scan(root)
+    found = listing(root)
     last = db.execute("SELECT value FROM meta WHERE key = 'checked'").fetchone()
     if last is not None:
         since, stored = str(last[0]).split(" ", 1)
-        if _stamps_digest(on_disk, int(since)) == stored:
+        if _stamps_digest(found, int(since)) == stored:
             return Refresh()  # every file as the last full check left it, and none racily so
+    on_disk = scan(root, found)
     db.execute("DELETE FROM meta WHERE key = 'checked'")
     known = {
         str(r[0]): ((r[1], r[2], r[3], r[4]), r[5], r[6])
@@ -464,7 +534,7 @@ def _refresh(root: Path, db: sqlite3.Connection, progress: Progress | None = Non
             result.reread.append(name)
             unreadable = unreadable or data is None or stamp is None
     result.reread.sort()
-    digest = None if unreadable else _stamps_digest(on_disk, now + RACY_NS)  # racy files are checked by hash
+    digest = None if unreadable else _stamps_digest(found, now + RACY_NS)  # racy files are checked by hash
     if digest is not None:
         db.execute("INSERT INTO meta VALUES ('checked', ?)", (f"{now} {digest}",))
     return result

@@ -59,12 +59,13 @@ class Streak(Generic[A]):
         }
 
 
-def streaks(attempts: Iterable[A]) -> list[Streak[A]]:
-    """One Streak per objective, for its deepest chain; sorted as the source project's query tool
-    sorts them: most negatives first, then the longest chain, then the ledger's order (its
-    lineage trees walked from their roots, so a tie comes out as that tool gives it)."""
+def streaks(attempts: Iterable[A], objective: str | None = None) -> list[Streak[A]]:
+    """One Streak per objective (or for ``objective`` alone), for its deepest chain; sorted as the
+    source project's query tool sorts them: most negatives first, then the longest chain, then
+    the ledger's order (its lineage trees walked from their roots, so a tie comes out as that
+    tool gives it)."""
     given = list(attempts)
-    return streaks_of(streak_chains(given), {a.id: a for a in in_ledger_order(given)})
+    return streaks_of(streak_chains(given, objective), {a.id: a for a in in_ledger_order(given)})
 
 
 def streaks_of(chains: list[tuple[str, list[str]]], by_id: Mapping[str, A]) -> list[Streak[A]]:
@@ -77,11 +78,13 @@ def streaks_of(chains: list[tuple[str, list[str]]], by_id: Mapping[str, A]) -> l
     return found
 
 
-def streak_chains(attempts: Iterable[S]) -> list[tuple[str, list[str]]]:
-    """(objective, chain ids oldest first) of each streak, in the streaks' order."""
+def streak_chains(attempts: Iterable[S], objective: str | None = None) -> list[tuple[str, list[str]]]:
+    """(objective, chain ids oldest first) of each streak (or of ``objective``'s alone), in the
+    streaks' order."""
     ordered = in_ledger_order(attempts)
     by_id = {a.id: a for a in ordered}
-    depth = depths(by_id)
+    wanted = [a.id for a in ordered if a.objective is not None and objective in (None, a.objective)]
+    depth = depths(by_id, wanted)
     # A tip is an attempt of the objective that no attempt of the same objective varies.
     varied_within = {
         a.varied_from
@@ -89,7 +92,7 @@ def streak_chains(attempts: Iterable[S]) -> list[tuple[str, list[str]]]:
         if a.varied_from in by_id and by_id[a.varied_from].objective == a.objective
     }
     best: dict[str, tuple[int, int, str]] = {}
-    for a in by_id.values():
+    for a in (by_id[i] for i in wanted):
         if a.objective is None or a.id in varied_within:
             continue
         key = (depth[a.id], _trailing_count(a, by_id), a.id)
@@ -121,4 +124,19 @@ def trailing_negatives(chain: list[S], objective: str) -> list[S]:
 
 
 def _trailing_count(tip: S, by_id: dict[str, S]) -> int:
-    return len(trailing_negatives(ancestry(tip.id, by_id), tip.objective or ""))
+    """``len(trailing_negatives(ancestry(tip.id, by_id), tip.objective))``, walking up from the
+    tip only as far as its negatives go (a deep chain is not walked whole for each tip)."""
+    objective = tip.objective or ""
+    count, at_tip, seen = 0, True, set()
+    node: str | None = tip.id
+    while node is not None and node in by_id and node not in seen:
+        seen.add(node)
+        a = by_id[node]
+        node = a.varied_from
+        if at_tip and a.status == "not-tried" and a.objective == objective:
+            continue  # proposals at the tip have no outcome yet
+        at_tip = False
+        if a.objective != objective or a.status not in NEGATIVE_STATUSES:
+            break
+        count += 1
+    return count

@@ -21,10 +21,12 @@ from helpers import by_full_read, by_index, complete_record, failed_record, samp
 from ptreg.gate.admission import registry_state
 from ptreg.store.directory import IGNORED, IGNORED_BEFORE_INDEX, load_directory
 from ptreg.store.full_read import FullRead
-from ptreg.store.index import APPLICATION_ID, INDEX_SCHEMA, RACY_NS, _stamps_digest, index_path, open_index, scan
+from ptreg.store.index import APPLICATION_ID, INDEX_SCHEMA, RACY_NS, _stamps_digest, index_path, listing, open_index
 
 OBJECTIVES = ["training-step-time", "peak-memory"]
 METHODS = ["cache-blocking", "vectorization", "multithreading"]
+FAMILIES = ["runtime-perf", "memory"]
+QUESTIONS = ["Does blocking pay off at xl?", "does blocking pay off at XL", "Is the backward pass the bound?"]
 STATUSES = ["worked", "failed", "regressed", "inconclusive", "not-tried", "worked-with-caveat"]
 
 
@@ -119,7 +121,7 @@ def test_a_change_within_one_clock_tick_is_rehashed(registry: Path) -> None:
     path.write_text(edited, encoding="utf-8")
     info = os.stat(path)
     seen = info.st_ctime_ns + RACY_NS // 2
-    digest = _stamps_digest(scan(registry), seen + 2 * RACY_NS)  # every stamp as it is now
+    digest = _stamps_digest(listing(registry), seen + 2 * RACY_NS)  # every stamp as it is now
     with sqlite3.connect(index_path(registry)) as db:  # as if the stamp had not moved
         db.execute(
             "UPDATE files SET size = ?, mtime_ns = ?, ctime_ns = ?, ino = ?, seen_ns = ? WHERE name = 'c1.json'",
@@ -388,6 +390,10 @@ def _record(i: int, draw: Any, ids: list[str]) -> dict[str, Any]:
         changes["objective"] = None
     changes["methods"] = draw(st.one_of(st.none(), st.lists(st.sampled_from(METHODS), max_size=2, unique=True)))
     changes["data_rows"] = draw(st.one_of(st.none(), st.integers(0, 3)))
+    # what the gate compares a proposal with: its family, question and tracking issue
+    changes["family"] = draw(st.sampled_from(FAMILIES))
+    changes["question"] = draw(st.one_of(st.none(), st.sampled_from(QUESTIONS)))
+    changes["tracking_issue"] = draw(st.one_of(st.none(), st.sampled_from(["#1", "#2"])))
     if ids and draw(st.integers(0, 3)) > 0:
         changes |= {"varied_from": draw(st.sampled_from(ids)), "varied": f"step {i}"}
     if draw(st.booleans()):  # an imported record, with its place in the ledger
