@@ -1,0 +1,121 @@
+"""The query commands against the start-up floor, side by side: at each registry size, rounds in
+which `ptreg --version`, list, streaks, show, lineage and gate each run once as a cold process,
+in an order shuffled per round, so that a busy spell of a shared machine weighs on all of them
+alike. Each command's time is also given over `--version`'s time of the same round (the median
+of those per-round ratios, with its range): the index's targets are stated that way.
+
+Wall-clock and CPU seconds (user + system of the child, which another process's load changes
+less than the wall clock) are both reported. The registries are the synthetic ones of
+benchmarks/registry_scale.py, imported once and indexed before the rounds (the index warm).
+
+    python benchmarks/index_queries.py --sizes 10000 100000 --rounds 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from registry_scale import EVALUATOR_SPEC, PROPOSAL, PTREG, synthetic_attempts
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def once(argv: list[str]) -> tuple[float, float]:
+    """(wall, cpu) seconds of one cold process; it must exit 0."""
+    cpu, start = children_cpu(), time.perf_counter()
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()[-500:]}")
+    return wall, children_cpu() - cpu
+
+
+def build(size: int, work: Path) -> Path:
+    source = work / f"attempts-{size}.json"
+    source.write_text(json.dumps(synthetic_attempts(size)))
+    registry = work / f"registry-{size}"
+    r = [PTREG, "-r", str(registry)]
+    subprocess.run([*r, "import", str(source)], check=True, capture_output=True)
+    spec = work / "evaluator.json"
+    spec.write_text(json.dumps(EVALUATOR_SPEC))
+    subprocess.run([*r, "evaluator", "freeze", str(spec)], check=True, capture_output=True)
+    subprocess.run([*r, "new", *PROPOSAL], check=True, capture_output=True)
+    subprocess.run([*r, "index"], check=True, capture_output=True)
+    return registry
+
+
+def measure(size: int, rounds: int, work: Path) -> dict[str, dict[str, list[float]]]:
+    print(f"building {size} attempts ...", file=sys.stderr, flush=True)
+    registry = build(size, work)
+    r = [PTREG, "-r", str(registry)]
+    middle = f"attempt-{size // 2:06d}"
+    commands = {
+        "--version": [PTREG, "--version"],
+        "list --method vectorization": [*r, "list", "--method", "vectorization"],
+        "streaks": [*r, "streaks"],
+        "show": [*r, "show", middle],
+        "lineage": [*r, "lineage", middle],
+        "gate": [*r, "gate", "scale-proposal"],
+    }
+    found: dict[str, dict[str, list[float]]] = {c: {"wall": [], "cpu": []} for c in commands}
+    order = list(commands)
+    shuffle = random.Random(size)
+    for round_ in range(rounds):
+        shuffle.shuffle(order)
+        for name in order:
+            wall, cpu = once(commands[name])
+            found[name]["wall"].append(wall)
+            found[name]["cpu"].append(cpu)
+        print(f"  round {round_ + 1}/{rounds} done", file=sys.stderr, flush=True)
+    return found
+
+
+def cell(samples: list[float]) -> str:
+    return f"{statistics.median(samples):.2f} ({min(samples):.2f}-{max(samples):.2f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--json", type=Path, help="Also write every sample here.")
+    args = parser.parse_args()
+    if not Path(PTREG).exists():
+        raise SystemExit(f"{PTREG} not found: install ptreg into this Python first (pip install .)")
+    load_before = os.getloadavg()
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="ptreg-queries-") as tmp:
+        for size in args.sizes:
+            results[size] = measure(size, args.rounds, Path(tmp))
+    print(f"load average before: {load_before[0]:.2f}, after: {os.getloadavg()[0]:.2f}")
+    for size, found in results.items():
+        floor = found["--version"]
+        print(f"\n{size:,} attempts, {args.rounds} rounds: seconds, median (min-max)\n")
+        print("| command | wall | CPU | wall over `--version`, same round |")
+        print("| --- | --- | --- | --- |")
+        for name, samples in found.items():
+            ratios = [w / f for w, f in zip(samples["wall"], floor["wall"], strict=True)]
+            ratio = "" if name == "--version" else f"{cell(ratios)}x"
+            print(f"| {name} | {cell(samples['wall'])} | {cell(samples['cpu'])} | {ratio} |")
+    if args.json:
+        from ptreg.store.jsonio import atomic_write_text
+
+        atomic_write_text(args.json, json.dumps({str(k): v for k, v in results.items()}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
