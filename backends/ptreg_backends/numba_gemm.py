@@ -464,6 +464,33 @@ def choose(log: Callable[[str], None] | None = None) -> Choice:
     return Choice(TILES[entry["tile"]], "tuned", str(path))
 
 
+def inner_loop(tile: Tile) -> dict[str, int]:
+    """What the micro-kernel's loop compiled to, from the machine code of a fresh compilation
+    (numba shows none for code loaded from its disk cache: use an empty NUMBA_CACHE_DIR; and
+    NUMBA_CPU_NAME to compile for a CPU other than this one, to inspect, not run).
+
+    The loop is the one with the most vector multiplies; counted in it: multiplies and adds by
+    register width, stack accesses (a sum spilled to memory), and fused multiply-adds anywhere.
+    """
+    import re
+
+    gemm = dispatcher(tile)
+    compile_gemm(tile)
+    code = "\n".join(gemm.inspect_asm().values())
+    if not code:
+        raise ValueError(f"{tile.name} was loaded from numba's disk cache: no machine code to inspect")
+    loops = re.findall(r"\n(\.LBB\w+):\n((?:(?!\n\.LBB).)*?\bj\w+\s+\1\n)", code, re.S)
+    body = max((b for _, b in loops), key=lambda b: b.count("vmulps"), default="")
+    found = {
+        f"{op} {width}": len(re.findall(rf"\b{op}\b[^\n]*%{width}\d", body))
+        for op in ("vmulps", "vaddps")
+        for width in ("xmm", "ymm", "zmm")
+    }
+    found["stack accesses"] = len(re.findall(r"\(%rsp\)", body))
+    found["fused multiply-adds"] = len(re.findall(r"\bvfn?m(?:add|sub)\w*ps\b", code))
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -472,7 +499,18 @@ def main(argv: list[str] | None = None) -> int:
         description="The numba backend's register tiles: time them on this machine and remember the fastest.",
     )
     parser.add_argument("--tune", action="store_true", help="time the candidates now and remember the fastest")
+    parser.add_argument("--inspect", metavar="TILE", help="count what the micro-kernel's loop compiled to")
     arguments = parser.parse_args(argv)
+    if arguments.inspect:
+        if arguments.inspect not in TILES:
+            parser.error(f"--inspect: {arguments.inspect!r} is not a candidate (candidates: {', '.join(TILES)})")
+        try:
+            counts = inner_loop(TILES[arguments.inspect])
+        except ValueError as error:
+            parser.error(f"{error}; set NUMBA_CACHE_DIR to an empty folder")
+        target = getattr(config, "CPU_NAME", None) or "this CPU"
+        print(f"{arguments.inspect} compiled for {target}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        return 0
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

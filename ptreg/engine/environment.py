@@ -42,6 +42,31 @@ BEHAVIOUR_VARIABLES = (
 )
 
 
+# One rule for every backend's worker, set before NumPy (and so the BLAS) loads in it: thread
+# pools go to sleep as soon as they are idle. A training step mixes libraries (numba's or
+# Python's threads for the kernels, NumPy's BLAS for attention), and a pool that keeps spinning
+# after its call takes a core from the next library's threads on a machine with few cores.
+# OpenBLAS waits 2^N cycles before it sleeps (N=4 is its least; by default 2^28, a tenth of
+# a second); OpenMP runtimes (numba's workqueue/omp layer, MKL) spin unless told PASSIVE.
+# A value the user set is kept; the values in effect are recorded in every environment.json.
+WORKER_VARIABLES = {"OPENBLAS_THREAD_TIMEOUT": "4", "OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def worker_variables(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The rule as it applies to a worker started from ``environ`` (default: this process)."""
+    environ = dict(os.environ) if environ is None else environ
+    return {name: environ.get(name) or value for name, value in WORKER_VARIABLES.items()}
+
+
+def backend_configuration(names: list[str]) -> dict[str, str | None]:
+    """What each backend says it runs with on this machine (its optional ``configuration()``),
+    e.g. numba's register tile; null when a backend says nothing or is not registered."""
+    from .backends import describe, entries
+
+    known = entries()
+    return {name: describe(known[name]).configuration if name in known else None for name in names}
+
+
 def _version(distribution: str) -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -158,4 +183,5 @@ def collect(root: Path) -> dict[str, Any]:
         "os": {"system": platform.system(), "release": platform.release(), "platform": platform.platform()},
         "hostname": socket.gethostname(),
         "variables": {name: os.environ.get(name) for name in BEHAVIOUR_VARIABLES},
+        "worker_variables": worker_variables(),
     }
