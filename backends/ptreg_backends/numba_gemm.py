@@ -146,39 +146,26 @@ def _sum_zero(
 
 
 @intrinsic
-def _sum_load(  # pragma: no cover
-    typingctx: Any, sums: Any, k: Any, vector_bits: Any, array: Any, row: Any, col: Any
+def _sum_move(  # pragma: no cover
+    typingctx: Any, sums: Any, k: Any, vector_bits: Any, array: Any, row: Any, col: Any, to_array: Any
 ) -> tuple[Any, Callable[..., Any]] | None:
-    """sums[k] = array[row, col : col + W] (a row of a C-contiguous float32 matrix)."""
-    if not _literals(vector_bits):
+    """sums[k] = array[row, col : col + W] (to_array 0), or the other way round (to_array 1):
+    a row of a C-contiguous float32 matrix."""
+    if not _literals(vector_bits, to_array):
         return None
-    bits = vector_bits.literal_value
+    bits, storing = vector_bits.literal_value, bool(to_array.literal_value)
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         start = _element(context, builder, sig.args[3], args[3], [args[4], args[5]])
-        value = builder.load(builder.bitcast(start, _vector(bits).as_pointer()), align=4)
-        builder.store(value, _slot(builder, args[0], args[1], bits))
+        row_vector = builder.bitcast(start, _vector(bits).as_pointer())
+        slot = _slot(builder, args[0], args[1], bits)
+        if storing:
+            builder.store(builder.load(slot), row_vector, align=4)
+        else:
+            builder.store(builder.load(row_vector, align=4), slot)
         return context.get_dummy_value()
 
-    return types.void(sums, k, vector_bits, array, row, col), codegen
-
-
-@intrinsic
-def _sum_store(  # pragma: no cover
-    typingctx: Any, sums: Any, k: Any, vector_bits: Any, array: Any, row: Any, col: Any
-) -> tuple[Any, Callable[..., Any]] | None:
-    """array[row, col : col + W] = sums[k]."""
-    if not _literals(vector_bits):
-        return None
-    bits = vector_bits.literal_value
-
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        start = _element(context, builder, sig.args[3], args[3], [args[4], args[5]])
-        value = builder.load(_slot(builder, args[0], args[1], bits))
-        builder.store(value, builder.bitcast(start, _vector(bits).as_pointer()), align=4)
-        return context.get_dummy_value()
-
-    return types.void(sums, k, vector_bits, array, row, col), codegen
+    return types.void(sums, k, vector_bits, array, row, col, to_array), codegen
 
 
 @intrinsic
@@ -300,7 +287,7 @@ def _build(MR: int, NR: int, KC: int, MC: int, NC: int, BITS: int) -> Any:
                         else:
                             for ii in range(MR):
                                 for v in range(NV):
-                                    _sum_load(sums, ii * NV + v, BITS, target, ti + ii, tj + v * VW)
+                                    _sum_move(sums, ii * NV + v, BITS, target, ti + ii, tj + v * VW, 0)
                         for r in range(chunk):
                             for ii in range(MR):
                                 for v in range(NV):
@@ -315,7 +302,7 @@ def _build(MR: int, NR: int, KC: int, MC: int, NC: int, BITS: int) -> Any:
                                     )
                         for ii in range(MR):
                             for v in range(NV):
-                                _sum_store(sums, ii * NV + v, BITS, target, ti + ii, tj + v * VW)
+                                _sum_move(sums, ii * NV + v, BITS, target, ti + ii, tj + v * VW, 1)
                         if not whole:
                             out[i : i + height, j : j + width] = edge[:height, :width]
 

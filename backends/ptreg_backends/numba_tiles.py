@@ -1,7 +1,7 @@
 """The numba backend's register tiles, and the per-machine memory of which one is fastest.
 
 Nothing here imports numba, so ``ptreg backends`` can say which tile this machine uses without
-starting it. The timing itself is in ``numba_gemm`` (``python -m ptreg_backends.numba_gemm --tune``).
+starting it; the CPU is read as ptreg's provenance reads it (``ptreg.engine.environment``). The timing itself is in ``numba_gemm`` (``python -m ptreg_backends.numba_gemm --tune``).
 
 The choice is kept in ``numba-tiles.json`` in the user's cache directory ($PTREG_CACHE_DIR,
 else $XDG_CACHE_HOME/ptreg, else ~/.cache/ptreg), one entry per machine key: the CPU's model
@@ -21,6 +21,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from ptreg.engine.environment import cpu_flags, cpu_model
 
 
 @dataclass(frozen=True)
@@ -60,26 +62,6 @@ TILE_VARIABLE = "PTREG_NUMBA_TILE"  # a candidate's name: use it, no tuning, not
 CACHE_VARIABLE = "PTREG_CACHE_DIR"  # where the choice is remembered, instead of the user's cache
 CACHE_FILE = "numba-tiles.json"
 CACHE_FORMAT = 1
-
-
-def cpu_flags() -> set[str] | None:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith(("flags", "Features")):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return None
-
-
-def cpu_model() -> str | None:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
 
 
 def runnable(tile: Tile, flags: set[str] | None = None) -> bool:

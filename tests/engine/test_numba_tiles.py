@@ -230,7 +230,7 @@ def test_every_worker_gets_the_same_thread_rule_and_the_environment_records_it(
 ) -> None:
     for name in WORKER_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    assert worker_variables() == {"OPENBLAS_THREAD_TIMEOUT": "4", "OMP_WAIT_POLICY": "PASSIVE"}
+    assert worker_variables() == {"OPENBLAS_THREAD_TIMEOUT": "20", "OMP_WAIT_POLICY": "PASSIVE"}
     assert collect(tmp_path)["worker_variables"] == worker_variables()
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the user's choice stands, and is recorded
     assert worker_variables()["OMP_WAIT_POLICY"] == "ACTIVE"
