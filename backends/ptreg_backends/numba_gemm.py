@@ -421,7 +421,12 @@ def tune(
         "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "tuning_seconds": round(time.perf_counter() - started, 1),
     }
-    entry["file"] = str(remember(entry, path))
+    try:
+        entry["file"] = str(remember(entry, path))
+    except OSError as error:  # an unwritable cache costs the next process a new timing, no more
+        entry["file"] = None
+        if log:
+            log(f"not remembered: {error}")
     return entry
 
 
@@ -431,7 +436,7 @@ class Choice:
 
     tile: Tile
     source: str  # "PTREG_NUMBA_TILE", "cache" or "tuned" (just now)
-    cache_file: str | None
+    cache_file: str | None  # where it is remembered (None: forced, or the cache was not writable)
 
     def details(self) -> dict[str, Any]:
         return {"tile": self.tile.name, "source": self.source, "params": asdict(self.tile), "cache": self.cache_file}
@@ -448,7 +453,7 @@ def choose(log: Callable[[str], None] | None = None) -> Choice:
     if entry is not None:
         return Choice(TILES[entry["tile"]], "cache", str(path))
     entry = tune(path, log)
-    return Choice(TILES[entry["tile"]], "tuned", str(path))
+    return Choice(TILES[entry["tile"]], "tuned", entry["file"])
 
 
 def inner_loop(tile: Tile) -> dict[str, int]:

@@ -181,6 +181,21 @@ def test_choose_times_once_then_remembers(monkeypatch: pytest.MonkeyPatch, tmp_p
 
 
 @needs_numba
+def test_an_unwritable_cache_costs_a_new_timing_not_the_backend(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ptreg_backends import numba_gemm
+
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("PTREG_CACHE_DIR", str(tmp_path / "a-file"))
+    monkeypatch.setattr(numba_gemm, "time_candidates", lambda tiles, **_: {t.name: [1.0] for t in tiles})
+    said: list[str] = []
+    choice = numba_gemm.choose(said.append)
+    assert choice.source == "tuned" and choice.cache_file is None
+    assert len(said) == 1 and said[0].startswith("not remembered: ")
+
+
+@needs_numba
 def test_tune_command_times_every_candidate_and_the_backend_then_uses_it(tmp_path: Path) -> None:
     """`python -m ptreg_backends.numba_gemm --tune` for real (compiled code comes from numba's cache
     after the parity test above), then a backend started after it reads the choice."""
