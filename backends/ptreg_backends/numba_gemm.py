@@ -524,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{tile.name:>14}  {tile.mr}x{tile.nr} in {tile.vector_bits}-bit vectors, kc={tile.kc} mc={tile.mc} nc={tile.nc}{needs}"
         )
-    print(f"this machine: {describe_choice()}")
+    print(f"this machine: {describe_choice()}; cache {cache_path()}")
     return 0
 
 

@@ -163,7 +163,8 @@ def forced() -> Tile | None:
 
 
 def describe_choice() -> str:
-    """One line for ``ptreg backends``: the tile this machine will use and why, read without numba."""
+    """One short line for ``ptreg backends``: the tile this machine will use and why, read without
+    numba (``python -m ptreg_backends.numba_gemm`` also names the cache file)."""
     try:
         tile = forced()
     except ValueError as error:
@@ -172,5 +173,5 @@ def describe_choice() -> str:
         return f"tile {tile.name} (forced by {TILE_VARIABLE})"
     entry = remembered()
     if entry is None:
-        return f"tile chosen on first use (no entry for this machine in {cache_path()})"
-    return f"tile {entry['tile']} (timed here {entry.get('tuned_at', '?')}, {cache_path()})"
+        return "tile chosen on first use (none remembered for this machine)"
+    return f"tile {entry['tile']} (timed here {entry.get('tuned_at', '?')})"
