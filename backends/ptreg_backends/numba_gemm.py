@@ -9,15 +9,16 @@ all of it parameters of a ``Tile`` (see ``CANDIDATES``):
   (a float32 store and reload change no bits), so each output still sees r in ascending order;
 - R is packed once per call, per chunk into ``nr``-wide strips (``kc × nr``: stays in L1), and
   per chunk each ``mc``-row block of L into ``mr``-tall strips (``mc × kc``: stays in L2);
-- the micro-kernel keeps an ``mr × nr`` tile of sums in registers for the whole chunk: per r
-  it loads ``nr`` values of R and ``mr`` of L, and does ``mr·nr`` multiplies and adds, each add
-  on its own output;
+- the micro-kernel keeps an ``mr × nr`` tile of sums in vector registers (``mr·nr/lanes`` of
+  them) for the whole chunk: per r it loads ``nr`` values of R and broadcasts each of ``mr``
+  values of L, and does one vector multiply and one vector add per vector of sums;
 - ``prange`` hands out (row block, column panel) tiles of the output: every output element is
   written by one thread only, and no sum is ever split between threads.
 
-Bits: ``fastmath=False`` keeps LLVM's IEEE semantics and numba emits ``fmul`` and ``fadd``
-without the ``contract`` flag, so they are never fused into an FMA, whatever the tile; the
-parity tests run every candidate against naive bit for bit. Importing this module imports numba.
+Bits: the micro-kernel's ``fmul`` and ``fadd`` are emitted by hand (``_sum_update``) without
+fast-math flags, and the rest is compiled with ``fastmath=False``, so LLVM never fuses them
+into an FMA, whatever the tile; the parity tests run every candidate against naive bit for bit.
+Importing this module imports numba.
 
     python -m ptreg_backends.numba_gemm --tune    # time the candidates here, remember the fastest
     python -m ptreg_backends.numba_gemm           # the candidates, and this machine's choice
@@ -66,9 +67,8 @@ DEFAULT = TILES["avx2-6x16"]
 def slp_vectorizer() -> Iterator[None]:
     """Compile with LLVM's SLP vectorizer, which numba leaves off by default.
 
-    The micro-kernel is straight-line code once its fixed loops are unrolled; only the SLP
-    vectorizer turns it into vector multiplies and adds (without it: scalar code, ~5 GFLOP/s).
-    The setting is read per compilation and changes no floating-point semantics.
+    The micro-kernel's vectors are written by hand; the packing loops are what it still
+    vectorises. The setting is read per compilation and changes no floating-point semantics.
     """
     # numba's config module sets its options as attributes at run time
     saved = getattr(config, "SLP_VECTORIZE")  # noqa: B009
