@@ -3,6 +3,11 @@ numpy-blas measured side by side.
 
     python benchmarks/kernels_vs_blas.py                      # xl and small, 1 thread and all cores
     python benchmarks/kernels_vs_blas.py --rounds 7 --json kernels.json
+    python benchmarks/kernels_vs_blas.py --configs xl --backends numba numpy-blas --candidates
+
+``--candidates`` measures the numba backend once per register tile this CPU can run (each in
+workers of its own, the tile forced with PTREG_NUMBA_TILE), side by side with the tile this
+machine chose (plain ``numba``) and the others, in the same interleaved rounds.
 
 Each kernel runs on the linear-layer shapes of a tiny-GPT config (qkv, attention projection,
 fc, MLP projection, head); its GFLOP/s is that of one training step's calls of it, weighted
@@ -17,17 +22,19 @@ numpy-blas as the median of the per-round ratios (each pair measured seconds apa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
 from ptreg.engine.backends import describe_all, require_registered, roles
-from ptreg.engine.environment import collect
+from ptreg.engine.environment import backend_configuration, collect
 from ptreg.engine.executor import Executor
 from ptreg.engine.plan import parity_shapes
 from ptreg.engine.protocol import CellTask, ParityTask
@@ -38,6 +45,37 @@ from ptreg.records.run import KERNELS, KernelSample
 from ptreg.store.jsonio import atomic_write_text
 
 PEER = "numpy-blas"
+NUMBA = "numba"
+
+
+def variants(args: argparse.Namespace) -> list[str]:
+    """What is measured: the backends, and with --candidates one ``numba[tile]`` per candidate."""
+    if not args.candidates or NUMBA not in args.backends:
+        return list(args.backends)
+    from ptreg_backends.numba_tiles import CANDIDATES, runnable
+
+    at = args.backends.index(NUMBA) + 1
+    tiles = [f"{NUMBA}[{tile.name}]" for tile in CANDIDATES if runnable(tile)]
+    return [*args.backends[:at], *tiles, *args.backends[at:]]
+
+
+@contextlib.contextmanager
+def as_variant(variant: str) -> Iterator[str]:
+    """The backend's registered name, with PTREG_NUMBA_TILE set for a ``numba[tile]`` variant
+    while its worker starts (a worker takes this process's environment)."""
+    if not variant.endswith("]"):
+        yield variant
+        return
+    name, tile = variant[:-1].split("[")
+    saved = os.environ.get("PTREG_NUMBA_TILE")
+    os.environ["PTREG_NUMBA_TILE"] = tile
+    try:
+        yield name
+    finally:
+        if saved is None:
+            os.environ.pop("PTREG_NUMBA_TILE", None)
+        else:
+            os.environ["PTREG_NUMBA_TILE"] = saved
 
 
 def spec_for(args: argparse.Namespace, threads: int) -> EvaluatorSpec:
@@ -79,22 +117,26 @@ def check_parity(args: argparse.Namespace) -> list[str]:
     executor.start()
     reference = roles(describe_all()).reference
     passed = []
-    for backend in args.backends:
-        task = ParityTask(
-            backend=backend,
-            reference=reference,
-            shapes=parity_shapes(spec),
-            rtol=spec.tolerance.rtol,
-            atol=spec.tolerance.atol,
-            seed=spec.seed,
-            threads=threads,
-        )
-        outcome = executor.execute(f"parity {backend}", task)
+    for variant in variants(args):
+        with as_variant(variant) as backend:
+            outcome = executor.execute(f"parity {variant}", parity_task(spec, backend, reference, threads))
         result = outcome.parity
-        log(f"parity {backend}: {result.summary if result else outcome.reason}")
+        log(f"parity {variant}: {result.summary if result else outcome.reason}")
         if outcome.ended == "done" and result is not None and result.passed:
-            passed.append(backend)
+            passed.append(variant)
     return passed
+
+
+def parity_task(spec: EvaluatorSpec, backend: str, reference: str | None, threads: int) -> ParityTask:
+    return ParityTask(
+        backend=backend,
+        reference=reference,
+        shapes=parity_shapes(spec),
+        rtol=spec.tolerance.rtol,
+        atol=spec.tolerance.atol,
+        seed=spec.seed,
+        threads=threads,
+    )
 
 
 def measure(args: argparse.Namespace, backends: list[str]) -> dict[tuple[int, str, str, str], list[float]]:
@@ -105,9 +147,9 @@ def measure(args: argparse.Namespace, backends: list[str]) -> dict[tuple[int, st
             executor = Executor()
             executor.start()
             for config in args.configs:
-                for backend in backends:
+                for variant in backends:
                     task = CellTask(
-                        backend=backend,
+                        backend=variant.split("[")[0],
                         workload="kernels",
                         config=config,
                         warmup_steps=args.warmup,
@@ -115,21 +157,22 @@ def measure(args: argparse.Namespace, backends: list[str]) -> dict[tuple[int, st
                         seed=0,
                         threads=threads,
                     )
-                    worker = executor.open(f"{backend}/{config}", task)
+                    with as_variant(variant):
+                        worker = executor.open(f"{variant}/{config}", task)
                     executor.run_repeat(worker, 0, 1)
                     outcome = executor.close(worker)
                     if outcome.ended != "done":
                         raise SystemExit(
-                            f"kernels_vs_blas: {backend}/{config} on {threads} threads failed: {outcome.reason}"
+                            f"kernels_vs_blas: {variant}/{config} on {threads} threads failed: {outcome.reason}"
                         )
                     samples = [s for s in outcome.samples if isinstance(s, KernelSample)]
                     for kernel in KERNELS:
                         seconds = {s.layer: s.seconds_per_call for s in samples if s.kernel == kernel}
-                        rates.setdefault((threads, config, backend, kernel), []).append(
+                        rates.setdefault((threads, config, variant, kernel), []).append(
                             step_gflops(config, kernel, seconds)
                         )
                     log(
-                        f"round {round_ + 1}/{args.rounds} · {threads} thread(s) · {config} · {backend}: "
+                        f"round {round_ + 1}/{args.rounds} · {threads} thread(s) · {config} · {variant}: "
                         f"{outcome.wall_seconds:.1f} s"
                     )
     return rates
@@ -193,6 +236,9 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=3, help="timed calls per layer and kernel in one sample")
     parser.add_argument("--warmup", type=int, default=1, help="untimed calls per layer and kernel first")
     parser.add_argument("--json", type=Path, help="write the results and the environment here")
+    parser.add_argument(
+        "--candidates", action="store_true", help="also measure numba once per register tile this CPU can run"
+    )
     args = parser.parse_args()
     if PEER not in args.backends:
         parser.error(f"--backends must include {PEER}, the peer every ratio is taken to")
@@ -218,7 +264,7 @@ def main() -> int:
         document = {
             "settings": {k: v for k, v in vars(args).items() if k != "json"},
             "results": rows,
-            "environment": collect(Path.cwd()),
+            "environment": {**collect(Path.cwd()), "backend_configuration": backend_configuration(args.backends)},
         }
         atomic_write_text(args.json, json.dumps(document, indent=2, default=str) + "\n")
         log(f"wrote {args.json}")

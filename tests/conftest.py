@@ -55,6 +55,14 @@ def _test_backends(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _tile_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The numba backend remembers its tile in a cache folder of this session's own (the worker
+    processes inherit it): the user's cache is never read or written, and no tile is forced."""
+    os.environ["PTREG_CACHE_DIR"] = str(tmp_path_factory.mktemp("ptreg-cache"))
+    os.environ.pop("PTREG_NUMBA_TILE", None)
+
+
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test sees the caller's PTREG_REGISTRY or can reach the repository's ./attempts."""

@@ -47,6 +47,11 @@ DEFAULT_TILE_N = 1024
 # 64×1024 in the same minute:
 #   64×1024: 7.2 6.5 9.6    128×1024: 10.1 8.9 10.0    256×1024: 11.6 8.5 10.1    512×1024: 12.3 8.4 9.7
 THREADED_TILE_M = 256
+# ...but only where a thread's tile is large enough to pay for the hand-overs: below this many
+# elements per ufunc call the GIL hand-overs cost more than the second core gives, and the
+# product runs on the calling thread alone (small dB, 96×288 out of a 1,024-long reduction,
+# split in two 48×288 tiles: 2.1 GFLOP/s on two threads against 3.5 on one).
+MIN_THREADED_TILE = 32 * 1024
 # NumPy (2.4 here) routes broadcast rows shorter than about bufsize/3 through its iterator
 # buffers, which halved the speed here (xl forward, 64×1024: 5.3 vs 9.4 GFLOP/s); a small
 # bufsize (context-local, so per thread; restored after; no casting, so the same bits) lets the
@@ -60,7 +65,10 @@ class BlockedNumpyBackend:
         "NumPy rank-1 updates per cache-sized output tile, tiles on threads, in naive's order (bit-identical)."
     )
     order_preserving = True
-    thread_control = "Python threads over output tiles (NumPy releases the GIL in ufunc loops), set per backend"
+    thread_control = (
+        "Python threads over output tiles (NumPy releases the GIL in ufunc loops), set per backend; "
+        "one thread where a thread's tile would be under 32 Ki elements"
+    )
 
     def __init__(self, tile_m: int | None = None, tile_n: int = DEFAULT_TILE_N):
         """``tile_m`` None: 64 rows on one thread, 256 on several (the tables above)."""
@@ -117,6 +125,12 @@ class BlockedNumpyBackend:
         tile_m = self.tile_m or (DEFAULT_TILE_M if self._pool is None else THREADED_TILE_M)
         # at least one tile per thread
         tm, tn = min(tile_m, -(-rows // self.threads)), min(self.tile_n, cols)
+        if self._pool is not None and tm * tn < MIN_THREADED_TILE:  # too small to share: one thread
+            tm, tn = min(DEFAULT_TILE_M if self.tile_m is None else self.tile_m, rows), min(self.tile_n, cols)
+            self._tile_run(
+                lhs_t, rhs, out, [(i0, j0) for i0 in range(0, rows, tm) for j0 in range(0, cols, tn)], tm, tn
+            )
+            return
         tiles = [(i0, j0) for i0 in range(0, rows, tm) for j0 in range(0, cols, tn)]
         if self._pool is None or len(tiles) == 1:
             self._tile_run(lhs_t, rhs, out, tiles, tm, tn)

@@ -1,28 +1,39 @@
-"""The numba backend's compiled loops: a BLIS-style product in naive's accumulation order.
+"""The numba backend's compiled loops: a BLIS-style product in naive's accumulation order,
+with the register tile and the blocking chosen for the CPU it runs on.
 
 One routine serves all three kernels: ``out[i, j] = sum over r ascending of L[i, r] · R[r, j]``
-(start at 0.0; per r a float32 multiply, rounded, then a float32 add, rounded). The blocking:
+(start at 0.0; per r a float32 multiply, rounded, then a float32 add, rounded). The blocking,
+all of it parameters of a ``Tile`` (see ``CANDIDATES``):
 
-- the reduction is cut into chunks of ``KC``; between chunks the running sums wait in ``out``
+- the reduction is cut into chunks of ``kc``; between chunks the running sums wait in ``out``
   (a float32 store and reload change no bits), so each output still sees r in ascending order;
-- R is packed once per call, per chunk into ``NR``-wide strips (``KC × NR``, 16 KiB: stays
-  in L1), and per chunk each ``MC``-row block of L into ``MR``-tall strips (``MC × KC``,
-  96 KiB: stays in L2);
-- the micro-kernel keeps an ``MR × NR`` tile of sums in registers for the whole chunk:
-  per r it loads ``NR`` values of R and ``MR`` of L, and does ``MR·NR`` multiplies and adds,
-  each add on its own output; 6×16 floats are 12 AVX2 registers, the rest hold operands;
+- R is packed once per call, per chunk into ``nr``-wide strips (``kc × nr``: stays in L1), and
+  per chunk each ``mc``-row block of L into ``mr``-tall strips (``mc × kc``: stays in L2);
+- the micro-kernel keeps an ``mr × nr`` tile of sums in vector registers (``mr·nr/lanes`` of
+  them) for the whole chunk: per r it loads ``nr`` values of R and broadcasts each of ``mr``
+  values of L, and does one vector multiply and one vector add per vector of sums;
 - ``prange`` hands out (row block, column panel) tiles of the output: every output element is
   written by one thread only, and no sum is ever split between threads.
 
-Bits: ``fastmath=False`` keeps LLVM's IEEE semantics and numba emits ``fmul`` and ``fadd``
-without the ``contract`` flag, so they are never fused into an FMA; the parity gate checks
-every result against naive bit for bit. Importing this module imports numba.
+Bits: the micro-kernel's ``fmul`` and ``fadd`` are emitted by hand (``_sum_update``) without
+fast-math flags, and the rest is compiled with ``fastmath=False``, so LLVM never fuses them
+into an FMA, whatever the tile; the parity tests run every candidate against naive bit for bit.
+Importing this module imports numba.
+
+    python -m ptreg_backends.numba_gemm --tune    # time the candidates here, remember the fastest
+    python -m ptreg_backends.numba_gemm           # the candidates, and this machine's choice
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import statistics
+import sys
+import time
 from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numba
@@ -32,22 +43,32 @@ from numba import prange
 from numba.core import cgutils, config, types
 from numba.extending import intrinsic
 
-# Register tile and cache blocks. MR×NR = 6×16 uses 12 of the 16 AVX2 registers for sums;
-# 4×16 and 3×32 were tried and LLVM kept them scalar or spilled (5 and 21 GFLOP/s against 63
-# for 6×16 on one thread at the xl forward shape). KC×NR and MC×KC are sized for L1 and L2.
-MR, NR = 6, 16
-KC = 256
-MC = 96
-NC = 512
+from .numba_tiles import (
+    CANDIDATES,
+    TILE_VARIABLE,
+    TILES,
+    Tile,
+    cache_path,
+    describe_choice,
+    forced,
+    machine_key,
+    remember,
+    remembered,
+    runnable,
+)
+
+Gemm = Callable[[np.ndarray, np.ndarray, np.ndarray, int], None]
+
+
+DEFAULT = TILES["avx2-6x16"]
 
 
 @contextlib.contextmanager
 def slp_vectorizer() -> Iterator[None]:
     """Compile with LLVM's SLP vectorizer, which numba leaves off by default.
 
-    The micro-kernel is straight-line code once its fixed loops are unrolled; only the SLP
-    vectorizer turns it into vector multiplies and adds (without it: scalar code, ~5 GFLOP/s).
-    The setting is read per compilation and changes no floating-point semantics.
+    The micro-kernel's vectors are written by hand; the packing loops are what it still
+    vectorises. The setting is read per compilation and changes no floating-point semantics.
     """
     # numba's config module sets its options as attributes at run time
     saved = getattr(config, "SLP_VECTORIZE")  # noqa: B009
@@ -58,132 +79,234 @@ def slp_vectorizer() -> Iterator[None]:
         setattr(config, "SLP_VECTORIZE", saved)  # noqa: B010
 
 
-@intrinsic
-def _register_tile(typingctx: Any) -> tuple[Any, Callable[..., Any]]:  # pragma: no cover - runs at compile time
-    """Stack storage for the MR×NR sums, which LLVM promotes to registers.
+# --------------------------------------------------------------------------- vector sums
+# The micro-kernel's sums are written as explicit vectors of the candidate's width: a tile of
+# MR × NR sums is MR·NR/W vectors of W lanes, each updated per step as sums + broadcast(a) · b,
+# a vector multiply then a vector add (IEEE, no fast-math flags: never fused). Left to LLVM's
+# SLP vectorizer, scalar sums vectorised well for small tiles only: for 8×32 and up, the
+# unrolled scalar loop is over LLVM's unrolling cost, unrolled too late for the sums to be
+# moved into registers, and every sum went through the stack on every step.
 
-    A NumPy array would live on the heap, where LLVM cannot keep it in registers.
+
+def _vector(bits: int) -> Any:
+    return ir.VectorType(ir.FloatType(), bits // 32)
+
+
+def _literals(*values: Any) -> bool:
+    return all(isinstance(value, types.IntegerLiteral) for value in values)
+
+
+def _slot(builder: Any, sums: Any, k: Any, bits: int) -> Any:
+    return builder.gep(builder.bitcast(sums, _vector(bits).as_pointer()), [k])
+
+
+def _element(context: Any, builder: Any, array_type: Any, array: Any, indices: list[Any]) -> Any:
+    """A pointer to array[indices], as a pointer to a vector that starts there."""
+    made = context.make_array(array_type)(context, builder, value=array)
+    return cgutils.get_item_pointer(context, builder, array_type, made, indices, wraparound=False)
+
+
+@intrinsic
+def _sums(typingctx: Any, count: Any, vector_bits: Any) -> tuple[Any, Callable[..., Any]] | None:  # pragma: no cover
+    """Stack storage for ``count`` vectors of sums (compile-time constants), which LLVM keeps in
+    registers once the loops over them are unrolled (a NumPy array would live on the heap).
+
+    It also sets the vector width LLVM prefers in the function it lands in (the parallel loop's
+    body, where the micro-kernel runs): LLVM tunes recent Intel server CPUs to prefer 256-bit
+    vectors, which would split each 512-bit sum in two and spill them.
     """
-    signature = types.CPointer(types.float32)()
+    if not _literals(count, vector_bits):
+        return None
+    length, bits = count.literal_value, vector_bits.literal_value
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        f32 = ir.FloatType()
-        tile = cgutils.alloca_once(builder, ir.ArrayType(f32, MR * NR))
-        return builder.bitcast(tile, f32.as_pointer())
+        # llvmlite checks attribute names against a list without LLVM's string attributes;
+        # the set underneath takes the attribute as LLVM IR spells it
+        set.add(builder.function.attributes, f'"prefer-vector-width"="{bits}"')
+        storage = cgutils.alloca_once(builder, ir.ArrayType(_vector(bits), length))
+        return builder.bitcast(storage, ir.IntType(8).as_pointer())
 
-    return signature, codegen
-
-
-@numba.njit(inline="always", fastmath=False, cache=True)
-def micro_kernel(l_strip: np.ndarray, r_strip: np.ndarray, tile: np.ndarray, first: bool) -> None:  # pragma: no cover
-    """tile (MR×NR) = [0 if first else tile] + sum over r of l_strip[r, :] ⊗ r_strip[r, :]."""
-    chunk = l_strip.shape[0] // MR
-    acc = numba.carray(_register_tile(), (MR * NR,))  # type: ignore[call-arg]  # numba passes typingctx itself
-    if first:
-        for x in range(MR * NR):
-            acc[x] = 0.0
-    else:
-        for ii in range(MR):
-            for jj in range(NR):
-                acc[ii * NR + jj] = tile[ii, jj]
-    for r in range(chunk):
-        b = r_strip[r * NR : r * NR + NR]
-        for ii in range(MR):
-            a = l_strip[r * MR + ii]
-            for jj in range(NR):
-                acc[ii * NR + jj] = acc[ii * NR + jj] + a * b[jj]
-    for ii in range(MR):
-        for jj in range(NR):
-            tile[ii, jj] = acc[ii * NR + jj]
+    return types.voidptr(count, vector_bits), codegen
 
 
-@numba.njit(parallel=True, fastmath=False, cache=True)
-def pack_rhs(rhs: np.ndarray, packed: np.ndarray) -> None:  # pragma: no cover - runs compiled
-    """All of rhs, chunk by chunk: chunk c, strip s is a (chunk length × NR) block at
-    c·strips·NR·KC + s·NR·(chunk length), zero past the last column."""
-    reduction, cols = rhs.shape
-    strips = (cols + NR - 1) // NR
-    rows_contiguous = rhs.strides[1] == rhs.itemsize  # else a transposed view
-    for strip in prange(strips):
-        width = min(NR, cols - strip * NR)
-        for r0 in range(0, reduction, KC):
-            chunk = min(KC, reduction - r0)
-            base = (r0 // KC) * strips * NR * KC + strip * NR * chunk
-            if width < NR:
-                packed[base : base + NR * chunk] = 0.0
-            # read along whichever index is contiguous in memory (4x faster packing for dB)
-            if rows_contiguous:
-                for r in range(chunk):
-                    for jj in range(width):
-                        packed[base + r * NR + jj] = rhs[r0 + r, strip * NR + jj]
-            else:
-                for jj in range(width):
-                    for r in range(chunk):
-                        packed[base + r * NR + jj] = rhs[r0 + r, strip * NR + jj]
+@intrinsic
+def _sum_zero(
+    typingctx: Any, sums: Any, k: Any, vector_bits: Any
+) -> tuple[Any, Callable[..., Any]] | None:  # pragma: no cover
+    """sums[k] = 0.0 in every lane."""
+    if not _literals(vector_bits):
+        return None
+    bits = vector_bits.literal_value
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        builder.store(ir.Constant(_vector(bits), None), _slot(builder, args[0], args[1], bits))
+        return context.get_dummy_value()
+
+    return types.void(sums, k, vector_bits), codegen
 
 
-@numba.njit(inline="always", fastmath=False, cache=True)
-def pack_lhs(lhs: np.ndarray, packed: np.ndarray, i0: int, i1: int, r0: int, chunk: int) -> None:  # pragma: no cover
-    """packed[strip][r][ii] = lhs[i0 + strip·MR + ii, r0 + r], zero past row i1."""
-    for strip in range((i1 - i0 + MR - 1) // MR):
-        base = strip * MR * chunk
-        i = i0 + strip * MR
-        for r in range(chunk):
-            for ii in range(MR):
-                packed[base + r * MR + ii] = lhs[i + ii, r0 + r] if i + ii < i1 else 0.0
+@intrinsic
+def _sum_move(  # pragma: no cover
+    typingctx: Any, sums: Any, k: Any, vector_bits: Any, array: Any, row: Any, col: Any, to_array: Any
+) -> tuple[Any, Callable[..., Any]] | None:
+    """sums[k] = array[row, col : col + W] (to_array 0), or the other way round (to_array 1):
+    a row of a C-contiguous float32 matrix."""
+    if not _literals(vector_bits, to_array):
+        return None
+    bits, storing = vector_bits.literal_value, bool(to_array.literal_value)
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        start = _element(context, builder, sig.args[3], args[3], [args[4], args[5]])
+        row_vector = builder.bitcast(start, _vector(bits).as_pointer())
+        slot = _slot(builder, args[0], args[1], bits)
+        if storing:
+            builder.store(builder.load(slot), row_vector, align=4)
+        else:
+            builder.store(builder.load(row_vector, align=4), slot)
+        return context.get_dummy_value()
+
+    return types.void(sums, k, vector_bits, array, row, col, to_array), codegen
 
 
-@numba.njit(parallel=True, fastmath=False, cache=True)
-def gemm(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, threads: int) -> None:  # pragma: no cover - runs compiled
-    """out = lhs @ rhs with every output summed in ascending order of the reduction index.
+@intrinsic
+def _sum_update(  # pragma: no cover
+    typingctx: Any, sums: Any, k: Any, vector_bits: Any, column: Any, at: Any, strip: Any, offset: Any
+) -> tuple[Any, Callable[..., Any]] | None:
+    """sums[k] = sums[k] + column[at] · strip[offset : offset + W]: a rounded multiply, then a
+    rounded add. Indices are not wrapped (numba's indexing would test each for a negative
+    value: a compare and a select per load in the innermost loop)."""
+    if not _literals(vector_bits):
+        return None
+    bits = vector_bits.literal_value
 
-    Two parallel regions per call, packing then computing: each tile runs all its chunks
-    itself, so threads meet at no barrier between chunks (on this VM the two vCPUs are at
-    times siblings of one core, and a thread spinning at a barrier slows the other).
-    ``threads`` is numba's thread count, passed in: calling numba.get_num_threads() here
-    would make the function uncacheable (it reads a dynamic global).
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        vector = _vector(bits)
+        lanes = vector.count
+        value = builder.load(_element(context, builder, sig.args[3], args[3], [args[4]]))
+        start = _element(context, builder, sig.args[5], args[5], [args[6]])
+        b = builder.load(builder.bitcast(start, vector.as_pointer()), align=4)
+        one = builder.insert_element(ir.Constant(vector, None), value, ir.Constant(ir.IntType(32), 0))
+        everywhere = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
+        a = builder.shuffle_vector(one, ir.Constant(vector, None), everywhere)
+        slot = _slot(builder, args[0], args[1], bits)
+        # no fast-math flags on either: LLVM may not contract them into a fused multiply-add
+        builder.store(builder.fadd(builder.load(slot), builder.fmul(a, b)), slot)
+        return context.get_dummy_value()
+
+    return types.void(sums, k, vector_bits, column, at, strip, offset), codegen
+
+
+def _build(MR: int, NR: int, KC: int, MC: int, NC: int, BITS: int) -> Any:
+    """The routine for one blocking, its sizes compile-time constants of the closure.
+
+    One function, no helpers: numba's disk cache keys a closure by the values it closes over,
+    and only plain numbers give the same key in every process (a helper dispatcher would not),
+    so each candidate is compiled once per machine and loaded after that.
     """
-    rows, reduction = lhs.shape
-    cols = rhs.shape[1]
-    if reduction == 0:
-        out[:, :] = 0.0
-        return
-    strips = (cols + NR - 1) // NR
-    packed_rhs = np.empty(((reduction + KC - 1) // KC) * strips * NR * KC, np.float32)
-    pack_rhs(rhs, packed_rhs)
-    col_panels = (cols + NC - 1) // NC
-    # Row blocks of at most MC rows, as many as a multiple of the threads, of equal height
-    # (in whole MR strips): a thread that gets one block more than another waits for nothing.
-    row_blocks = (rows + MC - 1) // MC
-    row_blocks = (row_blocks + threads - 1) // threads * threads
-    mc = ((rows + row_blocks - 1) // row_blocks + MR - 1) // MR * MR
-    row_blocks = (rows + mc - 1) // mc
-    for t in prange(row_blocks * col_panels):
-        i0 = (t % row_blocks) * mc
-        i1 = min(i0 + mc, rows)
-        j0 = (t // row_blocks) * NC
-        j1 = min(j0 + NC, cols)
-        packed_lhs = np.empty(((i1 - i0 + MR - 1) // MR) * MR * KC, np.float32)
-        edge = np.empty((MR, NR), np.float32)  # sums of tiles cut by the matrix edge
-        for r0 in range(0, reduction, KC):
-            chunk = min(KC, reduction - r0)
-            chunk_rhs = packed_rhs[(r0 // KC) * strips * NR * KC :]
-            pack_lhs(lhs, packed_lhs, i0, i1, r0, chunk)
-            for j in range(j0, j1, NR):
-                strip = j // NR
-                r_strip = chunk_rhs[strip * NR * chunk : (strip + 1) * NR * chunk]
-                width = min(NR, j1 - j)
-                for i in range(i0, i1, MR):
-                    s = (i - i0) // MR
-                    l_strip = packed_lhs[s * MR * chunk : (s + 1) * MR * chunk]
-                    height = min(MR, i1 - i)
-                    if height == MR and width == NR:
-                        micro_kernel(l_strip, r_strip, out[i : i + MR, j : j + NR], r0 == 0)
-                    else:
-                        edge[:, :] = 0.0
-                        edge[:height, :width] = out[i : i + height, j : j + width]
-                        micro_kernel(l_strip, r_strip, edge, r0 == 0)
-                        out[i : i + height, j : j + width] = edge[:height, :width]
+    VW = BITS // 32  # lanes of one vector
+    NV = NR // VW  # vectors per row of the tile
+    COUNT = MR * NV  # vectors of sums
+
+    @numba.njit(parallel=True, fastmath=False, cache=True)
+    def gemm(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, threads: int) -> None:  # pragma: no cover
+        """out = lhs @ rhs with every output summed in ascending order of the reduction index.
+
+        Two parallel regions per call, packing then computing: each tile runs all its chunks
+        itself, so threads meet at no barrier between chunks (on a VM the two vCPUs may be
+        siblings of one core, and a thread spinning at a barrier slows the other).
+        ``threads`` is numba's thread count, passed in: calling numba.get_num_threads() here
+        would make the function uncacheable (it reads a dynamic global).
+        """
+        rows, reduction = lhs.shape
+        cols = rhs.shape[1]
+        if reduction == 0:
+            out[:, :] = 0.0
+            return
+        # Pack all of rhs, chunk by chunk: chunk c, strip s is a (chunk length × NR) block at
+        # c·strips·NR·KC + s·NR·(chunk length), zero past the last column.
+        strips = (cols + NR - 1) // NR
+        packed_rhs = np.empty(((reduction + KC - 1) // KC) * strips * NR * KC, np.float32)
+        rows_contiguous = rhs.strides[1] == rhs.itemsize  # else a transposed view
+        for strip in prange(strips):
+            width = min(NR, cols - strip * NR)
+            for r0 in range(0, reduction, KC):
+                chunk = min(KC, reduction - r0)
+                base = (r0 // KC) * strips * NR * KC + strip * NR * chunk
+                if width < NR:
+                    packed_rhs[base : base + NR * chunk] = 0.0
+                # read along whichever index is contiguous in memory (4x faster packing for dB)
+                if rows_contiguous:
+                    for r in range(chunk):
+                        for jj in range(width):
+                            packed_rhs[base + r * NR + jj] = rhs[r0 + r, strip * NR + jj]
+                else:
+                    for jj in range(width):
+                        for r in range(chunk):
+                            packed_rhs[base + r * NR + jj] = rhs[r0 + r, strip * NR + jj]
+        col_panels = (cols + NC - 1) // NC
+        # Row blocks of at most MC rows, as many as a multiple of the threads, of equal height
+        # (in whole MR strips): a thread that gets one block more than another waits for nothing.
+        row_blocks = (rows + MC - 1) // MC
+        row_blocks = (row_blocks + threads - 1) // threads * threads
+        mc = ((rows + row_blocks - 1) // row_blocks + MR - 1) // MR * MR
+        row_blocks = (rows + mc - 1) // mc
+        for t in prange(row_blocks * col_panels):
+            i0 = (t % row_blocks) * mc
+            i1 = min(i0 + mc, rows)
+            j0 = (t // row_blocks) * NC
+            j1 = min(j0 + NC, cols)
+            packed_lhs = np.empty(((i1 - i0 + MR - 1) // MR) * MR * KC, np.float32)
+            edge = np.empty((MR, NR), np.float32)  # sums of tiles cut by the matrix edge
+            sums = _sums(COUNT, BITS)  # type: ignore[call-arg,var-annotated]  # numba passes typingctx itself
+            for r0 in range(0, reduction, KC):
+                chunk = min(KC, reduction - r0)
+                # pack this block of lhs: strip s, step r, row ii at s·MR·chunk + r·MR + ii,
+                # zero past row i1
+                for s in range((i1 - i0 + MR - 1) // MR):
+                    for r in range(chunk):
+                        for ii in range(MR):
+                            i = i0 + s * MR + ii
+                            packed_lhs[s * MR * chunk + r * MR + ii] = lhs[i, r0 + r] if i < i1 else 0.0
+                for j in range(j0, j1, NR):
+                    r_base = (r0 // KC) * strips * NR * KC + (j // NR) * NR * chunk
+                    width = min(NR, j1 - j)
+                    for i in range(i0, i1, MR):
+                        l_base = (i - i0) * chunk  # strip (i - i0) / MR of MR·chunk values
+                        height = min(MR, i1 - i)
+                        whole = height == MR and width == NR
+                        if not whole:  # a tile cut by the matrix edge: its sums wait in edge
+                            edge[:, :] = 0.0
+                            edge[:height, :width] = out[i : i + height, j : j + width]
+                        target = out if whole else edge
+                        ti = i if whole else 0
+                        tj = j if whole else 0
+                        # the micro-kernel: MR×NR sums in registers for the whole chunk
+                        if r0 == 0:
+                            for x in range(COUNT):
+                                _sum_zero(sums, x, BITS)
+                        else:
+                            for ii in range(MR):
+                                for v in range(NV):
+                                    _sum_move(sums, ii * NV + v, BITS, target, ti + ii, tj + v * VW, 0)
+                        for r in range(chunk):
+                            for ii in range(MR):
+                                for v in range(NV):
+                                    _sum_update(
+                                        sums,
+                                        ii * NV + v,
+                                        BITS,
+                                        packed_lhs,
+                                        l_base + r * MR + ii,
+                                        packed_rhs,
+                                        r_base + r * NR + v * VW,
+                                    )
+                        for ii in range(MR):
+                            for v in range(NV):
+                                _sum_move(sums, ii * NV + v, BITS, target, ti + ii, tj + v * VW, 1)
+                        if not whole:
+                            out[i : i + height, j : j + width] = edge[:height, :width]
+
+    return gemm
 
 
 # One compiled version: operands of any layout (transposed views included), C-contiguous out,
@@ -191,10 +314,219 @@ def gemm(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, threads: int) -> Non
 SIGNATURE = "void(float32[:, :], float32[:, :], float32[:, ::1], int64)"
 
 
-def compile_gemm() -> Callable[[np.ndarray, np.ndarray, np.ndarray, int], None]:
-    """Compile (or load from the disk cache) the one signature, with the SLP vectorizer on."""
+@functools.cache
+def dispatcher(tile: Tile) -> Any:
+    """The numba dispatcher of ``tile``'s routine, not compiled yet (one per tile per process)."""
+    if tile.nc % tile.nr or tile.nr % (tile.vector_bits // 32):
+        raise ValueError(f"tile {tile.name}: panels must be whole strips, strips whole vectors")
+    return _build(tile.mr, tile.nr, tile.kc, tile.mc, tile.nc, tile.vector_bits)
+
+
+@functools.cache
+def compile_gemm(tile: Tile = DEFAULT) -> Gemm:
+    """Compile (or load from numba's disk cache) ``tile``'s routine, with the SLP vectorizer on
+    (for the packing loops), once per process."""
+    gemm = dispatcher(tile)
     with slp_vectorizer():
         gemm.compile(SIGNATURE)
     # Any other signature would compile without the vectorizer; arrays convert to this one.
     gemm.disable_compile()
-    return gemm
+    compiled: Gemm = gemm
+    return compiled
+
+
+# --------------------------------------------------------------------------- choosing a tile
+
+# The workload's shapes: tiny-GPT xl's linear layers (M = batch·context, K, N), where the
+# kernels spend their time; a choice that wins there is the one that matters.
+TUNING_SHAPES = ((1024, 256, 768), (1024, 256, 256), (1024, 256, 1024), (1024, 1024, 256))
+TUNING_ROUNDS = 3
+# First use must stay under a minute: compiling a candidate takes 5-15 s (once per machine:
+# numba caches it on disk). Candidates not compiled within this budget are left untimed.
+COMPILE_BUDGET_SECONDS = 40.0
+
+
+def _operands(shape: tuple[int, int, int], rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(L, R, out) of the three kernels at one (M, K, N), laid out as the backend calls them."""
+    m, k, n = shape
+    a, b, dc = (rng.standard_normal(s, np.float32) for s in ((m, k), (k, n), (m, n)))
+    return [
+        (a, b, np.empty((m, n), np.float32)),  # forward
+        (dc, b.T, np.empty((m, k), np.float32)),  # dA
+        (a.T, dc, np.empty((k, n), np.float32)),  # dB
+    ]
+
+
+def time_candidates(
+    tiles: tuple[Tile, ...],
+    shapes: tuple[tuple[int, int, int], ...] = TUNING_SHAPES,
+    rounds: int = TUNING_ROUNDS,
+    threads: int = 1,
+    budget: float | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, list[float]]:
+    """GFLOP/s of each tile over all three kernels at ``shapes``, one value per round.
+
+    Rounds are interleaved (every tile once per round, in turn), so the machine's drift lands
+    on all of them alike; each value is the round's work over its time. Tiles left uncompiled
+    when ``budget`` seconds have gone are not timed (an empty list).
+    """
+    numba.set_num_threads(threads)
+    started = time.perf_counter()
+    compiled = {}
+    for tile in tiles:
+        if budget is not None and time.perf_counter() - started > budget:
+            if log:
+                log(f"{tile.name}: not compiled, the {budget:.0f} s budget is spent")
+            continue
+        compiled[tile.name] = compile_gemm(tile)
+        if log:
+            log(f"{tile.name}: ready at {time.perf_counter() - started:.1f} s")
+    rng = np.random.default_rng(0)
+    work = [(ops, 2.0 * shape[0] * shape[1] * shape[2]) for shape in shapes for ops in _operands(shape, rng)]
+    for gemm in compiled.values():  # first call: thread pool start-up, page faults
+        gemm(*work[0][0], threads)
+    rates: dict[str, list[float]] = {tile.name: [] for tile in tiles}
+    for _ in range(rounds):
+        for name, gemm in compiled.items():
+            seconds, flops = 0.0, 0.0
+            for (lhs, rhs, out), f in work:
+                begun = time.perf_counter()
+                gemm(lhs, rhs, out, threads)
+                seconds += time.perf_counter() - begun
+                flops += f
+            rates[name].append(flops / seconds / 1e9)
+    return rates
+
+
+def tune(
+    path: Path | None = None, log: Callable[[str], None] | None = None, budget: float | None = COMPILE_BUDGET_SECONDS
+) -> dict[str, Any]:
+    """Time the candidates this CPU can run, remember the fastest (median over rounds) in the
+    per-machine cache, and return its entry (which names any candidate left untimed)."""
+    started = time.perf_counter()
+    candidates = tuple(tile for tile in CANDIDATES if runnable(tile))
+    rates = time_candidates(candidates, budget=budget, log=log)
+    medians = {name: statistics.median(values) for name, values in rates.items() if values}
+    best = max(medians, key=lambda name: medians[name])
+    entry = {
+        "key": machine_key(),
+        "tile": best,
+        "params": asdict(TILES[best]),
+        "gflops_median": {name: round(value, 2) for name, value in medians.items()},
+        "untimed": [tile.name for tile in CANDIDATES if tile.name not in medians],
+        "shapes": [list(shape) for shape in TUNING_SHAPES],
+        "threads": 1,
+        "rounds": TUNING_ROUNDS,
+        "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "tuning_seconds": round(time.perf_counter() - started, 1),
+    }
+    try:
+        entry["file"] = str(remember(entry, path))
+    except OSError as error:  # an unwritable cache costs the next process a new timing, no more
+        entry["file"] = None
+        if log:
+            log(f"not remembered: {error}")
+    return entry
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The tile in use and where it came from."""
+
+    tile: Tile
+    source: str  # "PTREG_NUMBA_TILE", "cache" or "tuned" (just now)
+    cache_file: str | None  # where it is remembered (None: forced, or the cache was not writable)
+
+    def details(self) -> dict[str, Any]:
+        return {"tile": self.tile.name, "source": self.source, "params": asdict(self.tile), "cache": self.cache_file}
+
+
+def choose(log: Callable[[str], None] | None = None) -> Choice:
+    """PTREG_NUMBA_TILE when set (ValueError naming the candidates if it names none), else this
+    machine's remembered tile, else tune now and remember it."""
+    tile = forced()
+    if tile is not None:
+        return Choice(tile, TILE_VARIABLE, None)
+    path = cache_path()
+    entry = remembered(path)
+    if entry is not None:
+        return Choice(TILES[entry["tile"]], "cache", str(path))
+    entry = tune(path, log)
+    return Choice(TILES[entry["tile"]], "tuned", entry["file"])
+
+
+def inner_loop(tile: Tile) -> dict[str, int]:
+    """What the micro-kernel's loop compiled to, from the machine code of a fresh compilation
+    (numba shows none for code loaded from its disk cache: use an empty NUMBA_CACHE_DIR; and
+    NUMBA_CPU_NAME to compile for a CPU other than this one, to inspect, not run).
+
+    The loop is the one with the most vector multiplies; counted in it: multiplies and adds by
+    register width, stack accesses (a sum spilled to memory), and fused multiply-adds anywhere.
+    """
+    import re
+
+    gemm = dispatcher(tile)
+    compile_gemm(tile)
+    code = "\n".join(gemm.inspect_asm().values())
+    if not code:
+        raise ValueError(f"{tile.name} was loaded from numba's disk cache: no machine code to inspect")
+    loops = re.findall(r"\n(\.LBB\w+):\n((?:(?!\n\.LBB).)*?\bj\w+\s+\1\n)", code, re.S)
+    body = max((b for _, b in loops), key=lambda b: b.count("vmulps"), default="")
+    found = {
+        f"{op} {width}": len(re.findall(rf"\b{op}\b[^\n]*%{width}\d", body))
+        for op in ("vmulps", "vaddps")
+        for width in ("xmm", "ymm", "zmm")
+    }
+    found["stack accesses"] = len(re.findall(r"\(%rsp\)", body))
+    found["fused multiply-adds"] = len(re.findall(r"\bvfn?m(?:add|sub)\w*ps\b", code))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m ptreg_backends.numba_gemm",
+        description="The numba backend's register tiles: time them on this machine and remember the fastest.",
+    )
+    parser.add_argument("--tune", action="store_true", help="time the candidates now and remember the fastest")
+    parser.add_argument("--inspect", metavar="TILE", help="count what the micro-kernel's loop compiled to")
+    arguments = parser.parse_args(argv)
+    if arguments.inspect:
+        if arguments.inspect not in TILES:
+            parser.error(f"--inspect: {arguments.inspect!r} is not a candidate (candidates: {', '.join(TILES)})")
+        try:
+            counts = inner_loop(TILES[arguments.inspect])
+        except ValueError as error:
+            parser.error(f"{error}; set NUMBA_CACHE_DIR to an empty folder")
+        target = getattr(config, "CPU_NAME", None) or "this CPU"
+        print(f"{arguments.inspect} compiled for {target}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        return 0
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    if arguments.tune:
+        entry = tune(log=log, budget=None)  # asked for: every candidate, however long compiling takes
+        for name, value in sorted(entry["gflops_median"].items(), key=lambda item: -item[1]):
+            print(f"{name:>14}  {value:6.1f} GFLOP/s{'  <- chosen' if name == entry['tile'] else ''}")
+        for name in entry["untimed"]:
+            print(
+                f"{name:>14}  not timed ({'no ' + str(TILES[name].needs) if not runnable(TILES[name]) else 'budget'})"
+            )
+        print(
+            f"remembered in {entry['file']} ({entry['tuning_seconds']} s, 1 thread, median of {TUNING_ROUNDS} rounds)"
+        )
+        return 0
+    for tile in CANDIDATES:
+        needs = f", needs {tile.needs}" if tile.needs else ""
+        print(
+            f"{tile.name:>14}  {tile.mr}x{tile.nr} in {tile.vector_bits}-bit vectors, kc={tile.kc} mc={tile.mc} nc={tile.nc}{needs}"
+        )
+    print(f"this machine: {describe_choice()}; cache {cache_path()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

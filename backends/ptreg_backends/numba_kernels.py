@@ -10,9 +10,12 @@ ascending of L[i, r] · R[r, j]``, where
 (Bᵀ and Aᵀ are views: the routine packs its operands, so it reads them in any layout.) See
 ``numba_gemm`` for the blocking and for why the bits are naive's.
 
-numba is imported only when the backend is instantiated, so listing backends never imports
-it; compiled code is cached on disk (``cache=True``), so later processes load it instead of
-compiling (about 10 s), and ``__init__`` does the loading, outside any timed call.
+The register tile and blocking are chosen for the machine (``numba_tiles``): the tile that
+PTREG_NUMBA_TILE names, else the one remembered for this CPU, else the candidates are timed
+on first use (under a minute) and the fastest remembered. numba is imported only when the
+backend is instantiated, so listing backends never imports it; compiled code is cached on
+disk (``cache=True``), so later processes load it instead of compiling (5-15 s a tile), and
+``__init__`` does the loading, outside any timed call.
 """
 
 from __future__ import annotations
@@ -20,23 +23,23 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import sys
 from typing import Any
 
 import numpy as np
 
 
 @functools.cache
-def _compiled() -> Any:
-    """The compiled routine (compiles, or loads from the disk cache, on first call)."""
-    # numba's OpenMP workers spin after each parallel region by default, taking the core from
-    # the NumPy and BLAS work of the rest of the training step. Passive waiting, unless the
-    # user chose otherwise (read when numba starts its pool, so set before): tinygpt xl, 2
-    # threads, ms/step numba vs numpy-blas in one run: 1,763 vs 606 spinning, 1,158 vs 585
-    # passive (`ptreg bench -b numba -b numpy-blas -c xl --threads 2`, OMP_WAIT_POLICY set).
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+def _compiled() -> tuple[Any, Any]:
+    """The chosen tile and its compiled routine (loaded from numba's disk cache when it is
+    there); the first time on a machine, the candidates are timed first (under a minute)."""
     from ptreg_backends import numba_gemm
 
-    return numba_gemm.compile_gemm()
+    def log(message: str) -> None:
+        print(f"numba tiles: {message}", file=sys.stderr, flush=True)
+
+    choice = numba_gemm.choose(log)
+    return choice, numba_gemm.compile_gemm(choice.tile)
 
 
 class NumbaBackend:
@@ -45,7 +48,7 @@ class NumbaBackend:
         "numba-compiled register- and cache-blocked loops in naive's order, parallel over output tiles (bit-identical)."
     )
     order_preserving = True
-    thread_control = "numba parallel threads (prange over output tiles), set with numba.set_num_threads; OMP_WAIT_POLICY=PASSIVE unless set"
+    thread_control = "numba parallel threads (prange over output tiles), set with numba.set_num_threads"
 
     @staticmethod
     def default_threads() -> int:
@@ -57,18 +60,34 @@ class NumbaBackend:
             found = importlib.util.find_spec("numba") is not None
         except (ImportError, ValueError):
             found = False
-        return None if found else "numba is not installed (pip install 'ptreg[numba]')"
+        if not found:
+            return "numba is not installed (pip install 'ptreg[numba]')"
+        from ptreg_backends.numba_tiles import forced
+
+        try:
+            forced()
+        except ValueError as error:  # PTREG_NUMBA_TILE names no candidate
+            return str(error)
+        return None
+
+    @staticmethod
+    def configuration() -> str:
+        """The register tile this machine uses, read from the tile cache without importing numba."""
+        from ptreg_backends.numba_tiles import describe_choice
+
+        return describe_choice()
 
     def __init__(self) -> None:
         import numba
 
-        self._kernel = _compiled()
+        self._choice, self._kernel = _compiled()
         self.threads = numba.get_num_threads()
         self.warm_up()
 
     def runtime_details(self) -> dict[str, Any]:
         """For the cell's provenance: numba's threads, its threading layer (known once a parallel
-        function has run) and the OpenMP wait policy this process ran with."""
+        function has run), the OpenMP wait policy this process ran with, and the register tile
+        (its blocking, and whether it was forced, remembered or timed just now)."""
         import numba
 
         try:
@@ -79,6 +98,7 @@ class NumbaBackend:
             "numba_threads": numba.get_num_threads(),
             "numba_threading_layer": layer,
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+            "numba_tile": self._choice.details(),
         }
 
     def warm_up(self) -> None:

@@ -46,6 +46,9 @@ def backends(as_json: bool = JsonFlag) -> None:
     headers = ["backend", "available", "parity against", "threads", "thread control", "from", "description"]
     typer.echo(plain(rows, headers, shrink=(4, 5, 6), drop=(5, 4, 6)))
     for b in found:
+        if b.available and b.configuration:
+            typer.echo(f"{b.name} runs with: {b.configuration}")
+    for b in found:
         if not b.available:
             typer.echo(f"{b.name} is unavailable: {b.reason}")
 

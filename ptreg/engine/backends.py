@@ -99,6 +99,7 @@ class BackendInfo:
     available: bool
     reason: str | None  # why it is unavailable
     role: str | None = None  # "reference", "peer" or none
+    configuration: str | None = None  # what it will run with on this machine, in its own words
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -205,6 +206,7 @@ def _metadata(target: str, factory: Any) -> dict[str, Any]:
         "thread_control": read("thread_control", str, None),
         "default_threads": threads,
         "role": role,
+        "configuration": read("configuration", str, None, call=True),
         "unavailable_reason": read("unavailable_reason", str, None, call=True),
     }
 
@@ -215,7 +217,7 @@ def describe(entry: BackendEntry) -> BackendInfo:
     def info(available: bool, reason: str | None, **meta: Any) -> BackendInfo:
         fields = {
             key: meta.get(key)
-            for key in ("description", "order_preserving", "thread_control", "default_threads", "role")
+            for key in ("description", "order_preserving", "thread_control", "default_threads", "role", "configuration")
         }
         return BackendInfo(
             entry.name,

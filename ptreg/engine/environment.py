@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from .backends import describe, entries
 
 # Variables that change how BLAS, OpenMP or numba behave (threads, kernels, cache sizes).
 BEHAVIOUR_VARIABLES = (
@@ -40,6 +41,32 @@ BEHAVIOUR_VARIABLES = (
     "NUMBA_DISABLE_JIT",
     "NPY_DISABLE_CPU_FEATURES",
 )
+
+
+# One rule for every backend's worker, set before NumPy (and so the BLAS) loads in it: thread
+# pools sleep soon after they go idle. A training step mixes libraries (numba's or Python's
+# threads for the kernels, NumPy's BLAS for attention), and a pool that keeps spinning after
+# its call takes a core from the next library's threads on a machine with few cores. OpenBLAS
+# spins 2^N cycles before it sleeps: by default 2^28, a tenth of a second, longer than the gap
+# between any two of the step's attention products, so its workers never rest; 2^20 (about half
+# a millisecond) still bridges one library's back-to-back calls, so BLAS's own calls do not
+# pay a wake-up each (2^4, the least, would). OpenMP runtimes (numba's omp layer, MKL) spin
+# unless told PASSIVE. A value the user set is kept; the values in effect are recorded in
+# every environment.json (``worker_variables``).
+WORKER_VARIABLES = {"OPENBLAS_THREAD_TIMEOUT": "20", "OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def worker_variables(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The rule as it applies to a worker started from ``environ`` (default: this process)."""
+    environ = dict(os.environ) if environ is None else environ
+    return {name: environ.get(name) or value for name, value in WORKER_VARIABLES.items()}
+
+
+def backend_configuration(names: list[str]) -> dict[str, str | None]:
+    """What each backend says it runs with on this machine (its optional ``configuration()``),
+    e.g. numba's register tile; null when a backend says nothing or is not registered."""
+    known = entries()
+    return {name: describe(known[name]).configuration if name in known else None for name in names}
 
 
 def _version(distribution: str) -> str | None:
@@ -94,16 +121,21 @@ SIMD_FLAGS = (
 )
 
 
-def cpu_features() -> list[str] | None:
-    """The SIMD flags the CPU reports, in SIMD_FLAGS order; unknown off Linux."""
+def cpu_flags() -> set[str] | None:
+    """Every flag the CPU reports (/proc/cpuinfo); unknown off Linux."""
     try:
         for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
             if line.startswith(("flags", "Features")):
-                present = set(line.split(":", 1)[1].split())
-                return [flag for flag in SIMD_FLAGS if flag in present]
+                return set(line.split(":", 1)[1].split())
     except OSError:
         pass
     return None
+
+
+def cpu_features() -> list[str] | None:
+    """The SIMD flags the CPU reports, in SIMD_FLAGS order; unknown off Linux."""
+    present = cpu_flags()
+    return None if present is None else [flag for flag in SIMD_FLAGS if flag in present]
 
 
 def cpu_model() -> str | None:
@@ -158,4 +190,5 @@ def collect(root: Path) -> dict[str, Any]:
         "os": {"system": platform.system(), "release": platform.release(), "platform": platform.platform()},
         "hostname": socket.gethostname(),
         "variables": {name: os.environ.get(name) for name in BEHAVIOUR_VARIABLES},
+        "worker_variables": worker_variables(),
     }

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from ..records.run import KernelSample, ParityOutcome, StepSample
+from .environment import worker_variables
 from .interruption import Interrupted, deferred, signal_of
 from .protocol import (
     AnyEvent,
@@ -212,6 +213,7 @@ class Executor:
 
     def _start(self, label: str, task: ParityTask | CellTask, *, more_to_say: bool) -> Worker:
         env = dict(os.environ)
+        env.update(worker_variables(env))  # the same thread rule for every backend
         # The worker prints events only; Python's own buffering must not hold them back.
         env["PYTHONUNBUFFERED"] = "1"
         stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as the worker; _finish closes it

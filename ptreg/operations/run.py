@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..clock import utc_now
-from ..engine.environment import collect
+from ..engine.environment import backend_configuration, collect
 from ..engine.executor import Executor, TaskProgress
 from ..engine.interruption import deferred, interruptible, pending
 from ..engine.measurement import measure
@@ -106,6 +106,8 @@ def _measure_and_record(
     started = utc_now()
     environment = collect(root)
     found = measure(frozen.spec, executor, round_cap=budget.max_repeats)
+    # read after the workers ran: a backend may settle its configuration on first use (numba's tile)
+    environment["backend_configuration"] = backend_configuration(list(frozen.spec.backends))
     # From here signals wait: the run is written whole and linked, then the process exits.
     with deferred():
         finished = utc_now()

@@ -190,18 +190,19 @@ def test_numba_compiles_once_vectorised_and_a_second_process_reuses_the_cache(tm
     """The first process compiles (and writes the disk cache); the second only loads it.
 
     The first also checks the machine code, which numba can show only for what it compiled:
-    packed multiplies and adds (the SLP vectorizer is on; without it the same loops compile to
-    scalar mulss/addss only) and no fused multiply-add (which would change the bits).
+    packed multiplies and adds and no fused multiply-add (which would change the bits).
     """
     code = (
         "import re; from ptreg_backends.numba_kernels import NumbaBackend; from ptreg_backends import numba_gemm; "
-        "NumbaBackend(); s = numba_gemm.gemm.stats; hits, misses = sum(s.cache_hits.values()), sum(s.cache_misses.values()); "
-        "asm = '\\n'.join(numba_gemm.gemm.inspect_asm().values()) if misses else ''; "
+        "NumbaBackend(); d = numba_gemm.dispatcher(numba_gemm.TILES['avx2-6x16']); s = d.stats; "
+        "hits, misses = sum(s.cache_hits.values()), sum(s.cache_misses.values()); "
+        "asm = '\\n'.join(d.inspect_asm().values()) if misses else ''; "
         "packed = bool(re.search(r'\\bv?mulps\\b', asm) and re.search(r'\\bv?addps\\b', asm)); "
         "fused = bool(re.search(r'\\bvfn?m(add|sub)\\w*ps\\b', asm)); "
         "print(hits, misses, packed, fused)"
     )
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    # one tile forced, so that the processes compile that one only (no tuning)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "PTREG_NUMBA_TILE": "avx2-6x16"}
     reports = []
     for _ in range(2):
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
@@ -311,6 +312,30 @@ def test_naive_is_single_threaded_and_blocked_numpy_is_capped_at_the_cores() -> 
     backend = BlockedNumpyBackend()
     assert backend.set_threads(10_000) == (os.cpu_count() or 1)
     assert backend.set_threads(1) == 1 and backend._pool is None
+
+
+@pytest.mark.parametrize(("shape", "threaded"), [((128, 300, 600), True), ((96, 1024, 96), False)])
+def test_blocked_numpy_shares_only_tiles_large_enough(
+    shape: tuple[int, int, int], threaded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On two threads a forward whose per-thread tile reaches MIN_THREADED_TILE goes to the pool;
+    one with a small output (as every dB of the small config) runs on the calling thread. Same bits."""
+    backend = BlockedNumpyBackend()
+    backend.set_threads(2)
+    if backend.threads < 2:
+        pytest.skip("one core: no pool to share with")
+    submitted: list[int] = []
+    assert backend._pool is not None
+    real = backend._pool.submit
+    monkeypatch.setattr(backend._pool, "submit", lambda *a, **k: submitted.append(1) or real(*a, **k))
+    rng = np.random.default_rng(3)
+    m, k, n = shape
+    a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+    expected = run(NaiveBackend(), "forward", a, b, (m, n))
+    got = run(backend, "forward", a, b, (m, n))
+    assert np.array_equal(got.view(np.uint32), expected.view(np.uint32))
+    assert bool(submitted) is threaded
+    backend.set_threads(1)
 
 
 def test_numpy_blas_thread_limit_is_in_effect() -> None:

@@ -14,6 +14,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from helpers import SCHEMAS, assert_one_line_error, complete_record, freeze_evaluator, snapshot, write_registry
+from ptreg.engine.environment import worker_variables
 from ptreg.engine.plan import round_order
 
 TINY = {
@@ -131,6 +132,9 @@ def test_run_writes_a_whole_run_folder_that_validates(tiny_run, cli) -> None:
         assert key in environment
     assert "OPENBLAS_CORETYPE" in environment["variables"] and "OPENBLAS_L2_SIZE" in environment["variables"]
     assert environment["variables"]["OPENBLAS_CORETYPE"] == os.environ.get("OPENBLAS_CORETYPE")
+    # the thread rule every worker ran under, and what each backend ran with (these two say nothing)
+    assert environment["worker_variables"] == worker_variables()
+    assert environment["backend_configuration"] == {"naive": None, "numpy-blas": None}
     result = cli("-r", tiny_run["root"], "validate")
     assert result.code == 0, result.out + result.err
 
