@@ -11,7 +11,9 @@ digest, and what each record said about evaluators and runs when it was last rea
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +25,7 @@ from .. import __version__
 from ..errors import EXIT_UNUSABLE, PtregError
 from ..store.directory import REGISTRY_FILE
 from ..store.evaluators import EVALUATORS_DIR
-from ..store.jsonio import atomic_write_text, dumps_pretty, read_json
+from ..store.jsonio import atomic_write_text, dumps_pretty, read_json, replace_text_unsynced, sync_everything
 from .inputs import Inputs
 from .pages import (
     INDEX,
@@ -53,11 +55,13 @@ EXTRA_HINT = "ptreg site needs Jinja2 and matplotlib, the site extra: pip instal
 
 def require_extra() -> None:
     """One line saying how to install what the site needs, when it is missing."""
-    try:
-        import jinja2  # noqa: F401
-        import matplotlib  # noqa: F401
-    except ImportError as exc:
-        raise PtregError(f"{EXTRA_HINT} ({exc.name} is not installed)", EXIT_UNUSABLE) from None
+    for module in ("jinja2", "matplotlib"):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ValueError:  # already imported, or set to None in sys.modules: unusable
+            found = sys.modules.get(module) is not None
+        if not found:
+            raise PtregError(f"{EXTRA_HINT} ({module} is not installed)", EXIT_UNUSABLE)
 
 
 @dataclass
@@ -229,6 +233,7 @@ def build(
         "records": {i: u.to_json() for i, u in sorted(uses.items())},
         "broken_runs": broken_runs,
     }
+    sync_everything()  # the pages reach the disk before the manifest that vouches for them
     atomic_write_text(out / MANIFEST, dumps_pretty(manifest))
     report.pages = len(written)
     report.broken_records = len(inputs.problems)
@@ -329,7 +334,7 @@ def _render(
 def _write(out: Path, relative: str, text: str) -> None:
     path = out / relative
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, text)
+    replace_text_unsynced(path, text)
 
 
 def _remove(out: Path, relative: str) -> bool:

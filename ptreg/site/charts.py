@@ -14,12 +14,13 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from matplotlib import rc_context
-from matplotlib.figure import Figure
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # A scale is logarithmic when the largest value is more than this many times the smallest.
 LOG_RANGE = 10.0
@@ -66,6 +67,17 @@ class Bar:
     high: float | None = None
 
 
+@contextmanager
+def _drawing() -> Iterator[Callable[[float, float], Figure]]:
+    """A maker of figures in the site's style. matplotlib takes about half a second to import:
+    only a build that draws a chart pays it, not a --changed that draws none."""
+    from matplotlib import rc_context
+    from matplotlib.figure import Figure
+
+    with rc_context(STYLE):
+        yield lambda width, height: Figure(figsize=(width, height))
+
+
 def needs_log(values: Sequence[float]) -> bool:
     positive = [v for v in values if v > 0]
     return len(positive) >= 2 and max(positive) / min(positive) > LOG_RANGE
@@ -101,8 +113,8 @@ def bar_chart(name: str, title: str, unit: str, bars: Sequence[Bar], *, referenc
         )
         for b in bars
     ]
-    with rc_context(STYLE):
-        figure = Figure(figsize=(max(4.0, 1.1 * len(groups) * max(len(series), 1) * 0.5 + 2), 3.2))
+    with _drawing() as new:
+        figure = new(max(4.0, 1.1 * len(groups) * max(len(series), 1) * 0.5 + 2), 3.2)
         axes = figure.add_subplot()
         for n, b in enumerate(known):
             x = groups.index(b.group) + (series.index(b.series) - (len(series) - 1) / 2) * width
@@ -150,8 +162,8 @@ class Stack:
 def share_chart(name: str, title: str, stacks: Sequence[Stack]) -> Chart:
     """Each kernel's share of the step as stacked horizontal bars, one segment per part."""
     rows: list[Row] = []
-    with rc_context(STYLE):
-        figure = Figure(figsize=(6.4, 0.45 * max(len(stacks), 1) + 1.4))
+    with _drawing() as new:
+        figure = new(6.4, 0.45 * max(len(stacks), 1) + 1.4)
         axes = figure.add_subplot()
         n = 0
         for y, stack in enumerate(stacks):
@@ -206,8 +218,8 @@ def history_chart(name: str, title: str, unit: str, runs: Sequence[str], points:
     values = [v for p in points for v in (p.value, p.low, p.high) if v is not None and v > 0]
     log = needs_log(values)
     rows: list[Row] = []
-    with rc_context(STYLE):
-        figure = Figure(figsize=(max(4.5, 0.9 * len(runs) + 3), 3.4))
+    with _drawing() as new:
+        figure = new(max(4.5, 0.9 * len(runs) + 3), 3.4)
         axes = figure.add_subplot()
         n = 0
         for s_index, label in enumerate(series):
