@@ -48,7 +48,8 @@ def site(
         else:
             broken = report.broken_records + report.broken_runs
             typer.echo(
-                f"{out}: {report.pages} pages, {report.written} written, {report.skipped} unchanged, "
+                f"{out}: {report.pages} pages, {report.rendered} rendered ({report.written} of them changed), "
+                f"{report.skipped} with unchanged inputs, "
                 f"{report.removed} removed"
                 + (f"; {broken} broken record(s) or run(s) listed on the index" if broken else "")
                 + f" ({report.seconds:.1f} s)"

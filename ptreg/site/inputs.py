@@ -42,6 +42,8 @@ class Inputs:
         self._attempts: dict[str, Attempt | None] = {}
         self._results: dict[tuple[str, str], RunResults | str] = {}
         self._meta: RegistryMeta | None = None
+        bulk = getattr(index, "all_runs", None)
+        self._runs: dict[str, list[tuple[str, str]]] | None = bulk() if bulk is not None else None
         self.evaluators: dict[str, Path] = {p.name.removesuffix(".json"): p for p in evaluator_files(self.root)}
         # each lineage (an attempt, its ancestors, what varies them) keyed by its root's id
         roots = lineage_roots(self.by_id)
@@ -70,9 +72,8 @@ class Inputs:
 
     def runs(self, attempt_id: str) -> list[tuple[str, str]]:
         """(run id, status) of the attempt's linked runs, in the order they were linked."""
-        runs = getattr(self.index, "runs", None)
-        if runs is not None:
-            return list(runs(attempt_id))
+        if self._runs is not None:
+            return self._runs.get(attempt_id, [])
         attempt = self.attempt(attempt_id)
         return [(r.run_id, r.status) for r in (attempt.runs or ())] if attempt else []
 
