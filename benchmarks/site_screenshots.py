@@ -17,17 +17,9 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 REPO = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+sys.path.insert(0, str(REPO / "tests"))
+from helpers import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 (the browser and flags of the browser tests)
+
 PAGES = {
     "index": "index.html",
     "dossier": "attempts/tinygpt-step-attribution.html",
@@ -46,7 +38,7 @@ def main() -> None:
         ptreg = str(Path(sys.executable).parent / "ptreg")
         subprocess.run([ptreg, "--registry", str(REPO / "attempts"), "site", "-o", str(site)], check=True)
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1280, "height": 900}, device_scale_factor=1)
             for name, relative in PAGES.items():
                 page.goto((site / relative).as_uri())

@@ -193,7 +193,7 @@ def share_chart(name: str, title: str, stacks: Sequence[Stack]) -> Chart:
         axes.set_xlabel("share of the step")
         if stacks:
             axes.legend(fontsize=8, frameon=False, ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0))
-        _fit(figure)
+        _fit(figure, [s.label for s in stacks])
         svg = _svg(figure)
     headers = ["config / backend", "step ms"]
     for part in PARTS:
@@ -247,13 +247,14 @@ def history_chart(name: str, title: str, unit: str, runs: Sequence[str], points:
     return Chart(name, title, svg, ["run", "config / backend", unit, "95% CI low", "95% CI high"], rows, note)
 
 
-def _fit(figure: Figure) -> None:
+def _fit(figure: Figure, labels: Sequence[str] = ()) -> None:
     """Margins that hold the labels. ``tight_layout`` measured every text twice and cost about
-    half of each chart's time, so the margins are set from the labels' lengths instead."""
+    half of each chart's time, so the margins are set from the y labels' lengths instead
+    (``labels``: those of a categorical y axis; numbers otherwise)."""
     axes = figure.axes[0]
     width, height = figure.get_size_inches() * figure.dpi
-    ticks = [t.get_text() for t in axes.get_yticklabels()]
-    widest = max((len(t) for t in ticks), default=4)
-    left = (widest * 6.0 + 34) / width  # about 6 px a character at 9 pt, and the axis label
-    bottom = 42 / height if not axes.get_xticklabels() or not axes.get_xticklabels()[0].get_rotation() else 70 / height
+    widest = max((len(t) for t in labels), default=6)
+    left = (widest * 6.0 + 36) / width  # about 6 px a character at 9 pt, and the axis label
+    rotated = any(t.get_rotation() for t in axes.get_xticklabels())
+    bottom = (70 if rotated else 42) / height
     figure.subplots_adjust(left=min(left, 0.45), right=0.97, bottom=bottom, top=1 - 30 / height)

@@ -21,19 +21,8 @@ from urllib.request import url2pathname
 
 import pytest
 
-from helpers import REPO, complete_record, failed_record
+from helpers import CHROMIUM, CHROMIUM_ARGS, REPO, complete_record, failed_record
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 HOSTILE = '<script>alert(1)</script> then "><img src=x onerror=alert(2)>'
 PAGES = {
     "index": "index.html",
@@ -59,7 +48,7 @@ def browser() -> Iterator[Any]:
     except ImportError:
         _unavailable("playwright is not installed (pip install '.[test]')")
     with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield launched
         launched.close()
 
