@@ -74,6 +74,7 @@ def measure(label: str, registry: Path, repeats: int, work: Path) -> dict:
     row["full"] = summary(full)
     row["changed"] = summary(changed)
     row["pages"] = reports["full"]["pages"]
+    row["rendered by --changed"] = reports["changed"]["rendered"]
     row["written by --changed"] = reports["changed"]["written"]
     row["load after"] = load()
     return row
@@ -130,7 +131,7 @@ def main() -> None:
         f, c = row["full"], row["changed"]
         print(
             f"| {row['registry']} | {row['pages']:,} | {f['median']:.1f} ({f['min']:.1f}-{f['max']:.1f}) "
-            f"| {c['median']:.2f} ({c['min']:.2f}-{c['max']:.2f}) | {row['written by --changed']} "
+            f"| {c['median']:.2f} ({c['min']:.2f}-{c['max']:.2f}) | {row['rendered by --changed']} / {row['written by --changed']} "
             f"| {row['load before']} / {row['load after']} |"
         )
     print(

@@ -32,6 +32,7 @@ STYLE: Any = {  # rc_context types its keys as literals; these are checked by ma
     "axes.spines.top": False,
     "axes.spines.right": False,
 }
+LINE_STYLES = ("-", "--", ":", "-.")
 COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 
 
@@ -218,15 +219,20 @@ def history_chart(name: str, title: str, unit: str, runs: Sequence[str], points:
     values = [v for p in points for v in (p.value, p.low, p.high) if v is not None and v > 0]
     log = needs_log(values)
     rows: list[Row] = []
+    # a colour per backend and a line style per config, so that 16 cells stay apart
+    backends = list(dict.fromkeys(s.rsplit(" / ", 1)[-1] for s in series))
+    configs = list(dict.fromkeys(s.rsplit(" / ", 1)[0] for s in series))
     with _drawing() as new:
-        figure = new(max(4.5, 0.9 * len(runs) + 3), 3.4)
+        figure = new(max(6.0, 0.9 * len(runs) + 4.5), 3.6)
         axes = figure.add_subplot()
         n = 0
-        for s_index, label in enumerate(series):
-            colour = COLOURS[s_index % len(COLOURS)]
+        for label in series:
+            config, _, backend = label.rpartition(" / ")
+            colour = COLOURS[backends.index(backend) % len(COLOURS)]
+            style = LINE_STYLES[configs.index(config) % len(LINE_STYLES)]
             mine = [p for p in points if p.series == label]
             xs = [runs.index(p.run) for p in mine]
-            axes.plot(xs, [p.value for p in mine], color=colour, linewidth=1, label=label)
+            axes.plot(xs, [p.value for p in mine], color=colour, linestyle=style, linewidth=1, label=label)
             for x, p in zip(xs, mine, strict=True):
                 yerr: Any = None
                 if p.low is not None and p.high is not None:
@@ -236,25 +242,30 @@ def history_chart(name: str, title: str, unit: str, runs: Sequence[str], points:
                 n += 1
                 rows.append(Row([p.run, label, number(p.value), number(p.low), number(p.high)], 1))
         axes.set_xticks(range(len(runs)), [r.split("/")[-1] for r in runs], rotation=20, ha="right")
+        axes.set_xlim(-0.3, len(runs) - 0.7)
         axes.set_ylabel(unit + (" (log scale)" if log else ""))
         if log:
             axes.set_yscale("log")
         if series:
-            axes.legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
-        _fit(figure)
+            axes.legend(fontsize=6, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+        _fit(figure, legend=max((len(s) for s in series), default=0))
         svg = _svg(figure)
     note = "Logarithmic scale: the values span more than 10x." if log else ""
     return Chart(name, title, svg, ["run", "config / backend", unit, "95% CI low", "95% CI high"], rows, note)
 
 
-def _fit(figure: Figure, labels: Sequence[str] = ()) -> None:
+def _fit(figure: Figure, labels: Sequence[str] = (), legend: int = 0) -> None:
     """Margins that hold the labels. ``tight_layout`` measured every text twice and cost about
     half of each chart's time, so the margins are set from the y labels' lengths instead
-    (``labels``: those of a categorical y axis; numbers otherwise)."""
+    (``labels``: those of a categorical y axis; numbers otherwise), and from the longest entry
+    of a legend on the right (``legend`` characters)."""
     axes = figure.axes[0]
     width, height = figure.get_size_inches() * figure.dpi
     widest = max((len(t) for t in labels), default=6)
     left = (widest * 6.0 + 36) / width  # about 6 px a character at 9 pt, and the axis label
     rotated = any(t.get_rotation() for t in axes.get_xticklabels())
-    bottom = (70 if rotated else 42) / height
-    figure.subplots_adjust(left=min(left, 0.45), right=0.97, bottom=bottom, top=1 - 30 / height)
+    bottom = (80 if rotated else 42) / height
+    if rotated:
+        left = max(left, 110 / width)  # the first label leans left, under the axis
+    right = 1 - (legend * 4.5 + 40) / width if legend else 0.97
+    figure.subplots_adjust(left=min(left, 0.45), right=right, bottom=bottom, top=1 - 30 / height)

@@ -306,12 +306,23 @@ def evaluator_context(inputs: Inputs, ref: str, users: dict[str, list[str]]) -> 
         "ref": ref,
         "frozen": frozen,
         "problem": problem,
-        "spec": frozen.spec.model_dump(mode="json", exclude_none=True) if frozen else None,
+        "spec": {k: _shown(v) for k, v in frozen.spec.model_dump(mode="json", exclude_none=True).items()}
+        if frozen
+        else None,
         "attempts": [(i, dossier_path(i)) for i in users.get("attempts", []) if i in inputs.by_id],
         "runs": run_links,
         "history": chart if points else None,
         "comparisons": comparisons,
     }
+
+
+def _shown(value: Any) -> str:
+    """A spec's value as a person reads it: lists joined, mappings as key value pairs."""
+    if isinstance(value, list):
+        return ", ".join(_shown(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_shown(v)}" for k, v in value.items())
+    return str(value)
 
 
 def _ms(value: float | None) -> float | None:
