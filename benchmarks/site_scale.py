@@ -124,7 +124,7 @@ def main() -> None:
             print(f"measuring {size} synthetic attempts ...", file=sys.stderr, flush=True)
             rows.append(measure(f"synthetic ({size:,})", registry, args.repeats, work))
     print(
-        "| registry | pages | full build, s | --changed after one edit, s | pages --changed wrote | load before / after |"
+        "| registry | pages | full build, s | --changed after one edit, s | pages --changed rendered / wrote | load before / after |"
     )
     print("| --- | --- | --- | --- | --- | --- |")
     for row in rows:
