@@ -57,7 +57,10 @@ def site(
         if server is not None:
             from ..site.serve import serve as serve_forever
 
-            serve_forever(server, lambda url: typer.echo(f"serving {out} at {url} (Ctrl-C stops)"))
+            try:
+                serve_forever(server, lambda url: typer.echo(f"serving {out} at {url} (Ctrl-C stops)"))
+            except KeyboardInterrupt:
+                typer.echo("stopped")  # Ctrl-C is how serving ends: not a failure
     finally:
         if server is not None:
             server.server_close()

@@ -334,8 +334,8 @@ def _render(
 
 
 def _write(out: Path, relative: str, text: str) -> bool:
-    """Write a page unless it already holds ``text``: renaming over an existing file costs about
-    1.5 ms here (ext4 flushes the new file's data first), reading it back a tenth of that."""
+    """Write a page unless it already holds ``text``: renaming over an existing file cost about
+    1.5 ms here (likely ext4 flushing a file renamed over another), reading it back far less."""
     path = out / relative
     data = text.encode()
     try:
