@@ -1,6 +1,8 @@
-"""A lineage drawn as a graph: one box per attempt, coloured by status, one column per
-generation, rows in the order the forest is walked (the ledger's, depth first), and an edge from
-each attempt to what varies it, labelled with what was varied.
+"""A lineage drawn as a graph: one box per attempt, coloured by status, one row per attempt in
+the order the forest is walked (the ledger's, depth first), each generation indented under the
+one it varies, and an edge from each attempt to what varies it, labelled beside its end with
+what was varied. Indenting rather than one column per generation keeps a chain of twenty
+narrow enough to read.
 
 The drawing is laid out here and written by the page's template as inline SVG, so that each box
 is a link to its dossier and every text goes through the template's escaping. A chart library
@@ -15,10 +17,11 @@ from dataclasses import dataclass
 from ..records.graph import depths, forest_order
 from ..records.ledger import Summary, in_ledger_order
 
-BOX_W, BOX_H = 200, 44
-COLUMN, ROW = 440, 64
+BOX_W, BOX_H = 250, 44
+INDENT, ROW = 28, 56
 MARGIN = 12
-EDGE_TEXT = 36  # characters of the varied text drawn on an edge; the whole text is its tooltip
+EDGE_TEXT = 64  # characters of the varied text drawn by an edge; the whole text is its tooltip
+CHARACTER = 5.8  # about the width of a character of the edge text, in pixels
 
 STATUS_COLOURS = {
     "worked": "#cfe8cf",
@@ -56,6 +59,8 @@ class Drawing:
     edges: list[Edge]
     width: int
     height: int
+    box_width: int = BOX_W
+    box_height: int = BOX_H
 
 
 def draw(members: Sequence[str], by_id: Mapping[str, Summary]) -> Drawing:
@@ -74,7 +79,7 @@ def draw(members: Sequence[str], by_id: Mapping[str, Summary]) -> Drawing:
     rows = sorted(mine, key=lambda i: place[i])
     for row, attempt_id in enumerate(rows, start=len(missing)):
         a = mine[attempt_id]
-        x, y = MARGIN + (depth.get(attempt_id, 1) - 1 + shift) * COLUMN, MARGIN + row * ROW
+        x, y = MARGIN + (depth.get(attempt_id, 1) - 1 + shift) * INDENT, MARGIN + row * ROW
         at[attempt_id] = (x, y)
         nodes.append(Node(attempt_id, a.status, x, y, STATUS_COLOURS.get(a.status, "#ffffff"), a.lesson))
     edges = []
@@ -82,12 +87,12 @@ def draw(members: Sequence[str], by_id: Mapping[str, Summary]) -> Drawing:
         if a.varied_from is None or a.varied_from not in at:
             continue
         (px, py), (cx, cy) = at[a.varied_from], at[a.id]
-        start_x, start_y, end_y = px + BOX_W, py + BOX_H // 2, cy + BOX_H // 2
-        turn = start_x + 16
-        path = f"M{start_x},{start_y} H{turn} V{end_y} H{cx}"
+        down, end_y = px + INDENT // 2, cy + BOX_H // 2
+        path = f"M{down},{py + BOX_H} V{end_y} H{cx}"
         full = a.varied or "unknown"
-        edges.append(Edge(path, clip(full, EDGE_TEXT), full, turn + 6, end_y - 5, a.id))
-    width = max((x for x, _ in at.values()), default=0) + BOX_W + MARGIN
+        edges.append(Edge(path, clip(full, EDGE_TEXT), full, cx + BOX_W + 8, end_y + 4, a.id))
+    text = max((len(e.text) for e in edges), default=0) * CHARACTER
+    width = int(max((x for x, _ in at.values()), default=0) + BOX_W + 8 + text + MARGIN)
     height = max((y for _, y in at.values()), default=0) + BOX_H + MARGIN
     return Drawing(nodes, edges, width, height)
 
