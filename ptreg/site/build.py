@@ -127,8 +127,16 @@ def read_manifest(out: Path) -> dict[str, Any] | None:
     return raw
 
 
-def check_output(out: Path, force: bool) -> dict[str, Any] | None:
-    """The previous site's manifest; refuses a directory that holds anything else, unless forced."""
+def check_output(out: Path, force: bool, registry: Path) -> dict[str, Any] | None:
+    """The previous site's manifest; refuses a directory that holds anything else, unless forced,
+    and, forced or not, one that holds the registry or lies inside it (the site's own folders,
+    attempts/ and runs/, would land among the records)."""
+    site, root = out.resolve(), registry.resolve()
+    if site == root or root in site.parents or site in root.parents:
+        raise PtregError(
+            f"{out}: holds the registry {registry} or lies inside it; give an output directory beside it",
+            EXIT_UNUSABLE,
+        )
     if out.exists() and not out.is_dir():
         raise PtregError(f"{out}: exists and is not a directory; give another --output", EXIT_UNUSABLE)
     manifest = read_manifest(out) if out.is_dir() else None
@@ -178,7 +186,7 @@ def build(
 ) -> Report:
     """Write the site of the registry ``index`` reads into ``out``."""
     started = time.perf_counter()
-    previous = check_output(out, force)
+    previous = check_output(out, force, index.root)
     inputs = Inputs(index)
     package = _package_digest()
     old_pages: dict[str, Any] = previous["pages"] if previous else {}

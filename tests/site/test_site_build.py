@@ -154,6 +154,10 @@ def test_a_directory_that_is_not_a_site_is_refused(cli: Callable[..., Result], t
     assert cli("--registry", root, "site", "-o", out).code == 0  # now a previous site: rebuilt
     (tmp_path / "file").write_text("")
     assert_one_line_error(cli("--registry", root, "site", "-o", tmp_path / "file"), 2, "not a directory")
+    before = snapshot(root)
+    for inside in (root, root / "site", tmp_path):  # its pages would land among the records
+        assert_one_line_error(cli("--registry", root, "site", "-o", inside, "--force"), 2, "holds the registry")
+    assert snapshot(root) == before
 
 
 def test_default_output_is_beside_the_registry(cli: Callable[..., Result], tmp_path: Path) -> None:
