@@ -32,6 +32,19 @@ HISTORY_FILES = (
     SHARED_FILE,
 )
 SCHEMAS = REPO / "schemas"
+# The browser of the site's tests (and of benchmarks/site_screenshots.py): the Debian package,
+# headless, with nothing that reaches the network on its own.
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 NEGATIVE = ("failed", "regressed", "inconclusive")
 # Fields a schema_version 1 attempts.json carries; on import everything else stays unknown.

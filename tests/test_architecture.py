@@ -10,7 +10,7 @@ from helpers import REPO
 
 PACKAGE = REPO / "ptreg"
 # Lowest first; a module may import its own layer and the ones below it.
-LAYERS = ["base", "records", "store", "engine", "views", "gate", "operations", "cli", "main"]
+LAYERS = ["base", "records", "store", "engine", "views", "gate", "site", "operations", "cli", "main"]
 BASE = {"ptreg", "ptreg.errors", "ptreg.text", "ptreg.clock"}
 # Own modules imported inside a function of the library, each to keep NumPy or pydantic models
 # off the start-up path of commands that do not need them (docs/architecture.md). The command

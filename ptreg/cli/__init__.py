@@ -14,7 +14,7 @@ from typer._click.exceptions import ClickException  # typer 0.26 vendors Click a
 from .. import __version__
 from ..engine.interruption import Interrupted
 from ..errors import EXIT_UNUSABLE, PtregError
-from . import comparing, disposition, evaluator, index, measuring, proposal, reading, registry, vocabulary
+from . import comparing, disposition, evaluator, index, measuring, proposal, reading, registry, site, vocabulary
 from .common import REGISTRY_ENV, command_state, state, with_registry_option
 
 app = typer.Typer(
@@ -77,6 +77,7 @@ app.command()(with_registry_option(measuring.conclude))
 app.add_typer(disposition.app)
 app.command()(with_registry_option(comparing.compare))
 app.command()(with_registry_option(comparing.history))
+app.command()(with_registry_option(site.site))
 
 
 def main(argv: list[str] | None = None) -> None:

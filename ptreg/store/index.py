@@ -299,6 +299,18 @@ class Index:
         )
         return [(str(run_id), str(status)) for run_id, status in rows]
 
+    def all_runs(self) -> dict[str, list[tuple[str, str]]]:
+        """``runs`` of every attempt that has any, in one query (one query per attempt scans the
+        attempts table each time: 40 s at 10,000 attempts)."""
+        rows = self._rows(
+            "SELECT id, run_id, runs.status FROM runs JOIN attempts USING (stem) WHERE id IS NOT NULL "
+            "ORDER BY stem, position"
+        )
+        found: dict[str, list[tuple[str, str]]] = {}
+        for attempt_id, run_id, status in rows:
+            found.setdefault(str(attempt_id), []).append((str(run_id), str(status)))
+        return found
+
     def vocabularies(self) -> Vocabularies:
         raw = json.loads(self._meta("registry") or "{}")
         return Vocabularies(

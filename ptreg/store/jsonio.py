@@ -266,6 +266,27 @@ def atomic_write_text(path: Path, text: str) -> None:
     fsync_directory(path.parent)
 
 
+def replace_text_unsynced(path: Path, text: str) -> None:
+    """Write ``text`` whole over ``path`` (a temporary file renamed over it), without fsync: for
+    many derived files written together (a site's pages), where one fsync each cost more than
+    the rest of the build. ``sync_everything`` then makes them durable at once, before the file
+    that records them is written with ``atomic_write_text``."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            os.fchmod(handle.fileno(), _NEW_FILE_MODE)
+            handle.write(text)
+        os.replace(tmp_name, path)
+    except BaseException:
+        discard(tmp_name)
+        raise
+
+
+def sync_everything() -> None:
+    """Flush every written file to disk (sync(2)): one call for thousands of files."""
+    os.sync()
+
+
 def create_text_exclusive(path: Path, text: str) -> None:
     """Create ``path`` holding ``text`` whole, or raise FileExistsError and leave it alone.
 

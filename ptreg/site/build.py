@@ -1,0 +1,372 @@
+"""Building the site: plan every page with the registry files it depends on, render the pages
+whose inputs changed (all of them without ``changed``), write each one atomically, remove the
+pages of what is gone, and write the manifest last.
+
+The manifest (``.ptreg-site.json``) marks a directory as a site ptreg built, so a rebuild may
+replace its files while any other non-empty directory is refused; it keeps each page's input
+digest, and what each record said about evaluators and runs when it was last read, so that
+``--changed`` reads and renders only what moved (docs/site.md says which page depends on what).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import __version__
+from ..errors import EXIT_UNUSABLE, PtregError
+from ..store.directory import REGISTRY_FILE
+from ..store.evaluators import EVALUATORS_DIR
+from ..store.jsonio import atomic_write_text, dumps_pretty, read_json, replace_text_unsynced, sync_everything
+from .inputs import Inputs
+from .pages import (
+    INDEX,
+    dossier_context,
+    dossier_path,
+    evaluator_context,
+    evaluator_path,
+    index_context,
+    lineage_context,
+    lineage_path,
+    run_context,
+    run_path,
+)
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
+    from ..store.full_read import FullRead
+    from ..store.index import Index
+
+MANIFEST = ".ptreg-site.json"
+FORMAT = "ptreg-site"
+FORMAT_VERSION = 1
+STATIC = ("site.css", "site.js")
+EXTRA_HINT = "ptreg site needs Jinja2 and matplotlib, the site extra: pip install 'ptreg[site]'"
+
+
+def require_extra() -> None:
+    """One line saying how to install what the site needs, when it is missing."""
+    for module in ("jinja2", "matplotlib"):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ValueError:  # already imported, or set to None in sys.modules: unusable
+            found = sys.modules.get(module) is not None
+        if not found:
+            raise PtregError(f"{EXTRA_HINT} ({module} is not installed)", EXIT_UNUSABLE)
+
+
+@dataclass
+class Report:
+    output: Path
+    pages: int = 0
+    rendered: int = 0
+    written: int = 0
+    skipped: int = 0
+    removed: int = 0
+    broken_records: int = 0
+    broken_runs: int = 0
+    seconds: float = 0.0
+    changed_only: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "output": str(self.output),
+            "pages": self.pages,
+            "rendered": self.rendered,
+            "written": self.written,
+            "skipped": self.skipped,
+            "removed": self.removed,
+            "broken_records": self.broken_records,
+            "broken_runs": self.broken_runs,
+            "changed_only": self.changed_only,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass
+class Planned:
+    path: str
+    kind: str
+    key: str
+    inputs: list[str]
+    digest: str = ""
+
+
+@dataclass
+class Uses:
+    """What one record says about evaluators and runs, as of its file's hash."""
+
+    sha: str
+    evaluator: str | None
+    runs: dict[str, str | None] = field(default_factory=dict)  # run id -> its evaluator
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sha": self.sha, "evaluator": self.evaluator, "runs": self.runs}
+
+
+def read_manifest(out: Path) -> dict[str, Any] | None:
+    """The manifest of a previous site in ``out``; None when there is none."""
+    path = out / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        raw = read_json(path)
+    except PtregError:
+        return None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT or not isinstance(raw.get("pages"), dict):
+        return None
+    return raw
+
+
+def check_output(out: Path, force: bool, registry: Path) -> dict[str, Any] | None:
+    """The previous site's manifest; refuses a directory that holds anything else, unless forced,
+    and, forced or not, one that holds the registry or lies inside it (the site's own folders,
+    attempts/ and runs/, would land among the records)."""
+    site, root = out.resolve(), registry.resolve()
+    if site == root or root in site.parents or site in root.parents:
+        raise PtregError(
+            f"{out}: holds the registry {registry} or lies inside it; give an output directory beside it",
+            EXIT_UNUSABLE,
+        )
+    if out.exists() and not out.is_dir():
+        raise PtregError(f"{out}: exists and is not a directory; give another --output", EXIT_UNUSABLE)
+    manifest = read_manifest(out) if out.is_dir() else None
+    if manifest is None and out.is_dir() and any(out.iterdir()) and not force:
+        raise PtregError(
+            f"{out}: not empty and not a site ptreg built (no {MANIFEST}); give an empty or new directory, "
+            "or --force to build into it anyway",
+            EXIT_UNUSABLE,
+        )
+    return manifest
+
+
+def _package_digest() -> str:
+    """Of the templates, the static files and the code that draws the pages: a change to any of
+    them makes every page stale."""
+    h = hashlib.sha256(__version__.encode())
+    here = resources.files(__package__)
+    for folder in ("", "templates", "static"):
+        base = here.joinpath(folder) if folder else here
+        for item in sorted(base.iterdir(), key=lambda p: p.name):
+            if item.is_file() and item.name.endswith((".py", ".html", ".css", ".js")):
+                h.update(item.name.encode() + b"\0" + item.read_bytes())
+    return h.hexdigest()
+
+
+def environment() -> Environment:
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    env = Environment(
+        loader=PackageLoader("ptreg.site", "templates"),
+        autoescape=True,  # every field of a record is untrusted text
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    return env
+
+
+def build(
+    index: Index | FullRead,
+    out: Path,
+    *,
+    changed: bool = False,
+    force: bool = False,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Report:
+    """Write the site of the registry ``index`` reads into ``out``."""
+    started = time.perf_counter()
+    previous = check_output(out, force, index.root)
+    inputs = Inputs(index)
+    package = _package_digest()
+    old_pages: dict[str, Any] = previous["pages"] if previous else {}
+    reuse = changed and previous is not None and previous.get("package") == package
+    report = Report(out, changed_only=reuse)
+
+    uses = _uses(inputs, previous.get("records", {}) if reuse and previous else {})
+    plan = _plan(inputs, uses)
+    old_broken: dict[str, str] = previous.get("broken_runs", {}) if reuse and previous else {}
+    broken_runs: dict[str, str] = {}
+    env = environment()
+    out.mkdir(parents=True, exist_ok=True)
+    _write_static(out)
+    written: dict[str, dict[str, str]] = {}
+    todo = [p for p in plan if p.kind != "index"]
+    for n, page in enumerate(todo):
+        if progress is not None and n % 200 == 0:
+            progress("pages", n, len(todo))
+        old = old_pages.get(page.path)
+        if (
+            reuse
+            and isinstance(old, dict)
+            and old.get("digest") == page.digest
+            and (page.path in old_broken or (out / page.path).is_file())
+        ):
+            report.skipped += 1
+            written[page.path] = old
+            if page.path in old_broken:
+                broken_runs[page.path] = old_broken[page.path]
+            continue
+        html = _render(env, inputs, page, uses, broken_runs)
+        written[page.path] = {"digest": page.digest, "kind": page.kind}
+        if html is None:  # a run whose results cannot be read: listed on the index instead
+            _remove(out, page.path)
+            continue
+        report.rendered += 1
+        report.written += _write(out, page.path, html)
+    # the index depends on every record: written each time, after the pages it lists
+    listed = [(_run_label(path), reason) for path, reason in sorted(broken_runs.items())]
+    html = env.get_template("index.html").render(base="", **index_context(inputs, listed))
+    report.rendered += 1
+    report.written += _write(out, INDEX, html)
+    written[INDEX] = {"digest": "", "kind": "index"}
+    for path in sorted(set(old_pages) - set(written)):
+        if _remove(out, path):
+            report.removed += 1
+    manifest = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "ptreg": __version__,
+        "package": package,
+        "registry": str(inputs.root),
+        "pages": written,
+        "records": {i: u.to_json() for i, u in sorted(uses.items())},
+        "broken_runs": broken_runs,
+    }
+    sync_everything()  # the pages reach the disk before the manifest that vouches for them
+    atomic_write_text(out / MANIFEST, dumps_pretty(manifest))
+    report.pages = len(written)
+    report.broken_records = len(inputs.problems)
+    report.broken_runs = len(broken_runs)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _run_label(path: str) -> str:
+    """runs/<attempt>/<run>.html -> <attempt>/<run>"""
+    return path.removeprefix("runs/").removesuffix(".html")
+
+
+def _uses(inputs: Inputs, previous: dict[str, Any]) -> dict[str, Uses]:
+    """For every valid record, the evaluator it names and its runs' evaluators: kept from the
+    previous build when its file has the same hash, read from the file otherwise."""
+    found: dict[str, Uses] = {}
+    for s in inputs.summaries:
+        sha = inputs.file_hash(inputs.record_name(s.id))
+        old = previous.get(s.id)
+        if isinstance(old, dict) and old.get("sha") == sha and isinstance(old.get("runs"), dict):
+            found[s.id] = Uses(sha, old.get("evaluator"), dict(old["runs"]))
+            continue
+        attempt = inputs.attempt(s.id)
+        if attempt is None:
+            continue
+        found[s.id] = Uses(sha, attempt.evaluator, {r.run_id: r.evaluator for r in attempt.runs or ()})
+    return found
+
+
+def _plan(inputs: Inputs, uses: dict[str, Uses]) -> list[Planned]:
+    """Every page, with the registry files it is drawn from (docs/site.md)."""
+    evaluators = ",".join(sorted(inputs.evaluators))  # which evaluator pages exist: dossiers and runs link them
+    plan: list[Planned] = []
+    tree_files = {
+        root: [inputs.record_name(i) for i in members] + [REGISTRY_FILE] for root, members in inputs.trees.items()
+    }
+    users: dict[str, set[str]] = {ref: set() for ref in inputs.evaluators}
+    run_files: dict[str, list[str]] = {ref: [] for ref in inputs.evaluators}
+    for s in inputs.summaries:
+        own = inputs.record_name(s.id)
+        runs = inputs.runs(s.id)
+        files = [f for run_id, _ in runs for f in inputs.run_files(s.id, run_id)]
+        tree = tree_files[inputs.tree_of.get(s.id, s.id)]
+        plan.append(Planned(dossier_path(s.id), "dossier", s.id, [own, *tree, *files]))
+        for run_id, _ in runs:
+            plan.append(
+                Planned(run_path(s.id, run_id), "run", f"{s.id}/{run_id}", [own, *inputs.run_files(s.id, run_id)])
+            )
+        use = uses.get(s.id)
+        if use is None:
+            continue
+        if use.evaluator in users:
+            users[use.evaluator].add(own)
+        for run_id, ref in use.runs.items():
+            if ref in users:
+                users[ref].add(own)
+                run_files[ref] += inputs.run_files(s.id, run_id)
+    for root, files in tree_files.items():
+        plan.append(Planned(lineage_path(root), "lineage", root, files))
+    for ref in sorted(inputs.evaluators):
+        own = f"{EVALUATORS_DIR}/{ref}.json"
+        plan.append(Planned(evaluator_path(ref), "evaluator", ref, [own, *sorted(users[ref]), *run_files[ref]]))
+    plan.append(Planned(INDEX, "index", "", []))
+    for page in plan:
+        page.digest = inputs.digest(page.inputs, page.kind, page.key, evaluators)
+    return plan
+
+
+def _render(
+    env: Environment, inputs: Inputs, page: Planned, uses: dict[str, Uses], broken: dict[str, str]
+) -> str | None:
+    depth = page.path.count("/")
+    base = "../" * depth
+    if page.kind == "dossier":
+        attempt = inputs.attempt(page.key)
+        if attempt is None:
+            return None
+        readable = {r.run_id for r in attempt.runs or () if not isinstance(inputs.results(attempt.id, r.run_id), str)}
+        return env.get_template("dossier.html").render(base=base, **dossier_context(inputs, attempt, readable))
+    if page.kind == "run":
+        attempt_id, run_id = page.key.split("/")
+        results = inputs.results(attempt_id, run_id)
+        if isinstance(results, str):
+            broken[page.path] = results
+            return None
+        return env.get_template("run.html").render(base=base, **run_context(inputs, attempt_id, run_id, results))
+    if page.kind == "lineage":
+        return env.get_template("lineage.html").render(base=base, **lineage_context(inputs, page.key))
+    if page.kind == "evaluator":
+        attempts = sorted(i for i, u in uses.items() if u.evaluator == page.key or page.key in u.runs.values())
+        runs = sorted(f"{i}/{run}" for i, u in uses.items() for run, ref in u.runs.items() if ref == page.key)
+        users = {"attempts": attempts, "runs": [r for r in runs if f"runs/{r}.html" not in broken]}
+        return env.get_template("evaluator.html").render(base=base, **evaluator_context(inputs, page.key, users))
+    raise AssertionError(page.kind)
+
+
+def _write(out: Path, relative: str, text: str) -> bool:
+    """Write a page unless it already holds ``text``: renaming over an existing file cost about
+    1.5 ms here (likely ext4 flushing a file renamed over another), reading it back far less."""
+    path = out / relative
+    data = text.encode()
+    try:
+        if path.stat().st_size == len(data) and path.read_bytes() == data:
+            return False
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    replace_text_unsynced(path, text)
+    return True
+
+
+def _remove(out: Path, relative: str) -> bool:
+    try:
+        os.unlink(out / relative)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _write_static(out: Path) -> None:
+    folder = resources.files(__package__).joinpath("static")
+    for name in STATIC:
+        text = folder.joinpath(name).read_text(encoding="utf-8")
+        target = out / "static" / name
+        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+            _write(out, f"static/{name}", text)

@@ -1,0 +1,271 @@
+"""Charts drawn at build time with matplotlib, as static SVG with the text kept as text.
+
+Each chart is a `Chart`: its SVG and the table of the numbers it draws, row by row, each row
+saying how many marks (bars, bar segments, points) it put on the chart, so that a reader, and
+the browser tests, can hold the two side by side. Each mark is a group whose id starts with
+``<chart>-mark-``. A value nobody measured is a row of the table and no mark.
+
+The output is deterministic: no date in the metadata, a fixed hash salt for the SVG ids, and
+no font file embedded or fetched (``svg.fonttype = none`` leaves the font to the browser).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+# A scale is logarithmic when the largest value is more than this many times the smallest.
+LOG_RANGE = 10.0
+STYLE: Any = {  # rc_context types its keys as literals; these are checked by matplotlib at run time
+    "svg.fonttype": "none",
+    "svg.hashsalt": "ptreg-site",
+    "font.family": "sans-serif",
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+LINE_STYLES = ("-", "--", ":", "-.")
+COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
+
+
+@dataclass
+class Row:
+    cells: list[str]
+    marks: int
+
+
+@dataclass
+class Chart:
+    name: str  # unique on its page: the prefix of its marks' ids
+    title: str
+    svg: str
+    headers: list[str]
+    rows: list[Row] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def marks(self) -> int:
+        return sum(r.marks for r in self.rows)
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar of a grouped chart: its group (a config), its series (a backend), the value and
+    its 95% interval (unknown: None)."""
+
+    group: str
+    series: str
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+
+
+@contextmanager
+def _drawing() -> Iterator[Callable[[float, float], Figure]]:
+    """A maker of figures in the site's style. matplotlib takes about half a second to import:
+    only a build that draws a chart pays it, not a --changed that draws none."""
+    from matplotlib import rc_context
+    from matplotlib.figure import Figure
+
+    with rc_context(STYLE):
+        yield lambda width, height: Figure(figsize=(width, height))
+
+
+def needs_log(values: Sequence[float]) -> bool:
+    positive = [v for v in values if v > 0]
+    return len(positive) >= 2 and max(positive) / min(positive) > LOG_RANGE
+
+
+def _svg(figure: Figure) -> str:
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    text = buffer.getvalue()
+    # the page embeds the drawing: the XML prolog and DOCTYPE belong to a file of its own
+    return re.sub(r"\A(<\?xml[^>]*>\s*)?(<!DOCTYPE[^>]*>\s*)?", "", text)
+
+
+def number(value: float | None, digits: int = 3) -> str:
+    if value is None or not math.isfinite(value):
+        return "unknown"
+    return f"{value:,.{digits}g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def bar_chart(name: str, title: str, unit: str, bars: Sequence[Bar], *, reference_line: float | None = None) -> Chart:
+    """Grouped bars: one group per config, one colour per backend, whiskers for the intervals;
+    logarithmic when the values span more than ``LOG_RANGE``."""
+    groups = list(dict.fromkeys(b.group for b in bars))
+    series = list(dict.fromkeys(b.series for b in bars))
+    known = [b for b in bars if b.value is not None and b.value > 0]
+    values = [v for b in known for v in (b.value, b.low, b.high) if v is not None and v > 0]
+    log = needs_log(values)
+    width = 0.8 / max(len(series), 1)
+    rows = [
+        Row(
+            [b.group, b.series, number(b.value), number(b.low), number(b.high)],
+            1 if b.value is not None and b.value > 0 else 0,
+        )
+        for b in bars
+    ]
+    with _drawing() as new:
+        figure = new(max(4.0, 1.1 * len(groups) * max(len(series), 1) * 0.5 + 2), 3.2)
+        axes = figure.add_subplot()
+        for n, b in enumerate(known):
+            x = groups.index(b.group) + (series.index(b.series) - (len(series) - 1) / 2) * width
+            assert b.value is not None
+            colour = COLOURS[series.index(b.series) % len(COLOURS)]
+            label = b.series if all(k.series != b.series for k in known[:n]) else None
+            (patch,) = axes.bar([x], [b.value], width=width * 0.9, color=colour, label=label)
+            patch.set_gid(f"{name}-mark-{n}")
+            if b.low is not None and b.high is not None:
+                axes.errorbar(
+                    [x], [b.value], yerr=[[b.value - b.low], [b.high - b.value]], fmt="none", ecolor="#222", capsize=3
+                )
+        if reference_line is not None:
+            axes.axhline(reference_line, color="#888", linewidth=0.8, linestyle="--")
+        axes.set_xticks(range(len(groups)), groups)
+        axes.set_ylabel(unit + (" (log scale)" if log else ""))
+        if log:
+            axes.set_yscale("log")
+        if known:
+            axes.legend(fontsize=8, frameon=False, loc="best")
+        else:
+            axes.text(0.5, 0.5, "nothing measured", ha="center", va="center", transform=axes.transAxes)
+        _fit(figure)
+        svg = _svg(figure)
+    headers = ["config", "backend", unit, "95% CI low", "95% CI high"]
+    note = "Logarithmic scale: the values span more than 10x." if log else ""
+    return Chart(name, title, svg, headers, rows, note)
+
+
+PARTS = ("forward", "backward_da", "backward_db", "other")
+PART_LABELS = {"forward": "forward", "backward_da": "backward dA", "backward_db": "backward dB", "other": "other"}
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One stacked bar: a cell's step split into its parts (shares of 1), with each part's
+    Amdahl bound (unknown: None)."""
+
+    label: str
+    step_ms: float
+    shares: dict[str, float]
+    bounds: dict[str, float | None]
+
+
+def share_chart(name: str, title: str, stacks: Sequence[Stack]) -> Chart:
+    """Each kernel's share of the step as stacked horizontal bars, one segment per part."""
+    rows: list[Row] = []
+    with _drawing() as new:
+        figure = new(6.4, 0.45 * max(len(stacks), 1) + 1.4)
+        axes = figure.add_subplot()
+        n = 0
+        for y, stack in enumerate(stacks):
+            left = 0.0
+            drawn = 0
+            for colour, part in zip(COLOURS, PARTS, strict=False):
+                share = stack.shares.get(part)
+                if share is None or share <= 0:
+                    continue
+                (patch,) = axes.barh(
+                    [y], [share], left=left, color=colour, label=PART_LABELS[part] if y == 0 else None, height=0.6
+                )
+                patch.set_gid(f"{name}-mark-{n}")
+                n += 1
+                drawn += 1
+                left += share
+            cells = [stack.label, number(stack.step_ms)]
+            for part in PARTS:
+                share = stack.shares.get(part)
+                bound = stack.bounds.get(part)
+                cells.append("unknown" if share is None else f"{100 * share:.1f}%")
+                cells.append("unknown" if bound is None else f"{bound:.2f}x")
+            rows.append(Row(cells, drawn))
+        axes.set_yticks(range(len(stacks)), [s.label for s in stacks])
+        axes.invert_yaxis()
+        axes.set_xlim(0, 1)
+        axes.set_xlabel("share of the step")
+        if stacks:
+            axes.legend(fontsize=8, frameon=False, ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+        _fit(figure, [s.label for s in stacks])
+        svg = _svg(figure)
+    headers = ["config / backend", "step ms"]
+    for part in PARTS:
+        headers += [PART_LABELS[part], "Amdahl bound"]
+    return Chart(name, title, svg, headers, rows)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run's value of one cell, in a history."""
+
+    series: str  # config / backend
+    run: str  # the run's label
+    value: float
+    low: float | None
+    high: float | None
+
+
+def history_chart(name: str, title: str, unit: str, runs: Sequence[str], points: Sequence[Point]) -> Chart:
+    """Each cell across the runs, oldest first: one line per cell, one marked point per run."""
+    series = list(dict.fromkeys(p.series for p in points))
+    values = [v for p in points for v in (p.value, p.low, p.high) if v is not None and v > 0]
+    log = needs_log(values)
+    rows: list[Row] = []
+    # a colour per backend and a line style per config, so that 16 cells stay apart
+    backends = list(dict.fromkeys(s.rsplit(" / ", 1)[-1] for s in series))
+    configs = list(dict.fromkeys(s.rsplit(" / ", 1)[0] for s in series))
+    with _drawing() as new:
+        figure = new(max(6.0, 0.9 * len(runs) + 4.5), 3.6)
+        axes = figure.add_subplot()
+        n = 0
+        for label in series:
+            config, _, backend = label.rpartition(" / ")
+            colour = COLOURS[backends.index(backend) % len(COLOURS)]
+            style = LINE_STYLES[configs.index(config) % len(LINE_STYLES)]
+            mine = [p for p in points if p.series == label]
+            xs = [runs.index(p.run) for p in mine]
+            axes.plot(xs, [p.value for p in mine], color=colour, linestyle=style, linewidth=1, label=label)
+            for x, p in zip(xs, mine, strict=True):
+                yerr: Any = None
+                if p.low is not None and p.high is not None:
+                    yerr = [[p.value - p.low], [p.high - p.value]]
+                container = axes.errorbar([x], [p.value], yerr=yerr, fmt="o", color=colour, markersize=4, capsize=2)
+                container.lines[0].set_gid(f"{name}-mark-{n}")
+                n += 1
+                rows.append(Row([p.run, label, number(p.value), number(p.low), number(p.high)], 1))
+        axes.set_xticks(range(len(runs)), [r.split("/")[-1] for r in runs], rotation=20, ha="right")
+        axes.set_xlim(-0.3, len(runs) - 0.7)
+        axes.set_ylabel(unit + (" (log scale)" if log else ""))
+        if log:
+            axes.set_yscale("log")
+        if series:
+            axes.legend(fontsize=6, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+        _fit(figure, legend=max((len(s) for s in series), default=0))
+        svg = _svg(figure)
+    note = "Logarithmic scale: the values span more than 10x." if log else ""
+    return Chart(name, title, svg, ["run", "config / backend", unit, "95% CI low", "95% CI high"], rows, note)
+
+
+def _fit(figure: Figure, labels: Sequence[str] = (), legend: int = 0) -> None:
+    """Margins that hold the labels. ``tight_layout`` measured every text twice and cost about
+    half of each chart's time, so the margins are set from the y labels' lengths instead
+    (``labels``: those of a categorical y axis; numbers otherwise), and from the longest entry
+    of a legend on the right (``legend`` characters)."""
+    axes = figure.axes[0]
+    width, height = figure.get_size_inches() * figure.dpi
+    widest = max((len(t) for t in labels), default=6)
+    left = (widest * 6.0 + 36) / width  # about 6 px a character at 9 pt, and the axis label
+    rotated = any(t.get_rotation() for t in axes.get_xticklabels())
+    bottom = (80 if rotated else 42) / height
+    if rotated:
+        left = max(left, 110 / width)  # the first label leans left, under the axis
+    right = 1 - (legend * 4.5 + 40) / width if legend else 0.97
+    figure.subplots_adjust(left=min(left, 0.45), right=right, bottom=bottom, top=1 - 30 / height)

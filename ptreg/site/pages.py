@@ -1,0 +1,329 @@
+"""What each page of the site shows, assembled from the views: the index (every attempt, the
+streaks, the conditions false now, the broken records), a dossier per attempt, a page per run,
+a page per lineage and a page per frozen evaluator. Each function returns the template's
+context; nothing here writes a file."""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..engine.stats import center_interval
+from ..errors import PtregError
+from ..records.attempt import Attempt, RunRef
+from ..records.ledger import STATUSES
+from ..records.run import RunResults
+from ..store.evaluators import check_file
+from ..store.runs import read_environment, run_folder
+from ..text import Table
+from ..views.comparison import cell_values, compare, evaluator_history, machine
+from ..views.dispositions import decide_disposition
+from ..views.dossier import Section, sections
+from ..views.dossier_runs import run_lines
+from ..views.streaks import OK, streak_chains, streaks_of
+from .charts import Bar, Chart, Point, Stack, bar_chart, history_chart, share_chart
+from .graph import STATUS_COLOURS, draw
+from .inputs import Inputs
+
+INDEX = "index.html"
+
+
+def dossier_path(attempt_id: str) -> str:
+    return f"attempts/{attempt_id}.html"
+
+
+def run_path(attempt_id: str, run_id: str) -> str:
+    return f"runs/{attempt_id}/{run_id}.html"
+
+
+def lineage_path(root_id: str) -> str:
+    return f"lineage/{root_id}.html"
+
+
+def evaluator_path(ref: str) -> str:
+    return f"evaluators/{ref}.html"
+
+
+@dataclass(frozen=True)
+class Block:
+    """A piece of a section: a paragraph, a list of items, or a table."""
+
+    kind: str  # "p", "ul" or "table"
+    text: str = ""
+    items: Sequence[str] = ()
+    table: Table | None = None
+
+
+def blocks(lines: Sequence[str | Table]) -> list[Block]:
+    found: list[Block] = []
+    items: list[str] = []
+    for line in lines:
+        if isinstance(line, str) and line.startswith("- "):
+            items.append(line[2:])
+            continue
+        if items:
+            found.append(Block("ul", items=items))
+            items = []
+        if isinstance(line, Table):
+            found.append(Block("table", table=line))
+        elif line and not (line.endswith(":") and len(line) < 80):
+            found.append(Block("p", text=line))
+        elif line:
+            found.append(Block("p", text=line.rstrip(":")))
+    if items:
+        found.append(Block("ul", items=items))
+    return found
+
+
+# ---------------------------------------------------------------------------- index
+
+
+def index_context(inputs: Inputs, broken_runs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    rows = []
+    for s in inputs.summaries:
+        runs = inputs.runs(s.id)
+        latest = runs[-1] if runs else None
+        rows.append(
+            {
+                "summary": s,
+                "href": dossier_path(s.id),
+                "latest": latest,
+                "latest_href": run_path(s.id, latest[0])
+                if latest and (s.id, latest[0]) not in broken_set(broken_runs)
+                else None,
+            }
+        )
+    counts = Counter(s.status for s in inputs.summaries)
+    chains = streak_chains(inputs.index.links())
+    members = sorted({i for _, ids in chains for i in ids})
+    found = streaks_of(chains, {a.id: a for a in inputs.index.summaries_of(members)})
+    warnings = [s for s in found if s.level != OK]
+    false_now = []
+    for s in inputs.index.with_condition():
+        attempt = inputs.attempt(s.id)
+        decided = decide_disposition(inputs.root, attempt) if attempt is not None else None
+        if decided is not None and decided.truth is False:
+            false_now.append(decided)
+    lineages = sorted(
+        ((root, len(ids)) for root, ids in inputs.trees.items() if len(ids) > 1), key=lambda t: (-t[1], t[0])
+    )
+    return {
+        "rows": rows,
+        "counts": [(status, counts.get(status, 0)) for status in STATUSES],
+        "total": len(inputs.summaries),
+        "statuses": STATUSES,
+        "colours": STATUS_COLOURS,
+        "streaks": warnings,
+        "false_now": false_now,
+        "problems": inputs.problems,
+        "broken_runs": broken_runs,
+        "lineages": lineages,
+        "singletons": sum(1 for ids in inputs.trees.values() if len(ids) == 1),
+        "evaluators": sorted(inputs.evaluators),
+    }
+
+
+def broken_set(broken_runs: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+    return {(label.split("/")[0], label.split("/")[-1]) for label, _ in broken_runs}
+
+
+# ---------------------------------------------------------------------------- dossier
+
+
+def dossier_context(inputs: Inputs, attempt: Attempt, readable_runs: set[str]) -> dict[str, Any]:
+    tree = inputs.trees[inputs.tree_of.get(attempt.id, attempt.id)]
+    by_id = {i: a for i in tree if (a := inputs.attempt(i)) is not None}
+    by_id[attempt.id] = attempt
+    parts: list[Section] = sections(attempt, by_id, inputs.meta, inputs.record_name(attempt.id), inputs.root)
+    lineage = [
+        {"id": i, "status": inputs.by_id[i].status, "href": dossier_path(i)}
+        for i in sorted(tree, key=lambda i: inputs.by_id[i].ledger)
+        if i != attempt.id
+    ]
+    runs = [
+        {
+            "id": r.run_id,
+            "status": r.status,
+            "href": run_path(attempt.id, r.run_id) if r.run_id in readable_runs else None,
+        }
+        for r in attempt.runs or ()
+    ]
+    evaluator = attempt.evaluator if attempt.evaluator in inputs.evaluators else None
+    return {
+        "attempt": attempt,
+        "sections": [(s.title, blocks(s.lines)) for s in parts],
+        "lineage_href": lineage_path(inputs.tree_of.get(attempt.id, attempt.id)),
+        "lineage": lineage,
+        "runs": runs,
+        "evaluator": attempt.evaluator,
+        "evaluator_href": evaluator_path(evaluator) if evaluator else None,
+    }
+
+
+# ---------------------------------------------------------------------------- run
+
+
+def run_charts(results: RunResults) -> list[Chart]:
+    """Time per step's worth of work per config and backend with its interval; the speedups over
+    the reference and over the baseline with theirs; each kernel's share of the step."""
+    charts: list[Chart] = []
+    values = cell_values(results)
+    time_bars = []
+    for cell in results.cells:
+        found = values.get((cell.config, cell.backend))
+        if not found:
+            time_bars.append(Bar(cell.config, cell.backend, None))
+            continue
+        ci = center_interval(found)
+        time_bars.append(
+            Bar(
+                cell.config,
+                cell.backend,
+                1000 * statistics.median(found),
+                1000 * ci.low if ci else None,
+                1000 * ci.high if ci else None,
+            )
+        )
+    unit = "ms per step" if results.spec.workload != "kernels" else "ms per step's linear layers"
+    charts.append(bar_chart("time", "Time per step, per config and backend (median, 95% interval)", unit, time_bars))
+    roles = results.ratio_roles
+    for name, title, attr in (
+        ("vs-reference", f"Speedup over {roles.reference or 'the reference'} (same run, paired rounds)", "vs_naive"),
+        ("vs-baseline", f"Speedup over the baseline, {results.spec.baseline}", "vs_baseline"),
+    ):
+        bars = []
+        for cell in results.cells:
+            ratio = getattr(cell, f"{attr}_ratio")
+            value = getattr(cell, attr)
+            if value is None and ratio is None:
+                continue
+            median = ratio.median if ratio is not None else value
+            low = ratio.ci.low if ratio is not None and ratio.ci is not None else None
+            high = ratio.ci.high if ratio is not None and ratio.ci is not None else None
+            bars.append(Bar(cell.config, cell.backend, median, low, high))
+        if bars:
+            charts.append(bar_chart(name, title, "speedup (x)", bars, reference_line=1.0))
+    stacks = []
+    for cell in results.cells:
+        a = cell.attribution
+        if a is None:
+            continue
+        parts = {"forward": a.forward, "backward_da": a.backward_da, "backward_db": a.backward_db, "other": a.other}
+        stacks.append(
+            Stack(
+                f"{cell.config} / {cell.backend}",
+                a.step_ms,
+                {k: v.share for k, v in parts.items()},
+                {k: v.amdahl_bound for k, v in parts.items()},
+            )
+        )
+    if stacks:
+        charts.append(
+            share_chart("shares", "Each kernel's share of the step, and its Amdahl bound (if it took no time)", stacks)
+        )
+    return charts
+
+
+def run_context(inputs: Inputs, attempt_id: str, run_id: str, results: RunResults) -> dict[str, Any]:
+    folder = run_folder(inputs.root, attempt_id, run_id)
+    try:
+        environment: dict[str, Any] | None = read_environment(inputs.root, folder)
+    except PtregError:
+        environment = None
+    evaluator = results.evaluator if results.evaluator in inputs.evaluators else None
+    return {
+        "attempt_id": attempt_id,
+        "attempt_href": dossier_path(attempt_id),
+        "run_id": run_id,
+        "results": results,
+        "charts": run_charts(results),
+        "details": blocks(run_lines(inputs.root, attempt_id, _ref(results, run_id))),
+        "machine": machine(environment),
+        "evaluator_href": evaluator_path(evaluator) if evaluator else None,
+    }
+
+
+def _ref(results: RunResults, run_id: str) -> RunRef:
+    return RunRef(run_id=run_id, status=results.status, evaluator=results.evaluator)
+
+
+# ---------------------------------------------------------------------------- lineage
+
+
+def lineage_context(inputs: Inputs, root_id: str) -> dict[str, Any]:
+    members = inputs.trees[root_id]
+    drawing = draw(members, inputs.by_id)
+    rows = [inputs.by_id[i] for i in sorted(members, key=lambda i: inputs.by_id[i].ledger)]
+    return {
+        "root": root_id,
+        "drawing": drawing,
+        "rows": rows,
+        "colours": STATUS_COLOURS,
+        "dossier": {i: dossier_path(i) for i in members},
+    }
+
+
+# ---------------------------------------------------------------------------- evaluator
+
+
+def evaluator_context(inputs: Inputs, ref: str, users: dict[str, list[str]]) -> dict[str, Any]:
+    """A frozen evaluator: its spec and hash, the attempts and runs under it, each cell's history
+    across its complete runs, and the comparison of each run with the one before it."""
+    frozen, problem = check_file(inputs.evaluators[ref])
+    try:
+        rows = evaluator_history(inputs.root, evaluator=ref)
+    except PtregError:
+        rows = []
+    runs = list(dict.fromkeys(r.run.label for r in rows))
+    points = [Point(f"{r.config} / {r.backend}", r.run.label, 1000 * r.seconds, _ms(r.low), _ms(r.high)) for r in rows]
+    chart = history_chart("history", "Each cell across the complete runs, oldest first", "ms per step", runs, points)
+    comparisons: list[dict[str, Any]] = []
+    for a, b in itertools.pairwise(runs):
+        try:
+            found = compare(inputs.root, a, b)
+        except PtregError as exc:
+            comparisons.append({"a": a, "b": b, "error": exc.message, "cells": []})
+            continue
+        comparisons.append(
+            {
+                "a": a,
+                "b": b,
+                "error": None,
+                "same_machine": found.same_machine,
+                "machine_differences": found.machine_differences,
+                "error_term": found.error_term,
+                "cells": found.cells,
+                "slower": found.moved("slower"),
+                "faster": found.moved("faster"),
+            }
+        )
+    run_links = {label: run_path(*label.split("/")) for label in users.get("runs", [])}
+    return {
+        "ref": ref,
+        "frozen": frozen,
+        "problem": problem,
+        "spec": {k: _shown(v) for k, v in frozen.spec.model_dump(mode="json", exclude_none=True).items()}
+        if frozen
+        else None,
+        "attempts": [(i, dossier_path(i)) for i in users.get("attempts", []) if i in inputs.by_id],
+        "runs": run_links,
+        "history": chart if points else None,
+        "comparisons": comparisons,
+    }
+
+
+def _shown(value: Any) -> str:
+    """A spec's value as a person reads it: lists joined, mappings as key value pairs."""
+    if isinstance(value, list):
+        return ", ".join(_shown(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_shown(v)}" for k, v in value.items())
+    return str(value)
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else 1000 * value

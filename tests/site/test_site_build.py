@@ -1,0 +1,230 @@
+"""`ptreg site` without a browser: the pages it writes, what they hold, escaping, broken input,
+the output directory's guard, --changed, and the one-line errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO, Result, assert_one_line_error, complete_record, failed_record, snapshot, write_registry
+
+pytest.importorskip("jinja2")
+pytest.importorskip("matplotlib")
+
+HOSTILE_SCRIPT = "<script>alert(1)</script>"
+HOSTILE_ATTR = '"><img src=x onerror=alert(2)>'
+
+
+def project_registry(tmp_path: Path) -> Path:
+    """A copy of this project's own registry (attempts/, with its runs and evaluators)."""
+    root = tmp_path / "attempts"
+    shutil.copytree(REPO / "attempts", root, ignore=shutil.ignore_patterns(".ptreg*"))
+    return root
+
+
+def marks_in(html: str, chart: str) -> int:
+    return len(re.findall(rf'id="{re.escape(chart)}-mark-\d+"', html))
+
+
+def table_marks(html: str, chart: str) -> int:
+    table = re.search(rf'<table class="chart-data" data-chart="{re.escape(chart)}">(.*?)</table>', html, re.S)
+    assert table is not None, chart
+    return sum(int(n) for n in re.findall(r'<tr data-marks="(\d+)"', table.group(1)))
+
+
+def test_every_page_of_the_project_registry(cli: Callable[..., Result], tmp_path: Path) -> None:
+    root = project_registry(tmp_path)
+    before = snapshot(root)
+    out = tmp_path / "out"
+    result = cli("--registry", root, "site", "-o", out, "--json")
+    assert result.code == 0, result.err
+    summary = result.json()
+    assert summary["written"] == summary["rendered"] == summary["pages"] and summary["skipped"] == 0
+    assert summary["seconds"] > 0
+    ids = sorted(p.stem for p in root.glob("*.json") if p.name != "registry.json")
+    assert sorted(p.stem for p in (out / "attempts").glob("*.html")) == ids
+    runs = sorted(f"{p.parent.name}/{p.name}" for p in (root / "runs").glob("*/*"))
+    assert sorted(f"{p.parent.name}/{p.stem}" for p in (out / "runs").glob("*/*.html")) == runs
+    evaluators = sorted(p.stem for p in (root / "evaluators").glob("*.json"))
+    assert sorted(p.stem for p in (out / "evaluators").glob("*.html")) == evaluators
+    assert (out / "index.html").is_file() and (out / ".ptreg-site.json").is_file()
+    # one lineage page per chain; every dossier names one that exists
+    for dossier in (out / "attempts").glob("*.html"):
+        lineage = re.search(r'href="\.\./(lineage/[^"]+\.html)"', dossier.read_text())
+        assert lineage is not None and (out / lineage.group(1)).is_file(), dossier
+    assert snapshot(root) == before  # nothing written into the registry (its index aside)
+    assert summary["pages"] == len(ids) + len(runs) + len(evaluators) + len(list((out / "lineage").glob("*.html"))) + 1
+
+
+def test_run_pages_draw_one_mark_per_measured_number(cli: Callable[..., Result], tmp_path: Path) -> None:
+    root = project_registry(tmp_path)
+    out = tmp_path / "out"
+    assert cli("--registry", root, "site", "-o", out).code == 0
+    page = (out / "runs" / "tinygpt-step-attribution" / "20261201T063034Z.html").read_text()
+    results = json.loads((root / "runs" / "tinygpt-step-attribution" / "20261201T063034Z" / "results.json").read_text())
+    measured = [c for c in results["cells"] if c["status"] == "measured"]
+    assert marks_in(page, "time") == table_marks(page, "time") == len(measured)
+    with_share = [c for c in measured if c.get("attribution")]
+    assert marks_in(page, "shares") == table_marks(page, "shares") == 4 * len(with_share)
+    speedups = [c for c in results["cells"] if c.get("vs_naive_ratio") or c.get("vs_naive") is not None]
+    assert marks_in(page, "vs-reference") == table_marks(page, "vs-reference") == len(speedups)
+    assert "log scale" in page  # 42 to 10,000 ms per step spans more than 10x
+    # text stays text in the drawings, and nothing is fetched
+    assert "<path" in page and "font-family" in page and "http://" not in page.replace("http://www.w3.org", "")
+    history = (out / "evaluators" / "tinygpt-sweep@617e6bca163b.html").read_text()
+    assert marks_in(history, "history") == table_marks(history, "history") > 0
+
+
+def test_the_build_is_deterministic(cli: Callable[..., Result], tmp_path: Path) -> None:
+    root = project_registry(tmp_path)
+    assert cli("--registry", root, "site", "-o", tmp_path / "a").code == 0
+    assert cli("--registry", root, "site", "-o", tmp_path / "b").code == 0
+    pages = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*.html"))
+    assert pages
+    for page in pages:
+        assert (tmp_path / "a" / page).read_bytes() == (tmp_path / "b" / page).read_bytes(), page
+
+
+def test_a_hostile_lesson_is_text(cli: Callable[..., Result], tmp_path: Path) -> None:
+    root = write_registry(
+        tmp_path / "registry",
+        [
+            complete_record("root-attempt"),
+            failed_record(
+                "hostile",
+                lesson=f"{HOSTILE_SCRIPT} and {HOSTILE_ATTR}",
+                name=HOSTILE_ATTR,
+                varied_from="root-attempt",
+                varied=HOSTILE_SCRIPT,
+            ),
+        ],
+    )
+    out = tmp_path / "out"
+    assert cli("--registry", root, "site", "-o", out).code == 0
+    for page in (out / "index.html", out / "attempts" / "hostile.html", out / "lineage" / "root-attempt.html"):
+        html = page.read_text()
+        assert "<script>alert" not in html and "<img src=x" not in html, page
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html, page
+
+
+def test_broken_records_are_listed_and_left_out(cli: Callable[..., Result], tmp_path: Path) -> None:
+    root = write_registry(
+        tmp_path / "registry",
+        [complete_record("fine"), {"id": "broken", "status": "no-such-status"}],
+        files={"unparsable.json": "{not json"},
+    )
+    before = snapshot(root)
+    out = tmp_path / "out"
+    result = cli("--registry", root, "site", "-o", out, "--json")
+    assert result.code == 0 and "Traceback" not in result.err
+    assert result.json()["broken_records"] >= 2
+    index = (out / "index.html").read_text()
+    assert "broken.json" in index and "unparsable.json" in index
+    assert [p.name for p in (out / "attempts").glob("*.html")] == ["fine.html"]
+    assert snapshot(root) == before
+
+
+def test_an_unreadable_run_is_listed_and_has_no_page(cli: Callable[..., Result], tmp_path: Path) -> None:
+    root = project_registry(tmp_path)
+    (root / "runs" / "tinygpt-fast-kernels" / "20261201T083022Z" / "results.json").write_text("[1, 2")
+    out = tmp_path / "out"
+    result = cli("--registry", root, "site", "-o", out, "--json")
+    assert result.code == 0 and result.json()["broken_runs"] == 1
+    assert not (out / "runs" / "tinygpt-fast-kernels" / "20261201T083022Z.html").exists()
+    assert (out / "runs" / "tinygpt-fast-kernels" / "20261201T092700Z.html").is_file()
+    assert "tinygpt-fast-kernels/20261201T083022Z" in (out / "index.html").read_text()
+
+
+def test_a_directory_that_is_not_a_site_is_refused(cli: Callable[..., Result], tmp_path: Path) -> None:
+    root = write_registry(tmp_path / "registry", [complete_record("fine")])
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    assert_one_line_error(cli("--registry", root, "site", "-o", out), 2, str(out), "--force")
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    assert cli("--registry", root, "site", "-o", out, "--force").code == 0
+    assert (out / "notes.txt").read_text() == "keep me" and (out / "index.html").is_file()
+    assert cli("--registry", root, "site", "-o", out).code == 0  # now a previous site: rebuilt
+    (tmp_path / "file").write_text("")
+    assert_one_line_error(cli("--registry", root, "site", "-o", tmp_path / "file"), 2, "not a directory")
+    before = snapshot(root)
+    for inside in (root, root / "site", tmp_path):  # its pages would land among the records
+        assert_one_line_error(cli("--registry", root, "site", "-o", inside, "--force"), 2, "holds the registry")
+    assert snapshot(root) == before
+
+
+def test_default_output_is_beside_the_registry(cli: Callable[..., Result], tmp_path: Path) -> None:
+    root = write_registry(tmp_path / "attempts", [complete_record("fine")])
+    assert cli("--registry", root, "site").code == 0
+    assert (tmp_path / "site" / "attempts" / "fine.html").is_file()
+
+
+def test_changed_rebuilds_only_what_moved(cli: Callable[..., Result], tmp_path: Path) -> None:
+    root = project_registry(tmp_path)
+    out = tmp_path / "out"
+    first = cli("--registry", root, "site", "-o", out, "--json").json()
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob("*.html")}
+    again = cli("--registry", root, "site", "-o", out, "--changed", "--json").json()
+    # the index alone is drawn again, and found to hold the same bytes
+    assert again["rendered"] == 1 and again["written"] == 0 and again["skipped"] == first["pages"] - 1
+    # one record edited: its dossier, its runs' pages, its lineage's dossiers and graph, its evaluator
+    record = json.loads((root / "tinygpt-fast-kernels.json").read_text())
+    record["lesson"] = "A lesson edited after the build."
+    (root / "tinygpt-fast-kernels.json").write_text(json.dumps(record, indent=2))
+    edited = cli("--registry", root, "site", "-o", out, "--changed", "--json").json()
+    rewritten = {str(p.relative_to(out)) for p, stamp in stamps.items() if p.stat().st_mtime_ns != stamp}
+    depending = {
+        "index.html",
+        "attempts/tinygpt-fast-kernels.html",
+        "attempts/tinygpt-step-attribution.html",
+        "lineage/tinygpt-step-attribution.html",
+        "runs/tinygpt-fast-kernels/20261201T083022Z.html",
+        "runs/tinygpt-fast-kernels/20261201T092700Z.html",
+        "evaluators/tinygpt-sweep@617e6bca163b.html",
+    }
+    assert edited["rendered"] == len(depending)
+    # of those, the pages that show the lesson hold new bytes; the others are left as they were
+    assert {"index.html", "attempts/tinygpt-fast-kernels.html", "lineage/tinygpt-step-attribution.html"} <= rewritten
+    assert rewritten <= depending and edited["written"] == len(rewritten)
+    assert "A lesson edited after the build." in (out / "attempts" / "tinygpt-fast-kernels.html").read_text()
+    # an attempt removed: its pages go too
+    (root / "cli-lazy-imports.json").unlink()
+    gone = cli("--registry", root, "site", "-o", out, "--changed", "--json").json()
+    assert gone["removed"] >= 1 and not (out / "attempts" / "cli-lazy-imports.html").exists()
+
+
+def test_without_the_extra_one_line_says_how_to_install_it(
+    cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = write_registry(tmp_path / "registry", [complete_record("fine")])
+    monkeypatch.setitem(sys.modules, "jinja2", None)  # import jinja2 now raises ImportError
+    assert_one_line_error(cli("--registry", root, "site", "-o", tmp_path / "out"), 2, "pip install 'ptreg[site]'")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_port_in_use_is_one_line(cli: Callable[..., Result], tmp_path: Path) -> None:
+    root = write_registry(tmp_path / "registry", [complete_record("fine")])
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = cli("--registry", root, "site", "-o", tmp_path / "out", "--serve", "--port", port)
+    assert_one_line_error(result, 2, f"--port {port}", "in use")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_shared_registry_builds(cli: Callable[..., Result], shared_registry: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = cli("--registry", shared_registry, "site", "-o", out, "--json")
+    assert result.code == 0, result.err
+    records = [p for p in shared_registry.glob("*.json") if p.name != "registry.json"]
+    assert len(list((out / "attempts").glob("*.html"))) == len(records) - result.json()["broken_records"]
+    index = (out / "index.html").read_text()
+    assert index.count('<tr data-status="') == len(list((out / "attempts").glob("*.html")))
