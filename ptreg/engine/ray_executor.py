@@ -23,6 +23,7 @@ import logging
 import os
 import queue
 import signal
+import socket
 import sys
 import threading
 import time
@@ -47,6 +48,7 @@ from .workloads import workload_named
 
 UNIT_RESOURCE = "ptreg_bench"
 POLL_SECONDS = 0.2
+CONNECT_SECONDS = 10.0
 # How long the driver waits, after cancelling, for what a unit had already sent.
 DRAIN_SECONDS = 10.0
 # Ray's own errors that mean the machine (or the process Ray ran the unit in) went away.
@@ -149,6 +151,17 @@ class Unit:
     lost: str | None = None  # why Ray gave up on it (a lost node, a failed task)
     stopped: tuple[str, str] | None = None  # (ended, reason) when the driver stopped it
     over: bool = False
+    # the driver's clock (time.monotonic): submitted, first word from its node, its end
+    submitted: float | None = None
+    began: float | None = None
+    ended: float | None = None
+
+    def timing(self) -> dict[str, Any]:
+        """How long the unit waited for a node and how long it took there, as the driver saw it."""
+        waited = None if self.began is None or self.submitted is None else self.began - self.submitted
+        took = None if self.ended is None or self.began is None else self.ended - self.began
+        node = None if self.node is None else self.node["id"]
+        return {"unit": self.key, "node": node, "queued_seconds": waited, "seconds": took}
 
 
 @dataclass
@@ -164,9 +177,14 @@ class RayExecutor:
     budget_hit: bool = False
     interrupted: int | None = None
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # node id -> node_info()
+    units: list[Unit] = field(default_factory=list)  # every unit submitted, for provenance
+    connect_seconds: float | None = None
+    joined: bool = False  # whether this executor joined the cluster (and so leaves it)
 
     def start(self) -> None:
+        begun = time.monotonic()
         self._connect()
+        self.connect_seconds = time.monotonic() - begun
         self.started = self.clock()
 
     def budget_left(self) -> float | None:
@@ -177,17 +195,20 @@ class RayExecutor:
     def _connect(self) -> None:
         where = self.address or os.environ.get("RAY_ADDRESS") or "auto"
         if not ray.is_initialized():
+            _reachable(where)
             # Ray's core writes its warnings to stderr, where ptreg's errors are one line each.
             os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
             try:
                 with _quiet_stderr():
                     ray.init(address=where, logging_level=logging.ERROR, log_to_driver=False)
+                self.joined = True
             except Exception as exc:  # ConnectionError, or Ray's own on a bad address
                 raise PtregError(
                     f"--address {where}: cannot join the Ray cluster: {_first_line(exc)}", EXIT_UNUSABLE
                 ) from None
         offering = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(UNIT_RESOURCE)]
         if not offering:
+            self.close()
             raise PtregError(
                 f"--address {where}: no node of the Ray cluster offers {UNIT_RESOURCE}; start each benchmark node "
                 f"with `ray start --resources '{{\"{UNIT_RESOURCE}\": 1}}'` (docs/ray.md)",
@@ -275,8 +296,10 @@ class RayExecutor:
         return found
 
     def close(self) -> None:
-        with contextlib.redirect_stdout(sys.stderr):
-            ray.shutdown()
+        if self.joined:  # a caller that joined the cluster itself stays in it
+            with contextlib.redirect_stdout(sys.stderr):
+                ray.shutdown()
+            self.joined = False
 
     def provenance(self) -> dict[str, Any]:
         """environment.json's additions: the executor, and one entry per machine used."""
@@ -288,7 +311,13 @@ class RayExecutor:
             )
             entry["nodes"].append({k: info[k] for k in ("id", "address", "hostname")})
         return {
-            "executor": {"kind": "ray", "address": self.address, "ray_version": ray.__version__},
+            "executor": {
+                "kind": "ray",
+                "address": self.address,
+                "ray_version": ray.__version__,
+                "connect_seconds": self.connect_seconds,
+                "units": [u.timing() for u in self.units],
+            },
             "machines": list(machines.values()),
         }
 
@@ -308,15 +337,16 @@ class RayExecutor:
         left = self.budget_left()
         deadline = None if left is None else time.time() + left
         spec_json = spec.model_dump(mode="json")
+        self.units += units
         for unit in units:
             unit.payload.update(spec=spec_json, deadline=deadline, max_memory_mb=self.max_memory_mb)
             if left is not None and left <= 0:
                 self.budget_hit = True
                 unit.stopped, unit.over = ("budget", "the budget's wall clock is used up"), True
                 continue
+            unit.submitted = time.monotonic()
             unit.generator = _unit.options(num_cpus=spec.threads, resources={UNIT_RESOURCE: 1}).remote(unit.payload)
             threading.Thread(target=_pump, args=(unit, arrived), daemon=True).start()
-            self._notify(TaskProgress(unit.key, "submitted", 0, 1, self.budget_left()))
         try:
             while not all(u.over for u in units):
                 left = self.budget_left()
@@ -351,11 +381,11 @@ class RayExecutor:
 
     def _take(self, unit: Unit, item: dict[str, Any] | None) -> None:
         if item is None:
-            unit.over = True
+            unit.over, unit.ended = True, time.monotonic()
             return
         kind = item["kind"]
         if kind == "node":
-            unit.node = item["node"]
+            unit.node, unit.began = item["node"], time.monotonic()
             self.nodes[item["node"]["id"]] = item["node"]
         elif kind == "line":
             found = decode_event(item["line"])
@@ -415,6 +445,20 @@ def _pump(unit: Unit, arrived: queue.Queue[tuple[Unit, dict[str, Any] | None]]) 
     except Exception as exc:
         arrived.put((unit, {"kind": "lost", "message": f"Ray failed the unit: {_first_line(exc)}"}))
     arrived.put((unit, None))
+
+
+def _reachable(address: str) -> None:
+    """Refuse at once an address where nothing listens: Ray itself retries for minutes."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto", or a form Ray resolves itself (ray://...)
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as exc:
+        raise PtregError(
+            f"--address {address}: nothing answers there ({exc.strerror or exc}); is the head node started?",
+            EXIT_UNUSABLE,
+        ) from None
 
 
 @contextlib.contextmanager

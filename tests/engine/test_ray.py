@@ -235,5 +235,16 @@ def test_address_without_the_ray_executor_is_refused(cli: Any, tmp_path: Path) -
     assert snapshot(tmp_path) == before
 
 
+def test_an_address_where_nothing_listens_is_refused_at_once(cli: Any, tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    import socket
+
+    with socket.socket() as placeholder:  # a loopback port that is free: nothing listens there
+        placeholder.bind(("127.0.0.1", 0))
+        port = placeholder.getsockname()[1]
+    result = cli("bench", "-b", "naive", "--executor", "ray", "--address", f"127.0.0.1:{port}")
+    assert_one_line_error(result, 2, f"--address 127.0.0.1:{port}", "nothing answers")
+
+
 def test_an_unknown_executor_is_refused(cli: Any) -> None:
     assert_one_line_error(cli("bench", "-b", "naive", "--executor", "slurm"), 2, "--executor", "slurm")
