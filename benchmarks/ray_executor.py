@@ -8,11 +8,16 @@ that the cluster it starts sends nothing beyond this machine; the cluster helper
 (the head offers one ``ptreg_bench``), alternating trial by trial: each cell's median with its
 95% interval from both, the wall time of the whole measurement, and what Ray adds per unit.
 
+``--overhead``: what going through Ray costs a whole ``ptreg bench`` command, on a plan so small
+(naive on tiny: one parity unit, one config unit of one timed step) that the rest is little
+more than starting processes: the local executor against a one-node cluster, alternating.
+
 ``--scaling``: a sweep with one, then two worker nodes, each pinned to a core of its own
 (taskset) and offering one CPU: its wall time, each unit's time on its node, and the wall time
 the unit times predict for two nodes (longest-first onto the least-loaded node).
 
     python benchmarks/ray_executor.py --agreement --trials 3
+    python benchmarks/ray_executor.py --overhead --trials 5
     python benchmarks/ray_executor.py --scaling --trials 2
 """
 
@@ -94,7 +99,7 @@ def ratio_line(cell: Any) -> str:
 
 
 def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.1f} s ({min(values):.1f}-{max(values):.1f})"
+    return f"{statistics.median(values):.2f} s ({min(values):.2f}-{max(values):.2f})"
 
 
 def agreement(args: argparse.Namespace, work: Path) -> None:
@@ -128,6 +133,30 @@ def agreement(args: argparse.Namespace, work: Path) -> None:
     print(f"per unit beyond joining: {(difference - connect) / units:.2f} s")
     print(f"submit to first word from the node: median {statistics.median(queued):.2f} s, max {max(queued):.2f} s")
     print(json.dumps(extra, indent=1))
+
+
+def overhead(args: argparse.Namespace, work: Path) -> None:
+    cluster = Cluster(work / "ray", port=6430)
+    command = [sys.executable, "-m", "ptreg", "bench", "-b", "naive", "-c", "tiny", "--warmup-steps", "0"]
+    command += ["--timed-steps", "1", "--repeats", "1"]
+    walls: dict[str, list[float]] = {"local": [], "ray": []}
+    try:
+        cluster.start_head(bench=True, cpus=1)
+        for trial in range(args.trials):
+            for name in ("local", "ray") if trial % 2 == 0 else ("ray", "local"):
+                extra = ["--executor", "ray", "--address", cluster.address] if name == "ray" else []
+                begun = time.perf_counter()
+                subprocess.run([*command, *extra], check=True, capture_output=True)
+                walls[name].append(time.perf_counter() - begun)
+                print(f"trial {trial + 1} {name}: {walls[name][-1]:.2f} s, load {load()}", flush=True)
+    finally:
+        cluster.stop()
+    begun = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import ray"], check=True)
+    imported = time.perf_counter() - begun
+    difference = statistics.median(walls["ray"]) - statistics.median(walls["local"])
+    print(f"\nwall: local {spread(walls['local'])}, ray {spread(walls['ray'])}")
+    print(f"ray - local: {difference:.2f} s for 2 units (a python -c 'import ray' takes {imported:.2f} s)")
 
 
 def predicted(unit_seconds: list[float], nodes: int) -> float:
@@ -178,6 +207,7 @@ def scaling(args: argparse.Namespace, work: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agreement", action="store_true")
+    parser.add_argument("--overhead", action="store_true")
     parser.add_argument("--scaling", action="store_true")
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--backends", nargs="+", default=["naive", "numpy-blas"])
@@ -192,6 +222,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ptreg-ray-") as work:
         if args.agreement:
             agreement(args, Path(work))
+        if args.overhead:
+            overhead(args, Path(work))
         if args.scaling:
             scaling(args, Path(work))
 

@@ -198,6 +198,8 @@ class RayExecutor:
             _reachable(where)
             # Ray's core writes its warnings to stderr, where ptreg's errors are one line each.
             os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
+            # ray.init sets a SIGTERM handler of its own (exit at once): the run's stays.
+            on_sigterm = signal.getsignal(signal.SIGTERM)
             try:
                 with _quiet_stderr():
                     ray.init(address=where, logging_level=logging.ERROR, log_to_driver=False)
@@ -206,6 +208,9 @@ class RayExecutor:
                 raise PtregError(
                     f"--address {where}: cannot join the Ray cluster: {_first_line(exc)}", EXIT_UNUSABLE
                 ) from None
+            finally:
+                if on_sigterm is not None and threading.current_thread() is threading.main_thread():
+                    signal.signal(signal.SIGTERM, on_sigterm)
         offering = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(UNIT_RESOURCE)]
         if not offering:
             self.close()

@@ -128,6 +128,17 @@ def main(work: Path) -> int:
             ("tiny rounds on node",),
             interrupt,
         )
+
+        # SIGTERM too: Ray's own handler (exit at once) must not replace ptreg's.
+        def terminate(process: subprocess.Popen[str], line: str) -> None:
+            time.sleep(2)
+            process.send_signal(signal.SIGTERM)
+
+        report["sigterm"] = follow(
+            ["bench", *BENCH, "-c", "tiny", "--timed-steps", "2000", "--repeats", "3", "--json", *on_ray],
+            ("tiny rounds on node",),
+            terminate,
+        )
         report["sigint_runs"] = [str(p) for p in sorted((Path(setup["root"]) / "runs" / setup["sigint"]).glob("*"))]
 
         # A lost node: kill the raylet of the node that runs small, mid-round.

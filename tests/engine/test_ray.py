@@ -186,6 +186,15 @@ def test_ctrl_c_writes_an_interrupted_run_with_the_samples_that_arrived(report: 
     assert [r["status"] for r in record["runs"]] == ["interrupted"]
 
 
+def test_sigterm_stops_a_ray_run_as_it_stops_a_local_one(report: dict[str, Any]) -> None:
+    found = report["sigterm"]
+    assert found["matched"], found["err"][-2000:]
+    assert found["code"] == 143, found["err"][-2000:]
+    results = _bench(found)
+    assert results["status"] == "interrupted" and "SIGTERM" in results["reason"]
+    assert {c["status"] for c in results["cells"]} == {"interrupted"}
+
+
 def test_a_lost_node_fails_only_its_own_cells_and_keeps_their_samples(report: dict[str, Any]) -> None:
     found = report["lost"]
     assert found["matched"] and report["lost_node"].get("name"), found["err"][-2000:]
