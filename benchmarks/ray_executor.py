@@ -170,13 +170,13 @@ def predicted(unit_seconds: list[float], nodes: int) -> float:
 def scaling(args: argparse.Namespace, work: Path) -> None:
     spec = spec_of(["tiny", "small", "medium"], args)
     cluster = Cluster(work / "ray", port=6440)
-    runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
+    counts = sorted(set(args.nodes))
+    runs: dict[int, list[dict[str, Any]]] = {n: [] for n in counts}
     try:
         cluster.start_head(bench=False, cpus=0)
-        cluster.add_node("one", cores="0")
-        for nodes in (1, 2):
-            if nodes == 2:
-                cluster.add_node("two", cores="1")
+        for nodes in counts:
+            while len(cluster.nodes) - 1 < nodes:  # the head is not a benchmark node
+                cluster.add_node(f"node{len(cluster.nodes)}", cores=str(len(cluster.nodes) - 1))
             for trial in range(args.trials):
                 before = load()
                 wall, found, provenance = on_ray(spec, cluster.address)
@@ -189,10 +189,10 @@ def scaling(args: argparse.Namespace, work: Path) -> None:
                     )
     finally:
         cluster.stop()
-    for nodes in (1, 2):
+    for nodes in counts:
         walls = [r["wall"] for r in runs[nodes]]
         print(f"\n{nodes} node(s): wall {spread(walls)}")
-    for run in runs[1]:
+    for run in runs.get(1, []):
         parity = [u["seconds"] for u in run["units"] if u["unit"].startswith("parity")]
         configs = [u["seconds"] for u in run["units"] if not u["unit"].startswith("parity")]
         one = run["connect"] + sum(parity) + sum(configs)
@@ -210,6 +210,7 @@ def main() -> None:
     parser.add_argument("--overhead", action="store_true")
     parser.add_argument("--scaling", action="store_true")
     parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1, 2], help="--scaling: node counts, in turn")
     parser.add_argument("--backends", nargs="+", default=["naive", "numpy-blas"])
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--steps", type=int, default=3)

@@ -35,7 +35,7 @@ import ray
 import ray.exceptions
 
 from ..errors import EXIT_UNUSABLE, PtregError
-from ..records.configs import ConfigName
+from ..records.configs import CONFIGS, ConfigName, step_flops
 from ..records.evaluator import EvaluatorSpec
 from ..records.run import Cell, ConfigRounds, ParityOutcome, Roles
 from .environment import fingerprint, machine_environment
@@ -263,9 +263,12 @@ class RayExecutor:
         self, spec: EvaluatorSpec, runnable: dict[ConfigName, list[str]], ratio_roles: Roles, round_cap: int | None
     ) -> list[tuple[list[Cell], ConfigRounds]]:
         shared = {"roles": ratio_roles.model_dump(mode="json"), "round_cap": round_cap}
+        # Largest config first: Ray starts units in the order they come, and the longest ones
+        # started first leave the shortest to fill in (the makespan stays near its bound).
+        largest_first = sorted(runnable.items(), key=lambda item: -step_flops(CONFIGS[item[0]]) * len(item[1]))
         units = [
             Unit(config, backends, {"unit": "config", "config": config, "backends": backends, **shared})
-            for config, backends in runnable.items()
+            for config, backends in largest_first
         ]
         self._run(spec, units)
         workload = workload_named(spec.workload)
@@ -298,6 +301,8 @@ class RayExecutor:
             for cell in cells:
                 cell.worker = {**(cell.worker or {}), "node": _node_summary(unit.node)}
             found.append((cells, taken))
+        planned: list[str] = list(runnable)  # back in the plan's order, as a local run reports them
+        found.sort(key=lambda pair: planned.index(pair[1].config))
         return found
 
     def close(self) -> None:

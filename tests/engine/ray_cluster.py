@@ -3,7 +3,8 @@
 Meant to run inside a network namespace that holds only a loopback interface (``unshare -n``,
 then ``ip link set lo up``): there Ray finds no address but 127.0.0.1. Every node is a
 ``ray start`` of its own with a small object store and no dashboard, under one temporary
-directory; ``stop`` ends the cluster's processes by their ids and then runs ``ray stop --force``.
+directory; ``stop`` ends the cluster's processes by their ids (not ``ray stop``, which would end
+every Ray process of the machine, another cluster's too) and waits until none is left.
 """
 
 from __future__ import annotations
@@ -131,9 +132,11 @@ class Cluster:
         for pid in self.processes():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120)
         deadline = time.monotonic() + 30
         while self.processes() and time.monotonic() < deadline:
+            for pid in self.processes():  # a process the first pass missed (started meanwhile)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             time.sleep(0.5)
 
 
