@@ -226,6 +226,12 @@ def test_unlike_machines_are_named_and_no_ratio_crosses_them(report: dict[str, A
         assert all(c["vs_naive_ratio"] is not None for c in cells if c["backend"] == "numpy-blas")
     assert len({c["worker"]["node"]["fingerprint"] for c in results["cells"]}) == 2
     assert "unlike" in report["unlike"]["out"]
+    shown = subprocess.run(
+        [sys.executable, "-m", "ptreg", "-r", str(report["root"]), "show", report["attempts"]["unlike"]],
+        capture_output=True,
+        text=True,
+    )
+    assert "Measured on a Ray cluster, 2 machine(s)" in shown.stdout, shown.stdout[-3000:] + shown.stderr
 
 
 def test_no_ray_process_is_left_running(report: dict[str, Any]) -> None:
