@@ -195,6 +195,19 @@ def machine(environment: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def measuring_environment(environment: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The environment of the machine a run's cells were measured on. A local run's is the
+    file itself; a run spread over a cluster names its machines in ``machines``: the one
+    machine's when there was one, else unknown (None), since no single machine measured it."""
+    if environment is None or "machines" not in environment:
+        return environment
+    machines = environment["machines"]
+    if isinstance(machines, list) and len(machines) == 1 and isinstance(machines[0], dict):
+        found = machines[0].get("environment")
+        return found if isinstance(found, dict) else None
+    return None
+
+
 FINGERPRINT_NEEDS = ("CPU model", "CPU features", "architecture", "usable cores", "BLAS", "NumPy", "Python")
 
 

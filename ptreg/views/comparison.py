@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engine.environment import machine
+from ..engine.environment import machine, measuring_environment
 from ..engine.stats import between_run_drift, center_interval, false_discovery, shift
 from ..engine.workloads import workload_named
 from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
@@ -62,7 +62,8 @@ def _read(root: Path, folder: Path) -> FoundRun:
         environment = read_json(folder / ENVIRONMENT_FILE)
     except PtregError:
         environment = None  # unknown machine: never the same as any other
-    return FoundRun(results, environment if isinstance(environment, dict) else None, folder)
+    # the machine the cells ran on: on a cluster, not the driver that wrote the file
+    return FoundRun(results, measuring_environment(environment if isinstance(environment, dict) else None), folder)
 
 
 def find_run(root: Path, reference: str) -> FoundRun:

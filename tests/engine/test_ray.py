@@ -261,5 +261,18 @@ def test_an_address_where_nothing_listens_is_refused_at_once(cli: Any, tmp_path:
     assert_one_line_error(result, 2, f"--address 127.0.0.1:{port}", "nothing answers")
 
 
+def test_a_cluster_run_is_compared_by_the_machine_its_cells_ran_on() -> None:
+    from ptreg.engine.environment import measuring_environment
+
+    driver = {"cpu": {"model": "driver CPU"}}
+    node = {"cpu": {"model": "node CPU"}}
+    assert measuring_environment(driver) == driver
+    one = {**driver, "machines": [{"fingerprint": "a", "nodes": [], "environment": node}]}
+    assert measuring_environment(one) == node
+    two = {**one, "machines": [*one["machines"], {"fingerprint": "b", "nodes": [], "environment": driver}]}
+    assert measuring_environment(two) is None
+    assert measuring_environment(None) is None
+
+
 def test_an_unknown_executor_is_refused(cli: Any) -> None:
     assert_one_line_error(cli("bench", "-b", "naive", "--executor", "slurm"), 2, "--executor", "slurm")
