@@ -13,8 +13,47 @@ from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
 from .common import JsonFlag, command_line, print_json, registry_dir
 
 if TYPE_CHECKING:
-    from ..engine.executor import TaskProgress
+    from ..engine.executor import Executor, TaskProgress
+    from ..engine.measurement import SpreadExecutor
     from ..records.run import RunResults
+
+EXECUTORS = ("local", "ray")
+ExecutorOption = typer.Option(
+    "local",
+    "--executor",
+    metavar="KIND",
+    help="local (worker processes on this machine) or ray (the nodes of a Ray cluster offering ptreg_bench; docs/ray.md).",
+)
+AddressOption = typer.Option(
+    None,
+    "--address",
+    metavar="HOST:PORT",
+    help="With --executor ray: the cluster to join (default: $RAY_ADDRESS, else the cluster started on this machine).",
+)
+
+
+def executor_maker(kind: str, address: str | None) -> Callable[..., Executor | SpreadExecutor]:
+    """What builds the executor from the budget: the local one, or the Ray one (Ray is imported
+    only here, and only when asked for)."""
+    if kind not in EXECUTORS:
+        raise PtregError(f"--executor {kind!r} is not one of {', '.join(EXECUTORS)}", EXIT_UNUSABLE)
+    if kind == "local":
+        if address is not None:
+            raise PtregError("--address is for --executor ray; the local executor runs on this machine", EXIT_UNUSABLE)
+        from ..engine.executor import Executor
+
+        return Executor
+    try:
+        from ..engine.ray_executor import RayExecutor
+    except ImportError as exc:
+        raise PtregError(
+            f"--executor ray needs Ray, which is not installed here ({exc}): pip install 'ptreg[ray]'", EXIT_UNUSABLE
+        ) from None
+
+    def make(**budget: object) -> SpreadExecutor:
+        return RayExecutor(address=address, **budget)  # type: ignore[arg-type]
+
+    return make
 
 
 def backends(as_json: bool = JsonFlag) -> None:
@@ -151,6 +190,8 @@ def bench(
     seconds: float | None = typer.Option(
         None, "--seconds", metavar="SECONDS", help="Stop after this wall clock, like a budget."
     ),
+    executor: str = ExecutorOption,
+    address: str | None = AddressOption,
     as_json: bool = JsonFlag,
 ) -> None:
     """Measure backends ad hoc, as `ptreg run` would, and print the tables. Writes nothing.
@@ -159,7 +200,6 @@ def bench(
     """
     from ..clock import utc_now
     from ..engine.backends import require_registered
-    from ..engine.executor import Executor
     from ..engine.interruption import interruptible
     from ..engine.measurement import measure
     from ..engine.plan import EVALUATOR_VERSION, bench_spec
@@ -179,9 +219,10 @@ def bench(
         threads=threads,
     )
     require_registered(spec.backends)  # unavailable ones are measured as failed cells
+    make_executor = executor_maker(executor, address)
     started = utc_now()
     with run_progress() as show, interruptible():
-        found = measure(spec, Executor(wall_clock_seconds=seconds, progress=show))
+        found = measure(spec, make_executor(wall_clock_seconds=seconds, progress=show))
     results = new_results(
         spec=spec,
         roles=found.roles,
@@ -208,6 +249,8 @@ def bench(
 
 def run(
     attempt_id: str = typer.Argument(..., metavar="ID", help="The attempt to measure."),
+    executor: str = ExecutorOption,
+    address: str | None = AddressOption,
     as_json: bool = JsonFlag,
 ) -> None:
     """Measure an attempt under its frozen evaluator and budget, after re-checking its gate.
@@ -220,8 +263,9 @@ def run(
     from ..records.attempt import check_id
 
     root = registry_dir()
+    make_executor = executor_maker(executor, address)
     with run_progress() as show:
-        done = run_attempt(root, check_id(attempt_id), command_line(), progress=show)
+        done = run_attempt(root, check_id(attempt_id), command_line(), progress=show, make_executor=make_executor)
     results = done.results
     if as_json:
         print_json(

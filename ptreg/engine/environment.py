@@ -7,6 +7,8 @@ guessed; an environment variable that is not set is recorded as null too.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import platform
 import socket
@@ -165,11 +167,18 @@ def blas_pools() -> list[dict[str, Any]]:
 
 
 def collect(root: Path) -> dict[str, Any]:
+    """The machine this process runs on, and the state of the registry's repository."""
+    found = machine_environment()
+    return {"ptreg_version": found.pop("ptreg_version"), "git": git_state(root), **found}
+
+
+def machine_environment() -> dict[str, Any]:
+    """Everything ``collect`` records that belongs to the machine, not to the registry: what a
+    node of a cluster reports about itself."""
     import numpy  # the run imports it anyway; the listing commands never come here
 
     return {
         "ptreg_version": __version__,
-        "git": git_state(root),
         "python": {
             "version": platform.python_version(),
             "implementation": platform.python_implementation(),
@@ -192,3 +201,56 @@ def collect(root: Path) -> dict[str, Any]:
         "variables": {name: os.environ.get(name) for name in BEHAVIOUR_VARIABLES},
         "worker_variables": worker_variables(),
     }
+
+
+def machine(environment: dict[str, Any] | None) -> dict[str, Any]:
+    """What makes two measurements' absolute times comparable, from an environment; unknown
+    values are kept as None, so two unknowns are never taken for the same machine."""
+    env = environment or {}
+    cpu = env.get("cpu") or {}
+    pools = env.get("blas") or []
+    return {
+        "CPU model": cpu.get("model"),
+        "CPU features": " ".join(cpu["features"]) if isinstance(cpu.get("features"), list) else None,
+        "architecture": cpu.get("machine"),
+        "usable cores": cpu.get("usable_cores"),
+        "BLAS": "; ".join(
+            f"{p.get('internal_api')} {p.get('version')} {p.get('architecture')} ({p.get('num_threads')} threads)"
+            for p in pools
+            if isinstance(p, dict)
+        )
+        or None,
+        "NumPy": env.get("numpy_version"),
+        "numba": env.get("numba_version"),
+        "Python": (env.get("python") or {}).get("version"),
+        "variables": ", ".join(f"{k}={v}" for k, v in sorted((env.get("variables") or {}).items()) if v is not None)
+        or ("none set" if env.get("variables") is not None else None),
+    }
+
+
+def measuring_environment(environment: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The environment of the machine a run's cells were measured on. A local run's is the
+    file itself; a run spread over a cluster names its machines in ``machines``: the one
+    machine's when there was one, else unknown (None), since no single machine measured it."""
+    if environment is None or "machines" not in environment:
+        return environment
+    machines = environment["machines"]
+    if isinstance(machines, list) and len(machines) == 1 and isinstance(machines[0], dict):
+        found = machines[0].get("environment")
+        return found if isinstance(found, dict) else None
+    return None
+
+
+FINGERPRINT_NEEDS = ("CPU model", "CPU features", "architecture", "usable cores", "BLAS", "NumPy", "Python")
+
+
+def fingerprint(environment: dict[str, Any]) -> str | None:
+    """A short name for ``machine(environment)``: equal for machines whose times may be set
+    side by side, unknown (None) when the CPU, the BLAS, NumPy or Python is unknown (numba may
+    be absent: that is known). The hostname is left out on purpose: two identical boxes are
+    like machines."""
+    described = machine(environment)
+    if any(described[key] is None for key in FINGERPRINT_NEEDS):
+        return None
+    text = json.dumps(described, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -130,6 +130,12 @@ class Executor:
     started: float | None = None
     budget_hit: bool = False
     interrupted: int | None = None  # the signal that stopped the run, once one has
+    # Every line a worker writes, with the worker's label: how an executor on a cluster node
+    # streams them on to the driver as they come.
+    listener: Callable[[str, str], None] | None = None
+    # Kill the workers when the thread that started them dies: on a cluster node a cancelled
+    # task's process is killed outright, and its workers must not outlive it.
+    die_with_parent: bool = False
 
     def start(self) -> None:
         self.started = self.clock()
@@ -225,6 +231,7 @@ class Executor:
             text=True,
             env=env,
             start_new_session=True,
+            preexec_fn=_die_with_parent if self.die_with_parent else None,
         )
         worker = Worker(label, process, queue.Queue(), stderr)
         worker.reader = threading.Thread(target=_read_lines, args=(process, worker.lines), daemon=True)
@@ -315,22 +322,14 @@ class Executor:
         self._drain(worker)
 
     def _take(self, worker: Worker, line: str) -> AnyEvent | None:
+        if self.listener is not None:
+            self.listener(worker.label, line)
         event = decode_event(line)
-        outcome = worker.outcome
-        if isinstance(event, Sample):
-            outcome.samples.append(event.sample)
-        elif isinstance(event, Progress):
+        if isinstance(event, Progress):
             phase = f"{worker.phase} {event.phase}".strip()
             self._notify(TaskProgress(worker.label, phase, event.done, event.total, self.budget_left(), worker.pid))
-        elif isinstance(event, Ready):
-            outcome.ready = event
-        elif isinstance(event, ParityDone):
-            outcome.parity = event.result
-        elif isinstance(event, Done):
-            outcome.done = event
-        elif isinstance(event, Failed):
-            outcome.failure = event.message
-        # anything else is a stray print from a backend, not a result
+        else:
+            keep(worker.outcome, event)
         return event
 
     def _drain(self, worker: Worker) -> None:
@@ -350,6 +349,29 @@ class Executor:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)  # the worker and any helper it started
         process.wait()
+
+
+def keep(outcome: TaskOutcome, event: AnyEvent | None) -> None:
+    """What an event adds to its task's outcome (progress and stray prints add nothing)."""
+    if isinstance(event, Sample):
+        outcome.samples.append(event.sample)
+    elif isinstance(event, Ready):
+        outcome.ready = event
+    elif isinstance(event, ParityDone):
+        outcome.parity = event.result
+    elif isinstance(event, Done):
+        outcome.done = event
+    elif isinstance(event, Failed):
+        outcome.failure = event.message
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux to SIGKILL it when its parent thread ends."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def _read_lines(process: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:

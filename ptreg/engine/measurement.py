@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..records.attempt import RunStatus
 from ..records.configs import ConfigName
@@ -53,7 +53,37 @@ class Measurement:
     interrupted_by: int | None = None  # the signal that stopped it
 
 
-def measure(spec: EvaluatorSpec, executor: Executor, round_cap: int | None = None) -> Measurement:
+class SpreadExecutor(Protocol):
+    """An executor that hands whole units to other machines (``ray_executor.py``): each
+    backend's parity check, and each config's interleaved rounds, which run there through the
+    local ``Executor`` (``config_rounds``), so that a config's ratios come from one machine."""
+
+    budget_hit: bool
+    interrupted: int | None
+
+    def start(self) -> None: ...
+
+    def parity(self, spec: EvaluatorSpec, ratio_roles: Roles) -> list[ParityOutcome]:
+        """Every backend's parity; cut short (fewer outcomes) once a signal stopped it."""
+        ...
+
+    def configs(
+        self, spec: EvaluatorSpec, runnable: dict[ConfigName, list[str]], ratio_roles: Roles, round_cap: int | None
+    ) -> list[tuple[list[Cell], ConfigRounds]]:
+        """Each config's cells and rounds; a config never started is left out, or, when the
+        budget stopped it, given as cells ``not-started``."""
+        ...
+
+    def provenance(self) -> dict[str, Any]:
+        """What environment.json adds for this executor: the machines it measured on."""
+        ...
+
+    def close(self) -> None:
+        """Leave the cluster: the measurement is over."""
+        ...
+
+
+def measure(spec: EvaluatorSpec, executor: Executor | SpreadExecutor, round_cap: int | None = None) -> Measurement:
     """Parity, then every config's cells in interleaved rounds. ``round_cap`` is the most rounds
     the budget allows a config (its ``max_repeats``), when it says."""
     executor.start()
@@ -63,9 +93,22 @@ def measure(spec: EvaluatorSpec, executor: Executor, round_cap: int | None = Non
     measured: list[Cell] = []
     rounds: list[ConfigRounds] = []
     try:
-        _check_parity(spec, executor, ratio_roles, parity)
-        if executor.interrupted is None:
-            _measure_cells(spec, workload, executor, parity, ratio_roles, measured, rounds, round_cap)
+        if isinstance(executor, Executor):
+            _check_parity(spec, executor, ratio_roles, parity)
+            if executor.interrupted is None:
+                _measure_cells(spec, workload, executor, parity, ratio_roles, measured, rounds, round_cap)
+        else:
+            try:
+                parity += executor.parity(spec, ratio_roles)
+                if executor.interrupted is None:
+                    runnable = {config: _runnable(spec, config, parity, measured) for config in spec.configs}
+                    wanted = {c: b for c, b in runnable.items() if b}
+                    for found, taken in executor.configs(spec, wanted, ratio_roles, round_cap):
+                        measured += found
+                        rounds.append(taken)
+                    _in_plan_order(spec, measured)
+            finally:
+                executor.close()
     except (Interrupted, KeyboardInterrupt) as exc:  # between two workers
         executor.interrupted = signal_of(exc)
     workload.compare(spec, measured, ratio_roles)
@@ -84,22 +127,27 @@ def _check_parity(spec: EvaluatorSpec, executor: Executor, ratio_roles: Roles, p
         if not allowed:
             parity.append(ParityOutcome(backend=backend, passed=False, summary=f"{NOT_CHECKED}: {why}", checks=[]))
             continue
-        task = ParityTask(
-            backend=backend,
-            reference=ratio_roles.reference,
-            shapes=shapes,
-            rtol=spec.tolerance.rtol,
-            atol=spec.tolerance.atol,
-            seed=spec.seed,
-            threads=spec.threads,
-        )
-        outcome = executor.execute(f"parity {backend}", task)
+        outcome = executor.execute(f"parity {backend}", parity_task(spec, backend, ratio_roles, shapes))
         if executor.interrupted is not None:
             return  # a parity check cut short establishes nothing
-        parity.append(_parity_outcome(backend, outcome))
+        parity.append(parity_outcome(backend, outcome))
 
 
-def _parity_outcome(backend: str, outcome: TaskOutcome) -> ParityOutcome:
+def parity_task(
+    spec: EvaluatorSpec, backend: str, ratio_roles: Roles, shapes: list[tuple[int, int, int]]
+) -> ParityTask:
+    return ParityTask(
+        backend=backend,
+        reference=ratio_roles.reference,
+        shapes=shapes,
+        rtol=spec.tolerance.rtol,
+        atol=spec.tolerance.atol,
+        seed=spec.seed,
+        threads=spec.threads,
+    )
+
+
+def parity_outcome(backend: str, outcome: TaskOutcome) -> ParityOutcome:
     if outcome.ended == "done" and outcome.parity is not None:
         return outcome.parity
     reason = outcome.reason or "the parity worker stopped without a result"
@@ -117,14 +165,9 @@ def _measure_cells(
     round_cap: int | None,
 ) -> None:
     """Config by config: the cells whose backend passed parity, in interleaved rounds."""
-    passed = {p.backend for p in parity if p.passed}
     round_seconds: dict[str, float] = {}
     for config in spec.configs:
-        for backend in spec.backends:
-            if backend not in passed:
-                reason = next(p.summary for p in parity if p.backend == backend)
-                measured.append(Cell(backend=backend, config=config, status="parity-failed", reason=reason))
-        runnable = [b for b in spec.backends if b in passed]
+        runnable = _runnable(spec, config, parity, measured)
         if not runnable:
             continue
         estimate = estimate_round(round_seconds, config, spec)
@@ -132,16 +175,30 @@ def _measure_cells(
         if not allowed:
             measured += [Cell(backend=b, config=config, status="not-started", reason=why) for b in runnable]
             continue
-        found, taken = _rounds(spec, workload, executor, config, runnable, ratio_roles, round_cap, round_seconds)
+        found, taken = config_rounds(spec, workload, executor, config, runnable, ratio_roles, round_cap, round_seconds)
         measured += found
         rounds.append(taken)
         if executor.interrupted is not None:
             return
+    _in_plan_order(spec, measured)
+
+
+def _runnable(spec: EvaluatorSpec, config: ConfigName, parity: list[ParityOutcome], measured: list[Cell]) -> list[str]:
+    """The backends of ``config`` that passed parity; the others' cells are added as parity-failed."""
+    passed = {p.backend for p in parity if p.passed}
+    for backend in spec.backends:
+        if backend not in passed:
+            reason = next(p.summary for p in parity if p.backend == backend)
+            measured.append(Cell(backend=backend, config=config, status="parity-failed", reason=reason))
+    return [b for b in spec.backends if b in passed]
+
+
+def _in_plan_order(spec: EvaluatorSpec, measured: list[Cell]) -> None:
     order: dict[tuple[str, str], int] = {(p.config, p.backend): i for i, p in enumerate(cells(spec))}
     measured.sort(key=lambda c: order[(c.config, c.backend)])
 
 
-def _rounds(
+def config_rounds(
     spec: EvaluatorSpec,
     workload: Workload,
     executor: Executor,

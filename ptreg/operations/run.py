@@ -16,7 +16,7 @@ from ..clock import utc_now
 from ..engine.environment import backend_configuration, collect
 from ..engine.executor import Executor, TaskProgress
 from ..engine.interruption import deferred, interruptible, pending
-from ..engine.measurement import measure
+from ..engine.measurement import SpreadExecutor, measure
 from ..engine.plan import EVALUATOR_VERSION
 from ..errors import EXIT_CHECK_FAILED, PtregError
 from ..gate.checks import check_gate
@@ -50,18 +50,20 @@ def run_attempt(
     command: list[str],
     progress: Callable[[TaskProgress], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    make_executor: Callable[..., Executor | SpreadExecutor] = Executor,
 ) -> RunDone:
     """Measure, then write the run folder whole and link it.
 
     The attempt's run lock keeps a second run of it out for the whole measurement; the
     registry lock is held only while the folder and the link are written. ``clock`` is what
-    the budget's wall clock reads.
+    the budget's wall clock reads; ``make_executor`` builds the executor from the budget (the
+    local one, or one that spreads the cells over a cluster).
     """
     with interruptible():  # from the start, so that SIGTERM never kills a run without a word
         read_attempt(root, attempt_id)  # no lock file for an attempt or registry that is not there
         with run_lock(root, attempt_id):
             frozen, budget = _admitted(root, attempt_id)  # as it is now that no other run can start
-            executor = Executor(
+            executor = make_executor(
                 wall_clock_seconds=budget.wall_clock_seconds,
                 max_memory_mb=budget.max_memory_mb,
                 progress=progress,
@@ -101,13 +103,20 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
 
 
 def _measure_and_record(
-    root: Path, attempt_id: str, frozen: FrozenEvaluator, budget: Budget, command: list[str], executor: Executor
+    root: Path,
+    attempt_id: str,
+    frozen: FrozenEvaluator,
+    budget: Budget,
+    command: list[str],
+    executor: Executor | SpreadExecutor,
 ) -> RunDone:
     started = utc_now()
     environment = collect(root)
     found = measure(frozen.spec, executor, round_cap=budget.max_repeats)
     # read after the workers ran: a backend may settle its configuration on first use (numba's tile)
     environment["backend_configuration"] = backend_configuration(list(frozen.spec.backends))
+    if not isinstance(executor, Executor):  # the machines the cells ran on, beside the driver's
+        environment.update(executor.provenance())
     # From here signals wait: the run is written whole and linked, then the process exits.
     with deferred():
         finished = utc_now()

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engine.environment import machine, measuring_environment
 from ..engine.stats import between_run_drift, center_interval, false_discovery, shift
 from ..engine.workloads import workload_named
 from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
@@ -61,7 +62,8 @@ def _read(root: Path, folder: Path) -> FoundRun:
         environment = read_json(folder / ENVIRONMENT_FILE)
     except PtregError:
         environment = None  # unknown machine: never the same as any other
-    return FoundRun(results, environment if isinstance(environment, dict) else None, folder)
+    # the machine the cells ran on: on a cluster, not the driver that wrote the file
+    return FoundRun(results, measuring_environment(environment if isinstance(environment, dict) else None), folder)
 
 
 def find_run(root: Path, reference: str) -> FoundRun:
@@ -82,31 +84,6 @@ def find_run(root: Path, reference: str) -> FoundRun:
     close = difflib.get_close_matches(reference, labels + sorted({f.parent.name for f in folders}), n=3, cutoff=0.5)
     hint = f" (did you mean: {', '.join(close)}?)" if close else ""
     raise PtregError(f"no run {reference!r} in {root / RUNS_DIR}{hint}", EXIT_UNUSABLE)
-
-
-def machine(environment: dict[str, Any] | None) -> dict[str, Any]:
-    """What makes two runs' absolute times comparable, from environment.json; unknown values
-    are kept as None, so two unknowns are never taken for the same machine."""
-    env = environment or {}
-    cpu = env.get("cpu") or {}
-    pools = env.get("blas") or []
-    return {
-        "CPU model": cpu.get("model"),
-        "CPU features": " ".join(cpu["features"]) if isinstance(cpu.get("features"), list) else None,
-        "architecture": cpu.get("machine"),
-        "usable cores": cpu.get("usable_cores"),
-        "BLAS": "; ".join(
-            f"{p.get('internal_api')} {p.get('version')} {p.get('architecture')} ({p.get('num_threads')} threads)"
-            for p in pools
-            if isinstance(p, dict)
-        )
-        or None,
-        "NumPy": env.get("numpy_version"),
-        "numba": env.get("numba_version"),
-        "Python": (env.get("python") or {}).get("version"),
-        "variables": ", ".join(f"{k}={v}" for k, v in sorted((env.get("variables") or {}).items()) if v is not None)
-        or ("none set" if env.get("variables") is not None else None),
-    }
 
 
 def machine_differences(a: FoundRun, b: FoundRun) -> list[str]:

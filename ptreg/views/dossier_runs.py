@@ -93,6 +93,7 @@ def _environment(root: Path, folder: Path) -> list[str]:
     set_vars = ", ".join(f"{k}={v}" for k, v in variables.items() if v is not None) or "none set"
     dirty = get("git", "dirty")
     return [
+        *_cluster(env),
         f"- Machine: {get('cpu', 'model')}, {get('cpu', 'usable_cores')} usable of {get('cpu', 'logical_cores')} cores, "
         f"{get('os', 'platform')}, host {get('hostname')}.",
         f"- Software: ptreg {get('ptreg_version')}, Python {get('python', 'version')}, NumPy {get('numpy_version')}, "
@@ -100,3 +101,31 @@ def _environment(root: Path, folder: Path) -> list[str]:
         f"- Repository: commit {get('git', 'commit')}" + (" with uncommitted changes" if dirty is True else "") + ".",
         f"- BLAS and threading variables: {set_vars}.",
     ]
+
+
+def _cluster(env: dict[str, Any]) -> list[str]:
+    """For a run measured on a Ray cluster: the machines its cells ran on (the lines after it
+    describe the driver, which only wrote the run)."""
+    machines = env.get("machines")
+    if not isinstance(machines, list) or not machines:
+        return []
+    described = []
+    for entry in machines:
+        if not isinstance(entry, dict):
+            continue
+        machine = _mapping(entry.get("environment"))
+        cpu = _mapping(machine.get("cpu"))
+        nodes = entry.get("nodes")
+        nodes = nodes if isinstance(nodes, list) else []
+        described.append(
+            f"{entry.get('fingerprint') or 'unknown fingerprint'}: {cpu.get('model') or 'unknown CPU'}, "
+            f"{cpu.get('usable_cores') or 'unknown'} usable cores, {len(nodes)} node(s)"
+        )
+    return [
+        f"- Measured on a Ray cluster, {len(described)} machine(s): {'; '.join(described)}. "
+        "The lines below describe the driver, which wrote the run."
+    ]
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

@@ -17,8 +17,35 @@ def parity_table(results: RunResults) -> Table:
 
 
 def tables(results: RunResults) -> list[Table]:
-    """Every table that applies to this run, parity first."""
-    return [parity_table(results), *workload_named(results.spec.workload).tables(results)]
+    """Every table that applies to this run, parity first; the machines last, when the cells
+    ran on the nodes of a cluster."""
+    found = [parity_table(results), *workload_named(results.spec.workload).tables(results)]
+    machines = machines_table(results)
+    return [*found, machines] if machines.rows else found
+
+
+def machines_table(results: RunResults) -> Table:
+    """Which node, and which machine (its fingerprint), each config ran on. A config's cells
+    always share one node, so its ratios are within one machine; configs on unlike machines
+    are said to be so, since their absolute times are not comparable."""
+    seen: dict[str, dict[str, object]] = {}
+    for cell in results.cells:
+        node = (cell.worker or {}).get("node")
+        if isinstance(node, dict):
+            seen.setdefault(cell.config, node)
+    rows = [
+        [config, *(str(node.get(key) or "unknown") for key in ("id", "address", "fingerprint"))]
+        for config, node in seen.items()
+    ]
+    prints = {row[3] for row in rows}
+    if len(prints) > 1 or "unknown" in prints:
+        title = (
+            f"Machines: the configs ran on {len(prints)} unlike (or unknown) machines; each ratio is within one "
+            "machine, and absolute times are comparable only between configs of the same machine"
+        )
+    else:
+        title = "Machines: every config ran on like machines (one fingerprint)"
+    return Table(title, rows, ["config", "node", "address", "machine"], text=())
 
 
 def verdict(results: RunResults) -> list[str]:
