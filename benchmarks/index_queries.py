@@ -1,7 +1,7 @@
 """The query commands against the start-up floor, side by side: at each registry size, rounds in
-which `ptreg --version`, list, streaks, show, lineage and gate each run once as a cold process,
-in an order shuffled per round, so that a busy spell of a shared machine weighs on all of them
-alike. Each command's time is also given over `--version`'s time of the same round (the median
+which `ptreg --version`, `ptreg index` (the check of the index against the directory, alone),
+list, streaks, show, lineage and gate each run once as a cold process, in an order shuffled per
+round, so that a busy spell of a shared machine weighs on all of them alike. Each command's time is also given over `--version`'s time of the same round (the median
 of those per-round ratios, with its range): the index's targets are stated that way.
 
 Wall-clock and CPU seconds (user + system of the child, which another process's load changes
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from registry_scale import EVALUATOR_SPEC, PROPOSAL, PTREG, synthetic_attempts
+from registry_scale import CHILD_ENV, EVALUATOR_SPEC, PROPOSAL, PTREG, synthetic_attempts
 
 
 def children_cpu() -> float:
@@ -37,7 +37,7 @@ def children_cpu() -> float:
 def once(argv: list[str]) -> tuple[float, float]:
     """(wall, cpu) seconds of one cold process; it must exit 0."""
     cpu, start = children_cpu(), time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=CHILD_ENV)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()[-500:]}")
@@ -65,7 +65,13 @@ def measure(size: int, rounds: int, work: Path) -> dict[str, dict[str, list[floa
     middle = f"attempt-{size // 2:06d}"
     commands = {
         "--version": [PTREG, "--version"],
+        # opens the index and checks it against the directory, and nothing else: what every
+        # command that reads through the index pays before its own query
+        "index (the check alone)": [*r, "index"],
         "list --method vectorization": [*r, "list", "--method", "vectorization"],
+        # the same query narrowed until it prints about 1% of the registry: what the index
+        # costs apart from printing a quarter of it
+        "list, 1% printed": [*r, "list", "--method", "vectorization", "--family", "matmul", "--status", "failed"],
         "streaks": [*r, "streaks"],
         "show": [*r, "show", middle],
         "lineage": [*r, "lineage", middle],
@@ -73,6 +79,8 @@ def measure(size: int, rounds: int, work: Path) -> dict[str, dict[str, list[floa
     }
     found: dict[str, dict[str, list[float]]] = {c: {"wall": [], "cpu": []} for c in commands}
     order = list(commands)
+    for name in order:  # one unrecorded round: the page cache as it is after a first run
+        once(commands[name])
     shuffle = random.Random(size)
     for round_ in range(rounds):
         shuffle.shuffle(order)

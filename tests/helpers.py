@@ -580,7 +580,9 @@ def by_index(root: Path) -> dict[str, Any]:
         for criteria in LIST_FILTERS:
             assert select(index.candidates(**criteria), Filter(**criteria)) == select(every, Filter(**criteria))
         # `streaks` finds the chains from the light rows, then reads their summaries
-        chains = streak_chains(index.links())
+        # `streaks` keeps the chains in the index: any edit between two commands drops them
+        chains = index.remembered("streak-chains", lambda: streak_chains(index.links()))
+        assert index.remembered("streak-chains", list) == chains
         chained = index.summaries_of(sorted({i for _, ids in chains for i in ids}))
         assert [s.to_json() for s in streaks_of(chains, {a.id: a for a in chained})] == found["streaks"]
         # the gate's check of one objective's streak is that objective's streak among them all

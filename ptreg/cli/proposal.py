@@ -277,7 +277,7 @@ def gate(
         attempt = indexed_attempt(index, check_id(attempt_id))
         others, known_ids = gate_reading(index, attempt)
         report = check_gate(attempt, others, root, known_ids=known_ids)
-        changed = changed_since_admission(root, attempt, index.records(), index.hashes())
+        changed = changed_since_admission(root, attempt, index)
     admission = attempt.admission
     if as_json:
         print_json(

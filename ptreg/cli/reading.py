@@ -155,7 +155,7 @@ def streaks(as_json: bool = JsonFlag) -> None:
 
     with closing(load_index()) as index:
         # found from every attempt's edge and status; whole summaries only for the chains shown
-        chains = streak_chains(index.links())
+        chains = index.remembered("streak-chains", lambda: streak_chains(index.links()))
         found = streaks_of(chains, {a.id: a for a in index.summaries_of(sorted({i for _, ids in chains for i in ids}))})
     if as_json:
         print_json([s.to_json() for s in found])

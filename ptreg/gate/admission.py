@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..clock import utc_now
@@ -18,6 +19,10 @@ from ..records.attempt import Admission, Attempt, GateCheck, RegistryState
 from ..store.directory import REGISTRY_FILE, attempt_files, record_order
 from ..store.evaluators import evaluator_files
 from .checks import CheckResult, GateReport
+
+if TYPE_CHECKING:
+    from ..store.full_read import FullRead
+    from ..store.index import Index
 
 
 def registry_state(
@@ -75,12 +80,23 @@ def _stored(check: CheckResult) -> GateCheck:
     return GateCheck(check=check.check, outcome=check.outcome, detail=check.detail)
 
 
-def changed_since_admission(
-    root: Path, attempt: Attempt, records: int, hashes: Mapping[str, str | None] | None = None
-) -> bool | None:
+def changed_since_admission(root: Path, attempt: Attempt, index: Index | FullRead) -> bool | None:
     """Whether the registry differs from the one ``attempt`` was admitted against; unknown
-    when it has no recorded admission. ``records`` counts the record files, usable or not."""
+    when it has no recorded admission."""
     if attempt.admission is None:
         return None
-    now = registry_state(root, records - 1, exclude=attempt.id, hashes=hashes)
-    return now.sha256 != attempt.admission.registry_state.sha256
+    records = index.records() - 1  # record files, usable or not, but its own
+    # The digest over the records follows from the indexed files alone, so the index keeps it;
+    # the evaluators are not indexed, so their bytes are read now and name the kept digest.
+    evaluators = hashlib.sha256()
+    for path in evaluator_files(root):
+        try:
+            content = path.read_bytes()
+        except OSError:
+            content = b""
+        evaluators.update(path.name.encode("utf-8") + b"\0" + hashlib.sha256(content).digest())
+    now = index.remembered(
+        f"registry-state {records} {attempt.id} {evaluators.hexdigest()}",
+        lambda: registry_state(root, records, exclude=attempt.id, hashes=index.hashes()).sha256,
+    )
+    return bool(now != attempt.admission.registry_state.sha256)

@@ -3,6 +3,8 @@ kept an index: what ``PTREG_INDEX=off`` gives, and what the tests hold the index
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +107,10 @@ class FullRead:
 
     def hashes(self) -> dict[str, str | None]:
         return {}  # the admission's digest then reads every file itself
+
+    def remembered(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` as the index gives it back (through JSON), computed every time."""
+        return json.loads(json.dumps(compute()))
 
 
 def indexed_attempt(index: Index | FullRead, attempt_id: str) -> Attempt:

@@ -16,6 +16,12 @@ a SQLite file, belongs to another program or has another schema is deleted and r
 own writes update it before they release the registry lock (``locks.py``); a writer killed in
 between leaves stamps that no longer match, which the next command re-reads.
 
+It also keeps results derived from all of them that a command would otherwise recompute from
+every row (the streaks' chains, the admission's registry digest): each is stored as JSON under a
+key naming what it is and the code that computed it (ptreg's version and the stamps of its
+source files), and every change to the indexed files deletes them all, so a kept result is
+always the one the rows as they stand give.
+
 Nothing here imports pydantic: a command whose files have not changed never builds the models.
 Parsing a changed file goes through ``record_file`` (imported only then).
 """
@@ -37,13 +43,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import __version__
 from ..errors import PtregError
 from ..records.ledger import NEGATIVE_STATUSES, Link, Shaped, Summary, decode_terms, encode_terms, question_tokens
 from .faults import crash_point
 from .jsonio import JsonError, read_bytes
 from .names import INDEX_FILE, JOURNAL_FILE, RECORD_FILE_MAX_BYTES, REGISTRY_FILE
 
-INDEX_SCHEMA = 2  # PRAGMA user_version: a different one is rebuilt
+INDEX_SCHEMA = 3  # PRAGMA user_version: a different one is rebuilt
 APPLICATION_ID = 0x70747267  # PRAGMA application_id, "ptrg": any other is a foreign file, rebuilt
 # A file whose ctime is this close to when the index last looked at it may have changed again in
 # the same clock tick without changing its size or mtime, so it is re-hashed (git's racy clean).
@@ -68,8 +75,10 @@ CREATE TABLE problems (
     stem TEXT, position INTEGER, location TEXT, message TEXT, PRIMARY KEY (stem, position)
 ) WITHOUT ROWID;
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
+CREATE TABLE derived (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 """
-_TABLES = {"files", "attempts", "runs", "problems", "meta"}
+_TABLES = {"files", "attempts", "runs", "problems", "meta", "derived"}
+KEEP_TIMEOUT_MS = 100  # keeping a derived result is never worth waiting on another writer for
 _SUMMARY_COLUMNS = (
     "id, status, family, kind, objective, methods, bases, data_rows, varied_from, varied, question, lesson, "
     "next_action, tracking_issue, ledger_time, ledger_made, ledger_import, ledger_position, has_condition, stem"
@@ -324,6 +333,31 @@ class Index:
         """name -> SHA-256 of each file's bytes as they are now (None: not read as a file)."""
         return {str(name): sha for name, sha in self._rows("SELECT name, sha256 FROM files")}
 
+    def remembered(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, a JSON value derived from the indexed rows alone, as JSON gives it back:
+        kept under ``key`` until any indexed file changes, or ptreg's code does."""
+        stored = self._one("SELECT value FROM derived WHERE key = ?", (f"{key} {code_stamp()}",))
+        if stored is not None:
+            return json.loads(stored[0])
+        text = json.dumps(compute())
+        self._keep(f"{key} {code_stamp()}", text)
+        return json.loads(text)
+
+    def _keep(self, key: str, text: str) -> None:
+        """Store a derived result within the transaction its rows were read in (so it matches
+        them), unless another writer holds the file: it is computed again next time."""
+        try:
+            self.db.execute(f"PRAGMA busy_timeout = {KEEP_TIMEOUT_MS}")
+            self.db.execute("INSERT OR REPLACE INTO derived VALUES (?, ?)", (key, text))
+            self.db.execute("COMMIT")
+        except sqlite3.Error:
+            with contextlib.suppress(sqlite3.Error):
+                self.db.execute("ROLLBACK")
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                self.db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+                self.db.execute("BEGIN")
+
     def _meta(self, key: str) -> str | None:
         row = self._one("SELECT value FROM meta WHERE key = ?", (key,))
         return None if row is None else str(row[0])
@@ -336,6 +370,20 @@ def _summary(r: Sequence[Any]) -> Summary:
         r[0], r[1], r[2], r[3], r[4], terms(r[5]), terms(r[6]), r[7], r[8], r[9], r[10], r[11], r[12],
         r[13], (r[14], r[15], r[16], r[17], r[0]), r[18] == 1, r[19],
     )  # fmt: skip
+
+
+@functools.cache
+def code_stamp() -> str:
+    """ptreg's version and the size and mtime of each of its source files: a derived result
+    kept by one build of ptreg is never read by another, even within one version."""
+    package = Path(__file__).resolve().parent.parent
+    stamps = [__version__]
+    for folder, _, files in sorted(os.walk(package)):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                info = os.stat(os.path.join(folder, name))
+                stamps.append(f"{os.path.relpath(folder, package)}/{name} {info.st_size} {info.st_mtime_ns}")
+    return hashlib.blake2b("\n".join(stamps).encode(), digest_size=12).hexdigest()
 
 
 # ---------------------------------------------------------------------------- opening
@@ -562,6 +610,7 @@ def _bytes(path: Path) -> bytes | None:
 
 
 def _forget(db: sqlite3.Connection, name: str) -> None:
+    db.execute("DELETE FROM derived")  # every change of an indexed file passes here
     db.execute("DELETE FROM files WHERE name = ?", (name,))
     if name == REGISTRY_FILE:
         db.execute("DELETE FROM meta WHERE key = 'registry'")

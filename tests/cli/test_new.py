@@ -222,6 +222,18 @@ def test_gate_of_an_admitted_attempt_then_a_tampered_evaluator(cli, reg) -> None
     assert cli("-r", root, "evaluator", "verify").code == 1
 
 
+def test_gate_sees_a_hand_edit_after_it_kept_the_registry_digest(cli, reg) -> None:
+    """The index keeps the admission's digest of the records; any edit of a record drops it."""
+    root, ref = reg
+    assert cli(*new_args(root, ref)).code == 0
+    for _ in range(2):  # the second answer is the kept one
+        assert "unchanged since" in cli("-r", root, "gate", "blocked-db").out
+    other = next(p for p in sorted(root.glob("*.json")) if p.stem not in ("registry", "blocked-db"))
+    record = json.loads(other.read_text())
+    other.write_text(json.dumps({**record, "lesson": "edited by hand"}, indent=2))
+    assert "the registry has changed since" in cli("-r", root, "gate", "blocked-db").out
+
+
 def test_gate_of_an_attempt_never_proposed(cli, reg) -> None:
     root, _ = reg
     result = cli("-r", root, "gate", "threads")

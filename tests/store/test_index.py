@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from helpers import assert_index_agrees as assert_agrees
 from helpers import by_full_read, by_index, complete_record, failed_record, sample_records, write_registry
 from ptreg.gate.admission import registry_state
+from ptreg.store import index as index_module
 from ptreg.store.directory import IGNORED, IGNORED_BEFORE_INDEX, load_directory
 from ptreg.store.full_read import FullRead
 from ptreg.store.index import APPLICATION_ID, INDEX_SCHEMA, RACY_NS, _stamps_digest, index_path, listing, open_index
@@ -518,3 +519,43 @@ def test_queries_of_an_unchanged_registry_build_no_model(registry: Path) -> None
     assert modules() == "[]"
     _rewrite(registry / "c1.json", {"lesson": "changed"})
     assert modules() == "['pydantic']"
+
+
+def _remembered(root: Path, value: Any) -> Any:
+    index = open_index(root)
+    try:
+        return index.remembered("answer", lambda: value)
+    finally:
+        index.close()
+
+
+def test_a_kept_result_is_dropped_by_any_change_of_the_files(registry: Path) -> None:
+    assert _remembered(registry, [1, "a"]) == [1, "a"]
+    assert _remembered(registry, "recomputed") == [1, "a"]  # kept: nothing changed
+    _rewrite(registry / "c1.json", {"lesson": "changed"})
+    assert _remembered(registry, "after the edit") == "after the edit"
+    assert _remembered(registry, "again") == "after the edit"
+    (registry / "c2.json").unlink()
+    assert _remembered(registry, "after the deletion") == "after the deletion"
+
+
+def test_a_kept_result_is_not_read_by_other_code(registry: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _remembered(registry, "old code") == "old code"
+    monkeypatch.setattr(index_module, "code_stamp", lambda: "another build of ptreg")
+    assert _remembered(registry, "new code") == "new code"
+
+
+def test_a_kept_result_waits_for_no_other_writer(registry: Path) -> None:
+    """Another process holding the index for writing: the result is computed and given, not kept."""
+    index = open_index(registry)
+    other = sqlite3.connect(index_path(registry), isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        assert index.remembered("answer", lambda: "computed") == "computed"
+        assert index.summaries()  # the index still answers
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+        index.close()
+    assert _remembered(registry, "kept now") == "kept now"
+    assert _remembered(registry, "not again") == "kept now"
