@@ -456,31 +456,49 @@ def choose(log: Callable[[str], None] | None = None) -> Choice:
     return Choice(TILES[entry["tile"]], "tuned", entry["file"])
 
 
-def inner_loop(tile: Tile) -> dict[str, int]:
-    """What the micro-kernel's loop compiled to, from the machine code of a fresh compilation
-    (numba shows none for code loaded from its disk cache: use an empty NUMBA_CACHE_DIR; and
-    NUMBA_CPU_NAME to compile for a CPU other than this one, to inspect, not run).
+VECTOR_OPS = ("vmulps", "vaddps")
 
-    The loop is the one with the most vector multiplies; counted in it: multiplies and adds by
-    register width, stack accesses (a sum spilled to memory), and fused multiply-adds anywhere.
+
+def loop_counts(code: str, ops: tuple[str, ...] = VECTOR_OPS) -> dict[str, int]:
+    """What the hottest loop of ``code`` (x86 assembly, as ``inspect_asm`` gives it) is made of.
+
+    The loop is the one with the most instructions of ``ops`` (instruction names, each matched
+    with any suffix: ``vfmadd`` counts vfmadd231ps and its kin); counted in it: each op by
+    register width, and stack accesses (a value spilled to memory); and fused multiply-adds
+    anywhere in ``code``.
     """
     import re
 
-    gemm = dispatcher(tile)
-    compile_gemm(tile)
-    code = "\n".join(gemm.inspect_asm().values())
-    if not code:
-        raise ValueError(f"{tile.name} was loaded from numba's disk cache: no machine code to inspect")
+    names = {op: rf"\b{op}\w*\b" for op in ops}
     loops = re.findall(r"\n(\.LBB\w+):\n((?:(?!\n\.LBB).)*?\bj\w+\s+\1\n)", code, re.S)
-    body = max((b for _, b in loops), key=lambda b: b.count("vmulps"), default="")
+    body = max(
+        (b for _, b in loops), key=lambda b: sum(len(re.findall(name, b)) for name in names.values()), default=""
+    )
     found = {
-        f"{op} {width}": len(re.findall(rf"\b{op}\b[^\n]*%{width}\d", body))
-        for op in ("vmulps", "vaddps")
+        f"{op} {width}": len(re.findall(rf"{name}[^\n]*%{width}\d", body))
+        for op, name in names.items()
         for width in ("xmm", "ymm", "zmm")
     }
     found["stack accesses"] = len(re.findall(r"\(%rsp\)", body))
     found["fused multiply-adds"] = len(re.findall(r"\bvfn?m(?:add|sub)\w*ps\b", code))
     return found
+
+
+def inner_loop(tile: Tile) -> dict[str, int]:
+    """What the micro-kernel's loop compiled to, from the machine code of a fresh compilation
+    (numba shows none for code loaded from its disk cache: use an empty NUMBA_CACHE_DIR; and
+    NUMBA_CPU_NAME to compile for a CPU other than this one, to inspect, not run).
+
+    The loop is the one with the most vector multiplies and adds; counted in it: multiplies and
+    adds by register width, stack accesses (a sum spilled to memory), and fused multiply-adds
+    anywhere (``loop_counts``).
+    """
+    gemm = dispatcher(tile)
+    compile_gemm(tile)
+    code = "\n".join(gemm.inspect_asm().values())
+    if not code:
+        raise ValueError(f"{tile.name} was loaded from numba's disk cache: no machine code to inspect")
+    return loop_counts(code)
 
 
 def main(argv: list[str] | None = None) -> int:
