@@ -569,7 +569,7 @@ def by_full_read(root: Path) -> dict[str, Any]:
 
 def by_index(root: Path) -> dict[str, Any]:
     from ptreg.gate.checks import check_gate
-    from ptreg.store.full_read import gate_reading
+    from ptreg.gate.reading import gate_reading
 
     load_meta(root)  # as every command does first: finishes an import cut short after its commit
     index = open_index(root)
@@ -594,8 +594,8 @@ def by_index(root: Path) -> dict[str, Any]:
         # the gate reads only the attempts its checks need, and decides as on every attempt
         for attempt in full.values():
             for proposal in (attempt, attempt.model_copy(update={"varied_from": f"{attempt.id}-x"})):
-                others, known = gate_reading(index, proposal)
-                narrowed = check_gate(proposal, others, root, known_ids=known).to_json()
+                reading = gate_reading(index, proposal)
+                narrowed = reading.check(proposal, root).to_json()
                 full_report = check_gate(proposal, every, root).to_json()
                 assert narrowed == full_report, (proposal.id, proposal.varied_from, narrowed, full_report)
         for attempt_id in full:

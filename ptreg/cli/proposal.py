@@ -267,16 +267,16 @@ def gate(
     `ptreg run` does the same before it measures anything: an edited evaluator file, a removed budget or a tracking issue now scoping another lineage withdraw the admission.
     """
     from ..gate.admission import changed_since_admission
-    from ..gate.checks import check_gate
+    from ..gate.reading import gate_reading
     from ..records.attempt import check_id
-    from ..store.full_read import gate_reading, indexed_attempt
+    from ..store.full_read import indexed_attempt
 
     root = registry_dir()
     # The checks read the index; the admission's digest covers every file's bytes as it did.
     with closing(load_index()) as index:
         attempt = indexed_attempt(index, check_id(attempt_id))
-        others, known_ids = gate_reading(index, attempt)
-        report = check_gate(attempt, others, root, known_ids=known_ids)
+        reading = gate_reading(index, attempt)
+        report = reading.check(attempt, root)
         changed = changed_since_admission(root, attempt, index)
     admission = attempt.admission
     if as_json:

@@ -9,7 +9,7 @@ unknown: an attempt without a recorded question is not compared on questions at 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -76,6 +76,8 @@ def check_gate(
     budget_error: str | None = None,
     tracking_error: str | None = None,
     known_ids: Collection[str] | None = None,
+    objective_chain: Sequence[Shaped] | None = None,
+    unasked: int = 0,
 ) -> GateReport:
     """Every gate check of ``proposal`` against the other attempts of the registry at ``root``
     (every one, or at least those the checks read: ``Index.gate_candidates``).
@@ -83,18 +85,21 @@ def check_gate(
     ``budget_error`` and ``tracking_error`` carry why a value given for the proposal could
     not even be stored (e.g. a zero budget), so that the check names the real reason.
     ``known_ids`` are every attempt's id, when ``others`` are not all of them, for naming the
-    closest to a varied attempt that does not exist.
+    closest to a varied attempt that does not exist. ``objective_chain`` is the chain of the
+    streak of the proposal's objective among every other attempt, when ``others`` do not hold
+    every attempt of that objective, and ``unasked`` how many attempts of its family that ask no
+    question ``others`` leave out (``gate/reading.py``).
     """
     by_id: dict[str, Shaped] = {a.id: a for a in others if a.id != proposal.id}
     everyone: dict[str, Shaped] = {**by_id, proposal.id: proposal}
     evaluator_check, frozen = frozen_evaluator(proposal, root)
     checks = [
-        fresh_question(proposal, by_id, everyone, known_ids),
+        fresh_question(proposal, by_id, everyone, known_ids, unasked),
         evaluator_check,
         explicit_budget(proposal, frozen, budget_error),
         scoped_tracking_issue(proposal, by_id, everyone, tracking_error),
         disposition_respected(proposal, by_id, root),
-        streak(proposal, by_id),
+        streak(proposal, by_id, objective_chain),
     ]
     return GateReport(proposal.id, checks, frozen)
 
@@ -122,6 +127,7 @@ def fresh_question(
     by_id: Mapping[str, Shaped],
     everyone: Mapping[str, Shaped],
     known_ids: Collection[str] | None = None,
+    unasked: int = 0,
 ) -> CheckResult:
     name = "fresh-question"
     if proposal.varied_from is not None and proposal.varied_from not in by_id:
@@ -145,7 +151,7 @@ def fresh_question(
         )
     roots = lineage_roots(everyone)
     root = roots[proposal.id]
-    compared, unknown = 0, 0
+    compared, unknown = 0, unasked
     for other in by_id.values():
         same_lineage = roots[other.id] == root
         same_family = proposal.family is not None and other.family == proposal.family
@@ -331,7 +337,9 @@ def disposition_respected(proposal: Attempt, by_id: Mapping[str, Shaped], root: 
 # --------------------------------------------------------------------------- streak
 
 
-def streak(proposal: Attempt, by_id: Mapping[str, Shaped]) -> CheckResult:
+def streak(
+    proposal: Attempt, by_id: Mapping[str, Shaped], objective_chain: Sequence[Shaped] | None = None
+) -> CheckResult:
     """CAUTION at 2 trailing negatives; at 3 or more, refused unless the axis changes or an
     override reason is given. The chain is the objective's deepest one (as `ptreg streaks`
     shows it) or the one the proposal varies, whichever ends in more negatives."""
@@ -340,7 +348,10 @@ def streak(proposal: Attempt, by_id: Mapping[str, Shaped]) -> CheckResult:
     if objective is None:
         why = "an infrastructure attempt" if proposal.kind == INFRASTRUCTURE_KIND else "no objective is named"
         return CheckResult(name, PASSED, f"{why}: no objective chain to check")
-    chains = [s.chain for s in streaks(by_id.values(), objective)]
+    if objective_chain is None:
+        chains = [s.chain for s in streaks(by_id.values(), objective)]
+    else:
+        chains = [list(objective_chain)] if objective_chain else []
     if proposal.varied_from is not None and proposal.varied_from in by_id:
         chains.append(ancestry(proposal.varied_from, by_id))
     trailing = max((trailing_negatives(c, objective) for c in chains), key=len, default=[])

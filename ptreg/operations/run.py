@@ -19,12 +19,12 @@ from ..engine.interruption import deferred, interruptible, pending
 from ..engine.measurement import SpreadExecutor, measure
 from ..engine.plan import EVALUATOR_VERSION
 from ..errors import EXIT_CHECK_FAILED, PtregError
-from ..gate.checks import check_gate
+from ..gate.reading import gate_reading
 from ..records.attempt import Attempt, Budget, RunRef
 from ..records.evaluator import FrozenEvaluator
 from ..records.run import RunResults, new_results
 from ..store.directory import load_meta, read_attempt, write_attempt
-from ..store.full_read import gate_reading, indexed_attempt
+from ..store.full_read import indexed_attempt
 from ..store.index import open_index
 from ..store.jsonio import refuse_outside
 from ..store.locks import registry_lock, run_lock
@@ -78,7 +78,7 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
     index = open_index(root)  # the gate's freshness, streak and precedents checks read it
     try:
         attempt = indexed_attempt(index, attempt_id)
-        others, known_ids = gate_reading(index, attempt)
+        reading = gate_reading(index, attempt)
     finally:
         index.close()
     if attempt.status != "not-tried":
@@ -91,7 +91,7 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
         raise PtregError(
             f"{attempt_id} has no frozen evaluator or no budget; propose it with `ptreg new`", EXIT_CHECK_FAILED
         )
-    report = check_gate(attempt, others, root, known_ids=known_ids)
+    report = reading.check(attempt, root)
     if not report.admitted or report.evaluator is None:
         failed = "; ".join(f"{c.check}: {c.detail}" for c in report.failures)
         raise PtregError(

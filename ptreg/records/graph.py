@@ -77,7 +77,8 @@ def successors(attempt_id: str, by_id: Mapping[str, A]) -> list[Successor[A]]:
 
 def depths(by_id: Mapping[str, Linked], starts: Iterable[str] | None = None) -> dict[str, int]:
     """Chain length from each attempt (or from each of ``starts`` and what lies above them) up to
-    its root (1 for a root), without recursion."""
+    its root (1 for a root), without recursion: ``len(ancestry(id, by_id))``, so in a cycle each
+    attempt counts the whole cycle above it, whichever attempt the walk entered it by."""
     depth: dict[str, int] = {}
     for start in by_id if starts is None else starts:
         walk: list[str] = []
@@ -87,7 +88,12 @@ def depths(by_id: Mapping[str, Linked], starts: Iterable[str] | None = None) -> 
             walk.append(node)
             on_walk.add(node)
             node = by_id[node].varied_from
-        base = depth.get(node, 0) if node is not None else 0
+        if node is not None and node in on_walk:
+            cycle = walk[walk.index(node) :]
+            depth.update((item, len(cycle)) for item in cycle)
+            walk, base = walk[: -len(cycle)], len(cycle)
+        else:
+            base = depth.get(node, 0) if node is not None else 0
         for offset, item in enumerate(reversed(walk), start=1):
             depth[item] = base + offset
     return depth

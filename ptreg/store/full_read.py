@@ -4,7 +4,7 @@ kept an index: what ``PTREG_INDEX=off`` gives, and what the tests hold the index
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,25 @@ class FullRead:
 
     def links(self) -> list[Link]:
         return [Link(a.id, a.varied_from, a.objective, a.status, a.ledger) for a in self._summaries]
+
+    def unasked(self, family: str, read: Collection[str]) -> int:
+        last = {a.id: a for a in self._summaries}
+        return sum(1 for i, a in last.items() if a.family == family and a.question is None and i not in read)
+
+    def links_up(self, attempt_id: str) -> list[Link]:
+        above: set[str] = set()
+        frontier = {attempt_id}
+        while frontier:  # every file's edge counts, as in the index's walk
+            above |= frontier
+            frontier = {a.varied_from for a in self._summaries if a.id in frontier and a.varied_from} - above
+        return [link for link in self.links() if link.id in above]
+
+    def links_of(self, ids: Sequence[str]) -> list[Link]:
+        wanted = set(ids)
+        return [link for link in self.links() if link.id in wanted]
+
+    def varying(self, attempt_id: str) -> list[Link]:
+        return [link for link in self.links() if link.varied_from == attempt_id]
 
     def candidates(self, *criteria: Any, **named: Any) -> list[Summary]:
         """Every attempt: the caller's own filter decides (``Index.candidates`` narrows first)."""
@@ -125,15 +144,6 @@ def indexed_attempt(index: Index | FullRead, attempt_id: str) -> Attempt:
             )
         raise UnknownAttempt(attempt_id, str(index.root), sorted(index.raw_ids()))
     return read_summarized(index.root, index.summary(attempt_id))
-
-
-def gate_reading(index: Index | FullRead, attempt: Shaped) -> tuple[list[Summary], list[str] | None]:
-    """What the gate's checks of ``attempt`` read: the attempts they compare it with, and every
-    valid id when it varies one that is not among them (to name the closest)."""
-    others = index.gate_candidates(attempt)
-    varied = attempt.varied_from
-    missing = varied is not None and (varied == attempt.id or all(a.id != varied for a in others))
-    return others, (index.ids() if missing else None)
 
 
 def read_summarized(root: Path, summary: Summary | None) -> Attempt:

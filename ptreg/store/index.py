@@ -38,7 +38,7 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,8 @@ CREATE TABLE attempts (
 ) WITHOUT ROWID;
 CREATE INDEX attempts_by_parent ON attempts (varied_from);
 CREATE INDEX attempts_by_id ON attempts (id);
+CREATE INDEX attempts_by_family ON attempts (family);
+CREATE INDEX attempts_by_tracking_issue ON attempts (tracking_issue);
 CREATE TABLE runs (stem TEXT, position INTEGER, run_id TEXT, status TEXT, PRIMARY KEY (stem, position)) WITHOUT ROWID;
 CREATE TABLE problems (
     stem TEXT, position INTEGER, location TEXT, message TEXT, PRIMARY KEY (stem, position)
@@ -83,7 +85,8 @@ _SUMMARY_COLUMNS = (
     "id, status, family, kind, objective, methods, bases, data_rows, varied_from, varied, question, lesson, "
     "next_action, tracking_issue, ledger_time, ledger_made, ledger_import, ledger_position, has_condition, stem"
 )
-_LEDGER_ORDER = "ledger_time, ledger_made, ledger_import, ledger_position, id"
+# the file's name last: of two files giving one id at one place, the full read's order (by name)
+_LEDGER_ORDER = "ledger_time, ledger_made, ledger_import, ledger_position, id, stem"
 
 Stamp = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode
 # progress(what, done, total), as store.directory.Progress (which this module cannot import)
@@ -195,21 +198,39 @@ class Index:
                 params.extend(terms)
         return self.summaries("".join(f" AND {w}" for w in where), tuple(params))
 
-    def links(self) -> list[Link]:
-        """Every valid attempt's lineage edge, objective and status, in the ledger's order: what
-        finding the streaks reads of all of them."""
-        sql = f"SELECT id, varied_from, objective, status, {_LEDGER_ORDER} FROM attempts WHERE id IS NOT NULL"
+    def links(self, where: str = "", params: Sequence[Any] = ()) -> list[Link]:
+        """Every valid attempt's lineage edge, objective and status (or those ``where`` selects),
+        in the ledger's order: what finding the streaks reads of all of them."""
+        sql = f"SELECT id, varied_from, objective, status, {_LEDGER_ORDER} FROM attempts WHERE id IS NOT NULL {where}"
         new = Link
         return [
             new(r[0], r[1], r[2], r[3], (r[4], r[5], r[6], r[7], r[0]))
-            for r in self._rows(f"{sql} ORDER BY {_LEDGER_ORDER}")
+            for r in self._rows(f"{sql} ORDER BY {_LEDGER_ORDER}", params)
         ]
+
+    def links_up(self, attempt_id: str) -> list[Link]:
+        """``links`` of ``attempt_id`` and of every attempt above it (each file giving one of
+        those ids; a cycle ends the walk)."""
+        up = """AND id IN (WITH RECURSIVE up(id) AS (
+            SELECT ? UNION SELECT a.varied_from FROM attempts a JOIN up ON a.id = up.id WHERE a.varied_from IS NOT NULL
+        ) SELECT id FROM up)"""
+        return self.links(up, (attempt_id,))
+
+    def links_of(self, ids: Sequence[str]) -> list[Link]:
+        """``links`` of each file giving one of ``ids``."""
+        return self.links("AND id IN (SELECT value FROM json_each(?))", (json.dumps(list(ids)),))
+
+    def varying(self, attempt_id: str) -> list[Link]:
+        """``links`` of the attempts that vary ``attempt_id`` directly."""
+        return self.links("AND varied_from = ?", (attempt_id,))
 
     def gate_candidates(self, attempt: Shaped) -> list[Summary]:
         """The valid attempts the gate's checks of ``attempt`` can read, in the ledger's order:
-        its lineage (every attempt below the oldest ancestor of it or of what it varies), its
-        family, its objective and its tracking issue, with every ancestor of each. The checks
-        give the same answer on these as on every attempt (tests/store/test_index.py)."""
+        its lineage (every attempt below the oldest ancestor of it or of what it varies) and its
+        tracking issue, with every ancestor of each, and the attempts of its family that ask a
+        question (those that ask none are counted: ``family_rows``; its objective's streak is
+        found apart: ``gate/reading.py``). The checks give the same answer on these as on every
+        attempt (tests/store/test_index.py)."""
         sql = f"""
             WITH RECURSIVE
             up(id) AS (
@@ -222,8 +243,7 @@ class Index:
             ),
             alike(id) AS (
                 SELECT id FROM lineage
-                UNION SELECT id FROM attempts
-                WHERE id IS NOT NULL AND (family = ? OR objective = ? OR tracking_issue = ?)
+                UNION SELECT id FROM attempts WHERE id IS NOT NULL AND tracking_issue = ?
             ),
             wanted(id) AS (
                 SELECT id FROM alike
@@ -231,10 +251,26 @@ class Index:
                 WHERE a.varied_from IS NOT NULL
             )
             SELECT {_SUMMARY_COLUMNS} FROM attempts
-            WHERE id IS NOT NULL AND id IN (SELECT id FROM wanted) ORDER BY {_LEDGER_ORDER}"""
+            WHERE id IS NOT NULL AND (
+                id IN (SELECT id FROM wanted)
+                OR id IN (SELECT id FROM attempts WHERE family = ? AND question IS NOT NULL)
+            ) ORDER BY {_LEDGER_ORDER}"""
         start = [attempt.id] if attempt.varied_from is None else [attempt.id, attempt.varied_from]
-        params = (json.dumps(start), attempt.family, attempt.objective, attempt.tracking_issue)
+        params = (json.dumps(start), attempt.tracking_issue, attempt.family)
         return [_summary(r) for r in self._rows(sql, params)]
+
+    def unasked(self, family: str, read: Collection[str]) -> int:
+        """How many attempts of ``family`` ask no question, but those in ``read``: each id as
+        the last of its files in the ledger's order gives it, as a full read's ``by_id`` holds it."""
+        last_first = ", ".join(f"{column} DESC" for column in _LEDGER_ORDER.split(", "))
+        row = self._one(
+            f"""SELECT count(*) FROM (
+                SELECT id, family, question, row_number() OVER (PARTITION BY id ORDER BY {last_first}) AS n
+                FROM attempts WHERE id IN (SELECT id FROM attempts WHERE family = ? AND id IS NOT NULL)
+            ) WHERE n = 1 AND family = ? AND question IS NULL AND id NOT IN (SELECT value FROM json_each(?))""",
+            (family, family, json.dumps(sorted(read))),
+        )
+        return int(row[0])
 
     def summaries_of(self, ids: list[str]) -> list[Summary]:
         """The valid attempts among ``ids``, in the ledger's order."""

@@ -7,12 +7,12 @@ the negatives at the tip count; a not-tried proposal at the tip has no outcome a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from ..records.graph import ancestry, depths, forest_places
-from ..records.ledger import NEGATIVE_STATUSES, Outcome, Step, in_ledger_order
+from ..records.ledger import NEGATIVE_STATUSES, LedgerKey, Outcome, Step, in_ledger_order
 
 # A whole record or the index's summary of one: a streak gives back what it was given.
 A = TypeVar("A", bound=Outcome)
@@ -78,11 +78,9 @@ def streaks_of(chains: list[tuple[str, list[str]]], by_id: Mapping[str, A]) -> l
     return found
 
 
-def streak_chains(attempts: Iterable[S], objective: str | None = None) -> list[tuple[str, list[str]]]:
-    """(objective, chain ids oldest first) of each streak (or of ``objective``'s alone), in the
-    streaks' order."""
-    ordered = in_ledger_order(attempts)
-    by_id = {a.id: a for a in ordered}
+def _tips(ordered: list[S], by_id: dict[str, S], objective: str | None) -> Iterator[tuple[S, int, int]]:
+    """(tip, its depth, its trailing negatives) of each chain of ``objective`` (or of every
+    objective), in the ledger's order: the order that breaks a tie between deepest chains."""
     wanted = [a.id for a in ordered if a.objective is not None and objective in (None, a.objective)]
     depth = depths(by_id, wanted)
     # A tip is an attempt of the objective that no attempt of the same objective varies.
@@ -91,13 +89,21 @@ def streak_chains(attempts: Iterable[S], objective: str | None = None) -> list[t
         for a in by_id.values()
         if a.varied_from in by_id and by_id[a.varied_from].objective == a.objective
     }
-    best: dict[str, tuple[int, int, str]] = {}
     for a in (by_id[i] for i in wanted):
-        if a.objective is None or a.id in varied_within:
-            continue
-        key = (depth[a.id], _trailing_count(a, by_id), a.id)
-        if a.objective not in best or key[:2] > best[a.objective][:2]:
-            best[a.objective] = key
+        if a.objective is not None and a.id not in varied_within:
+            yield a, depth[a.id], trailing_count(a, by_id)
+
+
+def streak_chains(attempts: Iterable[S], objective: str | None = None) -> list[tuple[str, list[str]]]:
+    """(objective, chain ids oldest first) of each streak (or of ``objective``'s alone), in the
+    streaks' order."""
+    ordered = in_ledger_order(attempts)
+    by_id = {a.id: a for a in ordered}
+    best: dict[str, tuple[int, int, str]] = {}
+    for a, depth, trailing in _tips(ordered, by_id, objective):
+        key, of = (depth, trailing, a.id), a.objective or ""
+        if of not in best or key[:2] > best[of][:2]:
+            best[of] = key
     result = []
     for objective, (_, _, tip_id) in best.items():
         chain = ancestry(tip_id, by_id)
@@ -123,7 +129,34 @@ def trailing_negatives(chain: list[S], objective: str) -> list[S]:
     return trailing
 
 
-def _trailing_count(tip: S, by_id: dict[str, S]) -> int:
+class Tip(NamedTuple):
+    """A chain's tip as the streak of its objective ranks it."""
+
+    id: str
+    depth: int
+    trailing: int
+    ledger: LedgerKey  # the first of its id in the ledger's order
+
+    def rank(self) -> tuple[int, int, LedgerKey]:
+        """Sorts the objective's streak first: the deepest chain, then the most negatives at its
+        tip, then the first in the ledger's order (as ``streak_chains`` keeps the first of a tie)."""
+        return (-self.depth, -self.trailing, self.ledger)
+
+
+def ranked_tips(attempts: Iterable[S], objective: str, keep: int = 2) -> list[Tip]:
+    """The ``keep`` best tips of ``objective``'s chains, best first: the first is the tip of its
+    streak, the second the one that takes its place when the first is left out."""
+    ordered = in_ledger_order(attempts)
+    first: dict[str, LedgerKey] = {}
+    for a in ordered:
+        first.setdefault(a.id, a.ledger)
+    by_id = {a.id: a for a in ordered}
+    # an id given by two files is one tip, as it is one key of by_id
+    tips = {a.id: Tip(a.id, depth, trailing, first[a.id]) for a, depth, trailing in _tips(ordered, by_id, objective)}
+    return sorted(tips.values(), key=Tip.rank)[:keep]
+
+
+def trailing_count(tip: S, by_id: Mapping[str, S]) -> int:
     """``len(trailing_negatives(ancestry(tip.id, by_id), tip.objective))``, walking up from the
     tip only as far as its negatives go (a deep chain is not walked whole for each tip)."""
     objective = tip.objective or ""
