@@ -70,11 +70,13 @@ def objective_chain(index: Index | FullRead, attempt: Shaped) -> list[Summary]:
     objective = attempt.objective
     if objective is None:
         return []
-    kept = index.remembered(f"streak-tips {objective}", lambda: ranked_tips(index.links(), objective))
+    kept = index.remembered(
+        f"streak-tips {objective}", lambda: ranked_tips(index.links_of_objective(objective), objective)
+    )
     tips = [Tip(i, depth, trailing, tuple(ledger)) for i, depth, trailing, ledger in kept]
     tip = _tip_without(index, attempt.id, objective, tips)
     if tip is _UNSURE:
-        chains = streak_chains([a for a in index.links() if a.id != attempt.id], objective)
+        chains = streak_chains([a for a in index.links_of_objective(objective) if a.id != attempt.id], objective)
         ids = chains[0][1] if chains else []
     elif tip is None:
         ids = []

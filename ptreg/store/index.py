@@ -71,6 +71,7 @@ CREATE TABLE attempts (
 CREATE INDEX attempts_by_parent ON attempts (varied_from);
 CREATE INDEX attempts_by_id ON attempts (id);
 CREATE INDEX attempts_by_family ON attempts (family);
+CREATE INDEX attempts_by_objective ON attempts (objective);
 CREATE INDEX attempts_by_tracking_issue ON attempts (tracking_issue);
 CREATE TABLE runs (stem TEXT, position INTEGER, run_id TEXT, status TEXT, PRIMARY KEY (stem, position)) WITHOUT ROWID;
 CREATE TABLE problems (
@@ -216,6 +217,15 @@ class Index:
         ) SELECT id FROM up)"""
         return self.links(up, (attempt_id,))
 
+    def links_of_objective(self, objective: str) -> list[Link]:
+        """``links`` of the attempts of ``objective`` and of every attempt above them: all that
+        finding that objective's streak reads."""
+        up = """AND id IN (WITH RECURSIVE up(id) AS (
+            SELECT id FROM attempts WHERE objective = ? AND id IS NOT NULL
+            UNION SELECT a.varied_from FROM attempts a JOIN up ON a.id = up.id WHERE a.varied_from IS NOT NULL
+        ) SELECT id FROM up)"""
+        return self.links(up, (objective,))
+
     def links_of(self, ids: Sequence[str]) -> list[Link]:
         """``links`` of each file giving one of ``ids``."""
         return self.links("AND id IN (SELECT value FROM json_each(?))", (json.dumps(list(ids)),))
@@ -262,15 +272,25 @@ class Index:
     def unasked(self, family: str, read: Collection[str]) -> int:
         """How many attempts of ``family`` ask no question, but those in ``read``: each id as
         the last of its files in the ledger's order gives it, as a full read's ``by_id`` holds it."""
-        last_first = ", ".join(f"{column} DESC" for column in _LEDGER_ORDER.split(", "))
-        row = self._one(
-            f"""SELECT count(*) FROM (
-                SELECT id, family, question, row_number() OVER (PARTITION BY id ORDER BY {last_first}) AS n
-                FROM attempts WHERE id IN (SELECT id FROM attempts WHERE family = ? AND id IS NOT NULL)
-            ) WHERE n = 1 AND family = ? AND question IS NULL AND id NOT IN (SELECT value FROM json_each(?))""",
-            (family, family, json.dumps(sorted(read))),
+        shared = self.remembered(
+            "ids given by more than one file",
+            lambda: [
+                r[0] for r in self._rows("SELECT id FROM attempts WHERE id IS NOT NULL GROUP BY id HAVING count(*) > 1")
+            ],
         )
-        return int(row[0])
+        skip = json.dumps(sorted({*read, *shared}))
+        alone = self._one(
+            "SELECT count(*) FROM attempts WHERE family = ? AND question IS NULL AND id NOT IN "
+            "(SELECT value FROM json_each(?))",
+            (family, skip),
+        )
+        rows = self._rows(
+            "SELECT id, family, question IS NULL FROM attempts WHERE id IN (SELECT value FROM json_each(?)) "
+            f"ORDER BY {_LEDGER_ORDER}",
+            (json.dumps(shared),),
+        )
+        last = {i: (f, unasked) for i, f, unasked in rows}
+        return int(alone[0]) + sum(1 for i, (f, unasked) in last.items() if f == family and unasked and i not in read)
 
     def summaries_of(self, ids: list[str]) -> list[Summary]:
         """The valid attempts among ``ids``, in the ledger's order."""

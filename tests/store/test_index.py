@@ -559,3 +559,19 @@ def test_a_kept_result_waits_for_no_other_writer(registry: Path) -> None:
         index.close()
     assert _remembered(registry, "kept now") == "kept now"
     assert _remembered(registry, "not again") == "kept now"
+
+
+def test_the_gate_reads_as_a_full_read_when_two_files_give_one_id(registry: Path) -> None:
+    """The narrowed gate reading (the family's unasked count, the streak's kept tips) takes an id
+    given by two files as the full read does: as the last of them in the ledger's order."""
+    twins = [
+        complete_record("c2", family="memory", question=QUESTIONS[2], objective="peak-memory", varied_from="c3"),
+        failed_record("c4", family="memory", objective="peak-memory", varied_from="c1", varied="again"),
+        failed_record("harness-fix", family="runtime-perf", objective="training-step-time"),
+    ]
+    for record in twins:
+        (registry / f"zz-{record['id']}.json").write_text(json.dumps(record), encoding="utf-8")
+    # one that asks a question, so that its freshness check counts those of its family that ask none
+    asking = complete_record("asking", question=QUESTIONS[0], objective="peak-memory")
+    (registry / "asking.json").write_text(json.dumps(asking), encoding="utf-8")
+    assert_agrees(registry)
