@@ -8,7 +8,8 @@ proposal. The index keeps, per objective, the two best tips of the registry as i
 (``views.streaks.ranked_tips``); leaving the proposal out changes them only where it was one of
 them, or where its parent becomes a tip in its place, and both are decided from the proposal's
 own chain. Where that reasoning does not hold (the proposal is varied by another attempt, an id
-is given by two files, a chain runs in a cycle), the streak is found again from every attempt.
+is given by two files, a chain runs in a cycle), the streak is found again from the attempts of
+the objective and their ancestors.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def objective_chain(index: Index | FullRead, attempt: Shaped) -> list[Summary]:
     return [found[i] for i in ids]
 
 
-_UNSURE = "?"  # not a valid id: the tips cannot say, every attempt is read
+_UNSURE = "?"  # not a valid id: the tips cannot say, the objective's attempts are read
 
 
 def _tip_without(index: Index | FullRead, left_out: str, objective: str, tips: list[Tip]) -> str | None:

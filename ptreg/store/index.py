@@ -394,7 +394,8 @@ class Index:
         kept under ``key`` until any indexed file changes, or ptreg's code does."""
         stored = self._one("SELECT value FROM derived WHERE key = ?", (f"{key} {code_stamp()}",))
         if stored is not None:
-            return json.loads(stored[0])
+            with contextlib.suppress(ValueError):  # damaged by another program: computed again
+                return json.loads(stored[0])
         text = json.dumps(compute())
         self._keep(f"{key} {code_stamp()}", text)
         return json.loads(text)

@@ -539,6 +539,15 @@ def test_a_kept_result_is_dropped_by_any_change_of_the_files(registry: Path) -> 
     assert _remembered(registry, "after the deletion") == "after the deletion"
 
 
+def test_a_damaged_kept_result_is_computed_again(registry: Path) -> None:
+    assert _remembered(registry, "first") == "first"
+    db = sqlite3.connect(index_path(registry), isolation_level=None)
+    db.execute("UPDATE derived SET value = '{not json'")
+    db.close()
+    assert _remembered(registry, "again") == "again"
+    assert _remembered(registry, "not again") == "again"
+
+
 def test_a_kept_result_is_not_read_by_other_code(registry: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _remembered(registry, "old code") == "old code"
     monkeypatch.setattr(index_module, "code_stamp", lambda: "another build of ptreg")
