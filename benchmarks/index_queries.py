@@ -34,10 +34,16 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+# a command run with every file read and no index: what reading a registry's files costs
+FULL_READ = "every file read: "
+
+
 def once(argv: list[str]) -> tuple[float, float]:
     """(wall, cpu) seconds of one cold process; it must exit 0."""
     cpu, start = children_cpu(), time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=CHILD_ENV)
+    env = {**CHILD_ENV, "PTREG_INDEX": "off"} if argv[0] == FULL_READ else CHILD_ENV
+    argv = [PTREG, *argv[1:]] if argv[0] == FULL_READ else argv
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()[-500:]}")
@@ -81,19 +87,35 @@ def measure(size: int, rounds: int, work: Path) -> dict[str, dict[str, list[floa
     # keeps, which would slow the next command of a shared round): the first of each after one
     # record was edited by hand, which must compute again the streaks' chains and tips and the
     # admission's digest; each round has its own `--version`.
+    # Beside them, the narrow `list` warm and as the first command after a `git pull` that
+    # rewrote 100 record files, and the same `list` reading every file of a registry of 100
+    # attempts without an index: what reading 100 files costs.
+    small = work / "registry-100"
+    if not small.exists():
+        build(100, work)
+    narrow = ["list", "--method", "vectorization", "--family", "matmul", "--status", "failed"]
     after_edit = {
         "--version, beside the edits": [PTREG, "--version"],
         "streaks, first after an edit": [*r, "streaks"],
         "gate, first after an edit": [*r, "gate", "scale-proposal"],
+        "list, 1% printed, beside the pulls": [*r, *narrow],
+        "list, 1% printed, first after a pull of 100": [*r, *narrow],
+        "list of a 100-attempt registry, every file read": [FULL_READ, "-r", str(small), *narrow],
     }
-    edited = registry / f"attempt-{size // 3:06d}.json"
+
+    def rewrite(number: int) -> None:
+        record = json.loads((registry / f"attempt-{number:06d}.json").read_text())
+        record["lesson"] = f"edited {time.time_ns()}"
+        fresh = registry / f"attempt-{number:06d}.tmp"  # written anew and renamed, as git does
+        fresh.write_text(json.dumps(record, indent=2))
+        fresh.replace(registry / f"attempt-{number:06d}.json")
 
     def edit() -> None:
-        record = json.loads(edited.read_text())
-        record["lesson"] = f"edited by hand {time.time_ns()}"
-        fresh = edited.with_suffix(".tmp")
-        fresh.write_text(json.dumps(record, indent=2))
-        fresh.replace(edited)
+        rewrite(size // 3)
+
+    def pull() -> None:
+        for i in range(100):
+            rewrite((i * 997) % size)
 
     found: dict[str, dict[str, list[float]]] = {c: {"wall": [], "cpu": []} for c in [*commands, *after_edit]}
     shuffle = random.Random(size)
@@ -106,6 +128,10 @@ def measure(size: int, rounds: int, work: Path) -> dict[str, dict[str, list[floa
             for name in order:
                 if name.endswith("first after an edit"):
                     edit()
+                elif name.endswith("first after a pull of 100"):
+                    pull()
+                elif name.endswith("beside the pulls"):
+                    once(phase[name])  # whatever a pull or an edit left to re-check, out of the count
                 wall, cpu = once(phase[name])
                 found[name]["wall"].append(wall)
                 found[name]["cpu"].append(cpu)
@@ -114,7 +140,9 @@ def measure(size: int, rounds: int, work: Path) -> dict[str, dict[str, list[floa
 
 
 def floor_of(name: str) -> str:
-    return "--version, beside the edits" if name.endswith("first after an edit") else "--version"
+    """The `--version` of the same rounds as ``name``."""
+    second_phase = ("first after", "beside the pulls", "100-attempt registry")
+    return "--version, beside the edits" if any(part in name for part in second_phase) else "--version"
 
 
 def cell(samples: list[float]) -> str:

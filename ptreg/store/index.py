@@ -37,11 +37,13 @@ import operator
 import os
 import sqlite3
 import stat
+import struct
+import sys
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .. import __version__
 from ..errors import PtregError
@@ -588,21 +590,105 @@ def scan(root: Path, found: Listing | None = None) -> dict[str, tuple[Stamp | No
     return on_disk
 
 
-def _stamps_digest(found: Listing, since_ns: int) -> str | None:
-    """One digest of every file's name and stamp, in the directory's own order (a directory
-    that lists its files in another order is merely checked file by file), which answers "has
-    anything changed?" without reading the files table. None when it cannot: a file that is not
-    a regular one (a symlink is always re-read), or one changed within RACY_NS of ``since_ns``,
-    the last full check. Each column is gathered in C, one array per stamp field."""
+Columns = list[array.array]  # size, mtime, ctime and inode of each listed file, in its order
+
+
+def _columns(found: Listing) -> Columns | None:
+    """The stamps of ``found`` as four arrays, each gathered in C; None when a file went away
+    since it was listed or is not a regular one (a symlink is always re-read)."""
     infos = found.infos
     if infos is None or not all(map(stat.S_ISREG, map(_MODE, infos))):
         return None
-    ctimes = array.array("q", map(_CTIME, infos))
-    if ctimes and max(ctimes) >= since_ns - RACY_NS:
+    return [array.array("q", map(field_of, infos)) for field_of in (_SIZE, _MTIME, _CTIME, _INO)]
+
+
+def _stamps_digest(found: Listing, since_ns: int, columns: Columns | None = None) -> str | None:
+    """One digest of every file's name and stamp, in the directory's own order (a directory
+    that lists its files in another order is merely checked file by file), which answers "has
+    anything changed?" without reading the files table. None when it cannot: a file that is not
+    a regular one, or one changed within RACY_NS of ``since_ns``, the last full check."""
+    columns = _columns(found) if columns is None else columns
+    if columns is None:
         return None
-    columns = [array.array("q", map(field_of, infos)).tobytes() for field_of in (_SIZE, _MTIME, _INO)]
+    size, mtime, ctime, ino = columns
+    if ctime and max(ctime) >= since_ns - RACY_NS:
+        return None
     names = "\0".join(found.names).encode("utf-8", "surrogateescape")
-    return hashlib.blake2b(names + b"".join(columns) + ctimes.tobytes(), digest_size=20).hexdigest()
+    stamps = size.tobytes() + mtime.tobytes() + ino.tobytes() + ctime.tobytes()
+    return hashlib.blake2b(names + stamps, digest_size=20).hexdigest()
+
+
+# The listing a check left, kept in the meta table in the same transaction as the files table it
+# matches: when the digest differs, comparing it with the new listing names the few files to
+# look at, instead of comparing every file's stamp with its row (0.6 s at 100,000 files).
+_LISTING_MAGIC = b"ptreg-listing-1" + sys.byteorder[0].encode()
+_LISTING_HEAD = struct.Struct("<qqq")  # since_ns, file count, bytes of the names
+
+
+def _listing_blob(found: Listing, columns: Columns, since_ns: int) -> bytes:
+    names = "\0".join(found.names).encode("utf-8", "surrogateescape")
+    head = _LISTING_HEAD.pack(since_ns, len(found.names), len(names))
+    return _LISTING_MAGIC + head + names + b"".join(c.tobytes() for c in columns)
+
+
+def _read_listing(blob: Any) -> tuple[int, list[str], Columns] | None:
+    """(since_ns, names, columns) of a kept listing; None when it is not one this ptreg wrote."""
+    if not isinstance(blob, bytes) or not blob.startswith(_LISTING_MAGIC):
+        return None
+    at = len(_LISTING_MAGIC)
+    try:
+        since, count, size = _LISTING_HEAD.unpack_from(blob, at)
+        at += _LISTING_HEAD.size
+        names = blob[at : at + size].decode("utf-8", "surrogateescape").split("\0") if count else []
+    except (struct.error, UnicodeDecodeError):
+        return None
+    at += size
+    if len(names) != count or len(blob) - at != 4 * 8 * count:
+        return None
+    columns = []
+    for k in range(4):
+        column = array.array("q")
+        column.frombytes(blob[at + k * 8 * count : at + (k + 1) * 8 * count])
+        columns.append(column)
+    return since, names, columns
+
+
+def _to_look_at(kept: tuple[int, list[str], Columns], found: Listing, columns: Columns) -> tuple[list[int], set[str]]:
+    """Against the listing a check kept: the positions in ``found`` of the files that are new,
+    whose stamp moved, or that changed within RACY_NS of that check; and the names gone since."""
+    since, old_names, old_columns = kept
+    look = set(_at_least(columns[2], since - RACY_NS))
+    if old_names == found.names:
+        for old, new in zip(old_columns, columns, strict=True):
+            look.update(_differing(old, new))
+        return sorted(look), set()
+    old_at = {name: i for i, name in enumerate(old_names)}
+    for i, name in enumerate(found.names):
+        j = old_at.get(name)
+        if j is None or any(new[i] != old[j] for old, new in zip(old_columns, columns, strict=True)):
+            look.add(i)
+    return sorted(look), set(old_at).difference(found.names)
+
+
+# Columns are compared a slice at a time in C, and element by element only in a slice that
+# differs: a pull of 100 files into 100,000 touches a few thousand elements, not 400,000.
+_SLICE = 64
+
+
+def _differing(old: array.array, new: array.array) -> Iterator[int]:
+    """The positions where two columns of equal length differ."""
+    for start in range(0, len(new), _SLICE):
+        before, after = old[start : start + _SLICE], new[start : start + _SLICE]
+        if before != after:
+            yield from (start + k for k, (a, b) in enumerate(zip(before, after, strict=True)) if a != b)
+
+
+def _at_least(column: array.array, floor: int) -> Iterator[int]:
+    """The positions of ``column`` that hold ``floor`` or more."""
+    for start in range(0, len(column), _SLICE):
+        part = column[start : start + _SLICE]
+        if max(part) >= floor:
+            yield from (start + k for k, value in enumerate(part) if value >= floor)
 
 
 _MODE, _SIZE, _MTIME, _CTIME, _INO = map(
@@ -613,19 +699,31 @@ _MODE, _SIZE, _MTIME, _CTIME, _INO = map(
 def _refresh(root: Path, db: sqlite3.Connection, progress: Progress | None = None) -> Refresh:
     now = time.time_ns()  # before the scan: a change after it moves the stamps
     found = listing(root)
+    columns = _columns(found)
     last = db.execute("SELECT value FROM meta WHERE key = 'checked'").fetchone()
     if last is not None:
         since, stored = str(last[0]).split(" ", 1)
-        if _stamps_digest(found, int(since)) == stored:
+        if _stamps_digest(found, int(since), columns) == stored:
             return Refresh()  # every file as the last full check left it, and none racily so
-    on_disk = scan(root, found)
-    db.execute("DELETE FROM meta WHERE key = 'checked'")
-    known = {
-        str(r[0]): ((r[1], r[2], r[3], r[4]), r[5], r[6])
-        for r in db.execute("SELECT name, size, mtime_ns, ctime_ns, ino, sha256, seen_ns FROM files")
-    }
+    kept = db.execute("SELECT value FROM meta WHERE key = 'listing'").fetchone()
+    plan = None if kept is None or columns is None else _read_listing(kept[0])
+    db.execute("DELETE FROM meta WHERE key IN ('checked', 'listing')")
+    columns_row = "name, size, mtime_ns, ctime_ns, ino, sha256, seen_ns"
+    if plan is None:  # every file's stamp against its row
+        on_disk = scan(root, found)
+        rows = db.execute(f"SELECT {columns_row} FROM files").fetchall()
+        gone = {str(r[0]) for r in rows} - set(on_disk)
+    else:  # only the files the kept listing does not vouch for
+        look, gone = _to_look_at(plan, found, cast(Columns, columns))
+        size, mtime, ctime, ino = cast(Columns, columns)
+        on_disk = {found.names[i]: ((size[i], mtime[i], ctime[i], ino[i]), False) for i in look}
+        wanted = json.dumps(sorted({*on_disk, *gone}))
+        rows = db.execute(
+            f"SELECT {columns_row} FROM files WHERE name IN (SELECT value FROM json_each(?))", (wanted,)
+        ).fetchall()
+    known = {str(r[0]): ((r[1], r[2], r[3], r[4]), r[5], r[6]) for r in rows}
     result = Refresh()
-    for name in sorted(set(known) - set(on_disk)):
+    for name in sorted(gone & set(known)):
         _forget(db, name)
         result.removed.append(name)
     changed: list[tuple[str, Stamp | None, bool, str | None]] = []
@@ -651,7 +749,10 @@ def _refresh(root: Path, db: sqlite3.Connection, progress: Progress | None = Non
             result.reread.append(name)
             unreadable = unreadable or data is None or stamp is None
     result.reread.sort()
-    digest = None if unreadable else _stamps_digest(found, now + RACY_NS)  # racy files are checked by hash
+    if unreadable or columns is None:
+        return result  # the next check compares every file's stamp with its row
+    db.execute("INSERT INTO meta VALUES ('listing', ?)", (_listing_blob(found, columns, now),))
+    digest = _stamps_digest(found, now + RACY_NS, columns)  # racy files are checked by hash
     if digest is not None:
         db.execute("INSERT INTO meta VALUES ('checked', ?)", (f"{now} {digest}",))
     return result
@@ -770,7 +871,7 @@ def compare_with_files(root: Path) -> tuple[list[Difference], int]:
             skip = ", seen_ns" if table == "files" else ""
             columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})") if f", {r[1]}" != skip]
             # the time and digest of the last check are the index's own bookkeeping, not the files'
-            where = " WHERE key != 'checked'" if table == "meta" else ""
+            where = " WHERE key NOT IN ('checked', 'listing')" if table == "meta" else ""
             select = f"SELECT {', '.join(columns)} FROM {table}{where}"
             stored = _grouped(db.execute(select).fetchall(), columns.index(key))
             wanted = _grouped(fresh.execute(select).fetchall(), columns.index(key))

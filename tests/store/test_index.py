@@ -584,3 +584,42 @@ def test_the_gate_reads_as_a_full_read_when_two_files_give_one_id(registry: Path
     asking = complete_record("asking", question=QUESTIONS[0], objective="peak-memory")
     (registry / "asking.json").write_text(json.dumps(asking), encoding="utf-8")
     assert_agrees(registry)
+
+
+class _Later:
+    """time as the index reads it, 10 s ahead: every file then looks settled, not racy."""
+
+    @staticmethod
+    def time_ns() -> int:
+        import time
+
+        return time.time_ns() + 10 * 10**9
+
+
+def test_the_kept_listing_names_exactly_the_files_whose_stamp_moved(
+    registry: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the racy window, a check after a change looks only at the files the listing the
+    last check kept does not vouch for: an edit in place, then a new file, a deleted one and
+    another edit."""
+    monkeypatch.setattr(index_module, "time", _Later)
+    open_index(registry).close()
+
+    def every_file(*args: Any) -> None:
+        raise AssertionError("every file's stamp was compared with its row")
+
+    def refreshed() -> tuple[list[str], list[str]]:
+        with monkeypatch.context() as patch:
+            patch.setattr(index_module, "scan", every_file)
+            index = open_index(registry)
+        index.close()
+        return index.refresh.reread, index.refresh.removed
+
+    _rewrite(registry / "c2.json", {"lesson": "changed in place"})
+    assert refreshed() == (["c2.json"], [])
+    _rewrite(registry / "c1.json", {"lesson": "changed in place"})
+    (registry / "c3.json").unlink()
+    (registry / "c9.json").write_text(json.dumps(complete_record("c9")), encoding="utf-8")
+    assert refreshed() == (["c1.json", "c9.json"], ["c3.json"])
+    assert refreshed() == ([], [])
+    assert_agrees(registry)
