@@ -550,6 +550,11 @@ class Listing:
     names: list[str]
     infos: list[os.stat_result] | None
 
+    @functools.cached_property
+    def encoded(self) -> bytes:
+        """The names, NUL-separated, as the digest and the kept listing hold them."""
+        return "\0".join(self.names).encode("utf-8", "surrogateescape")
+
 
 def listing(root: Path) -> Listing:
     # os.stat relative to the directory's descriptor (no path joined per file) and mapped in C:
@@ -613,9 +618,8 @@ def _stamps_digest(found: Listing, since_ns: int, columns: Columns | None = None
     size, mtime, ctime, ino = columns
     if ctime and max(ctime) >= since_ns - RACY_NS:
         return None
-    names = "\0".join(found.names).encode("utf-8", "surrogateescape")
     stamps = size.tobytes() + mtime.tobytes() + ino.tobytes() + ctime.tobytes()
-    return hashlib.blake2b(names + stamps, digest_size=20).hexdigest()
+    return hashlib.blake2b(found.encoded + stamps, digest_size=20).hexdigest()
 
 
 # The listing a check left, kept in the meta table in the same transaction as the files table it
@@ -626,24 +630,24 @@ _LISTING_HEAD = struct.Struct("<qqq")  # since_ns, file count, bytes of the name
 
 
 def _listing_blob(found: Listing, columns: Columns, since_ns: int) -> bytes:
-    names = "\0".join(found.names).encode("utf-8", "surrogateescape")
-    head = _LISTING_HEAD.pack(since_ns, len(found.names), len(names))
-    return _LISTING_MAGIC + head + names + b"".join(c.tobytes() for c in columns)
+    head = _LISTING_HEAD.pack(since_ns, len(found.names), len(found.encoded))
+    return _LISTING_MAGIC + head + found.encoded + b"".join(c.tobytes() for c in columns)
 
 
-def _read_listing(blob: Any) -> tuple[int, list[str], Columns] | None:
-    """(since_ns, names, columns) of a kept listing; None when it is not one this ptreg wrote."""
+def _read_listing(blob: Any) -> tuple[int, bytes, Columns] | None:
+    """(since_ns, the names as ``Listing.encoded``, columns) of a kept listing; None when it is
+    not one this ptreg wrote."""
     if not isinstance(blob, bytes) or not blob.startswith(_LISTING_MAGIC):
         return None
     at = len(_LISTING_MAGIC)
     try:
         since, count, size = _LISTING_HEAD.unpack_from(blob, at)
-        at += _LISTING_HEAD.size
-        names = blob[at : at + size].decode("utf-8", "surrogateescape").split("\0") if count else []
-    except (struct.error, UnicodeDecodeError):
+    except struct.error:
         return None
+    at += _LISTING_HEAD.size
+    names = blob[at : at + size]
     at += size
-    if len(names) != count or len(blob) - at != 4 * 8 * count:
+    if len(names) != size or (names.count(b"\0") + 1 if count else 0) != count or len(blob) - at != 4 * 8 * count:
         return None
     columns = []
     for k in range(4):
@@ -653,15 +657,16 @@ def _read_listing(blob: Any) -> tuple[int, list[str], Columns] | None:
     return since, names, columns
 
 
-def _to_look_at(kept: tuple[int, list[str], Columns], found: Listing, columns: Columns) -> tuple[list[int], set[str]]:
+def _to_look_at(kept: tuple[int, bytes, Columns], found: Listing, columns: Columns) -> tuple[list[int], set[str]]:
     """Against the listing a check kept: the positions in ``found`` of the files that are new,
     whose stamp moved, or that changed within RACY_NS of that check; and the names gone since."""
-    since, old_names, old_columns = kept
+    since, old_encoded, old_columns = kept
     look = set(_at_least(columns[2], since - RACY_NS))
-    if old_names == found.names:
+    if old_encoded == found.encoded:
         for old, new in zip(old_columns, columns, strict=True):
             look.update(_differing(old, new))
         return sorted(look), set()
+    old_names = old_encoded.decode("utf-8", "surrogateescape").split("\0") if old_columns[0] else []
     old_at = {name: i for i, name in enumerate(old_names)}
     for i, name in enumerate(found.names):
         j = old_at.get(name)
