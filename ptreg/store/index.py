@@ -90,6 +90,10 @@ _SUMMARY_COLUMNS = (
 )
 # the file's name last: of two files giving one id at one place, the full read's order (by name)
 _LEDGER_ORDER = "ledger_time, ledger_made, ledger_import, ledger_position, id, stem"
+# a filter of ``links``: the ids ``start`` selects and every id above them (UNION ends a cycle)
+_AND_ABOVE = """AND id IN (WITH RECURSIVE up(id) AS (
+    {start} UNION SELECT a.varied_from FROM attempts a JOIN up ON a.id = up.id WHERE a.varied_from IS NOT NULL
+) SELECT id FROM up)"""
 
 Stamp = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode
 # progress(what, done, total), as store.directory.Progress (which this module cannot import)
@@ -214,19 +218,13 @@ class Index:
     def links_up(self, attempt_id: str) -> list[Link]:
         """``links`` of ``attempt_id`` and of every attempt above it (each file giving one of
         those ids; a cycle ends the walk)."""
-        up = """AND id IN (WITH RECURSIVE up(id) AS (
-            SELECT ? UNION SELECT a.varied_from FROM attempts a JOIN up ON a.id = up.id WHERE a.varied_from IS NOT NULL
-        ) SELECT id FROM up)"""
-        return self.links(up, (attempt_id,))
+        return self.links(_AND_ABOVE.format(start="SELECT ?"), (attempt_id,))
 
     def links_of_objective(self, objective: str) -> list[Link]:
         """``links`` of the attempts of ``objective`` and of every attempt above them: all that
         finding that objective's streak reads."""
-        up = """AND id IN (WITH RECURSIVE up(id) AS (
-            SELECT id FROM attempts WHERE objective = ? AND id IS NOT NULL
-            UNION SELECT a.varied_from FROM attempts a JOIN up ON a.id = up.id WHERE a.varied_from IS NOT NULL
-        ) SELECT id FROM up)"""
-        return self.links(up, (objective,))
+        start = "SELECT id FROM attempts WHERE objective = ? AND id IS NOT NULL"
+        return self.links(_AND_ABOVE.format(start=start), (objective,))
 
     def links_of(self, ids: Sequence[str]) -> list[Link]:
         """``links`` of each file giving one of ``ids``."""
@@ -240,7 +238,7 @@ class Index:
         """The valid attempts the gate's checks of ``attempt`` can read, in the ledger's order:
         its lineage (every attempt below the oldest ancestor of it or of what it varies) and its
         tracking issue, with every ancestor of each, and the attempts of its family that ask a
-        question (those that ask none are counted: ``family_rows``; its objective's streak is
+        question (those that ask none are counted: ``unasked``; its objective's streak is
         found apart: ``gate/reading.py``). The checks give the same answer on these as on every
         attempt (tests/store/test_index.py)."""
         sql = f"""
