@@ -4,11 +4,15 @@ list, streaks, show, lineage and gate each run once as a cold process, in an ord
 round, so that a busy spell of a shared machine weighs on all of them alike. Each command's time is also given over `--version`'s time of the same round (the median
 of those per-round ratios, with its range): the index's targets are stated that way.
 
+With ``--watch``, a change watcher (`ptreg index --watch`) follows the registry throughout, and
+every query command also runs a second time in the same rounds with it consulted (", watched");
+the others run with PTREG_WATCHER=off, so they check every file as without a watcher.
+
 Wall-clock and CPU seconds (user + system of the child, which another process's load changes
 less than the wall clock) are both reported. The registries are the synthetic ones of
 benchmarks/registry_scale.py, imported once and indexed before the rounds (the index warm).
 
-    python benchmarks/index_queries.py --sizes 10000 100000 --rounds 7
+    python benchmarks/index_queries.py --sizes 10000 100000 --rounds 7 [--watch]
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ import json
 import os
 import random
 import resource
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -38,13 +44,20 @@ def children_cpu() -> float:
 
 # a command run with every file read and no index: what reading a registry's files costs
 FULL_READ = "every file read: "
+# a command that asks the change watcher (the others are told not to)
+WATCHED = "watched: "
+WATCHED_SUFFIX = ", watched"
 
 
 def once(argv: list[str]) -> tuple[float, float]:
     """(wall, cpu) seconds of one cold process; it must exit 0."""
     cpu, start = children_cpu(), time.perf_counter()
-    env = {**CHILD_ENV, "PTREG_INDEX": "off"} if argv[0] == FULL_READ else CHILD_ENV
-    argv = [PTREG, *argv[1:]] if argv[0] == FULL_READ else argv
+    env = {**CHILD_ENV, "PTREG_WATCHER": "off"}
+    if argv[0] == FULL_READ:
+        env["PTREG_INDEX"] = "off"
+    elif argv[0] == WATCHED:
+        del env["PTREG_WATCHER"]
+    argv = [PTREG, *argv[1:]] if argv[0] in (FULL_READ, WATCHED) else argv
     done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     wall = time.perf_counter() - start
     if done.returncode != 0:
@@ -66,7 +79,30 @@ def build(size: int, work: Path) -> Path:
     return registry
 
 
-def measure(size: int, rounds: int, work: Path) -> dict[str, dict[str, list[float]]]:
+def watcher_of(registry: Path) -> subprocess.Popen[str]:
+    """`ptreg index --watch` of ``registry``, once it answers."""
+    process = subprocess.Popen(
+        [PTREG, "-r", str(registry), "index", "--watch", "--json"], stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    while process.stdout.readline() not in ("}\n", ""):
+        pass
+    if process.poll() is not None:
+        raise SystemExit(f"the watcher of {registry} did not start")
+    return process
+
+
+def with_watched(phase: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``phase`` and, after each ptreg command of it that reads a registry, its twin that asks the watcher."""
+    twins = {}
+    for name, argv in phase.items():
+        twins[name] = argv
+        if argv[0] == PTREG and "-r" in argv:
+            twins[name + WATCHED_SUFFIX] = [WATCHED, *argv[1:]]
+    return twins
+
+
+def measure(size: int, rounds: int, work: Path, watch: bool = False) -> dict[str, dict[str, list[float]]]:
     print(f"building {size} attempts ...", file=sys.stderr, flush=True)
     registry = build(size, work)
     r = [PTREG, "-r", str(registry)]
@@ -119,29 +155,49 @@ def measure(size: int, rounds: int, work: Path) -> dict[str, dict[str, list[floa
         for i in range(100):
             rewrite((i * 997) % size)
 
+    if watch:
+        commands, after_edit = with_watched(commands), with_watched(after_edit)
     found: dict[str, dict[str, list[float]]] = {c: {"wall": [], "cpu": []} for c in [*commands, *after_edit]}
     shuffle = random.Random(size)
-    for phase in (commands, after_edit):
-        order = list(phase)
-        for name in order:  # one unrecorded round: the page cache as it is after a first run
-            once(phase[name])
-        for round_ in range(rounds):
-            shuffle.shuffle(order)
-            for name in order:
-                if name.endswith("first after an edit"):
-                    edit()
-                elif name.endswith("first after a pull of 100"):
-                    pull()
-                elif name.endswith("beside the pulls"):
-                    # warm: past the window in which a file just changed is hashed again, and
-                    # with what an earlier pull or edit left re-checked out of the count
-                    time.sleep(RACY_NS / 1e9 + 0.1)
-                    once(phase[name])
-                wall, cpu = once(phase[name])
-                found[name]["wall"].append(wall)
-                found[name]["cpu"].append(cpu)
-            print(f"  round {round_ + 1}/{rounds} done", file=sys.stderr, flush=True)
+    watcher = watcher_of(registry) if watch else None
+    try:
+        for phase in (commands, after_edit):
+            run_phase(phase, rounds, shuffle, found, edit, pull)
+    finally:
+        if watcher is not None:
+            watcher.send_signal(signal.SIGTERM)
+            watcher.wait()
     return found
+
+
+def run_phase(
+    phase: dict[str, list[str]],
+    rounds: int,
+    shuffle: random.Random,
+    found: dict[str, dict[str, list[float]]],
+    edit: Callable[[], None],
+    pull: Callable[[], None],
+) -> None:
+    order = list(phase)
+    for name in order:  # one unrecorded round: the page cache as it is after a first run
+        once(phase[name])
+    for round_ in range(rounds):
+        shuffle.shuffle(order)
+        for name in order:
+            what = name.removesuffix(WATCHED_SUFFIX)
+            if what.endswith("first after an edit"):
+                edit()
+            elif what.endswith("first after a pull of 100"):
+                pull()
+            elif what.endswith("beside the pulls"):
+                # warm: past the window in which a file just changed is hashed again, and
+                # with what an earlier pull or edit left re-checked out of the count
+                time.sleep(RACY_NS / 1e9 + 0.1)
+                once(phase[name])
+            wall, cpu = once(phase[name])
+            found[name]["wall"].append(wall)
+            found[name]["cpu"].append(cpu)
+        print(f"  round {round_ + 1}/{rounds} done", file=sys.stderr, flush=True)
 
 
 def floor_of(name: str) -> str:
@@ -158,6 +214,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000])
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--watch", action="store_true", help="Also time each query with a change watcher running.")
     parser.add_argument("--json", type=Path, help="Also write every sample here.")
     args = parser.parse_args()
     if not Path(PTREG).exists():
@@ -166,7 +223,7 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory(prefix="ptreg-queries-") as tmp:
         for size in args.sizes:
-            results[size] = measure(size, args.rounds, Path(tmp))
+            results[size] = measure(size, args.rounds, Path(tmp), args.watch)
     print(f"load average before: {load_before[0]:.2f}, after: {os.getloadavg()[0]:.2f}")
     for size, found in results.items():
         print(f"\n{size:,} attempts, {args.rounds} rounds: seconds, median (min-max)\n")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -25,15 +27,29 @@ def index(
         "--check",
         help="Compare the index as it stands with a full read of every file, without updating it; exit 1 if they differ.",
     ),
+    watch: bool = typer.Option(
+        False,
+        "--watch",
+        help="Stay running and follow the directory's changes (Linux inotify), so that every other command looks only at the files that changed instead of checking each; Ctrl-C stops it.",
+    ),
     as_json: bool = JsonFlag,
 ) -> None:
     """The query index: a SQLite file of working data beside the records (.ptreg-index.sqlite, git-ignored).
 
     list, lineage, streaks, coverage, precedents, show's lineage and the gate read it. Every command first checks it against the directory (one stat per file) and re-reads exactly the files that changed, so a hand edit, a git pull or a deleted file is seen at once; a corrupt, foreign or outdated index is rebuilt. The record files stay the truth, and the index can be deleted at any time. With no option, it is brought up to date and described.
+
+    With --watch it stays running as the registry's change watcher: on a large registry, checking every file is most of a command's time, and with a watcher a command asks it what changed instead (docs/index.md). PTREG_WATCHER=off makes a command check every file anyway.
     """
     from ..store.index import compare_with_files, file_size, index_path
 
     root = registry_dir()
+    if watch:
+        if check or rebuild:
+            from ..errors import PtregError
+
+            raise PtregError("--watch follows the registry; --check and --rebuild are one-off: give one of them")
+        _watch(root, as_json)
+        return
     if check:
         if rebuild:
             from ..errors import PtregError
@@ -81,6 +97,7 @@ def index(
             "removed": len(refresh.removed),
             "bytes": size,
             "seconds": round(seconds, 3),
+            "watched": refresh.watched,
         }
     finally:
         opened.close()
@@ -94,7 +111,32 @@ def index(
         f"{index_path(root)}: {how} in {seconds:.2f} s; {counted(records, 'record file')} "
         f"({valid} valid); re-read {len(refresh.reread)}, removed {len(refresh.removed)}"
         + (f"; {size / 2**20:.1f} MiB" if size is not None else "")
+        + ("; a change watcher named the files to look at" if refresh.watched else "")
     )
+
+
+def _watch(root: Path, as_json: bool) -> None:
+    from ..store.watcher import serve
+
+    load_index(warn=False).close()  # the registry's own one-line error first, and an index to answer with
+
+    def ready(watcher: str) -> None:
+        if as_json:
+            print_json({"watching": str(root), "watcher": watcher})
+            sys.stdout.flush()
+        else:
+            typer.echo(
+                f"{root}: watching (watcher {watcher}); other commands now look only at what changes; Ctrl-C stops",
+                err=True,
+            )
+
+    why = serve(root, ready)
+    if as_json:
+        print_json({"stopped": why})
+    else:
+        typer.echo(f"{root}: no longer watched: {why}", err=True)
+    if why.endswith("is gone"):
+        raise typer.Exit(EXIT_CHECK_FAILED)
 
 
 _what = {

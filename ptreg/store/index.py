@@ -51,8 +51,9 @@ from ..records.ledger import NEGATIVE_STATUSES, Link, Shaped, Summary, decode_te
 from .faults import crash_point
 from .jsonio import JsonError, read_bytes
 from .names import INDEX_FILE, JOURNAL_FILE, RECORD_FILE_MAX_BYTES, REGISTRY_FILE
+from .watch import ask
 
-INDEX_SCHEMA = 3  # PRAGMA user_version: a different one is rebuilt
+INDEX_SCHEMA = 4  # PRAGMA user_version: a different one is rebuilt
 APPLICATION_ID = 0x70747267  # PRAGMA application_id, "ptrg": any other is a foreign file, rebuilt
 # A file whose ctime is this close to when the index last looked at it may have changed again in
 # the same clock tick without changing its size or mtime, so it is re-hashed (git's racy clean).
@@ -75,6 +76,7 @@ CREATE INDEX attempts_by_id ON attempts (id);
 CREATE INDEX attempts_by_family ON attempts (family);
 CREATE INDEX attempts_by_objective ON attempts (objective);
 CREATE INDEX attempts_by_tracking_issue ON attempts (tracking_issue);
+CREATE INDEX files_unstamped ON files (name) WHERE size < 0;
 CREATE TABLE runs (stem TEXT, position INTEGER, run_id TEXT, status TEXT, PRIMARY KEY (stem, position)) WITHOUT ROWID;
 CREATE TABLE problems (
     stem TEXT, position INTEGER, location TEXT, message TEXT, PRIMARY KEY (stem, position)
@@ -120,6 +122,7 @@ class Refresh:
     rehashed: int = 0  # files whose stamp moved but whose bytes had not changed
     removed: list[str] = field(default_factory=list)  # files gone since
     in_memory: bool = False  # the file could not be used (e.g. a read-only registry)
+    watched: bool = False  # a change watcher named the files to look at (store/watch.py)
 
 
 class Index:
@@ -700,7 +703,65 @@ _MODE, _SIZE, _MTIME, _CTIME, _INO = map(
 
 
 def _refresh(root: Path, db: sqlite3.Connection, progress: Progress | None = None) -> Refresh:
-    now = time.time_ns()  # before the scan: a change after it moves the stamps
+    now = time.time_ns()  # before any look at the files: a change after it moves the stamps
+    kept = db.execute("SELECT value FROM meta WHERE key = 'watched'").fetchone()
+    seq, watcher = _watched(kept)
+    answer = ask(root, watcher, seq)  # asked before the files are looked at, as ``now`` is taken
+    if answer is not None and answer.changed is not None:
+        result = _check_named(root, db, answer.changed, now, progress)
+    else:
+        result = _check_every_file(root, db, now, progress)
+    if answer is not None and (answer.seq, answer.watcher) != (seq, watcher):
+        # the files table now holds at least every change that watcher had seen when it answered
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('watched', ?)", (f"{answer.seq} {answer.watcher}",))
+    return result
+
+
+def _watched(kept: Any) -> tuple[int | None, str | None]:
+    """(number, watcher) the files table was last brought up to date at; (None, None) if never
+    or not readable."""
+    number, _, watcher = str(kept[0] if kept is not None else "").partition(" ")
+    return (int(number), watcher) if number.isdigit() and watcher else (None, None)
+
+
+def _check_named(root: Path, db: sqlite3.Connection, names: list[str], now: int, progress: Progress | None) -> Refresh:
+    """Bring the index up to date by looking only at ``names`` (those a watcher saw change) and
+    at the files that are never taken as unchanged (symlinks, files that could not be read)."""
+    unstamped = [str(r[0]) for r in db.execute("SELECT name FROM files WHERE size < 0")]
+    look = sorted({*names, *unstamped})
+    result = Refresh(watched=True)
+    if not look:
+        return result
+    on_disk: dict[str, tuple[Stamp | None, bool]] = {}
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        for name in look:
+            with contextlib.suppress(OSError):  # gone
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if stat.S_ISLNK(info.st_mode):
+                    on_disk[name] = (None, True)
+                elif stat.S_ISREG(info.st_mode):
+                    on_disk[name] = ((info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino), False)
+    finally:
+        os.close(fd)
+    _bring_up_to_date(root, db, on_disk, set(look).difference(on_disk), _rows_of(db, look), now, progress, result)
+    if result.reread or result.removed or result.rehashed:
+        # what the last full check kept describes the files before these changes
+        db.execute("DELETE FROM meta WHERE key IN ('checked', 'listing')")
+    return result
+
+
+_FILE_COLUMNS = "name, size, mtime_ns, ctime_ns, ino, sha256, seen_ns"
+
+
+def _rows_of(db: sqlite3.Connection, names: Collection[str]) -> list[Any]:
+    wanted = json.dumps(sorted(names))
+    return db.execute(
+        f"SELECT {_FILE_COLUMNS} FROM files WHERE name IN (SELECT value FROM json_each(?))", (wanted,)
+    ).fetchall()
+
+
+def _check_every_file(root: Path, db: sqlite3.Connection, now: int, progress: Progress | None) -> Refresh:
     found = listing(root)
     columns = _columns(found)
     last = db.execute("SELECT value FROM meta WHERE key = 'checked'").fetchone()
@@ -711,21 +772,40 @@ def _refresh(root: Path, db: sqlite3.Connection, progress: Progress | None = Non
     kept = db.execute("SELECT value FROM meta WHERE key = 'listing'").fetchone()
     plan = None if kept is None or columns is None else _read_listing(kept[0])
     db.execute("DELETE FROM meta WHERE key IN ('checked', 'listing')")
-    columns_row = "name, size, mtime_ns, ctime_ns, ino, sha256, seen_ns"
     if plan is None:  # every file's stamp against its row
         on_disk = scan(root, found)
-        rows = db.execute(f"SELECT {columns_row} FROM files").fetchall()
+        rows = db.execute(f"SELECT {_FILE_COLUMNS} FROM files").fetchall()
         gone = {str(r[0]) for r in rows} - set(on_disk)
     else:  # only the files the kept listing does not vouch for
         look, gone = _to_look_at(plan, found, cast(Columns, columns))
         size, mtime, ctime, ino = cast(Columns, columns)
         on_disk = {found.names[i]: ((size[i], mtime[i], ctime[i], ino[i]), False) for i in look}
-        wanted = json.dumps(sorted({*on_disk, *gone}))
-        rows = db.execute(
-            f"SELECT {columns_row} FROM files WHERE name IN (SELECT value FROM json_each(?))", (wanted,)
-        ).fetchall()
-    known = {str(r[0]): ((r[1], r[2], r[3], r[4]), r[5], r[6]) for r in rows}
+        rows = _rows_of(db, {*on_disk, *gone})
     result = Refresh()
+    unreadable = _bring_up_to_date(root, db, on_disk, gone, rows, now, progress, result)
+    if unreadable or columns is None:
+        return result  # the next check compares every file's stamp with its row
+    db.execute("INSERT INTO meta VALUES ('listing', ?)", (_listing_blob(found, columns, now),))
+    digest = _stamps_digest(found, now + RACY_NS, columns)  # racy files are checked by hash
+    if digest is not None:
+        db.execute("INSERT INTO meta VALUES ('checked', ?)", (f"{now} {digest}",))
+    return result
+
+
+def _bring_up_to_date(
+    root: Path,
+    db: sqlite3.Connection,
+    on_disk: dict[str, tuple[Stamp | None, bool]],
+    gone: set[str],
+    rows: list[Any],
+    now: int,
+    progress: Progress | None,
+    result: Refresh,
+) -> bool:
+    """Forget the rows of ``gone`` and re-read the files of ``on_disk`` whose stamp moved (or
+    that changed within RACY_NS of when they were read), given the files table's ``rows`` of
+    both; whether a file could not be read."""
+    known = {str(r[0]): ((r[1], r[2], r[3], r[4]), r[5], r[6]) for r in rows}
     for name in sorted(gone & set(known)):
         _forget(db, name)
         result.removed.append(name)
@@ -752,13 +832,7 @@ def _refresh(root: Path, db: sqlite3.Connection, progress: Progress | None = Non
             result.reread.append(name)
             unreadable = unreadable or data is None or stamp is None
     result.reread.sort()
-    if unreadable or columns is None:
-        return result  # the next check compares every file's stamp with its row
-    db.execute("INSERT INTO meta VALUES ('listing', ?)", (_listing_blob(found, columns, now),))
-    digest = _stamps_digest(found, now + RACY_NS, columns)  # racy files are checked by hash
-    if digest is not None:
-        db.execute("INSERT INTO meta VALUES ('checked', ?)", (f"{now} {digest}",))
-    return result
+    return unreadable
 
 
 def _bytes(path: Path) -> bytes | None:
@@ -873,8 +947,9 @@ def compare_with_files(root: Path) -> tuple[list[Difference], int]:
         ):
             skip = ", seen_ns" if table == "files" else ""
             columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})") if f", {r[1]}" != skip]
-            # the time and digest of the last check are the index's own bookkeeping, not the files'
-            where = " WHERE key NOT IN ('checked', 'listing')" if table == "meta" else ""
+            # the last check's digest and listing, and the watcher's number, are the index's own
+            # bookkeeping, not the files'
+            where = " WHERE key NOT IN ('checked', 'listing', 'watched')" if table == "meta" else ""
             select = f"SELECT {', '.join(columns)} FROM {table}{where}"
             stored = _grouped(db.execute(select).fetchall(), columns.index(key))
             wanted = _grouped(fresh.execute(select).fetchall(), columns.index(key))

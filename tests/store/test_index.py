@@ -9,6 +9,8 @@ import os
 import shutil
 import sqlite3
 import tarfile
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -308,11 +310,8 @@ def test_full_read_mode_uses_no_index(cli, registry: Path, monkeypatch: pytest.M
 # --------------------------------------------------------------------------- writes keep it current
 
 
-def test_ptregs_own_writes_update_the_index_before_the_lock_is_released(cli, registry: Path) -> None:
-    from helpers import freeze_evaluator
-
-    ref = freeze_evaluator(registry)
-    open_index(registry).close()
+def propose_fresh(cli, registry: Path, ref: str) -> None:
+    """`ptreg new` of an attempt "fresh" that the gate admits."""
     result = cli(
         "-r", registry, "new", "--id", "fresh", "--name", "Fresh", "--family", "runtime-perf",
         "--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "vectorization",
@@ -320,6 +319,14 @@ def test_ptregs_own_writes_update_the_index_before_the_lock_is_released(cli, reg
         "--tracking-issue", "#99", "--no-input",
     )  # fmt: skip
     assert result.code == 0, result.err
+
+
+def test_ptregs_own_writes_update_the_index_before_the_lock_is_released(cli, registry: Path) -> None:
+    from helpers import freeze_evaluator
+
+    ref = freeze_evaluator(registry)
+    open_index(registry).close()
+    propose_fresh(cli, registry, ref)
     with sqlite3.connect(index_path(registry)) as db:
         assert db.execute("SELECT status FROM attempts WHERE id = 'fresh'").fetchone() == ("not-tried",)
     index = open_index(registry)
@@ -422,7 +429,7 @@ def scenarios(draw: Any) -> tuple[list[dict[str, Any]], list[tuple[str, int, Any
     return records, edits
 
 
-def _apply(root: Path, kind: str, target: int, new: dict[str, Any]) -> None:
+def apply_edit(root: Path, kind: str, target: int, new: dict[str, Any]) -> None:
     files = sorted(p for p in root.glob("*.json") if p.name != "registry.json")
     if kind == "add" or not files:
         (root / f"{new['id']}.json").write_text(json.dumps(new, indent=2), encoding="utf-8")
@@ -446,19 +453,28 @@ def _apply(root: Path, kind: str, target: int, new: dict[str, Any]) -> None:
         path.write_text(json.dumps(new, indent=2), encoding="utf-8")
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(scenario=scenarios())
-def test_random_registries_and_edits_the_index_answers_as_a_full_read(tmp_path: Path, scenario) -> None:
+def edits_answer_as_a_full_read(
+    tmp_path: Path, scenario: Any, around: Callable[[Path], AbstractContextManager[Any]] = nullcontext
+) -> None:
+    """Write the scenario's registry and, within ``around(root)``, check the index against a full
+    read before its edits and after each one."""
     records, edits = scenario
     root = tmp_path / f"reg-{os.urandom(4).hex()}"
     write_registry(root, records)
     try:
-        assert_agrees(root)
-        for kind, target, new in edits:
-            _apply(root, kind, target, new)
+        with around(root):
             assert_agrees(root)
+            for kind, target, new in edits:
+                apply_edit(root, kind, target, new)
+                assert_agrees(root)
     finally:
         shutil.rmtree(root)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scenario=scenarios())
+def test_random_registries_and_edits_the_index_answers_as_a_full_read(tmp_path: Path, scenario) -> None:
+    edits_answer_as_a_full_read(tmp_path, scenario)
 
 
 def test_every_query_command_prints_the_same_with_and_without_the_index(
