@@ -151,18 +151,21 @@ def serve(root: Path, ready: Callable[[str], None] | None = None, stop: threadin
     kind = file_system_type(root)
     if kind in NETWORK_FILE_SYSTEMS:
         raise PtregError(f"{root}: on a {kind} file system, whose changes from other machines inotify never sees")
-    with directory(root) as fd:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held while watching; the kernel drops it at exit
-        except BlockingIOError:
-            raise PtregError(f"{root}: another watcher already watches it") from None
-        inotify = _Inotify(root)  # watching before anyone can ask: no change falls between
-        try:
-            return _answer_until_stopped(root, fd, inotify, ready, stop)
-        finally:
-            inotify.close()
-            with contextlib.suppress(OSError):
-                os.unlink(SOCKET_FILE, dir_fd=fd)
+    try:
+        with directory(root) as fd:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held while watching; dropped at exit
+            except BlockingIOError:
+                raise PtregError(f"{root}: another watcher already watches it") from None
+            inotify = _Inotify(root)  # watching before anyone can ask: no change falls between
+            try:
+                return _answer_until_stopped(root, fd, inotify, ready, stop)
+            finally:
+                inotify.close()
+                with contextlib.suppress(OSError):
+                    os.unlink(SOCKET_FILE, dir_fd=fd)
+    except OSError as exc:  # e.g. a read-only directory, or the user's inotify watches used up
+        raise PtregError(f"{root}: cannot watch it: {exc.strerror or exc}") from None
 
 
 def _answer_until_stopped(
