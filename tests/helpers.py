@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ptreg.records.ledger import listed
 from ptreg.records.vocabulary import default_meta
 from ptreg.store.directory import init_registry, load_directory, load_meta
 from ptreg.store.index import open_index
@@ -578,7 +579,8 @@ def by_index(root: Path) -> dict[str, Any]:
         # `list` narrows in SQL first: the same attempts as the filter over every summary
         every = index.summaries()
         for criteria in LIST_FILTERS:
-            assert select(index.candidates(**criteria), Filter(**criteria)) == select(every, Filter(**criteria))
+            wanted = [listed(a) for a in select(every, Filter(**criteria))]
+            assert select(index.candidates(**criteria), Filter(**criteria)) == wanted
         # `streaks` finds the chains from the light rows, then reads their summaries
         # `streaks` keeps the chains in the index: any edit between two commands drops them
         chains = index.remembered("streak-chains", lambda: streak_chains(index.links()))

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import EXIT_CHECK_FAILED, PtregError, UnknownAttempt
 from ..records.attempt import Attempt, RegistryMeta, check_id
-from ..records.ledger import Link, Shaped, Summary, in_ledger_order
+from ..records.ledger import Link, Listed, Shaped, Summary, in_ledger_order, listed
 from .directory import load_directory
 from .index import Index, Refresh
 from .record_file import read_record
@@ -72,9 +72,9 @@ class FullRead:
     def varying(self, attempt_id: str) -> list[Link]:
         return [link for link in self.links() if link.varied_from == attempt_id]
 
-    def candidates(self, *criteria: Any, **named: Any) -> list[Summary]:
+    def candidates(self, *criteria: Any, **named: Any) -> list[Listed]:
         """Every attempt: the caller's own filter decides (``Index.candidates`` narrows first)."""
-        return list(self._summaries)
+        return [listed(a) for a in self._summaries]
 
     def gate_candidates(self, attempt: Shaped) -> list[Summary]:
         """Every attempt (``Index.gate_candidates`` narrows to those the gate's checks read)."""
@@ -149,7 +149,7 @@ def indexed_attempt(index: Index | FullRead, attempt_id: str) -> Attempt:
     return read_summarized(index.root, index.summary(attempt_id))
 
 
-def read_summarized(root: Path, summary: Summary | None) -> Attempt:
+def read_summarized(root: Path, summary: Summary | Listed | None) -> Attempt:
     """The whole record of an attempt the index summarises, read from its own file (which holds
     it even when misnamed: the file a full read took it from)."""
     if summary is None or summary.stem is None:

@@ -13,6 +13,26 @@ from ..records.ledger import INFRASTRUCTURE_KIND, NEGATIVE_STATUSES, SHAPE_FIELD
 A = TypeVar("A", bound=Shaped)
 
 
+class Filtered(Protocol):
+    """An attempt as a `list` filter sees it (a ``Shaped`` one, or the index's ``Listed`` row)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def family(self) -> str | None: ...
+    @property
+    def kind(self) -> str | None: ...
+    @property
+    def objective(self) -> str | None: ...
+    @property
+    def methods(self) -> Sequence[str] | None: ...
+    @property
+    def bases(self) -> Sequence[str] | None: ...
+
+
+F = TypeVar("F", bound=Filtered)
+
+
 class Vocabularies(Protocol):
     """The vocabularies of ``registry.json`` (a ``RegistryMeta``, or the index's copy of it)."""
 
@@ -36,7 +56,7 @@ class Filter:
     objectives: Sequence[str] = ()
     failures_only: bool = False
 
-    def matches(self, a: Shaped) -> bool:
+    def matches(self, a: Filtered) -> bool:
         if self.statuses and a.status not in self.statuses:
             return False
         if self.failures_only and a.status not in NEGATIVE_STATUSES:
@@ -52,7 +72,7 @@ class Filter:
         return not (self.bases and not set(self.bases) & set(a.bases or ()))
 
 
-def select(attempts: Iterable[A], query: Filter) -> list[A]:
+def select(attempts: Iterable[F], query: Filter) -> list[F]:
     return [a for a in attempts if query.matches(a)]
 
 
