@@ -15,8 +15,9 @@ answers. A lost event (the kernel's queue overflowed) or a watch that ended make
 answer "cannot say" for everything before it, and the index then checks every file.
 
 Not seen by inotify, so never vouched for: changes made on another machine to a network file
-system (the watcher refuses to start on one), writes through a shared memory map, and the
-target of a symlinked record (a symlink is re-read by every command, watched or not).
+system (the watcher refuses to start on one), writes through a shared memory map or through a
+hard link in another directory, and the target of a symlinked record (a symlink is re-read by
+every command, watched or not).
 """
 
 from __future__ import annotations
