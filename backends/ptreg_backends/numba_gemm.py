@@ -8,12 +8,14 @@ all of it parameters of a ``Tile`` (see ``CANDIDATES``):
 - the reduction is cut into chunks of ``kc``; between chunks the running sums wait in ``out``
   (a float32 store and reload change no bits), so each output still sees r in ascending order;
 - R is packed once per call, per chunk into ``nr``-wide strips (``kc × nr``: stays in L1), and
-  per chunk each ``mc``-row block of L into ``mr``-tall strips (``mc × kc``: stays in L2);
+  per chunk each block of at most ``mc`` rows of L into ``mr``-tall strips (``mc × kc``: stays
+  in L2), once for all columns; each read along the operand's contiguous index;
 - the micro-kernel keeps an ``mr × nr`` tile of sums in vector registers (``mr·nr/lanes`` of
   them) for the whole chunk: per r it loads ``nr`` values of R and broadcasts each of ``mr``
   values of L, and does one vector multiply and one vector add per vector of sums;
-- ``prange`` hands out (row block, column panel) tiles of the output: every output element is
-  written by one thread only, and no sum is ever split between threads.
+- ``prange`` hands out row blocks of the output, all columns each, their number a multiple of
+  the threads and their heights equal to a strip: every output element is written by one
+  thread only, and no sum is ever split between threads.
 
 Bits: the micro-kernel's ``fmul`` and ``fadd`` are emitted by hand (``_sum_update``) without
 fast-math flags, and the rest is compiled with ``fastmath=False``, so LLVM never fuses them
@@ -217,7 +219,7 @@ def _copy(  # pragma: no cover
     return types.void(target, offset, count, source, row, col), codegen
 
 
-def _build(MR: int, NR: int, KC: int, MC: int, NC: int, BITS: int) -> Any:
+def _build(MR: int, NR: int, KC: int, MC: int, BITS: int) -> Any:
     """The routine for one blocking, its sizes compile-time constants of the closure.
 
     One function, no helpers: numba's disk cache keys a closure by the values it closes over,
@@ -263,7 +265,7 @@ def _build(MR: int, NR: int, KC: int, MC: int, NC: int, BITS: int) -> Any:
                         base = (r0 // KC) * strips * NR * KC + strip * NR * chunk + r * NR
                         width = min(NR, cols - strip * NR)
                         if width == NR:
-                            _copy(packed_rhs, base, NR, rhs, r0 + r, strip * NR)
+                            _copy(packed_rhs, base, NR, rhs, r0 + r, strip * NR)  # type: ignore[call-arg]  # numba passes typingctx
                         else:
                             for jj in range(NR):
                                 packed_rhs[base + jj] = rhs[r0 + r, strip * NR + jj] if jj < width else 0.0
@@ -289,8 +291,6 @@ def _build(MR: int, NR: int, KC: int, MC: int, NC: int, BITS: int) -> Any:
         for t in prange(row_blocks):
             i0 = t * all_strips // row_blocks * MR
             i1 = min((t + 1) * all_strips // row_blocks * MR, rows)
-            j0 = 0
-            j1 = cols
             whole_strips = (i1 - i0) // MR
             packed_lhs = np.empty(((i1 - i0 + MR - 1) // MR) * MR * KC, np.float32)
             edge = np.empty((MR, NR), np.float32)  # sums of tiles cut by the matrix edge
@@ -314,9 +314,9 @@ def _build(MR: int, NR: int, KC: int, MC: int, NC: int, BITS: int) -> Any:
                         for ii in range(MR):
                             i = i0 + s * MR + ii
                             packed_lhs[s * MR * chunk + r * MR + ii] = lhs[i, r0 + r] if i < i1 else 0.0
-                for j in range(j0, j1, NR):
+                for j in range(0, cols, NR):
                     r_base = (r0 // KC) * strips * NR * KC + (j // NR) * NR * chunk
-                    width = min(NR, j1 - j)
+                    width = min(NR, cols - j)
                     for i in range(i0, i1, MR):
                         l_base = (i - i0) * chunk  # strip (i - i0) / MR of MR·chunk values
                         height = min(MR, i1 - i)
@@ -364,9 +364,9 @@ SIGNATURE = "void(float32[:, :], float32[:, :], float32[:, ::1], int64)"
 @functools.cache
 def dispatcher(tile: Tile) -> Any:
     """The numba dispatcher of ``tile``'s routine, not compiled yet (one per tile per process)."""
-    if tile.nc % tile.nr or tile.nr % (tile.vector_bits // 32):
-        raise ValueError(f"tile {tile.name}: panels must be whole strips, strips whole vectors")
-    return _build(tile.mr, tile.nr, tile.kc, tile.mc, tile.nc, tile.vector_bits)
+    if tile.nr % (tile.vector_bits // 32):
+        raise ValueError(f"tile {tile.name}: strips must be whole vectors")
+    return _build(tile.mr, tile.nr, tile.kc, tile.mc, tile.vector_bits)
 
 
 @functools.cache
@@ -587,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     for tile in CANDIDATES:
         needs = f", needs {tile.needs}" if tile.needs else ""
         print(
-            f"{tile.name:>14}  {tile.mr}x{tile.nr} in {tile.vector_bits}-bit vectors, kc={tile.kc} mc={tile.mc} nc={tile.nc}{needs}"
+            f"{tile.name:>14}  {tile.mr}x{tile.nr} in {tile.vector_bits}-bit vectors, kc={tile.kc} mc={tile.mc}{needs}"
         )
     print(f"this machine: {describe_choice()}; cache {cache_path()}")
     return 0
