@@ -254,7 +254,7 @@ def _build(MR: int, NR: int, KC: int, MC: int, BITS: int) -> Any:
             # Rows contiguous: read each row of a chunk from start to end (strip by strip, the
             # prefetcher follows; strip-major reads jump a row's stride every 128 bytes and
             # made packing a fifth of dB's time). Each thread takes a run of strips per chunk.
-            groups = min(threads, strips)
+            groups = max(1, min(threads, strips))  # at least one, even with no columns
             per_group = (strips + groups - 1) // groups
             for t in prange(chunks * groups):
                 r0 = (t // groups) * KC

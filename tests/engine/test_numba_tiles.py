@@ -27,8 +27,9 @@ needs_numba = pytest.mark.skipif(not HAS_NUMBA, reason="numba is not installed (
 
 # Shapes with a remainder against every candidate's mr, nr, kc and mc in every position (for dA
 # the reduction is n, for dB m), kept small: each candidate is compiled once per session.
-# (300, 40, 290): dB's reduction in several chunks, forward's and dA's in one, many strips
-SHAPES = [(1, 1, 1), (37, 29, 45), (129, 3, 65), (45, 300, 17), (150, 130, 97), (300, 40, 290)]
+# (300, 40, 290): dB's reduction in several chunks, forward's and dA's in one, many strips;
+# (5, 3, 0) and (0, 3, 5): outputs without columns or rows for some kernels
+SHAPES = [(1, 1, 1), (37, 29, 45), (129, 3, 65), (45, 300, 17), (150, 130, 97), (300, 40, 290), (5, 3, 0), (0, 3, 5)]
 
 
 def naive(kernel: str, x: np.ndarray, y: np.ndarray, out_shape: tuple[int, int]) -> np.ndarray:
