@@ -8,12 +8,14 @@ all of it parameters of a ``Tile`` (see ``CANDIDATES``):
 - the reduction is cut into chunks of ``kc``; between chunks the running sums wait in ``out``
   (a float32 store and reload change no bits), so each output still sees r in ascending order;
 - R is packed once per call, per chunk into ``nr``-wide strips (``kc × nr``: stays in L1), and
-  per chunk each ``mc``-row block of L into ``mr``-tall strips (``mc × kc``: stays in L2);
+  per chunk each block of at most ``mc`` rows of L into ``mr``-tall strips (``mc × kc``: stays
+  in L2), once for all columns; each read along the operand's contiguous index;
 - the micro-kernel keeps an ``mr × nr`` tile of sums in vector registers (``mr·nr/lanes`` of
   them) for the whole chunk: per r it loads ``nr`` values of R and broadcasts each of ``mr``
   values of L, and does one vector multiply and one vector add per vector of sums;
-- ``prange`` hands out (row block, column panel) tiles of the output: every output element is
-  written by one thread only, and no sum is ever split between threads.
+- ``prange`` hands out row blocks of the output, all columns each, their number a multiple of
+  the threads and their heights equal to a strip: every output element is written by one
+  thread only, and no sum is ever split between threads.
 
 Bits: the micro-kernel's ``fmul`` and ``fadd`` are emitted by hand (``_sum_update``) without
 fast-math flags, and the rest is compiled with ``fastmath=False``, so LLVM never fuses them
@@ -196,7 +198,28 @@ def _sum_update(  # pragma: no cover
     return types.void(sums, k, vector_bits, column, at, strip, offset), codegen
 
 
-def _build(MR: int, NR: int, KC: int, MC: int, NC: int, BITS: int) -> Any:
+@intrinsic
+def _copy(  # pragma: no cover
+    typingctx: Any, target: Any, offset: Any, count: Any, source: Any, row: Any, col: Any
+) -> tuple[Any, Callable[..., Any]] | None:
+    """target[offset : offset + count] = the ``count`` floats in memory from source[row, col]
+    on (a compile-time count; the caller knows that index of source is contiguous): one vector
+    load and store, where numba's indexing, strides unknown at compile time, copies one by one."""
+    if not _literals(count):
+        return None
+    vector = ir.VectorType(ir.FloatType(), count.literal_value).as_pointer()
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        start = _element(context, builder, sig.args[3], args[3], [args[4], args[5]])
+        value = builder.load(builder.bitcast(start, vector), align=4)
+        end = _element(context, builder, sig.args[0], args[0], [args[1]])
+        builder.store(value, builder.bitcast(end, vector), align=4)
+        return context.get_dummy_value()
+
+    return types.void(target, offset, count, source, row, col), codegen
+
+
+def _build(MR: int, NR: int, KC: int, MC: int, BITS: int) -> Any:
     """The routine for one blocking, its sizes compile-time constants of the closure.
 
     One function, no helpers: numba's disk cache keys a closure by the values it closes over,
@@ -225,51 +248,75 @@ def _build(MR: int, NR: int, KC: int, MC: int, NC: int, BITS: int) -> Any:
         # Pack all of rhs, chunk by chunk: chunk c, strip s is a (chunk length × NR) block at
         # c·strips·NR·KC + s·NR·(chunk length), zero past the last column.
         strips = (cols + NR - 1) // NR
-        packed_rhs = np.empty(((reduction + KC - 1) // KC) * strips * NR * KC, np.float32)
-        rows_contiguous = rhs.strides[1] == rhs.itemsize  # else a transposed view
-        for strip in prange(strips):
-            width = min(NR, cols - strip * NR)
-            for r0 in range(0, reduction, KC):
+        chunks = (reduction + KC - 1) // KC
+        packed_rhs = np.empty(chunks * strips * NR * KC, np.float32)
+        if rhs.strides[1] == rhs.itemsize:
+            # Rows contiguous: read each row of a chunk from start to end (strip by strip, the
+            # prefetcher follows; strip-major reads jump a row's stride every 128 bytes and
+            # made packing a fifth of dB's time). Each thread takes a run of strips per chunk.
+            groups = max(1, min(threads, strips))  # at least one, even with no columns
+            per_group = (strips + groups - 1) // groups
+            for t in prange(chunks * groups):
+                r0 = (t // groups) * KC
                 chunk = min(KC, reduction - r0)
-                base = (r0 // KC) * strips * NR * KC + strip * NR * chunk
-                if width < NR:
-                    packed_rhs[base : base + NR * chunk] = 0.0
-                # read along whichever index is contiguous in memory (4x faster packing for dB)
-                if rows_contiguous:
-                    for r in range(chunk):
-                        for jj in range(width):
-                            packed_rhs[base + r * NR + jj] = rhs[r0 + r, strip * NR + jj]
-                else:
+                first = (t % groups) * per_group
+                for r in range(chunk):
+                    for strip in range(first, min(first + per_group, strips)):
+                        base = (r0 // KC) * strips * NR * KC + strip * NR * chunk + r * NR
+                        width = min(NR, cols - strip * NR)
+                        if width == NR:
+                            _copy(packed_rhs, base, NR, rhs, r0 + r, strip * NR)  # type: ignore[call-arg]  # numba passes typingctx
+                        else:
+                            for jj in range(NR):
+                                packed_rhs[base + jj] = rhs[r0 + r, strip * NR + jj] if jj < width else 0.0
+        else:
+            # A transposed view: read down its columns (contiguous), strip by strip.
+            for strip in prange(strips):
+                width = min(NR, cols - strip * NR)
+                for r0 in range(0, reduction, KC):
+                    chunk = min(KC, reduction - r0)
+                    base = (r0 // KC) * strips * NR * KC + strip * NR * chunk
+                    if width < NR:
+                        packed_rhs[base : base + NR * chunk] = 0.0
                     for jj in range(width):
                         for r in range(chunk):
                             packed_rhs[base + r * NR + jj] = rhs[r0 + r, strip * NR + jj]
-        col_panels = (cols + NC - 1) // NC
-        # Row blocks of at most MC rows, as many as a multiple of the threads, of equal height
-        # (in whole MR strips): a thread that gets one block more than another waits for nothing.
+        # Row blocks of at most MC rows, as many as a multiple of the threads, each a run of
+        # whole MR strips, the runs differing by one strip at most: a thread waits for nothing.
+        # A block's task runs every column, so its rows of lhs are packed once per chunk.
+        all_strips = (rows + MR - 1) // MR
         row_blocks = (rows + MC - 1) // MC
-        row_blocks = (row_blocks + threads - 1) // threads * threads
-        mc = ((rows + row_blocks - 1) // row_blocks + MR - 1) // MR * MR
-        row_blocks = (rows + mc - 1) // mc
-        for t in prange(row_blocks * col_panels):
-            i0 = (t % row_blocks) * mc
-            i1 = min(i0 + mc, rows)
-            j0 = (t // row_blocks) * NC
-            j1 = min(j0 + NC, cols)
+        row_blocks = min((row_blocks + threads - 1) // threads * threads, all_strips)
+        lhs_along_rows = lhs.strides[0] == lhs.itemsize  # a transposed view: contiguous down i
+        for t in prange(row_blocks):
+            i0 = t * all_strips // row_blocks * MR
+            i1 = min((t + 1) * all_strips // row_blocks * MR, rows)
+            whole_strips = (i1 - i0) // MR
             packed_lhs = np.empty(((i1 - i0 + MR - 1) // MR) * MR * KC, np.float32)
             edge = np.empty((MR, NR), np.float32)  # sums of tiles cut by the matrix edge
             sums = _sums(COUNT, BITS)  # type: ignore[call-arg,var-annotated]  # numba passes typingctx itself
             for r0 in range(0, reduction, KC):
                 chunk = min(KC, reduction - r0)
                 # pack this block of lhs: strip s, step r, row ii at s·MR·chunk + r·MR + ii,
-                # zero past row i1
-                for s in range((i1 - i0 + MR - 1) // MR):
+                # reading along whichever index is contiguous; zero past row i1
+                if lhs_along_rows:
+                    for r in range(chunk):
+                        for s in range(whole_strips):
+                            _copy(packed_lhs, s * MR * chunk + r * MR, MR, lhs, i0 + s * MR, r0 + r)
+                else:
+                    for s in range(whole_strips):
+                        for r in range(chunk):
+                            for ii in range(MR):
+                                packed_lhs[s * MR * chunk + r * MR + ii] = lhs[i0 + s * MR + ii, r0 + r]
+                if i0 + whole_strips * MR < i1:
+                    s = whole_strips
                     for r in range(chunk):
                         for ii in range(MR):
                             i = i0 + s * MR + ii
                             packed_lhs[s * MR * chunk + r * MR + ii] = lhs[i, r0 + r] if i < i1 else 0.0
-                for j in range(j0, j1, NR):
+                for j in range(0, cols, NR):
                     r_base = (r0 // KC) * strips * NR * KC + (j // NR) * NR * chunk
-                    width = min(NR, j1 - j)
+                    width = min(NR, cols - j)
                     for i in range(i0, i1, MR):
                         l_base = (i - i0) * chunk  # strip (i - i0) / MR of MR·chunk values
                         height = min(MR, i1 - i)
@@ -317,9 +364,9 @@ SIGNATURE = "void(float32[:, :], float32[:, :], float32[:, ::1], int64)"
 @functools.cache
 def dispatcher(tile: Tile) -> Any:
     """The numba dispatcher of ``tile``'s routine, not compiled yet (one per tile per process)."""
-    if tile.nc % tile.nr or tile.nr % (tile.vector_bits // 32):
-        raise ValueError(f"tile {tile.name}: panels must be whole strips, strips whole vectors")
-    return _build(tile.mr, tile.nr, tile.kc, tile.mc, tile.nc, tile.vector_bits)
+    if tile.nr % (tile.vector_bits // 32):
+        raise ValueError(f"tile {tile.name}: strips must be whole vectors")
+    return _build(tile.mr, tile.nr, tile.kc, tile.mc, tile.vector_bits)
 
 
 @functools.cache
@@ -540,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     for tile in CANDIDATES:
         needs = f", needs {tile.needs}" if tile.needs else ""
         print(
-            f"{tile.name:>14}  {tile.mr}x{tile.nr} in {tile.vector_bits}-bit vectors, kc={tile.kc} mc={tile.mc} nc={tile.nc}{needs}"
+            f"{tile.name:>14}  {tile.mr}x{tile.nr} in {tile.vector_bits}-bit vectors, kc={tile.kc} mc={tile.mc}{needs}"
         )
     print(f"this machine: {describe_choice()}; cache {cache_path()}")
     return 0

@@ -33,8 +33,7 @@ class Tile:
     mr: int  # rows of the register tile (values of L broadcast per step)
     nr: int  # columns of the register tile (nr / lanes vector loads of R per step)
     kc: int  # reduction chunk: a kc × nr strip of R stays in L1
-    mc: int  # rows of L packed per chunk: mc × kc stays in L2
-    nc: int  # columns of a thread's output panel (whole strips of nr)
+    mc: int  # rows of L in a thread's block, packed per chunk: mc × kc stays in L2
     vector_bits: int  # 256 (8 float32 lanes) or 512 (16 lanes)
     needs: str | None  # the CPU flag without which it is not timed (None: runs anywhere)
 
@@ -44,17 +43,17 @@ class Tile:
 # vectors and the broadcast L value; which one wins is decided by timing, never by the CPU's name.
 CANDIDATES: tuple[Tile, ...] = (
     # 6×16: 12 ymm of sums, two R loads per step; the shape of the earlier fixed kernel
-    Tile("avx2-6x16", 6, 16, 256, 96, 512, 256, None),
+    Tile("avx2-6x16", 6, 16, 256, 96, 256, None),
     # 4×24: 12 ymm of sums, three R loads per step (fewer broadcasts per multiply)
-    Tile("avx2-4x24", 4, 24, 256, 96, 528, 256, None),
+    Tile("avx2-4x24", 4, 24, 256, 96, 256, None),
     # 8×32: 16 zmm of sums, half the register file
-    Tile("avx512-8x32", 8, 32, 256, 128, 512, 512, "avx512f"),
+    Tile("avx512-8x32", 8, 32, 256, 128, 512, "avx512f"),
     # 12×32: 24 zmm of sums
-    Tile("avx512-12x32", 12, 32, 256, 144, 512, 512, "avx512f"),
+    Tile("avx512-12x32", 12, 32, 256, 144, 512, "avx512f"),
     # 14×32: 28 zmm of sums, the most that leaves two for R and one for the broadcast
-    Tile("avx512-14x32", 14, 32, 256, 112, 512, 512, "avx512f"),
+    Tile("avx512-14x32", 14, 32, 256, 112, 512, "avx512f"),
     # 6×64: 24 zmm of sums, four R loads per step, a shorter chunk (a 32 KiB strip of R)
-    Tile("avx512-6x64", 6, 64, 128, 96, 512, 512, "avx512f"),
+    Tile("avx512-6x64", 6, 64, 128, 96, 512, "avx512f"),
 )
 TILES = {tile.name: tile for tile in CANDIDATES}
 

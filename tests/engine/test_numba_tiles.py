@@ -27,7 +27,9 @@ needs_numba = pytest.mark.skipif(not HAS_NUMBA, reason="numba is not installed (
 
 # Shapes with a remainder against every candidate's mr, nr, kc and mc in every position (for dA
 # the reduction is n, for dB m), kept small: each candidate is compiled once per session.
-SHAPES = [(1, 1, 1), (37, 29, 45), (129, 3, 65), (45, 300, 17), (150, 130, 97)]
+# (300, 40, 290): dB's reduction in several chunks, forward's and dA's in one, many strips;
+# (5, 3, 0) and (0, 3, 5): outputs without columns or rows for some kernels
+SHAPES = [(1, 1, 1), (37, 29, 45), (129, 3, 65), (45, 300, 17), (150, 130, 97), (300, 40, 290), (5, 3, 0), (0, 3, 5)]
 
 
 def naive(kernel: str, x: np.ndarray, y: np.ndarray, out_shape: tuple[int, int]) -> np.ndarray:
@@ -71,7 +73,7 @@ def test_candidates_are_shaped_for_both_register_files() -> None:
         sums = tile.mr * tile.nr // lanes
         # sums, one register per R vector of a step and one broadcast must fit the register file
         assert sums + tile.nr // lanes + 1 <= registers, tile
-        assert tile.nr % lanes == 0 and tile.nc % tile.nr == 0, tile
+        assert tile.nr % lanes == 0, tile
 
 
 def test_avx512_candidates_are_skipped_where_the_cpu_has_no_avx512() -> None:
