@@ -767,9 +767,8 @@ def _check_named(root: Path, db: sqlite3.Connection, names: list[str], now: int,
     finally:
         os.close(fd)
     _bring_up_to_date(root, db, on_disk, set(look).difference(on_disk), _rows_of(db, look), now, progress, result)
-    if result.reread or result.removed or result.rehashed:
-        # what the last full check kept describes the files before these changes
-        db.execute("DELETE FROM meta WHERE key IN ('checked', 'listing')")
+    # What the last full check kept ('checked', 'listing') still holds for a later one: a file
+    # changed since has a later ctime than that listing names, so it is looked at again.
     return result
 
 
