@@ -185,6 +185,7 @@ def test_changed_rebuilds_only_what_moved(cli: Callable[..., Result], tmp_path: 
         "attempts/tinygpt-fast-kernels.html",
         "attempts/tinygpt-step-attribution.html",
         "attempts/numba-tiles-step-xl.html",
+        "attempts/numba-packing-step-xl.html",
         "lineage/tinygpt-step-attribution.html",
         "runs/tinygpt-fast-kernels/20261201T083022Z.html",
         "runs/tinygpt-fast-kernels/20261201T092700Z.html",
