@@ -117,18 +117,19 @@ class Listed(NamedTuple):
 
     id: str
     status: str
+    lesson: str | None
+    # the shape its filters ask about
     family: str | None
     kind: str | None
     objective: str | None
     methods: list[str] | None
     bases: list[str] | None
-    lesson: str | None
     has_condition: bool
     stem: str | None
 
 
 def listed(a: Summary) -> Listed:
-    return Listed(a.id, a.status, a.family, a.kind, a.objective, a.methods, a.bases, a.lesson, a.has_condition, a.stem)
+    return Listed(a.id, a.status, a.lesson, a.family, a.kind, a.objective, a.methods, a.bases, a.has_condition, a.stem)
 
 
 T = TypeVar("T", bound=Step)

@@ -104,7 +104,7 @@ _SUMMARY_COLUMNS = (
     "id, status, family, kind, objective, methods, bases, data_rows, varied_from, varied, question, lesson, "
     "next_action, tracking_issue, ledger_time, ledger_made, ledger_import, ledger_position, has_condition, stem"
 )
-_LISTED_COLUMNS = "id, status, family, kind, objective, methods, bases, lesson, has_condition, stem"
+_LISTED_COLUMNS = "id, status, lesson, family, kind, objective, methods, bases, has_condition, stem"
 # the file's name last: of two files giving one id at one place, the full read's order (by name)
 _LEDGER_ORDER = "ledger_time, ledger_made, ledger_import, ledger_position, id, stem"
 # a filter of ``links``: the ids ``start`` selects and every id above them (UNION ends a cycle)
@@ -228,7 +228,7 @@ class Index:
         )
         decode = decode_terms
         rows = self._rows(sql, params)
-        return [Listed(r[0], r[1], r[2], r[3], r[4], decode(r[5]), decode(r[6]), r[7], r[8] == 1, r[9]) for r in rows]
+        return [Listed(r[0], r[1], r[2], r[3], r[4], r[5], decode(r[6]), decode(r[7]), r[8] == 1, r[9]) for r in rows]
 
     def links(self, where: str = "", params: Sequence[Any] = ()) -> list[Link]:
         """Every valid attempt's lineage edge, objective and status (or those ``where`` selects),
