@@ -54,6 +54,11 @@ def is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _record_name(name: Any) -> bool:
+    """Whether ``name`` is one a watcher can name: a ``*.json`` file of the directory itself."""
+    return isinstance(name, str) and name.endswith(".json") and "/" not in name and "\0" not in name
+
+
 def socket_path(directory_fd: int) -> str:
     # through the directory's descriptor: short whatever the registry's path, and this directory
     return f"/proc/self/fd/{directory_fd}/{SOCKET_FILE}"
@@ -105,6 +110,6 @@ def _answer(reply: bytes) -> Answer | None:
     if not isinstance(value, dict) or not isinstance(value.get("watcher"), str) or not is_count(value.get("seq")):
         return None
     changed = value.get("changed")
-    if changed is not None and not (isinstance(changed, list) and all(isinstance(n, str) for n in changed)):
+    if changed is not None and not (isinstance(changed, list) and all(map(_record_name, changed))):
         return None
     return Answer(value["watcher"], value["seq"], changed)

@@ -164,6 +164,40 @@ def test_a_socket_left_by_a_killed_watcher_is_not_waited_for(registry: Path) -> 
         assert _refreshed(registry).watched
 
 
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"not json\n",
+        b'{"watcher": "w", "seq": -1, "changed": []}\n',
+        b'{"watcher": "w", "seq": 3, "changed": [1]}\n',
+        b'{"watcher": "w", "seq": 3, "changed": ["../outside.json"]}\n',
+        b'{"watcher": "w", "seq": 3, "changed": ["notes.txt"]}\n',
+        b"",
+    ],
+)
+def test_an_answer_that_is_not_a_watchers_is_not_trusted(registry: Path, reply: bytes) -> None:
+    """Whatever answers on the socket, only a well-formed answer naming files of the directory
+    itself is used; anything else means every file is checked."""
+    _refreshed(registry)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(registry / SOCKET_FILE))
+    listener.listen(1)
+
+    def answer() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(4096)
+            conn.sendall(reply)
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        assert ask(registry, None, None) is None
+    finally:
+        thread.join(10)
+        listener.close()
+
+
 def test_a_symlinked_record_is_read_again_by_every_watched_command(tmp_path: Path, registry: Path) -> None:
     target = tmp_path / "elsewhere.json"
     shutil.move(registry / "c4.json", target)
