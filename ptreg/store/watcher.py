@@ -112,13 +112,18 @@ class _Inotify:
 
 def file_system_type(root: Path) -> str | None:
     """The type of the file system ``root`` is on, from /proc/self/mountinfo; None if unknown."""
-    target = os.path.realpath(root)
-    best, kind = "", None
     try:
-        lines = Path("/proc/self/mountinfo").read_text(encoding="utf-8").splitlines()
+        mounts = Path("/proc/self/mountinfo").read_text(encoding="utf-8")
     except OSError:
         return None
-    for line in lines:
+    return mount_type(os.path.realpath(root), mounts)
+
+
+def mount_type(target: str, mounts: str) -> str | None:
+    """The type of the mount (a line of ``mounts``, in /proc/self/mountinfo's format) that holds
+    the absolute path ``target``: the one with the longest mount point above it."""
+    best, kind = "", None
+    for line in mounts.splitlines():
         before, _, after = line.partition(" - ")
         fields = before.split()
         if len(fields) < 5 or not after:

@@ -23,10 +23,11 @@ from test_index import chain_records, edits_answer_as_a_full_read, propose_fresh
 from helpers import assert_index_agrees as assert_agrees
 from helpers import write_registry
 from ptreg.store import index as index_module
+from ptreg.store import watcher as watcher_module
 from ptreg.store.index import open_index
 from ptreg.store.names import SOCKET_FILE
 from ptreg.store.watch import Answer, ask
-from ptreg.store.watcher import IN_IGNORED, IN_MODIFY, IN_Q_OVERFLOW, ChangeLog, apply, serve
+from ptreg.store.watcher import IN_IGNORED, IN_MODIFY, IN_Q_OVERFLOW, ChangeLog, apply, mount_type, serve
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the watcher needs inotify")
 
@@ -99,6 +100,29 @@ def test_lost_events_make_everything_before_them_unknown() -> None:
     assert log.answer("w", 2).changed == ["b.json"]  # a number given after the loss
     assert apply(log, [(IN_IGNORED, "")])  # the watch ended: the watcher stops
     assert log.answer("w", 3).changed is None
+
+
+MOUNTS = """\
+22 1 0:21 / / rw,relatime - overlay overlay rw
+40 22 0:35 / /work rw,relatime - ext4 /dev/vdb rw
+41 40 0:36 / /work/shared\\040data rw,relatime - nfs4 server:/export rw
+"""
+
+
+@pytest.mark.parametrize(
+    "target, kind",
+    [("/", "overlay"), ("/tmp/x", "overlay"), ("/work", "ext4"), ("/work/reg", "ext4"),
+     ("/work/shared data/reg", "nfs4"), ("/workshop", "overlay")],
+)  # fmt: skip
+def test_the_mount_holding_a_directory_is_the_longest_above_it(target: str, kind: str) -> None:
+    assert mount_type(target, MOUNTS) == kind
+
+
+def test_a_network_file_system_is_refused_in_one_line(cli, registry: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watcher_module, "file_system_type", lambda _: "nfs4")
+    result = cli("-r", registry, "index", "--watch")
+    assert result.code == 2 and result.err.count("\n") == 1 and "nfs4" in result.err, result.err
+    assert not (registry / SOCKET_FILE).exists()
 
 
 # --------------------------------------------------------------------------- the index with a watcher
