@@ -609,13 +609,17 @@ def scan(root: Path, found: Listing | None = None) -> dict[str, tuple[Stamp | No
             os.close(fd)
     else:
         pairs = list(zip(seen.names, seen.infos, strict=True))
-    on_disk: dict[str, tuple[Stamp | None, bool]] = {}
-    for name, info in pairs:
-        if stat.S_ISLNK(info.st_mode):
-            on_disk[name] = (None, True)
-        elif stat.S_ISREG(info.st_mode):
-            on_disk[name] = ((info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino), False)
-    return on_disk
+    return {name: entry for name, info in pairs if (entry := _on_disk(info)) is not None}
+
+
+def _on_disk(info: os.stat_result) -> tuple[Stamp | None, bool] | None:
+    """(stamp, is a symlink) of a listed file; None for what is neither a file nor a symlink.
+    A symlink has no stamp: it is always read again."""
+    if stat.S_ISLNK(info.st_mode):
+        return None, True
+    if stat.S_ISREG(info.st_mode):
+        return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino), False
+    return None
 
 
 Columns = list[array.array]  # size, mtime, ctime and inode of each listed file, in its order
@@ -759,11 +763,9 @@ def _check_named(root: Path, db: sqlite3.Connection, names: list[str], now: int,
     try:
         for name in look:
             with contextlib.suppress(OSError):  # gone
-                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                if stat.S_ISLNK(info.st_mode):
-                    on_disk[name] = (None, True)
-                elif stat.S_ISREG(info.st_mode):
-                    on_disk[name] = ((info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino), False)
+                entry = _on_disk(os.stat(name, dir_fd=fd, follow_symlinks=False))
+                if entry is not None:
+                    on_disk[name] = entry
     finally:
         os.close(fd)
     _bring_up_to_date(root, db, on_disk, set(look).difference(on_disk), _rows_of(db, look), now, progress, result)
