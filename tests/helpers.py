@@ -604,9 +604,44 @@ def by_index(root: Path) -> dict[str, Any]:
             wanted = set(index.lineage_ids(attempt_id))
             chain = lineage_json(attempt_id, {a.id: a for a in index.summaries_of(sorted(wanted))})
             assert chain == found["lineage"][attempt_id], attempt_id
+            assert_dossier_as_through_models(index, attempt_id)
         return found
     finally:
         index.close()
+
+
+def assert_dossier_as_through_models(index: Any, attempt_id: str) -> None:
+    """`show`'s dossier of ``attempt_id``, read off the files the index vouches for
+    (records/dumped.py), is word for word the one read through the models."""
+    from ptreg.store.lineage_files import load_ids
+    from ptreg.store.lineage_read import read_lineage
+    from ptreg.views.dossier import render_json, render_markdown, render_text, sections
+
+    def pages(attempt: Any, by_id: Any, record_file: str | None) -> tuple[str, str, str]:
+        parts = sections(attempt, by_id, index.vocabularies(), record_file, index.root)
+        as_json = json.dumps(render_json(attempt, parts))  # as printed: key order and 60 against 60.0 count
+        return render_text(attempt, parts, 60), render_markdown(attempt, parts), as_json
+
+    def through_index() -> Any:
+        lineage = read_lineage(index, attempt_id)
+        return pages(lineage.attempt, lineage.by_id, lineage.record_file)
+
+    def through_models() -> Any:
+        registry = load_ids(index.root, index.lineage_ids(attempt_id))
+        record = registry.record_of(attempt_id)
+        return pages(record.attempt, registry.by_id(), record.file)
+
+    assert outcome(through_index) == outcome(through_models), attempt_id
+
+
+def outcome(compute: Any) -> Any:
+    """What ``compute()`` gives, or the error it stops with."""
+    from ptreg.errors import PtregError
+
+    try:
+        return compute()
+    except PtregError as exc:
+        return ("error", str(exc), exc.exit_code)
 
 
 def assert_index_agrees(root: Path) -> None:

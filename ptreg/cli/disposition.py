@@ -29,7 +29,7 @@ def check(
 
     For CI: exit 1 when a condition that held when its attempt was concluded does not hold now (a run's results edited or removed, or a ptreg that reads them differently). A condition that cannot be decided, or an attempt without one, is reported and fails nothing.
     """
-    from ..records.attempt import check_id
+    from ..records.refs import check_id
     from ..store.full_read import indexed_attempt, read_summarized
     from ..views.dispositions import decide_all
 

@@ -260,7 +260,7 @@ def run(
     Ctrl-C or SIGTERM stops the workers, writes what finished as a run with status `interrupted` and exits 130 or 143. Exit 0 when the run is complete, 1 when it failed or the budget ran out (what finished is kept), 2 on unusable input.
     """
     from ..operations.run import run_attempt
-    from ..records.attempt import check_id
+    from ..records.refs import check_id
 
     root = registry_dir()
     make_executor = executor_maker(executor, address)
@@ -335,7 +335,8 @@ def conclude(
     """
     from ..operations.conclude import Verdict
     from ..operations.conclude import conclude as record_verdict
-    from ..records.attempt import CONFIDENCES, STATUSES, check_id
+    from ..records.attempt import CONFIDENCES, STATUSES
+    from ..records.refs import check_id
 
     if status not in STATUSES:
         raise PtregError(f"--status {status!r} is not one of {', '.join(STATUSES)}", EXIT_UNUSABLE)

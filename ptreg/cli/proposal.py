@@ -156,7 +156,7 @@ def _print_proposal(proposal: Proposal, dry_run: bool) -> None:
 
 def _show_disposition(parent_id: str, root: Path) -> str | None:
     """Print the retained disposition of the attempt being varied; return it."""
-    from ..records.attempt import check_id
+    from ..records.refs import check_id
     from ..store.directory import read_attempt
 
     try:
@@ -268,7 +268,7 @@ def gate(
     """
     from ..gate.admission import changed_since_admission
     from ..gate.reading import gate_reading
-    from ..records.attempt import check_id
+    from ..records.refs import check_id
     from ..store.full_read import indexed_attempt
 
     root = registry_dir()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Sequence
 from contextlib import closing
@@ -31,22 +30,21 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="The same as --format json."),
 ) -> None:
     """The dossier of one attempt: evidence, lesson, why it stopped, scope, disposition, lineage, sources."""
-    from ..records.attempt import check_id
-    from ..store.directory import read_attempt
-    from ..store.lineage_files import load_ids
+    from ..records.refs import check_id
+    from ..store.lineage_read import read_lineage
     from ..views.dossier import render_json, render_markdown, render_text, sections
     from ..views.tables import terminal_width
 
     check_id(attempt_id)
     with closing(load_index(warn=False)) as index:
         if index.summary(attempt_id) is None:
+            from ..store.directory import read_attempt
+
             read_attempt(index.root, attempt_id)  # the error a direct read gives: not valid, or the closest ids
-        ids = index.lineage_ids(attempt_id)
-    registry = load_ids(registry_dir(), ids)
-    record = registry.record_of(attempt_id)
-    assert record.attempt is not None
-    attempt = record.attempt
-    parts = sections(attempt, registry.by_id(), registry.meta, record.file, registry.root)
+        lineage = read_lineage(index, attempt_id)
+        vocabularies = index.vocabularies()
+    attempt = lineage.attempt
+    parts = sections(attempt, lineage.by_id, vocabularies, lineage.record_file, index.root)
     if as_json or fmt is Format.json:
         print_json(render_json(attempt, parts))
     elif fmt is Format.markdown:
@@ -129,9 +127,10 @@ def lineage(
     The attempts that vary it directly come first; then, indented, the rest of what descends from it.
     """
     from ..records.ledger import Summary
+    from ..records.refs import check_id
     from ..views.lineage import lineage_json, lineage_lines
 
-    _check_id(attempt_id)
+    check_id(attempt_id)
     with closing(load_index(warn=False)) as index:
         if index.summary(attempt_id) is None:
             from ..store.directory import read_attempt
@@ -211,14 +210,3 @@ def coverage(as_json: bool = JsonFlag) -> None:
         for t in result.terms
     ]
     typer.echo(plain(rows, ["vocabulary", "term", "attempts", "note"]))
-
-
-# records.attempt.ID_PATTERN, checked here without loading the models (`lineage` reads only the index)
-_ID = re.compile(r"[a-z0-9][a-z0-9-]*(\.[a-z0-9-]+)*")
-
-
-def _check_id(attempt_id: str) -> None:
-    if not _ID.fullmatch(attempt_id) or len(attempt_id) > 128 or attempt_id == "registry":
-        from ..records.attempt import check_id
-
-        check_id(attempt_id)  # its one-line error

@@ -17,8 +17,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..errors import PtregError
 from ..records import tracking
-from ..records.attempt import INFRASTRUCTURE_KIND, Attempt, Budget, check_id
+from ..records.attempt import INFRASTRUCTURE_KIND, Attempt, Budget
 from ..records.problems import plain_message
+from ..records.refs import check_id
 from ..records.registry import Registry
 from ..records.vocabulary import terms, unknown_terms
 from ..store.directory import record_path

@@ -19,10 +19,11 @@ from pydantic import ValidationError
 
 from ..errors import EXIT_CHECK_FAILED, PtregError
 from ..records import tracking
-from ..records.attempt import INFRASTRUCTURE_KIND, SHAPE_FIELDS, Attempt, Budget, RegistryMeta, check_id
+from ..records.attempt import INFRASTRUCTURE_KIND, SHAPE_FIELDS, Attempt, Budget, RegistryMeta
 from ..records.graph import ancestry
 from ..records.ledger import Summary
 from ..records.problems import flag_message
+from ..records.refs import check_id
 from ..records.vocabulary import unknown_terms
 from ..store.directory import REGISTRY_FILE, Progress, load_meta, record_path
 from ..store.evaluators import resolve

@@ -11,31 +11,31 @@ its key order, and the fields its format did not have.
 
 from __future__ import annotations
 
-import re
+import json
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from ..errors import PtregError
-from ..text import shorten
+from .budgets import describe_budget
 from .condition import MAX_DEPTH, MAX_TEXT, Condition, depth
 from .ledger import INFRASTRUCTURE_KIND as INFRASTRUCTURE_KIND
 from .ledger import NEGATIVE_STATUSES as NEGATIVE_STATUSES
 from .ledger import SHAPE_FIELDS as SHAPE_FIELDS
 from .ledger import STATUSES as STATUSES
-from .ledger import LedgerKey, Summary
+from .ledger import LedgerKey, Summary, lacks, ledger_key
 from .ledger import in_ledger_order as in_ledger_order
+from .refs import (
+    EVALUATOR_REF_PATTERN,
+    ID_MAX_LENGTH,
+    ID_PATTERN,
+    RESERVED_IDS,
+    RUN_ID_PATTERN,
+    TRACKING_ISSUE_PATTERN,
+)
 
 SCHEMA_VERSION: Final = 2
 SUPPORTED_IMPORT_VERSIONS = (1, 2)
 
-# A slug: lowercase letters, digits and '-', in segments joined by single dots. Ids become
-# file names, so no '/', no '..', no leading '.' or '-', no spaces.
-ID_PATTERN = r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9-]+)*$"
-ID_MAX_LENGTH = 128
-# registry.json sits beside the attempt files, so an attempt may not be called "registry".
-RESERVED_IDS = frozenset({"registry"})
-ID_RE = re.compile(ID_PATTERN)
 
 Status = Literal["worked", "worked-with-caveat", "failed", "regressed", "inconclusive", "not-tried"]
 assert Status.__args__ == STATUSES  # type: ignore[attr-defined]  # one list, kept where pydantic is not needed
@@ -112,28 +112,9 @@ class Budget(BaseModel):
     max_memory_mb: float | None = Field(default=None, gt=0, le=BUDGET_LIMITS["max_memory_mb"], allow_inf_nan=False)
 
     def describe(self) -> str:
-        parts = [f"{self.wall_clock_seconds:g} s wall clock"]
-        for name, unit in (
-            ("max_timed_steps", "timed steps per repeat"),
-            ("max_repeats", "repeats"),
-            ("max_threads", "threads"),
-            ("max_memory_mb", "MB peak memory"),
-        ):
-            value = getattr(self, name)
-            if value is not None:
-                parts.append(f"at most {value:g} {unit}")
-        return ", ".join(parts)
+        return describe_budget(self)
 
 
-# A tracking issue: an http(s) URL, `#123`, `owner/repo#123` or a tracker key such as `PROJ-123`.
-TRACKING_ISSUE_PATTERN = (
-    r"^(https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[^\s]*)?"
-    r"|#[1-9][0-9]*"
-    r"|[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}#[1-9][0-9]*"
-    r"|[A-Z][A-Z0-9_]{0,31}-[1-9][0-9]*)$"
-)
-# A frozen evaluator's reference: its name, '@', the first 12 hex digits of its sha256.
-EVALUATOR_REF_PATTERN = r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9-]+)*@[0-9a-f]{12}$"
 GATE_CHECKS = (
     "fresh-question",
     "frozen-evaluator",
@@ -184,7 +165,6 @@ class Admission(BaseModel):
 # failed: a cell or parity failed, or the engine did (the reason says which); interrupted:
 # stopped by a signal. Finished samples are kept in every case.
 RunStatus = Literal["complete", "budget-exhausted", "failed", "interrupted"]
-RUN_ID_PATTERN = r"^[0-9]{8}T[0-9]{6}Z(-[0-9]+)?$"
 
 
 class RunRef(BaseModel):
@@ -374,6 +354,12 @@ class Attempt(BaseModel):
         """Known fields in the model's order; unknown fields are left out, never zeroed."""
         return self.model_dump(mode="json", exclude_none=True)
 
+    def is_dumped_as(self, raw: Any) -> bool:
+        """Whether ``raw``, the JSON its file holds, is exactly ``to_json_dict()``: the same fields
+        in the same order, each of the same JSON type (``records/dumped.py`` reads such a file
+        without the models)."""
+        return json.dumps(raw, ensure_ascii=False, separators=(",", ":")) == self.model_dump_json(exclude_none=True)
+
     def to_ledger_dict(self) -> dict[str, Any]:
         """The record as a single-file ledger holds it: without its origin, and for an imported
         record in the key order of the file it came from (fields added since come after)."""
@@ -400,20 +386,7 @@ class Attempt(BaseModel):
         return ledger_key(self)
 
     def lacks(self, field: str) -> bool:
-        """Whether ``field`` is unknown because the format this record came in had no such field."""
-        return self.origin is not None and field in self.origin.lacks and getattr(self, field) is None
-
-
-def ledger_key(attempt: Attempt) -> LedgerKey:
-    """Where a record stands in the ledger: imported records in the order of their imports and
-    of their files, records made by ptreg in the order they were admitted, each at its time.
-    A record that says neither (written by hand) comes first, by id."""
-    origin = attempt.origin
-    if origin is not None and origin.imported_at is not None:
-        return (origin.imported_at, 0, origin.import_number or 0, origin.position, attempt.id)
-    if attempt.admission is not None:
-        return (attempt.admission.admitted_at, 1, 0, 0, attempt.id)
-    return ("", 0, 0, 0, attempt.id)
+        return lacks(self, field)
 
 
 # A term's definition; null when the term came from a ledger that used it without defining it.
@@ -459,15 +432,3 @@ ATTEMPTS_FILE_KEYS = (
     "kind_vocabulary",
 )
 VOCABULARY_KEYS = ("method_vocabulary", "objective_vocabulary", "kind_vocabulary")
-
-
-def check_id(attempt_id: str) -> str:
-    """Refuse an id that is not a slug, so it can never name a file outside the registry."""
-    if not isinstance(attempt_id, str) or len(attempt_id) > ID_MAX_LENGTH or not ID_RE.fullmatch(attempt_id):
-        raise PtregError(
-            f"invalid attempt id {shorten(attempt_id)}: use lowercase letters, digits, '-' and single '.' "
-            f"(at most {ID_MAX_LENGTH} characters; no '/', '..' or spaces)"
-        )
-    if attempt_id in RESERVED_IDS:
-        raise PtregError(f"invalid attempt id {attempt_id!r}: reserved for the registry's own file")
-    return attempt_id

@@ -16,9 +16,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from ..errors import PtregError
-from .attempt import ID_MAX_LENGTH, ID_PATTERN
 from .configs import ConfigName
 from .problems import every_schema_error
+from .refs import ID_MAX_LENGTH, ID_PATTERN
 
 HASH_SHOWN = 12
 

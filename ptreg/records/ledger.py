@@ -12,7 +12,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 STATUSES = ("worked", "worked-with-caveat", "failed", "regressed", "inconclusive", "not-tried")
 # What `list --failures-only` and the streak count treat as a negative outcome.
@@ -21,7 +21,7 @@ NEGATIVE_STATUSES = ("failed", "regressed", "inconclusive")
 SHAPE_FIELDS = ("methods", "bases", "objective", "data_rows", "varied_from")
 INFRASTRUCTURE_KIND = "infrastructure"
 
-# Where a record stands in the ledger (``records.attempt.ledger_key``).
+# Where a record stands in the ledger (``ledger_key``).
 LedgerKey = tuple[str, int, int, int, str]
 
 
@@ -133,6 +133,25 @@ def listed(a: Summary) -> Listed:
 
 
 T = TypeVar("T", bound=Step)
+
+
+def ledger_key(attempt: Any) -> LedgerKey:
+    """Where a record stands in the ledger: imported records in the order of their imports and
+    of their files, records made by ptreg in the order they were admitted, each at its time.
+    A record that says neither (written by hand) comes first, by id. ``attempt``: an
+    ``attempt.Attempt``, or one read off a vouched file (``dumped.py``)."""
+    origin = attempt.origin
+    if origin is not None and origin.imported_at is not None:
+        return (origin.imported_at, 0, origin.import_number or 0, origin.position, attempt.id)
+    if attempt.admission is not None:
+        return (attempt.admission.admitted_at, 1, 0, 0, attempt.id)
+    return ("", 0, 0, 0, attempt.id)
+
+
+def lacks(attempt: Any, field: str) -> bool:
+    """Whether ``field`` of ``attempt`` is unknown because the format the record came in had no
+    such field."""
+    return attempt.origin is not None and field in attempt.origin.lacks and getattr(attempt, field) is None
 
 
 def in_ledger_order(attempts: Iterable[T]) -> list[T]:

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..text import SHOWN_MAX, printable, shorten
-from .attempt import ID_MAX_LENGTH, ID_PATTERN
+from .refs import ID_MAX_LENGTH, ID_PATTERN
 
 
 @dataclass(frozen=True)

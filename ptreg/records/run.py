@@ -15,8 +15,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .. import __version__
-from .attempt import RUN_ID_PATTERN, AttemptId, Budget, RunStatus
+from .attempt import AttemptId, Budget, RunStatus
 from .evaluator import EvaluatorSpec, FrozenEvaluator
+from .refs import RUN_ID_PATTERN
 
 RESULTS_VERSION = 3
 Kernel = Literal["forward", "backward_da", "backward_db"]

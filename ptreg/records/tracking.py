@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .attempt import TRACKING_ISSUE_PATTERN
+from .refs import TRACKING_ISSUE_PATTERN
 
 _REFERENCE = re.compile(TRACKING_ISSUE_PATTERN)
 FORMS = "a URL (https://...), #123, owner/repo#123 or PROJ-123"

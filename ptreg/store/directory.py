@@ -11,8 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import EXIT_CHECK_FAILED, PtregError, UnknownAttempt
-from ..records.attempt import Attempt, RegistryMeta, check_id
+from ..records.attempt import Attempt, RegistryMeta
 from ..records.problems import Problem
+from ..records.refs import check_id
 from ..records.registry import Record, Registry, parse_record
 from ..records.vocabulary import default_meta
 from .journal import recover

@@ -14,9 +14,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import EXIT_CHECK_FAILED, PtregError
-from ..records.attempt import EVALUATOR_REF_PATTERN
 from ..records.evaluator import FrozenEvaluator, mismatch
 from ..records.problems import first_schema_error
+from ..records.refs import EVALUATOR_REF_PATTERN
 from ..text import json_type, shorten
 from .jsonio import create_text_exclusive, dumps_pretty, outside, read_json, refuse_outside
 from .locks import registry_lock

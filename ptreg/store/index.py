@@ -62,7 +62,7 @@ from .jsonio import JsonError, read_bytes
 from .names import INDEX_FILE, JOURNAL_FILE, RECORD_FILE_MAX_BYTES, REGISTRY_FILE
 from .watch import ask
 
-INDEX_SCHEMA = 4  # PRAGMA user_version: a different one is rebuilt
+INDEX_SCHEMA = 5  # PRAGMA user_version: a different one is rebuilt
 APPLICATION_ID = 0x70747267  # PRAGMA application_id, "ptrg": any other is a foreign file, rebuilt
 # A file whose ctime is this close to when the index last looked at it may have changed again in
 # the same clock tick without changing its size or mtime, so it is re-hashed (git's racy clean).
@@ -78,7 +78,8 @@ CREATE TABLE attempts (
     stem TEXT PRIMARY KEY, raw_id TEXT, id TEXT, status TEXT, family TEXT, kind TEXT, objective TEXT,
     methods TEXT, bases TEXT, data_rows INTEGER, varied_from TEXT, varied TEXT, question TEXT,
     question_tokens TEXT, lesson TEXT, next_action TEXT, tracking_issue TEXT, has_condition INTEGER,
-    ledger_time TEXT, ledger_made INTEGER, ledger_import INTEGER, ledger_position INTEGER
+    ledger_time TEXT, ledger_made INTEGER, ledger_import INTEGER, ledger_position INTEGER,
+    dumped INTEGER  -- the file holds exactly what ptreg writes for the record (records/dumped.py)
 ) WITHOUT ROWID;
 CREATE INDEX attempts_by_parent ON attempts (varied_from);
 CREATE INDEX attempts_by_id ON attempts (id);
@@ -99,6 +100,7 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
 CREATE TABLE derived (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 """
 _TABLES = {"files", "attempts", "runs", "problems", "meta", "derived"}
+_IN_BATCH = 500  # ids bound into one `IN (...)`, well under SQLite's limit of parameters
 KEEP_TIMEOUT_MS = 100  # keeping a derived result is never worth waiting on another writer for
 _SUMMARY_COLUMNS = (
     "id, status, family, kind, objective, methods, bases, data_rows, varied_from, varied, question, lesson, "
@@ -372,6 +374,24 @@ class Index:
             frontier = [c for c in children if c not in below]
             below.update(frontier)
         return sorted(wanted | below)
+
+    def vouched(self, ids: Sequence[str]) -> dict[str, str]:
+        """id -> SHA-256, for each of ``ids`` whose own file held, when the index last read it, a
+        valid record in exactly the JSON ptreg writes for it (``records/dumped.py``); a symlink
+        never, and none while ``registry.json`` is not known valid."""
+        if self._meta("registry") is None:
+            return {}
+        found: dict[str, str] = {}
+        for start in range(0, len(ids), _IN_BATCH):
+            batch = ids[start : start + _IN_BATCH]
+            found.update(
+                self._rows(
+                    "SELECT id, sha256 FROM attempts JOIN files ON files.name = attempts.stem || '.json' "
+                    f"WHERE stem IN ({','.join('?' * len(batch))}) AND id = stem AND dumped AND size >= 0",
+                    batch,
+                )
+            )
+        return found
 
     def _parent(self, attempt_id: str) -> str | None:
         # of two files giving the id, the one named by it: the file `show` reads
@@ -911,14 +931,14 @@ def _insert_record(db: sqlite3.Connection, name: str, record: Any, problems: lis
     a = record.attempt.summary()
     time_, made, imported, position, _ = a.ledger
     db.execute(
-        "INSERT INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             stem, record.raw_id, a.id, a.status, a.family, a.kind, a.objective,
             encode_terms(a.methods), encode_terms(a.bases),
             a.data_rows, a.varied_from, a.varied, a.question,
             None if a.question is None else " ".join(question_tokens(a.question)),
             a.lesson, a.next_action, a.tracking_issue, int(a.has_condition),
-            time_, made, imported, position,
+            time_, made, imported, position, int(record.attempt.is_dumped_as(record.raw)),
         ),
     )  # fmt: skip
     for number, run in enumerate(record.attempt.runs or ()):

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from ..errors import PtregError
-from ..records.attempt import ID_RE
+from ..records.refs import ID_RE
 from ..records.registry import Record, Registry, parse_record
 from .directory import RECORD_FILE_MAX_BYTES, REGISTRY_FILE, load_meta, read_attempt, symlink_problem
 from .jsonio import outside, parse_json, read_json

@@ -12,14 +12,19 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..records import tracking
-from ..records.attempt import INFRASTRUCTURE_KIND, Attempt, RegistryMeta
+from ..records.budgets import describe_budget
 from ..records.graph import ancestry
+from ..records.ledger import INFRASTRUCTURE_KIND
 from ..text import Table, counted
 from .lineage import superseded_by
+from .queries import Vocabularies
 from .tables import markdown, plain
+
+if TYPE_CHECKING:  # or the same fields read off a vouched file (records/dumped.py), without pydantic
+    from ..records.attempt import Attempt
 
 UNKNOWN = "unknown"
 # The seed page's sections, in its order.
@@ -90,7 +95,7 @@ def _listed(values: list[str] | None) -> str:
 def sections(
     attempt: Attempt,
     by_id: Mapping[str, Attempt],
-    meta: RegistryMeta,
+    meta: Vocabularies,
     record_file: str | None,
     root: Path | None = None,
 ) -> list[Section]:
@@ -128,7 +133,7 @@ def sections(
     return result
 
 
-def _scope(a: Attempt, meta: RegistryMeta) -> list[str]:
+def _scope(a: Attempt, meta: Vocabularies) -> list[str]:
     scope = [f"- Experiment family: {_words(a.family)}.", f"- Record kind: {_term(a.kind, meta.kind_vocabulary)}."]
     if a.kind == INFRASTRUCTURE_KIND:
         return [*scope, "- Methods, bases, objective, data rows: not applicable to infrastructure."]
@@ -170,7 +175,7 @@ def _lineage(a: Attempt, by_id: Mapping[str, Attempt]) -> list[str]:
     return lines
 
 
-def _provenance(a: Attempt, meta: RegistryMeta, record_file: str | None) -> list[str]:
+def _provenance(a: Attempt, meta: Vocabularies, record_file: str | None) -> list[str]:
     confidence = a.failure_reason_confidence
     meaning = meta.confidence_vocabulary.get(confidence) if confidence else None
     undefined = confidence is not None and confidence in meta.confidence_vocabulary and meaning is None
@@ -221,7 +226,7 @@ def _preregistration(a: Attempt, by_id: Mapping[str, Attempt]) -> list[str]:
         f"- Question: {_sentence(a.question)}",
         f"- Hypothesis: {_sentence(a.hypothesis)}",
         f"- Evaluator: {_text(a.evaluator)}.",
-        f"- Budget: {a.budget.describe() if a.budget else UNKNOWN}.",
+        f"- Budget: {describe_budget(a.budget) if a.budget else UNKNOWN}.",
         f"- Tracking issue: {issue}.",
     ]
     if a.answers_disposition is not None:

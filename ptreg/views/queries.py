@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..records.ledger import INFRASTRUCTURE_KIND, NEGATIVE_STATUSES, SHAPE_FIELDS, Shaped
 
@@ -42,6 +42,8 @@ class Vocabularies(Protocol):
     def objective_vocabulary(self) -> Mapping[str, str | None]: ...
     @property
     def kind_vocabulary(self) -> Mapping[str, str | None]: ...
+    @property
+    def confidence_vocabulary(self) -> Mapping[Any, str | None]: ...  # keyed by the confidence words
 
 
 @dataclass(frozen=True)

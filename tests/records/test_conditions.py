@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from helpers import SCHEMAS, complete_record, step_cell, step_results
-from ptreg.records.attempt import ID_PATTERN, Attempt
+from ptreg.records.attempt import Attempt
 from ptreg.records.condition import (
     BACKEND_PATTERN,
     MAX_DEPTH,
@@ -34,6 +34,7 @@ from ptreg.records.condition import (
 from ptreg.records.condition_grammar import parse
 from ptreg.records.configs import CONFIGS, LayerName, linear_shapes
 from ptreg.records.decision import decide
+from ptreg.records.refs import ID_PATTERN
 from ptreg.records.run import KERNELS, Cell, KernelTiming, RunResults
 
 RUN = "20261201T092700Z"

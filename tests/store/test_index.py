@@ -10,7 +10,7 @@ import shutil
 import sqlite3
 import tarfile
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, closing, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from helpers import assert_index_agrees as assert_agrees
 from helpers import by_full_read, by_index, complete_record, failed_record, sample_records, write_registry
 from ptreg.gate.admission import registry_state
+from ptreg.records.attempt import Attempt
 from ptreg.store import index as index_module
 from ptreg.store.directory import IGNORED, IGNORED_BEFORE_INDEX, load_directory
 from ptreg.store.full_read import FullRead
@@ -413,7 +414,16 @@ def _record(i: int, draw: Any, ids: list[str]) -> dict[str, Any]:
             "keys": [],
             "lacks": [],
         }
-    return complete_record(f"r{i}", **changes)
+    if draw(st.booleans()):  # pre-registration, which the dossier shows
+        changes |= {
+            "hypothesis": "it helps",
+            "evaluator": "tinygpt@0123456789ab",
+            "budget": {"wall_clock_seconds": draw(st.sampled_from([60, 90.5, 600.0])), "max_repeats": 3},
+        }
+    record = complete_record(f"r{i}", **changes)
+    if draw(st.booleans()):  # as ptreg writes it: the dossier is then read off the JSON (records/dumped.py)
+        record = Attempt.model_validate(record).to_json_dict()
+    return record
 
 
 @st.composite
@@ -513,28 +523,102 @@ def test_every_query_command_prints_the_same_with_and_without_the_index(
     assert any(code == 0 for code, _, _ in answers["index"]) and any(code != 0 for code, _, _ in answers["index"])
 
 
-def test_queries_of_an_unchanged_registry_build_no_model(registry: Path) -> None:
-    """The index answers `list`, `streaks`, `lineage`, `coverage` and `precedents` without
-    pydantic (docs/architecture.md); a changed file brings the models in to read it."""
+def heavy_modules(registry: Path, *commands: list[str]) -> str:
+    """Which of pydantic and NumPy a fresh process loads to run ``commands`` on ``registry``
+    (each must exit 0), as a sorted list's text."""
     import subprocess
     import sys
 
     code = (
-        "import sys\nfrom ptreg.cli import main\n"
-        "for args in (['list'], ['streaks'], ['lineage', 'c2'], ['coverage'], ['precedents', '--family', 'x']):\n"
+        "import sys, json\nfrom ptreg.cli import main\n"
+        "for args in json.loads(sys.argv[2]):\n"
         "    try:\n        main(['-r', sys.argv[1], *args])\n    except SystemExit as exc:\n"
         "        assert not exc.code, exc.code\n"
         "print(sorted(m for m in ('pydantic', 'numpy') if m in sys.modules), file=sys.stderr)"
     )
+    argv = [sys.executable, "-c", code, str(registry), json.dumps(commands)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=True)
+    return done.stderr.strip().splitlines()[-1]
+
+
+def test_queries_of_an_unchanged_registry_build_no_model(registry: Path) -> None:
+    """The index answers `list`, `streaks`, `lineage`, `coverage` and `precedents` without
+    pydantic (docs/architecture.md); a changed file brings the models in to read it."""
 
     def modules() -> str:
-        done = subprocess.run([sys.executable, "-c", code, str(registry)], capture_output=True, text=True, check=True)
-        return done.stderr.strip().splitlines()[-1]
+        return heavy_modules(
+            registry, ["list"], ["streaks"], ["lineage", "c2"], ["coverage"], ["precedents", "--family", "x"]
+        )
 
     assert modules() == "['pydantic']"  # the first command builds the index, reading every record
     assert modules() == "[]"
     _rewrite(registry / "c1.json", {"lesson": "changed"})
     assert modules() == "['pydantic']"
+
+
+def as_ptreg_writes(root: Path) -> None:
+    """Every record file of ``root`` rewritten as ptreg writes it (``Attempt.to_json_dict``)."""
+    for path in root.glob("*.json"):
+        if path.name != "registry.json":
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            path.write_text(json.dumps(Attempt.model_validate(raw).to_json_dict(), indent=2), encoding="utf-8")
+
+
+def test_show_reads_the_files_the_index_vouches_for_without_the_models(cli, registry: Path) -> None:
+    """`show` of a lineage whose files hold what ptreg writes builds no model, and prints what
+    the models give; a hand edit in another key order sends it through the models again."""
+    as_ptreg_writes(registry)
+
+    def modules() -> str:
+        return heavy_modules(registry, ["show", "c2"])
+
+    def dossier() -> str:
+        return cli("-r", registry, "show", "c2", "--json").out
+
+    modules()  # builds the index
+    assert modules() == "[]"
+    shown = dossier()
+    c1 = registry / "c1.json"  # an ancestor of c2
+    c1.write_text(json.dumps(dict(reversed(json.loads(c1.read_text()).items()))), encoding="utf-8")
+    assert modules() == "['pydantic']"
+    assert dossier() == shown
+    with closing(open_index(registry)) as index:
+        assert index.vouched(["c1", "c2"]).keys() == {"c2"}
+
+
+def test_a_file_changed_after_the_check_is_read_through_the_models(registry: Path) -> None:
+    """Bytes other than those the index validated are never read as vouched for."""
+    from ptreg.store.lineage_read import read_lineage
+
+    as_ptreg_writes(registry)
+    index = open_index(registry)
+    try:
+        assert not read_lineage(index, "c2").through_models
+        path = registry / "c2.json"
+        changed = dict(json.loads(path.read_text()), lesson="changed behind the index")
+        path.write_text(json.dumps(Attempt.model_validate(changed).to_json_dict()), encoding="utf-8")
+        lineage = read_lineage(index, "c2")
+        assert lineage.through_models and lineage.attempt.lesson == "changed behind the index"
+    finally:
+        index.close()
+
+
+def test_a_symlinked_or_runs_holding_record_is_read_through_the_models(registry: Path) -> None:
+    from ptreg.store.lineage_read import read_lineage
+
+    as_ptreg_writes(registry)
+    (registry / "c4.json").rename(registry / "elsewhere.txt")
+    (registry / "c4.json").symlink_to("elsewhere.txt")
+    with closing(open_index(registry)) as index:
+        assert sorted(index.vouched(["c1", "c2", "c3", "c4"])) == ["c1", "c2", "c3"]
+        assert read_lineage(index, "c1").through_models  # c4 descends from it
+        assert not read_lineage(index, "c3").through_models
+    path = registry / "c3.json"
+    runs = [{"run_id": "20261201T000000Z", "status": "failed"}]
+    path.write_text(json.dumps(Attempt.model_validate(dict(json.loads(path.read_text()), runs=runs)).to_json_dict()))
+    with closing(open_index(registry)) as index:
+        assert "c3" in index.vouched(["c3"])
+        assert read_lineage(index, "c3").through_models  # the runs' section reads the run models
 
 
 def _remembered(root: Path, value: Any) -> Any:

@@ -14,7 +14,8 @@ from pydantic import ValidationError
 
 from helpers import complete_record, failed_record, snapshot, write_registry
 from ptreg.errors import PtregError, UnknownAttempt
-from ptreg.records.attempt import Attempt, check_id
+from ptreg.records.attempt import Attempt
+from ptreg.records.refs import check_id
 from ptreg.records.vocabulary import default_meta
 from ptreg.store import jsonio
 from ptreg.store.directory import (

@@ -1,0 +1,45 @@
+"""The forms of what a record names: attempt ids, tracking issues, frozen evaluators and runs.
+
+Kept apart from the models (``attempt.py`` builds its fields from these patterns) so that a
+command which only checks an id, or renders a record the query index vouches for, loads no
+pydantic.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import PtregError
+from ..text import shorten
+
+# A slug: lowercase letters, digits and '-', in segments joined by single dots. Ids become
+# file names, so no '/', no '..', no leading '.' or '-', no spaces.
+ID_PATTERN = r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9-]+)*$"
+ID_MAX_LENGTH = 128
+# registry.json sits beside the attempt files, so an attempt may not be called "registry".
+RESERVED_IDS = frozenset({"registry"})
+ID_RE = re.compile(ID_PATTERN)
+
+# A tracking issue: an http(s) URL, `#123`, `owner/repo#123` or a tracker key such as `PROJ-123`.
+TRACKING_ISSUE_PATTERN = (
+    r"^(https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[^\s]*)?"
+    r"|#[1-9][0-9]*"
+    r"|[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}#[1-9][0-9]*"
+    r"|[A-Z][A-Z0-9_]{0,31}-[1-9][0-9]*)$"
+)
+# A frozen evaluator's reference: its name, '@', the first 12 hex digits of its sha256.
+EVALUATOR_REF_PATTERN = r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9-]+)*@[0-9a-f]{12}$"
+# A run's folder name: the UTC second it started, and a number when two started in one second.
+RUN_ID_PATTERN = r"^[0-9]{8}T[0-9]{6}Z(-[0-9]+)?$"
+
+
+def check_id(attempt_id: str) -> str:
+    """Refuse an id that is not a slug, so it can never name a file outside the registry."""
+    if not isinstance(attempt_id, str) or len(attempt_id) > ID_MAX_LENGTH or not ID_RE.fullmatch(attempt_id):
+        raise PtregError(
+            f"invalid attempt id {shorten(attempt_id)}: use lowercase letters, digits, '-' and single '.' "
+            f"(at most {ID_MAX_LENGTH} characters; no '/', '..' or spaces)"
+        )
+    if attempt_id in RESERVED_IDS:
+        raise PtregError(f"invalid attempt id {attempt_id!r}: reserved for the registry's own file")
+    return attempt_id
