@@ -161,23 +161,23 @@ def in_ledger_order(attempts: Iterable[T]) -> list[T]:
 # Terms (methods, bases) as the index stores a list of them: joined by a unit separator, which no
 # term holds; a list where a term holds a control character is stored as JSON after a record
 # separator. None stays NULL, and an empty list is the empty string (a term is never empty).
-_JOIN, _AS_JSON = "\x1f", "\x1e"
+TERMS_SEPARATOR, TERMS_AS_JSON = "\x1f", "\x1e"
 
 
 def encode_terms(terms: Sequence[str] | None) -> str | None:
     if terms is None:
         return None
     if any(not t.isprintable() for t in terms):
-        return _AS_JSON + json.dumps(list(terms))
-    return _JOIN.join(terms)
+        return TERMS_AS_JSON + json.dumps(list(terms))
+    return TERMS_SEPARATOR.join(terms)
 
 
 def decode_terms(text: str | None) -> list[str] | None:
     if text is None:
         return None
-    if text.startswith(_AS_JSON):
+    if text.startswith(TERMS_AS_JSON):
         return list(json.loads(text[1:]))
-    return text.split(_JOIN) if text else []
+    return text.split(TERMS_SEPARATOR) if text else []
 
 
 def question_tokens(question: str) -> list[str]:

@@ -22,10 +22,12 @@ from helpers import assert_index_agrees as assert_agrees
 from helpers import by_full_read, by_index, complete_record, failed_record, sample_records, write_registry
 from ptreg.gate.admission import registry_state
 from ptreg.records.attempt import Attempt
+from ptreg.records.ledger import listed
 from ptreg.store import index as index_module
 from ptreg.store.directory import IGNORED, IGNORED_BEFORE_INDEX, load_directory
 from ptreg.store.full_read import FullRead
 from ptreg.store.index import APPLICATION_ID, INDEX_SCHEMA, RACY_NS, _stamps_digest, index_path, listing, open_index
+from ptreg.views.queries import Filter, select
 
 OBJECTIVES = ["training-step-time", "peak-memory"]
 METHODS = ["cache-blocking", "vectorization", "multithreading"]
@@ -81,6 +83,26 @@ def test_a_summary_is_what_the_record_says(registry: Path) -> None:
         assert [a.stem for a in index.summaries()] == [a.id for a in from_records]  # each in its own file
     finally:
         index.close()
+
+
+def test_terms_with_control_characters_are_narrowed_as_a_full_read(registry: Path) -> None:
+    """A list of terms where one holds a control character is kept as JSON (records/ledger.py);
+    `list` narrows by a method or a base all the same."""
+    odd = {"methods": ["tab\there", "vectorization"], "bases": ["unit\x1fseparated", "matmul-f32"]}
+    (registry / "c5.json").write_text(json.dumps(complete_record("c5", **odd)), encoding="utf-8")
+    attempts = sorted(load_directory(registry).attempts, key=lambda a: a.ledger)
+    everything = [listed(a.summary()._replace(stem=a.id)) for a in attempts]  # each in its own file
+    with closing(open_index(registry)) as index:
+        for criteria in (
+            {"methods": ("tab\there",)},
+            {"methods": ("vectorization",)},
+            {"methods": ("tab",)},
+            {"bases": ("unit\x1fseparated",)},
+            {"bases": ("unit",), "methods": ("vectorization", "cache-blocking")},
+        ):
+            wanted = select(everything, Filter(**criteria))
+            assert select(index.candidates(**criteria), Filter(**criteria)) == wanted, criteria
+        assert next(a for a in index.candidates() if a.id == "c5").bases == odd["bases"]
 
 
 # --------------------------------------------------------------------------- changes to the files
