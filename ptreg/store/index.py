@@ -102,6 +102,12 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
 CREATE TABLE derived (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 """
 _TABLES = {"files", "attempts", "runs", "problems", "meta", "derived"}
+# the attempts table's columns, in the order of _SCHEMA (a test holds them to it)
+ATTEMPT_COLUMNS = (
+    "stem", "raw_id", "id", "status", "family", "kind", "objective", "methods", "bases", "data_rows",
+    "varied_from", "varied", "question", "question_tokens", "lesson", "next_action", "tracking_issue",
+    "has_condition", "ledger_time", "ledger_made", "ledger_import", "ledger_position", "dumped",
+)  # fmt: skip
 _IN_BATCH = 500  # ids bound into one `IN (...)`, well under SQLite's limit of parameters
 KEEP_TIMEOUT_MS = 100  # keeping a derived result is never worth waiting on another writer for
 _SUMMARY_COLUMNS = (
@@ -920,44 +926,64 @@ def _reparse(
     # The models cost about 0.1 s to build; only a command that finds a changed file pays it.
     from . import record_file
 
-    _forget(db, name)
     path = root / name
     if name == REGISTRY_FILE:
+        _forget(db, name)
         # Validated as every command validates it; an invalid one stops the command, as before.
         meta = record_file.read_meta(path)
         db.execute("INSERT INTO meta VALUES ('registry', ?)", (json.dumps(meta),))
     else:
-        _insert_record(db, name, *record_file.read_record(root, path, link, None if link else data))
+        db.execute("DELETE FROM derived")  # every change of an indexed file passes here or in _forget
+        _put_record(db, name, *record_file.read_record(root, path, link, None if link else data))
     sha = None if data is None else hashlib.sha256(data).hexdigest()
     # A symlink, or a file that could not be read, is never taken as unchanged.
     db.execute(
-        "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?)",
         (name, *(stamp if stamp is not None and sha is not None else (-1, -1, -1, -1)), sha, now),
     )
 
 
-def _insert_record(db: sqlite3.Connection, name: str, record: Any, problems: list[Any]) -> None:
+def _put_record(db: sqlite3.Connection, name: str, record: Any, problems: list[Any]) -> None:
+    """The rows of one record file, written over what the index held for it. Only the columns
+    that differ are updated, so an edit of one field rewrites the indexes that hold that field
+    and no other (a pull that edits 100 records at 100,000 spent most of its writes on them)."""
     stem = name[: -len(".json")]
-    for position, p in enumerate(problems):
-        db.execute("INSERT INTO problems VALUES (?, ?, ?, ?)", (stem, position, p.location(), p.message))
+    row = _attempt_row(stem, record)
+    old = db.execute(f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE stem = ?", (stem,)).fetchone()
+    if old is None:
+        db.execute(f"INSERT INTO attempts VALUES ({', '.join('?' * len(row))})", row)
+    elif tuple(old) != row:
+        changed = [(column, new) for column, was, new in zip(ATTEMPT_COLUMNS, old, row, strict=True) if was != new]
+        assignments = ", ".join(f"{column} = ?" for column, _ in changed)
+        db.execute(f"UPDATE attempts SET {assignments} WHERE stem = ?", (*(new for _, new in changed), stem))
+    runs = [(stem, n, run.run_id, run.status) for n, run in enumerate((record.attempt and record.attempt.runs) or ())]
+    _replace_rows(db, "runs", stem, runs)
+    _replace_rows(db, "problems", stem, [(stem, n, p.location(), p.message) for n, p in enumerate(problems)])
+
+
+def _replace_rows(db: sqlite3.Connection, table: str, stem: str, rows: list[tuple[Any, ...]]) -> None:
+    """``table``'s rows of ``stem`` made ``rows``, in place when they are those already."""
+    old = db.execute(f"SELECT * FROM {table} WHERE stem = ? ORDER BY position", (stem,)).fetchall()
+    if [tuple(r) for r in old] != rows:
+        db.execute(f"DELETE FROM {table} WHERE stem = ?", (stem,))
+        db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * 4)})", rows)
+
+
+def _attempt_row(stem: str, record: Any) -> tuple[Any, ...]:
+    """The attempts table's row of a record file (``ATTEMPT_COLUMNS``); only the id it gives
+    when it is not a valid record."""
     if record.attempt is None:
-        db.execute("INSERT INTO attempts (stem, raw_id) VALUES (?, ?)", (stem, record.raw_id))
-        return
+        return (stem, record.raw_id, *(None,) * (len(ATTEMPT_COLUMNS) - 2))
     a = record.attempt.summary()
     time_, made, imported, position, _ = a.ledger
-    db.execute(
-        "INSERT INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            stem, record.raw_id, a.id, a.status, a.family, a.kind, a.objective,
-            encode_terms(a.methods), encode_terms(a.bases),
-            a.data_rows, a.varied_from, a.varied, a.question,
-            None if a.question is None else " ".join(question_tokens(a.question)),
-            a.lesson, a.next_action, a.tracking_issue, int(a.has_condition),
-            time_, made, imported, position, int(record.attempt.is_dumped_as(record.raw)),
-        ),
+    return (
+        stem, record.raw_id, a.id, a.status, a.family, a.kind, a.objective,
+        encode_terms(a.methods), encode_terms(a.bases),
+        a.data_rows, a.varied_from, a.varied, a.question,
+        None if a.question is None else " ".join(question_tokens(a.question)),
+        a.lesson, a.next_action, a.tracking_issue, int(a.has_condition),
+        time_, made, imported, position, int(record.attempt.is_dumped_as(record.raw)),
     )  # fmt: skip
-    for number, run in enumerate(record.attempt.runs or ()):
-        db.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (stem, number, run.run_id, run.status))
 
 
 # ---------------------------------------------------------------------------- writers and checks

@@ -85,6 +85,12 @@ def test_a_summary_is_what_the_record_says(registry: Path) -> None:
         index.close()
 
 
+def test_the_attempts_columns_are_the_tables(registry: Path) -> None:
+    with closing(open_index(registry)) as index:
+        columns = [r[1] for r in index.db.execute("PRAGMA table_info(attempts)")]
+    assert tuple(columns) == index_module.ATTEMPT_COLUMNS
+
+
 def test_terms_with_control_characters_are_narrowed_as_a_full_read(registry: Path) -> None:
     """A list of terms where one holds a control character is kept as JSON (records/ledger.py);
     `list` narrows by a method or a base all the same."""
