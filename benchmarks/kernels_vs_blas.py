@@ -8,6 +8,8 @@ numpy-blas measured side by side.
 ``--candidates`` measures the numba backend once per register tile this CPU can run (each in
 workers of its own, the tile forced with PTREG_NUMBA_TILE), side by side with the tile this
 machine chose (plain ``numba``) and the others, in the same interleaved rounds.
+``--env-variant NAME=VALUE`` measures every backend a second time with that variable set in its
+workers (``numba{GOMP_SPINCOUNT=0}``), in the same rounds: a setting's effect, side by side.
 
 Each kernel runs on the linear-layer shapes of a tiny-GPT config (qkv, attention projection,
 fc, MLP projection, head); its GFLOP/s is that of one training step's calls of it, weighted
@@ -49,33 +51,45 @@ NUMBA = "numba"
 
 
 def variants(args: argparse.Namespace) -> list[str]:
-    """What is measured: the backends, and with --candidates one ``numba[tile]`` per candidate."""
-    if not args.candidates or NUMBA not in args.backends:
-        return list(args.backends)
-    from ptreg_backends.numba_tiles import CANDIDATES, runnable
+    """What is measured: the backends, with --candidates one ``numba[tile]`` per candidate, and
+    with --env-variant each backend again as ``backend{NAME=VALUE}``."""
+    found = list(args.backends)
+    if args.candidates and NUMBA in args.backends:
+        from ptreg_backends.numba_tiles import CANDIDATES, runnable
 
-    at = args.backends.index(NUMBA) + 1
-    tiles = [f"{NUMBA}[{tile.name}]" for tile in CANDIDATES if runnable(tile)]
-    return [*args.backends[:at], *tiles, *args.backends[at:]]
+        at = found.index(NUMBA) + 1
+        found[at:at] = [f"{NUMBA}[{tile.name}]" for tile in CANDIDATES if runnable(tile)]
+    return [*found, *(f"{b}{{{setting}}}" for setting in args.env_variant for b in args.backends)]
+
+
+def backend_of(variant: str) -> str:
+    return variant.split("[")[0].split("{")[0]
 
 
 @contextlib.contextmanager
 def as_variant(variant: str) -> Iterator[str]:
-    """The backend's registered name, with PTREG_NUMBA_TILE set for a ``numba[tile]`` variant
-    while its worker starts (a worker takes this process's environment)."""
-    if not variant.endswith("]"):
+    """The backend's registered name, with PTREG_NUMBA_TILE set for a ``numba[tile]`` variant,
+    or NAME set for a ``backend{NAME=VALUE}`` one, while its worker starts (a worker takes this
+    process's environment)."""
+    if variant.endswith("]"):
+        name, tile = variant[:-1].split("[")
+        setting = ("PTREG_NUMBA_TILE", tile)
+    elif variant.endswith("}"):
+        name, assignment = variant[:-1].split("{")
+        variable, _, value = assignment.partition("=")
+        setting = (variable, value)
+    else:
         yield variant
         return
-    name, tile = variant[:-1].split("[")
-    saved = os.environ.get("PTREG_NUMBA_TILE")
-    os.environ["PTREG_NUMBA_TILE"] = tile
+    saved = os.environ.get(setting[0])
+    os.environ[setting[0]] = setting[1]
     try:
         yield name
     finally:
         if saved is None:
-            os.environ.pop("PTREG_NUMBA_TILE", None)
+            os.environ.pop(setting[0], None)
         else:
-            os.environ["PTREG_NUMBA_TILE"] = saved
+            os.environ[setting[0]] = saved
 
 
 def spec_for(args: argparse.Namespace, threads: int) -> EvaluatorSpec:
@@ -149,7 +163,7 @@ def measure(args: argparse.Namespace, backends: list[str]) -> dict[tuple[int, st
             for config in args.configs:
                 for variant in backends:
                     task = CellTask(
-                        backend=variant.split("[")[0],
+                        backend=backend_of(variant),
                         workload="kernels",
                         config=config,
                         warmup_steps=args.warmup,
@@ -239,7 +253,17 @@ def main() -> int:
     parser.add_argument(
         "--candidates", action="store_true", help="also measure numba once per register tile this CPU can run"
     )
+    parser.add_argument(
+        "--env-variant",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="also measure every backend with this variable set in its workers (repeatable)",
+    )
     args = parser.parse_args()
+    for setting in args.env_variant:
+        if not setting.partition("=")[0].isidentifier() or "=" not in setting:
+            parser.error(f"--env-variant: expected NAME=VALUE, got {setting!r}")
     if PEER not in args.backends:
         parser.error(f"--backends must include {PEER}, the peer every ratio is taken to")
     for option, value, least in (

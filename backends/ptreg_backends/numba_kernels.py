@@ -86,7 +86,8 @@ class NumbaBackend:
 
     def runtime_details(self) -> dict[str, Any]:
         """For the cell's provenance: numba's threads, its threading layer (known once a parallel
-        function has run), the OpenMP wait policy this process ran with, and the register tile
+        function has run), the OpenMP wait policy and GNU OpenMP spin count this process ran
+        with, and the register tile
         (its blocking, and whether it was forced, remembered or timed just now)."""
         import numba
 
@@ -98,6 +99,7 @@ class NumbaBackend:
             "numba_threads": numba.get_num_threads(),
             "numba_threading_layer": layer,
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+            "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),
             "numba_tile": self._choice.details(),
         }
 

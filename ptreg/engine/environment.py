@@ -31,6 +31,8 @@ BEHAVIOUR_VARIABLES = (
     "OMP_PROC_BIND",
     "OMP_PLACES",
     "OMP_WAIT_POLICY",
+    "GOMP_SPINCOUNT",
+    "KMP_BLOCKTIME",
     "OPENBLAS_THREAD_TIMEOUT",
     "MKL_NUM_THREADS",
     "MKL_DEBUG_CPU_TYPE",
@@ -45,17 +47,19 @@ BEHAVIOUR_VARIABLES = (
 )
 
 
-# One rule for every backend's worker, set before NumPy (and so the BLAS) loads in it: thread
-# pools sleep soon after they go idle. A training step mixes libraries (numba's or Python's
-# threads for the kernels, NumPy's BLAS for attention), and a pool that keeps spinning after
-# its call takes a core from the next library's threads on a machine with few cores. OpenBLAS
-# spins 2^N cycles before it sleeps: by default 2^28, a tenth of a second, longer than the gap
-# between any two of the step's attention products, so its workers never rest; 2^20 (about half
-# a millisecond) still bridges one library's back-to-back calls, so BLAS's own calls do not
-# pay a wake-up each (2^4, the least, would). OpenMP runtimes (numba's omp layer, MKL) spin
-# unless told PASSIVE. A value the user set is kept; the values in effect are recorded in
-# every environment.json (``worker_variables``).
-WORKER_VARIABLES = {"OPENBLAS_THREAD_TIMEOUT": "20", "OMP_WAIT_POLICY": "PASSIVE"}
+# One rule for every backend's worker, set before NumPy (and so the BLAS) loads in it: a thread
+# pool spins about half a millisecond after its call, then sleeps. A training step mixes
+# libraries (numba's or Python's threads for the kernels, NumPy's BLAS for attention), and a
+# pool that keeps spinning takes a core from the next library's threads on a machine with few
+# cores; one that sleeps at once makes each of its own back-to-back calls wait for its threads
+# to wake. OpenBLAS spins 2^N cycles: by default 2^28, a tenth of a second, longer than the gap
+# between any two of the step's attention products; 2^20 is about half a millisecond. GNU
+# OpenMP (numba's omp layer from PyPI) spins GOMP_SPINCOUNT times, which it counts at about
+# 100,000 a millisecond (how long a spin lasts depends on the CPU: docs/backends.md); under
+# PASSIVE alone it would not spin at all. PASSIVE stays for other OpenMP runtimes (MKL's),
+# which would otherwise spin on. A value the user set is kept; the values in effect are recorded
+# in every environment.json (``worker_variables``).
+WORKER_VARIABLES = {"OPENBLAS_THREAD_TIMEOUT": "20", "GOMP_SPINCOUNT": "20000", "OMP_WAIT_POLICY": "PASSIVE"}
 
 
 def worker_variables(environ: dict[str, str] | None = None) -> dict[str, str]:

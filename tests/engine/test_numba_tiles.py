@@ -247,11 +247,57 @@ def test_every_worker_gets_the_same_thread_rule_and_the_environment_records_it(
 ) -> None:
     for name in WORKER_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    assert worker_variables() == {"OPENBLAS_THREAD_TIMEOUT": "20", "OMP_WAIT_POLICY": "PASSIVE"}
+    assert worker_variables() == {
+        "OPENBLAS_THREAD_TIMEOUT": "20",
+        "GOMP_SPINCOUNT": "20000",
+        "OMP_WAIT_POLICY": "PASSIVE",
+    }
     assert collect(tmp_path)["worker_variables"] == worker_variables()
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the user's choice stands, and is recorded
     assert worker_variables()["OMP_WAIT_POLICY"] == "ACTIVE"
     assert collect(tmp_path)["worker_variables"]["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+# After one parallel region, how much CPU numba's pool burns while the main thread sleeps 0.5 s.
+_IDLE_POOL = """
+import time
+import numba
+import numpy as np
+numba.set_num_threads(2)
+@numba.njit(parallel=True)
+def touch(a):
+    for i in numba.prange(a.shape[0]):
+        a[i] += 1.0
+touch(np.zeros(64))
+if numba.threading_layer() != "omp":
+    print("not omp")
+else:
+    before = time.process_time()
+    time.sleep(0.5)
+    print(time.process_time() - before)
+"""
+
+
+@needs_numba
+def test_the_rule_reaches_gnu_openmp_under_passive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule sets GNU OpenMP's spin with GOMP_SPINCOUNT while OMP_WAIT_POLICY is PASSIVE:
+    libgomp must read the count despite the policy (a huge count keeps the pool spinning
+    through the sleep), and the rule's count must end the spin (the pool then sleeps)."""
+    for name in WORKER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+    def burnt(**settings: str) -> float | None:
+        env = {**os.environ, **worker_variables(), **settings}
+        printed = subprocess.run(
+            [sys.executable, "-c", _IDLE_POOL], env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        return None if printed == "not omp" else float(printed)
+
+    by_rule = burnt()
+    if by_rule is None:
+        pytest.skip("numba's threading layer here is not GNU OpenMP")
+    assert by_rule < 0.2
+    assert (burnt(GOMP_SPINCOUNT=str(10**11)) or 0.0) > 0.3
 
 
 # A target of each register file, compiled for (not run on) whatever this machine is.
