@@ -83,7 +83,7 @@ def list_attempts(
     --continuable and --blocked decide each condition on the runs as they are now; an attempt whose condition cannot be decided is in neither.
     """
     from ..records.ledger import STATUSES
-    from ..views.queries import Filter, select
+    from ..views.queries import Filter, list_row, select
     from ..views.tables import plain
 
     unknown = [s for s in status if s not in STATUSES]
@@ -92,30 +92,39 @@ def list_attempts(
     if continuable and blocked:
         raise PtregError("--continuable and --blocked exclude each other: a condition is true or false, not both")
     with closing(load_index()) as index:
-        # the index narrows in SQL, then the one filter every read uses decides
-        narrowed = index.candidates(status, family, kind, objective, method, base, failures_only)
-        found = select(narrowed, Filter(status, family, kind, method, base, objective, failures_only))
         total = index.valid()
-    root = registry_dir()
-    if continuable or blocked:
-        # reads the records and runs of attempts with a condition, and only theirs
-        from ..store.full_read import read_summarized
-        from ..views.dispositions import with_truth
+        # the table alone, with no base to match: rows as SQL gives them, where SQL decides each
+        # (Index.list_rows); tests hold them to the path below
+        rows = (
+            None
+            if continuable or blocked or as_json or base
+            else index.list_rows(status, family, kind, objective, method, failures_only)
+        )
+        if rows is None:
+            # the index narrows in SQL, then the one filter every read uses decides
+            narrowed = index.candidates(status, family, kind, objective, method, base, failures_only)
+            found = select(narrowed, Filter(status, family, kind, method, base, objective, failures_only))
+    if rows is None:
+        root = registry_dir()
+        if continuable or blocked:
+            # reads the records and runs of attempts with a condition, and only theirs
+            from ..store.full_read import read_summarized
+            from ..views.dispositions import with_truth
 
-        whole = {a.stem: read_summarized(root, a) for a in found if a.has_condition}
-        kept = {id(a) for a in with_truth(root, whole.values(), continuable)}
-        found = [a for a in found if a.stem in whole and id(whole[a.stem]) in kept]
-    if as_json:
-        from ..store.full_read import read_summarized
+            whole = {a.stem: read_summarized(root, a) for a in found if a.has_condition}
+            kept = {id(a) for a in with_truth(root, whole.values(), continuable)}
+            found = [a for a in found if a.stem in whole and id(whole[a.stem]) in kept]
+        if as_json:
+            from ..store.full_read import read_summarized
 
-        # as the ledger holds them, in its order: the whole records, read from their files
-        print_json([read_summarized(root, a).to_ledger_dict() for a in found])
-        return
-    rows = [[a.id, a.status, a.family, a.kind, a.objective or "", ",".join(a.methods or ()), a.lesson] for a in found]
+            # as the ledger holds them, in its order: the whole records, read from their files
+            print_json([read_summarized(root, a).to_ledger_dict() for a in found])
+            return
+        rows = [list_row(a) for a in found]
     if rows:
         headers = ["id", "status", "family", "kind", "objective", "methods", "lesson"]
         typer.echo(plain(rows, headers, shrink=(2, 4, 5, 6), drop=(2, 3, 4, 5)))
-    typer.echo(f"{len(found)} of {counted(total, 'attempt')}")
+    typer.echo(f"{len(rows)} of {counted(total, 'attempt')}")
 
 
 def lineage(

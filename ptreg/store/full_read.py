@@ -77,6 +77,10 @@ class FullRead:
         """Every attempt: the caller's own filter decides (``Index.candidates`` narrows first)."""
         return [listed(a) for a in self._summaries]
 
+    def list_rows(self, *criteria: Any) -> None:
+        """None: the caller reads ``candidates`` and filters them itself (``Index.list_rows``)."""
+        return None
+
     def gate_candidates(self, attempt: Shaped) -> list[Summary]:
         """Every attempt (``Index.gate_candidates`` narrows to those the gate's checks read)."""
         return list(self._summaries)

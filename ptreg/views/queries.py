@@ -78,6 +78,31 @@ def select(attempts: Iterable[F], query: Filter) -> list[F]:
     return [a for a in attempts if query.matches(a)]
 
 
+class Shown(Protocol):
+    """What `list`'s table shows of an attempt (a ``Listed`` row, or a whole record)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def family(self) -> str | None: ...
+    @property
+    def kind(self) -> str | None: ...
+    @property
+    def objective(self) -> str | None: ...
+    @property
+    def methods(self) -> Sequence[str] | None: ...
+    @property
+    def lesson(self) -> str | None: ...
+
+
+def list_row(a: Shown) -> tuple[str, str, str | None, str | None, str, str, str | None]:
+    """`list`'s row of an attempt: id, status, family, kind, objective ("" when none), methods
+    joined by commas, lesson (``Index.list_rows`` gives the same straight from SQL)."""
+    return (a.id, a.status, a.family, a.kind, a.objective or "", ",".join(a.methods or ()), a.lesson)
+
+
 @dataclass
 class FieldCoverage:
     field: str

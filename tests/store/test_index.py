@@ -18,8 +18,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import (
+    LIST_FILTERS,
+    by_full_read,
+    by_index,
+    complete_record,
+    failed_record,
+    sample_records,
+    write_registry,
+)
 from helpers import assert_index_agrees as assert_agrees
-from helpers import by_full_read, by_index, complete_record, failed_record, sample_records, write_registry
 from ptreg.gate.admission import registry_state
 from ptreg.records.attempt import Attempt
 from ptreg.records.ledger import listed
@@ -27,7 +35,7 @@ from ptreg.store import index as index_module
 from ptreg.store.directory import IGNORED, IGNORED_BEFORE_INDEX, load_directory
 from ptreg.store.full_read import FullRead
 from ptreg.store.index import APPLICATION_ID, INDEX_SCHEMA, RACY_NS, _stamps_digest, index_path, listing, open_index
-from ptreg.views.queries import Filter, select
+from ptreg.views.queries import Filter, list_row, select
 
 OBJECTIVES = ["training-step-time", "peak-memory"]
 METHODS = ["cache-blocking", "vectorization", "multithreading"]
@@ -109,6 +117,23 @@ def test_terms_with_control_characters_are_narrowed_as_a_full_read(registry: Pat
             wanted = select(everything, Filter(**criteria))
             assert select(index.candidates(**criteria), Filter(**criteria)) == wanted, criteria
         assert next(a for a in index.candidates() if a.id == "c5").bases == odd["bases"]
+        # SQL cannot print or decide methods kept as JSON: `list` takes the path that can
+        assert index.list_rows(methods=("vectorization",)) is None
+        assert index.list_rows(statuses=("failed",)) is not None  # c5 is not among them
+
+
+def test_list_prints_from_sql_what_the_filter_over_every_attempt_gives(registry: Path) -> None:
+    """`list`'s table straight from SQL (`Index.list_rows`) is, row for row, what the one
+    filter and `list_row` make of every attempt; a method SQL cannot match exactly is left to
+    the filter."""
+    attempts = sorted(load_directory(registry).attempts, key=lambda a: a.ledger)
+    with closing(open_index(registry)) as index:
+        for criteria in [c for c in LIST_FILTERS if not c.get("bases")]:
+            wanted = [list_row(a) for a in select(attempts, Filter(**criteria))]
+            assert index.list_rows(**criteria) == wanted, criteria
+        assert any(a.objective is None for a in attempts)  # printed as "", not as unknown
+        for term in ("", "tab\there", "vector\x1fization"):
+            assert index.list_rows(methods=(term,)) is None
 
 
 # --------------------------------------------------------------------------- changes to the files
@@ -528,6 +553,9 @@ def test_every_query_command_prints_the_same_with_and_without_the_index(
         ["list", "--json"],
         ["list", "--failures-only", "--json"],
         ["list", "--method", "vectorization", "--objective", "peak-memory"],
+        ["list", "--failures-only"],
+        ["list", "--method", "vectorization", "--method", "cache-blocking", "--status", "failed"],
+        ["list", "--base", "matmul-f32"],
         ["streaks"],
         ["streaks", "--json"],
         ["coverage", "--json"],
