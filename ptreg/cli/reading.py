@@ -82,8 +82,8 @@ def list_attempts(
 
     --continuable and --blocked decide each condition on the runs as they are now; an attempt whose condition cannot be decided is in neither.
     """
-    from ..records.ledger import STATUSES
-    from ..views.queries import Filter, list_row, select
+    from ..records.ledger import STATUSES, Filter
+    from ..views.queries import list_row, select
     from ..views.tables import plain
 
     unknown = [s for s in status if s not in STATUSES]
@@ -91,19 +91,15 @@ def list_attempts(
         raise PtregError(f"--status: unknown status {unknown[0]!r} (one of: {', '.join(STATUSES)})")
     if continuable and blocked:
         raise PtregError("--continuable and --blocked exclude each other: a condition is true or false, not both")
+    query = Filter(status, family, kind, method, base, objective, failures_only)
     with closing(load_index()) as index:
         total = index.valid()
-        # the table alone, with no base to match: rows as SQL gives them, where SQL decides each
-        # (Index.list_rows); tests hold them to the path below
-        rows = (
-            None
-            if continuable or blocked or as_json or base
-            else index.list_rows(status, family, kind, objective, method, failures_only)
-        )
+        # the table alone: rows as SQL gives them, where SQL decides each (Index.list_rows);
+        # tests hold them to the path below
+        rows = None if continuable or blocked or as_json else index.list_rows(query)
         if rows is None:
             # the index narrows in SQL, then the one filter every read uses decides
-            narrowed = index.candidates(status, family, kind, objective, method, base, failures_only)
-            found = select(narrowed, Filter(status, family, kind, method, base, objective, failures_only))
+            found = select(index.candidates(query), query)
     if rows is None:
         root = registry_dir()
         if continuable or blocked:

@@ -12,6 +12,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 STATUSES = ("worked", "worked-with-caveat", "failed", "regressed", "inconclusive", "not-tried")
@@ -52,9 +53,13 @@ class Outcome(Step, Protocol):
     def lesson(self) -> str | None: ...
 
 
-class Shaped(Outcome, Protocol):
-    """An attempt as the queries, precedents and the gate's registry-wide checks see it."""
+class Filtered(Protocol):
+    """An attempt as a `list` filter sees it (a ``Shaped`` one, or the index's ``Listed`` row)."""
 
+    @property
+    def status(self) -> str: ...
+    @property
+    def objective(self) -> str | None: ...
     @property
     def family(self) -> str | None: ...
     @property
@@ -63,6 +68,11 @@ class Shaped(Outcome, Protocol):
     def methods(self) -> Sequence[str] | None: ...
     @property
     def bases(self) -> Sequence[str] | None: ...
+
+
+class Shaped(Outcome, Filtered, Protocol):
+    """An attempt as the queries, precedents and the gate's registry-wide checks see it."""
+
     @property
     def data_rows(self) -> int | None: ...
     @property
@@ -130,6 +140,34 @@ class Listed(NamedTuple):
 
 def listed(a: Summary) -> Listed:
     return Listed(a.id, a.status, a.lesson, a.family, a.kind, a.objective, a.methods, a.bases, a.has_condition, a.stem)
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Each given criterion must hold (AND); several methods, or several bases, OR-match."""
+
+    statuses: Sequence[str] = ()
+    families: Sequence[str] = ()
+    kinds: Sequence[str] = ()
+    methods: Sequence[str] = ()
+    bases: Sequence[str] = ()
+    objectives: Sequence[str] = ()
+    failures_only: bool = False
+
+    def matches(self, a: Filtered) -> bool:
+        if self.statuses and a.status not in self.statuses:
+            return False
+        if self.failures_only and a.status not in NEGATIVE_STATUSES:
+            return False
+        if self.families and a.family not in self.families:
+            return False
+        if self.kinds and a.kind not in self.kinds:
+            return False
+        if self.objectives and a.objective not in self.objectives:
+            return False
+        if self.methods and not set(self.methods) & set(a.methods or ()):
+            return False
+        return not (self.bases and not set(self.bases) & set(a.bases or ()))
 
 
 T = TypeVar("T", bound=Step)

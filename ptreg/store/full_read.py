@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import EXIT_CHECK_FAILED, PtregError, UnknownAttempt
 from ..records.attempt import Attempt, RegistryMeta
-from ..records.ledger import Link, Listed, Shaped, Summary, in_ledger_order, listed
+from ..records.ledger import Filter, Link, Listed, Shaped, Summary, in_ledger_order, listed
 from ..records.refs import check_id
 from .directory import load_directory
 from .index import Index, Refresh
@@ -73,11 +73,11 @@ class FullRead:
     def varying(self, attempt_id: str) -> list[Link]:
         return [link for link in self.links() if link.varied_from == attempt_id]
 
-    def candidates(self, *criteria: Any, **named: Any) -> list[Listed]:
+    def candidates(self, query: Filter) -> list[Listed]:
         """Every attempt: the caller's own filter decides (``Index.candidates`` narrows first)."""
         return [listed(a) for a in self._summaries]
 
-    def list_rows(self, *criteria: Any) -> None:
+    def list_rows(self, query: Filter) -> None:
         """None: the caller reads ``candidates`` and filters them itself (``Index.list_rows``)."""
         return None
 

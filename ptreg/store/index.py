@@ -51,6 +51,7 @@ from ..records.ledger import (
     NEGATIVE_STATUSES,
     TERMS_AS_JSON,
     TERMS_SEPARATOR,
+    Filter,
     Link,
     Listed,
     Shaped,
@@ -150,27 +151,20 @@ class Refresh:
     watched: bool = False  # a change watcher named the files to look at (store/watch.py)
 
 
-def _narrowing(
-    statuses: Sequence[str],
-    families: Sequence[str],
-    kinds: Sequence[str],
-    objectives: Sequence[str],
-    methods: Sequence[str],
-    bases: Sequence[str],
-    failures_only: bool,
-) -> tuple[str, list[Any]]:
+def _narrowing(query: Filter) -> tuple[str, list[Any]]:
     """The WHERE clause (and its parameters) that keeps the valid attempts `list`'s filter may
     match: exactly those it matches, but for terms stored as JSON, which it keeps."""
     where = ["+id IS NOT NULL"]  # +id: the id's own index would be walked, slower than a scan
     params: list[Any] = []
-    for column, values in (("status", statuses), ("family", families), ("kind", kinds), ("objective", objectives)):
+    criteria = (("status", query.statuses), ("family", query.families), ("kind", query.kinds))
+    for column, values in (*criteria, ("objective", query.objectives)):
         if values:
             where.append(f"{column} IN ({','.join('?' * len(values))})")
             params.extend(values)
-    if failures_only:
+    if query.failures_only:
         where.append(f"status IN ({','.join('?' * len(NEGATIVE_STATUSES))})")
         params.extend(NEGATIVE_STATUSES)
-    for column, terms in (("methods", methods), ("bases", bases)):
+    for column, terms in (("methods", query.methods), ("bases", query.bases)):
         for term in terms:
             params.extend((term, term))
         if terms:
@@ -236,20 +230,11 @@ class Index:
         sql = f"SELECT {_SUMMARY_COLUMNS} FROM attempts WHERE +id IS NOT NULL {where} ORDER BY {_LEDGER_ORDER}"
         return [_summary(r) for r in self._rows(sql, params)]
 
-    def candidates(
-        self,
-        statuses: Sequence[str] = (),
-        families: Sequence[str] = (),
-        kinds: Sequence[str] = (),
-        objectives: Sequence[str] = (),
-        methods: Sequence[str] = (),
-        bases: Sequence[str] = (),
-        failures_only: bool = False,
-    ) -> list[Listed]:
+    def candidates(self, query: Filter) -> list[Listed]:
         """What `list` reads of the valid attempts that may match its filter, in the ledger's
         order: every one that does, and no more, except a rare list of terms stored as JSON,
         which is passed on for the caller's own filter (``views.queries.Filter``) to decide."""
-        where, params = _narrowing(statuses, families, kinds, objectives, methods, bases, failures_only)
+        where, params = _narrowing(query)
         rows = self._rows(f"SELECT {_LISTED_COLUMNS} FROM attempts WHERE {where} ORDER BY {_LEDGER_ORDER}", params)
         # decode_terms, inlined for the common case (one call per row cost a tenth of `list`)
         split, decode, sep, as_json = str.split, decode_terms, TERMS_SEPARATOR, TERMS_AS_JSON
@@ -264,25 +249,18 @@ class Index:
             for m, b in ((r[6], r[7]),)
         ]  # fmt: skip
 
-    def list_rows(
-        self,
-        statuses: Sequence[str] = (),
-        families: Sequence[str] = (),
-        kinds: Sequence[str] = (),
-        objectives: Sequence[str] = (),
-        methods: Sequence[str] = (),
-        failures_only: bool = False,
-    ) -> list[tuple[str, str, str | None, str | None, str, str, str | None]] | None:
+    def list_rows(self, query: Filter) -> list[tuple[str, str, str | None, str | None, str, str, str | None]] | None:
         """`list`'s table as it prints it (``views.queries.list_row``), straight from SQL: per
         matching attempt, in the ledger's order, its id, status, family, kind, objective ("" when
         none), methods joined by commas and lesson. None when SQL cannot decide every row: a
         method term that is empty or not printable, or a matching attempt whose methods are
-        stored as JSON; the caller then reads ``candidates`` and filters them itself. At 100,000
+        stored as JSON, or any base asked for; the caller then reads ``candidates`` and filters
+        them itself. At 100,000
         attempts a `list` printing a quarter of them spent a third of its time building a
         ``Listed`` per row and filtering it again."""
-        if any(not term or not term.isprintable() for term in methods):
+        if query.bases or any(not term or not term.isprintable() for term in query.methods):
             return None
-        where, params = _narrowing(statuses, families, kinds, objectives, methods, (), failures_only)
+        where, params = _narrowing(query)
         rows = self._rows(
             "SELECT id, status, family, kind, coalesce(objective, ''), "
             f"coalesce(replace(methods, char(31), ','), ''), lesson FROM attempts WHERE {where} "

@@ -3,31 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from ..records.ledger import INFRASTRUCTURE_KIND, NEGATIVE_STATUSES, SHAPE_FIELDS, Shaped
+from ..records.ledger import INFRASTRUCTURE_KIND, SHAPE_FIELDS, Filter, Filtered, Shaped
 
 # A whole record or the index's summary of one: a query gives back what it was given.
 A = TypeVar("A", bound=Shaped)
-
-
-class Filtered(Protocol):
-    """An attempt as a `list` filter sees it (a ``Shaped`` one, or the index's ``Listed`` row)."""
-
-    @property
-    def status(self) -> str: ...
-    @property
-    def family(self) -> str | None: ...
-    @property
-    def kind(self) -> str | None: ...
-    @property
-    def objective(self) -> str | None: ...
-    @property
-    def methods(self) -> Sequence[str] | None: ...
-    @property
-    def bases(self) -> Sequence[str] | None: ...
 
 
 F = TypeVar("F", bound=Filtered)
@@ -46,53 +29,15 @@ class Vocabularies(Protocol):
     def confidence_vocabulary(self) -> Mapping[Any, str | None]: ...  # keyed by the confidence words
 
 
-@dataclass(frozen=True)
-class Filter:
-    """Each given criterion must hold (AND); several methods, or several bases, OR-match."""
-
-    statuses: Sequence[str] = ()
-    families: Sequence[str] = ()
-    kinds: Sequence[str] = ()
-    methods: Sequence[str] = ()
-    bases: Sequence[str] = ()
-    objectives: Sequence[str] = ()
-    failures_only: bool = False
-
-    def matches(self, a: Filtered) -> bool:
-        if self.statuses and a.status not in self.statuses:
-            return False
-        if self.failures_only and a.status not in NEGATIVE_STATUSES:
-            return False
-        if self.families and a.family not in self.families:
-            return False
-        if self.kinds and a.kind not in self.kinds:
-            return False
-        if self.objectives and a.objective not in self.objectives:
-            return False
-        if self.methods and not set(self.methods) & set(a.methods or ()):
-            return False
-        return not (self.bases and not set(self.bases) & set(a.bases or ()))
-
-
 def select(attempts: Iterable[F], query: Filter) -> list[F]:
     return [a for a in attempts if query.matches(a)]
 
 
-class Shown(Protocol):
+class Shown(Filtered, Protocol):
     """What `list`'s table shows of an attempt (a ``Listed`` row, or a whole record)."""
 
     @property
     def id(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def family(self) -> str | None: ...
-    @property
-    def kind(self) -> str | None: ...
-    @property
-    def objective(self) -> str | None: ...
-    @property
-    def methods(self) -> Sequence[str] | None: ...
     @property
     def lesson(self) -> str | None: ...
 

@@ -30,12 +30,12 @@ from helpers import (
 from helpers import assert_index_agrees as assert_agrees
 from ptreg.gate.admission import registry_state
 from ptreg.records.attempt import Attempt
-from ptreg.records.ledger import listed
+from ptreg.records.ledger import Filter, listed
 from ptreg.store import index as index_module
 from ptreg.store.directory import IGNORED, IGNORED_BEFORE_INDEX, load_directory
 from ptreg.store.full_read import FullRead
 from ptreg.store.index import APPLICATION_ID, INDEX_SCHEMA, RACY_NS, _stamps_digest, index_path, listing, open_index
-from ptreg.views.queries import Filter, list_row, select
+from ptreg.views.queries import list_row, select
 
 OBJECTIVES = ["training-step-time", "peak-memory"]
 METHODS = ["cache-blocking", "vectorization", "multithreading"]
@@ -115,11 +115,11 @@ def test_terms_with_control_characters_are_narrowed_as_a_full_read(registry: Pat
             {"bases": ("unit",), "methods": ("vectorization", "cache-blocking")},
         ):
             wanted = select(everything, Filter(**criteria))
-            assert select(index.candidates(**criteria), Filter(**criteria)) == wanted, criteria
-        assert next(a for a in index.candidates() if a.id == "c5").bases == odd["bases"]
+            assert select(index.candidates(Filter(**criteria)), Filter(**criteria)) == wanted, criteria
+        assert next(a for a in index.candidates(Filter()) if a.id == "c5").bases == odd["bases"]
         # SQL cannot print or decide methods kept as JSON: `list` takes the path that can
-        assert index.list_rows(methods=("vectorization",)) is None
-        assert index.list_rows(statuses=("failed",)) is not None  # c5 is not among them
+        assert index.list_rows(Filter(methods=("vectorization",))) is None
+        assert index.list_rows(Filter(statuses=("failed",))) is not None  # c5 is not among them
 
 
 def test_list_prints_from_sql_what_the_filter_over_every_attempt_gives(registry: Path) -> None:
@@ -128,12 +128,13 @@ def test_list_prints_from_sql_what_the_filter_over_every_attempt_gives(registry:
     the filter."""
     attempts = sorted(load_directory(registry).attempts, key=lambda a: a.ledger)
     with closing(open_index(registry)) as index:
-        for criteria in [c for c in LIST_FILTERS if not c.get("bases")]:
+        for criteria in LIST_FILTERS:
             wanted = [list_row(a) for a in select(attempts, Filter(**criteria))]
-            assert index.list_rows(**criteria) == wanted, criteria
+            rows = index.list_rows(Filter(**criteria))
+            assert rows == (None if criteria.get("bases") else wanted), criteria
         assert any(a.objective is None for a in attempts)  # printed as "", not as unknown
         for term in ("", "tab\there", "vector\x1fization"):
-            assert index.list_rows(methods=(term,)) is None
+            assert index.list_rows(Filter(methods=(term,))) is None
 
 
 # --------------------------------------------------------------------------- changes to the files

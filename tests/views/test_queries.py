@@ -17,9 +17,10 @@ import pytest
 from helpers import NEGATIVE, complete_record, failed_record, raw_chain, raw_descendants, write_registry
 from ptreg.records.attempt import SHAPE_FIELDS, Attempt
 from ptreg.records.graph import ancestry, successors
+from ptreg.records.ledger import Filter
 from ptreg.store.directory import load_directory
 from ptreg.store.index import open_index
-from ptreg.views.queries import Filter, coverage, select
+from ptreg.views.queries import coverage, select
 from ptreg.views.streaks import CAUTION, OK, STOP, streaks
 
 
