@@ -233,7 +233,7 @@ class Index:
     def candidates(self, query: Filter) -> list[Listed]:
         """What `list` reads of the valid attempts that may match its filter, in the ledger's
         order: every one that does, and no more, except a rare list of terms stored as JSON,
-        which is passed on for the caller's own filter (``views.queries.Filter``) to decide."""
+        which is passed on for ``query`` itself to decide (``views.queries.select``)."""
         where, params = _narrowing(query)
         rows = self._rows(f"SELECT {_LISTED_COLUMNS} FROM attempts WHERE {where} ORDER BY {_LEDGER_ORDER}", params)
         # decode_terms, inlined for the common case (one call per row cost a tenth of `list`)
