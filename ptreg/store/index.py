@@ -156,8 +156,12 @@ def _narrowing(query: Filter) -> tuple[str, list[Any]]:
     match: exactly those it matches, but for terms stored as JSON, which it keeps."""
     where = ["+id IS NOT NULL"]  # +id: the id's own index would be walked, slower than a scan
     params: list[Any] = []
-    criteria = (("status", query.statuses), ("family", query.families), ("kind", query.kinds))
-    for column, values in (*criteria, ("objective", query.objectives)):
+    for column, values in (
+        ("status", query.statuses),
+        ("family", query.families),
+        ("kind", query.kinds),
+        ("objective", query.objectives),
+    ):
         if values:
             where.append(f"{column} IN ({','.join('?' * len(values))})")
             params.extend(values)
