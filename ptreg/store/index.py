@@ -65,7 +65,7 @@ from .jsonio import JsonError, read_bytes
 from .names import INDEX_FILE, JOURNAL_FILE, RECORD_FILE_MAX_BYTES, REGISTRY_FILE
 from .watch import ask
 
-INDEX_SCHEMA = 5  # PRAGMA user_version: a different one is rebuilt
+INDEX_SCHEMA = 6  # PRAGMA user_version: a different one is rebuilt
 APPLICATION_ID = 0x70747267  # PRAGMA application_id, "ptrg": any other is a foreign file, rebuilt
 # A file whose ctime is this close to when the index last looked at it may have changed again in
 # the same clock tick without changing its size or mtime, so it is re-hashed (git's racy clean).
@@ -99,8 +99,11 @@ CREATE TABLE runs (stem TEXT, position INTEGER, run_id TEXT, status TEXT, PRIMAR
 CREATE TABLE problems (
     stem TEXT, position INTEGER, location TEXT, message TEXT, PRIMARY KEY (stem, position)
 ) WITHOUT ROWID;
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
-CREATE TABLE derived (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+-- Rowid tables, their keys in an index of their own: in a WITHOUT ROWID table a lookup compares
+-- whole rows, and a row that spills to overflow pages (the kept listing, megabytes at 100,000
+-- files, or a large derived result) is read whole each time a lookup passes it.
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE derived (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 _TABLES = {"files", "attempts", "runs", "problems", "meta", "derived"}
 # the attempts table's columns, in the order of _SCHEMA (a test holds them to it)

@@ -232,6 +232,36 @@ def test_a_pull_that_changes_100_files_rereads_exactly_those(tmp_path: Path) -> 
     assert_agrees(root)
 
 
+def test_a_lookup_reads_only_the_row_it_looks_up(tmp_path: Path) -> None:
+    """The kept listing and a large kept result spill to overflow pages; looking up any other key
+    of their tables never reads those pages (the check of every command looks up a key beside the
+    listing, which is megabytes at 100,000 files). Proven by overwriting the pages: SQLite would
+    report the file damaged on reading them."""
+    root = write_registry(tmp_path / "reg", [complete_record(f"a{i:04d}") for i in range(400)])
+    index = open_index(root)
+    try:
+        index.remembered("large", lambda: "x" * 50_000)
+        index.remembered("small", lambda: "kept")
+    finally:
+        index.close()
+    with closing(sqlite3.connect(index_path(root))) as db:
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+        spilled = db.execute(
+            "SELECT name, pageno FROM dbstat WHERE name IN ('meta', 'derived') AND pagetype = 'overflow'"
+        ).fetchall()
+    assert {name for name, _ in spilled} == {"meta", "derived"}
+    with open(index_path(root), "r+b") as file:
+        for _, page in spilled:
+            file.seek((page - 1) * page_size)
+            file.write(b"\xff" * page_size)
+    with closing(sqlite3.connect(index_path(root))) as db:
+        assert db.execute("SELECT count(*) FROM meta WHERE key IN ('checked', 'registry')").fetchone() == (2,)
+        stamp = index_module.code_stamp()
+        assert db.execute("SELECT value FROM derived WHERE key = ?", (f"small {stamp}",)).fetchone() == ('"kept"',)
+        with pytest.raises(sqlite3.DatabaseError, match="malformed"):  # the pages were read: damaged
+            db.execute("SELECT value FROM meta WHERE key = 'listing'").fetchone()
+
+
 def test_bad_records_are_the_same_problems(registry: Path) -> None:
     open_index(registry).close()
     (registry / "broken.json").write_text("{", encoding="utf-8")
