@@ -246,6 +246,10 @@ def test_a_lookup_reads_only_the_row_it_looks_up(tmp_path: Path) -> None:
         index.close()
     with closing(sqlite3.connect(index_path(root))) as db:
         page_size = db.execute("PRAGMA page_size").fetchone()[0]
+        try:
+            db.execute("SELECT 1 FROM dbstat LIMIT 1")
+        except sqlite3.OperationalError:
+            pytest.skip("this SQLite is built without the dbstat table, which names the spilled pages")
         spilled = db.execute(
             "SELECT name, pageno FROM dbstat WHERE name IN ('meta', 'derived') AND pagetype = 'overflow'"
         ).fetchall()
