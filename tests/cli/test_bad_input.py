@@ -1,6 +1,6 @@
 """Hostile and broken input, case by case from the corpus in tests/data/bad/.
 
-Each case of ``cases.json`` is placed into a fresh copy of a small valid registry (the sample
+Each case of ``cases*.json`` is placed into a fresh copy of a small valid registry (the sample
 records, one frozen evaluator, and an attempt ``measured`` linking one whole run folder), the
 command is run in-process, and then: the exit code is the expected one, a line of the output
 matches the case's regular expression (which names the file and the problem), nothing is a
@@ -35,8 +35,12 @@ from ptreg.store.jsonio import dumps_pretty
 from ptreg.store.names import INDEX_FILE
 
 BAD = REPO / "tests" / "data" / "bad"
-MANIFEST = json.loads((BAD / "cases.json").read_text(encoding="utf-8"))
-CASES: list[dict[str, Any]] = MANIFEST["cases"]
+# One manifest per class of input (cases.json, cases-<class>.json), so that corpora grown in
+# parallel merge without touching each other's file.
+MANIFESTS = sorted(BAD.glob("cases*.json"))
+CASES: list[dict[str, Any]] = [
+    case for manifest in MANIFESTS for case in json.loads(manifest.read_text(encoding="utf-8"))["cases"]
+]
 RUN_ID = "20240101T000000Z"
 RUN = f"runs/measured/{RUN_ID}"
 TEN_MB = 10 * 1024 * 1024
@@ -239,7 +243,7 @@ def test_corpus_is_large_and_consistent() -> None:
             used.add(case["case_file"])
         if "generate" in case:
             assert case["generate"] in GENERATORS, case["name"]
-    on_disk = {p.name for p in BAD.iterdir()} - {"cases.json"}
+    on_disk = {p.name for p in BAD.iterdir()} - {m.name for m in MANIFESTS}
     assert used == on_disk, (sorted(on_disk - used), sorted(used - on_disk))
     for name in on_disk:
         assert (BAD / name).stat().st_size < 100_000, name
