@@ -1,7 +1,8 @@
-"""`ptreg evaluator freeze|list|show|verify`: the registry's frozen evaluators."""
+"""`ptreg evaluator freeze|list|show|verify|trust`: the registry's frozen evaluators."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import typer
@@ -64,8 +65,8 @@ def list_evaluators(as_json: bool = JsonFlag) -> None:
                 "verified": mismatch is None,
                 "problem": mismatch,
                 "workload": spec.workload if spec else None,
-                "configs": spec.configs if spec else None,
-                "backends": spec.backends if spec else None,
+                "configs": spec.config_names if spec else None,
+                "arms": spec.arm_names if spec else None,
             }
         )
         rows.append(
@@ -73,15 +74,15 @@ def list_evaluators(as_json: bool = JsonFlag) -> None:
                 ref,
                 "ok" if mismatch is None else "MISMATCH",
                 spec.workload if spec else None,
-                ",".join(spec.configs) if spec else None,
-                ",".join(spec.backends) if spec else None,
+                ",".join(spec.config_names) if spec else None,
+                ",".join(spec.arm_names) if spec else None,
             ]
         )
     if as_json:
         print_json(items)
         return
     if rows:
-        typer.echo(plain(rows, ["evaluator", "verifies", "workload", "configs", "backends"], shrink=(3, 4)))
+        typer.echo(plain(rows, ["evaluator", "verifies", "workload", "configs", "backends or arms"], shrink=(3, 4)))
     typer.echo(f"{counted(len(rows), 'frozen evaluator')} in {root / 'evaluators'}")
 
 
@@ -143,3 +144,34 @@ def verify(
         typer.echo(f"{counted(len(results), 'frozen evaluator')} checked, {len(bad)} {verify}")
     if bad:
         raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+@app.command()
+@with_registry_option
+def trust(
+    ref: str = typer.Argument(..., metavar="NAME@HASH", help="The evaluator to consent to, by its full reference."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Consent to run an evaluator's command that you did not freeze here (it came by import, a bundle or a pull).
+
+    Read it first with `ptreg evaluator show`. The consent names the evaluator's sha256 (its command, arms and input digests) and is kept in your own configuration ($PTREG_CONFIG_HOME, else $XDG_CONFIG_HOME/ptreg, else ~/.config/ptreg), never in a registry, so no bundle or commit can carry it. Freezing an evaluator is consent already.
+    """
+    from ..errors import EXIT_UNUSABLE
+    from ..records.refs import EVALUATOR_REF_PATTERN
+    from ..store.evaluators import check_file, resolve
+    from ..store.trust import trust as record_trust
+    from ..store.trust import trust_file
+
+    if not re.fullmatch(EVALUATOR_REF_PATTERN, ref):
+        raise PtregError(
+            f"evaluator {ref!r}: give its full reference NAME@HASH, as `ptreg evaluator list` shows", EXIT_UNUSABLE
+        )
+    path = resolve(registry_dir(), ref)
+    frozen, mismatch = check_file(path)
+    if frozen is None:
+        raise PtregError(f"{path} does not verify ({mismatch}); nothing trusted", EXIT_CHECK_FAILED)
+    added = record_trust(frozen.sha256)
+    if as_json:
+        print_json({"ref": frozen.ref, "sha256": frozen.sha256, "added": added, "file": str(trust_file())})
+        return
+    typer.echo(f"{'trusted' if added else 'already trusted:'} {frozen.ref} (sha256 {frozen.sha256}) in {trust_file()}")

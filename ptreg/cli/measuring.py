@@ -92,6 +92,37 @@ def backends(as_json: bool = JsonFlag) -> None:
             typer.echo(f"{b.name} is unavailable: {b.reason}")
 
 
+def workloads(as_json: bool = JsonFlag) -> None:
+    """The workloads registered through the `ptreg.workloads` entry points: what each measures, its metrics and the spec fields it needs.
+
+    A workload of backends compares kernel backends on model configs (its spec: configs, backends, steps); a workload of arms compares named arms on declared metrics (its spec: arms, baseline, metrics, inputs, repeats, seed, timeout_seconds, and the workload's own fields). Listing loads each plugin and checks its methods' signatures; a broken one is listed with the reason, never an error. Writing one: docs/workloads.md.
+    """
+    from ..engine.workloads.registry import describe_all
+    from ..views.tables import plain
+
+    found = describe_all()
+    if as_json:
+        print_json([w.to_json() for w in found])
+        return
+    rows = []
+    for w in found:
+        metrics = ", ".join(f"{m} ({d['unit']}, {d['better']} is better)" for m, d in w.metrics.items())
+        if w.kind == "backends":
+            metrics = w.unit or "unknown"
+        elif not metrics:
+            metrics = "declared by each evaluator"
+        fields = ", ".join(w.spec_fields) or ("configs, backends" if w.kind == "backends" else "none")
+        rows.append([w.name, "yes" if w.available else "no (see below)", w.kind, metrics, fields, w.description])
+    headers = ["workload", "available", "compares", "metrics", "own spec fields", "description"]
+    typer.echo(plain(rows, headers, shrink=(3, 4, 5), drop=(5,)))
+    for w in found:
+        if w.runs_code:
+            typer.echo(f"{w.name} runs the command its evaluator names: only where you froze it, or trusted it")
+    for w in found:
+        if not w.available:
+            typer.echo(f"{w.name} is unavailable: {w.reason}")
+
+
 @contextmanager
 def run_progress() -> Iterator[Callable[[TaskProgress], None]]:
     """A rich bar (task, step, budget left) at a terminal, one line per task otherwise; each
@@ -167,7 +198,11 @@ def bench(
         ..., "--backend", "-b", metavar="NAME", help="A backend to measure (repeatable); see `ptreg backends`."
     ),
     workload: str = typer.Option(
-        "tinygpt-train", "--workload", "-w", metavar="WORKLOAD", help="tinygpt-train (ms/step) or kernels (GFLOP/s)."
+        "tinygpt-train",
+        "--workload",
+        "-w",
+        metavar="WORKLOAD",
+        help="A workload that compares backends: tinygpt-train (ms/step) or kernels (GFLOP/s); see `ptreg workloads`.",
     ),
     config: list[str] = typer.Option(
         ["tiny"], "--config", "-c", metavar="CONFIG", help="tiny, small, medium, large or xl (repeatable)."
@@ -203,10 +238,18 @@ def bench(
     from ..engine.interruption import interruptible
     from ..engine.measurement import measure
     from ..engine.plan import EVALUATOR_VERSION, bench_spec
+    from ..engine.workloads.registry import workload_named
     from ..records.run import new_results
 
     if seconds is not None and not (0 < seconds < float("inf")):
         raise PtregError(f"--seconds must be a positive number of seconds, not {seconds}", EXIT_UNUSABLE)
+    measured = workload_named(workload)
+    if measured.kind != "backends" or measured.metric is None:
+        raise PtregError(
+            f"--workload {workload}: bench compares backends; a workload of arms is measured by `ptreg run` "
+            "under a frozen evaluator",
+            EXIT_UNUSABLE,
+        )
     spec = bench_spec(
         workload=workload,
         configs=config,
@@ -217,6 +260,7 @@ def bench(
         repeats=repeats,
         seed=seed,
         threads=threads,
+        metric=measured.metric,
     )
     require_registered(spec.backends)  # unavailable ones are measured as failed cells
     make_executor = executor_maker(executor, address)

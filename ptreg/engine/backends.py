@@ -16,11 +16,12 @@ line instead of a traceback in the middle of a run. Metadata is read from the lo
 from __future__ import annotations
 
 import inspect
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from ..errors import EXIT_UNUSABLE, PtregError
 from ..records.run import Kernel, Roles
+from .plugins import PluginEntry, plugin_entries
 
 ENTRY_POINT_GROUP = "ptreg.backends"
 METHOD_OF_KERNEL: dict[Kernel, str] = {
@@ -67,21 +68,8 @@ def kernel_shapes(kernel: str, m: int, k: int, n: int) -> tuple[tuple[int, int],
     raise ValueError(f"unknown kernel {kernel!r}")
 
 
-@dataclass(frozen=True)
-class BackendEntry:
-    """One registered backend as the entry points name it; nothing imported yet."""
-
-    name: str
-    target: str  # "module:attribute"
-    distribution: str | None
-    distribution_version: str | None
-    conflicts: tuple[str, ...] = ()  # other targets registered under the same name
-
-    def load(self) -> Any:
-        """The class or factory the entry point names: a plugin's object, of no type ptreg knows."""
-        from importlib.metadata import EntryPoint  # 24 ms to import: only where backends are listed
-
-        return EntryPoint(self.name, self.target, ENTRY_POINT_GROUP).load()
+# A backend's entry point: the shape every plugin's has.
+BackendEntry = PluginEntry
 
 
 @dataclass(frozen=True)
@@ -106,26 +94,9 @@ class BackendInfo:
 
 
 def entries() -> dict[str, BackendEntry]:
-    """Every backend registered in the ``ptreg.backends`` group, by name, without importing any.
-
-    A name registered twice with different targets is kept once, and ``describe`` reports
-    the conflict, because picking one silently would measure something nobody chose.
-    """
-    from importlib.metadata import distributions  # 24 ms to import: only where backends are listed
-
-    found: dict[str, BackendEntry] = {}
-    for dist in distributions():
-        for ep in dist.entry_points:
-            if ep.group != ENTRY_POINT_GROUP:
-                continue
-            dist_name = dist.metadata["Name"] if dist.metadata else None
-            entry = BackendEntry(ep.name, ep.value, dist_name, dist.version)
-            earlier = found.get(ep.name)
-            if earlier is None:
-                found[ep.name] = entry
-            elif earlier.target != entry.target and entry.target not in earlier.conflicts:
-                found[ep.name] = replace(earlier, conflicts=(*earlier.conflicts, entry.target))
-    return dict(sorted(found.items()))
+    """Every backend registered in the ``ptreg.backends`` group, by name, without importing any;
+    a name registered twice with different targets is reported by ``describe``."""
+    return plugin_entries(ENTRY_POINT_GROUP)
 
 
 def _call_problem(target: str, owner: Any, method: str, arguments: tuple[str, ...], bound: bool) -> str | None:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO
 
-from ..records.run import KernelSample, ParityOutcome, StepSample
+from ..records.run import KernelSample, MetricSample, ParityOutcome, StepSample
 from .environment import worker_variables
 from .interruption import Interrupted, deferred, signal_of
 from .protocol import (
@@ -34,9 +34,11 @@ from .protocol import (
     ParityTask,
     Progress,
     Ready,
+    Reaped,
     RepeatDone,
     RunRepeat,
     Sample,
+    Spawned,
     Warm,
     decode_event,
     encode,
@@ -65,7 +67,7 @@ class TaskOutcome:
     """Everything one worker said, and how it ended."""
 
     ready: Ready | None = None
-    samples: list[StepSample | KernelSample] = field(default_factory=list)
+    samples: list[StepSample | KernelSample | MetricSample] = field(default_factory=list)
     parity: ParityOutcome | None = None
     done: Done | None = None
     failure: str | None = None  # what the worker reported as its error
@@ -110,6 +112,7 @@ class Worker:
     busy: float = 0.0  # seconds the executor waited on it: setup, warm-up, its repeats
     phase: str = ""  # the round it is in, for progress
     ended: bool = False
+    groups: set[int] = field(default_factory=set)  # process groups of commands it started
 
     @property
     def pid(self) -> int:
@@ -212,7 +215,7 @@ class Executor:
         the run while another worker ran): kill it and keep what it said."""
         if worker.ended:
             return
-        self._kill(worker.process)
+        self._kill(worker)
         self._drain(worker)
         worker.outcome.ended, worker.outcome.reason = ended, reason
         self._finish(worker)
@@ -256,7 +259,7 @@ class Executor:
             return self._follow(worker, until)
         except (Interrupted, KeyboardInterrupt) as exc:
             with deferred():  # a second Ctrl-C must not lose what the worker reported
-                self._kill(worker.process)
+                self._kill(worker)
                 self._drain(worker)
             self.interrupted = signal_of(exc)
             worker.outcome.ended = "interrupted"
@@ -264,7 +267,7 @@ class Executor:
             return False
         except BaseException:
             worker.outcome.ended, worker.outcome.reason = "interrupted", "interrupted"
-            self._kill(worker.process)
+            self._kill(worker)
             raise
         finally:
             worker.busy += time.monotonic() - begun
@@ -316,7 +319,7 @@ class Executor:
 
     def _stop(self, worker: Worker, reason: str) -> None:
         """The budget ends the task: kill the worker and keep what it wrote."""
-        self._kill(worker.process)
+        self._kill(worker)
         self.budget_hit = True
         worker.outcome.ended, worker.outcome.reason = "budget", reason
         self._drain(worker)
@@ -325,7 +328,11 @@ class Executor:
         if self.listener is not None:
             self.listener(worker.label, line)
         event = decode_event(line)
-        if isinstance(event, Progress):
+        if isinstance(event, Spawned):
+            worker.groups.add(event.pgid)
+        elif isinstance(event, Reaped):
+            worker.groups.discard(event.pgid)
+        elif isinstance(event, Progress):
             phase = f"{worker.phase} {event.phase}".strip()
             self._notify(TaskProgress(worker.label, phase, event.done, event.total, self.budget_left(), worker.pid))
         else:
@@ -344,10 +351,16 @@ class Executor:
             self._take(worker, line)
 
     @staticmethod
-    def _kill(process: subprocess.Popen[str]) -> None:
+    def _kill(worker: Worker) -> None:
+        process = worker.process
         if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)  # the worker and any helper it started
+        # a command the worker started in a group of its own, which the worker can no longer end
+        for pgid in sorted(worker.groups):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+        worker.groups.clear()
         process.wait()
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import signal
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
+from ..errors import EXIT_UNUSABLE, PtregError
 from ..records.attempt import RunStatus
-from ..records.configs import ConfigName
-from ..records.evaluator import EvaluatorSpec
+from ..records.evaluator import AnySpec, EvaluatorSpec
 from ..records.run import Cell, CellStatus, ConfigRounds, ParityOutcome, Roles
 from .backends import describe_all, roles
 from .executor import Executor, TaskOutcome, Worker
@@ -32,8 +33,8 @@ from .plan import (
     run_status,
 )
 from .protocol import CellTask, ParityTask
-from .workloads import workload_named
-from .workloads.base import Workload
+from .workloads.base import Workload, backends_spec
+from .workloads.registry import require_measurable
 
 CELL_STATUS_OF_ENDING: dict[str, CellStatus] = {
     "done": "measured",
@@ -68,7 +69,12 @@ class SpreadExecutor(Protocol):
         ...
 
     def configs(
-        self, spec: EvaluatorSpec, runnable: dict[ConfigName, list[str]], ratio_roles: Roles, round_cap: int | None
+        self,
+        spec: AnySpec,
+        runnable: dict[str, list[str]],
+        ratio_roles: Roles,
+        round_cap: int | None,
+        places: Places,
     ) -> list[tuple[list[Cell], ConfigRounds]]:
         """Each config's cells and rounds; a config never started is left out, or, when the
         budget stopped it, given as cells ``not-started``."""
@@ -83,27 +89,33 @@ class SpreadExecutor(Protocol):
         ...
 
 
-def measure(spec: EvaluatorSpec, executor: Executor | SpreadExecutor, round_cap: int | None = None) -> Measurement:
-    """Parity, then every config's cells in interleaved rounds. ``round_cap`` is the most rounds
-    the budget allows a config (its ``max_repeats``), when it says."""
+def measure(
+    spec: AnySpec, executor: Executor | SpreadExecutor, round_cap: int | None = None, root: Path | None = None
+) -> Measurement:
+    """Parity (for a workload of backends), then every config's cells in interleaved rounds.
+    ``round_cap`` is the most rounds the budget allows a config (its ``max_repeats``), when it
+    says; ``root`` is the project root, where an arms workload's commands run."""
+    workload = require_measurable(spec, f"evaluator {spec.name}")
     executor.start()
-    workload = workload_named(spec.workload)
-    ratio_roles = roles(describe_all())
+    ratio_roles = roles(describe_all()) if workload.kind == "backends" else Roles(reference=None, peer=None)
+    places = Places(root)
     parity: list[ParityOutcome] = []
     measured: list[Cell] = []
     rounds: list[ConfigRounds] = []
     try:
         if isinstance(executor, Executor):
-            _check_parity(spec, executor, ratio_roles, parity)
+            if workload.kind == "backends":
+                _check_parity(backends_spec(spec), executor, ratio_roles, parity)
             if executor.interrupted is None:
-                _measure_cells(spec, workload, executor, parity, ratio_roles, measured, rounds, round_cap)
+                _measure_cells(spec, workload, executor, parity, ratio_roles, measured, rounds, round_cap, places)
         else:
             try:
-                parity += executor.parity(spec, ratio_roles)
+                if workload.kind == "backends":
+                    parity += executor.parity(backends_spec(spec), ratio_roles)
                 if executor.interrupted is None:
-                    runnable = {config: _runnable(spec, config, parity, measured) for config in spec.configs}
+                    runnable = {config: _runnable(spec, config, parity, measured) for config in spec.config_names}
                     wanted = {c: b for c, b in runnable.items() if b}
-                    for found, taken in executor.configs(spec, wanted, ratio_roles, round_cap):
+                    for found, taken in executor.configs(spec, wanted, ratio_roles, round_cap, places):
                         measured += found
                         rounds.append(taken)
                     _in_plan_order(spec, measured)
@@ -154,8 +166,15 @@ def parity_outcome(backend: str, outcome: TaskOutcome) -> ParityOutcome:
     return ParityOutcome(backend=backend, passed=False, summary=f"parity not established: {reason}", checks=[])
 
 
+@dataclass(frozen=True)
+class Places:
+    """Where a cell's worker is told its work lives: the project root, for arms workloads."""
+
+    root: Path | None
+
+
 def _measure_cells(
-    spec: EvaluatorSpec,
+    spec: AnySpec,
     workload: Workload,
     executor: Executor,
     parity: list[ParityOutcome],
@@ -163,10 +182,11 @@ def _measure_cells(
     measured: list[Cell],
     rounds: list[ConfigRounds],
     round_cap: int | None,
+    places: Places,
 ) -> None:
     """Config by config: the cells whose backend passed parity, in interleaved rounds."""
     round_seconds: dict[str, float] = {}
-    for config in spec.configs:
+    for config in spec.config_names:
         runnable = _runnable(spec, config, parity, measured)
         if not runnable:
             continue
@@ -175,7 +195,9 @@ def _measure_cells(
         if not allowed:
             measured += [Cell(backend=b, config=config, status="not-started", reason=why) for b in runnable]
             continue
-        found, taken = config_rounds(spec, workload, executor, config, runnable, ratio_roles, round_cap, round_seconds)
+        found, taken = config_rounds(
+            spec, workload, executor, config, runnable, ratio_roles, round_cap, round_seconds, places
+        )
         measured += found
         rounds.append(taken)
         if executor.interrupted is not None:
@@ -183,8 +205,11 @@ def _measure_cells(
     _in_plan_order(spec, measured)
 
 
-def _runnable(spec: EvaluatorSpec, config: ConfigName, parity: list[ParityOutcome], measured: list[Cell]) -> list[str]:
-    """The backends of ``config`` that passed parity; the others' cells are added as parity-failed."""
+def _runnable(spec: AnySpec, config: str, parity: list[ParityOutcome], measured: list[Cell]) -> list[str]:
+    """The backends of ``config`` that passed parity; the others' cells are added as
+    parity-failed. Every arm of an arms spec runs (there is no parity to pass)."""
+    if not isinstance(spec, EvaluatorSpec):
+        return spec.arm_names
     passed = {p.backend for p in parity if p.passed}
     for backend in spec.backends:
         if backend not in passed:
@@ -193,20 +218,21 @@ def _runnable(spec: EvaluatorSpec, config: ConfigName, parity: list[ParityOutcom
     return [b for b in spec.backends if b in passed]
 
 
-def _in_plan_order(spec: EvaluatorSpec, measured: list[Cell]) -> None:
+def _in_plan_order(spec: AnySpec, measured: list[Cell]) -> None:
     order: dict[tuple[str, str], int] = {(p.config, p.backend): i for i, p in enumerate(cells(spec))}
     measured.sort(key=lambda c: order[(c.config, c.backend)])
 
 
 def config_rounds(
-    spec: EvaluatorSpec,
+    spec: AnySpec,
     workload: Workload,
     executor: Executor,
-    config: ConfigName,
+    config: str,
     backends: list[str],
     ratio_roles: Roles,
     round_cap: int | None,
     round_seconds: dict[str, float],
+    places: Places,
 ) -> tuple[list[Cell], ConfigRounds]:
     """One config: a warm worker per backend, then round after round, each backend's repeat in
     the round's own order, until the plan, the adaptive target or the budget says stop."""
@@ -222,7 +248,9 @@ def config_rounds(
     opened = time.monotonic()
     try:
         for backend in backends:
-            workers[backend] = executor.open(PlannedCell(config, backend).label, cell_task(spec, config, backend))
+            workers[backend] = executor.open(
+                PlannedCell(config, backend).label, cell_task(spec, config, backend, places)
+            )
             if executor.interrupted is not None or executor.budget_hit:
                 break
         for number in range(most):
@@ -274,24 +302,39 @@ def config_rounds(
     return _cells(spec, workload, config, workers), taken
 
 
-def cell_task(spec: EvaluatorSpec, config: str, backend: str) -> CellTask:
-    """What a cell's worker is told to set up: the evaluator's step plan for one backend and config."""
+def cell_task(spec: AnySpec, config: str, backend: str, places: Places) -> CellTask:
+    """What a cell's worker is told to set up: the evaluator's step plan for one backend and
+    config, or an arms spec whole, with the project root its commands run in."""
+    if isinstance(spec, EvaluatorSpec):
+        return CellTask(
+            backend=backend,
+            workload=spec.workload,
+            config=config,
+            warmup_steps=spec.warmup_steps,
+            timed_steps=spec.timed_steps,
+            seed=spec.seed,
+            threads=spec.threads,
+        )
+    if places.root is None:
+        raise PtregError(f"evaluator {spec.name} runs in a project root, and none was given", EXIT_UNUSABLE)
     return CellTask(
         backend=backend,
         workload=spec.workload,
         config=config,
-        warmup_steps=spec.warmup_steps,
-        timed_steps=spec.timed_steps,
+        warmup_steps=0,
+        timed_steps=1,
         seed=spec.seed,
         threads=spec.threads,
+        spec=spec.model_dump(mode="json", exclude_none=True),
+        root=str(places.root),
     )
 
 
-def _cells(spec: EvaluatorSpec, workload: Workload, config: ConfigName, workers: dict[str, Worker]) -> list[Cell]:
+def _cells(spec: AnySpec, workload: Workload, config: str, workers: dict[str, Worker]) -> list[Cell]:
     return [build_cell(spec, workload, PlannedCell(config, b), w.outcome) for b, w in workers.items()]
 
 
-def build_cell(spec: EvaluatorSpec, workload: Workload, planned: PlannedCell, outcome: TaskOutcome) -> Cell:
+def build_cell(spec: AnySpec, workload: Workload, planned: PlannedCell, outcome: TaskOutcome) -> Cell:
     """The cell as its worker left it: how it ended, what the worker reported, its summaries."""
     worker: dict[str, Any] = {}
     if outcome.ready is not None:

@@ -17,8 +17,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import EXIT_UNUSABLE, PtregError
-from ..records.configs import CONFIGS, ConfigName, linear_shapes, step_flops
-from ..records.evaluator import WORKLOAD_METRICS, EvaluatorSpec
+from ..records.configs import CONFIGS, linear_shapes, step_flops
+from ..records.evaluator import AnySpec, EvaluatorSpec
 from ..records.problems import flag_message
 from ..records.run import Cell, ParityOutcome, RunStatus
 
@@ -55,8 +55,8 @@ NOT_CHECKED = "not checked"
 
 @dataclass(frozen=True)
 class PlannedCell:
-    config: ConfigName
-    backend: str
+    config: str
+    backend: str  # or the arm
 
     @property
     def label(self) -> str:
@@ -73,9 +73,10 @@ def parity_shapes(spec: EvaluatorSpec) -> list[tuple[int, int, int]]:
     return shapes
 
 
-def cells(spec: EvaluatorSpec) -> list[PlannedCell]:
-    """Every (config, backend) cell, in the order they are reported."""
-    return [PlannedCell(config, backend) for config in spec.configs for backend in spec.backends]
+def cells(spec: AnySpec) -> list[PlannedCell]:
+    """Every (config, backend) cell, in the order they are reported; an arms spec's arms stand
+    where backends do, in its one config."""
+    return [PlannedCell(config, arm) for config in spec.config_names for arm in spec.arm_names]
 
 
 def round_order(seed: int, config: str, round_number: int, backends: list[str]) -> list[str]:
@@ -84,12 +85,14 @@ def round_order(seed: int, config: str, round_number: int, backends: list[str]) 
     return random.Random(f"{seed}/{config}/{round_number}").sample(backends, len(backends))
 
 
-def estimate_round(round_seconds: dict[str, float], config: ConfigName, spec: EvaluatorSpec) -> float | None:
+def estimate_round(round_seconds: dict[str, float], config: str, spec: AnySpec) -> float | None:
     """Seconds one round of ``config`` should take: its own last round, else the latest earlier
     config's, scaled by the configs' work. Unknown before any round was timed."""
     if config in round_seconds:
         return round_seconds[config]
-    earlier = [c for c in spec.configs[: spec.configs.index(config)] if c in round_seconds]
+    if not isinstance(spec, EvaluatorSpec):
+        return None  # an arms spec has one config: before its first round, nothing to go by
+    earlier = [c for c in spec.config_names[: spec.config_names.index(config)] if c in round_seconds]
     if not earlier:
         return None
     last = earlier[-1]
@@ -109,11 +112,11 @@ def narrow_enough(cells: list[Cell], target: float) -> bool:
 
 
 def run_status(
-    spec: EvaluatorSpec, parity: list[ParityOutcome], measured: list[Cell], budget_hit: bool
+    spec: AnySpec, parity: list[ParityOutcome], measured: list[Cell], budget_hit: bool
 ) -> tuple[RunStatus, str | None]:
     """How a run that was not interrupted ended: the budget first (it explains the cells it
     stopped), then any cell that was not measured, else complete."""
-    planned = len(spec.configs) * len(spec.backends)
+    planned = len(cells(spec))
     stopped = [c for c in measured if c.status in ("budget-exhausted", "not-started")]
     unchecked = [p for p in parity if not p.passed and p.summary.startswith(NOT_CHECKED)]
     if budget_hit or stopped or unchecked:
@@ -127,9 +130,9 @@ def run_status(
     return "complete", None
 
 
-def interrupted_reason(spec: EvaluatorSpec, measured: list[Cell], signal_name: str) -> str:
+def interrupted_reason(spec: AnySpec, measured: list[Cell], signal_name: str) -> str:
     done = sum(c.status == "measured" for c in measured)
-    return f"interrupted by {signal_name}; {done} of {len(spec.configs) * len(spec.backends)} cells measured"
+    return f"interrupted by {signal_name}; {done} of {len(cells(spec))} cells measured"
 
 
 def bench_spec(
@@ -143,6 +146,7 @@ def bench_spec(
     repeats: int,
     seed: int,
     threads: int,
+    metric: str,
 ) -> EvaluatorSpec:
     """The spec of an ad hoc bench: the options given, and the bench's own tolerance and spread.
 
@@ -161,7 +165,7 @@ def bench_spec(
         "threads": threads,
         "tolerance": BENCH_TOLERANCE,
         "max_relative_spread": BENCH_MAX_RELATIVE_SPREAD,
-        "metric": WORKLOAD_METRICS.get(workload, "gflops"),
+        "metric": metric,
     }
     try:
         return EvaluatorSpec.model_validate(fields)

@@ -20,9 +20,11 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from ..records.run import KernelSample, ParityOutcome, StepSample
+from ..records.run import KernelSample, MetricSample, ParityOutcome, StepSample
 
-PROTOCOL_VERSION: Final = 2
+# 3: cells of arms workloads (the spec and the project root in the task; a command's process
+# group announced, so that whoever kills the worker kills the command too)
+PROTOCOL_VERSION: Final = 3
 
 
 class _Message(BaseModel):
@@ -33,7 +35,7 @@ class ParityTask(_Message):
     """Check one backend's kernels on ``shapes`` before any of it is timed."""
 
     kind: Literal["parity"] = "parity"
-    protocol_version: Literal[2] = PROTOCOL_VERSION
+    protocol_version: Literal[3] = PROTOCOL_VERSION
     backend: str
     reference: str | None = Field(description="The backend whose bits an order-preserving one must reproduce.")
     shapes: list[tuple[int, int, int]]
@@ -48,14 +50,16 @@ class CellTask(_Message):
     ``timed_steps`` are then asked for one at a time."""
 
     kind: Literal["cell"] = "cell"
-    protocol_version: Literal[2] = PROTOCOL_VERSION
-    backend: str
+    protocol_version: Literal[3] = PROTOCOL_VERSION
+    backend: str = Field(description="The backend, or for an arms workload the arm.")
     workload: str
     config: str
     warmup_steps: int
     timed_steps: int
     seed: int
-    threads: int
+    threads: int | None = Field(description="Null: an arms spec that sets no thread count.")
+    spec: dict[str, Any] | None = Field(default=None, description="Arms workloads: the evaluator spec, as frozen.")
+    root: str | None = Field(default=None, description="Arms workloads: the project root, where commands run.")
 
 
 class RunRepeat(_Message):
@@ -71,7 +75,7 @@ Task = Annotated[ParityTask | CellTask, Field(discriminator="kind")]
 class ThreadState(_Message):
     """The threads in effect for a cell: asked for, the backend's own, and every BLAS/OpenMP pool."""
 
-    requested: int
+    requested: int | None = Field(description="Null: nothing was asked (an arms spec without threads).")
     backend: int | None = Field(description="What the backend's set_threads said it uses; null when it has none.")
     pools: list[dict[str, Any]]
 
@@ -93,6 +97,20 @@ class Warm(_Message):
     event: Literal["warm"] = "warm"
 
 
+class Spawned(_Message):
+    """A command started in a process group of its own: kill it with the worker."""
+
+    event: Literal["spawned"] = "spawned"
+    pgid: int
+
+
+class Reaped(_Message):
+    """That process group's leader has been waited for; its group is no longer the worker's."""
+
+    event: Literal["reaped"] = "reaped"
+    pgid: int
+
+
 class RepeatDone(_Message):
     event: Literal["repeat-done"] = "repeat-done"
     repeat: int
@@ -100,7 +118,7 @@ class RepeatDone(_Message):
 
 class Sample(_Message):
     event: Literal["sample"] = "sample"
-    sample: StepSample | KernelSample
+    sample: StepSample | KernelSample | MetricSample
 
 
 class ParityDone(_Message):
@@ -119,9 +137,10 @@ class Failed(_Message):
 
 
 Event = Annotated[
-    Ready | Progress | Warm | Sample | RepeatDone | ParityDone | Done | Failed, Field(discriminator="event")
+    Ready | Progress | Warm | Sample | Spawned | Reaped | RepeatDone | ParityDone | Done | Failed,
+    Field(discriminator="event"),
 ]
-AnyEvent = Ready | Progress | Warm | Sample | RepeatDone | ParityDone | Done | Failed
+AnyEvent = Ready | Progress | Warm | Sample | Spawned | Reaped | RepeatDone | ParityDone | Done | Failed
 
 # Built on first use: only the executor and the worker speak the protocol.
 _TASK: TypeAdapter[Task] = TypeAdapter(Task, config=ConfigDict(defer_build=True))

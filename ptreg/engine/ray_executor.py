@@ -29,19 +29,20 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import ray
 import ray.exceptions
 
 from ..errors import EXIT_UNUSABLE, PtregError
-from ..records.configs import CONFIGS, ConfigName, step_flops
-from ..records.evaluator import EvaluatorSpec
+from ..records.configs import CONFIGS, step_flops
+from ..records.evaluator import AnySpec, EvaluatorSpec, parse_spec
 from ..records.run import Cell, ConfigRounds, ParityOutcome, Roles
 from .environment import fingerprint, machine_environment
 from .executor import Executor, TaskOutcome, TaskProgress, keep
 from .interruption import Interrupted, deferred, signal_of
-from .measurement import build_cell, config_rounds, parity_outcome, parity_task
+from .measurement import Places, build_cell, config_rounds, parity_outcome, parity_task
 from .plan import NOT_CHECKED, PlannedCell, parity_shapes, round_order
 from .protocol import ParityTask, decode_event
 from .workloads import workload_named
@@ -109,7 +110,7 @@ def run_unit(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _unit_result(payload: dict[str, Any], executor: Executor) -> dict[str, Any]:
-    spec = EvaluatorSpec.model_validate(payload["spec"])
+    spec = parse_spec(payload["spec"], "the unit's spec")
     if payload["unit"] == "parity":
         task = ParityTask.model_validate(payload["task"])
         outcome = executor.execute(f"parity {task.backend}", task)
@@ -117,8 +118,17 @@ def _unit_result(payload: dict[str, Any], executor: Executor) -> dict[str, Any]:
         return {"kind": "parity", "parity": found.model_dump(mode="json"), "budget_hit": executor.budget_hit}
     workload = workload_named(spec.workload)
     ratio_roles = Roles.model_validate(payload["roles"])
+    root = payload.get("root")
     cells, taken = config_rounds(
-        spec, workload, executor, payload["config"], payload["backends"], ratio_roles, payload["round_cap"], {}
+        spec,
+        workload,
+        executor,
+        payload["config"],
+        payload["backends"],
+        ratio_roles,
+        payload["round_cap"],
+        {},
+        Places(Path(root) if root is not None else None),
     )
     return {
         "kind": "cells",
@@ -221,9 +231,9 @@ class RayExecutor:
             )
         self._offering = offering
 
-    def _check_threads(self, spec: EvaluatorSpec) -> None:
+    def _check_threads(self, spec: AnySpec) -> None:
         most = max(n.get("Resources", {}).get("CPU", 0) for n in self._offering)
-        if most < spec.threads:
+        if most < (spec.threads or 1):
             raise PtregError(
                 f"threads: the evaluator asks for {spec.threads} CPUs per unit, and no {UNIT_RESOURCE} node of the "
                 f"Ray cluster has more than {most:g}",
@@ -260,12 +270,23 @@ class RayExecutor:
         return found
 
     def configs(
-        self, spec: EvaluatorSpec, runnable: dict[ConfigName, list[str]], ratio_roles: Roles, round_cap: int | None
+        self,
+        spec: AnySpec,
+        runnable: dict[str, list[str]],
+        ratio_roles: Roles,
+        round_cap: int | None,
+        places: Places,
     ) -> list[tuple[list[Cell], ConfigRounds]]:
-        shared = {"roles": ratio_roles.model_dump(mode="json"), "round_cap": round_cap}
+        # an arms workload's commands run in the project root, which each node must hold too
+        root = str(places.root) if places.root is not None else None
+        shared = {"roles": ratio_roles.model_dump(mode="json"), "round_cap": round_cap, "root": root}
         # Largest config first: Ray starts units in the order they come, and the longest ones
         # started first leave the shortest to fill in (the makespan stays near its bound).
-        largest_first = sorted(runnable.items(), key=lambda item: -step_flops(CONFIGS[item[0]]) * len(item[1]))
+
+        def work(config: str) -> int:
+            return step_flops(CONFIGS[config]) if config in CONFIGS else 1
+
+        largest_first = sorted(runnable.items(), key=lambda item: -work(item[0]) * len(item[1]))
         units = [
             Unit(config, backends, {"unit": "config", "config": config, "backends": backends, **shared})
             for config, backends in largest_first
@@ -274,7 +295,7 @@ class RayExecutor:
         workload = workload_named(spec.workload)
         found: list[tuple[list[Cell], ConfigRounds]] = []
         for unit in units:
-            config: ConfigName = unit.payload["config"]
+            config: str = unit.payload["config"]
             if unit.node is None:  # never reached a node
                 if unit.stopped is not None and unit.stopped[0] == "budget":
                     cells = [
@@ -333,7 +354,7 @@ class RayExecutor:
 
     # ----------------------------------------------------------------------------- following
 
-    def _run(self, spec: EvaluatorSpec, units: list[Unit]) -> None:
+    def _run(self, spec: AnySpec, units: list[Unit]) -> None:
         """Submit every unit and follow them until each has ended, the budget ends or a signal.
 
         Ray prints what its cluster reports (a raylet that died, say) on the driver's stdout,
@@ -342,7 +363,7 @@ class RayExecutor:
         with contextlib.redirect_stdout(sys.stderr):
             self._follow(spec, units)
 
-    def _follow(self, spec: EvaluatorSpec, units: list[Unit]) -> None:
+    def _follow(self, spec: AnySpec, units: list[Unit]) -> None:
         arrived: queue.Queue[tuple[Unit, dict[str, Any] | None]] = queue.Queue()
         left = self.budget_left()
         deadline = None if left is None else time.time() + left
@@ -355,7 +376,9 @@ class RayExecutor:
                 unit.stopped, unit.over = ("budget", "the budget's wall clock is used up"), True
                 continue
             unit.submitted = time.monotonic()
-            unit.generator = _unit.options(num_cpus=spec.threads, resources={UNIT_RESOURCE: 1}).remote(unit.payload)
+            unit.generator = _unit.options(num_cpus=spec.threads or 1, resources={UNIT_RESOURCE: 1}).remote(
+                unit.payload
+            )
             threading.Thread(target=_pump, args=(unit, arrived), daemon=True).start()
         try:
             while not all(u.over for u in units):
@@ -424,7 +447,7 @@ class RayExecutor:
             outcome.ended, outcome.reason = "crashed", "the unit ended without a result"
         return outcome
 
-    def _rounds_seen(self, spec: EvaluatorSpec, unit: Unit, cells: list[Cell]) -> ConfigRounds:
+    def _rounds_seen(self, spec: AnySpec, unit: Unit, cells: list[Cell]) -> ConfigRounds:
         """The rounds of a unit that did not finish, from the samples that arrived: the plan's
         order of each round that any backend had begun."""
         config = unit.payload["config"]

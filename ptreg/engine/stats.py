@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..records.run import Interval, Ratio, Summary
+from ..records.run import Interval, MetricSummary, Ratio, Summary
 
 LEVEL = 0.95
 METHOD = "Student's t on log values (interval of the geometric mean), scipy.stats.t"
@@ -120,6 +120,62 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
     if numerator is None or denominator is None or denominator == 0:
         return None
     return numerator / denominator
+
+
+# --------------------------------------------------------------------------- metrics of arms
+
+MEAN_METHOD = "Student's t on the values (interval of the mean), scipy.stats.t"
+DIFFERENCE_METHOD = "Student's t on paired differences (interval of their mean), scipy.stats.t"
+
+
+def mean_interval(values: Sequence[float]) -> Interval | None:
+    """The 95% interval of the arithmetic mean: a score or a loss is averaged, not multiplied,
+    and may be zero or negative. Unknown with fewer than two values."""
+    if len(values) < 2:
+        return None
+    half = t_quantile(len(values)) * statistics.stdev(values) / math.sqrt(len(values))
+    center = statistics.fmean(values)
+    return Interval(low=center - half, high=center + half, level=LEVEL, method=MEAN_METHOD)
+
+
+def summarize_metric(values: Sequence[float]) -> MetricSummary:
+    if not values:
+        raise ValueError("no values to summarise")
+    return MetricSummary(
+        n=len(values),
+        mean=statistics.fmean(values),
+        median=statistics.median(values),
+        min=min(values),
+        max=max(values),
+        ci=mean_interval(values),
+    )
+
+
+def paired_difference(mine: Mapping[str, float], theirs: Mapping[str, float], higher_is_better: bool) -> Paired | None:
+    """``mine - theirs`` over the keys both have (items, or rounds): the mean difference, its
+    95% interval, and how many pairs went each way. Unknown when no key is shared."""
+    keys = sorted(set(mine) & set(theirs))
+    if not keys:
+        return None
+    differences = [mine[k] - theirs[k] for k in keys]
+    better = sum((d > 0) == higher_is_better and d != 0 for d in differences)
+    tied = sum(d == 0 for d in differences)
+    interval = mean_interval(differences)
+    if interval is not None:
+        interval = interval.model_copy(update={"method": DIFFERENCE_METHOD})
+    return Paired(statistics.fmean(differences), interval, len(keys), better, len(keys) - better - tied, tied)
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Paired differences, summarised."""
+
+    mean: float
+    ci: Interval | None
+    n: int
+    won: int
+    lost: int
+    tied: int
 
 
 # --------------------------------------------------------------------------- across runs

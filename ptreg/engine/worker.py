@@ -85,8 +85,14 @@ def run_parity(task: ParityTask) -> None:
 
 def run_cell(task: CellTask, orders: TextIO) -> None:
     """Set up and warm up, then one repeat per order read from ``orders``, until it ends."""
-    backend = create(task.backend)
-    threads, _limiter = set_threads(backend, task.threads)  # the limiter holds the limit
+    workload = workload_named(task.workload)
+    backend: Backend | None = None
+    if workload.kind == "backends":
+        backend = create(task.backend)
+        assert task.threads is not None  # a backends spec always names its threads
+        threads, _limiter = set_threads(backend, task.threads)  # the limiter holds the limit
+    else:  # an arm's threads are its command's to set, through the environment it is given
+        threads = ThreadState(requested=task.threads, backend=None, pools=[])
     emit(Ready(pid=os.getpid(), threads=threads))
     last = [0.0]
 
@@ -99,7 +105,8 @@ def run_cell(task: CellTask, orders: TextIO) -> None:
     def record(sample: AnySample) -> None:
         emit(Sample(sample=sample))
 
-    cell = workload_named(task.workload).prepare(task, backend)
+    cell = workload.prepare(task, backend)
+    cell.attach(emit)
     cell.warm_up(progress)
     emit(Warm())
     for line in orders:
@@ -111,7 +118,7 @@ def run_cell(task: CellTask, orders: TextIO) -> None:
         emit(RepeatDone(repeat=order.repeat))
     # after the repeats: a backend may set up its runtime lazily (numba's threading layer is
     # known only once a parallel function has run)
-    emit(Done(runtime=runtime_details(backend)))
+    emit(Done(runtime=runtime_details(backend) if backend is not None else None))
 
 
 def _first(exc: ValidationError) -> str:

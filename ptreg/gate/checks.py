@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..engine.plan import EVALUATOR_VERSION
+from ..engine.workloads.registry import spec_problem
 from ..records import tracking
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt
 from ..records.evaluator import FrozenEvaluator
@@ -23,6 +24,7 @@ from ..records.ledger import Shaped, Summary
 from ..records.ledger import question_tokens as question_tokens
 from ..store.evaluators import check_file, evaluators_dir
 from ..store.full_read import read_summarized
+from ..store.inputs import changed_inputs, project_root
 from ..text import counted
 from ..views.dispositions import decide_disposition
 from ..views.streaks import CAUTION_AT, STOP_AT, streaks, trailing_negatives
@@ -213,11 +215,24 @@ def frozen_evaluator(proposal: Attempt, root: Path) -> tuple[CheckResult, Frozen
             "freeze the spec again under this version (`ptreg evaluator freeze SPEC.json`) and propose with the new reference",
         ), None
     spec = frozen.spec
+    problem = spec_problem(spec)
+    if problem is not None:
+        return CheckResult(
+            name, FAILED, f"{proposal.evaluator} cannot be measured here: {problem}", "see `ptreg workloads`"
+        ), None
+    changed = changed_inputs(project_root(root), frozen.inputs) if frozen.inputs else None
+    if changed is not None:
+        return CheckResult(
+            name,
+            FAILED,
+            f"{proposal.evaluator} no longer verifies: {changed}",
+            "restore the input from version control, or freeze the evaluator again over the new inputs and propose "
+            "with it",
+        ), None
     return CheckResult(
         name,
         PASSED,
-        f"{proposal.evaluator} verifies (workload {spec.workload}, configs {', '.join(spec.configs)}, "
-        f"backends {', '.join(spec.backends)})",
+        f"{proposal.evaluator} verifies ({spec.measures()})",
     ), frozen
 
 
@@ -240,9 +255,9 @@ def explicit_budget(proposal: Attempt, frozen: FrozenEvaluator | None, budget_er
         for limit, needed, what in (
             (budget.max_threads, spec.threads, "threads"),
             (budget.max_repeats, spec.least_repeats, "repeats"),
-            (budget.max_timed_steps, spec.timed_steps, "timed steps per repeat"),
+            (budget.max_timed_steps, spec.needs_steps, "timed steps per repeat"),
         ):
-            if limit is not None and needed > limit:
+            if limit is not None and needed is not None and needed > limit:
                 return CheckResult(
                     name,
                     FAILED,

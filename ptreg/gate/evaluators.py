@@ -7,10 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..engine.plan import EVALUATOR_VERSION
-from ..records.evaluator import FrozenEvaluator, frozen_from_spec, parse_spec
+from ..engine.workloads.registry import require_measurable
+from ..records.evaluator import ArmsSpec, FrozenEvaluator, frozen_from_spec, parse_spec
 from ..store.directory import load_meta
 from ..store.evaluators import store_frozen
+from ..store.inputs import digest_inputs, project_root
 from ..store.jsonio import read_json
+from ..store.trust import trust
 
 
 @dataclass
@@ -21,9 +24,15 @@ class Frozen:
 
 
 def freeze(root: Path, spec_path: Path) -> Frozen:
-    """Store the spec under its identity; freezing an identical spec again changes nothing."""
+    """Store the spec under its identity, with the digests of the inputs it reads; freezing an
+    identical spec over identical inputs again changes nothing. Freezing an evaluator whose
+    workload runs code is this user's consent to run it (``store/trust.py``)."""
     load_meta(root)  # only into a real registry
     spec = parse_spec(read_json(spec_path), str(spec_path))
-    frozen = frozen_from_spec(spec, EVALUATOR_VERSION)
+    workload = require_measurable(spec, str(spec_path))
+    inputs = digest_inputs(project_root(root), spec.inputs) if isinstance(spec, ArmsSpec) and spec.inputs else None
+    frozen = frozen_from_spec(spec, EVALUATOR_VERSION, inputs)
     path, created = store_frozen(root, frozen)
+    if workload.runs_code:
+        trust(frozen.sha256)
     return Frozen(frozen, path, created)

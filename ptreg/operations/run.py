@@ -18,17 +18,21 @@ from ..engine.executor import Executor, TaskProgress
 from ..engine.interruption import deferred, interruptible, pending
 from ..engine.measurement import SpreadExecutor, measure
 from ..engine.plan import EVALUATOR_VERSION
-from ..errors import EXIT_CHECK_FAILED, PtregError
+from ..engine.workloads.registry import workload_named
+from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
 from ..gate.reading import gate_reading
 from ..records.attempt import Attempt, Budget, RunRef
-from ..records.evaluator import FrozenEvaluator
+from ..records.evaluator import EvaluatorSpec, FrozenEvaluator
 from ..records.run import RunResults, new_results
 from ..store.directory import load_meta, read_attempt, write_attempt
 from ..store.full_read import indexed_attempt
 from ..store.index import open_index
+from ..store.inputs import project_root
 from ..store.jsonio import refuse_outside
 from ..store.locks import registry_lock, run_lock
 from ..store.runs import RESULTS_FILE, new_run_id, run_folder, runs_dir, write_run
+from ..store.trust import is_trusted
+from ..text import shorten
 from ..views.run_report import evidence_line
 
 
@@ -99,7 +103,21 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
         )
     # found now, not after the measurement
     refuse_outside(root, runs_dir(root, attempt_id), "a run is written only inside the registry")
+    refuse_untrusted(report.evaluator)
     return report.evaluator, attempt.budget
+
+
+def refuse_untrusted(frozen: FrozenEvaluator) -> None:
+    """An evaluator that runs a command runs only with this user's consent: given by freezing
+    it here, or by `ptreg evaluator trust` after reading it. Nothing is executed before."""
+    if not workload_named(frozen.spec.workload).runs_code or is_trusted(frozen.sha256):
+        return
+    shown = shorten(" ".join(str(a) for a in frozen.spec.model_dump(mode="json").get("command", [])), 200)
+    raise PtregError(
+        f"evaluator {frozen.ref} runs {shown} and was not frozen by you: read it "
+        f"(`ptreg evaluator show {frozen.ref}`), then consent with `ptreg evaluator trust {frozen.ref}`",
+        EXIT_UNUSABLE,
+    )
 
 
 def _measure_and_record(
@@ -112,9 +130,10 @@ def _measure_and_record(
 ) -> RunDone:
     started = utc_now()
     environment = collect(root)
-    found = measure(frozen.spec, executor, round_cap=budget.max_repeats)
-    # read after the workers ran: a backend may settle its configuration on first use (numba's tile)
-    environment["backend_configuration"] = backend_configuration(list(frozen.spec.backends))
+    found = measure(frozen.spec, executor, round_cap=budget.max_repeats, root=project_root(root))
+    if isinstance(frozen.spec, EvaluatorSpec):
+        # read after the workers ran: a backend may settle its configuration on first use (numba's tile)
+        environment["backend_configuration"] = backend_configuration(list(frozen.spec.backends))
     if not isinstance(executor, Executor):  # the machines the cells ran on, beside the driver's
         environment.update(executor.provenance())
     # From here signals wait: the run is written whole and linked, then the process exits.

@@ -91,7 +91,41 @@ class Speedup(_Node):
     config: ConfigName
 
 
-Quantity = Annotated[Share | Amdahl | MsPerStep | Gflops | Speedup, Field(discriminator="op")]
+# A metric is named as an evaluator declares it (records/evaluator.py METRIC_PATTERN).
+MetricName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+
+
+class MetricValue(_Node):
+    """A metric's mean over an arm's repeats, with its 95% interval (a run of arms)."""
+
+    op: Literal["metric"]
+    metric: MetricName
+    arm: BackendName
+
+
+class Diff(_Node):
+    """An arm's metric minus another arm's, paired by item or by round, with its 95% interval
+    (a metric compared as a difference)."""
+
+    op: Literal["diff"]
+    metric: MetricName
+    arm: BackendName
+    over: BackendName
+
+
+class MetricRatio(_Node):
+    """An arm's metric over another arm's, paired by round, with its 95% interval (a metric
+    compared as a ratio)."""
+
+    op: Literal["ratio"]
+    metric: MetricName
+    arm: BackendName
+    over: BackendName
+
+
+Quantity = Annotated[
+    Share | Amdahl | MsPerStep | Gflops | Speedup | MetricValue | Diff | MetricRatio, Field(discriminator="op")
+]
 
 
 class Low(_Node):
@@ -113,7 +147,10 @@ class Number(_Node):
     value: float = Field(ge=0, allow_inf_nan=False)
 
 
-Operand = Annotated[Number | Share | Amdahl | MsPerStep | Gflops | Speedup | Low | High, Field(discriminator="op")]
+Operand = Annotated[
+    Number | Share | Amdahl | MsPerStep | Gflops | Speedup | MetricValue | Diff | MetricRatio | Low | High,
+    Field(discriminator="op"),
+]
 
 
 class Compare(_Node):
@@ -139,7 +176,7 @@ class Not(_Node):
 
 
 Condition = Annotated[Compare | And | Or | Not, Field(discriminator="op")]
-QuantityNode = Share | Amdahl | MsPerStep | Gflops | Speedup
+QuantityNode = Share | Amdahl | MsPerStep | Gflops | Speedup | MetricValue | Diff | MetricRatio
 OperandNode = Number | QuantityNode | Low | High
 ConditionNode = Compare | And | Or | Not
 
@@ -172,6 +209,9 @@ FUNCTIONS: Final[dict[str, Signature]] = {
     "ms_per_step": Signature(("backend", "config")),
     "gflops": Signature(("kernel", "backend", "config", "layer"), optional=("layer",), positional=1),
     "speedup": Signature(("backend", "over", "config"), positional=1),
+    "metric": Signature(("metric", "arm"), positional=1),
+    "diff": Signature(("metric", "arm", "over"), positional=1),
+    "ratio": Signature(("metric", "arm", "over"), positional=1),
     "low": Signature(("of",), positional=1),
     "high": Signature(("of",), positional=1),
 }
@@ -181,6 +221,9 @@ QUANTITY_MODELS: Final[dict[str, type[QuantityNode]]] = {
     "ms_per_step": MsPerStep,
     "gflops": Gflops,
     "speedup": Speedup,
+    "metric": MetricValue,
+    "diff": Diff,
+    "ratio": MetricRatio,
 }
 BOUND_MODELS: Final[dict[str, type[Low | High]]] = {"low": Low, "high": High}
 

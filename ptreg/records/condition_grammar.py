@@ -77,6 +77,7 @@ KERNEL_CHOICES: dict[str, tuple[str, ...]] = {
 CONFIG_CHOICES: tuple[str, ...] = get_args(ConfigName)
 LAYER_CHOICES: tuple[str, ...] = get_args(LayerName)
 BACKEND_RE = re.compile(BACKEND_PATTERN)
+METRIC_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 # The parse-tree nodes that are a level of nesting: every boolean, group, comparison and call.
 LEVELS = frozenset({"disjunction", "conjunction", "negated", "group", "comparison", "call"})
 # How an expected terminal reads in a message.
@@ -296,6 +297,19 @@ class _Builder:
             return _choice("config", value, CONFIG_CHOICES, column, context)
         if param == "layer":
             return _choice("layer", value, LAYER_CHOICES, column, context)
+        if param == "metric":
+            if not METRIC_RE.fullmatch(value):
+                raise ConditionError(
+                    column,
+                    f"{shorten(value, 40)} is not a metric name (lowercase letters, digits and '_', a letter first)",
+                )
+            return value
+        if param in ("arm", "over") and function in ("metric", "diff", "ratio"):
+            if not BACKEND_RE.fullmatch(value) or len(value) > 128:
+                raise ConditionError(
+                    column, f"{shorten(value, 40)} is not an arm name (lowercase letters, digits, '-' and '.')"
+                )
+            return value
         if not BACKEND_RE.fullmatch(value) or len(value) > 128:
             raise ConditionError(
                 column, f"{shorten(value, 40)} is not a backend name (lowercase letters, digits, '-' and '.')"

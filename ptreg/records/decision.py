@@ -23,9 +23,12 @@ from .condition import (
     And,
     Compare,
     ConditionNode,
+    Diff,
     Gflops,
     High,
     Low,
+    MetricRatio,
+    MetricValue,
     MsPerStep,
     Not,
     Number,
@@ -37,6 +40,7 @@ from .condition import (
     operand_text,
     quantities,
 )
+from .evaluator import ArmsSpec
 from .run import Cell, Ratio, RunResults, Summary
 
 # Which workload records what a function reads (speedups are taken in both).
@@ -141,10 +145,41 @@ def _cells_listed(results: RunResults) -> str:
     return f"its backends: {backends}; its configs: {configs}"
 
 
+def _arm(results: RunResults, arm: str) -> Cell | None:
+    return next((c for c in results.cells if c.backend == arm), None)
+
+
+def _missing_metric(node: MetricValue | Diff | MetricRatio, results: RunResults, run: str) -> str | None:
+    spec = results.spec
+    if not isinstance(spec, ArmsSpec):
+        return f"{node.op} reads a run of arms; {run} measured backends ({spec.workload})"
+    arms = ", ".join(spec.arm_names)
+    for arm in (node.arm, *([node.over] if not isinstance(node, MetricValue) else [])):
+        if _arm(results, arm) is None:
+            return f"{run} has no arm {arm} (its arms: {arms})"
+    declared = {**spec.declared()}
+    cell = _arm(results, node.arm)
+    assert cell is not None
+    recorded = set(declared) | set(cell.metrics or {})
+    if node.metric not in recorded:
+        return f"{run} records no metric {node.metric} (its metrics: {', '.join(sorted(recorded))})"
+    declaration = declared.get(node.metric)
+    if declaration is not None and not isinstance(node, MetricValue):
+        wanted = "difference" if isinstance(node, Diff) else "ratio"
+        if declaration.compare != wanted:
+            other = "ratio" if wanted == "difference" else "diff"
+            return f"{node.metric} is compared as a {declaration.compare}: read it with {other}(...)"
+    return None
+
+
 def missing(node: QuantityNode, results: RunResults) -> str | None:
     """Why the run cannot record this quantity at all (a cell, a layer or a ratio it does not
     have, or another workload's function); None when it can. What ``conclude`` refuses."""
     run = f"run {results.run_id}" if results.run_id else "the run"
+    if isinstance(node, MetricValue | Diff | MetricRatio):
+        return _missing_metric(node, results, run)
+    if isinstance(results.spec, ArmsSpec):
+        return f"{node.op} reads a run of backends; {run} measured arms ({results.spec.workload})"
     workload = WORKLOAD_OF.get(node.op)
     if workload is not None and results.spec.workload != workload:
         return f"{node.op} is recorded by the {workload} workload; {run} measured {results.spec.workload}"
@@ -184,6 +219,8 @@ def read(node: QuantityNode, results: RunResults) -> Reading:
     why = missing(node, results)
     if why is not None:
         return Reading(text, None, unknown=why)
+    if isinstance(node, MetricValue | Diff | MetricRatio):
+        return _metric(text, node, results)
     cell = _cell(results, node.backend, node.config)
     assert cell is not None
     if isinstance(node, Share | Amdahl):
@@ -205,6 +242,25 @@ def read(node: QuantityNode, results: RunResults) -> Reading:
         unknown = None if point is not None else f"no speedup is recorded for {node.backend}/{node.config}"
         return Reading(text, point, unknown=unknown)
     return _gflops(text, node, cell)
+
+
+def _metric(text: str, node: MetricValue | Diff | MetricRatio, results: RunResults) -> Reading:
+    """A metric of an arm, or its comparison with another arm, as the run recorded it."""
+    cell = _arm(results, node.arm)
+    assert cell is not None
+    if isinstance(node, MetricValue):
+        summary = (cell.metrics or {}).get(node.metric)
+        if summary is None:
+            return Reading(text, None, unknown=f"{node.arm} has no value of {node.metric} (cell {cell.status})")
+        if summary.ci is None:
+            return Reading(text, summary.mean)
+        return Reading(text, summary.mean, summary.ci.low, summary.ci.high)
+    found = (cell.versus or {}).get(node.over, {}).get(node.metric)
+    if found is None:
+        return Reading(text, None, unknown=f"no comparison of {node.arm} with {node.over} on {node.metric} is recorded")
+    if found.ci is None:
+        return Reading(text, found.estimate)
+    return Reading(text, found.estimate, found.ci.low, found.ci.high)
 
 
 def _summary(text: str, summary: Summary | None, why: str) -> Reading:

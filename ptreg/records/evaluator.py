@@ -13,7 +13,17 @@ import hashlib
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StringConstraints,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
 from ..errors import PtregError
 from .configs import ConfigName
@@ -23,10 +33,20 @@ from .refs import ID_MAX_LENGTH, ID_PATTERN
 HASH_SHOWN = 12
 
 Slug = Annotated[str, StringConstraints(pattern=ID_PATTERN, max_length=ID_MAX_LENGTH)]
-WorkloadName = Literal["kernels", "tinygpt-train"]
+# A workload is named by its entry point (engine/workloads/registry.py); which names exist is
+# known only once the plugins are read, so the record checks the form and the engine the name.
+WorkloadName = Slug
 Metric = Literal["gflops", "ms-per-step"]
-# What each workload reports: the evaluator names a workload and must name its metric too.
-WORKLOAD_METRICS: dict[str, Metric] = {"kernels": "gflops", "tinygpt-train": "ms-per-step"}
+# A metric or parameter name, as conditions and commands write it: ASCII, a letter first.
+METRIC_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
+MetricName = Annotated[str, StringConstraints(pattern=METRIC_PATTERN)]
+ParamName = Annotated[str, StringConstraints(pattern=METRIC_PATTERN)]
+# What ptreg itself measures of every arm's repeat, without the command doing anything.
+WALL_SECONDS = "wall_seconds"
+PEAK_MEMORY = "peak_memory_mb"
+MEASURED_BY_PTREG = (WALL_SECONDS, PEAK_MEMORY)
+# The one config of a workload that compares arms: its cells are (arm, ALL_CONFIG).
+ALL_CONFIG = "all"
 
 
 class Tolerance(BaseModel):
@@ -77,6 +97,30 @@ class EvaluatorSpec(BaseModel):
     )
     metric: Metric
 
+    @property
+    def arm_names(self) -> list[str]:
+        """What the cells of one config compare: here, the backends."""
+        return list(self.backends)
+
+    def measures(self) -> str:
+        """What it measures, in a few words."""
+        return f"workload {self.workload}, configs {', '.join(self.configs)}, backends {', '.join(self.backends)}"
+
+    def procedure(self) -> str:
+        """How each cell is measured, in words."""
+        return (
+            f"{self.warmup_steps} warm-up and {self.timed_steps} timed steps, {self.plan()}, {self.threads} thread(s)"
+        )
+
+    @property
+    def needs_steps(self) -> int | None:
+        """Timed steps per repeat, as a budget limits them."""
+        return self.timed_steps
+
+    @property
+    def config_names(self) -> list[str]:
+        return list(self.configs)
+
     @model_validator(mode="after")
     def _consistent(self) -> EvaluatorSpec:
         adaptive = [self.min_repeats, self.max_repeats, self.target_ci]
@@ -94,9 +138,6 @@ class EvaluatorSpec(BaseModel):
                 raise ValueError(f"{field} names an entry twice")
         if self.baseline not in self.backends:
             raise ValueError(f"baseline {self.baseline!r} is not one of the backends")
-        expected = WORKLOAD_METRICS[self.workload]
-        if self.metric != expected:
-            raise ValueError(f"workload {self.workload!r} is measured in {expected!r}, not {self.metric!r}")
         return self
 
     @property
@@ -123,6 +164,137 @@ class EvaluatorSpec(BaseModel):
         return least
 
 
+class MetricDeclaration(BaseModel):
+    """What one metric means: its unit, which way is better, and how two arms are compared."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    better: Literal["lower", "higher"]
+    unit: Annotated[str, StringConstraints(min_length=1, max_length=40, pattern=r"^[ -~]+$")]
+    compare: Literal["ratio", "difference"] = Field(
+        default="difference",
+        description="ratio for times, throughput and memory (positive, scale-free); difference, in the metric's own "
+        "unit, for scores, losses and rates. A difference unless declared: a ratio of two accuracies misleads.",
+    )
+    description: Annotated[str, StringConstraints(min_length=1, max_length=400)] | None = None
+
+
+# The metrics ptreg records of every arm itself (os.wait4 of the command's process tree).
+PTREG_METRICS: dict[str, MetricDeclaration] = {
+    WALL_SECONDS: MetricDeclaration(better="lower", unit="s", compare="ratio", description="wall time of a repeat"),
+    PEAK_MEMORY: MetricDeclaration(
+        better="lower", unit="MB", compare="ratio", description="peak resident memory of the repeat's process tree"
+    ),
+}
+# A relative path; that it names no '.' or '..' and does not start at / is checked below (the
+# schema's regex language has no look-ahead).
+INPUT_PATTERN = r"^[^/\x00-\x1f\\][^\x00-\x1f\\]{0,499}$"
+
+
+def _input_problem(path: str) -> str | None:
+    parts = path.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return f"input {path!r} must be a relative path without '.', '..' or empty parts"
+    return None
+
+
+class ArmsSpec(BaseModel):
+    """An evaluator that compares named arms on declared metrics: a command's alternatives, or
+    any workload plugin's. Its workload's own settings (the command line of ``command``) are
+    the further fields, which the workload checks (engine/workloads/registry.py)."""
+
+    model_config = ConfigDict(extra="allow", strict=True, defer_build=True)
+
+    name: Slug
+    description: Annotated[str, StringConstraints(min_length=1)] | None = None
+    workload: WorkloadName
+    arms: dict[Slug, dict[ParamName, Annotated[str, StringConstraints(max_length=1000)]]] = Field(
+        min_length=1, max_length=64
+    )
+    baseline: Slug = Field(description="The arm every other is compared with first.")
+    inputs: list[Annotated[str, StringConstraints(pattern=INPUT_PATTERN)]] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Files or folders, relative to the project root, whose content is frozen with the evaluator.",
+    )
+    metrics: dict[MetricName, MetricDeclaration] = Field(default_factory=dict, max_length=64)
+    repeats: int = Field(ge=1, le=1000, description="Rounds: every arm once per round, each round its own seed.")
+    seed: int = Field(ge=0, le=2**32 - 1, description="Round r runs with seed + r, the same for every arm.")
+    timeout_seconds: float = Field(gt=0, le=7 * 24 * 3600, allow_inf_nan=False)
+    threads: int | None = Field(
+        default=None, ge=1, le=1024, description="When given, the BLAS and OpenMP pools of the command get this many."
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ArmsSpec:
+        if self.baseline not in self.arms:
+            raise ValueError(f"baseline {self.baseline!r} is not one of the arms")
+        taken = sorted(set(self.metrics) & set(MEASURED_BY_PTREG))
+        if taken:
+            raise ValueError(f"metric {taken[0]!r} is measured by ptreg itself; name yours otherwise")
+        if len(set(self.inputs)) != len(self.inputs):
+            raise ValueError("inputs names an entry twice")
+        for path in self.inputs:
+            problem = _input_problem(path)
+            if problem is not None:
+                raise ValueError(problem)
+        return self
+
+    @property
+    def arm_names(self) -> list[str]:
+        return list(self.arms)
+
+    def measures(self) -> str:
+        return f"workload {self.workload}, arms {', '.join(self.arms)}, metrics {', '.join(self.metrics) or 'its own'}"
+
+    needs_steps: None = None  # a repeat is one run of the arm, not a number of steps
+
+    def procedure(self) -> str:
+        threads = f"{self.threads} thread(s)" if self.threads is not None else "threads as the command sets them"
+        return f"{self.plan()}, each repeat killed at {self.timeout_seconds:g} s, {threads}"
+
+    @property
+    def config_names(self) -> list[str]:
+        return [ALL_CONFIG]
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The workload's own fields, as given."""
+        return dict(self.model_extra or {})
+
+    @property
+    def most_repeats(self) -> int:
+        return self.repeats
+
+    @property
+    def least_repeats(self) -> int:
+        return self.repeats
+
+    target_ci: None = None  # no adaptive plan: rounds are seeds, a fixed number of them
+
+    def plan(self) -> str:
+        return f"{self.repeats} rounds (seeds {self.seed} to {self.seed + self.repeats - 1})"
+
+    def declared(self) -> dict[str, MetricDeclaration]:
+        """Every metric of a run under this spec: the evaluator's, then ptreg's own."""
+        return {**self.metrics, **PTREG_METRICS}
+
+
+AnySpec = EvaluatorSpec | ArmsSpec
+
+
+def _spec_kind(raw: Any) -> str:
+    if isinstance(raw, dict):
+        return "arms" if "arms" in raw else "backends"
+    return "arms" if isinstance(raw, ArmsSpec) else "backends"
+
+
+# Which model a spec is: one that compares arms names them; one that compares backends does not.
+SpecField = Annotated[
+    Annotated[EvaluatorSpec, Tag("backends")] | Annotated[ArmsSpec, Tag("arms")], Discriminator(_spec_kind)
+]
+
+
 class FrozenEvaluator(BaseModel):
     """The file ``evaluators/<name>@<hash12>.json``."""
 
@@ -131,7 +303,16 @@ class FrozenEvaluator(BaseModel):
     name: Slug
     sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
     evaluator_version: int = Field(ge=1)
-    spec: EvaluatorSpec
+    spec: SpecField
+    inputs: (
+        dict[
+            Annotated[str, StringConstraints(pattern=INPUT_PATTERN)],
+            Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")],
+        ]
+        | None
+    ) = Field(
+        default=None, description="Each input of the spec, by its path, with the sha256 of its content when frozen."
+    )
 
     @property
     def ref(self) -> str:
@@ -144,31 +325,43 @@ def canonical_json(value: Any) -> bytes:
     return text.encode("utf-8")
 
 
-def identity(spec: Any, evaluator_version: int) -> str:
-    """sha256 of the spec's canonical JSON together with the interpreting code's version."""
-    return hashlib.sha256(canonical_json({"evaluator_version": evaluator_version, "spec": spec})).hexdigest()
+def identity(spec: Any, evaluator_version: int, inputs: dict[str, str] | None = None) -> str:
+    """sha256 of the spec's canonical JSON together with the interpreting code's version, and
+    the content digests of its inputs where it reads any (so a changed data split is a new
+    evaluator)."""
+    body: dict[str, Any] = {"evaluator_version": evaluator_version, "spec": spec}
+    if inputs is not None:
+        body["inputs"] = inputs
+    return hashlib.sha256(canonical_json(body)).hexdigest()
 
 
-def parse_spec(raw: Any, where: str) -> EvaluatorSpec:
+_SPEC: TypeAdapter[AnySpec] = TypeAdapter(SpecField, config=ConfigDict(defer_build=True))
+
+
+def parse_spec(raw: Any, where: str) -> AnySpec:
     if not isinstance(raw, dict):
         raise PtregError(f"{where}: an evaluator spec must be a JSON object")
     try:
-        return EvaluatorSpec.model_validate(raw)
+        return _SPEC.validate_python(raw)
     except ValidationError as exc:
         raise PtregError(every_schema_error(exc, where)) from None
 
 
-def frozen_from_spec(spec: EvaluatorSpec, evaluator_version: int) -> FrozenEvaluator:
+def frozen_from_spec(spec: AnySpec, evaluator_version: int, inputs: dict[str, str] | None = None) -> FrozenEvaluator:
     body = spec.model_dump(mode="json", exclude_none=True)
     return FrozenEvaluator(
-        name=spec.name, sha256=identity(body, evaluator_version), evaluator_version=evaluator_version, spec=spec
+        name=spec.name,
+        sha256=identity(body, evaluator_version, inputs),
+        evaluator_version=evaluator_version,
+        spec=spec,
+        inputs=inputs,
     )
 
 
 def mismatch(raw: dict[str, Any], frozen: FrozenEvaluator, file_name: str) -> str | None:
     """What no longer matches between a frozen evaluator's file and its identity, or None."""
     # The stored text of the spec, not its re-validation, so that any edit shows.
-    actual = identity(raw["spec"], frozen.evaluator_version)
+    actual = identity(raw["spec"], frozen.evaluator_version, raw.get("inputs"))
     if actual != frozen.sha256:
         return (
             f"its spec hashes to {actual[:HASH_SHOWN]}, not the recorded {frozen.sha256[:HASH_SHOWN]} "

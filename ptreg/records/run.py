@@ -5,7 +5,9 @@ evaluator, the command line, times and status. Version 2 also names the backends
 are taken over (``roles``); version 1 files predate that and used ``naive`` and
 ``numpy-blas`` by name. Version 3 takes repeats in interleaved rounds (``rounds`` records the
 order of each) and carries 95% intervals: of each cell's center, and of each ratio, computed
-from the repeats paired by round.
+from the repeats paired by round. Version 4 adds runs of arms on declared metrics (a command's
+alternatives, or any workload plugin's): each repeat's metric values and per-item results, a
+summary per metric, and every pair of arms compared on every metric.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .. import __version__
 from .attempt import AttemptId, Budget, RunStatus
-from .evaluator import EvaluatorSpec, FrozenEvaluator
+from .evaluator import AnySpec, FrozenEvaluator, MetricName, SpecField
 from .refs import RUN_ID_PATTERN
 
-RESULTS_VERSION = 3
+RESULTS_VERSION = 4
 Kernel = Literal["forward", "backward_da", "backward_db"]
 KERNELS: tuple[Kernel, ...] = ("forward", "backward_da", "backward_db")
 CellStatus = Literal["measured", "failed", "parity-failed", "budget-exhausted", "not-started", "interrupted"]
@@ -116,6 +118,48 @@ class KernelSample(_Strict):
     seconds_per_call: float = Field(gt=0)
 
 
+class MetricSample(_Strict):
+    """One repeat of one arm: the metrics it wrote, its items, and what ptreg measured of it."""
+
+    repeat: int = Field(ge=0)
+    seed: int = Field(ge=0)
+    values: dict[MetricName, float] = Field(description="The last value written of each metric.")
+    items: dict[MetricName, dict[str, float]] | None = Field(
+        default=None, description="Per-item results, by metric, then by item id."
+    )
+    wall_seconds: float | None = Field(default=None, gt=0)
+    peak_memory_mb: float | None = Field(default=None, gt=0)
+    problem: str | None = Field(
+        default=None, description="Why this repeat gave no values (exit status, timeout, malformed output)."
+    )
+
+
+class MetricSummary(_Strict):
+    """One metric of one arm over its repeats: the mean with its 95% t-interval, and the spread."""
+
+    n: int = Field(ge=1)
+    mean: float
+    median: float
+    min: float
+    max: float
+    ci: Interval | None = Field(description="95% interval of the mean; unknown with one repeat.")
+
+
+class MetricComparison(_Strict):
+    """One arm against another on one metric, paired (by item where both wrote items, else by
+    round): this arm's value over the other's, as the metric is declared to be compared."""
+
+    kind: Literal["ratio", "difference"]
+    estimate: float = Field(description="ratio: median of per-round ratios; difference: mean of paired differences.")
+    ci: Interval | None = Field(description="95% interval; unknown with fewer than 2 pairs.")
+    n: int = Field(ge=1, description="Pairs: items or rounds.")
+    paired_by: Literal["item", "round"]
+    seeds: int = Field(ge=1, description="Repeats (seeds) averaged within each item, when paired by item.")
+    won: int | None = Field(default=None, description="Pairs where this arm was better.")
+    lost: int | None = Field(default=None, description="Pairs where the other arm was better.")
+    tied: int | None = None
+
+
 class Share(_Strict):
     ms: float
     share: float = Field(description="Fraction of the step.")
@@ -177,6 +221,11 @@ class Cell(_Strict):
     kernels: list[KernelTiming] | None = None
     loss_first: float | None = None
     loss_last: float | None = None
+    metric_samples: list[MetricSample] | None = Field(default=None, description="Version 4: a run of arms' repeats.")
+    metrics: dict[MetricName, MetricSummary] | None = Field(default=None, description="Version 4: by metric.")
+    versus: dict[str, dict[MetricName, MetricComparison]] | None = Field(
+        default=None, description="Version 4: against each other arm, by metric."
+    )
 
 
 class ConfigRounds(_Strict):
@@ -192,13 +241,13 @@ class ConfigRounds(_Strict):
 class RunResults(_Strict):
     """The file ``results.json``."""
 
-    results_version: Literal[1, 2, 3]
+    results_version: Literal[1, 2, 3, 4]
     run_id: str | None = Field(pattern=RUN_ID_PATTERN, description="Null for an ad hoc `ptreg bench`.")
     attempt: AttemptId | None
     evaluator: str | None = Field(description="name@hash12 of the frozen evaluator; null for bench.")
     evaluator_sha256: str | None
     evaluator_version: int
-    spec: EvaluatorSpec
+    spec: SpecField
     roles: Roles | None = Field(default=None, description="Version 2: the backends the ratios are taken over.")
     budget: Budget | None
     command: list[str]
@@ -227,7 +276,7 @@ class RunResults(_Strict):
 
 def new_results(
     *,
-    spec: EvaluatorSpec,
+    spec: AnySpec,
     roles: Roles,
     parity: list[ParityOutcome],
     cells: list[Cell],

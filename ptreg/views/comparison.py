@@ -24,7 +24,9 @@ from typing import Any
 from ..engine.environment import machine, measuring_environment
 from ..engine.stats import between_run_drift, center_interval, false_discovery, shift
 from ..engine.workloads import workload_named
+from ..engine.workloads.base import BackendsWorkload
 from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
+from ..records.evaluator import EvaluatorSpec
 from ..records.run import RunResults
 from ..store.jsonio import read_json
 from ..store.runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR, read_results
@@ -106,6 +108,12 @@ def cell_values(results: RunResults, relative_to: str | None = None) -> dict[tup
     ``relative_to``, each divided by that backend's in the same round of the same config (the
     backend's own cell left out), which cancels whatever slowed or sped up the whole round."""
     workload = workload_named(results.spec.workload)
+    if not isinstance(workload, BackendsWorkload) or not isinstance(results.spec, EvaluatorSpec):
+        raise PtregError(
+            f"run {results.attempt}/{results.run_id} compares arms ({results.spec.workload}): across runs, compare and "
+            "history read runs of backends for now; its arms are compared within the run (`ptreg show`)",
+            EXIT_UNUSABLE,
+        )
     seconds = {(c.config, c.backend): workload.repeat_seconds(results.spec, c) for c in results.cells}
     found = {}
     for (config, backend), by_round in seconds.items():
@@ -231,17 +239,17 @@ def compare(
         )
     if relative_to is not None:
         for run in (a, b):
-            if relative_to not in run.results.spec.backends:
+            if relative_to not in run.results.spec.arm_names:
                 raise PtregError(
                     f"--relative-to {relative_to!r}: {run.label} has no such backend "
-                    f"(its backends: {', '.join(run.results.spec.backends)})",
+                    f"(its backends: {', '.join(run.results.spec.arm_names)})",
                     EXIT_UNUSABLE,
                 )
     drift, term = _error_term(root, a, b, relative_to)
     comparison = Comparison(
         a, b, threshold, not same_evaluator, differing, machine_differences(a, b), drift, term, relative_to
     )
-    plan_agrees = all(getattr(a.results.spec, k) == getattr(b.results.spec, k) for k in STEP_PLAN)
+    plan_agrees = all(getattr(a.results.spec, k, None) == getattr(b.results.spec, k, None) for k in STEP_PLAN)
     values_a, values_b = cell_values(a.results, relative_to), cell_values(b.results, relative_to)
     keys = [k for k in values_a if k in values_b] if plan_agrees else []
     for config, backend in keys:

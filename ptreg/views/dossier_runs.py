@@ -42,10 +42,8 @@ def run_lines(root: Path, attempt_id: str, ref: RunRef) -> list[str | Table]:
     spec = results.spec
     lines: list[str | Table] = [
         f"- Status: {results.status}" + (f" ({results.reason})" if results.reason else "") + ".",
-        f"- Evaluator: {results.evaluator} (engine version {results.evaluator_version}); workload "
-        f"{spec.workload}, configs {', '.join(spec.configs)}, backends {', '.join(spec.backends)}; "
-        f"{spec.warmup_steps} warm-up and {spec.timed_steps} timed steps, {spec.plan()}, "
-        f"{spec.threads} thread(s).",
+        f"- Evaluator: {results.evaluator} (engine version {results.evaluator_version}); {spec.measures()}; "
+        f"{spec.procedure()}.",
         f"- Budget: {results.budget.describe() if results.budget else 'none'}.",
         f"- Started {results.started_at}, finished {results.finished_at}, by `{' '.join(results.command)}`.",
         f"- Folder: {relative}.",
@@ -69,7 +67,8 @@ def _threads(results: RunResults) -> str:
             if isinstance(pool, dict):
                 pools.add(f"{pool.get('internal_api')} {pool.get('num_threads')}")
     ran = ", ".join(sorted(pools)) or "unknown"
-    return f"- Threads: the evaluator asked for {results.spec.threads}; the cells' thread pools ran {ran}."
+    asked = results.spec.threads if results.spec.threads is not None else "none (the command sets its own)"
+    return f"- Threads: the evaluator asked for {asked}; the cells' thread pools ran {ran}."
 
 
 def _environment(root: Path, folder: Path) -> list[str]:

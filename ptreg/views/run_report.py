@@ -19,7 +19,9 @@ def parity_table(results: RunResults) -> Table:
 def tables(results: RunResults) -> list[Table]:
     """Every table that applies to this run, parity first; the machines last, when the cells
     ran on the nodes of a cluster."""
-    found = [parity_table(results), *workload_named(results.spec.workload).tables(results)]
+    workload = workload_named(results.spec.workload)
+    checked = [parity_table(results)] if workload.kind == "backends" else []  # arms have no parity to check
+    found = [*checked, *workload.tables(results)]
     machines = machines_table(results)
     return [*found, machines] if machines.rows else found
 
@@ -53,23 +55,9 @@ def verdict(results: RunResults) -> list[str]:
 
 
 def evidence_line(results: RunResults) -> str:
-    """One sentence per backend in the seed's style; a run that measured nothing says so, and why."""
-    workload = workload_named(results.spec.workload)
-    reference = results.ratio_roles.reference
-    parts = []
-    for backend in results.spec.backends:
-        mine = [c for c in results.cells if c.backend == backend and c.status == "measured"]
-        values = [(c.config, value) for c in mine if (value := workload.headline(c)) is not None]
-        if not values:
-            continue
-        reached = ", ".join(f"{config} {value:,.1f}" for config, value in values)
-        sentence = f"{backend} reached {reached} {workload.unit}"
-        speedups = [c.vs_naive for c in mine if c.vs_naive is not None]
-        if backend != reference and speedups:
-            low, high = min(speedups), max(speedups)
-            span = f"{low:.2f}x" if abs(high - low) < 0.005 else f"{low:.2f}-{high:.2f}x"
-            sentence += f", or about {span} over {reference}"
-        parts.append(sentence)
+    """One sentence per backend (or arm) in the seed's style, as its workload words it; a run
+    that measured nothing says so, and why."""
+    parts = workload_named(results.spec.workload).evidence(results)
     run = f"Run {results.run_id}" if results.run_id else "Bench"
     head = f"{run} ({results.evaluator or 'ad hoc'}, {results.status}): "
     if not parts:

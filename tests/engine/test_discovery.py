@@ -9,7 +9,7 @@ from ptreg.engine.backends import BackendEntry, BackendInfo, describe, roles, si
 
 
 def info(target: str) -> BackendInfo:
-    return describe(BackendEntry("fake", f"fake_backends:{target}", None, None))
+    return describe(BackendEntry("fake", f"fake_backends:{target}", "ptreg.backends", None, None))
 
 
 def test_a_backend_that_keeps_the_contract_is_available() -> None:

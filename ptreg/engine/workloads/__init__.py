@@ -1,18 +1,12 @@
-"""The workloads a cell can measure, by the name an evaluator gives them.
-
-Each is one module: ``kernels`` (each kernel alone at a training step's layer shapes) and
-``training`` (whole training steps of the tiny GPT, with per-kernel attribution).
+"""The workloads a cell can measure, found through the ``ptreg.workloads`` entry points
+(``registry.py``). ptreg's own are modules here: ``kernels`` (each kernel alone at a training
+step's layer shapes), ``training`` (whole training steps of the tiny GPT, with per-kernel
+attribution) and ``command`` (any command line, its arms compared on declared metrics), with
+``arms.py`` the base of every workload that compares arms.
 """
 
 from __future__ import annotations
 
-from .base import Workload
-from .kernels import KernelsWorkload
-from .training import TrainingWorkload
+from .registry import workload_named
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (KernelsWorkload(), TrainingWorkload())}
-
-
-def workload_named(name: str) -> Workload:
-    """The workload an evaluator names; every name the spec format allows has one."""
-    return WORKLOADS[name]
+__all__ = ["workload_named"]

@@ -7,24 +7,29 @@ A workload owns, in one object:
 - the summary of a cell's samples, and the ratios between cells of one run, paired by round;
 - the tables and sentences a reader sees.
 
-The engine calls these and never asks which workload it has; a new workload is a new module
-beside the others, listed in ``workloads/__init__.py``.
+The engine calls these and never asks which workload it has. A workload is a plugin, found
+through the ``ptreg.workloads`` entry points (``registry.py``, docs/workloads.md): a subclass of
+``Workload`` registered by name, ptreg's own exactly like a third party's.
+
+Two kinds share this contract. A ``backends`` workload compares kernel backends on model
+configs (parity first, then cells of (backend, config)); an ``arms`` workload compares named
+arms on metrics it or its evaluator declares (``arms.py``), one cell per arm.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import ClassVar, TypeVar
+from typing import ClassVar, Literal, TypeVar
 
-from ...records.evaluator import EvaluatorSpec
-from ...records.run import Cell, Kernel, KernelSample, Ratio, Roles, RunResults, StepSample, Summary
+from ...records.evaluator import AnySpec, EvaluatorSpec, MetricDeclaration
+from ...records.run import Cell, Kernel, KernelSample, MetricSample, Ratio, Roles, RunResults, StepSample, Summary
 from ...text import Table
 from ..backends import Backend
-from ..protocol import CellTask
+from ..protocol import AnyEvent, CellTask
 from ..stats import paired_ratio
 
-AnySample = StepSample | KernelSample
+AnySample = StepSample | KernelSample | MetricSample
 KERNEL_LABEL: dict[Kernel, str] = {"forward": "forward", "backward_da": "backward_dA", "backward_db": "backward_dB"}
 Record = Callable[[AnySample], None]  # hands one sample to the executor, at once
 ReportProgress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -32,6 +37,10 @@ ReportProgress = Callable[[str, int, int], None]  # (phase, done, total)
 
 class CellRun(ABC):
     """One cell inside its worker, set up: warmed up once, then timed one repeat at a time."""
+
+    def attach(self, emit: Callable[[AnyEvent], None]) -> None:
+        """Given the worker's event stream, for a cell with more to say than its samples (a
+        command announces its process group, so that it dies with the worker)."""
 
     @abstractmethod
     def warm_up(self, progress: ReportProgress) -> None: ...
@@ -44,22 +53,32 @@ class CellRun(ABC):
 class Workload(ABC):
     name: ClassVar[str]
     unit: ClassVar[str]  # of ``headline``, as the evidence line says it
+    kind: ClassVar[Literal["backends", "arms"]]
+    description: ClassVar[str]
+    # backends: the metric its evaluators name (records/evaluator.py Metric); arms: None
+    metric: ClassVar[str | None] = None
+    # arms: the metrics the workload itself declares (its evaluators may declare more)
+    metrics: ClassVar[dict[str, MetricDeclaration]] = {}
+    # arms: the workload's own fields of an evaluator spec, each with what it is; all required
+    spec_fields: ClassVar[dict[str, str]] = {}
+    # whether an evaluator of it runs code the spec names (then trusted only where frozen)
+    runs_code: ClassVar[bool] = False
+
+    def check_settings(self, spec: AnySpec) -> str | None:
+        """Why the spec's own fields cannot be measured (one line), or None."""
+        return None
 
     @abstractmethod
-    def prepare(self, task: CellTask, backend: Backend) -> CellRun:
-        """In the worker: the cell of ``task`` on ``backend``, set up and not yet warmed up."""
+    def prepare(self, task: CellTask, backend: Backend | None) -> CellRun:
+        """In the worker: the cell of ``task`` on ``backend`` (None for an arms workload), set
+        up and not yet warmed up."""
 
     @abstractmethod
-    def summarize(self, spec: EvaluatorSpec, cell: Cell, samples: list[AnySample]) -> None:
+    def summarize(self, spec: AnySpec, cell: Cell, samples: list[AnySample]) -> None:
         """Fill in the cell's samples and summaries; only whole repeats are summarised."""
 
     @abstractmethod
-    def repeat_seconds(self, spec: EvaluatorSpec, cell: Cell) -> dict[int, float]:
-        """Seconds of one step's worth of work in each whole repeat of a summarised cell, by
-        round: what the ratios of a run pair up, round by round."""
-
-    @abstractmethod
-    def compare(self, spec: EvaluatorSpec, cells: list[Cell], roles: Roles) -> None:
+    def compare(self, spec: AnySpec, cells: list[Cell], roles: Roles) -> None:
         """Fill in every ratio between cells of the same config in this run, paired by round."""
 
     @abstractmethod
@@ -73,6 +92,49 @@ class Workload(ABC):
     def verdict(self, results: RunResults) -> list[str]:
         """Sentences on what bounds the measured thing; none unless the workload can say."""
         return []
+
+    def evidence(self, results: RunResults) -> list[str]:
+        """The parts of the run's evidence line: one per backend that reached a headline
+        number, with its speedup over the reference."""
+        reference = results.ratio_roles.reference
+        parts = []
+        for backend in results.spec.arm_names:
+            mine = [c for c in results.cells if c.backend == backend and c.status == "measured"]
+            values = [(c.config, value) for c in mine if (value := self.headline(c)) is not None]
+            if not values:
+                continue
+            reached = ", ".join(f"{config} {value:,.1f}" for config, value in values)
+            sentence = f"{backend} reached {reached} {self.unit}"
+            speedups = [c.vs_naive for c in mine if c.vs_naive is not None]
+            if backend != reference and speedups:
+                low, high = min(speedups), max(speedups)
+                span = f"{low:.2f}x" if abs(high - low) < 0.005 else f"{low:.2f}-{high:.2f}x"
+                sentence += f", or about {span} over {reference}"
+            parts.append(sentence)
+        return parts
+
+
+class BackendsWorkload(Workload):
+    """A workload that compares kernel backends on model configs, with parity checked first."""
+
+    kind = "backends"
+
+    @abstractmethod
+    def repeat_seconds(self, spec: EvaluatorSpec, cell: Cell) -> dict[int, float]:
+        """Seconds of one step's worth of work in each whole repeat of a summarised cell, by
+        round: what the ratios of a run pair up, round by round."""
+
+
+def backends_spec(spec: AnySpec) -> EvaluatorSpec:
+    """The spec of a backends workload; the registry lets no other reach one."""
+    assert isinstance(spec, EvaluatorSpec), spec.workload
+    return spec
+
+
+def backend_of(backend: Backend | None) -> Backend:
+    """The backend of a backends workload's cell; the worker creates one for every such cell."""
+    assert backend is not None
+    return backend
 
 
 # --------------------------------------------------------------------------- shared by workloads

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from functools import partial
 
 from ...records.configs import CONFIGS, linear_shapes
-from ...records.evaluator import EvaluatorSpec
+from ...records.evaluator import AnySpec, EvaluatorSpec
 from ...records.run import KERNELS, Cell, Kernel, KernelSample, KernelTiming, Roles, RunResults
 from ..backends import METHOD_OF_KERNEL, Backend, kernel_shapes
 from ..protocol import CellTask
@@ -20,11 +20,13 @@ from ..stats import inverted, summarize, too_wide
 from .base import (
     KERNEL_LABEL,
     AnySample,
+    BackendsWorkload,
     CellRun,
     Record,
     ReportProgress,
     Table,
-    Workload,
+    backend_of,
+    backends_spec,
     interval,
     note,
     number,
@@ -92,14 +94,17 @@ class _KernelsRun(CellRun):
             progress("timed", done, len(self.calls))
 
 
-class KernelsWorkload(Workload):
+class KernelsWorkload(BackendsWorkload):
     name = "kernels"
     unit = "GFLOP/s over a step's linear layers"
+    metric = "gflops"
+    description = "Each matmul kernel alone at every layer shape of one training step: GFLOP/s per backend."
 
-    def prepare(self, task: CellTask, backend: Backend) -> CellRun:
-        return _KernelsRun(task, backend)
+    def prepare(self, task: CellTask, backend: Backend | None) -> CellRun:
+        return _KernelsRun(task, backend_of(backend))
 
-    def summarize(self, spec: EvaluatorSpec, cell: Cell, samples: list[AnySample]) -> None:
+    def summarize(self, spec: AnySpec, cell: Cell, samples: list[AnySample]) -> None:
+        spec = backends_spec(spec)
         measured = [s for s in samples if isinstance(s, KernelSample)]
         cell.kernel_samples = measured
         layers = {s.name: s for s in linear_shapes(CONFIGS[cell.config])}
@@ -144,9 +149,10 @@ class KernelsWorkload(Workload):
         rounds = whole_rounds(samples, len(per_step) * len(KERNELS))
         return {r: sum(per_step[s.layer] * s.seconds_per_call for s in samples if s.repeat == r) for r in rounds}
 
-    def compare(self, spec: EvaluatorSpec, cells: list[Cell], roles: Roles) -> None:
+    def compare(self, spec: AnySpec, cells: list[Cell], roles: Roles) -> None:
         """Speedups round by round: of one step's linear layers per cell, and of each kernel at
         each layer (the other cell's seconds per call over this one's)."""
+        spec = backends_spec(spec)
         step = {(c.backend, c.config): self.repeat_seconds(spec, c) for c in cells}
         calls = {(c.backend, c.config): _seconds_per_call(c) for c in cells}
         for cell in cells:

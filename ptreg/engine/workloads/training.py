@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from ...records.configs import CONFIGS
-from ...records.evaluator import EvaluatorSpec
+from ...records.evaluator import AnySpec, EvaluatorSpec
 from ...records.run import KERNELS, Attribution, Cell, Kernel, Roles, RunResults, Share, StepSample
 from ..backends import Backend
 from ..protocol import CellTask
@@ -20,11 +20,13 @@ from ..stats import inverted, summarize, too_wide
 from .base import (
     KERNEL_LABEL,
     AnySample,
+    BackendsWorkload,
     CellRun,
     Record,
     ReportProgress,
     Table,
-    Workload,
+    backend_of,
+    backends_spec,
     complete_repeats,
     interval,
     note,
@@ -128,14 +130,17 @@ class _TrainingRun(CellRun):
             progress("timed", step + 1, timed)
 
 
-class TrainingWorkload(Workload):
+class TrainingWorkload(BackendsWorkload):
     name = "tinygpt-train"
     unit = "ms/step"
+    metric = "ms-per-step"
+    description = "Whole training steps of the tiny NumPy GPT on each backend, with each kernel's share of the step."
 
-    def prepare(self, task: CellTask, backend: Backend) -> CellRun:
-        return _TrainingRun(task, backend)
+    def prepare(self, task: CellTask, backend: Backend | None) -> CellRun:
+        return _TrainingRun(task, backend_of(backend))
 
-    def summarize(self, spec: EvaluatorSpec, cell: Cell, samples: list[AnySample]) -> None:
+    def summarize(self, spec: AnySpec, cell: Cell, samples: list[AnySample]) -> None:
+        spec = backends_spec(spec)
         steps = [s for s in samples if isinstance(s, StepSample)]
         cell.step_samples = steps
         if steps:
@@ -155,8 +160,9 @@ class TrainingWorkload(Workload):
         repeats = complete_repeats(cell.step_samples or [], spec.timed_steps)
         return {r: sum(s.seconds for s in group) / len(group) for r, group in repeats.items()}
 
-    def compare(self, spec: EvaluatorSpec, cells: list[Cell], roles: Roles) -> None:
+    def compare(self, spec: AnySpec, cells: list[Cell], roles: Roles) -> None:
         """Speedups (the other cell's step time over this one's), round by round."""
+        spec = backends_spec(spec)
         seconds = {(c.backend, c.config): self.repeat_seconds(spec, c) for c in cells}
         for cell in cells:
             mine = seconds[(cell.backend, cell.config)]
@@ -246,7 +252,7 @@ class TrainingWorkload(Workload):
         reference = results.ratio_roles.reference
         for c in results.cells:
             a = c.attribution
-            if a is None or (c.backend == reference and len(results.spec.backends) > 1):
+            if a is None or (c.backend == reference and len(results.spec.arm_names) > 1):
                 continue
             share = getattr(a, a.bounding_kernel).share
             # A lead of a few points is within a noisy machine's reach: name the runners-up.

@@ -1,0 +1,233 @@
+"""Workloads that compare arms on declared metrics: the base of ``command`` and of any plugin
+that measures something other than kernels.
+
+An arm is one alternative (a command's parameters, a plugin's setting); each round runs every
+arm once, in an order drawn afresh, all with the round's seed, so a round is a pair (or a
+tuple) of runs that differ only by arm. A metric says which way is better and whether two arms
+are compared as a ratio (times, throughput, memory) or as a difference in its own unit (scores,
+losses, rates). When both arms wrote per-item results for a metric, the difference is paired
+by item (each item's value averaged over the seeds first), with the items won, lost and tied:
+an evaluation's items are its sample, as Miller (2024) argues; otherwise it is paired by round.
+"""
+
+from __future__ import annotations
+
+from ...records.evaluator import ALL_CONFIG, AnySpec, ArmsSpec, MetricDeclaration
+from ...records.run import Cell, MetricComparison, MetricSample, Roles, RunResults
+from ...text import Table
+from ..stats import paired_difference, paired_ratio, summarize_metric
+from .base import AnySample, Workload, note
+
+# How a difference or a ratio is shown: enough digits for a score of a few hundred items.
+DIGITS = 4
+
+
+def arms_spec(spec: AnySpec) -> ArmsSpec:
+    """The spec of an arms workload; the registry lets no other reach one."""
+    assert isinstance(spec, ArmsSpec), spec.workload
+    return spec
+
+
+def declared(spec: AnySpec, workload: Workload) -> dict[str, MetricDeclaration]:
+    """Every metric of a run: the workload's own, the evaluator's, then what ptreg measures."""
+    return {**workload.metrics, **arms_spec(spec).declared()}
+
+
+def _good(samples: list[MetricSample]) -> list[MetricSample]:
+    return [s for s in samples if s.problem is None]
+
+
+def _values(samples: list[MetricSample], metric: str) -> dict[int, float]:
+    """A metric's value by round, from the repeats that gave one."""
+    found: dict[int, float] = {}
+    for s in _good(samples):
+        if metric in s.values:
+            found[s.repeat] = s.values[metric]
+        elif metric == "wall_seconds" and s.wall_seconds is not None:
+            found[s.repeat] = s.wall_seconds
+        elif metric == "peak_memory_mb" and s.peak_memory_mb is not None:
+            found[s.repeat] = s.peak_memory_mb
+    return found
+
+
+def _items(samples: list[MetricSample], metric: str) -> tuple[dict[str, float], int]:
+    """Each item's value of a metric averaged over the repeats that scored it, and how many
+    repeats wrote items for it."""
+    sums: dict[str, list[float]] = {}
+    seeds = 0
+    for s in _good(samples):
+        items = (s.items or {}).get(metric)
+        if not items:
+            continue
+        seeds += 1
+        for item, value in items.items():
+            sums.setdefault(item, []).append(value)
+    return {item: sum(v) / len(v) for item, v in sums.items()}, seeds
+
+
+def compare_arms(
+    mine: list[MetricSample], theirs: list[MetricSample], metric: str, declaration: MetricDeclaration
+) -> MetricComparison | None:
+    """This arm over the other on one metric, as the metric is declared to be compared."""
+    higher = declaration.better == "higher"
+    if declaration.compare == "ratio":
+        found = paired_ratio(_values(mine, metric), _values(theirs, metric))
+        if found is None:
+            return None
+        return MetricComparison(
+            kind="ratio", estimate=found.median, ci=found.ci, n=found.n, paired_by="round", seeds=found.n
+        )
+    my_items, my_seeds = _items(mine, metric)
+    their_items, their_seeds = _items(theirs, metric)
+    if set(my_items) & set(their_items):
+        paired = paired_difference(my_items, their_items, higher)
+        paired_by, seeds = "item", min(my_seeds, their_seeds)
+    else:
+        by_round = {str(r): v for r, v in _values(mine, metric).items()}
+        paired = paired_difference(by_round, {str(r): v for r, v in _values(theirs, metric).items()}, higher)
+        paired_by, seeds = "round", paired.n if paired else 1
+    if paired is None:
+        return None
+    return MetricComparison(
+        kind="difference",
+        estimate=paired.mean,
+        ci=paired.ci,
+        n=paired.n,
+        paired_by=paired_by,
+        seeds=max(seeds, 1),
+        won=paired.won,
+        lost=paired.lost,
+        tied=paired.tied,
+    )
+
+
+def better_word(comparison: MetricComparison, declaration: MetricDeclaration) -> str:
+    """Which way the interval says this arm stands: better, worse, or no difference resolved."""
+    neutral = 1.0 if comparison.kind == "ratio" else 0.0
+    if comparison.ci is None:
+        return "unresolved (one pair)"
+    low, high = comparison.ci.low, comparison.ci.high
+    if low <= neutral <= high:
+        return "no difference resolved"
+    above = low > neutral
+    return "better" if above == (declaration.better == "higher") else "worse"
+
+
+def comparison_text(comparison: MetricComparison | None, declaration: MetricDeclaration) -> str:
+    if comparison is None:
+        return "unknown"
+    if comparison.kind == "ratio":
+        shown = f"{comparison.estimate:.3f}x"
+        span = f"{comparison.ci.low:.3f}-{comparison.ci.high:.3f}x" if comparison.ci else "no interval"
+    else:
+        shown = f"{comparison.estimate:+.{DIGITS}g} {declaration.unit}"
+        span = (
+            f"{comparison.ci.low:+.{DIGITS}g} to {comparison.ci.high:+.{DIGITS}g}" if comparison.ci else "no interval"
+        )
+    return f"{shown} ({span}): {better_word(comparison, declaration)}"
+
+
+def value_text(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.{DIGITS}g}"
+
+
+class ArmsWorkload(Workload):
+    """Summaries, comparisons and tables of any workload whose cells are arms with metrics;
+    a subclass gives ``prepare`` (the cell, recording one MetricSample per repeat)."""
+
+    kind = "arms"
+    unit = "as each metric declares"
+
+    def summarize(self, spec: AnySpec, cell: Cell, samples: list[AnySample]) -> None:
+        measured = [s for s in samples if isinstance(s, MetricSample)]
+        cell.metric_samples = measured
+        summaries = {}
+        for metric in declared(spec, self):
+            values = list(_values(measured, metric).values())
+            if values:
+                summaries[metric] = summarize_metric(values)
+        cell.metrics = summaries or None
+        problems = [s for s in measured if s.problem is not None]
+        if problems and cell.status == "measured":
+            cell.status = "failed"
+            first = problems[0]
+            more = f" (and {len(problems) - 1} more repeat(s))" if len(problems) > 1 else ""
+            cell.reason = f"repeat {first.repeat} (seed {first.seed}): {first.problem}{more}"
+
+    def compare(self, spec: AnySpec, cells: list[Cell], roles: Roles) -> None:
+        """Every arm against every other, on every metric."""
+        metrics = declared(spec, self)
+        for cell in cells:
+            versus: dict[str, dict[str, MetricComparison]] = {}
+            for other in cells:
+                if other is cell:
+                    continue
+                found = {}
+                for metric, declaration in metrics.items():
+                    comparison = compare_arms(
+                        cell.metric_samples or [], other.metric_samples or [], metric, declaration
+                    )
+                    if comparison is not None:
+                        found[metric] = comparison
+                if found:
+                    versus[other.backend] = found
+            cell.versus = versus or None
+
+    def headline(self, cell: Cell) -> float | None:
+        return None  # an arm has several metrics; the evidence line names each
+
+    def tables(self, results: RunResults) -> list[Table]:
+        """One table per metric: each arm's mean and interval, and how it stands against the
+        baseline arm, in the metric's own terms."""
+        spec = arms_spec(results.spec)
+        found = []
+        for metric, declaration in declared(spec, self).items():
+            rows = []
+            for cell in results.cells:
+                summary = (cell.metrics or {}).get(metric)
+                against = (
+                    None if cell.backend == spec.baseline else (cell.versus or {}).get(spec.baseline, {}).get(metric)
+                )
+                counted = (
+                    f"{against.won}/{against.lost}/{against.tied} of {against.n} {against.paired_by}s"
+                    if against is not None and against.won is not None
+                    else ""
+                )
+                rows.append(
+                    [
+                        cell.backend,
+                        str(summary.n) if summary else "0",
+                        value_text(summary.mean if summary else None),
+                        f"{value_text(summary.ci.low)} to {value_text(summary.ci.high)}"
+                        if summary and summary.ci
+                        else "unknown",
+                        "baseline" if cell.backend == spec.baseline else comparison_text(against, declaration),
+                        counted,
+                        note(cell),
+                    ]
+                )
+            if not any(row[1] != "0" for row in rows):
+                continue
+            title = f"{metric} ({declaration.unit}, {declaration.better} is better; {declaration.compare} to {spec.baseline})"
+            headers = ["arm", "n", "mean", "95% CI", f"vs {spec.baseline}", "won/lost/tied", "note"]
+            found.append(Table(title, rows, headers, text=(f"vs {spec.baseline}", "note")))
+        return found
+
+    def evidence(self, results: RunResults) -> list[str]:
+        """One sentence per arm other than the baseline: each evaluator metric against it."""
+        spec = arms_spec(results.spec)
+        parts = []
+        for cell in results.cells:
+            if cell.backend == spec.baseline or cell.status != "measured":
+                continue
+            said = []
+            for metric, declaration in {**self.metrics, **spec.metrics}.items():
+                against = (cell.versus or {}).get(spec.baseline, {}).get(metric)
+                if against is not None:
+                    said.append(f"{metric} {comparison_text(against, declaration)}")
+            if said:
+                parts.append(f"{cell.backend} against {spec.baseline}: " + "; ".join(said))
+        return parts
+
+    def cell_config(self) -> str:
+        return ALL_CONFIG

@@ -1,0 +1,291 @@
+"""The ``command`` workload: any experiment a command line can run, its arms compared on the
+metrics its evaluator declares.
+
+Each repeat runs the evaluator's argv (no shell) with the arm's parameters and the round's
+seed put in for ``{name}`` and ``{seed}``, in the project root, with a minimal environment
+plus ``PTREG_ARM``, ``PTREG_SEED``, ``PTREG_METRICS`` and ``PTREG_ITEMS`` (docs/workloads.md).
+The command runs in a process group of its own, which the worker announces, so that the
+timeout, the budget, Ctrl-C and SIGTERM kill all of it; its wall time and peak memory come
+from the kernel (``os.wait4``), so the command need not measure them. Whatever it writes is
+hostile: a line that is not a JSON object, a metric nobody declared, a value that is not a
+finite number, is one line naming the arm, the repeat and the problem, recorded with the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import signal
+import string
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ...records.evaluator import AnySpec, ArmsSpec, MetricDeclaration
+from ...records.run import MetricSample
+from ...text import shorten
+from ..backends import Backend
+from ..protocol import AnyEvent, CellTask, Reaped, Spawned
+from .arms import ArmsWorkload, arms_spec
+from .base import CellRun, Record, ReportProgress
+
+# Kept from the caller's environment: what finds programs, the home and the locale.
+KEPT_VARIABLES = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "VIRTUAL_ENV")
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+MAX_ARGV = 256
+MAX_ARG_CHARS = 4096
+# What a command may write before it is not believed: far above any real metric or item file.
+MAX_METRICS_BYTES = 16 * 1024 * 1024
+MAX_ITEM_ID = 200
+POLL_SECONDS = 0.02
+
+
+def placeholders(argv: list[str]) -> list[str]:
+    """The ``{name}`` fields of a command line, in order; ValueError for anything else in braces."""
+    names = []
+    for arg in argv:
+        for _, field, spec, conversion in string.Formatter().parse(arg):
+            if field is None:
+                continue
+            if spec or conversion or not field.isidentifier() or not field.isascii():
+                raise ValueError(f"{{{field}}} is not a plain {{name}}")
+            names.append(field)
+    return names
+
+
+def command_line(argv: list[str], params: dict[str, str], seed: int) -> list[str]:
+    values = {**params, "seed": str(seed)}
+    return [arg.format_map(values) for arg in argv]
+
+
+def _number(value: Any) -> float | None:
+    """A finite JSON number; None for anything else (a bool is not a number here)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _lines(path: Path, what: str) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a file the command wrote, with their line numbers; ValueError naming
+    the line and the problem otherwise."""
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise ValueError(f"its {what} file is not a plain file")
+    if not path.exists():
+        return []
+    if path.stat().st_size > MAX_METRICS_BYTES:
+        raise ValueError(f"its {what} file is over {MAX_METRICS_BYTES // (1024 * 1024)} MB")
+    found = []
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line, parse_constant=lambda c: None)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"line {number} of its {what} is not JSON ({exc.msg})") from None
+        except ValueError:  # a number too long to convert
+            raise ValueError(f"line {number} of its {what} is not JSON") from None
+        if not isinstance(value, dict):
+            raise ValueError(f"line {number} of its {what} is not a JSON object")
+        found.append((number, value))
+    return found
+
+
+def read_metrics(path: Path, declared: dict[str, MetricDeclaration]) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for number, line in _lines(path, "metrics"):
+        for name, value in line.items():
+            if name not in declared:
+                raise ValueError(
+                    f"line {number} of its metrics names {shorten(name, 40)!r}, which the evaluator does not declare"
+                )
+            found = _number(value)
+            if found is None:
+                raise ValueError(f"line {number} of its metrics: {name} is not a finite number")
+            values[name] = found  # the last value written stands
+    missing = [m for m in declared if m not in values]
+    if not values:
+        raise ValueError("it wrote no metrics")
+    if missing:
+        raise ValueError(f"it wrote no value of {missing[0]}")
+    return values
+
+
+def read_items(path: Path, declared: dict[str, MetricDeclaration]) -> dict[str, dict[str, float]] | None:
+    items: dict[str, dict[str, float]] = {}
+    for number, line in _lines(path, "items"):
+        item = line.get("item")
+        if not isinstance(item, str) or not 0 < len(item) <= MAX_ITEM_ID:
+            raise ValueError(f"line {number} of its items has no item id (a string of 1 to {MAX_ITEM_ID} characters)")
+        for name, value in line.items():
+            if name == "item":
+                continue
+            if name not in declared:
+                raise ValueError(
+                    f"line {number} of its items names {shorten(name, 40)!r}, which the evaluator does not declare"
+                )
+            found = _number(value)
+            if found is None:
+                raise ValueError(f"line {number} of its items: {name} of {shorten(item, 40)!r} is not a finite number")
+            by_item = items.setdefault(name, {})
+            if item in by_item:
+                raise ValueError(f"line {number} of its items scores {shorten(item, 40)!r} on {name} a second time")
+            by_item[item] = found
+    return items or None
+
+
+def environment(spec: ArmsSpec, arm: str, seed: int, metrics: Path, items: Path) -> dict[str, str]:
+    """A minimal environment: nothing of the caller's but what finds programs and speaks its
+    locale, the thread count when the evaluator fixes one, and ptreg's four variables."""
+    env = {k: os.environ[k] for k in KEPT_VARIABLES if k in os.environ}
+    if spec.threads is not None:
+        env.update(dict.fromkeys(THREAD_VARIABLES, str(spec.threads)))
+    env.update(PTREG_ARM=arm, PTREG_SEED=str(seed), PTREG_METRICS=str(metrics), PTREG_ITEMS=str(items))
+    return env
+
+
+def _exit_text(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(number).name}"
+        return f"killed by signal {number}"
+    return f"exited with status {os.WEXITSTATUS(status)}"
+
+
+def _last_line(path: Path) -> str:
+    with contextlib.suppress(OSError):
+        with path.open("rb") as handle:
+            handle.seek(max(0, path.stat().st_size - 4096))
+            lines = [line for line in handle.read().decode("utf-8", errors="replace").splitlines() if line.strip()]
+        if lines:
+            return ": " + shorten(lines[-1].strip(), 200)
+    return ""
+
+
+class _CommandRun(CellRun):
+    def __init__(self, task: CellTask, spec: ArmsSpec, declared: dict[str, MetricDeclaration]):
+        assert task.root is not None
+        self.task, self.spec, self.declared = task, spec, declared
+        self.root = Path(task.root)
+        self.emit: Callable[[AnyEvent], None] = lambda event: None
+
+    def attach(self, emit: Callable[[AnyEvent], None]) -> None:
+        self.emit = emit
+
+    def warm_up(self, progress: ReportProgress) -> None:
+        progress("ready", 1, 1)  # a command has nothing to warm: each repeat is a fresh process
+
+    def run_repeat(self, repeat: int, record: Record, progress: ReportProgress) -> None:
+        seed = self.spec.seed + repeat
+        scratch = Path(tempfile.mkdtemp(prefix="ptreg-command-"))
+        try:
+            record(self._run(repeat, seed, scratch))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        progress("command", 1, 1)
+
+    def _run(self, repeat: int, seed: int, scratch: Path) -> MetricSample:
+        arm = self.task.backend
+        argv = command_line(self.spec.settings["command"], self.spec.arms[arm], seed)
+        metrics, items, log = scratch / "metrics.jsonl", scratch / "items.jsonl", scratch / "output.log"
+        env = environment(self.spec, arm, seed, metrics, items)
+        started = time.monotonic()
+        try:
+            with log.open("wb") as output:
+                process = subprocess.Popen(
+                    argv,
+                    cwd=self.root,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    process_group=0,  # a group of its own: the timeout kills the command and all it started
+                )
+        except OSError as exc:
+            problem = f"could not start {shorten(argv[0], 80)}: {exc.strerror or exc}"
+            return MetricSample(repeat=repeat, seed=seed, values={}, problem=problem)
+        pid = process.pid
+        self.emit(Spawned(pgid=pid))
+        status, usage, timed_out = self._wait(pid)
+        self.emit(Reaped(pgid=pid))
+        wall = time.monotonic() - started
+        peak = usage.ru_maxrss / 1024 if usage.ru_maxrss > 0 else None  # Linux counts KiB
+        sample = {"repeat": repeat, "seed": seed, "wall_seconds": wall if wall > 0 else None, "peak_memory_mb": peak}
+        if timed_out:
+            return MetricSample(
+                **sample, values={}, problem=f"killed at its timeout of {self.spec.timeout_seconds:g} s"
+            )
+        if status != 0:
+            return MetricSample(**sample, values={}, problem=_exit_text(status) + _last_line(log))
+        try:
+            values = read_metrics(metrics, self.declared)
+            per_item = read_items(items, self.declared)
+        except ValueError as exc:
+            return MetricSample(**sample, values={}, problem=str(exc))
+        return MetricSample(**sample, values=values, items=per_item)
+
+    def _wait(self, pid: int) -> tuple[int, Any, bool]:
+        """Wait for the command, killing its whole group at the timeout. Reaped by os.wait4,
+        never by Popen, since only wait4 gives the kernel's usage of the process tree."""
+        deadline = time.monotonic() + self.spec.timeout_seconds
+        while True:
+            found, status, usage = os.wait4(pid, os.WNOHANG)
+            if found == pid:
+                _kill_group(pid)  # whatever it left running in its group goes with it
+                return status, usage, False
+            if time.monotonic() >= deadline:
+                _kill_group(pid)
+                _, status, usage = os.wait4(pid, 0)
+                return status, usage, True
+            time.sleep(POLL_SECONDS)
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+class CommandWorkload(ArmsWorkload):
+    name = "command"
+    description = (
+        "Any command line: its arms (parameters put into the argv) compared on the metrics the evaluator declares."
+    )
+    spec_fields = {
+        "command": "the command line, a list of arguments run without a shell; {name} is the arm's value of that "
+        "parameter, {seed} the round's seed"
+    }
+    runs_code = True
+
+    def check_settings(self, spec: AnySpec) -> str | None:
+        spec = arms_spec(spec)
+        argv = spec.settings.get("command")
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+            return "command must be a non-empty list of strings (an argv, run without a shell)"
+        if len(argv) > MAX_ARGV or any(len(a) > MAX_ARG_CHARS or "\x00" in a for a in argv):
+            return f"command has more than {MAX_ARGV} arguments, one over {MAX_ARG_CHARS} characters, or a NUL"
+        if not spec.metrics:
+            return "a command evaluator declares its metrics (metrics: {name: {better, unit}})"
+        try:
+            names = placeholders(argv)
+        except ValueError as exc:
+            return f"command: {exc}"
+        for name in names:
+            if name == "seed":
+                continue
+            lacking = [arm for arm, params in spec.arms.items() if name not in params]
+            if lacking:
+                return f"command names {{{name}}}, which arm {lacking[0]!r} does not give"
+        return None
+
+    def prepare(self, task: CellTask, backend: Backend | None) -> CellRun:
+        assert task.spec is not None
+        spec = ArmsSpec.model_validate(task.spec)
+        return _CommandRun(task, spec, {**self.metrics, **spec.metrics})

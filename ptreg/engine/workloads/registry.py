@@ -1,0 +1,211 @@
+"""Workloads are plugins: the ``ptreg.workloads`` entry-point group, read as backends are.
+
+A workload is found only through its entry point: ``kernels`` and ``tinygpt-train`` (which
+compare backends on configs) and ``command`` (which compares arms of a command line on the
+metrics its evaluator declares) are registered in ptreg's own pyproject.toml exactly as a third
+party registers one. Listing reads each plugin's metadata and checks its methods' signatures
+against the way the engine calls them, so a broken plugin is one line, never a traceback in
+the middle of a run. The engine, the reports, comparisons, conditions and the site ask the
+workload; none of them names one.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from typing import Any
+
+from ...errors import EXIT_UNUSABLE, PtregError
+from ...records.evaluator import AnySpec, ArmsSpec, EvaluatorSpec, MetricDeclaration
+from ..plugins import PluginEntry, plugin_entries
+from .base import Workload
+
+ENTRY_POINT_GROUP = "ptreg.workloads"
+KINDS = ("backends", "arms")
+# How the engine calls each method of a workload (after self): the arguments it passes.
+CALLS: dict[str, tuple[str, ...]] = {
+    "prepare": ("task", "backend"),
+    "summarize": ("spec", "cell", "samples"),
+    "compare": ("spec", "cells", "roles"),
+    "tables": ("results",),
+    "headline": ("cell",),
+    "verdict": ("results",),
+    "check_settings": ("spec",),
+}
+
+
+@dataclass(frozen=True)
+class WorkloadInfo:
+    """A workload's metadata and whether it can be used here, for `ptreg workloads`."""
+
+    name: str
+    target: str
+    distribution: str | None
+    distribution_version: str | None
+    kind: str | None
+    description: str | None
+    unit: str | None  # of the number the evidence line quotes
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # declared by the workload itself
+    spec_fields: dict[str, str] = field(default_factory=dict)  # its own fields of an evaluator spec
+    runs_code: bool = False  # an evaluator of it runs a command it names: trusted only where frozen
+    available: bool = False
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def entries() -> dict[str, PluginEntry]:
+    return plugin_entries(ENTRY_POINT_GROUP)
+
+
+def _signature_problem(target: str, owner: type) -> str | None:
+    for method, arguments in CALLS.items():
+        function = getattr(owner, method, None)
+        if not callable(function):
+            return f"{target} lacks {method}({', '.join(arguments)})"
+        try:
+            signature = inspect.signature(function)
+        except (TypeError, ValueError):
+            continue
+        if inspect.isfunction(inspect.getattr_static(owner, method)):
+            signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+        try:
+            signature.bind(*arguments)
+        except TypeError as exc:
+            return f"{target}: {method} cannot be called as {method}({', '.join(arguments)}): {exc}"
+    return None
+
+
+def _metadata(target: str, factory: Any) -> dict[str, Any]:
+    """The class's declared metadata, checked; raises ValueError naming the first bad one."""
+    kind = getattr(factory, "kind", None)
+    if kind not in KINDS:
+        raise ValueError(f"{target}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    for name in ("description", "unit"):
+        if not isinstance(getattr(factory, name, None), str):
+            raise ValueError(f"{target}: {name} must be a string")
+    metrics = getattr(factory, "metrics", {})
+    fields = getattr(factory, "spec_fields", {})
+    if not isinstance(metrics, dict) or not all(isinstance(m, MetricDeclaration) for m in metrics.values()):
+        raise ValueError(f"{target}: metrics must map names to MetricDeclaration")
+    if not isinstance(fields, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in fields.items()):
+        raise ValueError(f"{target}: spec_fields must map field names to what each is")
+    runs_code = getattr(factory, "runs_code", False)
+    if not isinstance(runs_code, bool):
+        raise ValueError(f"{target}: runs_code must be True or False")
+    return {
+        "kind": kind,
+        "description": factory.description,
+        "unit": factory.unit,
+        "metrics": {k: v.model_dump(mode="json", exclude_none=True) for k, v in metrics.items()},
+        "spec_fields": dict(fields),
+        "runs_code": runs_code,
+    }
+
+
+def describe(entry: PluginEntry) -> WorkloadInfo:
+    """Load the entry point and read its metadata; never raises."""
+
+    def info(available: bool, reason: str | None, **meta: Any) -> WorkloadInfo:
+        return WorkloadInfo(
+            entry.name,
+            entry.target,
+            entry.distribution,
+            entry.distribution_version,
+            kind=meta.get("kind"),
+            description=meta.get("description"),
+            unit=meta.get("unit"),
+            metrics=meta.get("metrics", {}),
+            spec_fields=meta.get("spec_fields", {}),
+            runs_code=meta.get("runs_code", False),
+            available=available,
+            reason=reason,
+        )
+
+    if entry.conflicts:
+        return info(
+            False, f"registered more than once with different targets: {', '.join((entry.target, *entry.conflicts))}"
+        )
+    try:
+        factory = entry.load()
+    except Exception as exc:  # a broken plugin is reported, never fatal
+        return info(False, f"cannot load {entry.target}: {type(exc).__name__}: {exc}")
+    if not (inspect.isclass(factory) and issubclass(factory, Workload)):
+        return info(False, f"{entry.target} is not a subclass of ptreg.engine.workloads.base.Workload")
+    declared = getattr(factory, "name", None)
+    if declared != entry.name:
+        return info(False, f"{entry.target} calls itself {declared!r} but is registered as {entry.name!r}")
+    try:
+        meta = _metadata(entry.target, factory)
+    except ValueError as exc:
+        return info(False, str(exc))
+    abstract = sorted(getattr(factory, "__abstractmethods__", ()))
+    if abstract:
+        return info(False, f"{entry.target} does not implement {', '.join(abstract)}", **meta)
+    problem = _signature_problem(entry.target, factory)
+    return info(problem is None, problem, **meta)
+
+
+def describe_all() -> list[WorkloadInfo]:
+    return [describe(e) for e in entries().values()]
+
+
+@cache
+def workload_named(name: str) -> Workload:
+    """The workload an evaluator names, created; unusable input (exit 2) in one line when no
+    usable plugin registers that name."""
+    known = entries()
+    if name not in known:
+        raise PtregError(
+            f"no workload {name!r} is registered (registered: {', '.join(known) or 'none'}; see `ptreg workloads`)",
+            EXIT_UNUSABLE,
+        )
+    info = describe(known[name])
+    if not info.available:
+        raise PtregError(f"workload {name!r} is unavailable: {info.reason}", EXIT_UNUSABLE)
+    try:
+        created: Workload = known[name].load()()
+    except Exception as exc:
+        raise PtregError(f"workload {name!r} failed to start: {type(exc).__name__}: {exc}", EXIT_UNUSABLE) from exc
+    return created
+
+
+def spec_problem(spec: AnySpec) -> str | None:
+    """Why this spec cannot be measured by the workload it names, or None: the workload exists,
+    the spec has its shape (backends or arms), and its own fields are the ones it declares."""
+    try:
+        workload = workload_named(spec.workload)
+    except PtregError as exc:
+        return exc.message
+    if workload.kind == "backends":
+        if not isinstance(spec, EvaluatorSpec):
+            return f"workload {spec.workload!r} compares backends on configs; this spec names arms"
+        if workload.metric is not None and spec.metric != workload.metric:
+            return f"workload {spec.workload!r} is measured in {workload.metric!r}, not {spec.metric!r}"
+    else:
+        if not isinstance(spec, ArmsSpec):
+            return f"workload {spec.workload!r} compares arms: give arms, not backends and configs"
+        given = spec.settings
+        unknown = sorted(set(given) - set(workload.spec_fields))
+        if unknown:
+            own = ", ".join(workload.spec_fields) or "none"
+            return f"field {unknown[0]!r} is not one of workload {spec.workload!r}'s own (its fields: {own})"
+        missing = [f for f in workload.spec_fields if f not in given]
+        if missing:
+            return f"workload {spec.workload!r} needs the field {missing[0]!r}: {workload.spec_fields[missing[0]]}"
+        clash = sorted(set(spec.metrics) & set(workload.metrics))
+        if clash:
+            return f"metric {clash[0]!r} is declared by workload {spec.workload!r} itself"
+        if not spec.metrics and not workload.metrics:
+            return f"workload {spec.workload!r} declares no metrics: the spec must (metrics)"
+    return workload.check_settings(spec)
+
+
+def require_measurable(spec: AnySpec, where: str) -> Workload:
+    """The spec's workload, when the spec is one it can measure; else unusable input naming ``where``."""
+    problem = spec_problem(spec)
+    if problem is not None:
+        raise PtregError(f"{where}: {problem}", EXIT_UNUSABLE)
+    return workload_named(spec.workload)
