@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from ptreg.engine.workloads import WORKLOADS, workload_named
+from ptreg.engine.workloads import workload_named
 from ptreg.engine.workloads.kernels import KernelsWorkload
+from ptreg.engine.workloads.registry import describe_all
 from ptreg.engine.workloads.training import TrainingWorkload
 from ptreg.records.configs import CONFIGS, linear_shapes
-from ptreg.records.evaluator import WORKLOAD_METRICS, EvaluatorSpec
+from ptreg.records.evaluator import EvaluatorSpec
 from ptreg.records.run import KERNELS, RESULTS_VERSION, Cell, KernelSample, Roles, RunResults, StepSample, new_results
 from ptreg.views.run_report import evidence_line, tables
 
@@ -21,7 +22,7 @@ def spec(workload: str, backends: list[str], baseline: str) -> EvaluatorSpec:
         {
             "name": "w",
             "workload": workload,
-            "metric": WORKLOAD_METRICS[workload],
+            "metric": {"kernels": "gflops", "tinygpt-train": "ms-per-step"}[workload],
             "configs": ["tiny"],
             "backends": backends,
             "baseline": baseline,
@@ -79,9 +80,13 @@ def kernel_cell(s: EvaluatorSpec, backend: str, gflops_by_round: list[float]) ->
     return cell
 
 
-def test_every_workload_the_format_names_has_one_object_and_no_other() -> None:
-    assert set(WORKLOADS) == set(WORKLOAD_METRICS)
-    for name, workload in WORKLOADS.items():
+def test_the_built_in_workloads_are_plugins_found_like_any_other() -> None:
+    found = {w.name: w for w in describe_all()}
+    assert {"command", "kernels", "tinygpt-train"} <= set(found)
+    assert found["kernels"].kind == found["tinygpt-train"].kind == "backends" and found["command"].kind == "arms"
+    for name in ("command", "kernels", "tinygpt-train"):
+        assert found[name].available, found[name].reason
+        workload = workload_named(name)
         assert workload_named(name) is workload and workload.name == name and workload.unit
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import get_args
 
-from ptreg.engine.workloads import WORKLOADS
+from ptreg.engine.workloads import workload_named
 from ptreg.records.configs import CONFIGS, ConfigName, linear_shapes, step_flops
-from ptreg.records.evaluator import WORKLOAD_METRICS, WorkloadName
+from ptreg.records.evaluator import Metric
 
 
 def test_every_config_name_of_the_format_has_its_dimensions() -> None:
@@ -15,8 +15,8 @@ def test_every_config_name_of_the_format_has_its_dimensions() -> None:
         assert config.name == name and config.d_model % config.heads == 0
 
 
-def test_every_workload_name_of_the_format_has_a_metric_and_a_workload() -> None:
-    assert set(get_args(WorkloadName)) == set(WORKLOAD_METRICS) == set(WORKLOADS)
+def test_every_metric_of_the_format_is_a_backends_workloads_metric() -> None:
+    assert {workload_named(n).metric for n in ("kernels", "tinygpt-train")} == set(get_args(Metric))
 
 
 def test_a_step_multiplies_every_linear_layer_once_per_kernel() -> None:

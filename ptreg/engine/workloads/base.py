@@ -41,6 +41,7 @@ class CellRun(ABC):
     def attach(self, emit: Callable[[AnyEvent], None]) -> None:
         """Given the worker's event stream, for a cell with more to say than its samples (a
         command announces its process group, so that it dies with the worker)."""
+        return None  # a cell that only records samples needs nothing of it
 
     @abstractmethod
     def warm_up(self, progress: ReportProgress) -> None: ...

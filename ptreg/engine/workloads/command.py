@@ -25,7 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ...records.evaluator import AnySpec, ArmsSpec, MetricDeclaration
 from ...records.run import MetricSample
@@ -104,7 +104,7 @@ def read_metrics(path: Path, declared: dict[str, MetricDeclaration]) -> dict[str
         for name, value in line.items():
             if name not in declared:
                 raise ValueError(
-                    f"line {number} of its metrics names {shorten(name, 40)!r}, which the evaluator does not declare"
+                    f"line {number} of its metrics names {shorten(name, 40)}, which the evaluator does not declare"
                 )
             found = _number(value)
             if found is None:
@@ -129,14 +129,14 @@ def read_items(path: Path, declared: dict[str, MetricDeclaration]) -> dict[str, 
                 continue
             if name not in declared:
                 raise ValueError(
-                    f"line {number} of its items names {shorten(name, 40)!r}, which the evaluator does not declare"
+                    f"line {number} of its items names {shorten(name, 40)}, which the evaluator does not declare"
                 )
             found = _number(value)
             if found is None:
-                raise ValueError(f"line {number} of its items: {name} of {shorten(item, 40)!r} is not a finite number")
+                raise ValueError(f"line {number} of its items: {name} of {shorten(item, 40)} is not a finite number")
             by_item = items.setdefault(name, {})
             if item in by_item:
-                raise ValueError(f"line {number} of its items scores {shorten(item, 40)!r} on {name} a second time")
+                raise ValueError(f"line {number} of its items scores {shorten(item, 40)} on {name} a second time")
             by_item[item] = found
     return items or None
 
@@ -258,7 +258,7 @@ class CommandWorkload(ArmsWorkload):
     description = (
         "Any command line: its arms (parameters put into the argv) compared on the metrics the evaluator declares."
     )
-    spec_fields = {
+    spec_fields: ClassVar[dict[str, str]] = {
         "command": "the command line, a list of arguments run without a shell; {name} is the arm's value of that "
         "parameter, {seed} the round's seed"
     }

@@ -1,0 +1,254 @@
+"""The command workload, end to end as issue 32 accepts it: the spec form freezes, the gate
+admits it, `ptreg run` measures every arm, `show` says which way is better, and a condition on
+the difference is accepted by `conclude`; an edited input fails the gate naming it; a command
+that hangs is killed at its timeout with nothing left running; garbage is one line; and an
+evaluator that arrived by import runs only once trusted."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ptreg.engine.workloads.arms import compare_arms
+from ptreg.engine.workloads.command import placeholders, read_items, read_metrics
+from ptreg.engine.workloads.registry import spec_problem
+from ptreg.records.evaluator import MetricDeclaration, parse_spec
+from ptreg.records.run import MetricSample
+
+TOY = """\
+import argparse, json, os, random
+p = argparse.ArgumentParser()
+p.add_argument("--level", type=int)
+p.add_argument("--seed", type=int)
+a = p.parse_args()
+items = [json.loads(line) for line in open("items.jsonl")]
+rng = random.Random(a.seed * 1000 + a.level)
+scores = []
+with open(os.environ["PTREG_ITEMS"], "w") as out:
+    for item in items:
+        score = 1 if rng.random() < a.level / 10 else 0
+        scores.append(score)
+        out.write(json.dumps({"item": item["id"], "score": score}) + "\\n")
+with open(os.environ["PTREG_METRICS"], "w") as out:
+    out.write(json.dumps({"score": sum(scores) / len(scores)}) + "\\n")
+"""
+SPEC = {
+    "name": "toy-eval",
+    "workload": "command",
+    "command": ["python3", "toy_eval.py", "--level", "{level}", "--seed", "{seed}"],
+    "arms": {"baseline": {"level": "3"}, "candidate": {"level": "6"}},
+    "baseline": "baseline",
+    "inputs": ["items.jsonl"],
+    "metrics": {"score": {"better": "higher", "unit": "fraction"}},
+    "repeats": 3,
+    "seed": 0,
+    "timeout_seconds": 60,
+}
+
+
+def ptreg(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    found = subprocess.run(
+        [sys.executable, "-m", "ptreg", *args], capture_output=True, text=True, cwd=project, env=env, timeout=300
+    )
+    assert "Traceback" not in found.stdout + found.stderr, found.stderr
+    return found
+
+
+def propose(project: Path, attempt: str, evaluator: str, issue: int) -> None:
+    done = ptreg(
+        project,
+        *("new", "--no-input", "--id", attempt, "--name", attempt, "--family", "eval", "--kind", "model-evaluation"),
+        *("--question", f"Does {attempt} separate the arms, question {issue}?", "--method", "vendor-blas"),
+        *("--objective", "command-latency", "--evaluator", evaluator, "--budget-seconds", "200"),
+        *("--tracking-issue", f"me/toy#{issue}"),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def project_with(tmp_path: Path, spec: dict[str, object], name: str = "project") -> Path:
+    project = tmp_path / name
+    project.mkdir()
+    (project / "toy_eval.py").write_text(TOY)
+    (project / "items.jsonl").write_text("".join(json.dumps({"id": f"q{i}"}) + "\n" for i in range(60)))
+    (project / "spec.json").write_text(json.dumps(spec))
+    assert ptreg(project, "init").returncode == 0
+    frozen = ptreg(project, "evaluator", "freeze", "spec.json")
+    assert frozen.returncode == 0, frozen.stderr
+    return project
+
+
+def test_the_acceptance_spec_freezes_runs_shows_and_concludes(tmp_path: Path) -> None:
+    project = project_with(tmp_path, SPEC)
+    propose(project, "toy-level", "toy-eval", 1)
+    run = ptreg(project, "run", "toy-level", "--json")
+    assert run.returncode == 0, run.stderr
+    results = json.loads(run.stdout)["results"]
+    assert results["status"] == "complete" and results["results_version"] == 4
+    cells = {c["backend"]: c for c in results["cells"]}
+    assert set(cells) == {"baseline", "candidate"}
+    for cell in cells.values():
+        assert cell["metrics"]["score"]["n"] == 3
+        assert cell["metrics"]["wall_seconds"]["n"] == 3 and cell["metrics"]["peak_memory_mb"]["mean"] > 0
+    versus = cells["candidate"]["versus"]["baseline"]["score"]
+    assert versus["paired_by"] == "item" and versus["n"] == 60 and versus["seeds"] == 3
+    assert versus["won"] + versus["lost"] + versus["tied"] == 60
+    shown = ptreg(project, "show", "toy-level").stdout
+    assert "score (fraction, higher is better; difference to baseline)" in shown
+    concluded = ptreg(
+        project,
+        *("conclude", "toy-level", "--status", "worked", "--lesson", "level 6 scores higher"),
+        *("--next-action", "none", "--confidence", "not-applicable"),
+        *("--continue-if", "diff(score, arm=candidate, over=baseline) > 0"),
+    )
+    assert concluded.returncode == 0, concluded.stderr
+    assert "continue-if" in concluded.stdout
+
+
+def test_an_edited_input_fails_the_gate_naming_it_and_run_refuses(tmp_path: Path) -> None:
+    project = project_with(tmp_path, SPEC)
+    propose(project, "toy-level", "toy-eval", 1)
+    with (project / "items.jsonl").open("a") as items:
+        items.write(json.dumps({"id": "extra"}) + "\n")
+    gate = ptreg(project, "gate", "toy-level")
+    assert gate.returncode == 1 and "input items.jsonl changed since it was frozen" in gate.stdout
+    run = ptreg(project, "run", "toy-level")
+    assert run.returncode == 1 and "items.jsonl" in run.stderr
+    assert not (project / "attempts" / "runs" / "toy-level").exists()
+
+
+def test_a_hanging_command_is_killed_with_all_it_started_and_garbage_is_one_line(tmp_path: Path) -> None:
+    script = (
+        "import os, subprocess, sys, time\n"
+        "if sys.argv[1] == 'hang':\n"
+        "    child = subprocess.Popen(['sleep', '300'])\n"
+        "    open('child.pid', 'w').write(str(child.pid))\n"
+        "    time.sleep(300)\n"
+        "open(os.environ['PTREG_METRICS'], 'w').write('not json\\n')\n"
+    )
+    spec = {
+        **SPEC,
+        "name": "misbehaves",
+        "command": ["python3", "bad.py", "{mode}"],
+        "arms": {"hangs": {"mode": "hang"}, "garbage": {"mode": "garbage"}},
+        "baseline": "hangs",
+        "inputs": [],
+        "repeats": 1,
+        "timeout_seconds": 3,
+    }
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "bad.py").write_text(script)
+    (project / "spec.json").write_text(json.dumps(spec))
+    assert ptreg(project, "init").returncode == 0
+    assert ptreg(project, "evaluator", "freeze", "spec.json").returncode == 0
+    propose(project, "misbehaving", "misbehaves", 2)
+    run = ptreg(project, "run", "misbehaving", "--json")
+    assert run.returncode == 1
+    results = json.loads(run.stdout)["results"]
+    reasons = {c["backend"]: c["reason"] for c in results["cells"]}
+    assert reasons["hangs"] == "repeat 0 (seed 0): killed at its timeout of 3 s"
+    assert reasons["garbage"].startswith("repeat 0 (seed 0): line 1 of its metrics is not JSON")
+    child = int((project / "child.pid").read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(child):
+        time.sleep(0.1)
+    assert not _alive(child), "the command's child outlived its timeout"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/stat")
+    return status.exists() and status.read_text().split(") ")[-1][:1] != "Z"
+
+
+def test_an_imported_command_evaluator_runs_only_once_trusted(tmp_path: Path) -> None:
+    spec = {**SPEC, "command": ["python3", "-c", "open('ran', 'w').write('x')"], "arms": {"baseline": {}}}
+    source = project_with(tmp_path, spec, "source")
+    bundle = tmp_path / "bundle.tar.gz"
+    assert ptreg(source, "export", "--bundle", str(bundle)).returncode == 0
+    target = tmp_path / "target"
+    target.mkdir()
+    shutil.copy(source / "items.jsonl", target / "items.jsonl")
+    assert ptreg(target, "init").returncode == 0
+    assert ptreg(target, "import", str(bundle)).returncode == 0
+    ref = json.loads(ptreg(target, "evaluator", "list", "--json").stdout)[0]["ref"]
+    propose(target, "imported", "toy-eval", 3)
+    env_home = tmp_path / "someone-else"
+    os.environ["PTREG_CONFIG_HOME"] = str(env_home)  # another user's configuration: no consent
+    refused = ptreg(target, "run", "imported")
+    assert refused.returncode == 2 and "ptreg evaluator trust " + ref in refused.stderr
+    assert "open('ran'" in refused.stderr and not (target / "ran").exists()
+    assert ptreg(target, "evaluator", "trust", ref).returncode == 0
+    assert json.loads((env_home / "trusted-evaluators.json").read_text())["sha256"]
+    ran = ptreg(target, "run", "imported")
+    assert (target / "ran").exists(), ran.stderr
+
+
+# --------------------------------------------------------------------------- the pieces
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"command": "python3 x.py"}, "command must be a non-empty list of strings"),
+        ({"command": ["x", "{level:>3}"]}, "is not a plain {name}"),
+        ({"command": ["x", "{missing}"]}, "command names {missing}, which arm 'baseline' does not give"),
+        ({"shell": True}, "field 'shell' is not one of workload 'command''s own"),
+        ({"workload": "nothing-here"}, "no workload 'nothing-here' is registered"),
+    ],
+)
+def test_spec_problems_are_one_line(change: dict[str, object], problem: str) -> None:
+    spec = parse_spec({**SPEC, **change}, "spec.json")
+    found = spec_problem(spec)
+    assert found is not None and problem in found and "\n" not in found
+
+
+def test_placeholders_are_plain_names() -> None:
+    assert placeholders(["a{x}b", "{seed}", "{{literal}}"]) == ["x", "seed"]
+
+
+def test_what_a_command_writes_is_refused_in_one_line(tmp_path: Path) -> None:
+    declared = {"score": MetricDeclaration(better="higher", unit="fraction")}
+    metrics = tmp_path / "metrics"
+    for text, problem in [
+        ("", "it wrote no metrics"),
+        ('{"other": 1}\n', "names 'other', which the evaluator does not declare"),
+        ('{"score": true}\n', "score is not a finite number"),
+        ('{"score": NaN}\n', "score is not a finite number"),
+        ("[1]\n", "is not a JSON object"),
+    ]:
+        metrics.write_text(text)
+        with pytest.raises(ValueError, match=problem):
+            read_metrics(metrics, declared)
+    metrics.write_text('{"score": 0.5}\n{"score": 0.75}\n')
+    assert read_metrics(metrics, declared) == {"score": 0.75}  # the last value stands
+    items = tmp_path / "items"
+    items.write_text('{"item": "a", "score": 1}\n{"item": "a", "score": 0}\n')
+    with pytest.raises(ValueError, match="a second time"):
+        read_items(items, declared)
+
+
+def test_a_difference_is_paired_by_item_after_averaging_the_seeds() -> None:
+    declaration = MetricDeclaration(better="higher", unit="fraction")
+
+    def sample(repeat: int, scores: dict[str, float]) -> MetricSample:
+        return MetricSample(repeat=repeat, seed=repeat, values={"score": 0.0}, items={"score": scores})
+
+    mine = [sample(0, {"a": 1, "b": 1, "c": 0}), sample(1, {"a": 1, "b": 0, "c": 0})]
+    theirs = [sample(0, {"a": 0, "b": 1, "c": 0}), sample(1, {"a": 0, "b": 1, "c": 0})]
+    found = compare_arms(mine, theirs, "score", declaration)
+    assert found is not None and found.paired_by == "item" and found.n == 3 and found.seeds == 2
+    # per item: a +1, b -0.5, c 0
+    assert found.estimate == pytest.approx(0.5 / 3)
+    assert (found.won, found.lost, found.tied) == (1, 1, 1)
