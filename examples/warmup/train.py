@@ -76,8 +76,8 @@ def main() -> None:
     parser.add_argument("--heldout-windows", type=int, default=128, help="at most this many held-out windows")
     parser.add_argument("--data", type=Path, default=DATA, help="folder with train.txt and heldout.txt")
     args = parser.parse_args()
-    if args.steps < 1 or not 0 <= args.warmup_steps <= args.steps:
-        parser.error("need steps >= 1 and 0 <= warmup-steps <= steps")
+    if args.steps < 1 or not 0 <= args.warmup_steps <= args.steps or args.heldout_windows < 1:
+        parser.error("need steps >= 1, 0 <= warmup-steps <= steps and heldout-windows >= 1")
 
     config = CONFIGS[args.config]
     train = np.frombuffer((args.data / "train.txt").read_bytes(), dtype=np.uint8)
