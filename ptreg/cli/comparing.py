@@ -6,6 +6,7 @@ import typer
 
 from ..errors import EXIT_CHECK_FAILED
 from ..text import counted
+from ..views.arms_comparison import MetricShift
 from .common import JsonFlag, print_json, registry_dir
 
 
@@ -45,11 +46,13 @@ def compare(
         "speeds up a whole run (a busy machine) cancels out.",
     ),
     fail_on_regression: bool = typer.Option(
-        False, "--fail-on-regression", help="Exit 1 when any cell of B is slower than A beyond the threshold."
+        False,
+        "--fail-on-regression",
+        help="Exit 1 when any cell of B is slower than A beyond the threshold, or any arm's metric is worse.",
     ),
     as_json: bool = JsonFlag,
 ) -> None:
-    """Is run B slower than run A? Per cell: both medians, B/A with its 95% interval, and a verdict.
+    """Is run B slower (or worse) than run A? Per cell: both medians, B/A with its 95% interval, and a verdict; for runs of arms, per arm and metric, in the metric's own terms.
 
     The error term adds to each run's spread the drift between runs, from the evaluator's history on the machine or a floor; the cells' p-values are adjusted together (Benjamini-Hochberg). Machines that differ are listed first, and then no verdict is given. Exit 1 when the runs were made under different evaluators (unless --across-evaluators), or, with --fail-on-regression, when a cell is slower.
     """
@@ -95,13 +98,45 @@ def compare(
             typer.echo(
                 plain(rows, ["config", "backend", "A median", "B median", "B/A (95% CI)", "verdict"], shrink=(5,))
             )
-        typer.echo(
-            f"{counted(len(found.cells), 'cell')} compared at a {100 * threshold:g}% threshold: "
-            f"{found.moved('slower')} slower, {found.moved('faster')} faster "
-            f"(Benjamini-Hochberg at a false discovery rate of {100 * FALSE_DISCOVERY_RATE:g}%)"
-        )
-    if fail_on_regression and found.moved("slower"):
+        if found.metrics:
+            typer.echo(plain([_metric_row(m) for m in found.metrics], METRIC_HEADERS, shrink=(1, 4)))
+            typer.echo(
+                f"{counted(len(found.metrics), 'arm metric')} compared, each at 95%: "
+                f"{found.moved('worse')} worse, {found.moved('better')} better in B"
+            )
+        else:
+            typer.echo(
+                f"{counted(len(found.cells), 'cell')} compared at a {100 * threshold:g}% threshold: "
+                f"{found.moved('slower')} slower, {found.moved('faster')} faster "
+                f"(Benjamini-Hochberg at a false discovery rate of {100 * FALSE_DISCOVERY_RATE:g}%)"
+            )
+    if fail_on_regression and found.regressed:
         raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+METRIC_HEADERS = ["arm", "metric", "A mean", "B mean", "B vs A (95% CI)", "verdict"]
+
+
+def _value(value: float | None, unit: str) -> str:
+    return "unknown" if value is None else f"{value:.4g} {unit}"
+
+
+def _metric_row(m: MetricShift) -> list[str]:
+    if m.estimate is None:
+        versus = "unknown"
+    elif m.kind == "ratio":
+        versus = _ratio(m.estimate, m.low, m.high)
+    else:
+        span = "" if m.low is None or m.high is None else f" ({m.low:+.4g} to {m.high:+.4g})"
+        versus = f"{m.estimate:+.4g} {m.unit}{span}, by {m.paired_by}"
+    return [
+        m.arm,
+        f"{m.metric} ({m.better} is better)",
+        _value(m.a_mean, m.unit),
+        _value(m.b_mean, m.unit),
+        versus,
+        m.verdict,
+    ]
 
 
 def history(
@@ -115,15 +150,34 @@ def history(
 ) -> None:
     """Every complete run under one evaluator, oldest first, per cell: median, 95% interval and B/A against the first run."""
     from ..errors import PtregError
-    from ..views.comparison import evaluator_history
+    from ..views.comparison import arms_history, evaluator_history
     from ..views.tables import plain
 
     if (attempt is None) == (evaluator is None):
         raise PtregError("give an ATTEMPT or --evaluator NAME[@HASH], one of them")
     rows = evaluator_history(registry_dir(), evaluator=evaluator, attempt=attempt)
+    metrics = arms_history(registry_dir(), evaluator=evaluator, attempt=attempt)
     if as_json:
-        print_json([r.to_json() for r in rows])
+        print_json([r.to_json() for r in rows] + [m.to_json() for m in metrics])
         return
+    if metrics:
+        shown_metrics = [
+            [
+                m.arm,
+                f"{m.metric} ({m.better} is better)",
+                m.run,
+                f"{m.mean:.4g} {m.unit}",
+                "unknown" if m.low is None else f"{m.low:.4g} to {m.high:.4g}",
+                str(m.repeats),
+            ]
+            for m in sorted(metrics, key=lambda m: (m.arm, m.metric, m.started_at))
+        ]
+        typer.echo(plain(shown_metrics, ["arm", "metric", "run", "mean", "95% CI", "repeats"]))
+        typer.echo(
+            f"{counted(len({m.run for m in metrics}), 'complete run')} of arms; each arm's mean over its repeats"
+        )
+        if not rows:
+            return
     shown = [
         [
             r.config,

@@ -30,6 +30,7 @@ from ..records.evaluator import EvaluatorSpec
 from ..records.run import RunResults
 from ..store.jsonio import read_json
 from ..store.runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR, read_results
+from .arms_comparison import MetricHistoryRow, MetricShift, is_arms_run, metric_history, metric_shifts
 
 # The drift of a cell's center between two runs of unchanged code, as a standard deviation in
 # log units, used when no history of the evaluator on the machine says better. A/A runs on the
@@ -160,13 +161,19 @@ class Comparison:
     error_term: str
     relative_to: str | None = None  # each cell's time as a ratio to this backend's, round by round
     cells: list[CellShift] = field(default_factory=list)
+    metrics: list[MetricShift] = field(default_factory=list)  # runs of arms: each arm's metrics
 
     @property
     def same_machine(self) -> bool:
         return not self.machine_differences
 
     def moved(self, verdict: str) -> int:
-        return sum(c.verdict == verdict for c in self.cells)
+        return sum(c.verdict == verdict for c in self.cells) + sum(m.verdict == verdict for m in self.metrics)
+
+    @property
+    def regressed(self) -> int:
+        """Cells slower, or arms' metrics worse, in B."""
+        return self.moved("slower") + self.moved("worse")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -185,7 +192,10 @@ class Comparison:
             "relative_to": self.relative_to,
             "slower": self.moved("slower"),
             "faster": self.moved("faster"),
+            "worse": self.moved("worse"),
+            "better": self.moved("better"),
             "cells": [c.to_json() for c in self.cells],
+            "metrics": [m.to_json() for m in self.metrics],
         }
 
 
@@ -245,6 +255,8 @@ def compare(
                     f"(its backends: {', '.join(run.results.spec.arm_names)})",
                     EXIT_UNUSABLE,
                 )
+    if is_arms_run(a.results) or is_arms_run(b.results):
+        return _compare_arms(a, b, threshold, same_evaluator, differing, relative_to)
     drift, term = _error_term(root, a, b, relative_to)
     comparison = Comparison(
         a, b, threshold, not same_evaluator, differing, machine_differences(a, b), drift, term, relative_to
@@ -260,6 +272,26 @@ def compare(
             cell.ratio, cell.low, cell.high, cell.p = found.ratio, found.low, found.high, found.p
         comparison.cells.append(cell)
     _verdicts(comparison)
+    return comparison
+
+
+def _compare_arms(
+    a: FoundRun, b: FoundRun, threshold: float, same_evaluator: bool, differing: list[str], relative_to: str | None
+) -> Comparison:
+    """Runs of arms: each (arm, metric) in its own terms (``arms_comparison.py``)."""
+    if not (is_arms_run(a.results) and is_arms_run(b.results)):
+        raise PtregError(f"{a.label} and {b.label}: one compares arms and the other backends", EXIT_UNUSABLE)
+    if relative_to is not None:
+        raise PtregError("--relative-to takes a backend; runs of arms compare each arm in its own terms", EXIT_UNUSABLE)
+    machines = machine_differences(a, b)
+    term = (
+        "differences paired by item or by round (the seeds agree under one evaluator); ratios with each run's "
+        f"spread plus the floor of {100 * DRIFT_FLOOR:g}% between-run drift"
+    )
+    comparison = Comparison(a, b, threshold, not same_evaluator, differing, machines, DRIFT_FLOOR, term)
+    comparison.metrics = metric_shifts(
+        a.results, b.results, drift=DRIFT_FLOOR, threshold=threshold, same_machine=not machines
+    )
     return comparison
 
 
@@ -341,10 +373,9 @@ def _evaluators(complete: list[FoundRun], evaluator: str) -> set[str]:
     return wanted
 
 
-def evaluator_history(root: Path, evaluator: str | None = None, attempt: str | None = None) -> list[HistoryRow]:
-    """Every complete run under one frozen evaluator (``name@hash``, a name frozen once, or the
-    evaluator of an attempt's runs), oldest first, cell by cell, each against the same cell of
-    the first of those runs on the same machine."""
+def history_runs(root: Path, evaluator: str | None = None, attempt: str | None = None) -> list[FoundRun]:
+    """Every complete run under one frozen evaluator (or the evaluator of an attempt's runs),
+    oldest first."""
     complete: list[FoundRun] = []
     for folder in _runs(root):
         try:
@@ -361,6 +392,14 @@ def evaluator_history(root: Path, evaluator: str | None = None, attempt: str | N
         assert evaluator is not None
         wanted = set(_evaluators(complete, evaluator))
     chosen = sorted((r for r in complete if r.results.evaluator in wanted), key=lambda r: r.results.started_at)
+    return chosen
+
+
+def evaluator_history(root: Path, evaluator: str | None = None, attempt: str | None = None) -> list[HistoryRow]:
+    """Every complete run under one frozen evaluator (``name@hash``, a name frozen once, or the
+    evaluator of an attempt's runs), oldest first, cell by cell, each against the same cell of
+    the first of those runs on the same machine."""
+    chosen = [r for r in history_runs(root, evaluator, attempt) if not is_arms_run(r.results)]
     rows: list[HistoryRow] = []
     first: dict[tuple[str, str, str], list[float]] = {}
     for run in chosen:
@@ -385,3 +424,9 @@ def evaluator_history(root: Path, evaluator: str | None = None, attempt: str | N
                 first[key] = values
             rows.append(row)
     return rows
+
+
+def arms_history(root: Path, evaluator: str | None = None, attempt: str | None = None) -> list[MetricHistoryRow]:
+    """The same runs when they compare arms: each arm's metrics, run by run."""
+    chosen = [r for r in history_runs(root, evaluator, attempt) if is_arms_run(r.results)]
+    return metric_history([(r.label, r.results) for r in chosen])

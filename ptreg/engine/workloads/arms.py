@@ -37,7 +37,7 @@ def _good(samples: list[MetricSample]) -> list[MetricSample]:
     return [s for s in samples if s.problem is None]
 
 
-def _values(samples: list[MetricSample], metric: str) -> dict[int, float]:
+def metric_values(samples: list[MetricSample], metric: str) -> dict[int, float]:
     """A metric's value by round, from the repeats that gave one."""
     found: dict[int, float] = {}
     for s in _good(samples):
@@ -71,7 +71,7 @@ def compare_arms(
     """This arm over the other on one metric, as the metric is declared to be compared."""
     higher = declaration.better == "higher"
     if declaration.compare == "ratio":
-        found = paired_ratio(_values(mine, metric), _values(theirs, metric))
+        found = paired_ratio(metric_values(mine, metric), metric_values(theirs, metric))
         if found is None:
             return None
         return MetricComparison(
@@ -83,8 +83,8 @@ def compare_arms(
         paired = paired_difference(my_items, their_items, higher)
         paired_by, seeds = "item", min(my_seeds, their_seeds)
     else:
-        by_round = {str(r): v for r, v in _values(mine, metric).items()}
-        paired = paired_difference(by_round, {str(r): v for r, v in _values(theirs, metric).items()}, higher)
+        by_round = {str(r): v for r, v in metric_values(mine, metric).items()}
+        paired = paired_difference(by_round, {str(r): v for r, v in metric_values(theirs, metric).items()}, higher)
         paired_by, seeds = "round", paired.n if paired else 1
     if paired is None:
         return None
@@ -143,7 +143,7 @@ class ArmsWorkload(Workload):
         cell.metric_samples = measured
         summaries = {}
         for metric in declared(spec, self):
-            values = list(_values(measured, metric).values())
+            values = list(metric_values(measured, metric).values())
             if values:
                 summaries[metric] = summarize_metric(values)
         cell.metrics = summaries or None

@@ -1,0 +1,173 @@
+"""Comparing runs of arms across runs: is an arm better or worse in run B than in run A, metric
+by metric, in each metric's own terms.
+
+Runs under one evaluator give round r the same seed, so a difference metric is paired across
+the runs as it is within one: by item where both runs wrote items (each item averaged over the
+seeds), else by round. A deterministic command run twice shows a difference of exactly zero. A
+ratio metric (a time, a throughput, memory) moves with the machine's load between runs, so B
+over A takes the between-run drift into its interval as backends' times do (``comparison.py``),
+and across machines no verdict is given. Each interval is at 95%, one per (arm, metric), not
+adjusted across them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..engine.stats import shift
+from ..engine.workloads import workload_named
+from ..engine.workloads.arms import better_word, compare_arms, declared, metric_values
+from ..records.evaluator import ArmsSpec, MetricDeclaration
+from ..records.run import Cell, RunResults
+
+
+@dataclass
+class MetricShift:
+    """One arm's metric, run B against run A."""
+
+    arm: str
+    metric: str
+    unit: str
+    better: str
+    kind: str  # ratio or difference
+    a_mean: float | None
+    b_mean: float | None
+    a_repeats: int
+    b_repeats: int
+    estimate: float | None = None  # B - A, or B / A
+    low: float | None = None
+    high: float | None = None
+    paired_by: str | None = None  # item, round, or runs (a ratio with the drift between runs)
+    verdict: str = "unknown"
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def is_arms_run(results: RunResults) -> bool:
+    return isinstance(results.spec, ArmsSpec)
+
+
+def _cells(results: RunResults) -> dict[str, Cell]:
+    return {c.backend: c for c in results.cells}
+
+
+def _mean(cell: Cell | None, metric: str) -> float | None:
+    summary = (cell.metrics or {}).get(metric) if cell is not None else None
+    return summary.mean if summary is not None else None
+
+
+def metric_shifts(
+    a: RunResults, b: RunResults, *, drift: float, threshold: float, same_machine: bool
+) -> list[MetricShift]:
+    """Every (arm, metric) both runs recorded, B against A."""
+    metrics = declared(b.spec, workload_named(b.spec.workload))
+    cells_a, cells_b = _cells(a), _cells(b)
+    found = []
+    for arm, cell_b in cells_b.items():
+        cell_a = cells_a.get(arm)
+        if cell_a is None:
+            continue
+        for metric, declaration in metrics.items():
+            values_a = metric_values(cell_a.metric_samples or [], metric)
+            values_b = metric_values(cell_b.metric_samples or [], metric)
+            if not values_a or not values_b:
+                continue
+            row = MetricShift(
+                arm,
+                metric,
+                declaration.unit,
+                declaration.better,
+                declaration.compare,
+                _mean(cell_a, metric),
+                _mean(cell_b, metric),
+                len(values_a),
+                len(values_b),
+            )
+            _decide(row, cell_a, cell_b, declaration, drift, threshold, same_machine)
+            found.append(row)
+    return found
+
+
+def _decide(
+    row: MetricShift,
+    cell_a: Cell,
+    cell_b: Cell,
+    declaration: MetricDeclaration,
+    drift: float,
+    threshold: float,
+    same_machine: bool,
+) -> None:
+    if declaration.compare == "difference":
+        found = compare_arms(cell_b.metric_samples or [], cell_a.metric_samples or [], row.metric, declaration)
+        if found is None:
+            return
+        row.estimate, row.paired_by = found.estimate, found.paired_by
+        if found.ci is not None:
+            row.low, row.high = found.ci.low, found.ci.high
+        row.verdict = better_word(found, declaration)
+        return
+    values_a = list(metric_values(cell_a.metric_samples or [], row.metric).values())
+    values_b = list(metric_values(cell_b.metric_samples or [], row.metric).values())
+    moved = shift(values_a, values_b, drift, threshold)
+    if moved is None:
+        row.verdict = "unknown: fewer than 2 repeats on a side, or a value that is not positive"
+        return
+    row.estimate, row.low, row.high, row.paired_by = moved.ratio, moved.low, moved.high, "runs"
+    if not same_machine:
+        row.verdict = "not comparable: different machines"
+        return
+    # the interval with the drift between runs, as the verdict reads it
+    low, high = moved.low, moved.high
+    if low <= 1.0 <= high:
+        row.verdict = "no difference resolved"
+    else:
+        above = low > 1.0
+        row.verdict = "better" if above == (declaration.better == "higher") else "worse"
+
+
+@dataclass
+class MetricHistoryRow:
+    """One arm's metric in one run of an evaluator's history."""
+
+    run: str
+    started_at: str
+    arm: str
+    metric: str
+    unit: str
+    better: str
+    mean: float
+    low: float | None
+    high: float | None
+    repeats: int
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def metric_history(runs: list[tuple[str, RunResults]]) -> list[MetricHistoryRow]:
+    """Each arm's mean and interval of every metric, run by run (oldest first, as given)."""
+    rows = []
+    for label, results in runs:
+        metrics = declared(results.spec, workload_named(results.spec.workload))
+        for cell in results.cells:
+            for metric, declaration in metrics.items():
+                summary = (cell.metrics or {}).get(metric)
+                if summary is None:
+                    continue
+                rows.append(
+                    MetricHistoryRow(
+                        label,
+                        results.started_at,
+                        cell.backend,
+                        metric,
+                        declaration.unit,
+                        declaration.better,
+                        summary.mean,
+                        summary.ci.low if summary.ci else None,
+                        summary.ci.high if summary.ci else None,
+                        summary.n,
+                    )
+                )
+    return rows

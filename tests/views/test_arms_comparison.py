@@ -1,0 +1,102 @@
+"""Runs of arms compared across runs: each metric in its own terms, paired by item or round."""
+
+from __future__ import annotations
+
+from ptreg.engine.workloads.command import CommandWorkload
+from ptreg.records.evaluator import ArmsSpec, parse_spec
+from ptreg.records.run import Cell, MetricSample, Roles, RunResults, new_results
+from ptreg.views.arms_comparison import metric_history, metric_shifts
+
+SPEC = parse_spec(
+    {
+        "name": "toy",
+        "workload": "command",
+        "command": ["python3", "x.py", "{level}"],
+        "arms": {"baseline": {"level": "1"}, "candidate": {"level": "2"}},
+        "baseline": "baseline",
+        "metrics": {"score": {"better": "higher", "unit": "fraction"}},
+        "repeats": 3,
+        "seed": 0,
+        "timeout_seconds": 10,
+    },
+    "spec",
+)
+
+
+def run(scores: dict[str, list[dict[str, float]]], seconds: float) -> RunResults:
+    """A run whose arms scored these items, repeat by repeat."""
+    assert isinstance(SPEC, ArmsSpec)
+    workload = CommandWorkload()
+    cells = []
+    for arm, repeats in scores.items():
+        samples = [
+            MetricSample(
+                repeat=r,
+                seed=r,
+                values={"score": sum(items.values()) / len(items)},
+                items={"score": items},
+                wall_seconds=seconds * (1 + 0.01 * r),
+                peak_memory_mb=30.0,
+            )
+            for r, items in enumerate(repeats)
+        ]
+        cell = Cell(backend=arm, config="all", status="measured")
+        workload.summarize(SPEC, cell, list(samples))
+        cells.append(cell)
+    workload.compare(SPEC, cells, Roles(reference=None, peer=None))
+    return new_results(
+        spec=SPEC,
+        roles=Roles(reference=None, peer=None),
+        parity=[],
+        cells=cells,
+        rounds=[],
+        status="complete",
+        reason=None,
+        command=["ptreg", "run"],
+        started_at="2026-12-02T00:00:00Z",
+        finished_at="2026-12-02T00:01:00Z",
+        evaluator_version=2,
+    )
+
+
+ITEMS = [{"a": 1.0, "b": 0.0, "c": 1.0}] * 3
+
+
+def test_the_same_scores_again_are_no_difference_and_a_drop_is_worse() -> None:
+    a = run({"baseline": ITEMS, "candidate": ITEMS}, 1.0)
+    same = metric_shifts(
+        a, run({"baseline": ITEMS, "candidate": ITEMS}, 1.0), drift=0.2, threshold=0.05, same_machine=True
+    )
+    score = {m.arm: m for m in same if m.metric == "score"}
+    assert score["candidate"].estimate == 0 and score["candidate"].verdict == "no difference resolved"
+    assert score["candidate"].paired_by == "item"
+    worse_items = [{"a": 0.0, "b": 0.0, "c": 0.0}, {"a": 0.0, "b": 0.0, "c": 1.0}, {"a": 0.0, "b": 0.0, "c": 0.0}]
+    dropped = metric_shifts(
+        a, run({"baseline": ITEMS, "candidate": worse_items}, 1.0), drift=0.2, threshold=0.05, same_machine=True
+    )
+    found = next(m for m in dropped if m.arm == "candidate" and m.metric == "score")
+    assert found.estimate is not None and found.estimate < 0
+    # per item over three seeds: a 1 -> 0, b 0 -> 0, c 1 -> 1/3; not every pair moved, so the
+    # interval over three items straddles zero: an honest "no difference resolved"
+    assert found.verdict in ("worse", "no difference resolved")
+
+
+def test_ratio_metrics_across_runs_carry_the_drift_and_give_no_verdict_across_machines() -> None:
+    a = run({"baseline": ITEMS, "candidate": ITEMS}, 1.0)
+    b = run({"baseline": ITEMS, "candidate": ITEMS}, 3.0)
+    slow = {
+        m.arm: m
+        for m in metric_shifts(a, b, drift=0.2, threshold=0.05, same_machine=True)
+        if m.metric == "wall_seconds"
+    }
+    assert slow["baseline"].estimate is not None and slow["baseline"].estimate > 2.5
+    assert slow["baseline"].verdict == "worse" and slow["baseline"].paired_by == "runs"
+    elsewhere = metric_shifts(a, b, drift=0.2, threshold=0.05, same_machine=False)
+    assert all(m.verdict == "not comparable: different machines" for m in elsewhere if m.kind == "ratio")
+
+
+def test_history_lists_every_arm_and_metric_of_every_run() -> None:
+    rows = metric_history([("x/1", run({"baseline": ITEMS, "candidate": ITEMS}, 1.0))])
+    assert {(r.arm, r.metric) for r in rows} == {
+        (arm, metric) for arm in ("baseline", "candidate") for metric in ("score", "wall_seconds", "peak_memory_mb")
+    }
