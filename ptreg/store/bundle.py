@@ -160,7 +160,11 @@ def read_bundle(path: Path) -> Bundle:
     bundle = Bundle(str(path))
     tally = _Tally(bundle.source)
     if path.is_dir():
-        for name, size in _folder_members(path, "", tally):
+        try:
+            listed = _folder_members(path, "", tally)
+        except OSError as exc:
+            raise PtregError(f"{path}: a folder of the bundle cannot be listed: {exc.strerror}") from None
+        for name, size in listed:
             bundle.files[name] = _read_file(path / name, tally.where(name), size)
     elif path.exists():
         try:
@@ -335,8 +339,8 @@ class _Capped(io.RawIOBase):
         if size is None or size < 0 or size > 2 * _CHUNK:
             shown = "all the rest" if size is None or size < 0 else f"{size} bytes"
             raise PtregError(
-                f"{self._source}: a tar header asks to read {shown} at once, more than a bundle's "
-                f"headers ever need ({2 * _CHUNK}); not imported"
+                f"{self._source}: the tar header at byte {self.tell()} asks to read {shown} at once, "
+                f"more than a bundle's headers ever need ({2 * _CHUNK}); not imported"
             )
         data = self._unzipped.read(size)
         self._past(self._unzipped.tell())
