@@ -32,10 +32,10 @@ from .runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR
 
 SUFFIXES = (".tar.gz", ".tgz")
 # The bounds of a bundle, each far above any real registry (docs/registry.md says them): the
-# largest run file so far is 0.3 MB, a whole registry 1.6 MB in about 40 files. A bundle is read
+# largest run file so far is 0.3 MB, a whole registry 1.6 MB in 34 files. A bundle is read
 # into memory before it is checked whole, so these bound what reading one can cost.
-RUN_FILE_MAX_BYTES = 32 * 1024 * 1024  # a run keeps every sample
-BUNDLE_MAX_BYTES = 128 * 1024 * 1024  # all members together
+RUN_FILE_MAX_BYTES = 16 * 1024 * 1024  # a run keeps every sample
+BUNDLE_MAX_BYTES = 64 * 1024 * 1024  # all members together
 BUNDLE_MAX_MEMBERS = 100_000  # files and folders
 _CHUNK = 1024 * 1024
 _SLUG = r"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*"
@@ -95,8 +95,13 @@ def bundle_files(root: Path, registry: Registry) -> list[Path]:
     runs = sorted(p for p in (root / RUNS_DIR).glob(f"*/*/{RESULTS_FILE}") if not p.parent.name.startswith("."))
     found = [root / REGISTRY_FILE, *attempt_files(root), *evaluator_files(root)]
     found += [f for results in runs for f in (results, results.parent / ENVIRONMENT_FILE)]
+    # What is exported must import whole: a registry past a bundle's bounds is refused here.
+    tally = _Tally(str(root), refused="not exported")
     for path in found:
         refuse_outside(root, path, "not bundled")
+        name = path.relative_to(root).as_posix()
+        tally.counted(name)
+        tally.file(name, path.is_file(), path.stat().st_size if path.is_file() else 0)
     return found
 
 
@@ -169,7 +174,7 @@ def read_bundle(path: Path) -> Bundle:
     elif path.exists():
         try:
             with (
-                path.open("rb") as raw,
+                _open_regular(path) as raw,
                 gzip.GzipFile(fileobj=raw, mode="rb") as unzipped,
                 tarfile.open(fileobj=_Capped(unzipped, bundle.source), mode="r:") as tar,
             ):
@@ -187,8 +192,9 @@ class _Tally:
     """The members of one bundle seen so far: their number, names and declared bytes, each
     bound checked as a member comes, so that the first one past a bound is the one refused."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, refused: str = "not imported") -> None:
         self.source = source
+        self.refused = refused  # what a refusal says was not done
         self.count = 0
         self.total = 0
         self.names: set[str] = set()
@@ -200,7 +206,7 @@ class _Tally:
         self.count += 1
         if self.count > BUNDLE_MAX_MEMBERS:
             raise PtregError(
-                f"{self.where(name)} is one more than the {BUNDLE_MAX_MEMBERS} members a bundle may have; not imported"
+                f"{self.where(name)} is one more than the {BUNDLE_MAX_MEMBERS} members a bundle may have; {self.refused}"
             )
 
     def file(self, name: str, regular: bool, size: int) -> int:
@@ -208,28 +214,28 @@ class _Tally:
         where = self.where(name)
         most = _limit(name)
         if most is None:
-            raise PtregError(f"{where} is not a file a registry holds; not imported")
+            raise PtregError(f"{where} is not a file a registry holds; {self.refused}")
         if not regular:
-            raise PtregError(f"{where} is not a regular file; not imported")
+            raise PtregError(f"{where} is not a regular file; {self.refused}")
         if size > most:
-            raise PtregError(f"{where} has {size} bytes, more than the {most} allowed; not imported")
+            raise PtregError(f"{where} has {size} bytes, more than the {most} allowed; {self.refused}")
         if name in self.names:
-            raise PtregError(f"{where} is there twice; not imported")
+            raise PtregError(f"{where} is there twice; {self.refused}")
         self.names.add(name)
         self.total += size
         if self.total > BUNDLE_MAX_BYTES:
             raise PtregError(
                 f"{where} brings the bundle to {self.total} bytes, more than the {BUNDLE_MAX_BYTES} "
-                "a bundle may have; not imported"
+                f"a bundle may have; {self.refused}"
             )
         return size
 
     def folder(self, name: str) -> None:
         """Check the folder member ``name``: one of the folders a registry holds its files in."""
         if _limit(name) is not None:
-            raise PtregError(f"{self.where(name)} is a folder where a file belongs; not imported")
+            raise PtregError(f"{self.where(name)} is a folder where a file belongs; {self.refused}")
         if not _FOLDERS.fullmatch(name):
-            raise PtregError(f"{self.where(name)} is not a folder a registry holds; not imported")
+            raise PtregError(f"{self.where(name)} is not a folder a registry holds; {self.refused}")
 
 
 def _tar_files(tar: tarfile.TarFile, tally: _Tally) -> dict[str, bytes]:
@@ -282,7 +288,7 @@ def _folder_members(root: Path, relative: str, tally: _Tally) -> list[tuple[str,
 def _read_file(path: Path, where: str, most: int) -> bytes:
     """The bytes of the regular file ``path`` (never through a symlink), refused past ``most``."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         raise PtregError(f"{where} cannot be read ({exc.strerror}); not imported") from None
     try:
@@ -293,6 +299,18 @@ def _read_file(path: Path, where: str, most: int) -> bytes:
         raise PtregError(f"{where} cannot be read ({exc.strerror}); not imported") from None
     finally:
         os.close(fd)
+
+
+def _open_regular(path: Path) -> io.BufferedReader:
+    """``path`` opened for reading when it is a regular file; a FIFO is refused, not waited on."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PtregError(f"{path}: not a regular file; not imported")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _read_capped(read: Callable[[int], bytes], where: str, most: int) -> bytes:

@@ -330,3 +330,23 @@ def test_a_symlink_in_a_folder_bundle_is_refused(
     result = cli("-r", source, "import", folder, "--replace")
     assert_one_line_error(result, 2, str(folder), f"member '{linked}' is a symlink")
     assert snapshot(source) == before
+
+
+def test_a_registry_past_a_bundles_bounds_is_not_exported(
+    cli, source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What is exported must import whole: the bounds that refuse an import refuse the export."""
+    before = sorted(tmp_path.iterdir())
+    total = sum(p.stat().st_size for p in bundle.bundle_files(source, load_directory(source)))
+    monkeypatch.setattr(bundle, "BUNDLE_MAX_BYTES", total - 1)
+    for name in ("b.tar.gz", "b"):
+        refused = cli("-r", source, "export", "--bundle", tmp_path / name)
+        assert_one_line_error(refused, 2, str(source), f"brings the bundle to {total} bytes, more than the {total - 1}")
+        assert "not exported" in refused.err
+    assert sorted(tmp_path.iterdir()) == before  # no bundle, nor a staged one
+
+
+def test_a_fifo_named_like_a_bundle_is_refused_not_waited_on(cli, source: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.tar.gz"
+    os.mkfifo(fifo)
+    assert_one_line_error(cli("-r", source, "import", fifo), 2, f"{fifo}: not a regular file")
