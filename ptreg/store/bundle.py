@@ -8,16 +8,19 @@ written, a member that is not one of those names, not a regular file, or too lar
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import re
 import shutil
+import stat
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
 from ..records.registry import Registry
@@ -28,15 +31,24 @@ from .jsonio import fsync_directory, refuse_outside
 from .runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR
 
 SUFFIXES = (".tar.gz", ".tgz")
-RUN_FILE_MAX_BYTES = 256 * 1024 * 1024  # a run keeps every sample; no real one comes near this
+# The bounds of a bundle, each far above any real registry (docs/registry.md says them): the
+# largest run file so far is 0.3 MB, a whole registry 1.6 MB in 34 files. A bundle is read
+# into memory before it is checked whole, so these bound what reading one can cost.
+RUN_FILE_MAX_BYTES = 16 * 1024 * 1024  # a run keeps every sample
+BUNDLE_MAX_BYTES = 64 * 1024 * 1024  # all members together
+BUNDLE_MAX_MEMBERS = 100_000  # files and folders
+_CHUNK = 1024 * 1024
 _SLUG = r"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*"
+_RUN_FOLDER = rf"{RUNS_DIR}/{_SLUG}/[0-9]{{8}}T[0-9]{{6}}Z(?:-[0-9]+)?"
+# the folders a registry keeps files in, which a tar may list as members of their own
+_FOLDERS = re.compile(rf"evaluators|{RUNS_DIR}|{RUNS_DIR}/{_SLUG}|{_RUN_FOLDER}")
 # name -> the most bytes a member of that name may have
 _MEMBERS = (
     (re.compile(re.escape(REGISTRY_FILE)), RECORD_FILE_MAX_BYTES),
     (re.compile(rf"{_SLUG}\.json"), RECORD_FILE_MAX_BYTES),
     (re.compile(rf"evaluators/{_SLUG}@[0-9a-f]{{12}}\.json"), EVALUATOR_FILE_MAX_BYTES),
     (
-        re.compile(rf"{RUNS_DIR}/{_SLUG}/[0-9]{{8}}T[0-9]{{6}}Z(?:-[0-9]+)?/(?:{RESULTS_FILE}|{ENVIRONMENT_FILE})"),
+        re.compile(rf"{_RUN_FOLDER}/(?:{RESULTS_FILE}|{ENVIRONMENT_FILE})"),
         RUN_FILE_MAX_BYTES,
     ),
 )
@@ -83,8 +95,13 @@ def bundle_files(root: Path, registry: Registry) -> list[Path]:
     runs = sorted(p for p in (root / RUNS_DIR).glob(f"*/*/{RESULTS_FILE}") if not p.parent.name.startswith("."))
     found = [root / REGISTRY_FILE, *attempt_files(root), *evaluator_files(root)]
     found += [f for results in runs for f in (results, results.parent / ENVIRONMENT_FILE)]
+    # What is exported must import whole: a registry past a bundle's bounds is refused here.
+    tally = _Tally(str(root), refused="not exported")
     for path in found:
         refuse_outside(root, path, "not bundled")
+        name = path.relative_to(root).as_posix()
+        tally.counted(name)
+        tally.file(name, path.is_file(), path.stat().st_size if path.is_file() else 0)
     return found
 
 
@@ -139,34 +156,30 @@ def _write_folder(files: list[Path], names: list[str], target: Path) -> None:
 def read_bundle(path: Path) -> Bundle:
     """Every member of the bundle at ``path`` (a .tar.gz file or a folder, which may be a registry
     directory itself), refused in one line, with nothing written, when one is not what a bundle
-    holds."""
+    holds.
+
+    Two passes: the first lists the members lazily from their headers (or ``lstat``), refusing
+    the first one past a bound, so that nothing is read before every name, type, size and the
+    total are known to be acceptable; the second reads them in chunks, counting the bytes that
+    actually come, so that a header that lies cannot carry more than it declared."""
     bundle = Bundle(str(path))
+    tally = _Tally(bundle.source)
     if path.is_dir():
-        for file in sorted(p for p in path.rglob("*") if not p.is_dir()):
-            if _working_file(file.relative_to(path)):
-                continue  # a registry directory read as a bundle: its locks and staged files stay
-            _take(
-                bundle,
-                file.relative_to(path).as_posix(),
-                file.is_file() and not file.is_symlink(),
-                file.stat().st_size if file.is_file() else 0,
-                file.read_bytes,
-            )
+        try:
+            listed = _folder_members(path, "", tally)
+        except OSError as exc:
+            raise PtregError(f"{path}: a folder of the bundle cannot be listed: {exc.strerror}") from None
+        for name, size in listed:
+            bundle.files[name] = _read_file(path / name, tally.where(name), size)
     elif path.exists():
         try:
-            with tarfile.open(path, mode="r:gz") as tar:
-                for member in tar.getmembers():
-                    if member.isdir():
-                        continue
-                    extracted = tar.extractfile(member) if member.isfile() else None
-                    _take(
-                        bundle,
-                        member.name,
-                        extracted is not None,
-                        member.size,
-                        extracted.read if extracted is not None else bytes,
-                    )
-        except (tarfile.TarError, EOFError, OSError) as exc:
+            with (
+                _open_regular(path) as raw,
+                gzip.GzipFile(fileobj=raw, mode="rb") as unzipped,
+                tarfile.open(fileobj=_Capped(unzipped, bundle.source), mode="r:") as tar,
+            ):
+                bundle.files.update(_tar_files(tar, tally))
+        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
             raise PtregError(f"{path}: not a readable .tar.gz bundle: {exc}") from None
     else:
         raise PtregError(f"{path}: no such file or directory")
@@ -175,22 +188,192 @@ def read_bundle(path: Path) -> Bundle:
     return bundle
 
 
-def _working_file(name: Path) -> bool:
+class _Tally:
+    """The members of one bundle seen so far: their number, names and declared bytes, each
+    bound checked as a member comes, so that the first one past a bound is the one refused."""
+
+    def __init__(self, source: str, refused: str = "not imported") -> None:
+        self.source = source
+        self.refused = refused  # what a refusal says was not done
+        self.count = 0
+        self.total = 0
+        self.names: set[str] = set()
+
+    def where(self, name: str) -> str:
+        return f"{self.source}: member {shorten(name)}"
+
+    def counted(self, name: str) -> None:
+        self.count += 1
+        if self.count > BUNDLE_MAX_MEMBERS:
+            raise PtregError(
+                f"{self.where(name)} is one more than the {BUNDLE_MAX_MEMBERS} members a bundle may have; {self.refused}"
+            )
+
+    def file(self, name: str, regular: bool, size: int) -> int:
+        """Check the file member ``name`` from its header; the most bytes it may then bring."""
+        where = self.where(name)
+        most = _limit(name)
+        if most is None:
+            raise PtregError(f"{where} is not a file a registry holds; {self.refused}")
+        if not regular:
+            raise PtregError(f"{where} is not a regular file; {self.refused}")
+        if size > most:
+            raise PtregError(f"{where} has {size} bytes, more than the {most} allowed; {self.refused}")
+        if name in self.names:
+            raise PtregError(f"{where} is there twice; {self.refused}")
+        self.names.add(name)
+        self.total += size
+        if self.total > BUNDLE_MAX_BYTES:
+            raise PtregError(
+                f"{where} brings the bundle to {self.total} bytes, more than the {BUNDLE_MAX_BYTES} "
+                f"a bundle may have; {self.refused}"
+            )
+        return size
+
+    def folder(self, name: str) -> None:
+        """Check the folder member ``name``: one of the folders a registry holds its files in."""
+        if _limit(name) is not None:
+            raise PtregError(f"{self.where(name)} is a folder where a file belongs; {self.refused}")
+        if not _FOLDERS.fullmatch(name):
+            raise PtregError(f"{self.where(name)} is not a folder a registry holds; {self.refused}")
+
+
+def _tar_files(tar: tarfile.TarFile, tally: _Tally) -> dict[str, bytes]:
+    """The files of ``tar``: every header checked first, lazily, then each file read."""
+    files = [(info, size) for info in tar if (size := _tar_member(info, tally)) is not None]
+    read: dict[str, bytes] = {}
+    for info, size in files:
+        extracted = tar.extractfile(info)
+        if extracted is None:  # cannot happen: _tar_member takes regular files only
+            raise PtregError(f"{tally.where(info.name)} is not a regular file; not imported")
+        read[info.name] = _read_capped(extracted.read, tally.where(info.name), size)
+    return read
+
+
+def _tar_member(info: tarfile.TarInfo, tally: _Tally) -> int | None:
+    """Check the tar member ``info`` from its header alone; for a file, the bytes it declares."""
+    tally.counted(info.name)
+    if info.isdir():
+        tally.folder(info.name)
+        return None
+    # A sparse member's data expands to more than the archive holds; ptreg never writes one.
+    return tally.file(info.name, info.isfile() and not info.issparse(), info.size)
+
+
+def _folder_members(root: Path, relative: str, tally: _Tally) -> list[tuple[str, int]]:
+    """The files under ``root / relative`` with their sizes, checked from ``lstat`` alone and
+    listed one directory at a time, refusing the first entry past a bound; a symlink is refused,
+    whether to a file or a folder, and ptreg's working files stay behind."""
+    entries: list[os.DirEntry[str]] = []
+    with os.scandir(root / relative) as listing:
+        for entry in listing:
+            tally.counted(f"{relative}/{entry.name}" if relative else entry.name)
+            entries.append(entry)
+    found: list[tuple[str, int]] = []
+    for entry in sorted(entries, key=lambda e: e.name):
+        name = f"{relative}/{entry.name}" if relative else entry.name
+        if _working_file(PurePosixPath(name)):
+            continue  # a registry directory read as a bundle: its locks and staged files stay
+        if entry.is_symlink():
+            raise PtregError(f"{tally.where(name)} is a symlink, not a regular file or folder; not imported")
+        if entry.is_dir(follow_symlinks=False):
+            tally.folder(name)
+            found += _folder_members(root, name, tally)
+        else:
+            info = entry.stat(follow_symlinks=False)
+            found.append((name, tally.file(name, stat.S_ISREG(info.st_mode), info.st_size)))
+    return found
+
+
+def _read_file(path: Path, where: str, most: int) -> bytes:
+    """The bytes of the regular file ``path`` (never through a symlink), refused past ``most``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise PtregError(f"{where} cannot be read ({exc.strerror}); not imported") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PtregError(f"{where} is not a regular file; not imported")
+        return _read_capped(lambda size: os.read(fd, size), where, most)
+    except OSError as exc:
+        raise PtregError(f"{where} cannot be read ({exc.strerror}); not imported") from None
+    finally:
+        os.close(fd)
+
+
+def _open_regular(path: Path) -> io.BufferedReader:
+    """``path`` opened for reading when it is a regular file; a FIFO is refused, not waited on."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PtregError(f"{path}: not a regular file; not imported")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_capped(read: Callable[[int], bytes], where: str, most: int) -> bytes:
+    """What ``read`` gives, in chunks, refused as soon as it brings more than ``most`` bytes: the
+    size the member declared, whatever it turns out to hold."""
+    parts: list[bytes] = []
+    total = 0
+    while chunk := read(min(_CHUNK, most + 1 - total)):
+        total += len(chunk)
+        if total > most:
+            raise PtregError(f"{where} holds more than the {most} bytes it was listed with; not imported")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+class _Capped(io.RawIOBase):
+    """The decompressed stream of a .tar.gz as tarfile reads it, refused past what a bundle at
+    its bounds can hold: tarfile reads an extended header (a long name, pax attributes) whole,
+    and skips a member's data by decompressing it, so neither may run on unbounded."""
+
+    def __init__(self, unzipped: gzip.GzipFile, source: str) -> None:
+        super().__init__()
+        self._unzipped = unzipped
+        self._source = source
+        # every member's bytes, and a header, its padding and an extended header for each member
+        self._most = BUNDLE_MAX_BYTES + BUNDLE_MAX_MEMBERS * 4 * tarfile.BLOCKSIZE
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._unzipped.tell()
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence != io.SEEK_SET:
+            raise io.UnsupportedOperation("tar reading seeks to an offset from the start")
+        self._past(offset)
+        return self._unzipped.seek(offset)
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0 or size > 2 * _CHUNK:
+            shown = "all the rest" if size is None or size < 0 else f"{size} bytes"
+            raise PtregError(
+                f"{self._source}: the tar header at byte {self.tell()} asks to read {shown} at once, "
+                f"more than a bundle's headers ever need ({2 * _CHUNK}); not imported"
+            )
+        data = self._unzipped.read(size)
+        self._past(self._unzipped.tell())
+        return data
+
+    def _past(self, offset: int) -> None:
+        if offset > self._most:
+            raise PtregError(
+                f"{self._source}: more than {self._most} bytes once decompressed, past what a bundle "
+                "may hold; not imported"
+            )
+
+
+def _working_file(name: PurePosixPath) -> bool:
     """Whether ``name`` is one of ptreg's working files (or the .gitignore naming them), which a
     registry directory holds beside its records and a bundle never carries."""
     patterns = [line.rstrip("/") for line in IGNORED.splitlines() if line and not line.startswith("#")]
     return name.as_posix() == IGNORE_FILE or any(fnmatch(part, p) for part in name.parts for p in patterns)
-
-
-def _take(bundle: Bundle, name: str, regular: bool, size: int, read: Callable[[], bytes]) -> None:
-    where = f"{bundle.source}: member {shorten(name)}"
-    most = _limit(name)
-    if most is None:
-        raise PtregError(f"{where} is not a file a registry holds; not imported")
-    if not regular:
-        raise PtregError(f"{where} is not a regular file; not imported")
-    if size > most:
-        raise PtregError(f"{where} has {size} bytes, more than the {most} allowed; not imported")
-    if name in bundle.files:
-        raise PtregError(f"{where} is there twice; not imported")
-    bundle.files[name] = read()

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bad_bundles import BUNDLE_GENERATORS
 
 from helpers import REPO, attempts_document, complete_record, freeze_evaluator, sample_records, write_registry
 from ptreg import __version__
@@ -225,6 +226,9 @@ GENERATORS: dict[str, Generator] = {
 
 
 # --------------------------------------------------------------------------- the corpus itself
+
+
+GENERATORS.update(BUNDLE_GENERATORS)  # tests/cli/bad_bundles.py
 
 
 def test_corpus_is_large_and_consistent() -> None:
