@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from ..errors import EXIT_CHECK_FAILED
 from ..text import counted
-from ..views.arms_comparison import MetricShift
 from .common import JsonFlag, print_json, registry_dir
 
 
@@ -121,7 +122,8 @@ def _value(value: float | None, unit: str) -> str:
     return "unknown" if value is None else f"{value:.4g} {unit}"
 
 
-def _metric_row(m: MetricShift) -> list[str]:
+def _metric_row(m: Any) -> list[str]:
+    """A row of the comparison of two runs of arms (a views.arms_comparison.MetricShift)."""
     if m.estimate is None:
         versus = "unknown"
     elif m.kind == "ratio":

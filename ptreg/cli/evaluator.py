@@ -47,6 +47,7 @@ def freeze(
 @with_registry_option
 def list_evaluators(as_json: bool = JsonFlag) -> None:
     """Every frozen evaluator, whether it still verifies, and what it measures."""
+    from ..records.evaluator import ArmsSpec, EvaluatorSpec
     from ..store.directory import load_meta
     from ..store.evaluators import check_file, evaluator_files
     from ..views.tables import plain
@@ -66,7 +67,8 @@ def list_evaluators(as_json: bool = JsonFlag) -> None:
                 "problem": mismatch,
                 "workload": spec.workload if spec else None,
                 "configs": spec.config_names if spec else None,
-                "arms": spec.arm_names if spec else None,
+                "backends": spec.backends if isinstance(spec, EvaluatorSpec) else None,
+                "arms": spec.arm_names if isinstance(spec, ArmsSpec) else None,
             }
         )
         rows.append(

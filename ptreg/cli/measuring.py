@@ -260,7 +260,6 @@ def bench(
         repeats=repeats,
         seed=seed,
         threads=threads,
-        metric=measured.metric,
     )
     require_registered(spec.backends)  # unavailable ones are measured as failed cells
     make_executor = executor_maker(executor, address)

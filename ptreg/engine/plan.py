@@ -146,12 +146,23 @@ def bench_spec(
     repeats: int,
     seed: int,
     threads: int,
-    metric: str,
 ) -> EvaluatorSpec:
     """The spec of an ad hoc bench: the options given, and the bench's own tolerance and spread.
 
-    Refused in one line (exit 2), naming the option, when the options make no valid spec.
+    Refused in one line (exit 2), naming the option, when the options make no valid spec, or
+    the workload is not one that compares backends (a workload of arms is run under a frozen
+    evaluator, never ad hoc).
     """
+    from .workloads.registry import workload_named
+
+    measured = workload_named(workload)
+    if measured.kind != "backends" or measured.metric is None:
+        raise PtregError(
+            f"--workload {workload}: bench compares backends; a workload of arms is measured by `ptreg run` under "
+            "a frozen evaluator",
+            EXIT_UNUSABLE,
+        )
+    metric = measured.metric
     fields: dict[str, Any] = {
         "name": "bench",
         "workload": workload,

@@ -27,12 +27,12 @@ if TYPE_CHECKING:
 # checks the list against the models.
 FIELDS = frozenset(
     {
-        "admission", "admitted_at", "answers_disposition", "arg", "args", "attempts", "backend", "bases",
+        "admission", "admitted_at", "answers_disposition", "arg", "args", "arm", "attempts", "backend", "bases",
         "budget", "check", "checks", "cmp", "config", "continue_if", "data_rows", "detail", "evaluator",
         "evaluators", "evidence", "evidence_sources", "failure_reason", "failure_reason_confidence",
         "family", "file", "finished_at", "held_at_conclusion", "hypothesis", "id", "import_number",
         "imported_at", "kernel", "keys", "kind", "lacks", "layer", "left", "lesson", "max_memory_mb",
-        "max_repeats", "max_threads", "max_timed_steps", "methods", "name", "next_action", "objective",
+        "max_repeats", "max_threads", "max_timed_steps", "methods", "metric", "name", "next_action", "objective",
         "of", "op", "origin", "outcome", "over", "position", "precedents", "ptreg_version", "question",
         "registry_state", "right", "run", "run_id", "runs", "schema_version", "set_at", "sha256", "source",
         "started_at", "status", "streak_override", "text", "tracking_issue", "tree", "value", "varied",

@@ -577,7 +577,7 @@ def test_schema_accepts_a_frozen_file(freeze, evaluator_schema: Draft202012Valid
         lambda d: d.update(sha256="not-a-hash"),
         lambda d: d.update(extra=1),
         lambda d: d["spec"].pop("seed"),
-        lambda d: d["spec"].update(workload="other"),
+        lambda d: d["spec"].update(workload="Not A Slug"),
         lambda d: d["spec"]["tolerance"].update(ulp=1),
     ],
     ids=["no-sha256", "bad-sha256", "extra-field", "spec-missing-seed", "spec-bad-workload", "tolerance-extra"],

@@ -113,7 +113,8 @@ def better_word(comparison: MetricComparison, declaration: MetricDeclaration) ->
     return "better" if above == (declaration.better == "higher") else "worse"
 
 
-def comparison_text(comparison: MetricComparison | None, declaration: MetricDeclaration) -> str:
+def estimate_text(comparison: MetricComparison | None, declaration: MetricDeclaration) -> str:
+    """The estimate with its interval, in the metric's terms."""
     if comparison is None:
         return "unknown"
     if comparison.kind == "ratio":
@@ -124,7 +125,13 @@ def comparison_text(comparison: MetricComparison | None, declaration: MetricDecl
         span = (
             f"{comparison.ci.low:+.{DIGITS}g} to {comparison.ci.high:+.{DIGITS}g}" if comparison.ci else "no interval"
         )
-    return f"{shown} ({span}): {better_word(comparison, declaration)}"
+    return f"{shown} ({span})"
+
+
+def comparison_text(comparison: MetricComparison | None, declaration: MetricDeclaration) -> str:
+    if comparison is None:
+        return "unknown"
+    return f"{estimate_text(comparison, declaration)}: {better_word(comparison, declaration)}"
 
 
 def value_text(value: float | None) -> str:
@@ -201,7 +208,8 @@ class ArmsWorkload(Workload):
                         f"{value_text(summary.ci.low)} to {value_text(summary.ci.high)}"
                         if summary and summary.ci
                         else "unknown",
-                        "baseline" if cell.backend == spec.baseline else comparison_text(against, declaration),
+                        "baseline" if cell.backend == spec.baseline else estimate_text(against, declaration),
+                        "" if against is None else better_word(against, declaration),
                         counted,
                         note(cell),
                     ]
@@ -209,8 +217,8 @@ class ArmsWorkload(Workload):
             if not any(row[1] != "0" for row in rows):
                 continue
             title = f"{metric} ({declaration.unit}, {declaration.better} is better; {declaration.compare} to {spec.baseline})"
-            headers = ["arm", "n", "mean", "95% CI", f"vs {spec.baseline}", "won/lost/tied", "note"]
-            found.append(Table(title, rows, headers, text=(f"vs {spec.baseline}", "note")))
+            headers = ["arm", "n", "mean", "95% CI", f"vs {spec.baseline} (95% CI)", "verdict", "won/lost/tied", "note"]
+            found.append(Table(title, rows, headers, text=("note",)))
         return found
 
     def evidence(self, results: RunResults) -> list[str]:
