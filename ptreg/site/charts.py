@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from html import escape
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..text import printable
 
@@ -89,7 +89,7 @@ def _drawing() -> Iterator[Callable[[float, float], Figure]]:
         yield lambda width, height: Figure(figsize=(width, height))
 
 
-def drawable(value: float | None) -> bool:
+def drawable(value: float | None) -> TypeGuard[float]:
     """Whether a value can be a mark: known, finite and above zero (the charts' axes start at
     zero or are logarithmic)."""
     return value is not None and math.isfinite(value) and value > 0
@@ -157,7 +157,7 @@ def bar_chart(name: str, title: str, unit: str, bars: Sequence[Bar], *, referenc
     groups = list(dict.fromkeys(b.group for b in bars))
     series = list(dict.fromkeys(b.series for b in bars))
     known = [b for b in bars if drawable(b.value)]
-    values = [v for b in known for v in (b.value, b.low, b.high) if v is not None and drawable(v)]
+    values = [v for b in known for v in (b.value, b.low, b.high) if drawable(v)]
     log = needs_log(values)
     width = 0.8 / max(len(series), 1)
     rows = [
@@ -230,7 +230,6 @@ def share_chart(name: str, title: str, stacks: Sequence[Stack]) -> Chart:
                 share = stack.shares.get(part)
                 if not drawable(share):
                     continue
-                assert share is not None
                 (patch,) = axes.barh(
                     [y], [share], left=left, color=colour, label=PART_LABELS[part] if y == 0 else None, height=0.6
                 )
