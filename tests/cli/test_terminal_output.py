@@ -12,13 +12,16 @@ text and in JSON.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import add_run, complete_record, failed_record, freeze_evaluator, step_cell, step_results, write_registry
@@ -169,7 +172,13 @@ def test_no_command_prints_record_text_raw(hostile: Path, cli, command: list[str
         assert printable(EVIL) + LETTERS in output  # the letters after it are kept
 
 
-@pytest.mark.parametrize("command", [c for c in COMMANDS if c[0] not in ("show", "export", "evaluator")], ids=" ".join)
+JSON_COMMANDS = [c for c in COMMANDS if c[0] not in ("show", "export", "evaluator")] + [
+    ["show", "base"],
+    ["show", "ra"],
+]
+
+
+@pytest.mark.parametrize("command", JSON_COMMANDS, ids=" ".join)
 def test_no_command_prints_record_text_raw_in_json(hostile: Path, cli, command: list[str]) -> None:
     result = cli("-r", hostile, *command, "--json")
     assert result.code == EXIT.get(command[0], 0), (result.code, result.err)
@@ -195,6 +204,25 @@ def test_an_error_quoting_a_hostile_value_is_one_printable_line(hostile: Path, c
     [line] = result.err.splitlines()
     assert line.startswith("ptreg: error: ") and line.isprintable(), line
     assert re.search(r"\\x1b\]0;x\\x07such\\u202e", line), line
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.text(alphabet=st.sampled_from(ACTED_ON) | st.characters(blacklist_categories=("Cs",)), min_size=1))
+def test_any_lesson_reaches_list_and_show_only_as_text(lesson: str) -> None:
+    """Whatever a lesson holds (records cannot hold lone surrogates: the reader refuses them),
+    `list` and `show` print none of it raw, and show every printable character of it."""
+    from ptreg.cli import main
+
+    with tempfile.TemporaryDirectory() as work:
+        root = write_registry(Path(work) / "reg", [complete_record("any", lesson=lesson)])
+        for command in (["list"], ["show", "any"]):
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as done:
+                main(["-r", str(root), *command])
+            assert done.value.code == 0, err.getvalue()
+            assert raw(out.getvalue() + err.getvalue()) == [], command
+        shown = out.getvalue()
+        assert printable(lesson, lines=True) in shown  # show prints the lesson whole
 
 
 def test_the_command_line_prints_only_through_say() -> None:
