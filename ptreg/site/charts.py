@@ -11,8 +11,8 @@ no font file embedded or fetched (``svg.fonttype = none`` leaves the font to the
 Every label is a name from a record or a run, so hostile: its dollar signs are escaped for
 matplotlib (a backend named ``x$\\foo$`` would otherwise be parsed as maths, and raise; the axes'
 own tick labels are mathtext, so it stays on), a long name is cut in the drawing (its table and
-each mark's tooltip hold it whole), and a value that cannot be drawn (infinite, not a number) is a
-row of the table and no mark.
+each mark's tooltip hold it whole), and a value that cannot be drawn (not above zero, not finite,
+or beyond ``DRAWN``) is a row of the table and no mark.
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ STYLE: Any = {  # rc_context types its keys as literals; these are checked by ma
     "axes.spines.right": False,
 }
 LINE_STYLES = ("-", "--", ":", "-.")
+# The range a chart draws, either way from 1: beyond it matplotlib's tick locators overflow (a
+# value of 1e290 beside 1 raises in its log formatter), and no time or speedup comes near it.
+DRAWN = 1e15
 LABEL_MAX = 32  # characters of a name drawn as a label; the table and the tooltip hold it whole
 COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 
@@ -90,9 +93,14 @@ def _drawing() -> Iterator[Callable[[float, float], Figure]]:
 
 
 def drawable(value: float | None) -> TypeGuard[float]:
-    """Whether a value can be a mark: known, finite and above zero (the charts' axes start at
-    zero or are logarithmic)."""
-    return value is not None and math.isfinite(value) and value > 0
+    """Whether a value can be a mark: known, above zero (the axes start at zero or are
+    logarithmic) and within ``DRAWN`` (NaN and infinities are not)."""
+    return value is not None and 1 / DRAWN <= value <= DRAWN
+
+
+def _whiskers(low: float, high: float) -> bool:
+    """Whether an interval's ends can be drawn (an end may be zero or less on a linear axis)."""
+    return abs(low) <= DRAWN and abs(high) <= DRAWN
 
 
 def label(name: str) -> str:
@@ -114,10 +122,13 @@ def _text(name: str) -> str:
 
 def _undrawn(values: Sequence[float | None]) -> str:
     """One line saying how many known values have no mark because they cannot be drawn."""
-    count = sum(1 for v in values if v is not None and not math.isfinite(v))
+    count = sum(1 for v in values if v is not None and not drawable(v))
     if not count:
         return ""
-    return f"{count} value{'s' if count > 1 else ''} cannot be drawn (infinite or not a number): in the table, without a mark."
+    return (
+        f"{count} value{'s' if count > 1 else ''} cannot be drawn (not above zero, not a finite number, "
+        f"or beyond {DRAWN:.0e} either way): in the table, without a mark."
+    )
 
 
 def needs_log(values: Sequence[float]) -> bool:
@@ -176,7 +187,7 @@ def bar_chart(name: str, title: str, unit: str, bars: Sequence[Bar], *, referenc
             (patch,) = axes.bar([x], [b.value], width=width * 0.9, color=colour, label=legend)
             patch.set_gid(f"{name}-mark-{n}")
             titles[f"{name}-mark-{n}"] = f"{b.group} / {b.series}: {number(b.value)}"
-            if b.low is not None and b.high is not None and math.isfinite(b.low) and math.isfinite(b.high):
+            if b.low is not None and b.high is not None and _whiskers(b.low, b.high):
                 axes.errorbar(
                     [x], [b.value], yerr=[[b.value - b.low], [b.high - b.value]], fmt="none", ecolor="#222", capsize=3
                 )
@@ -300,7 +311,7 @@ def history_chart(name: str, title: str, unit: str, runs: Sequence[str], points:
             )
             for x, p in drawn:
                 yerr: Any = None
-                if p.low is not None and p.high is not None and math.isfinite(p.low) and math.isfinite(p.high):
+                if p.low is not None and p.high is not None and _whiskers(p.low, p.high):
                     yerr = [[p.value - p.low], [p.high - p.value]]
                 container = axes.errorbar([x], [p.value], yerr=yerr, fmt="o", color=colour, markersize=4, capsize=2)
                 container.lines[0].set_gid(f"{name}-mark-{n}")

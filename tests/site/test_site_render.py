@@ -57,7 +57,7 @@ def test_a_bar_chart_draws_hostile_names_as_text_and_skips_what_cannot_be_drawn(
     assert [r.marks for r in chart.rows] == [1, 1, 1, 1, 0, 0, 0]
     assert [r.cells[1] for r in chart.rows][:5] == [MATHS, MATHS_TOO, LONG, LONG_TWIN, ESCAPE]  # whole in the table
     assert chart.rows[4].cells[2] == "inf" and chart.rows[6].cells[2] == "unknown"  # infinite is not unknown
-    assert "2 values cannot be drawn (infinite or not a number)" in chart.note
+    assert "2 values cannot be drawn (not above zero, not a finite number, or beyond 1e+15 either way)" in chart.note
     # drawn as text, not maths: the dollars and the backslash stay in the SVG's text
     assert f">{MATHS}</text>" in chart.svg and f">{MATHS_TOO}</text>" in chart.svg
     # cut in the legend, whole in the mark's tooltip, escaped for XML
@@ -75,6 +75,18 @@ def test_the_axes_own_maths_still_renders() -> None:
     assert "<!-- $\\mathdefault{10^{3}}$ -->" in chart.svg  # drawn by mathtext
     assert not [t for t in texts if "mathdefault" in t or "10^{" in t], texts  # not shown as its source
     assert MATHS in texts
+
+
+@pytest.mark.parametrize("huge", [1e290, 1.7e308, 1e-300, 0.0, -5.0])
+def test_values_beyond_the_drawn_range_are_rows_not_marks(huge: float) -> None:
+    """matplotlib's locators overflow on 1e290 beside 1 (log) or 1.7e308 beside 1.6e308 (linear)."""
+    for values in ([huge, 1.0], [huge, huge * 0.9]):
+        chart = bar_chart("time", "t", "ms", [Bar("xl", str(i), v, v / 2, v * 1.5) for i, v in enumerate(values)])
+        assert [r.marks for r in chart.rows] == [int(v == 1.0) for v in values]
+        assert f"{sum(v != 1.0 for v in values)} value" in chart.note
+        points = [Point("xl / a", f"a/{i}", v, v / 2, v * 1.5) for i, v in enumerate(values)]
+        history = history_chart("history", "h", "ms", ["a/0", "a/1"], points)
+        assert history.marks == sum(v == 1.0 for v in values)
 
 
 def test_share_and_history_charts_take_the_same_names_and_values() -> None:
@@ -120,7 +132,7 @@ def test_a_run_with_hostile_backend_names_and_an_infinite_median_builds(
     assert result.json()["broken_runs"] == 0
     page = (out / f"{RUN}.html").read_text(encoding="utf-8")
     assert MATHS in page and label(LONG) in page and f"<td>{LONG}</td>" in page
-    assert "1 value cannot be drawn (infinite or not a number)" in page
+    assert "1 value cannot be drawn (not above zero" in page
     assert snapshot(root) == before
 
 
