@@ -148,6 +148,7 @@ COMMANDS = [
     ["history", "ra"],
     ["compare", f"ra/{RUN}", f"ra/{LATER}"],
     ["disposition", "check"],
+    ["gate", "base"],
     ["evaluator", "list"],
     ["evaluator", "show", "kernels-xl"],
     ["vocab", "list"],
@@ -156,7 +157,7 @@ COMMANDS = [
 
 
 # the odd record fails validate and keeps export from writing a ledger; show reads its whole text
-EXIT = {"validate": 1, "export": 1}
+EXIT = {"validate": 1, "export": 1, "gate": 1}
 SHOWN_WHOLE = ("show", "lineage")
 
 
