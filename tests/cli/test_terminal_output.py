@@ -156,7 +156,8 @@ COMMANDS = [
 ]
 
 
-# the odd record fails validate and keeps export from writing a ledger; show reads its whole text
+# the odd record fails validate and keeps export from writing a ledger; the gate finds base
+# unfit to run (no evaluator, budget or tracking issue); show and lineage print the text whole
 EXIT = {"validate": 1, "export": 1, "gate": 1}
 SHOWN_WHOLE = ("show", "lineage")
 
