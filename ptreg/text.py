@@ -25,9 +25,39 @@ def json_type(value: Any) -> str:
     return names.get(type(value), "number")
 
 
-def printable(text: str) -> str:
-    """``text`` with control characters escaped, so that a report stays one line per problem."""
-    return text if text.isprintable() else repr(text)[1:-1]
+def printable(text: str, *, lines: bool = False) -> str:
+    """``text`` as a terminal may be given it: every character a terminal would act on instead
+    of showing (C0 and C1 controls, so escape sequences; bidi overrides and isolates; zero-width
+    and other format characters; line and paragraph separators; unassigned code points and
+    lone surrogates, which cannot even be encoded) written visibly as Python writes it,
+    ``\\x1b``, ``\\u202e``, ``\\U000e0041``, while letters in any script stay as they are.
+    With ``lines`` a newline is kept (multi-line output); without it the text stays on one line.
+
+    The one home of this rule: the command line prints record-derived text only through it
+    (ptreg/cli/common.py's ``say``), and `printable(printable(t)) == printable(t)`, so that
+    text made safe early (a table's cells, measured for width) passes again unchanged."""
+    if text.isprintable() or (lines and text.replace("\n", "").isprintable()):
+        return text  # the usual case, one scan in C
+    kept = "\n" if lines else ""
+    return "".join(c if c.isprintable() or c == kept else repr(c)[1:-1] for c in text)
+
+
+def printable_json(text: str) -> str:
+    """JSON text (as ``json.dumps(..., ensure_ascii=False)`` writes it) with the characters
+    ``printable`` escapes written as JSON's ``\\uXXXX`` instead, so that it parses to the same
+    value. json.dumps escapes only C0 controls; C1 controls, bidi and zero-width characters
+    pass through it raw. Newlines outside strings (the indentation) stay."""
+    if text.replace("\n", "").isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\n" else _json_escape(c) for c in text)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a surrogate pair, as JSON spells a character beyond the first plane
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def counted(number: int, singular: str, plural: str | None = None) -> str:

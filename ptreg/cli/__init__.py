@@ -15,7 +15,7 @@ from .. import __version__
 from ..engine.interruption import Interrupted
 from ..errors import EXIT_UNUSABLE, PtregError
 from . import comparing, disposition, evaluator, index, measuring, proposal, reading, registry, site, vocabulary
-from .common import REGISTRY_ENV, command_state, state, with_registry_option
+from .common import REGISTRY_ENV, command_state, say, state, with_registry_option
 
 app = typer.Typer(
     name="ptreg",
@@ -31,7 +31,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"ptreg {__version__}")
+        say(f"ptreg {__version__}")
         raise typer.Exit()
 
 
@@ -87,33 +87,33 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = app(args=argv, prog_name="ptreg", standalone_mode=False)
     except PtregError as exc:
-        typer.echo(f"ptreg: error: {exc.message}", err=True)
+        say(f"ptreg: error: {exc.message}", err=True, one_line=True)
         sys.exit(exc.exit_code)
     except ClickException as exc:  # a usage error: unknown option, missing argument, bad value
         if type(exc).__name__ == "NoArgsIsHelpError":
             # `ptreg` alone asks what ptreg does: the help is the answer (rich has printed it
             # already; plain Click hands it over as the message), and nothing failed.
             if exc.format_message().strip():
-                typer.echo(exc.format_message())
+                say(exc.format_message())
             sys.exit(0)
         context = getattr(exc, "ctx", None)
         command = context.command_path if context is not None else "ptreg"
-        typer.echo(f"ptreg: error: {exc.format_message()} (see `{command} --help`)", err=True)
+        say(f"ptreg: error: {exc.format_message()} (see `{command} --help`)", err=True, one_line=True)
         sys.exit(exc.exit_code)
     except typer.Abort:
-        typer.echo("ptreg: aborted", err=True)
+        say("ptreg: aborted", err=True)
         sys.exit(1)
     except BrokenPipeError:
         sys.stderr.close()  # the reader went away (e.g. `| head`); nothing left to say
         sys.exit(0)
     except KeyboardInterrupt:
-        typer.echo("ptreg: interrupted", err=True)
+        say("ptreg: interrupted", err=True)
         sys.exit(130)
     except Interrupted as exc:  # SIGTERM (or SIGINT) while `run` or `bench` measured
-        typer.echo(f"ptreg: interrupted by {exc.name}", err=True)
+        say(f"ptreg: interrupted by {exc.name}", err=True)
         sys.exit(exc.exit_code)
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        typer.echo(f"ptreg: error: {where}{exc.strerror or exc}", err=True)
+        say(f"ptreg: error: {where}{exc.strerror or exc}", err=True, one_line=True)
         sys.exit(EXIT_UNUSABLE)
     sys.exit(code if isinstance(code, int) else 0)

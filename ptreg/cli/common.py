@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from ..text import printable, printable_json
+
 if TYPE_CHECKING:
     from ..store.full_read import FullRead
     from ..store.index import Index
@@ -67,8 +69,19 @@ def resolve_registry_dir(option: str | None) -> Path:
     return Path(env) if env else Path(DEFAULT_REGISTRY_DIR)
 
 
+def say(text: str = "", *, err: bool = False, nl: bool = True, one_line: bool = False) -> None:
+    """Print ``text`` for a person, on stdout (or stderr with ``err``). Every line ptreg prints
+    goes through here, and through ``printable`` (ptreg/text.py): records are hostile, and a
+    lesson holding an escape sequence must show it, not have the terminal act on it (set its
+    title, its colours, or reorder the line with a bidi override). ``one_line`` escapes
+    newlines too, for an error or problem line quoting a value."""
+    typer.echo(printable(text, lines=not one_line), err=err, nl=nl)
+
+
 def print_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    # JSON escapes C0 controls itself; printable_json escapes what it leaves raw (C1, bidi,
+    # zero-width) as \uXXXX, so a script reads the same value and a terminal acts on nothing
+    say(printable_json(json.dumps(data, indent=2, ensure_ascii=False)))
 
 
 @contextmanager
@@ -96,9 +109,9 @@ def progress_bar() -> Iterator[Callable[[str, int, int], None] | None]:
 def _warn_problems(problems: list[tuple[str, str]]) -> None:
     if problems:
         for location, message in problems[:5]:
-            typer.echo(f"ptreg: warning: {location}: {message} (skipped)", err=True)
+            say(f"ptreg: warning: {location}: {message} (skipped)", err=True, one_line=True)
         more = len(problems) - 5
-        typer.echo(
+        say(
             f"ptreg: warning: {len(problems)} record problem(s)"
             + (f", {more} more not shown" if more > 0 else "")
             + "; run `ptreg validate`",

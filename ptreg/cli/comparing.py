@@ -8,7 +8,7 @@ import typer
 
 from ..errors import EXIT_CHECK_FAILED
 from ..text import counted
-from .common import JsonFlag, print_json, registry_dir
+from .common import JsonFlag, print_json, registry_dir, say
 
 
 def _seconds(value: float | None) -> str:
@@ -67,22 +67,22 @@ def compare(
     if as_json:
         print_json(found.to_json())
     else:
-        typer.echo(f"A: {found.a.label} ({found.a.results.evaluator}, started {found.a.results.started_at})")
-        typer.echo(f"B: {found.b.label} ({found.b.results.evaluator}, started {found.b.results.started_at})")
+        say(f"A: {found.a.label} ({found.a.results.evaluator}, started {found.a.results.started_at})")
+        say(f"B: {found.b.label} ({found.b.results.evaluator}, started {found.b.results.started_at})")
         if found.across_evaluators:
-            typer.echo(
+            say(
                 "ACROSS EVALUATORS: only the cells whose workload, config, backend, threads and step plan agree "
                 f"are compared (the specs differ in: {', '.join(found.spec_differences) or 'the code version'})"
             )
         if found.machine_differences:
-            typer.echo("the machines differ, so absolute times are not comparable and no verdict is given:")
+            say("the machines differ, so absolute times are not comparable and no verdict is given:")
             for line in found.machine_differences:
-                typer.echo(f"  {line}")
+                say(f"  {line}")
         else:
-            typer.echo("machines: the same (CPU, features, cores, BLAS, NumPy, numba, Python, variables)")
-        typer.echo(f"error term: {found.error_term}")
+            say("machines: the same (CPU, features, cores, BLAS, NumPy, numba, Python, variables)")
+        say(f"error term: {found.error_term}")
         if relative_to is not None:
-            typer.echo(f"each cell as a ratio to {relative_to}'s time in the same round of its run")
+            say(f"each cell as a ratio to {relative_to}'s time in the same round of its run")
         value = _seconds if relative_to is None else _times
         rows = [
             [
@@ -96,17 +96,15 @@ def compare(
             for c in found.cells
         ]
         if rows:
-            typer.echo(
-                plain(rows, ["config", "backend", "A median", "B median", "B/A (95% CI)", "verdict"], shrink=(5,))
-            )
+            say(plain(rows, ["config", "backend", "A median", "B median", "B/A (95% CI)", "verdict"], shrink=(5,)))
         if found.metrics:
-            typer.echo(plain([_metric_row(m) for m in found.metrics], METRIC_HEADERS, shrink=(1, 4)))
-            typer.echo(
+            say(plain([_metric_row(m) for m in found.metrics], METRIC_HEADERS, shrink=(1, 4)))
+            say(
                 f"{counted(len(found.metrics), 'arm metric')} compared, each at 95%: "
                 f"{found.moved('worse')} worse, {found.moved('better')} better in B"
             )
         else:
-            typer.echo(
+            say(
                 f"{counted(len(found.cells), 'cell')} compared at a {100 * threshold:g}% threshold: "
                 f"{found.moved('slower')} slower, {found.moved('faster')} faster "
                 f"(Benjamini-Hochberg at a false discovery rate of {100 * FALSE_DISCOVERY_RATE:g}%)"
@@ -174,10 +172,8 @@ def history(
             ]
             for m in sorted(metrics, key=lambda m: (m.arm, m.metric, m.started_at))
         ]
-        typer.echo(plain(shown_metrics, ["arm", "metric", "run", "mean", "95% CI", "repeats"]))
-        typer.echo(
-            f"{counted(len({m.run for m in metrics}), 'complete run')} of arms; each arm's mean over its repeats"
-        )
+        say(plain(shown_metrics, ["arm", "metric", "run", "mean", "95% CI", "repeats"]))
+        say(f"{counted(len({m.run for m in metrics}), 'complete run')} of arms; each arm's mean over its repeats")
         if not rows:
             return
     shown = [
@@ -193,6 +189,6 @@ def history(
         for r in sorted(rows, key=lambda r: (r.config, r.backend, r.run.results.started_at))
     ]
     headers = ["config", "backend", "run", "started", "median", "95% CI", "vs first (95% CI)"]
-    typer.echo(plain(shown, headers, drop=(3,)))
+    say(plain(shown, headers, drop=(3,)))
     runs = len({r.run.label for r in rows})
-    typer.echo(f"{counted(runs, 'complete run')}; times are per step's worth of work, medians over whole repeats")
+    say(f"{counted(runs, 'complete run')}; times are per step's worth of work, medians over whole repeats")

@@ -8,7 +8,7 @@ import typer
 
 from ..errors import EXIT_CHECK_FAILED
 from ..text import counted
-from .common import JsonFlag, load_index, print_json, registry_dir, with_registry_option
+from .common import JsonFlag, load_index, print_json, registry_dir, say, with_registry_option
 
 app = typer.Typer(
     name="disposition",
@@ -52,18 +52,18 @@ def check(
         then = {True: "held", False: "did not hold", None: "could not be decided"}
         for a in chosen:
             if a.continue_if is None:
-                typer.echo(f"{a.id}: no condition (its disposition is prose only)")
+                say(f"{a.id}: no condition (its disposition is prose only)")
         for d in found:
-            typer.echo(f"{d.attempt.id}: {d.condition.text}")
-            typer.echo(f"  now it {d.summary()}")
-            typer.echo(f"  at conclusion it {then[d.condition.held_at_conclusion]} (run {d.condition.run})")
+            say(f"{d.attempt.id}: {d.condition.text}")
+            say(f"  now it {d.summary()}")
+            say(f"  at conclusion it {then[d.condition.held_at_conclusion]} (run {d.condition.run})")
             if d.turned_false:
-                typer.echo("  CHANGED: it held at conclusion and does not hold now")
+                say("  CHANGED: it held at conclusion and does not hold now")
         counts = {
             word: sum(1 for d in found if d.truth is truth)
             for truth, word in ((True, "hold"), (False, "do not"), (None, "undecided"))
         }
-        typer.echo(
+        say(
             f"{counted(len(found), 'condition')}: {counts['hold']} hold, {counts['do not']} do not, "
             f"{counts['undecided']} cannot be decided; "
             + (

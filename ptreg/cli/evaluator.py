@@ -8,8 +8,8 @@ from pathlib import Path
 import typer
 
 from ..errors import EXIT_CHECK_FAILED, PtregError
-from ..text import counted
-from .common import JsonFlag, print_json, registry_dir, with_registry_option
+from ..text import counted, printable_json
+from .common import JsonFlag, print_json, registry_dir, say, with_registry_option
 
 app = typer.Typer(
     name="evaluator",
@@ -39,8 +39,8 @@ def freeze(
         )
         return
     verb = "froze" if done.created else "already frozen:"
-    typer.echo(f"{verb} {done.evaluator.ref} ({done.path})")
-    typer.echo(f"use it with: ptreg new ... --evaluator {done.evaluator.ref}")
+    say(f"{verb} {done.evaluator.ref} ({done.path})")
+    say(f"use it with: ptreg new ... --evaluator {done.evaluator.ref}")
 
 
 @app.command("list")
@@ -84,8 +84,8 @@ def list_evaluators(as_json: bool = JsonFlag) -> None:
         print_json(items)
         return
     if rows:
-        typer.echo(plain(rows, ["evaluator", "verifies", "workload", "configs", "backends or arms"], shrink=(3, 4)))
-    typer.echo(f"{counted(len(rows), 'frozen evaluator')} in {root / 'evaluators'}")
+        say(plain(rows, ["evaluator", "verifies", "workload", "configs", "backends or arms"], shrink=(3, 4)))
+    say(f"{counted(len(rows), 'frozen evaluator')} in {root / 'evaluators'}")
 
 
 @app.command()
@@ -108,16 +108,16 @@ def show(
         if as_json:
             print_json({"path": str(path), "verified": False, "problem": mismatch, "file": content})
         else:
-            typer.echo(f"{path}: DOES NOT VERIFY: {mismatch}")
+            say(f"{path}: DOES NOT VERIFY: {mismatch}")
             if content is not None:
-                typer.echo(dumps_pretty(content), nl=False)
+                say(printable_json(dumps_pretty(content)), nl=False)
         raise typer.Exit(EXIT_CHECK_FAILED)
     if as_json:
         print_json({"path": str(path), "verified": True, "problem": None, "file": read_json(path)})
         return
-    typer.echo(f"{frozen.ref}  ({path})")
-    typer.echo(f"sha256 {frozen.sha256}, evaluator code version {frozen.evaluator_version}: verifies")
-    typer.echo(dumps_pretty(frozen.spec.model_dump(mode="json", exclude_none=True)), nl=False)
+    say(f"{frozen.ref}  ({path})")
+    say(f"sha256 {frozen.sha256}, evaluator code version {frozen.evaluator_version}: verifies")
+    say(printable_json(dumps_pretty(frozen.spec.model_dump(mode="json", exclude_none=True))), nl=False)
 
 
 @app.command()
@@ -141,9 +141,9 @@ def verify(
         print_json({"checked": len(results), "mismatched": [{"path": str(p), "problem": m} for p, m in bad]})
     else:
         for path, mismatch in bad:
-            typer.echo(f"{path}: {mismatch}")
+            say(f"{path}: {mismatch}")
         verify = "does not verify" if len(bad) == 1 else "do not verify"
-        typer.echo(f"{counted(len(results), 'frozen evaluator')} checked, {len(bad)} {verify}")
+        say(f"{counted(len(results), 'frozen evaluator')} checked, {len(bad)} {verify}")
     if bad:
         raise typer.Exit(EXIT_CHECK_FAILED)
 
@@ -176,4 +176,4 @@ def trust(
     if as_json:
         print_json({"ref": frozen.ref, "sha256": frozen.sha256, "added": added, "file": str(trust_file())})
         return
-    typer.echo(f"{'trusted' if added else 'already trusted:'} {frozen.ref} (sha256 {frozen.sha256}) in {trust_file()}")
+    say(f"{'trusted' if added else 'already trusted:'} {frozen.ref} (sha256 {frozen.sha256}) in {trust_file()}")

@@ -11,7 +11,7 @@ import typer
 
 from ..errors import EXIT_CHECK_FAILED
 from ..text import counted
-from .common import JsonFlag, load_index, print_json, progress_bar, registry_dir
+from .common import JsonFlag, load_index, print_json, progress_bar, registry_dir, say
 
 if TYPE_CHECKING:
     from ..store.full_read import FullRead
@@ -57,17 +57,17 @@ def index(
             raise PtregError("--check compares the index as it stands; --rebuild replaces it: give one of them")
         if not index_path(root).exists():
             load_index(warn=False).close()  # validates the registry first, as any command does
-            typer.echo(f"{index_path(root)}: no index yet; built it now", err=True)
+            say(f"{index_path(root)}: no index yet; built it now", err=True)
         differences, compared = compare_with_files(root)
         if as_json:
             print_json({"files": compared, "differences": [{"file": d.name, "what": d.what} for d in differences]})
         else:
             for d in differences[:20]:
-                typer.echo(f"{d.name}: {_what[d.what]}")
+                say(f"{d.name}: {_what[d.what]}")
             if len(differences) > 20:
-                typer.echo(f"... and {len(differences) - 20} more")
+                say(f"... and {len(differences) - 20} more")
             verdict = "agrees with the files" if not differences else f"differs from the files in {len(differences)}"
-            typer.echo(f"{index_path(root)}: {counted(compared, 'file')} compared; the index {verdict}")
+            say(f"{index_path(root)}: {counted(compared, 'file')} compared; the index {verdict}")
         if differences:
             raise typer.Exit(EXIT_CHECK_FAILED)
         return
@@ -105,9 +105,9 @@ def index(
         print_json(described)
         return
     if refresh.in_memory:
-        typer.echo(f"{index_path(root)}: cannot be written here; the index was built in memory for this command")
+        say(f"{index_path(root)}: cannot be written here; the index was built in memory for this command")
     how = f"built ({refresh.rebuilt})" if refresh.rebuilt else "up to date"
-    typer.echo(
+    say(
         f"{index_path(root)}: {how} in {seconds:.2f} s; {counted(records, 'record file')} "
         f"({valid} valid); re-read {len(refresh.reread)}, removed {len(refresh.removed)}"
         + (f"; {size / 2**20:.1f} MiB" if size is not None else "")
@@ -125,7 +125,7 @@ def _watch(root: Path, as_json: bool) -> None:
             print_json({"watching": str(root), "watcher": watcher})
             sys.stdout.flush()
         else:
-            typer.echo(
+            say(
                 f"{root}: watching (watcher {watcher}); other commands now look only at what changes; Ctrl-C stops",
                 err=True,
             )
@@ -134,7 +134,7 @@ def _watch(root: Path, as_json: bool) -> None:
     if as_json:
         print_json({"stopped": why})
     else:
-        typer.echo(f"{root}: no longer watched: {why}", err=True)
+        say(f"{root}: no longer watched: {why}", err=True)
     if why.endswith("is gone"):
         raise typer.Exit(EXIT_CHECK_FAILED)
 

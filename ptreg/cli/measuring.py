@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
-from .common import JsonFlag, command_line, print_json, registry_dir
+from ..text import printable
+from .common import JsonFlag, command_line, print_json, registry_dir, say
 
 if TYPE_CHECKING:
     from ..engine.executor import Executor, TaskProgress
@@ -83,13 +84,13 @@ def backends(as_json: bool = JsonFlag) -> None:
         for b in found
     ]
     headers = ["backend", "available", "parity against", "threads", "thread control", "from", "description"]
-    typer.echo(plain(rows, headers, shrink=(4, 5, 6), drop=(5, 4, 6)))
+    say(plain(rows, headers, shrink=(4, 5, 6), drop=(5, 4, 6)))
     for b in found:
         if b.available and b.configuration:
-            typer.echo(f"{b.name} runs with: {b.configuration}")
+            say(f"{b.name} runs with: {b.configuration}")
     for b in found:
         if not b.available:
-            typer.echo(f"{b.name} is unavailable: {b.reason}")
+            say(f"{b.name} is unavailable: {b.reason}")
 
 
 def workloads(as_json: bool = JsonFlag) -> None:
@@ -114,13 +115,13 @@ def workloads(as_json: bool = JsonFlag) -> None:
         fields = ", ".join(w.spec_fields) or ("configs, backends" if w.kind == "backends" else "none")
         rows.append([w.name, "yes" if w.available else "no (see below)", w.kind, metrics, fields, w.description])
     headers = ["workload", "available", "compares", "metrics", "own spec fields", "description"]
-    typer.echo(plain(rows, headers, shrink=(3, 4, 5), drop=(5,)))
+    say(plain(rows, headers, shrink=(3, 4, 5), drop=(5,)))
     for w in found:
         if w.runs_code:
-            typer.echo(f"{w.name} runs the command its evaluator names: only where you froze it, or trusted it")
+            say(f"{w.name} runs the command its evaluator names: only where you froze it, or trusted it")
     for w in found:
         if not w.available:
-            typer.echo(f"{w.name} is unavailable: {w.reason}")
+            say(f"{w.name} is unavailable: {w.reason}")
 
 
 @contextmanager
@@ -129,7 +130,7 @@ def run_progress() -> Iterator[Callable[[TaskProgress], None]]:
     finished task leaves one line saying how it ended."""
 
     def finished(event: TaskProgress) -> str:
-        return f"{event.task}: {event.outcome} ({event.seconds:.1f} s)"
+        return printable(f"{event.task}: {event.outcome} ({event.seconds:.1f} s)")
 
     if sys.stderr.isatty():
         # rich.progress costs 44 ms to import: only at a terminal
@@ -137,7 +138,7 @@ def run_progress() -> Iterator[Callable[[TaskProgress], None]]:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
         columns = (
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),  # a task names configs and backends
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
@@ -154,13 +155,13 @@ def run_progress() -> Iterator[Callable[[TaskProgress], None]]:
                     return
                 left = "" if event.budget_left is None else f"{max(event.budget_left, 0):.0f} s left in budget"
                 if event.task not in tasks:
-                    tasks[event.task] = bar.add_task(event.task, total=event.total, left=left)
+                    tasks[event.task] = bar.add_task(printable(event.task), total=event.total, left=left)
                 bar.update(
                     tasks[event.task],
                     completed=event.done,
                     total=event.total,
                     left=left,
-                    description=f"{event.task} {event.phase}",
+                    description=printable(f"{event.task} {event.phase}"),
                 )
 
             yield show
@@ -168,13 +169,13 @@ def run_progress() -> Iterator[Callable[[TaskProgress], None]]:
 
     def log(event: TaskProgress) -> None:
         if event.phase == "finished":
-            typer.echo(f"ptreg: {finished(event)}", err=True)
+            say(f"ptreg: {finished(event)}", err=True)
         else:
             left = "" if event.budget_left is None else f" ({max(event.budget_left, 0):.0f} s left in budget)"
             if event.phase == "starting":
-                typer.echo(f"ptreg: {event.task}{left}", err=True)
+                say(f"ptreg: {event.task}{left}", err=True)
             elif event.phase == "round":
-                typer.echo(f"ptreg: {event.task}: round {event.done + 1} of at most {event.total}{left}", err=True)
+                say(f"ptreg: {event.task}: round {event.done + 1} of at most {event.total}{left}", err=True)
 
     yield log
 
@@ -184,13 +185,13 @@ def print_results(results: RunResults) -> None:
     from ..views.tables import plain
 
     for table in tables(results):
-        typer.echo(f"\n{table.title}")
-        typer.echo(plain(table.rows, table.headers, shrink=table.text_columns))
+        say(f"\n{table.title}")
+        say(plain(table.rows, table.headers, shrink=table.text_columns))
     lines = verdict(results)
     if lines:
-        typer.echo("\nWhere the step's time goes")
+        say("\nWhere the step's time goes")
         for line in lines:
-            typer.echo(f"  {line}")
+            say(f"  {line}")
 
 
 def bench(
@@ -283,7 +284,7 @@ def bench(
         print_json(results.model_dump(mode="json"))
     else:
         print_results(results)
-        typer.echo(f"\nstatus: {results.status}" + (f" ({results.reason})" if results.reason else ""))
+        say(f"\nstatus: {results.status}" + (f" ({results.reason})" if results.reason else ""))
     if found.interrupted_by is not None:
         raise typer.Exit(128 + found.interrupted_by)
     if results.status != "complete":
@@ -322,8 +323,8 @@ def run(
         )
     else:
         print_results(results)
-        typer.echo(f"\nrun {results.run_id}: {results.status}" + (f" ({results.reason})" if results.reason else ""))
-        typer.echo(f"written to {done.folder}; see `ptreg show {attempt_id}`")
+        say(f"\nrun {results.run_id}: {results.status}" + (f" ({results.reason})" if results.reason else ""))
+        say(f"written to {done.folder}; see `ptreg show {attempt_id}`")
     if done.exit_code is not None:  # 130 for Ctrl-C, 143 for SIGTERM, as shells expect
         raise typer.Exit(done.exit_code)
     if results.status != "complete":
@@ -401,8 +402,8 @@ def conclude(
     if as_json:
         print_json(updated.model_dump(mode="json", exclude_none=True))
         return
-    typer.echo(f"{updated.id}: concluded as {updated.status}; see `ptreg show {updated.id}`")
+    say(f"{updated.id}: concluded as {updated.status}; see `ptreg show {updated.id}`")
     if done.decision is not None:
-        typer.echo(f"continue-if {done.decision.summary()}")
+        say(f"continue-if {done.decision.summary()}")
     if done.dropped is not None:
-        typer.echo(f"the earlier condition {done.dropped!r} is dropped: this conclusion does not restate it")
+        say(f"the earlier condition {done.dropped!r} is dropped: this conclusion does not restate it")

@@ -20,7 +20,7 @@ import typer
 from ..errors import EXIT_CHECK_FAILED, PtregError
 from ..gate.proposal_input import ProposalInput
 from ..text import counted
-from .common import JsonFlag, load_index, print_json, progress_bar, registry_dir
+from .common import JsonFlag, load_index, print_json, progress_bar, registry_dir, say
 
 if TYPE_CHECKING:
     from ..gate.checks import GateReport
@@ -41,20 +41,20 @@ def _print_precedents(found: list[Precedent]) -> None:
     from ..views.tables import plain
 
     if not found:
-        typer.echo("precedents: no prior attempt shares its objective, methods, bases, lineage or family")
+        say("precedents: no prior attempt shares its objective, methods, bases, lineage or family")
         return
-    typer.echo("precedents, most alike first (read them before spending budget):")
+    say("precedents, most alike first (read them before spending budget):")
     rows = [[p.attempt.id, p.attempt.status, p.shares(), p.attempt.lesson] for p in found]
     headers = ["id", "status", "shares", "lesson"]
-    typer.echo(plain(rows, headers, shrink=(2, 3)))
+    say(plain(rows, headers, shrink=(2, 3)))
 
 
 def _print_report(report: GateReport) -> None:
-    typer.echo(f"gate for {report.attempt_id}:")
+    say(f"gate for {report.attempt_id}:")
     for check in report.checks:
-        typer.echo(f"  {OUTCOME_LABEL[check.outcome]:<10} {check.check:<22} {check.detail}")
+        say(f"  {OUTCOME_LABEL[check.outcome]:<10} {check.check:<22} {check.detail}")
         if check.remedy:
-            typer.echo(f"  {'':<10} {'':<22} how to satisfy: {check.remedy}")
+            say(f"  {'':<10} {'':<22} how to satisfy: {check.remedy}")
 
 
 def _option(spec: Field[Any], annotation: Any) -> inspect.Parameter:
@@ -102,8 +102,8 @@ def new(
     given = ProposalInput(**{**values, "id": values["id"] or "", "name": values["name"] or ""})
     interactive = _interactive(no_input or as_json)  # prompts would corrupt the JSON on stdout
     if interactive and not _ask_for_missing(given, load_directory(root)):
-        typer.echo("not proposed: nothing written; to start from these answers:")
-        typer.echo(f"  {command_line(given)}")
+        say("not proposed: nothing written; to start from these answers:")
+        say(f"  {command_line(given)}")
         raise typer.Exit(EXIT_CHECK_FAILED)
     elif given.varied_from and not as_json:
         _show_disposition(given.varied_from, root)
@@ -115,7 +115,7 @@ def new(
     with progress_bar() as progress:
         proposal = propose(root, given, dry_run=dry_run, progress=progress)
     if proposal.skipped:
-        typer.echo(
+        say(
             f"ptreg: warning: {proposal.skipped} record file(s) could not be used and were left out of the "
             "checks; run `ptreg validate`",
             err=True,
@@ -135,23 +135,21 @@ def new(
         _print_proposal(proposal, dry_run)
     if not proposal.report.admitted:
         if interactive:
-            typer.echo(f"to try again with these answers: {command_line(given)}")
+            say(f"to try again with these answers: {command_line(given)}")
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
 def _print_proposal(proposal: Proposal, dry_run: bool) -> None:
     _print_precedents(proposal.precedents)
-    typer.echo("")
+    say("")
     _print_report(proposal.report)
     failures = proposal.report.failures
     if failures:
-        typer.echo(
-            f"refused: {len(failures)} gate check(s) failed ({', '.join(c.check for c in failures)}); nothing written"
-        )
+        say(f"refused: {len(failures)} gate check(s) failed ({', '.join(c.check for c in failures)}); nothing written")
     elif dry_run:
-        typer.echo("would be admitted (dry run: nothing written)")
+        say("would be admitted (dry run: nothing written)")
     else:
-        typer.echo(f"admitted: wrote {proposal.path}")
+        say(f"admitted: wrote {proposal.path}")
 
 
 def _show_disposition(parent_id: str, root: Path) -> str | None:
@@ -166,13 +164,13 @@ def _show_disposition(parent_id: str, root: Path) -> str | None:
     if parent.next_action is None:
         return None
     if parent.continue_if is not None:
-        typer.echo(f"{parent.id} retains this disposition (its next_action), which its numbers decide:")
-        typer.echo(f"  {parent.next_action}")
-        typer.echo(f"  continue if: {parent.continue_if.text}")
+        say(f"{parent.id} retains this disposition (its next_action), which its numbers decide:")
+        say(f"  {parent.next_action}")
+        say(f"  continue if: {parent.continue_if.text}")
     else:
-        typer.echo(f"{parent.id} retains this disposition (its next_action), which the proposal must answer:")
-        typer.echo(f"  {parent.next_action}")
-    typer.echo("")
+        say(f"{parent.id} retains this disposition (its next_action), which the proposal must answer:")
+        say(f"  {parent.next_action}")
+    say("")
     return parent.next_action
 
 
@@ -188,7 +186,7 @@ def _ask_for_missing(given: ProposalInput, registry: Registry) -> bool:
             continue
         why = answers.problem(spec.name, value, registry)
         if why is not None:
-            typer.echo(f"{spec.metadata['flag']} {value!r}: {why}")
+            say(f"{spec.metadata['flag']} {value!r}: {why}")
             setattr(given, spec.name, [] if isinstance(value, list) else None)
             if spec.name == "varied_from":
                 given.varied_from = _ask_one(
@@ -208,13 +206,13 @@ def _ask_for_missing(given: ProposalInput, registry: Registry) -> bool:
             question.name,
             _ask_one(question, given, registry) or ([] if question.name in ("methods", "bases") else None),
         )
-    typer.echo("")
-    typer.echo("the proposal:")
+    say("")
+    say("the proposal:")
     for spec in fields(ProposalInput):
         value = getattr(given, spec.name)
         if value not in (None, "", []):
             shown = ", ".join(value) if isinstance(value, list) else value
-            typer.echo(f"  {spec.metadata['flag'][2:]:<20} {shown}")
+            say(f"  {spec.metadata['flag'][2:]:<20} {shown}")
     return typer.confirm("check it against the gate, and write it if admitted?", default=True)
 
 
@@ -224,16 +222,20 @@ def _ask_one(question: Any, given: ProposalInput, registry: Registry) -> Any:
 
     offered = answers.choices(question.name, registry)
     if offered:
-        typer.echo(f"{question.name.replace('_', ' ')}: one of")
+        say(f"{question.name.replace('_', ' ')}: one of")
         width = max(len(term) for term in offered)
         for term, description in offered.items():
-            typer.echo(f"  {term:<{width}}  {description}".rstrip())
+            say(f"  {term:<{width}}  {description}".rstrip())
     default = answers.default(question.name, given, registry)
+    # a default read off a record is shown through say(), never raw by the prompt
+    raw_default = default is not None and not str(default).isprintable()
     while True:
+        if raw_default:
+            say(f"(Enter for: {default})")
         text = typer.prompt(
             question.label + (" (Enter to skip)" if question.optional and default is None else ""),
             default=str(default) if default is not None else ("" if question.optional else None),
-            show_default=default is not None,
+            show_default=default is not None and not raw_default,
         ).strip()
         if not text and question.optional:
             return None
@@ -242,7 +244,7 @@ def _ask_one(question: Any, given: ProposalInput, registry: Registry) -> Any:
             why = answers.problem(question.name, value, registry)
         if why is None:
             return value
-        typer.echo(f"  {why}; try again")
+        say(f"  {why}; try again")
 
 
 def command_line(given: ProposalInput) -> str:
@@ -290,15 +292,15 @@ def gate(
     else:
         _print_report(report)
         if admission is None:
-            typer.echo(f"{attempt_id} has no recorded admission (not proposed through `ptreg new`)")
+            say(f"{attempt_id} has no recorded admission (not proposed through `ptreg new`)")
         else:
             then = admission.registry_state
-            typer.echo(
+            say(
                 f"admitted at {admission.admitted_at} against {counted(then.attempts, 'attempt')} "
                 f"(sha256 {then.sha256[:12]}); "
                 + ("the registry has changed since" if changed else "the registry is unchanged since")
             )
-        typer.echo(
+        say(
             "admission holds" if report.admitted else f"admission does not hold: {len(report.failures)} check(s) failed"
         )
     if not report.admitted:

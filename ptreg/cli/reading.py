@@ -12,7 +12,7 @@ import typer
 
 from ..errors import PtregError
 from ..text import counted
-from .common import JsonFlag, load_index, print_json, registry_dir
+from .common import JsonFlag, load_index, print_json, registry_dir, say
 
 if TYPE_CHECKING:
     from ..records.ledger import Outcome
@@ -48,10 +48,10 @@ def show(
     if as_json or fmt is Format.json:
         print_json(render_json(attempt, parts))
     elif fmt is Format.markdown:
-        typer.echo(render_markdown(attempt, parts), nl=False)
+        say(render_markdown(attempt, parts), nl=False)
     else:
         wrap = terminal_width() if sys.stdout.isatty() else None
-        typer.echo(render_text(attempt, parts, wrap), nl=False)
+        say(render_text(attempt, parts, wrap), nl=False)
 
 
 def list_attempts(
@@ -119,8 +119,8 @@ def list_attempts(
         rows = [list_row(a) for a in found]
     if rows:
         headers = ["id", "status", "family", "kind", "objective", "methods", "lesson"]
-        typer.echo(plain(rows, headers, shrink=(2, 4, 5, 6), drop=(2, 3, 4, 5)))
-    typer.echo(f"{len(rows)} of {counted(total, 'attempt')}")
+        say(plain(rows, headers, shrink=(2, 4, 5, 6), drop=(2, 3, 4, 5)))
+    say(f"{len(rows)} of {counted(total, 'attempt')}")
 
 
 def lineage(
@@ -146,7 +146,7 @@ def lineage(
         print_json(lineage_json(attempt_id, by_id))
         return
     for line in lineage_lines(attempt_id, by_id):
-        typer.echo(line)
+        say(line)
 
 
 def streaks(as_json: bool = JsonFlag) -> None:
@@ -166,16 +166,16 @@ def streaks(as_json: bool = JsonFlag) -> None:
         return
     rows = [[s.level, s.objective, s.negatives, len(s.chain), _tip_first(s.chain, s.trailing)] for s in found]
     headers = ["level", "objective", "negatives", "depth", "chain (negatives at the tip first)"]
-    typer.echo(plain(rows, headers, shrink=(4,)))
+    say(plain(rows, headers, shrink=(4,)))
     for s in found:
         if s.level != OK:
-            typer.echo(
+            say(
                 f"\n{s.level}: {s.objective} ends in {s.negatives} negatives at {s.tip.id}: "
                 + " -> ".join(a.id for a in s.trailing)
             )
             if len(s.chain) > len(s.trailing):
-                typer.echo(f"  whole chain (oldest first): {' -> '.join(a.id for a in s.chain)}")
-            typer.echo(f"  tip lesson: {s.tip.lesson or 'unknown'}")
+                say(f"  whole chain (oldest first): {' -> '.join(a.id for a in s.chain)}")
+            say(f"  tip lesson: {s.tip.lesson or 'unknown'}")
 
 
 def _tip_first(chain: Sequence[Outcome], trailing: Sequence[Outcome]) -> str:
@@ -205,13 +205,13 @@ def coverage(as_json: bool = JsonFlag) -> None:
     if as_json:
         print_json(result.to_json())
         return
-    typer.echo(f"shape fields of {result.shaped_total} non-infrastructure attempts")
+    say(f"shape fields of {result.shaped_total} non-infrastructure attempts")
     rows = [[f.field, f.carried, f.total, "n/a" if f.share is None else f"{f.share:.0%}"] for f in result.fields]
-    typer.echo(plain(rows, ["field", "carried", "of", "share"]))
-    typer.echo("\nvocabulary in use")
+    say(plain(rows, ["field", "carried", "of", "share"]))
+    say("\nvocabulary in use")
     labels = {True: "", False: "NOT IN VOCABULARY", None: "(no vocabulary)"}
     rows = [
         [t.vocabulary, t.term, t.count, "imported without a definition" if t.without_definition else labels[t.defined]]
         for t in result.terms
     ]
-    typer.echo(plain(rows, ["vocabulary", "term", "attempts", "note"]))
+    say(plain(rows, ["vocabulary", "term", "attempts", "note"]))

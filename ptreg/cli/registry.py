@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 
 from ..errors import EXIT_CHECK_FAILED, PtregError
-from ..text import counted
-from .common import JsonFlag, print_json, progress_bar, registry_dir
+from ..text import counted, printable_json
+from .common import JsonFlag, print_json, progress_bar, registry_dir, say
 
 
 def init(
@@ -20,7 +20,7 @@ def init(
     from ..store.directory import init_registry
 
     path = init_registry(directory or registry_dir())
-    typer.echo(f"created {path}")
+    say(f"created {path}")
 
 
 def validate(
@@ -78,9 +78,9 @@ def validate(
     else:
         for p in problems:
             who = f" {p.attempt_id}:" if p.attempt_id else ""
-            typer.echo(f"{p.location()}: {p.severity} [{p.rule}]{who} {p.message}")
+            say(f"{p.location()}: {p.severity} [{p.rule}]{who} {p.message}", one_line=True)
         verdict = "valid" if errors == 0 else "invalid"
-        typer.echo(
+        say(
             f"{target}: {counted(len(registry.records), 'attempt')}, {counted(errors, 'error')}, "
             f"{counted(len(problems) - errors, 'warning')}: {verdict}"
         )
@@ -105,17 +105,17 @@ def repair(
     else:
         verb = "would " if dry_run else ""
         if report.journal_renames:
-            typer.echo(f"finished an import that was cut short ({report.journal_renames} files)")
+            say(f"finished an import that was cut short ({report.journal_renames} files)")
         for leftover in report.linked:
-            typer.echo(f"{verb}link run {leftover.run_id} to {leftover.attempt_id} ({leftover.path})")
+            say(f"{verb}link run {leftover.run_id} to {leftover.attempt_id} ({leftover.path})")
         for leftover in report.removed:
-            typer.echo(f"{verb}remove {leftover.path} ({leftover.kind})")
+            say(f"{verb}remove {leftover.path} ({leftover.kind})")
         for leftover in report.left:
-            typer.echo(f"left alone: {leftover.path}: {leftover.message}")
+            say(f"left alone: {leftover.path}: {leftover.message}")
         if report.ignore_file:
-            typer.echo(f"{verb}write {root / '.gitignore'} for the registry's working files")
+            say(f"{verb}write {root / '.gitignore'} for the registry's working files")
         for moved in report.sources:
-            typer.echo(
+            say(
                 f"{verb}rewrite {moved.attempt_id} {moved.field}: {moved.old} -> {moved.new} (relative to the registry)"
             )
         if not (
@@ -126,7 +126,7 @@ def repair(
             or report.sources
             or report.ignore_file
         ):
-            typer.echo(f"{root}: nothing to repair")
+            say(f"{root}: nothing to repair")
     if report.left:
         raise typer.Exit(EXIT_CHECK_FAILED)
 
@@ -163,41 +163,41 @@ def import_(
             report = import_into(root, file, replace=replace, progress=progress, origin_name=origin)
     except ImportRefused as refused:
         for p in refused.problems[:20]:
-            typer.echo(f"{p.location()}: {p.message}", err=True)
+            say(f"{p.location()}: {p.message}", err=True)
         raise
     if as_json:
         print_json(report.to_json())
         return
     verb = "created" if report.created_registry else "into"
-    typer.echo(
+    say(
         f"imported {counted(len(report.imported), 'attempt')} from {file} (schema_version {report.schema_version}) {verb} {root}"
     )
     if report.replaced:
-        typer.echo(f"replaced: {', '.join(report.replaced)}")
+        say(f"replaced: {', '.join(report.replaced)}")
     if report.inferred_vocabularies:
         missing = list(report.inferred_vocabularies)
-        typer.echo(
+        say(
             f"the file has no {', '.join(missing)}: each is taken from the terms the records use, imported without "
             "a definition (`ptreg vocab add` defines one)"
         )
         for key, terms in report.inferred_vocabularies.items():
-            typer.echo(f"  {key}: {', '.join(terms) if terms else 'no term in use'}")
+            say(f"  {key}: {', '.join(terms) if terms else 'no term in use'}")
     if report.lacks:
-        typer.echo(
+        say(
             f"its format has no {', '.join(report.lacks)}: unknown where a record does not say, "
             "reported by `ptreg validate` as warnings (errors with --strict)"
         )
     for key, terms in report.vocabulary_added.items():
-        typer.echo(f"added to {key}: {', '.join(terms)}")
+        say(f"added to {key}: {', '.join(terms)}")
     for conflict in report.vocabulary_conflicts:
-        typer.echo(f"kept the registry's definition of {conflict} (the file defines it differently)")
+        say(f"kept the registry's definition of {conflict} (the file defines it differently)")
     for name, count in report.unknown_fields.items():
-        typer.echo(f"unknown (left unset, not invented): {name} in {count} of {len(report.imported)}")
+        say(f"unknown (left unset, not invented): {name} in {count} of {len(report.imported)}")
     if report.evaluators or report.runs:
-        typer.echo(f"with them: {counted(report.evaluators, 'frozen evaluator')}, {counted(report.runs, 'run')}")
+        say(f"with them: {counted(report.evaluators, 'frozen evaluator')}, {counted(report.runs, 'run')}")
     if report.problems_after:
         errors = sum(1 for p in report.problems_after if p.severity == "error")
-        typer.echo(
+        say(
             f"{counted(errors, 'error')} and {counted(len(report.problems_after) - errors, 'warning')} in the "
             "imported records; see `ptreg validate`"
         )
@@ -252,22 +252,22 @@ def export(
         registry = load_directory(root, progress)
     if bundle is not None:
         written = write_bundle(root, registry, bundle)
-        typer.echo(f"wrote {counted(written, 'file')} of {root} to {bundle}", err=True)
+        say(f"wrote {counted(written, 'file')} of {root} to {bundle}", err=True)
         return
     document = export_registry(registry, sort_by_id=sort == "id", schema_version=schema_version)
     text = dumps_pretty(document)
     evaluators, runs = len(evaluator_files(root)), len(list((root / RUNS_DIR).glob(f"*/*/{RESULTS_FILE}")))
-    if output is None:
-        typer.echo(text, nl=False)
+    if output is None:  # JSON's own escapes for what a terminal would act on; -o keeps the bytes
+        say(printable_json(text), nl=False)
     else:
         if not output.parent.is_dir():
             raise PtregError(f"{output}: directory {output.parent} does not exist")
         atomic_write_text(output, text)
-        typer.echo(f"wrote {counted(len(document['attempts']), 'attempt')} to {output}", err=True)
+        say(f"wrote {counted(len(document['attempts']), 'attempt')} to {output}", err=True)
     for note in export_notes(registry, document):
-        typer.echo(f"ptreg: note: {note}", err=True)
+        say(f"ptreg: note: {note}", err=True)
     if evaluators or runs:
-        typer.echo(
+        say(
             f"ptreg: note: attempts.json leaves out {counted(evaluators, 'frozen evaluator')} and "
             f"{counted(runs, 'run')}; `ptreg export --bundle FILE.tar.gz` carries them",
             err=True,
@@ -284,10 +284,10 @@ def schema(
     if check:
         stale = check_schemas(out)
         for name in stale:
-            typer.echo(f"{out / name}: differs from the models; run `ptreg schema --out {out}`", err=True)
+            say(f"{out / name}: differs from the models; run `ptreg schema --out {out}`", err=True)
         if stale:
             raise typer.Exit(EXIT_CHECK_FAILED)
-        typer.echo(f"{out}: schemas match the models")
+        say(f"{out}: schemas match the models")
         return
     for path in write_schemas(out):
-        typer.echo(f"wrote {path}")
+        say(f"wrote {path}")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from .common import JsonFlag, load_index, print_json, progress_bar, registry_dir
+from .common import JsonFlag, load_index, print_json, progress_bar, registry_dir, say
 
 
 def site(
@@ -47,7 +47,7 @@ def site(
             print_json(report.to_json())
         else:
             broken = report.broken_records + report.broken_runs
-            typer.echo(
+            say(
                 f"{out}: {report.pages} pages, {report.rendered} rendered ({report.written} of them changed), "
                 f"{report.skipped} with unchanged inputs, "
                 f"{report.removed} removed"
@@ -58,9 +58,9 @@ def site(
             from ..site.serve import serve as serve_forever
 
             try:
-                serve_forever(server, lambda url: typer.echo(f"serving {out} at {url} (Ctrl-C stops)"))
+                serve_forever(server, lambda url: say(f"serving {out} at {url} (Ctrl-C stops)"))
             except KeyboardInterrupt:
-                typer.echo("stopped")  # Ctrl-C is how serving ends: not a failure
+                say("stopped")  # Ctrl-C is how serving ends: not a failure
     finally:
         if server is not None:
             server.server_close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from ..errors import EXIT_UNUSABLE, PtregError
-from .common import JsonFlag, print_json, registry_dir, with_registry_option
+from .common import JsonFlag, print_json, registry_dir, say, with_registry_option
 
 app = typer.Typer(
     name="vocab",
@@ -39,7 +39,7 @@ def list_terms(
         for name in chosen
         for term, text in terms(meta, name).items()
     ]
-    typer.echo(plain(rows, ["vocabulary", "term", "meaning"], shrink=(2,)))
+    say(plain(rows, ["vocabulary", "term", "meaning"], shrink=(2,)))
 
 
 @app.command("add")
@@ -62,4 +62,4 @@ def add(
     if as_json:
         print_json({"vocabulary": vocabulary, "term": term, "description": description})
     else:
-        typer.echo(f"added {term!r} to the {vocabulary} vocabulary of {registry_dir()}")
+        say(f"added {term!r} to the {vocabulary} vocabulary of {registry_dir()}")

@@ -7,6 +7,12 @@ the browser tests, can hold the two side by side. Each mark is a group whose id 
 
 The output is deterministic: no date in the metadata, a fixed hash salt for the SVG ids, and
 no font file embedded or fetched (``svg.fonttype = none`` leaves the font to the browser).
+
+Every label is a name from a record or a run, so hostile: its dollar signs are escaped for
+matplotlib (a backend named ``x$\\foo$`` would otherwise be parsed as maths, and raise; the axes'
+own tick labels are mathtext, so it stays on), a long name is cut in the drawing (its table and
+each mark's tooltip hold it whole), and a value that cannot be drawn (not above zero, not finite,
+or beyond ``DRAWN``) is a row of the table and no mark.
 """
 
 from __future__ import annotations
@@ -17,7 +23,10 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from html import escape
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from ..text import printable
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -33,6 +42,10 @@ STYLE: Any = {  # rc_context types its keys as literals; these are checked by ma
     "axes.spines.right": False,
 }
 LINE_STYLES = ("-", "--", ":", "-.")
+# The range a chart draws, either way from 1: beyond it matplotlib's tick locators overflow (a
+# value of 1e290 beside 1 raises in its log formatter), and no time or speedup comes near it.
+DRAWN = 1e15
+LABEL_MAX = 32  # characters of a name drawn as a label; the table and the tooltip hold it whole
 COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 
 
@@ -79,22 +92,73 @@ def _drawing() -> Iterator[Callable[[float, float], Figure]]:
         yield lambda width, height: Figure(figsize=(width, height))
 
 
+def drawable(value: float | None) -> TypeGuard[float]:
+    """Whether a value can be a mark: known, above zero (the axes start at zero or are
+    logarithmic) and within ``DRAWN`` (NaN and infinities are not)."""
+    return value is not None and 1 / DRAWN <= value <= DRAWN
+
+
+def _whiskers(low: float, high: float) -> bool:
+    """Whether an interval's ends can be drawn (an end may be zero or less on a linear axis)."""
+    return abs(low) <= DRAWN and abs(high) <= DRAWN
+
+
+def label(name: str) -> str:
+    """A name as a chart shows it: on one line, with what a terminal or an XML parser would
+    not show written visibly (ptreg/text.py), and cut to ``LABEL_MAX`` characters around "…",
+    its start and its end kept so that two long names sharing a start stay apart."""
+    shown = printable(name)
+    if len(shown) <= LABEL_MAX:
+        return shown
+    tail = LABEL_MAX // 3
+    return shown[: LABEL_MAX - tail - 1] + "…" + shown[-tail:]
+
+
+def _text(name: str) -> str:
+    """``label(name)`` as matplotlib is given it: every ``$`` escaped, so that no pair of them
+    starts mathtext (matplotlib then draws ``\\$`` as ``$``, and a backslash as itself)."""
+    return label(name).replace("$", "\\$")
+
+
+def _undrawn(values: Sequence[float | None]) -> str:
+    """One line saying how many known values have no mark because they cannot be drawn."""
+    count = sum(1 for v in values if v is not None and not drawable(v))
+    if not count:
+        return ""
+    return (
+        f"{count} value{'s' if count > 1 else ''} cannot be drawn (not above zero, not a finite number, "
+        f"or beyond {DRAWN:.0e} either way): in the table, without a mark."
+    )
+
+
 def needs_log(values: Sequence[float]) -> bool:
     positive = [v for v in values if v > 0]
     return len(positive) >= 2 and max(positive) / min(positive) > LOG_RANGE
 
 
-def _svg(figure: Figure) -> str:
+def _svg(figure: Figure, titles: dict[str, str] | None = None) -> str:
+    """The figure as SVG to embed in a page, each mark whose id ``titles`` names given a
+    ``<title>`` (the browser's tooltip) holding its names whole."""
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     text = buffer.getvalue()
     # the page embeds the drawing: the XML prolog and DOCTYPE belong to a file of its own
-    return re.sub(r"\A(<\?xml[^>]*>\s*)?(<!DOCTYPE[^>]*>\s*)?", "", text)
+    text = re.sub(r"\A(<\?xml[^>]*>\s*)?(<!DOCTYPE[^>]*>\s*)?", "", text)
+    if titles:
+
+        def titled(found: re.Match[str]) -> str:
+            title = titles.get(found.group(2))
+            return found.group(1) if title is None else f"{found.group(1)}<title>{escape(printable(title))}</title>"
+
+        text = re.sub(r'(<g id="([^"]+)">)', titled, text)
+    return text
 
 
 def number(value: float | None, digits: int = 3) -> str:
-    if value is None or not math.isfinite(value):
+    if value is None:
         return "unknown"
+    if not math.isfinite(value):
+        return str(value)  # inf, -inf, nan: known, and not a number a chart can draw
     return f"{value:,.{digits}g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
@@ -103,17 +167,15 @@ def bar_chart(name: str, title: str, unit: str, bars: Sequence[Bar], *, referenc
     logarithmic when the values span more than ``LOG_RANGE``."""
     groups = list(dict.fromkeys(b.group for b in bars))
     series = list(dict.fromkeys(b.series for b in bars))
-    known = [b for b in bars if b.value is not None and b.value > 0]
-    values = [v for b in known for v in (b.value, b.low, b.high) if v is not None and v > 0]
+    known = [b for b in bars if drawable(b.value)]
+    values = [v for b in known for v in (b.value, b.low, b.high) if drawable(v)]
     log = needs_log(values)
     width = 0.8 / max(len(series), 1)
     rows = [
-        Row(
-            [b.group, b.series, number(b.value), number(b.low), number(b.high)],
-            1 if b.value is not None and b.value > 0 else 0,
-        )
+        Row([b.group, b.series, number(b.value), number(b.low), number(b.high)], 1 if drawable(b.value) else 0)
         for b in bars
     ]
+    titles: dict[str, str] = {}
     with _drawing() as new:
         figure = new(max(4.0, 1.1 * len(groups) * max(len(series), 1) * 0.5 + 2), 3.2)
         axes = figure.add_subplot()
@@ -121,16 +183,17 @@ def bar_chart(name: str, title: str, unit: str, bars: Sequence[Bar], *, referenc
             x = groups.index(b.group) + (series.index(b.series) - (len(series) - 1) / 2) * width
             assert b.value is not None
             colour = COLOURS[series.index(b.series) % len(COLOURS)]
-            label = b.series if all(k.series != b.series for k in known[:n]) else None
-            (patch,) = axes.bar([x], [b.value], width=width * 0.9, color=colour, label=label)
+            legend = _text(b.series) if all(k.series != b.series for k in known[:n]) else None
+            (patch,) = axes.bar([x], [b.value], width=width * 0.9, color=colour, label=legend)
             patch.set_gid(f"{name}-mark-{n}")
-            if b.low is not None and b.high is not None:
+            titles[f"{name}-mark-{n}"] = f"{b.group} / {b.series}: {number(b.value)}"
+            if b.low is not None and b.high is not None and _whiskers(b.low, b.high):
                 axes.errorbar(
                     [x], [b.value], yerr=[[b.value - b.low], [b.high - b.value]], fmt="none", ecolor="#222", capsize=3
                 )
         if reference_line is not None:
             axes.axhline(reference_line, color="#888", linewidth=0.8, linestyle="--")
-        axes.set_xticks(range(len(groups)), groups)
+        axes.set_xticks(range(len(groups)), [_text(g) for g in groups])
         axes.set_ylabel(unit + (" (log scale)" if log else ""))
         if log:
             axes.set_yscale("log")
@@ -139,10 +202,13 @@ def bar_chart(name: str, title: str, unit: str, bars: Sequence[Bar], *, referenc
         else:
             axes.text(0.5, 0.5, "nothing measured", ha="center", va="center", transform=axes.transAxes)
         _fit(figure)
-        svg = _svg(figure)
+        svg = _svg(figure, titles)
     headers = ["config", "backend", unit, "95% CI low", "95% CI high"]
-    note = "Logarithmic scale: the values span more than 10x." if log else ""
-    return Chart(name, title, svg, headers, rows, note)
+    notes = [
+        "Logarithmic scale: the values span more than 10x." if log else "",
+        _undrawn([b.value for b in bars]),
+    ]
+    return Chart(name, title, svg, headers, rows, " ".join(n for n in notes if n))
 
 
 PARTS = ("forward", "backward_da", "backward_db", "other")
@@ -163,6 +229,7 @@ class Stack:
 def share_chart(name: str, title: str, stacks: Sequence[Stack]) -> Chart:
     """Each kernel's share of the step as stacked horizontal bars, one segment per part."""
     rows: list[Row] = []
+    titles: dict[str, str] = {}
     with _drawing() as new:
         figure = new(6.4, 0.45 * max(len(stacks), 1) + 1.4)
         axes = figure.add_subplot()
@@ -172,12 +239,13 @@ def share_chart(name: str, title: str, stacks: Sequence[Stack]) -> Chart:
             drawn = 0
             for colour, part in zip(COLOURS, PARTS, strict=False):
                 share = stack.shares.get(part)
-                if share is None or share <= 0:
+                if not drawable(share):
                     continue
                 (patch,) = axes.barh(
                     [y], [share], left=left, color=colour, label=PART_LABELS[part] if y == 0 else None, height=0.6
                 )
                 patch.set_gid(f"{name}-mark-{n}")
+                titles[f"{name}-mark-{n}"] = f"{stack.label}: {PART_LABELS[part]} {100 * share:.1f}%"
                 n += 1
                 drawn += 1
                 left += share
@@ -188,14 +256,14 @@ def share_chart(name: str, title: str, stacks: Sequence[Stack]) -> Chart:
                 cells.append("unknown" if share is None else f"{100 * share:.1f}%")
                 cells.append("unknown" if bound is None else f"{bound:.2f}x")
             rows.append(Row(cells, drawn))
-        axes.set_yticks(range(len(stacks)), [s.label for s in stacks])
+        axes.set_yticks(range(len(stacks)), [_text(s.label) for s in stacks])
         axes.invert_yaxis()
         axes.set_xlim(0, 1)
         axes.set_xlabel("share of the step")
         if stacks:
             axes.legend(fontsize=8, frameon=False, ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0))
-        _fit(figure, [s.label for s in stacks])
-        svg = _svg(figure)
+        _fit(figure, [label(s.label) for s in stacks])
+        svg = _svg(figure, titles)
     headers = ["config / backend", "step ms"]
     for part in PARTS:
         headers += [PART_LABELS[part], "Amdahl bound"]
@@ -216,9 +284,10 @@ class Point:
 def history_chart(name: str, title: str, unit: str, runs: Sequence[str], points: Sequence[Point]) -> Chart:
     """Each cell across the runs, oldest first: one line per cell, one marked point per run."""
     series = list(dict.fromkeys(p.series for p in points))
-    values = [v for p in points for v in (p.value, p.low, p.high) if v is not None and v > 0]
+    values = [v for p in points for v in (p.value, p.low, p.high) if drawable(v)]
     log = needs_log(values)
     rows: list[Row] = []
+    titles: dict[str, str] = {}
     # a colour per backend and a line style per config, so that 16 cells stay apart
     backends = list(dict.fromkeys(s.rsplit(" / ", 1)[-1] for s in series))
     configs = list(dict.fromkeys(s.rsplit(" / ", 1)[0] for s in series))
@@ -226,32 +295,45 @@ def history_chart(name: str, title: str, unit: str, runs: Sequence[str], points:
         figure = new(max(6.0, 0.9 * len(runs) + 4.5), 3.6)
         axes = figure.add_subplot()
         n = 0
-        for label in series:
-            config, _, backend = label.rpartition(" / ")
+        for cell in series:
+            config, _, backend = cell.rpartition(" / ")
             colour = COLOURS[backends.index(backend) % len(COLOURS)]
             style = LINE_STYLES[configs.index(config) % len(LINE_STYLES)]
-            mine = [p for p in points if p.series == label]
-            xs = [runs.index(p.run) for p in mine]
-            axes.plot(xs, [p.value for p in mine], color=colour, linestyle=style, linewidth=1, label=label)
-            for x, p in zip(xs, mine, strict=True):
+            mine = [p for p in points if p.series == cell]
+            drawn = [(runs.index(p.run), p) for p in mine if drawable(p.value)]
+            axes.plot(
+                [x for x, _ in drawn],
+                [p.value for _, p in drawn],
+                color=colour,
+                linestyle=style,
+                linewidth=1,
+                label=_text(cell),
+            )
+            for x, p in drawn:
                 yerr: Any = None
-                if p.low is not None and p.high is not None:
+                if p.low is not None and p.high is not None and _whiskers(p.low, p.high):
                     yerr = [[p.value - p.low], [p.high - p.value]]
                 container = axes.errorbar([x], [p.value], yerr=yerr, fmt="o", color=colour, markersize=4, capsize=2)
                 container.lines[0].set_gid(f"{name}-mark-{n}")
+                titles[f"{name}-mark-{n}"] = f"{p.run}: {cell} {number(p.value)}"
                 n += 1
-                rows.append(Row([p.run, label, number(p.value), number(p.low), number(p.high)], 1))
-        axes.set_xticks(range(len(runs)), [r.split("/")[-1] for r in runs], rotation=20, ha="right")
+            for p in mine:
+                rows.append(Row([p.run, cell, number(p.value), number(p.low), number(p.high)], int(drawable(p.value))))
+        axes.set_xticks(range(len(runs)), [_text(r.split("/")[-1]) for r in runs], rotation=20, ha="right")
         axes.set_xlim(-0.3, len(runs) - 0.7)
         axes.set_ylabel(unit + (" (log scale)" if log else ""))
         if log:
             axes.set_yscale("log")
         if series:
             axes.legend(fontsize=6, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
-        _fit(figure, legend=max((len(s) for s in series), default=0))
-        svg = _svg(figure)
-    note = "Logarithmic scale: the values span more than 10x." if log else ""
-    return Chart(name, title, svg, ["run", "config / backend", unit, "95% CI low", "95% CI high"], rows, note)
+        _fit(figure, legend=max((len(label(s)) for s in series), default=0))
+        svg = _svg(figure, titles)
+    notes = [
+        "Logarithmic scale: the values span more than 10x." if log else "",
+        _undrawn([p.value for p in points]),
+    ]
+    headers = ["run", "config / backend", unit, "95% CI low", "95% CI high"]
+    return Chart(name, title, svg, headers, rows, " ".join(n for n in notes if n))
 
 
 def _fit(figure: Figure, labels: Sequence[str] = (), legend: int = 0) -> None:

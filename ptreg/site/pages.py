@@ -6,6 +6,7 @@ context; nothing here writes a file."""
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -178,7 +179,8 @@ def run_charts(results: RunResults) -> list[Chart]:
         if not found:
             time_bars.append(Bar(cell.config, cell.backend, None))
             continue
-        ci = center_interval(found)
+        # an interval needs finite times; a time that is not one is a row without a mark
+        ci = center_interval(found) if all(map(math.isfinite, found)) else None
         time_bars.append(
             Bar(
                 cell.config,

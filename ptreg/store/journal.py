@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PtregError
+from ..text import printable
 from .faults import crash_point
 from .jsonio import STAGED_NAME, atomic_write_text, dumps_pretty, fsync_directory, read_json
 from .locks import registry_lock
@@ -98,5 +99,8 @@ def recover(root: Path) -> int | None:
         renames = _renames(journal)
         _roll_forward(root, renames)
         _finish(journal)
-    print(f"ptreg: note: {root}: finished an import that was cut short ({len(renames)} files)", file=sys.stderr)
+    print(
+        f"ptreg: note: {printable(str(root))}: finished an import that was cut short ({len(renames)} files)",
+        file=sys.stderr,
+    )
     return len(renames)

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..clock import utc_now
 from ..errors import EXIT_CHECK_FAILED, PtregError
+from ..text import printable
 from .index import update_after_write
 from .jsonio import atomic_write_text
 
@@ -38,7 +39,7 @@ _held: dict[str, tuple[Any, int]] = {}
 
 
 def _warn(message: str) -> None:
-    print(f"ptreg: warning: {message}", file=sys.stderr)
+    print(f"ptreg: warning: {printable(message)}", file=sys.stderr)  # it quotes the holder file
 
 
 def timeout_seconds() -> float:

@@ -8,6 +8,8 @@ import shutil
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from ..text import printable
+
 GAP = 2  # spaces tabulate's "simple" format puts between columns
 HEADER_PADDING = 2  # and a column is at least its header plus these
 NARROWEST = 12  # a column cut to fit is never cut below this, nor below its header
@@ -24,9 +26,10 @@ def _text(value: Any) -> str:
 
 
 def _texts(column: Sequence[Any]) -> list[str]:
-    if set(map(type, column)) <= {str}:  # the usual column, checked in C
-        return list(column)
-    return [_text(v) for v in column]
+    """A column's cells as text a terminal shows as it is (ptreg/text.py's ``printable``), so
+    that an escape sequence in a record is neither acted on nor measured as the wrong width."""
+    cells = list(column) if set(map(type, column)) <= {str} else [_text(v) for v in column]  # usual: checked in C
+    return cells if "".join(cells).isprintable() else [printable(c) for c in cells]
 
 
 def _cut(
@@ -83,6 +86,7 @@ def plain(
     # column by column, so that measuring and checking each is one call in C (a `list` of
     # 23,000 rows spent 0.2 s here cell by cell)
     columns = [_texts(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in headers]
+    headers = _texts(headers)  # a run's table may head its columns with backend names
     natural = [max(len(h) + HEADER_PADDING, max(map(len, c), default=0)) for h, c in zip(headers, columns, strict=True)]
     kept, limits = fit(natural, headers, shrink, drop, terminal_width() if width is None else width)
     shown = []
@@ -94,7 +98,7 @@ def plain(
     flat = "".join(heads) + "".join("".join(column) for column in shown)
     # With wcwidth installed tabulate counts East Asian wide characters twice; simple() counts
     # characters, so it lays out only what both count alike.
-    if flat.isprintable() and (flat.isascii() or not _wide_characters_counted()):
+    if flat.isascii() or not _wide_characters_counted():
         return _simple(shown, heads)
     from tabulate import tabulate  # 34 ms to import: only for tables simple() does not lay out
 

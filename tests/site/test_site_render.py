@@ -1,0 +1,184 @@
+"""The site's renderers escape for their own medium: matplotlib text (``$...$`` is maths to it),
+SVG and HTML (the templates' autoescaping, the one chart drawing embedded as it is), and
+layout (a name of 120 characters, a value no chart can draw)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO, Result, complete_record, failed_record, snapshot, write_registry
+
+pytest.importorskip("jinja2")
+pytest.importorskip("matplotlib")
+
+from ptreg.site.build import environment
+from ptreg.site.charts import LABEL_MAX, Bar, Point, Stack, bar_chart, history_chart, label, share_chart
+
+MATHS = "x$\\foo$"  # mathtext would read \foo as a command, and raise
+MATHS_TOO = "a$^{2}$b$_x$"  # would be drawn as a superscript and a subscript
+LONG = "backend-" + "b" * 112  # 120 characters
+LONG_TWIN = "backend-" + "b" * 111 + "c"  # the same start: still apart once cut
+ESCAPE = "e\x1b]0;t\x07"  # what an XML parser refuses and a terminal acts on
+RUN = "runs/numba-packing-step-xl/20261202T015053Z"
+
+
+def marks(svg: str, name: str) -> list[str]:
+    return re.findall(rf'<g id="({re.escape(name)}-mark-\d+)">', svg)
+
+
+def test_a_label_is_one_line_visible_and_cut_with_its_end_kept() -> None:
+    assert label(MATHS) == MATHS
+    assert label("one\ntwo") == "one\\ntwo"
+    assert label(ESCAPE) == "e\\x1b]0;t\\x07"
+    cut, twin = label(LONG), label(LONG_TWIN)
+    assert len(cut) == LABEL_MAX and "…" in cut and cut != twin
+    assert cut.startswith("backend-bbb") and twin.endswith("bc")
+
+
+def test_a_bar_chart_draws_hostile_names_as_text_and_skips_what_cannot_be_drawn() -> None:
+    bars = [
+        Bar("xl", MATHS, 5.0, 4.0, 6.0),
+        Bar("xl", MATHS_TOO, 4.0),
+        Bar("xl", LONG, 3.0, 2.0, math.inf),
+        Bar("xl", LONG_TWIN, 2.0),
+        Bar("xl", ESCAPE, math.inf),
+        Bar("xl", "nan", math.nan),
+        Bar(MATHS, "plain", None),
+    ]
+    chart = bar_chart("time", "t", "ms", bars)
+    assert len(marks(chart.svg, "time")) == chart.marks == 4
+    assert [r.marks for r in chart.rows] == [1, 1, 1, 1, 0, 0, 0]
+    assert [r.cells[1] for r in chart.rows][:5] == [MATHS, MATHS_TOO, LONG, LONG_TWIN, ESCAPE]  # whole in the table
+    assert chart.rows[4].cells[2] == "inf" and chart.rows[6].cells[2] == "unknown"  # infinite is not unknown
+    assert "2 values cannot be drawn (not above zero, not a finite number, or beyond 1e+15 either way)" in chart.note
+    # drawn as text, not maths: the dollars and the backslash stay in the SVG's text
+    assert f">{MATHS}</text>" in chart.svg and f">{MATHS_TOO}</text>" in chart.svg
+    # cut in the legend, whole in the mark's tooltip, escaped for XML
+    assert f">{label(LONG)}</text>" in chart.svg and f">{label(LONG_TWIN)}</text>" in chart.svg
+    assert f"<title>xl / {LONG}: 3</title>" in chart.svg
+    assert "\x1b" not in chart.svg and "\x07" not in chart.svg
+
+
+def test_the_axes_own_maths_still_renders() -> None:
+    """Mathtext stays on for what matplotlib writes itself: a log axis's ticks (10^3) are
+    drawn as maths, never as their source."""
+    chart = bar_chart("time", "t", "ms", [Bar("xl", MATHS, 5.0), Bar("xl", "b", 5000.0)])
+    assert chart.note.startswith("Logarithmic scale")
+    texts = re.findall(r">([^<]*)</text>", chart.svg)
+    assert "<!-- $\\mathdefault{10^{3}}$ -->" in chart.svg  # drawn by mathtext
+    assert not [t for t in texts if "mathdefault" in t or "10^{" in t], texts  # not shown as its source
+    assert MATHS in texts
+
+
+@pytest.mark.parametrize("huge", [1e290, 1.7e308, 1e-300, 0.0, -5.0])
+def test_values_beyond_the_drawn_range_are_rows_not_marks(huge: float) -> None:
+    """matplotlib's locators overflow on 1e290 beside 1 (log) or 1.7e308 beside 1.6e308 (linear)."""
+    for values in ([huge, 1.0], [huge, huge * 0.9]):
+        chart = bar_chart("time", "t", "ms", [Bar("xl", str(i), v, v / 2, v * 1.5) for i, v in enumerate(values)])
+        assert [r.marks for r in chart.rows] == [int(v == 1.0) for v in values]
+        assert f"{sum(v != 1.0 for v in values)} value" in chart.note
+        points = [Point("xl / a", f"a/{i}", v, v / 2, v * 1.5) for i, v in enumerate(values)]
+        history = history_chart("history", "h", "ms", ["a/0", "a/1"], points)
+        assert history.marks == sum(v == 1.0 for v in values)
+
+
+def test_share_and_history_charts_take_the_same_names_and_values() -> None:
+    stacks = [
+        Stack(f"xl / {MATHS}", 10.0, {"forward": 0.3, "backward_da": math.nan, "backward_db": math.inf}, {}),
+        Stack(f"xl / {LONG}", 10.0, {"forward": 0.2, "backward_da": 0.3, "backward_db": 0.3, "other": 0.2}, {}),
+    ]
+    shares = share_chart("shares", "s", stacks)
+    assert [r.marks for r in shares.rows] == [1, 4] and len(marks(shares.svg, "shares")) == 5
+    assert f">xl / {MATHS}</text>" in shares.svg and f">{label(f'xl / {LONG}')}</text>" in shares.svg
+    points = [
+        Point(f"xl / {MATHS}", "a/20240101T000000Z", 5.0, 4.0, 6.0),
+        Point(f"xl / {MATHS}", "a/20240102T000000Z", math.inf, None, None),
+        Point(f"xl / {LONG}", "a/20240101T000000Z", 3.0, 2.0, math.inf),
+        Point(f"xl / {LONG}", "a/20240102T000000Z", 4.0, None, None),
+    ]
+    runs = ["a/20240101T000000Z", "a/20240102T000000Z"]
+    history = history_chart("history", "h", "ms", runs, points)
+    assert [r.marks for r in history.rows] == [1, 0, 1, 1] and len(marks(history.svg, "history")) == 3
+    assert "1 value cannot be drawn" in history.note
+    assert f"<title>a/20240101T000000Z: xl / {LONG} 3</title>" in history.svg
+
+
+def test_a_run_with_hostile_backend_names_and_an_infinite_median_builds(
+    cli: Callable[..., Result], tmp_path: Path
+) -> None:
+    """Issue 31, item 8, through `ptreg site`: the names drawn as text, the infinite median a
+    row without a mark and a note; the run's page written; nothing in the registry touched."""
+    root = tmp_path / "attempts"
+    shutil.copytree(REPO / "attempts", root, ignore=shutil.ignore_patterns(".ptreg*"))
+    path = root / RUN / "results.json"
+    results = json.loads(path.read_text(encoding="utf-8"))
+    renamed = {"blocked-numpy": MATHS, "numba": LONG}
+    for cell in results["cells"]:
+        cell["backend"] = renamed.get(cell["backend"], cell["backend"])
+    ratio = next(c["vs_naive_ratio"] for c in results["cells"] if c["backend"] == LONG)
+    ratio["median"] = math.inf
+    path.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    before = snapshot(root)
+    out = tmp_path / "out"
+    result = cli("--registry", root, "site", "-o", out, "--json")
+    assert result.code == 0 and "Traceback" not in result.err, result.err
+    assert result.json()["broken_runs"] == 0
+    page = (out / f"{RUN}.html").read_text(encoding="utf-8")
+    assert MATHS in page and label(LONG) in page and f"<td>{LONG}</td>" in page
+    assert "1 value cannot be drawn (not above zero" in page
+    assert snapshot(root) == before
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+TEMPLATES = REPO / "ptreg" / "site" / "templates"
+
+
+def test_every_template_is_autoescaped_and_only_the_chart_drawing_is_marked_safe() -> None:
+    env = environment()
+    names = env.list_templates()
+    assert sorted(names) == sorted(p.name for p in TEMPLATES.glob("*.html"))
+    assert env.autoescape is True  # not a function that could leave some template out
+    for name in names:
+        text = (TEMPLATES / name).read_text(encoding="utf-8")
+        assert "autoescape" not in text, name  # no block turns it off
+        safe = re.findall(r"\|\s*safe\b|Markup\(", text)
+        assert safe == ([] if name != "macros.html" else ["| safe"]), (name, safe)  # c.svg: matplotlib's SVG
+        assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", text), name  # no inline script to break out of
+        # every attribute's value is quoted: an unquoted {{ }} would let a space start a new attribute
+        assert not re.search(r"=\s*\{\{", text), name
+
+
+def test_hostile_text_stays_text_in_every_context(cli: Callable[..., Result], tmp_path: Path) -> None:
+    breakout = "</script><script>alert(1)</script><!-- ]]> {{ 7*7 }} ' onmouseover='alert(2)"
+    root = write_registry(
+        tmp_path / "registry",
+        [
+            complete_record("root-attempt"),
+            failed_record(
+                "hostile",
+                name=breakout,
+                lesson=breakout,
+                evidence=f"{MATHS} {ESCAPE}",
+                varied_from="root-attempt",
+                varied=breakout,
+            ),
+        ],
+    )
+    out = tmp_path / "out"
+    assert cli("--registry", root, "site", "-o", out).code == 0
+    for page in (out / "index.html", out / "attempts" / "hostile.html", out / "lineage" / "root-attempt.html"):
+        html = page.read_text(encoding="utf-8")
+        assert "<script>alert" not in html and "</script><script>" not in html, page
+        assert "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in html, page
+        assert "{{ 7*7 }}" in html and ">49<" not in html, page  # a record is never a template
+        assert "' onmouseover='" not in html, page
+        assert re.findall(r"<script\b[^>]*>", html) in ([], ['<script src="static/site.js">']), page
