@@ -21,6 +21,7 @@ from ..records.configs import CONFIGS, linear_shapes, step_flops
 from ..records.evaluator import AnySpec, EvaluatorSpec
 from ..records.problems import flag_message
 from ..records.run import Cell, ParityOutcome, RunStatus
+from .workloads.registry import workload_named
 
 # Bump when the engine would measure an unchanged spec differently (new defaults, another
 # timer, other shapes): every evaluator frozen under the old version then stops passing the
@@ -153,8 +154,6 @@ def bench_spec(
     the workload is not one that compares backends (a workload of arms is run under a frozen
     evaluator, never ad hoc).
     """
-    from .workloads.registry import workload_named
-
     measured = workload_named(workload)
     if measured.kind != "backends" or measured.metric is None:
         raise PtregError(
