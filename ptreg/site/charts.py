@@ -162,17 +162,32 @@ def number(value: float | None, digits: int = 3) -> str:
     return f"{value:,.{digits}g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
-def bar_chart(name: str, title: str, unit: str, bars: Sequence[Bar], *, reference_line: float | None = None) -> Chart:
+def bar_chart(
+    name: str,
+    title: str,
+    unit: str,
+    bars: Sequence[Bar],
+    *,
+    reference_line: float | None = None,
+    signed: bool = False,
+    labels: tuple[str, str] = ("config", "backend"),
+) -> Chart:
     """Grouped bars: one group per config, one colour per backend, whiskers for the intervals;
-    logarithmic when the values span more than ``LOG_RANGE``."""
+    logarithmic when the values span more than ``LOG_RANGE``. ``signed``: the values are
+    differences, drawn on a linear axis through zero whatever their sign. ``labels`` name the
+    group and the series in the chart's table."""
     groups = list(dict.fromkeys(b.group for b in bars))
     series = list(dict.fromkeys(b.series for b in bars))
-    known = [b for b in bars if drawable(b.value)]
-    values = [v for b in known for v in (b.value, b.low, b.high) if drawable(v)]
-    log = needs_log(values)
+
+    def can_draw(value: float | None) -> bool:
+        return value is not None and abs(value) <= DRAWN if signed else drawable(value)
+
+    known = [b for b in bars if can_draw(b.value)]
+    values = [v for b in known for v in (b.value, b.low, b.high) if v is not None and can_draw(v)]
+    log = False if signed else needs_log(values)
     width = 0.8 / max(len(series), 1)
     rows = [
-        Row([b.group, b.series, number(b.value), number(b.low), number(b.high)], 1 if drawable(b.value) else 0)
+        Row([b.group, b.series, number(b.value), number(b.low), number(b.high)], 1 if can_draw(b.value) else 0)
         for b in bars
     ]
     titles: dict[str, str] = {}
@@ -203,10 +218,10 @@ def bar_chart(name: str, title: str, unit: str, bars: Sequence[Bar], *, referenc
             axes.text(0.5, 0.5, "nothing measured", ha="center", va="center", transform=axes.transAxes)
         _fit(figure)
         svg = _svg(figure, titles)
-    headers = ["config", "backend", unit, "95% CI low", "95% CI high"]
+    headers = [*labels, unit, "95% CI low", "95% CI high"]
     notes = [
         "Logarithmic scale: the values span more than 10x." if log else "",
-        _undrawn([b.value for b in bars]),
+        "" if signed else _undrawn([b.value for b in bars]),
     ]
     return Chart(name, title, svg, headers, rows, " ".join(n for n in notes if n))
 

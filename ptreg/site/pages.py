@@ -14,14 +14,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine.stats import center_interval
+from ..engine.workloads import workload_named
+from ..engine.workloads.arms import declared
 from ..errors import PtregError
 from ..records.attempt import Attempt, RunRef
+from ..records.evaluator import ALL_CONFIG, ArmsSpec
 from ..records.ledger import STATUSES
 from ..records.run import RunResults
 from ..store.evaluators import check_file
 from ..store.runs import read_environment, run_folder
 from ..text import Table
-from ..views.comparison import cell_values, compare, evaluator_history, machine
+from ..views.arms_comparison import is_arms_run
+from ..views.comparison import arms_history, cell_values, compare, evaluator_history, machine
 from ..views.dispositions import decide_disposition
 from ..views.dossier import Section, sections
 from ..views.dossier_runs import run_lines
@@ -168,9 +172,69 @@ def dossier_context(inputs: Inputs, attempt: Attempt, readable_runs: set[str]) -
 # ---------------------------------------------------------------------------- run
 
 
+ARM_LABELS = ("metric", "arm")
+
+
+def arms_run_charts(results: RunResults) -> list[Chart]:
+    """A run of arms: per metric, each arm's mean with its 95% interval, titled with the
+    metric's direction; then each arm against the baseline, as the metric is compared (a
+    difference around 0, a ratio around 1)."""
+    spec = results.spec
+    assert isinstance(spec, ArmsSpec)
+    charts: list[Chart] = []
+    for n, (metric, declaration) in enumerate(declared(spec, workload_named(spec.workload)).items()):
+        bars, against = [], []
+        for cell in results.cells:
+            summary = (cell.metrics or {}).get(metric)
+            ci = summary.ci if summary is not None else None
+            bars.append(
+                Bar(
+                    metric,
+                    cell.backend,
+                    summary.mean if summary else None,
+                    ci.low if ci else None,
+                    ci.high if ci else None,
+                )
+            )
+            versus = (cell.versus or {}).get(spec.baseline, {}).get(metric)
+            if versus is not None and cell.backend != spec.baseline:
+                vci = versus.ci
+                against.append(
+                    Bar(metric, cell.backend, versus.estimate, vci.low if vci else None, vci.high if vci else None)
+                )
+        if not any(b.value is not None for b in bars):
+            continue
+        direction = f"{declaration.better} is better"
+        title = f"{metric}: each arm's mean, 95% interval ({direction})"
+        charts.append(bar_chart(f"metric-{n}", title, declaration.unit, bars, labels=ARM_LABELS))
+        if against:
+            if declaration.compare == "ratio":
+                title = f"{metric}: each arm over {spec.baseline} ({direction}; 1 is no change)"
+                charts.append(
+                    bar_chart(f"versus-{n}", title, "ratio (x)", against, reference_line=1.0, labels=ARM_LABELS)
+                )
+            else:
+                title = f"{metric}: each arm minus {spec.baseline}, paired ({direction}; 0 is no change)"
+                charts.append(
+                    bar_chart(
+                        f"versus-{n}",
+                        title,
+                        declaration.unit,
+                        against,
+                        reference_line=0.0,
+                        signed=True,
+                        labels=ARM_LABELS,
+                    )
+                )
+    return charts
+
+
 def run_charts(results: RunResults) -> list[Chart]:
     """Time per step's worth of work per config and backend with its interval; the speedups over
-    the reference and over the baseline with theirs; each kernel's share of the step."""
+    the reference and over the baseline with theirs; each kernel's share of the step. A run of
+    arms has a chart per metric instead."""
+    if is_arms_run(results):
+        return arms_run_charts(results)
     charts: list[Chart] = []
     values = cell_values(results)
     time_bars = []
@@ -278,11 +342,21 @@ def evaluator_context(inputs: Inputs, ref: str, users: dict[str, list[str]]) -> 
     frozen, problem = check_file(inputs.evaluators[ref])
     try:
         rows = evaluator_history(inputs.root, evaluator=ref)
+        metric_rows = arms_history(inputs.root, evaluator=ref)
     except PtregError:
-        rows = []
-    runs = list(dict.fromkeys(r.run.label for r in rows))
+        rows, metric_rows = [], []
+    runs = list(dict.fromkeys([r.run.label for r in rows] + [m.run for m in metric_rows]))
     points = [Point(f"{r.config} / {r.backend}", r.run.label, 1000 * r.seconds, _ms(r.low), _ms(r.high)) for r in rows]
-    chart = history_chart("history", "Each cell across the complete runs, oldest first", "ms per step", runs, points)
+    charts = []
+    if points:
+        charts.append(
+            history_chart("history", "Each cell across the complete runs, oldest first", "ms per step", runs, points)
+        )
+    for n, metric in enumerate(dict.fromkeys(m.metric for m in metric_rows)):
+        mine = [m for m in metric_rows if m.metric == metric]
+        title = f"{metric} of each arm across the complete runs, oldest first ({mine[0].better} is better)"
+        arm_points = [Point(f"{ALL_CONFIG} / {m.arm}", m.run, m.mean, m.low, m.high) for m in mine]
+        charts.append(history_chart(f"history-{n}", title, mine[0].unit, runs, arm_points))
     comparisons: list[dict[str, Any]] = []
     for a, b in itertools.pairwise(runs):
         try:
@@ -299,8 +373,9 @@ def evaluator_context(inputs: Inputs, ref: str, users: dict[str, list[str]]) -> 
                 "machine_differences": found.machine_differences,
                 "error_term": found.error_term,
                 "cells": found.cells,
-                "slower": found.moved("slower"),
-                "faster": found.moved("faster"),
+                "metrics": found.metrics,
+                "slower": found.moved("slower") + found.moved("worse"),
+                "faster": found.moved("faster") + found.moved("better"),
             }
         )
     run_links = {label: run_path(*label.split("/")) for label in users.get("runs", [])}
@@ -313,7 +388,7 @@ def evaluator_context(inputs: Inputs, ref: str, users: dict[str, list[str]]) -> 
         else None,
         "attempts": [(i, dossier_path(i)) for i in users.get("attempts", []) if i in inputs.by_id],
         "runs": run_links,
-        "history": chart if points else None,
+        "history": charts,
         "comparisons": comparisons,
     }
 
