@@ -110,6 +110,22 @@ def test_the_acceptance_spec_freezes_runs_shows_and_concludes(tmp_path: Path) ->
     )
     assert concluded.returncode == 0, concluded.stderr
     assert "continue-if" in concluded.stdout
+    # the site draws a chart per metric, each titled with its direction
+    built = ptreg(project, "site", "-o", "site")
+    assert built.returncode == 0, built.stderr
+    page = next((project / "site" / "runs" / "toy-level").glob("*.html")).read_text(encoding="utf-8")
+    assert "score: each arm&#39;s mean, 95% interval (higher is better)" in page
+    assert "score: each arm minus baseline, paired (higher is better; 0 is no change)" in page
+    assert "wall_seconds: each arm over baseline (lower is better; 1 is no change)" in page
+    # and compare reads two runs of arms metric by metric
+    propose(project, "toy-level-again", "toy-eval", 9)
+    assert ptreg(project, "run", "toy-level-again").returncode == 0
+    compared = ptreg(project, "compare", "toy-level", "toy-level-again", "--json", "--fail-on-regression")
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    score = next(
+        m for m in json.loads(compared.stdout)["metrics"] if m["arm"] == "candidate" and m["metric"] == "score"
+    )
+    assert score["estimate"] == 0 and score["paired_by"] == "item" and score["verdict"] == "no difference resolved"
 
 
 def test_an_edited_input_fails_the_gate_naming_it_and_run_refuses(tmp_path: Path) -> None:
