@@ -27,7 +27,7 @@ from pydantic import (
 
 from ..errors import PtregError
 from .configs import ConfigName
-from .problems import every_schema_error
+from .problems import UNION_TAG, every_schema_error
 from .refs import ID_MAX_LENGTH, ID_PATTERN
 
 HASH_SHOWN = 12
@@ -283,15 +283,18 @@ class ArmsSpec(BaseModel):
 AnySpec = EvaluatorSpec | ArmsSpec
 
 
+ARMS_TAG, BACKENDS_TAG = f"{UNION_TAG}arms", f"{UNION_TAG}backends"
+
+
 def _spec_kind(raw: Any) -> str:
     if isinstance(raw, dict):
-        return "arms" if "arms" in raw else "backends"
-    return "arms" if isinstance(raw, ArmsSpec) else "backends"
+        return ARMS_TAG if "arms" in raw else BACKENDS_TAG
+    return ARMS_TAG if isinstance(raw, ArmsSpec) else BACKENDS_TAG
 
 
 # Which model a spec is: one that compares arms names them; one that compares backends does not.
 SpecField = Annotated[
-    Annotated[EvaluatorSpec, Tag("backends")] | Annotated[ArmsSpec, Tag("arms")], Discriminator(_spec_kind)
+    Annotated[EvaluatorSpec, Tag(BACKENDS_TAG)] | Annotated[ArmsSpec, Tag(ARMS_TAG)], Discriminator(_spec_kind)
 ]
 
 

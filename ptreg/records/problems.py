@@ -63,12 +63,22 @@ def _schema_message(error: Any) -> str:
     return message
 
 
+# How a union's member is tagged in a validation error's location (records/evaluator.py's spec
+# kinds): a character no field name holds.
+UNION_TAG = "~"
+
+
 def schema_problems(
     exc: ValidationError, *, attempt_id: str | None, pointer: str, file: str | None
 ) -> Iterable[Problem]:
     for error in exc.errors(include_url=False):
-        # A key in the location may come from the input (an unknown field): shown cut short.
-        parts = [p[:SHOWN_MAX] + "..." if isinstance(p, str) and len(p) > SHOWN_MAX else p for p in error["loc"]]
+        # A key in the location may come from the input (an unknown field): shown cut short. The
+        # tag of a union's member (UNION_TAG) names no field of the file and is left out.
+        parts = [
+            p[:SHOWN_MAX] + "..." if isinstance(p, str) and len(p) > SHOWN_MAX else p
+            for p in error["loc"]
+            if not (isinstance(p, str) and p.startswith(UNION_TAG))
+        ]
         yield Problem(
             rule="schema",
             message=_schema_message(error),
