@@ -23,8 +23,11 @@ from .faults import crash_point
 from .jsonio import STAGED_NAME, atomic_write_text, dumps_pretty, fsync_directory, read_json
 from .locks import registry_lock
 from .names import JOURNAL_FILE
+from .workfiles import check_working_file, inside
 
 JOURNAL_VERSION = 1
+# An import of 100,000 records lists about 10 MB of renames.
+JOURNAL_MAX_BYTES = 256 * 1024 * 1024
 # What a journal may name: staged files are plain names in the registry root; a target is a JSON
 # file in it or in a folder below it (a bundle's evaluators and runs), never through "..".
 _TARGET = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9._@-]*/)*[^/\x00.][^/\x00]*\.json")
@@ -33,6 +36,7 @@ _TARGET = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9._@-]*/)*[^/\x00.][^/\x00]*\.json
 def commit(root: Path, renames: list[tuple[str, str]], operation: str) -> None:
     """Rename each staged file (a name in ``root``) over its target, all of them or none."""
     journal = root / JOURNAL_FILE
+    check_working_file(journal, "move it away and run `ptreg validate`")
     atomic_write_text(
         journal,
         dumps_pretty(
@@ -44,16 +48,24 @@ def commit(root: Path, renames: list[tuple[str, str]], operation: str) -> None:
             }
         ),
     )
-    _roll_forward(root, renames)
+    _roll_forward(root, renames, str(journal))
     _finish(journal)
 
 
-def _roll_forward(root: Path, renames: list[tuple[str, str]]) -> None:
+def _roll_forward(root: Path, renames: list[tuple[str, str]], what: str) -> None:
+    """Each staged file renamed over its target; both paths checked to stay inside ``root``
+    (``workfiles.inside``) first, and a staged name that holds anything but a regular file of
+    ours is refused, so that a journal can neither move a symlink among the records nor write
+    through a symlinked folder."""
+    for staged, target in renames:
+        inside(root, target, what)
+        check_working_file(inside(root, staged, what), "move it away and run `ptreg validate`")
     folders = {(root / target).parent for _, target in renames} - {root}
     for staged, target in renames:
         (root / target).parent.mkdir(parents=True, exist_ok=True)
+        destination = inside(root, target, what)  # its folders now exist, and are real ones
         with contextlib.suppress(FileNotFoundError):  # renamed before the crash: a rename consumes it
-            os.replace(root / staged, root / target)
+            os.replace(root / staged, destination)
         crash_point()
     for folder in sorted(folders):
         fsync_directory(folder)
@@ -67,7 +79,9 @@ def _finish(journal: Path) -> None:
 
 
 def _renames(journal: Path) -> list[tuple[str, str]]:
-    raw: Any = read_json(journal)
+    advice = "move it away and run `ptreg validate`"
+    check_working_file(journal, advice)  # a symlink or a folder under its name is never read
+    raw: Any = read_json(journal, JOURNAL_MAX_BYTES)
     pairs = raw.get("renames") if isinstance(raw, dict) and raw.get("journal_version") == JOURNAL_VERSION else None
     if not isinstance(pairs, list) or not all(
         isinstance(p, list)
@@ -96,7 +110,7 @@ def recover(root: Path) -> int | None:
         if not os.path.lexists(journal):
             return None  # another process finished it while we waited
         renames = _renames(journal)
-        _roll_forward(root, renames)
+        _roll_forward(root, renames, str(journal))
         _finish(journal)
     print(f"ptreg: note: {root}: finished an import that was cut short ({len(renames)} files)", file=sys.stderr)
     return len(renames)
