@@ -27,7 +27,7 @@ from ..errors import EXIT_UNUSABLE, PtregError
 from ..store.directory import REGISTRY_FILE
 from ..store.evaluators import EVALUATORS_DIR
 from ..store.jsonio import atomic_write_text, decode_json, dumps_pretty, replace_text_unsynced, sync_everything
-from ..store.workfiles import ForeignFile, inside, read_working_file
+from ..store.workfiles import ForeignFile, check_working_file, inside, read_working_file
 from ..text import shorten
 from .inputs import Inputs
 from .pages import (
@@ -209,6 +209,9 @@ def build(
     """Write the site of the registry ``index`` reads into ``out``."""
     started = time.perf_counter()
     previous = check_output(out, force, index.root)
+    # forced or not, the manifest's name must be free for ptreg's own file: never replaced
+    # when it holds a symlink, a folder or another user's file
+    check_working_file(out / MANIFEST, f"move it away, or give another --output than {out}")
     inputs = Inputs(index)
     package = _package_digest()
     old_pages: dict[str, Any] = previous["pages"] if previous else {}

@@ -201,6 +201,13 @@ def test_a_manifest_that_is_a_symlink_is_not_read(cli: Callable[..., Result], tm
     result = cli("--registry", root, "site", "-o", out)
     assert_one_line_error(result, 2, str(out), ".ptreg-site.json is a symlink")
     assert (out / ".ptreg-site.json").is_symlink() and sorted(p.name for p in out.iterdir()) == [".ptreg-site.json"]
+    forced = cli("--registry", root, "site", "-o", out, "--force")  # nor replaced when forced
+    assert_one_line_error(forced, 2, f"{out / '.ptreg-site.json'}: is a symlink", "left alone")
+    assert (out / ".ptreg-site.json").is_symlink() and sorted(p.name for p in out.iterdir()) == [".ptreg-site.json"]
+    (out / ".ptreg-site.json").unlink()
+    (out / ".ptreg-site.json").mkdir()
+    forced = cli("--registry", root, "site", "-o", out, "--force")
+    assert_one_line_error(forced, 2, f"{out / '.ptreg-site.json'}: is a directory", "left alone")
 
 
 def test_a_symlinked_folder_in_a_site_is_never_written_or_deleted_through(

@@ -222,6 +222,19 @@ def test_an_answer_that_is_not_a_watchers_is_not_trusted(registry: Path, reply: 
         listener.close()
 
 
+def test_a_socket_name_that_is_a_symlink_to_another_watcher_is_not_asked(tmp_path: Path, registry: Path) -> None:
+    """The socket is a working file: a symlink under its name (here to the watcher of another
+    registry, which would vouch for that one's files) is never connected to; every file is
+    checked instead, and the link is left as it is."""
+    other = write_registry(tmp_path / "other", chain_records())
+    _refreshed(registry)
+    with watching(other):
+        assert ask(other, None, None) is not None  # that watcher answers for its own registry
+        (registry / SOCKET_FILE).symlink_to(other / SOCKET_FILE)
+        assert ask(registry, None, None) is None
+        assert (registry / SOCKET_FILE).is_symlink()
+
+
 def test_a_symlinked_record_is_read_again_by_every_watched_command(tmp_path: Path, registry: Path) -> None:
     target = tmp_path / "elsewhere.json"
     shutil.move(registry / "c4.json", target)
