@@ -707,9 +707,10 @@ def _unwritten(db: sqlite3.Connection, counter: int) -> str | None:
 
 
 def _current(db: sqlite3.Connection, root: Path) -> bool:
-    """Within a read transaction (which keeps writers out until it ends): whether the index is
-    still as ptreg last wrote it."""
-    return _unwritten(db, _change_counter(root)) is None
+    """Within a read transaction (which keeps writers out from its first read until it ends):
+    whether the index is still as ptreg last wrote it."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'written'").fetchone()  # the read lock first
+    return row is not None and str(row[0]) == str(_change_counter(root))
 
 
 def _unusable(db: sqlite3.Connection) -> str | None:
@@ -1182,8 +1183,12 @@ def compare_with_files(root: Path) -> tuple[list[Difference], int]:
                     differences.append(Difference(_shown(table, k), "extra"))
                 elif stored[k] != wanted[k]:
                     differences.append(Difference(_shown(table, k), "stale" if table == "files" else "differs"))
-        if _unwritten(db, _change_counter(root)) is not None:  # rows or kept results edited by another program
-            differences.append(Difference(INDEX_FILE, "unsigned"))
+        db.execute("BEGIN")  # briefly: no writer commits between reading the value and the counter
+        try:
+            if not _current(db, root):  # rows or kept results edited by another program
+                differences.append(Difference(INDEX_FILE, "unsigned"))
+        finally:
+            db.execute("COMMIT")
         return _unique(differences), len(names)
     except sqlite3.DatabaseError as exc:
         raise PtregError(

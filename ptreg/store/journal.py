@@ -37,6 +37,7 @@ def commit(root: Path, renames: list[tuple[str, str]], operation: str) -> None:
     """Rename each staged file (a name in ``root``) over its target, all of them or none."""
     journal = root / JOURNAL_FILE
     check_working_file(journal, "move it away and run `ptreg validate`")
+    _check(root, renames, str(journal))  # before the commit point: a refusal leaves no journal behind
     atomic_write_text(
         journal,
         dumps_pretty(
@@ -52,18 +53,24 @@ def commit(root: Path, renames: list[tuple[str, str]], operation: str) -> None:
     _finish(journal)
 
 
-def _roll_forward(root: Path, renames: list[tuple[str, str]], what: str) -> None:
-    """Each staged file renamed over its target; both paths checked to stay inside ``root``
-    (``workfiles.inside``) first, and a staged name that holds anything but a regular file of
-    ours is refused, so that a journal can neither move a symlink among the records nor write
-    through a symlinked folder."""
+def _check(root: Path, renames: list[tuple[str, str]], what: str) -> None:
+    """Refuse renames that would leave ``root``: both paths are checked to stay inside it
+    (``workfiles.inside``: a target may be a symlinked record, which the rename replaces, but no
+    folder on its way may be a symlink), and a staged name must hold a regular file of ours or
+    nothing (renamed already), so that a journal can neither move a symlink among the records
+    nor write through a symlinked folder."""
     for staged, target in renames:
-        inside(root, target, what)
+        inside(root, target, what, link_at_end=True)
         check_working_file(inside(root, staged, what), "move it away and run `ptreg validate`")
+
+
+def _roll_forward(root: Path, renames: list[tuple[str, str]], what: str) -> None:
+    """Each staged file renamed over its target, once ``_check`` holds for all of them."""
+    _check(root, renames, what)
     folders = {(root / target).parent for _, target in renames} - {root}
     for staged, target in renames:
         (root / target).parent.mkdir(parents=True, exist_ok=True)
-        destination = inside(root, target, what)  # its folders now exist, and are real ones
+        destination = inside(root, target, what, link_at_end=True)  # its folders now exist, and are real ones
         with contextlib.suppress(FileNotFoundError):  # renamed before the crash: a rename consumes it
             os.replace(root / staged, destination)
         crash_point()

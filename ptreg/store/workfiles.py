@@ -125,10 +125,11 @@ def plain_relative(name: object) -> str | None:
     return None
 
 
-def inside(owner: Path, name: object, what: str) -> Path:
+def inside(owner: Path, name: object, what: str, *, link_at_end: bool = False) -> Path:
     """``owner / name`` for a ``name`` that ``what`` (a manifest, a journal) gives, checked to
     stay strictly inside ``owner``: a plain relative path, each folder on the way a real folder
-    (not a symlink, not a file), and the last part, when it exists, not a symlink or a folder.
+    (not a symlink, not a file), and the last part, when it exists, not a folder, nor a symlink
+    unless ``link_at_end`` (the caller renames over the link itself, never through it).
     Raises PtregError naming ``what`` and ``name`` otherwise. The one gate for every path a
     working file makes ptreg write or delete."""
     problem = plain_relative(name)
@@ -146,7 +147,7 @@ def inside(owner: Path, name: object, what: str) -> Path:
         except OSError as exc:
             raise PtregError(f"{path}: cannot be examined ({exc.strerror}); nothing written or deleted") from None
         last = n == len(parts) - 1
-        if stat.S_ISLNK(info.st_mode):
+        if stat.S_ISLNK(info.st_mode) and not (last and link_at_end):
             raise PtregError(
                 f"{path}: a symlink inside {owner}, named by {what}; ptreg never writes or deletes through one",
                 EXIT_UNUSABLE,
