@@ -453,11 +453,13 @@ def test_rows_without_a_file_are_never_believed(cli, registry: Path) -> None:
         row.update(ledger_time="2030-01-01T00:00:00Z", dumped=1, has_condition=0)
         db.execute(f"INSERT INTO attempts VALUES ({', '.join('?' * len(row))})", tuple(row.values()))
         db.execute("INSERT INTO files VALUES ('ghost.json', 10, 1, 1, 1, 'ab', 1)")
-    assert cli("-r", registry, "list", "--json").out == expected
-    assert "ghost" not in cli("-r", registry, "show", "ghost").out
-    status = cli("-r", registry, "index", "--json").json()
-    assert status["records"] == count and status["rebuilt"] is None  # rebuilt by `list` already
+    status = cli("-r", registry, "index", "--json").json()  # the "up to date; 15 record files"
+    assert status["records"] == count and status["valid"] == count
+    assert status["rebuilt"] == "the index file was changed by another program since ptreg wrote it"
     assert cli("-r", registry, "index", "--check").code == 0
+    assert cli("-r", registry, "list", "--json").out == expected
+    lineage = cli("-r", registry, "lineage", "ghost")
+    assert lineage.code == 1 and "no attempt 'ghost'" in lineage.err
 
 
 def test_a_status_edited_in_the_index_does_not_change_the_gate(cli, registry: Path) -> None:
