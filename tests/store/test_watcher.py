@@ -235,6 +235,28 @@ def test_a_socket_name_that_is_a_symlink_to_another_watcher_is_not_asked(tmp_pat
         assert (registry / SOCKET_FILE).is_symlink()
 
 
+@pytest.mark.parametrize("kind", ["symlink", "file", "directory"])
+def test_a_watcher_refuses_a_socket_name_holding_anything_but_its_socket(
+    cli, tmp_path: Path, registry: Path, kind: str
+) -> None:
+    """`ptreg index --watch` replaces a socket a killed watcher left, and nothing else: a
+    symlink, a file or a folder under the socket's name is refused in one line and kept."""
+    target = tmp_path / "victim.txt"
+    target.write_text("keep me", encoding="utf-8")
+    name = registry / SOCKET_FILE
+    if kind == "symlink":
+        name.symlink_to(target)
+    elif kind == "file":
+        name.write_text("keep me", encoding="utf-8")
+    else:
+        name.mkdir()
+    result = cli("-r", registry, "index", "--watch")
+    assert result.code == 2 and "Traceback" not in result.err, result.err
+    assert result.err.count("\n") == 1 and f"{name}: " in result.err and "left alone" in result.err
+    assert target.read_text(encoding="utf-8") == "keep me"
+    assert name.is_symlink() if kind == "symlink" else (name.is_file() if kind == "file" else name.is_dir())
+
+
 def test_a_symlinked_record_is_read_again_by_every_watched_command(tmp_path: Path, registry: Path) -> None:
     target = tmp_path / "elsewhere.json"
     shutil.move(registry / "c4.json", target)
