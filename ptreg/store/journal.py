@@ -20,10 +20,10 @@ from typing import Any
 
 from ..errors import PtregError
 from .faults import crash_point
-from .jsonio import STAGED_NAME, atomic_write_text, dumps_pretty, fsync_directory, read_json
+from .jsonio import STAGED_NAME, atomic_write_text, decode_json, dumps_pretty, fsync_directory
 from .locks import registry_lock
 from .names import JOURNAL_FILE
-from .workfiles import check_working_file, inside
+from .workfiles import check_working_file, inside, read_working_file
 
 JOURNAL_VERSION = 1
 # An import of 100,000 records lists about 10 MB of renames.
@@ -87,8 +87,10 @@ def _finish(journal: Path) -> None:
 
 def _renames(journal: Path) -> list[tuple[str, str]]:
     advice = "move it away and run `ptreg validate`"
-    check_working_file(journal, advice)  # a symlink or a folder under its name is never read
-    raw: Any = read_json(journal, JOURNAL_MAX_BYTES)
+    data = read_working_file(journal, JOURNAL_MAX_BYTES, advice)  # never through a symlink, never a folder
+    if data is None:
+        raise PtregError(f"{journal}: removed while ptreg was reading it; run the command again")
+    raw: Any = decode_json(data, str(journal))
     pairs = raw.get("renames") if isinstance(raw, dict) and raw.get("journal_version") == JOURNAL_VERSION else None
     if not isinstance(pairs, list) or not all(
         isinstance(p, list)

@@ -87,10 +87,9 @@ def open_working_file(path: Path, flags: int, advice: str, mode: int = 0o666) ->
     return fd
 
 
-def read_working_file(path: Path, max_bytes: int) -> bytes | None:
+def read_working_file(path: Path, max_bytes: int, advice: str = "move it away") -> bytes | None:
     """The bytes of a working file (None: there is none); ForeignFile when its name holds
     anything else, or it is larger than ``max_bytes``."""
-    advice = "move it away"
     try:
         fd = open_working_file(path, os.O_RDONLY, advice)
     except FileNotFoundError:
