@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import platform
+import stat
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -105,12 +106,41 @@ def cache_path() -> Path:
     return folder / CACHE_FILE
 
 
-def _entries(path: Path) -> dict[str, Any]:
-    """The file's entries by key id; missing, unreadable or of another format: none."""
+CACHE_MAX_BYTES = 16 * 1024 * 1024  # a few hundred bytes per machine
+
+
+def _foreign(path: Path) -> str | None:
+    """Why ``path`` is not a cache file ptreg may read or replace: a symlink, not a regular
+    file, or another user's (None: it is one, or there is none)."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        return "is a symlink"
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file"
+    if info.st_uid != os.geteuid():
+        return f"belongs to another user (uid {info.st_uid})"
+    return None
+
+
+def _entries(path: Path) -> dict[str, Any]:
+    """The file's entries by key id; missing, unreadable, of another format, or not a file of
+    this user's (a symlink is never followed, a pipe never waited on): none."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return {}
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_size > CACHE_MAX_BYTES:
+            return {}
+        document = json.loads(os.read(fd, CACHE_MAX_BYTES + 1))
     except (OSError, ValueError):
         return {}
+    finally:
+        os.close(fd)
     if not isinstance(document, dict) or document.get("format") != CACHE_FORMAT:
         return {}
     entries = document.get("entries")
@@ -132,6 +162,9 @@ def remember(entry: dict[str, Any], path: Path | None = None) -> Path:
     """Add this machine's entry to the file, atomically (temp file, fsync, rename): entries of
     other machines stay, an unreadable file is replaced. Returns the file's path."""
     path = path or cache_path()
+    foreign = _foreign(path)
+    if foreign is not None:  # left alone: an OSError, as an unwritable cache is
+        raise PermissionError(f"{path}: {foreign}, not ptreg's cache file; left alone")
     entries = _entries(path)
     entries[key_id(entry["key"])] = entry
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -144,4 +144,5 @@ _what = {
     "extra": "in the index, no longer in the files",
     "stale": "changed since the index read it",
     "differs": "the index holds something other than the file says",
+    "unsigned": "changed by another program since ptreg wrote it (the next command rebuilds it)",
 }

@@ -19,10 +19,10 @@ from ..records.attempt import Attempt, ContinueIf
 from ..records.condition_grammar import parse
 from ..records.decision import Decision, decide
 from ..records.problems import flag_message
-from ..records.registry import Record, ids_in
+from ..records.registry import Record, Registry, ids_in
 from ..records.rules import check_attempt
 from ..store.directory import load_directory, load_meta, record_path, write_attempt
-from ..store.locks import registry_lock
+from ..store.locks import registry_lock, run_lock
 from ..store.runs import check_folder, read_results, run_folder
 from ..views.dispositions import latest_complete
 from .run import results_source
@@ -55,7 +55,13 @@ def conclude(root: Path, attempt_id: str, verdict: Verdict) -> Concluded:
     the condition does not parse or names what the latest complete run does not record."""
     load_meta(root)  # a missing registry is refused before any lock file is made
     with registry_lock(root):
-        return _conclude(root, attempt_id, verdict)
+        registry = load_directory(root)
+        attempt = registry.get(attempt_id)
+        # A run of the attempt in progress would link its run to the concluded record and add
+        # to its evidence: refused at once, as a second run is. (A run holds its run lock and
+        # waits for the registry lock; this never waits for the run lock, so neither blocks.)
+        with run_lock(root, attempt.id, "conclude"):
+            return _conclude(root, registry, attempt, verdict)
 
 
 def _condition(root: Path, attempt: Attempt, text: str) -> tuple[ContinueIf, Decision]:
@@ -75,9 +81,8 @@ def _condition(root: Path, attempt: Attempt, text: str) -> tuple[ContinueIf, Dec
     return condition, decision
 
 
-def _conclude(root: Path, attempt_id: str, verdict: Verdict) -> Concluded:
-    registry = load_directory(root)
-    attempt = registry.get(attempt_id)
+def _conclude(root: Path, registry: Registry, attempt: Attempt, verdict: Verdict) -> Concluded:
+    attempt_id = attempt.id
     if verdict.status == "not-tried":
         raise PtregError("--status not-tried is not a verdict; conclude with what the run showed", EXIT_UNUSABLE)
     runs = attempt.runs or []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -25,7 +26,9 @@ from .. import __version__
 from ..errors import EXIT_UNUSABLE, PtregError
 from ..store.directory import REGISTRY_FILE
 from ..store.evaluators import EVALUATORS_DIR
-from ..store.jsonio import atomic_write_text, dumps_pretty, read_json, replace_text_unsynced, sync_everything
+from ..store.jsonio import atomic_write_text, decode_json, dumps_pretty, replace_text_unsynced, sync_everything
+from ..store.workfiles import ForeignFile, check_working_file, inside, read_working_file
+from ..text import shorten
 from .inputs import Inputs
 from .pages import (
     INDEX,
@@ -34,6 +37,7 @@ from .pages import (
     evaluator_context,
     evaluator_path,
     index_context,
+    is_page_path,
     lineage_context,
     lineage_path,
     run_context,
@@ -113,24 +117,41 @@ class Uses:
         return {"sha": self.sha, "evaluator": self.evaluator, "runs": self.runs}
 
 
-def read_manifest(out: Path) -> dict[str, Any] | None:
-    """The manifest of a previous site in ``out``; None when there is none."""
+# A manifest ptreg writes holds a few hundred bytes per page; anything near this is not one.
+MANIFEST_MAX_BYTES = 256 * 1024 * 1024
+
+
+def read_manifest(out: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(the manifest of a previous site in ``out``, None) when it is one ptreg wrote; (None,
+    why not) when its name holds anything else, or a manifest that names a page ptreg never
+    writes (such a directory is treated as foreign: nothing it lists is removed); (None, None)
+    when there is none."""
     path = out / MANIFEST
-    if not path.is_file():
-        return None
     try:
-        raw = read_json(path)
-    except PtregError:
-        return None
+        data = read_working_file(path, MANIFEST_MAX_BYTES)
+    except ForeignFile as exc:
+        return None, f"its {MANIFEST} {exc.problem}"
+    if data is None:
+        return None, None
+    try:
+        raw = decode_json(data, str(path))
+    except PtregError as exc:
+        return None, f"its {MANIFEST} is not JSON ptreg wrote ({exc.message.removeprefix(f'{path}: ')})"
     if not isinstance(raw, dict) or raw.get("format") != FORMAT or not isinstance(raw.get("pages"), dict):
-        return None
-    return raw
+        return None, f"its {MANIFEST} is not a manifest of format {FORMAT!r}"
+    for key in (*raw["pages"], *(raw.get("broken_runs") or {})):
+        if not is_page_path(key):
+            return None, f"its {MANIFEST} names {shorten(key)}, not a page ptreg writes"
+    if not isinstance(raw.get("broken_runs", {}), dict) or not isinstance(raw.get("records", {}), dict):
+        return None, f"its {MANIFEST} is not a manifest ptreg wrote"
+    return raw, None
 
 
 def check_output(out: Path, force: bool, registry: Path) -> dict[str, Any] | None:
     """The previous site's manifest; refuses a directory that holds anything else, unless forced,
     and, forced or not, one that holds the registry or lies inside it (the site's own folders,
-    attempts/ and runs/, would land among the records)."""
+    attempts/ and runs/, would land among the records). A forced build into a directory whose
+    manifest is not ptreg's removes nothing: only the pages of a manifest ptreg wrote are removed."""
     site, root = out.resolve(), registry.resolve()
     if site == root or root in site.parents or site in root.parents:
         raise PtregError(
@@ -139,10 +160,11 @@ def check_output(out: Path, force: bool, registry: Path) -> dict[str, Any] | Non
         )
     if out.exists() and not out.is_dir():
         raise PtregError(f"{out}: exists and is not a directory; give another --output", EXIT_UNUSABLE)
-    manifest = read_manifest(out) if out.is_dir() else None
+    manifest, foreign = read_manifest(out) if out.is_dir() else (None, None)
     if manifest is None and out.is_dir() and any(out.iterdir()) and not force:
+        why = foreign or f"no {MANIFEST}"
         raise PtregError(
-            f"{out}: not empty and not a site ptreg built (no {MANIFEST}); give an empty or new directory, "
+            f"{out}: not empty and not a site ptreg built ({why}); give an empty or new directory, "
             "or --force to build into it anyway",
             EXIT_UNUSABLE,
         )
@@ -187,6 +209,9 @@ def build(
     """Write the site of the registry ``index`` reads into ``out``."""
     started = time.perf_counter()
     previous = check_output(out, force, index.root)
+    # forced or not, the manifest's name must be free for ptreg's own file: never replaced
+    # when it holds a symlink, a folder or another user's file
+    check_working_file(out / MANIFEST, f"move it away, or give another --output than {out}")
     inputs = Inputs(index)
     package = _package_digest()
     old_pages: dict[str, Any] = previous["pages"] if previous else {}
@@ -344,20 +369,22 @@ def _render(
 def _write(out: Path, relative: str, text: str) -> bool:
     """Write a page unless it already holds ``text``: renaming over an existing file cost about
     1.5 ms here (likely ext4 flushing a file renamed over another), reading it back far less."""
-    path = out / relative
+    path = inside(out, relative, f"the site in {out}")
     data = text.encode()
     try:
-        if path.stat().st_size == len(data) and path.read_bytes() == data:
+        info = path.lstat()  # inside() refused a symlink; a pipe or device is replaced unread
+        if stat.S_ISREG(info.st_mode) and info.st_size == len(data) and path.read_bytes() == data:
             return False
     except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True)
+        path = inside(out, relative, f"the site in {out}")  # the folders just made are real ones
     replace_text_unsynced(path, text)
     return True
 
 
 def _remove(out: Path, relative: str) -> bool:
     try:
-        os.unlink(out / relative)
+        os.unlink(inside(out, relative, f"{out / MANIFEST}"))
     except FileNotFoundError:
         return False
     return True
@@ -366,7 +393,4 @@ def _remove(out: Path, relative: str) -> bool:
 def _write_static(out: Path) -> None:
     folder = resources.files(__package__).joinpath("static")
     for name in STATIC:
-        text = folder.joinpath(name).read_text(encoding="utf-8")
-        target = out / "static" / name
-        if not target.is_file() or target.read_text(encoding="utf-8") != text:
-            _write(out, f"static/{name}", text)
+        _write(out, f"static/{name}", folder.joinpath(name).read_text(encoding="utf-8"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from ..errors import PtregError
 from ..records.attempt import Attempt, RunRef
 from ..records.evaluator import ALL_CONFIG, ArmsSpec
 from ..records.ledger import STATUSES
+from ..records.refs import EVALUATOR_REF_PATTERN, ID_PATTERN, RUN_ID_PATTERN
 from ..records.run import RunResults
 from ..store.evaluators import check_file
 from ..store.runs import read_environment, run_folder
@@ -35,6 +37,23 @@ from .graph import STATUS_COLOURS, draw
 from .inputs import Inputs
 
 INDEX = "index.html"
+
+
+def _bare(pattern: str) -> str:
+    return pattern.removeprefix("^").removesuffix("$")
+
+
+# Every page path the functions below can give, and no other: what a manifest may name.
+_PAGE_PATH = re.compile(
+    rf"index\.html|(?:attempts|lineage)/{_bare(ID_PATTERN)}\.html"
+    rf"|runs/{_bare(ID_PATTERN)}/{_bare(RUN_ID_PATTERN)}\.html|evaluators/{_bare(EVALUATOR_REF_PATTERN)}\.html"
+)
+
+
+def is_page_path(path: object) -> bool:
+    """Whether ``path`` is one the site's pages are written at (a manifest naming any other
+    was not written by ptreg)."""
+    return isinstance(path, str) and _PAGE_PATH.fullmatch(path) is not None
 
 
 def dossier_path(attempt_id: str) -> str:

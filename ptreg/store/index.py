@@ -64,9 +64,10 @@ from .faults import crash_point
 from .jsonio import JsonError, read_bytes
 from .names import INDEX_FILE, JOURNAL_FILE, RECORD_FILE_MAX_BYTES, REGISTRY_FILE
 from .watch import ask
+from .workfiles import ForeignFile, check_working_file, open_working_file
 
-INDEX_SCHEMA = 6  # PRAGMA user_version: a different one is rebuilt
-APPLICATION_ID = 0x70747267  # PRAGMA application_id, "ptrg": any other is a foreign file, rebuilt
+INDEX_SCHEMA = 7  # PRAGMA user_version: a different one is rebuilt
+APPLICATION_ID = 0x70747267  # PRAGMA application_id, "ptrg": any other is another program's file, refused
 # A file whose ctime is this close to when the index last looked at it may have changed again in
 # the same clock tick without changing its size or mtime, so it is re-hashed (git's racy clean).
 RACY_NS = 2_000_000_000
@@ -496,15 +497,24 @@ class Index:
         them), unless another writer holds the file: it is computed again next time."""
         try:
             self.db.execute(f"PRAGMA busy_timeout = {KEEP_TIMEOUT_MS}")
+            # read within the transaction, which no other writer can have committed into
+            counter = None if self.refresh.in_memory else _change_counter(self.root)
             self.db.execute("INSERT OR REPLACE INTO derived VALUES (?, ?)", (key, text))
+            if counter is not None:
+                _sign(self.db, counter)
             self.db.execute("COMMIT")
-        except sqlite3.Error:
+        except (sqlite3.Error, PtregError):
             with contextlib.suppress(sqlite3.Error):
                 self.db.execute("ROLLBACK")
         finally:
             with contextlib.suppress(sqlite3.Error):
                 self.db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
                 self.db.execute("BEGIN")
+        if not self.refresh.in_memory and not _current(self.db, self.root):
+            # another program wrote the file between the two transactions: checked again
+            self.close()
+            fresh = open_index(self.root)
+            self.db, self.refresh = fresh.db, fresh.refresh
 
     def _meta(self, key: str) -> str | None:
         row = self._one("SELECT value FROM meta WHERE key = ?", (key,))
@@ -544,27 +554,90 @@ def index_path(root: Path) -> Path:
 def usable_directory(root: Path) -> bool:
     """Whether the index may answer for ``root`` now: a registry directory with no import
     journal to finish (the full read reports the other cases, and finishes the journal)."""
-    return root.is_dir() and (root / REGISTRY_FILE).is_file() and not (root / JOURNAL_FILE).exists()
+    return root.is_dir() and (root / REGISTRY_FILE).is_file() and not os.path.lexists(root / JOURNAL_FILE)
 
 
 def open_index(root: Path, *, rebuild: bool = False, progress: Progress | None = None) -> Index:
     """The index of ``root``, checked against its files and brought up to date (``progress`` is
     told how many changed files are read). When the file cannot be used at all (a read-only
-    registry, a full disk), an index in memory answers."""
-    if rebuild:
+    registry, a full disk), an index in memory answers. A symlink, a folder or another user's
+    file under the index's names, or another program's database, is refused (ForeignFile) and
+    left as it is."""
+    why = _header_problem(root)  # refuses what is not ptreg's before SQLite opens anything
+    if rebuild or why is not None:
         _delete(root)
     try:
-        return _open(root, sqlite3.connect(index_path(root), timeout=BUSY_TIMEOUT_S, isolation_level=None), progress)
+        index = _open(root, _connect(root), progress)
     except sqlite3.Error as exc:
         if not _corrupt(exc):  # read-only, full, busy for too long: answered without the file
             return _in_memory(root, progress)
         _delete(root)
-    try:
-        index = _open(root, sqlite3.connect(index_path(root), timeout=BUSY_TIMEOUT_S, isolation_level=None), progress)
-    except sqlite3.Error:
-        return _in_memory(root, progress)
-    index.refresh.rebuilt = "the index file was corrupt"
+        why = "the index file was corrupt"
+        try:
+            index = _open(root, _connect(root), progress)
+        except sqlite3.Error:
+            return _in_memory(root, progress)
+    index.refresh.rebuilt = why or index.refresh.rebuilt
     return index
+
+
+def _connect(root: Path) -> sqlite3.Connection:
+    return sqlite3.connect(index_path(root), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+
+
+_ADVICE = "move it away; ptreg then builds its index anew"
+_SQLITE_MAGIC = b"SQLite format 3\0"
+
+
+def check_index_files(root: Path) -> bool:
+    """Whether the index file exists; ForeignFile when its name, or that of a journal SQLite
+    keeps beside it, holds a symlink, a folder or another user's file (SQLite would follow a
+    symlink and write the database it points to)."""
+    exists = check_working_file(index_path(root), _ADVICE)
+    for suffix in ("-journal", "-wal", "-shm"):
+        check_working_file(Path(str(index_path(root)) + suffix), _ADVICE)
+    return exists
+
+
+def _header(root: Path) -> bytes | None:
+    """The first 100 bytes of the index file (its SQLite header), read without following a
+    symlink; None when there is no file."""
+    if not check_index_files(root):
+        return None
+    try:
+        fd = open_working_file(index_path(root), os.O_RDONLY, _ADVICE)
+    except FileNotFoundError:
+        return None
+    try:
+        return os.pread(fd, 100, 0)
+    finally:
+        os.close(fd)
+
+
+def _header_problem(root: Path) -> str | None:
+    """Why the index file must be rebuilt before SQLite opens it (None: it may be opened);
+    ForeignFile when it is another program's database, which is left alone."""
+    head = _header(root)
+    if not head:
+        return None
+    if len(head) < 100 or not head.startswith(_SQLITE_MAGIC):
+        return "the index file was not a SQLite database"
+    application = int.from_bytes(head[68:72], "big")
+    pages = int.from_bytes(head[28:32], "big")
+    if application != APPLICATION_ID and (application != 0 or pages > 1):
+        raise ForeignFile(
+            index_path(root), f"a SQLite database of another program (application_id {application})", _ADVICE
+        )
+    if head[18] != 1 or head[19] != 1:  # WAL mode, which ptreg never sets: its change counter says nothing
+        return "the index file was changed by another program (WAL mode)"
+    return None
+
+
+def _change_counter(root: Path) -> int:
+    """The file change counter of the index's SQLite header: SQLite adds one for each
+    transaction that changes the file (in the rollback-journal mode ptreg keeps)."""
+    head = _header(root) or b""
+    return int.from_bytes(head[24:28], "big") if len(head) >= 28 else 0
 
 
 def _corrupt(exc: sqlite3.Error) -> bool:
@@ -574,33 +647,70 @@ def _corrupt(exc: sqlite3.Error) -> bool:
 
 
 def _in_memory(root: Path, progress: Progress | None = None) -> Index:
-    index = _open(root, sqlite3.connect(":memory:", isolation_level=None), progress)
+    index = _open(root, sqlite3.connect(":memory:", isolation_level=None), progress, on_disk=False)
     index.refresh.in_memory = True
     return index
 
 
 def _delete(root: Path) -> None:
+    check_index_files(root)  # never a symlink, a folder or another user's file
     for suffix in ("", "-journal", "-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(str(index_path(root)) + suffix)
 
 
-def _open(root: Path, db: sqlite3.Connection, progress: Progress | None = None) -> Index:
+def _open(root: Path, db: sqlite3.Connection, progress: Progress | None = None, *, on_disk: bool = True) -> Index:
     try:
-        db.execute("BEGIN IMMEDIATE")  # one updater at a time; readers of an unchanged index wait briefly
-        why = _unusable(db)
-        if why is not None:
-            _reset(db)
-        refresh = _refresh(root, db, progress)
-        refresh.rebuilt = why
-        crash_point()  # the files are read and the index updated, not yet committed
-        db.execute("COMMIT")
-        db.execute("BEGIN")  # the queries of one command read one state of the index
+        for _ in range(3):
+            db.execute("BEGIN IMMEDIATE")  # one updater at a time; readers of an unchanged index wait briefly
+            before = db.total_changes
+            counter = _change_counter(root) if on_disk else 0
+            why = _unusable(db) or (_unwritten(db, counter) if on_disk else None)
+            if why is not None:
+                _reset(db)
+            refresh = _refresh(root, db, progress)
+            refresh.rebuilt = why
+            if on_disk and (why is not None or db.total_changes > before):
+                _sign(db, counter)
+            crash_point()  # the files are read and the index updated, not yet committed
+            db.execute("COMMIT")
+            db.execute("BEGIN")  # the queries of one command read one state of the index
+            if not on_disk or _current(db, root):
+                break
+            db.execute("ROLLBACK")  # another program wrote it since the commit: checked again
+        else:
+            raise PtregError(f"{index_path(root)}: changed by another program while ptreg checked it; try again")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
             db.close()
         raise
     return Index(root, db, refresh)
+
+
+# Every transaction in which ptreg changes the index records, in it, the file change counter
+# the commit will leave (SQLite adds one per changing transaction). Any other writer (a row
+# inserted or a status edited by hand) moves the counter past the one recorded, and the index
+# is then rebuilt from the files: nothing it holds is believed unless ptreg's check wrote it.
+
+
+def _sign(db: sqlite3.Connection, counter: int) -> None:
+    """Record that this transaction, which changes the file, leaves the counter at ``counter + 1``."""
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('written', ?)", (str(counter + 1),))
+
+
+def _unwritten(db: sqlite3.Connection, counter: int) -> str | None:
+    """Why the index's rows are not those ptreg last wrote (None: they are)."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'written'").fetchone()
+    if row is None or str(row[0]) != str(counter):
+        return "the index file was changed by another program since ptreg wrote it"
+    return None
+
+
+def _current(db: sqlite3.Connection, root: Path) -> bool:
+    """Within a read transaction (which keeps writers out from its first read until it ends):
+    whether the index is still as ptreg last wrote it."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'written'").fetchone()  # the read lock first
+    return row is not None and str(row[0]) == str(_change_counter(root))
 
 
 def _unusable(db: sqlite3.Connection) -> str | None:
@@ -1018,7 +1128,7 @@ def update_after_write(root: Path) -> None:
     """Bring an existing index up to date with what a write just changed (called under the
     registry lock). No index yet: the next read builds one. It is only ever a cache, so a
     failure here is left for the next command's check to repair."""
-    if not index_path(root).exists() or not usable_directory(root):
+    if not os.path.lexists(index_path(root)) or not usable_directory(root):
         return
     with contextlib.suppress(sqlite3.Error, OSError, PtregError):
         open_index(root).close()
@@ -1027,17 +1137,20 @@ def update_after_write(root: Path) -> None:
 @dataclass
 class Difference:
     name: str
-    what: str  # "missing", "extra", "stale" or "differs"
+    what: str  # "missing", "extra", "stale", "differs" or "unsigned" (the index file itself)
 
 
 def compare_with_files(root: Path) -> tuple[list[Difference], int]:
     """Compare the index as it stands (without updating it) with a full read of every file:
     (what differs, how many files were compared). Used by `ptreg index --check`."""
 
+    if not check_index_files(root):
+        raise PtregError(f"{index_path(root)}: no index yet; `ptreg index --rebuild` builds it", 1)
+    header = _header_problem(root)
     # Not read-only: a hot journal left by a killed update must be rolled back before reading.
-    db = sqlite3.connect(index_path(root), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    db = _connect(root)
     try:
-        why = _unusable(db)
+        why = header or _unusable(db)
         if why is not None:
             raise PtregError(f"{index_path(root)}: {why}; `ptreg index --rebuild` builds it", 1)
         fresh = sqlite3.connect(":memory:", isolation_level=None)
@@ -1056,9 +1169,10 @@ def compare_with_files(root: Path) -> tuple[list[Difference], int]:
         ):
             skip = ", seen_ns" if table == "files" else ""
             columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})") if f", {r[1]}" != skip]
-            # the last check's digest and listing, and the watcher's number, are the index's own
+            # the last check's digest and listing, the watcher's number and the change counter
+            # ptreg left are the index's own
             # bookkeeping, not the files'
-            where = " WHERE key NOT IN ('checked', 'listing', 'watched')" if table == "meta" else ""
+            where = " WHERE key NOT IN ('checked', 'listing', 'watched', 'written')" if table == "meta" else ""
             select = f"SELECT {', '.join(columns)} FROM {table}{where}"
             stored = _grouped(db.execute(select).fetchall(), columns.index(key))
             wanted = _grouped(fresh.execute(select).fetchall(), columns.index(key))
@@ -1069,6 +1183,12 @@ def compare_with_files(root: Path) -> tuple[list[Difference], int]:
                     differences.append(Difference(_shown(table, k), "extra"))
                 elif stored[k] != wanted[k]:
                     differences.append(Difference(_shown(table, k), "stale" if table == "files" else "differs"))
+        db.execute("BEGIN")  # briefly: no writer commits between reading the value and the counter
+        try:
+            if not _current(db, root):  # rows or kept results edited by another program
+                differences.append(Difference(INDEX_FILE, "unsigned"))
+        finally:
+            db.execute("COMMIT")
         return _unique(differences), len(names)
     except sqlite3.DatabaseError as exc:
         raise PtregError(
@@ -1109,6 +1229,6 @@ def opened(root: Path) -> Iterator[Index]:
 
 def file_size(root: Path) -> int | None:
     try:
-        return os.stat(index_path(root)).st_size
+        return os.lstat(index_path(root)).st_size
     except OSError:
         return None

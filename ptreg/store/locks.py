@@ -2,9 +2,10 @@
 
 The registry lock is held around every read-modify-write (new, conclude, import, freeze, a
 run's files and link, repair), briefly; a long measurement holds only its attempt's run lock,
-so runs of different attempts proceed side by side. Both are ``flock`` locks (the
-``filelock`` package): the kernel releases them when their process dies, even by SIGKILL, so
-a killed ptreg never blocks the next one. Beside each lock a holder file names the process
+so runs of different attempts proceed side by side. Both are ``flock`` locks: the kernel
+releases them when their process dies, even by SIGKILL, so a killed ptreg never blocks the
+next one. A lock file is a working file (``workfiles.py``): opened without following a
+symlink, never truncated, and refused when its name holds anything but a regular file of ours. Beside each lock a holder file names the process
 (pid, command, time). It is removed on release, so finding one on acquiring means the last
 holder was killed mid-write: ptreg says so and what to check. When a lock stays busy, the
 message names the holder and what to do.
@@ -12,6 +13,7 @@ message names the holder and what to do.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
@@ -24,18 +26,22 @@ from typing import Any
 
 from ..clock import utc_now
 from ..errors import EXIT_CHECK_FAILED, PtregError
+from ..records.refs import check_id
 from ..text import printable
 from .index import update_after_write
 from .jsonio import atomic_write_text
+from .workfiles import ForeignFile, check_working_file, open_working_file, read_working_file
 
 LOCK_FILE = ".ptreg.lock"
 HOLDER_SUFFIX = ".holder"
 TIMEOUT_ENV = "PTREG_LOCK_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0  # seconds; every registry write is short, a wait this long means trouble
 
-# Locks this process holds: path -> (FileLock, depth). A command that holds the registry
+# Locks this process holds: path -> (descriptor, depth). A command that holds the registry
 # lock may call library code that takes it again.
-_held: dict[str, tuple[Any, int]] = {}
+_held: dict[str, tuple[int, int]] = {}
+POLL_S = 0.05  # how often a busy lock is tried again while waiting for it
+HOLDER_MAX_BYTES = 64 * 1024
 
 
 def _warn(message: str) -> None:
@@ -56,9 +62,11 @@ def timeout_seconds() -> float:
 
 
 def _holder_of(lock_path: Path) -> dict[str, Any] | None:
+    """What the holder file says, when it is one of ours (a symlink or a pipe is never read)."""
     try:
-        raw = json.loads(Path(str(lock_path) + HOLDER_SUFFIX).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_working_file(Path(str(lock_path) + HOLDER_SUFFIX), HOLDER_MAX_BYTES)
+        raw = json.loads(data) if data is not None else None
+    except (PtregError, ValueError):
         return None
     return raw if isinstance(raw, dict) else None
 
@@ -83,13 +91,15 @@ def describe_holder(holder: dict[str, Any] | None) -> str:
 
 
 def _write_holder(lock_path: Path) -> None:
+    path = Path(str(lock_path) + HOLDER_SUFFIX)
+    check_working_file(path, "remove it; ptreg writes its holder files itself")
     holder = {
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "command": ["ptreg", *sys.argv[1:]],
         "since": utc_now(),
     }
-    atomic_write_text(Path(str(lock_path) + HOLDER_SUFFIX), json.dumps(holder) + "\n")
+    atomic_write_text(path, json.dumps(holder) + "\n")
 
 
 @contextmanager
@@ -99,38 +109,59 @@ def _locked(
     busy: Callable[[dict[str, Any] | None, float], str],
     stale: Callable[[dict[str, Any]], str],
 ) -> Iterator[None]:
-    from filelock import FileLock, Timeout  # 26 ms to import: only for commands that write
-
     key = os.path.realpath(lock_path)
     if key in _held:
-        lock, depth = _held[key]
-        _held[key] = (lock, depth + 1)
+        fd, depth = _held[key]
+        _held[key] = (fd, depth + 1)
         try:
             yield
         finally:
-            lock, depth = _held[key]
-            _held[key] = (lock, depth - 1)
+            fd, depth = _held[key]
+            _held[key] = (fd, depth - 1)
         return
-    lock = FileLock(str(lock_path), timeout=timeout)
-    begun = time.monotonic()
-    try:
-        lock.acquire()
-    except Timeout:
-        raise PtregError(busy(_holder_of(lock_path), time.monotonic() - begun), EXIT_CHECK_FAILED) from None
-    except OSError as exc:
-        raise PtregError(f"{lock_path}: cannot lock: {exc.strerror or exc}") from None
-    _held[key] = (lock, 1)
+    fd = _acquire(lock_path, timeout, busy)
+    _held[key] = (fd, 1)
+    written = False
     try:
         previous = _holder_of(lock_path)
         if previous is not None:
             _warn(stale(previous))
         _write_holder(lock_path)
+        written = True
         yield
     finally:
         del _held[key]
-        with suppress(OSError):
-            os.unlink(str(lock_path) + HOLDER_SUFFIX)
-        lock.release()
+        if written:  # never what was under the name before (it may not be ours)
+            with suppress(OSError):
+                os.unlink(str(lock_path) + HOLDER_SUFFIX)
+        os.close(fd)  # releases the flock
+
+
+def _acquire(lock_path: Path, timeout: float, busy: Callable[[dict[str, Any] | None, float], str]) -> int:
+    """The descriptor of ``lock_path``, flocked exclusively, waiting up to ``timeout`` seconds.
+    Opened without O_TRUNC and without following a symlink: a lock file's name pointing at
+    another file must not empty or lock that file."""
+    advice = "remove it; ptreg makes its lock files itself"
+    try:
+        fd = open_working_file(lock_path, os.O_RDWR | os.O_CREAT, advice)
+    except ForeignFile:
+        raise
+    except OSError as exc:
+        raise PtregError(f"{lock_path}: cannot lock: {exc.strerror or exc}") from None
+    begun = time.monotonic()
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            waited = time.monotonic() - begun
+            if waited >= timeout:
+                os.close(fd)
+                raise PtregError(busy(_holder_of(lock_path), waited), EXIT_CHECK_FAILED) from None
+            time.sleep(min(POLL_S, max(timeout - waited, 0.001)))
+        except OSError as exc:
+            os.close(fd)
+            raise PtregError(f"{lock_path}: cannot lock: {exc.strerror or exc}") from None
 
 
 def registry_lock(root: Path, timeout: float | None = None) -> AbstractContextManager[None]:
@@ -174,11 +205,18 @@ def _then_index(lock: AbstractContextManager[None], root: Path, outermost: bool)
             update_after_write(root)
 
 
-def run_lock(root: Path, attempt_id: str) -> AbstractContextManager[None]:
-    """Hold the lock that keeps two runs of one attempt apart; refuse at once when it is taken."""
-    lock_path = root / f".ptreg-run-{attempt_id}.lock"
+def run_lock(root: Path, attempt_id: str, purpose: str = "run") -> AbstractContextManager[None]:
+    """Hold the lock that keeps two runs of one attempt apart, and a conclusion from a run in
+    progress (``purpose``: "run" or "conclude"); refuse at once when it is taken."""
+    lock_path = root / f".ptreg-run-{check_id(attempt_id)}.lock"
 
     def busy(holder: dict[str, Any] | None, waited: float) -> str:
+        if purpose == "conclude":
+            return (
+                f"{attempt_id} is being run by {describe_holder(holder)}; it cannot be concluded while its run "
+                f"measures. Conclude it when the run has finished (`ptreg show {attempt_id}` then lists it), "
+                "or stop the run: its finished samples are written as an interrupted run"
+            )
         return (
             f"{attempt_id} is already being run by {describe_holder(holder)}; runs of one attempt "
             f"are not measured side by side. Wait for it to finish (`ptreg show {attempt_id}` then lists it), "

@@ -11,12 +11,14 @@ arms and input digests: a changed evaluator is a new one, and needs consent agai
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 from pathlib import Path
 
 from ..errors import EXIT_UNUSABLE, PtregError
-from .jsonio import atomic_write_text, dumps_pretty, read_json
+from .jsonio import atomic_write_text, decode_json, dumps_pretty
+from .workfiles import open_working_file, read_working_file
 
 TRUST_FILE = "trusted-evaluators.json"
 FORMAT = "ptreg-trust"
@@ -37,12 +39,13 @@ def trust_file() -> Path:
 
 
 def trusted() -> set[str]:
-    """The sha256 of every evaluator this user consented to run; a damaged file is refused in
-    one line (never read as trusting nothing or everything)."""
+    """The sha256 of every evaluator this user consented to run; a damaged, linked or foreign
+    file is refused in one line (never read as trusting nothing or everything)."""
     path = trust_file()
-    if not os.path.lexists(path):
+    data = read_working_file(path, MAX_BYTES, "a consent file is ptreg's own; move it away and trust again")
+    if data is None:
         return set()
-    raw = read_json(path, MAX_BYTES)
+    raw = decode_json(data, str(path))
     if not isinstance(raw, dict) or raw.get("format") != FORMAT or not isinstance(raw.get("sha256"), list):
         raise PtregError(f"{path}: not a ptreg trust file (format {FORMAT!r} with a list sha256)", EXIT_UNUSABLE)
     found = raw["sha256"]
@@ -58,13 +61,16 @@ def is_trusted(sha256: str) -> bool:
 
 def trust(sha256: str) -> bool:
     """Record consent to run this evaluator; False when it was recorded already."""
-    from filelock import FileLock  # two freezes at once must not drop each other's consent
-
     directory = config_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(directory / f".{TRUST_FILE}.lock")):
+    # two freezes at once must not drop each other's consent
+    fd = open_working_file(directory / f".{TRUST_FILE}.lock", os.O_RDWR | os.O_CREAT, "remove it; ptreg makes it")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         known = trusted()
         if sha256 in known:
             return False
         atomic_write_text(trust_file(), dumps_pretty({"format": FORMAT, "sha256": sorted(known | {sha256})}))
+    finally:
+        os.close(fd)  # releases the flock
     return True

@@ -26,6 +26,8 @@ import contextlib
 import json
 import os
 import socket
+import stat
+import struct
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -83,13 +85,28 @@ def ask(root: Path, watcher: str | None, since: int | None) -> Answer | None:
         return None
     try:
         with directory(root) as fd, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            if not _ours(os.stat(SOCKET_FILE, dir_fd=fd, follow_symlinks=False)):
+                return None  # a symlink, a file, or another user's socket: every file is checked
             conn.settimeout(ASK_TIMEOUT_S)
             conn.connect(socket_path(fd))
+            if _peer_uid(conn) != os.geteuid():
+                return None  # a process of another user is not believed about what changed
             conn.sendall(json.dumps({"watcher": watcher, "since": since}).encode() + b"\n")
             reply = read_line(conn)
     except OSError:  # no watcher (no socket, or one left by a killed watcher), or it timed out
         return None
     return _answer(reply)
+
+
+def _ours(info: os.stat_result) -> bool:
+    """Whether the socket's name holds a socket of this user (connect() would follow a symlink)."""
+    return stat.S_ISSOCK(info.st_mode) and info.st_uid == os.geteuid()
+
+
+def _peer_uid(conn: socket.socket) -> int | None:
+    """The user id of the process at the other end of a Unix socket (Linux's SO_PEERCRED)."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
 
 
 def read_line(conn: socket.socket, most: int | None = None) -> bytes:

@@ -17,6 +17,7 @@ import secrets
 import selectors
 import signal
 import socket
+import stat
 import struct
 import sys
 import threading
@@ -28,6 +29,7 @@ from typing import Any
 from ..errors import PtregError
 from .names import SOCKET_FILE
 from .watch import ASK_TIMEOUT_S, REQUEST_MAX_BYTES, Answer, directory, is_count, read_line, socket_path
+from .workfiles import ForeignFile, problem_with
 
 # inotify's event bits (linux/inotify.h)
 IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE = 0x2, 0x4, 0x8
@@ -168,17 +170,29 @@ def serve(root: Path, ready: Callable[[str], None] | None = None, stop: threadin
             finally:
                 inotify.close()
                 with contextlib.suppress(OSError):
-                    os.unlink(SOCKET_FILE, dir_fd=fd)
+                    if _own_socket(os.stat(SOCKET_FILE, dir_fd=fd, follow_symlinks=False)):
+                        os.unlink(SOCKET_FILE, dir_fd=fd)  # never what another left under the name
     except OSError as exc:  # e.g. a read-only directory, or the user's inotify watches used up
         raise PtregError(f"{root}: cannot watch it: {exc.strerror or exc}") from None
+
+
+def _own_socket(info: os.stat_result) -> bool:
+    return stat.S_ISSOCK(info.st_mode) and info.st_uid == os.geteuid()
 
 
 def _answer_until_stopped(
     root: Path, fd: int, inotify: _Inotify, ready: Callable[[str], None] | None, stop: threading.Event | None
 ) -> str:
     log = ChangeLog(f"{os.getpid()}-{secrets.token_hex(8)}")
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(SOCKET_FILE, dir_fd=fd)  # left by a watcher that was killed (we hold the lock)
+    try:
+        left = os.stat(SOCKET_FILE, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        pass
+    else:
+        problem = None if _own_socket(left) else problem_with(left) or "is a file, not the watcher's socket"
+        if problem is not None:
+            raise ForeignFile(root / SOCKET_FILE, problem, "move it away; the watcher makes its socket itself")
+        os.unlink(SOCKET_FILE, dir_fd=fd)  # a socket left by a watcher that was killed (we hold the lock)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     mask = os.umask(0o077)  # only this user may ask
     try:

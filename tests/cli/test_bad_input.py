@@ -21,7 +21,9 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +206,148 @@ def symlink_run_folder_outside(root: Path, outside: Path, work: Path) -> None:
     (root / "runs" / "measured").symlink_to(target, target_is_directory=True)
 
 
+# ---- ptreg's own working files, and the paths they make it write or delete (cases-working-files.json):
+# a site manifest naming paths outside its directory, working files that are symlinks, folders
+# or another program's, journals that name paths through symlinks, forged index rows.
+
+
+def _site_with_manifest(work: Path, pages: dict[str, Any]) -> Path:
+    out = work / "site"
+    out.mkdir()
+    (out / ".ptreg-site.json").write_text(json.dumps({"format": "ptreg-site", "pages": pages}), encoding="utf-8")
+    return out
+
+
+def site_manifest_parent_path(root: Path, outside: Path, work: Path) -> Path:
+    # the issue's case: ../<registry>/registry.json, relative to the site
+    return _site_with_manifest(work, {os.path.relpath(root / "registry.json", work / "site"): {}})
+
+
+def site_manifest_absolute_path(root: Path, outside: Path, work: Path) -> Path:
+    (outside / "victim.html").write_text("keep me", encoding="utf-8")
+    return _site_with_manifest(work, {str(outside / "victim.html"): {}})
+
+
+def site_manifest_not_a_page(root: Path, outside: Path, work: Path) -> Path:
+    return _site_with_manifest(work, {"index.html": {}, "attempts/measured.json": {}})
+
+
+def site_manifest_symlink(root: Path, outside: Path, work: Path) -> Path:
+    target = outside / "manifest.json"
+    target.write_text(json.dumps({"format": "ptreg-site", "pages": {"attempts/measured.html": {}}}), encoding="utf-8")
+    out = work / "site"
+    out.mkdir()
+    (out / ".ptreg-site.json").symlink_to(target)
+    return out
+
+
+def site_folder_symlink(root: Path, outside: Path, work: Path) -> Path:
+    """A site ptreg built, whose attempts/ is now a symlink to a folder outside holding a page."""
+    out = _site_with_manifest(work, {"index.html": {}, "attempts/measured.html": {}})
+    (outside / "measured.html").write_text("keep me", encoding="utf-8")
+    (out / "attempts").symlink_to(outside, target_is_directory=True)
+    return out
+
+
+def _other_database(path: Path) -> None:
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("CREATE TABLE precious (x TEXT)")
+        db.execute("INSERT INTO precious VALUES ('keep me')")
+
+
+def index_symlink_to_database(root: Path, outside: Path, work: Path) -> None:
+    _other_database(outside / "other.db")
+    (root / INDEX_FILE).unlink(missing_ok=True)
+    (root / INDEX_FILE).symlink_to(outside / "other.db")
+
+
+def index_dangling_symlink(root: Path, outside: Path, work: Path) -> None:
+    (root / INDEX_FILE).unlink(missing_ok=True)
+    (root / INDEX_FILE).symlink_to(outside / "created-here.db")
+
+
+def index_journal_symlink(root: Path, outside: Path, work: Path) -> None:
+    (outside / "victim.txt").write_text("keep me", encoding="utf-8")
+    Path(f"{root / INDEX_FILE}-journal").symlink_to(outside / "victim.txt")
+
+
+def index_wal_symlink(root: Path, outside: Path, work: Path) -> None:
+    (outside / "victim.txt").write_text("keep me", encoding="utf-8")
+    Path(f"{root / INDEX_FILE}-wal").symlink_to(outside / "victim.txt")
+
+
+def index_is_directory(root: Path, outside: Path, work: Path) -> None:
+    (root / INDEX_FILE).unlink(missing_ok=True)
+    (root / INDEX_FILE).mkdir()
+
+
+def index_foreign_database(root: Path, outside: Path, work: Path) -> None:
+    (root / INDEX_FILE).unlink(missing_ok=True)
+    _other_database(root / INDEX_FILE)
+
+
+def index_forged_row(root: Path, outside: Path, work: Path) -> None:
+    """The index built, then a row (and a files row) inserted for an attempt no file holds."""
+    from ptreg.store.index import ATTEMPT_COLUMNS, open_index
+
+    open_index(root).close()
+    row = dict.fromkeys(ATTEMPT_COLUMNS)
+    row.update(stem="ghost", raw_id="ghost", id="ghost", status="worked", family="runtime-perf", dumped=1)
+    row.update(kind="runtime-benchmark", has_condition=0, ledger_time="2030-01-01T00:00:00Z")
+    with closing(sqlite3.connect(root / INDEX_FILE)) as db, db:
+        db.execute(f"INSERT INTO attempts VALUES ({', '.join('?' * len(row))})", tuple(row.values()))
+        db.execute("INSERT INTO files VALUES ('ghost.json', 10, 1, 1, 1, 'ab', 1)")
+
+
+def _journal(root: Path, renames: list[list[str]]) -> None:
+    document = {"journal_version": 1, "operation": "import", "pid": 1, "renames": renames}
+    (root / ".ptreg-journal.json").write_text(json.dumps(document), encoding="utf-8")
+
+
+def journal_symlink(root: Path, outside: Path, work: Path) -> None:
+    (outside / "journal.json").write_text(json.dumps({"journal_version": 1, "renames": []}), encoding="utf-8")
+    (root / ".ptreg-journal.json").symlink_to(outside / "journal.json")
+
+
+def journal_is_directory(root: Path, outside: Path, work: Path) -> None:
+    (root / ".ptreg-journal.json").mkdir()
+
+
+def journal_target_through_symlink(root: Path, outside: Path, work: Path) -> None:
+    (root / ".staged.abc.tmp").write_text(json.dumps(complete_record("planted")), encoding="utf-8")
+    (root / "shelf").symlink_to(outside, target_is_directory=True)
+    _journal(root, [[".staged.abc.tmp", "shelf/planted.json"]])
+
+
+def journal_staged_symlink(root: Path, outside: Path, work: Path) -> None:
+    (outside / "planted.json").write_text(json.dumps(complete_record("planted")), encoding="utf-8")
+    (root / ".staged.abc.tmp").symlink_to(outside / "planted.json")
+    _journal(root, [[".staged.abc.tmp", "planted.json"]])
+
+
+def _victim(outside: Path) -> Path:
+    (outside / "victim.txt").write_text("keep me: a lock file opened with O_TRUNC would empty this", encoding="utf-8")
+    return outside / "victim.txt"
+
+
+def lock_symlink(root: Path, outside: Path, work: Path) -> None:
+    (root / ".ptreg.lock").unlink(missing_ok=True)  # left by the base registry's writes
+    (root / ".ptreg.lock").symlink_to(_victim(outside))
+
+
+def lock_is_directory(root: Path, outside: Path, work: Path) -> None:
+    (root / ".ptreg.lock").unlink(missing_ok=True)
+    (root / ".ptreg.lock").mkdir()
+
+
+def lock_holder_symlink(root: Path, outside: Path, work: Path) -> None:
+    (root / ".ptreg.lock.holder").symlink_to(_victim(outside))
+
+
+def run_lock_symlink(root: Path, outside: Path, work: Path) -> None:
+    (root / ".ptreg-run-measured.lock").symlink_to(_victim(outside))
+
+
 Generator = Callable[[Path, Path, Path], Path | None]
 GENERATORS: dict[str, Generator] = {
     f.__name__: f
@@ -221,6 +365,27 @@ GENERATORS: dict[str, Generator] = {
         symlink_evaluator_outside,
         symlink_evaluators_dir_outside,
         symlink_run_folder_outside,
+        # ptreg's own working files
+        site_manifest_parent_path,
+        site_manifest_absolute_path,
+        site_manifest_not_a_page,
+        site_manifest_symlink,
+        site_folder_symlink,
+        index_symlink_to_database,
+        index_dangling_symlink,
+        index_journal_symlink,
+        index_wal_symlink,
+        index_is_directory,
+        index_foreign_database,
+        index_forged_row,
+        journal_symlink,
+        journal_is_directory,
+        journal_target_through_symlink,
+        journal_staged_symlink,
+        lock_symlink,
+        lock_is_directory,
+        lock_holder_symlink,
+        run_lock_symlink,
     )
 }
 

@@ -134,6 +134,29 @@ def test_a_broken_file_is_ignored_and_replaced(tmp_path: Path, content: str) -> 
     assert numba_tiles.remembered(path) == entry_for()
 
 
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "directory"])
+def test_a_cache_name_holding_a_symlink_pipe_or_folder_is_neither_read_nor_replaced(tmp_path: Path, kind: str) -> None:
+    """The cache is a working file: a symlink is never followed (its target, a valid cache
+    here, is not believed), a pipe never waited on, and remembering leaves the name alone."""
+    path = tmp_path / "numba-tiles.json"
+    target = tmp_path / "elsewhere.json"
+    target.write_text(
+        json.dumps({"format": 1, "entries": {numba_tiles.key_id(numba_tiles.machine_key()): entry_for()}})
+    )
+    kept = target.read_bytes()
+    if kind == "symlink":
+        path.symlink_to(target)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    assert numba_tiles.remembered(path) is None
+    with pytest.raises(OSError, match="not ptreg's cache file; left alone"):
+        numba_tiles.remember(entry_for(), path)
+    assert target.read_bytes() == kept
+    assert path.is_symlink() if kind == "symlink" else (path.is_dir() if kind == "directory" else path.is_fifo())
+
+
 def test_a_foreign_or_stale_entry_is_never_trusted(tmp_path: Path) -> None:
     path = tmp_path / "numba-tiles.json"
     own_id = numba_tiles.key_id(numba_tiles.machine_key())

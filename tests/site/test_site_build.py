@@ -160,6 +160,75 @@ def test_a_directory_that_is_not_a_site_is_refused(cli: Callable[..., Result], t
     assert snapshot(root) == before
 
 
+@pytest.mark.parametrize(
+    "page",
+    [
+        "../registry/registry.json",  # the issue's case: a record of the registry beside the site
+        "{victim}",  # an absolute path
+        "attempts/../../victim.txt",
+        "attempts/fine.json",  # inside, but not a page ptreg writes
+        "",
+        "index.html/../../victim.txt",
+    ],
+)
+def test_a_forged_manifest_deletes_nothing(cli: Callable[..., Result], tmp_path: Path, page: str) -> None:
+    """A manifest naming any path that is not a page ptreg writes is not ptreg's: the directory
+    is refused as foreign in one line; forced, it is built into, and nothing the manifest names
+    is removed."""
+    root = write_registry(tmp_path / "registry", [complete_record("fine")])
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    out = tmp_path / "site"
+    out.mkdir()
+    forged = page.replace("{victim}", str(victim))
+    (out / ".ptreg-site.json").write_text(json.dumps({"format": "ptreg-site", "pages": {forged: {}}}))
+    before = snapshot(root), snapshot(out)
+    result = cli("--registry", root, "site", "-o", out)
+    assert_one_line_error(result, 2, str(out), "not a site ptreg built", "--force")
+    assert (snapshot(root), snapshot(out)) == before and victim.read_text() == "keep me"
+    assert cli("--registry", root, "site", "-o", out, "--force").code == 0
+    assert snapshot(root) == before[0] and victim.read_text() == "keep me"
+    assert forged not in json.loads((out / ".ptreg-site.json").read_text())["pages"]
+
+
+def test_a_manifest_that_is_a_symlink_is_not_read(cli: Callable[..., Result], tmp_path: Path) -> None:
+    root = write_registry(tmp_path / "registry", [complete_record("fine")])
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"format": "ptreg-site", "pages": {"attempts/fine.html": {}}}))
+    out = tmp_path / "site"
+    out.mkdir()
+    (out / ".ptreg-site.json").symlink_to(elsewhere)
+    result = cli("--registry", root, "site", "-o", out)
+    assert_one_line_error(result, 2, str(out), ".ptreg-site.json is a symlink")
+    assert (out / ".ptreg-site.json").is_symlink() and sorted(p.name for p in out.iterdir()) == [".ptreg-site.json"]
+    forced = cli("--registry", root, "site", "-o", out, "--force")  # nor replaced when forced
+    assert_one_line_error(forced, 2, f"{out / '.ptreg-site.json'}: is a symlink", "left alone")
+    assert (out / ".ptreg-site.json").is_symlink() and sorted(p.name for p in out.iterdir()) == [".ptreg-site.json"]
+    (out / ".ptreg-site.json").unlink()
+    (out / ".ptreg-site.json").mkdir()
+    forced = cli("--registry", root, "site", "-o", out, "--force")
+    assert_one_line_error(forced, 2, f"{out / '.ptreg-site.json'}: is a directory", "left alone")
+
+
+def test_a_symlinked_folder_in_a_site_is_never_written_or_deleted_through(
+    cli: Callable[..., Result], tmp_path: Path
+) -> None:
+    """A previous site whose attempts/ (or runs/<id>/) was replaced by a symlink to a folder
+    elsewhere: the rebuild is refused at that folder, and the files there keep their bytes."""
+    root = write_registry(tmp_path / "registry", [complete_record("fine"), complete_record("gone")])
+    out = tmp_path / "site"
+    assert cli("--registry", root, "site", "-o", out).code == 0
+    (root / "gone.json").unlink()  # its page is one the rebuild removes
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(out / "attempts", elsewhere)
+    (out / "attempts").symlink_to(elsewhere, target_is_directory=True)
+    kept = snapshot(elsewhere)
+    assert set(kept) == {"fine.html", "gone.html"}
+    result = cli("--registry", root, "site", "-o", out)
+    assert_one_line_error(result, 2, f"{out / 'attempts'}: a symlink inside {out}", "never writes or deletes through")
+    assert snapshot(elsewhere) == kept and (out / "attempts").is_symlink()
+
+
 def test_default_output_is_beside_the_registry(cli: Callable[..., Result], tmp_path: Path) -> None:
     root = write_registry(tmp_path / "attempts", [complete_record("fine")])
     assert cli("--registry", root, "site").code == 0

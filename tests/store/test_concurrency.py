@@ -129,6 +129,53 @@ def test_a_second_run_of_the_same_attempt_is_refused_while_the_first_goes_on(tmp
     assert len(record["runs"]) == 1
 
 
+CONCLUDE = ("--status", "failed", "--lesson", "l", "--next-action", "n", "--failure-reason", "r", "--confidence", "inferred")  # fmt: skip
+
+
+def test_a_conclusion_is_refused_while_a_run_of_the_attempt_goes_on(tmp_path: Path) -> None:
+    """As a second run is: at once, in one line naming the running process, nothing written;
+    the run then links to the record it started on, and the conclusion goes through after."""
+    from helpers import snapshot
+
+    root, first = start_run(tmp_path, "run-then-conclude", "#76", timed_steps=40)
+    before = snapshot(root)
+    code, _out, err = finish(ptreg(root, "conclude", "run-then-conclude", *CONCLUDE))
+    assert code == 1 and "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert f"run-then-conclude is being run by pid {first.pid}" in lines[0] and " run run-then-conclude`" in lines[0]
+    assert "cannot be concluded while its run measures" in lines[0]
+    assert snapshot(root) == before
+    code, _, err = finish(first)
+    assert code == 0, err
+    record = json.loads((root / "run-then-conclude.json").read_text())
+    assert record["status"] == "not-tried" and len(record["runs"]) == 1
+    code, _, err = finish(ptreg(root, "conclude", "run-then-conclude", *CONCLUDE))
+    assert code == 0, err
+    assert json.loads((root / "run-then-conclude.json").read_text())["status"] == "failed"
+
+
+def test_a_lock_or_holder_file_that_is_a_symlink_is_refused_and_its_target_kept(tmp_path: Path) -> None:
+    """A lock file is opened without following a symlink and never truncated: a name pointing
+    at another file neither empties nor locks it."""
+    from helpers import snapshot
+
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    victim = tmp_path / "victim.txt"
+    for name in (".ptreg.lock", ".ptreg.lock.holder", ".ptreg-run-seed-record.lock"):
+        victim.write_text("keep me\n", encoding="utf-8")
+        (root / name).symlink_to(victim)
+        before = snapshot(root)
+        code, _, err = finish(ptreg(root, "conclude", "seed-record", *CONCLUDE))
+        assert code == 2 and "Traceback" not in err, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"ptreg: error: {root / name}: is a symlink"), lines
+        assert "left alone" in lines[0]
+        assert victim.read_text(encoding="utf-8") == "keep me\n"
+        assert (root / name).is_symlink() and snapshot(root) == before
+        (root / name).unlink()
+
+
 def test_a_lock_left_by_a_killed_writer_is_reported_and_does_not_block(tmp_path: Path) -> None:
     root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
     ref = freeze_evaluator(root, **TINY)

@@ -187,12 +187,20 @@ def test_a_change_within_one_clock_tick_is_rehashed(registry: Path) -> None:
         )
         db.execute("UPDATE meta SET value = ? WHERE key = 'checked'", (f"{seen} {digest}",))
         assert db.execute("SELECT changes()").fetchone() == (1,)
+        _as_ptreg_wrote(db, registry)
     index = open_index(registry)
     try:
         assert index.refresh.reread == ["c1.json"]
     finally:
         index.close()
     assert_agrees(registry)
+
+
+def _as_ptreg_wrote(db: sqlite3.Connection, root: Path) -> None:
+    """Within a transaction that edits the index: sign it as ptreg's own writes do, so that the
+    edit stands for a state ptreg could have left (a test of what the stamps alone decide)."""
+    counter = index_module._change_counter(root)
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('written', ?)", (str(counter + 1),))
 
 
 def test_a_deleted_file_is_gone_from_the_answers(registry: Path) -> None:
@@ -319,7 +327,7 @@ def _garbage(path: Path) -> None:
     path.write_bytes(os.urandom(5000))
 
 
-@pytest.mark.parametrize("damage", [_damage_header, _foreign, _other_schema, _missing_table, _truncated, _garbage])
+@pytest.mark.parametrize("damage", [_damage_header, _other_schema, _missing_table, _truncated, _garbage])
 def test_a_corrupt_foreign_or_outdated_index_is_rebuilt_never_used(cli, registry: Path, damage) -> None:
     expected = cli("-r", registry, "streaks", "--json").out
     damage(index_path(registry))
@@ -333,8 +341,13 @@ def test_a_corrupt_foreign_or_outdated_index_is_rebuilt_never_used(cli, registry
     assert cli("-r", registry, "index", "--check").code == 0
 
 
-def test_an_index_that_cannot_be_written_answers_from_memory(cli, registry: Path) -> None:
-    index_path(registry).mkdir()  # in the way, as a read-only or full disk would be
+def test_an_index_that_cannot_be_written_answers_from_memory(
+    cli, registry: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def read_only(root: Path) -> sqlite3.Connection:  # as a read-only or full disk would refuse it
+        return sqlite3.connect(f"file:{index_path(root)}?mode=ro", uri=True, isolation_level=None)
+
+    monkeypatch.setattr(index_module, "_connect", read_only)
     index = open_index(registry)
     try:
         assert index.refresh.in_memory
@@ -343,6 +356,132 @@ def test_an_index_that_cannot_be_written_answers_from_memory(cli, registry: Path
     assert_agrees(registry)
     result = cli("-r", registry, "list")
     assert result.code == 0 and f"of {len(chain_records())} attempts" in result.out, result
+
+
+# --------------------------------------------------------------------------- never another's file
+
+
+def _symlink_to_another_database(registry: Path, outside: Path) -> Path:
+    target = outside / "other.db"
+    with closing(sqlite3.connect(target)) as db, db:
+        db.execute("CREATE TABLE precious (x)")
+        db.execute("INSERT INTO precious VALUES ('keep me')")
+    index_path(registry).unlink(missing_ok=True)
+    index_path(registry).symlink_to(target)
+    return target
+
+
+def _dangling_symlink(registry: Path, outside: Path) -> Path:
+    index_path(registry).unlink(missing_ok=True)
+    index_path(registry).symlink_to(outside / "not-yet.db")
+    return outside / "not-yet.db"
+
+
+def _journal_symlink(registry: Path, outside: Path) -> Path:
+    target = outside / "victim.txt"
+    target.write_text("keep me\n", encoding="utf-8")
+    Path(f"{index_path(registry)}-journal").symlink_to(target)
+    return target
+
+
+def _wal_symlink(registry: Path, outside: Path) -> Path:
+    target = outside / "victim.txt"
+    target.write_text("keep me\n", encoding="utf-8")
+    Path(f"{index_path(registry)}-wal").symlink_to(target)
+    return target
+
+
+def _a_directory(registry: Path, outside: Path) -> Path:
+    index_path(registry).unlink(missing_ok=True)
+    index_path(registry).mkdir()
+    (index_path(registry) / "kept").write_text("keep me\n", encoding="utf-8")
+    return index_path(registry) / "kept"
+
+
+def _another_programs_database(registry: Path, outside: Path) -> Path:
+    index_path(registry).unlink(missing_ok=True)
+    with closing(sqlite3.connect(index_path(registry))) as db, db:
+        db.execute("CREATE TABLE photos (id INTEGER)")
+        db.execute("INSERT INTO photos VALUES (1)")
+    return index_path(registry)
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        _symlink_to_another_database,
+        _dangling_symlink,
+        _journal_symlink,
+        _wal_symlink,
+        _a_directory,
+        _another_programs_database,
+    ],
+)
+@pytest.mark.parametrize("command", [["list"], ["streaks"], ["index"], ["index", "--rebuild"], ["index", "--check"]])
+def test_an_index_name_holding_what_ptreg_did_not_make_is_refused_and_left_alone(
+    cli, registry: Path, tmp_path: Path, plant, command: list[str]
+) -> None:
+    """A symlink (to a database, or dangling), a folder, or another program's SQLite database
+    under the index's name or its journals': one line, exit 2, and neither it nor what it
+    points to changes (SQLite would follow the symlink and drop the other database's tables)."""
+    open_index(registry).close()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = plant(registry, outside)
+    planted = {p.name: (os.readlink(p) if p.is_symlink() else p.is_dir()) for p in registry.glob(".ptreg-index*")}
+    before = target.read_bytes() if target.is_file() else None
+    result = cli("-r", registry, *command)
+    assert result.code == 2, (result.out, result.err)
+    lines = result.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"ptreg: error: {registry}/.ptreg-index.sqlite"), lines
+    assert "left alone" in lines[0] and "Traceback" not in result.err
+    assert (target.read_bytes() if target.is_file() else None) == before
+    assert not (outside / "not-yet.db").exists()
+    after = {p.name: (os.readlink(p) if p.is_symlink() else p.is_dir()) for p in registry.glob(".ptreg-index*")}
+    assert after == planted
+
+
+def test_rows_without_a_file_are_never_believed(cli, registry: Path) -> None:
+    """Rows inserted by hand for an attempt no file holds, with a files row to match: never
+    listed, never counted; the index is rebuilt from the files."""
+    count = len(chain_records())
+    expected = cli("-r", registry, "list", "--json").out
+    with closing(sqlite3.connect(index_path(registry))) as db, db:
+        stem = "ghost"
+        row = dict.fromkeys(index_module.ATTEMPT_COLUMNS)
+        row.update(stem=stem, raw_id=stem, id=stem, status="worked", family="runtime-perf", kind="runtime-benchmark")
+        row.update(ledger_time="2030-01-01T00:00:00Z", dumped=1, has_condition=0)
+        db.execute(f"INSERT INTO attempts VALUES ({', '.join('?' * len(row))})", tuple(row.values()))
+        db.execute("INSERT INTO files VALUES ('ghost.json', 10, 1, 1, 1, 'ab', 1)")
+    status = cli("-r", registry, "index", "--json").json()  # the issue's "up to date; 15 record files"
+    assert status["records"] == count and status["valid"] == count
+    assert status["rebuilt"] == "the index file was changed by another program since ptreg wrote it"
+    assert cli("-r", registry, "index", "--check").code == 0
+    assert cli("-r", registry, "list", "--json").out == expected
+    lineage = cli("-r", registry, "lineage", "ghost")
+    assert lineage.code == 1 and "no attempt 'ghost'" in lineage.err
+
+
+def test_a_status_edited_in_the_index_does_not_change_the_gate(cli, registry: Path) -> None:
+    """A negative status made positive in the index (and a kept streak result forged) by hand:
+    the streaks, and the gate's streak check that reads them, answer from the files."""
+    expected = cli("-r", registry, "streaks", "--json").out
+    with closing(sqlite3.connect(index_path(registry))) as db, db:
+        db.execute("UPDATE attempts SET status = 'worked' WHERE status IN ('failed', 'regressed')")
+        db.execute("UPDATE derived SET value = '[]'")
+    assert cli("-r", registry, "streaks", "--json").out == expected
+    rebuilt = cli("-r", registry, "index", "--json").json()
+    assert rebuilt["rebuilt"] is None and rebuilt["reread"] == 0
+    with closing(sqlite3.connect(index_path(registry))) as db, db:
+        db.execute("UPDATE attempts SET status = 'worked' WHERE status IN ('failed', 'regressed')")
+    check = cli("-r", registry, "index", "--check")
+    assert check.code == 1 and ".ptreg-index.sqlite: changed by another program" in check.out, check.out
+    index = open_index(registry)
+    try:
+        assert index.refresh.rebuilt == "the index file was changed by another program since ptreg wrote it"
+    finally:
+        index.close()
+    assert_agrees(registry)
 
 
 def test_deleting_the_index_at_any_time_is_harmless(cli, registry: Path) -> None:

@@ -247,3 +247,47 @@ def test_default_meta_round_trips(tmp_path: Path) -> None:
     root = tmp_path / "reg"
     init_registry(root)
     assert load_meta(root) == default_meta()
+
+
+# --------------------------------------------------------------------------- paths a journal or manifest names
+
+
+def test_a_journal_through_a_symlinked_folder_is_refused_before_its_commit_point(tmp_path: Path) -> None:
+    """Checked before the journal is written: a refusal leaves no journal for every later
+    command to trip on, and nothing lands outside the registry."""
+    from ptreg.store.journal import commit
+    from ptreg.store.names import JOURNAL_FILE
+
+    root = write_registry(tmp_path / "reg", [complete_record("kept")])
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "shelf").symlink_to(outside, target_is_directory=True)
+    staged = jsonio.stage_text(root, json.dumps(complete_record("planted")), prefix=".planted.json.")
+    before = snapshot(root)
+    with pytest.raises(PtregError, match=r"shelf: a symlink inside .*, named by .*\.ptreg-journal\.json"):
+        commit(root, [(Path(staged).name, "shelf/planted.json")], "import")
+    assert not os.path.lexists(root / JOURNAL_FILE) and list(outside.iterdir()) == []
+    assert snapshot(root) == before
+
+
+def test_a_journal_replaces_a_symlinked_record_never_what_it_points_to(tmp_path: Path) -> None:
+    from ptreg.store.journal import commit
+
+    root = write_registry(tmp_path / "reg", [])
+    (root / "shelf").mkdir()
+    (root / "shelf" / "kept.json").write_text("shelved", encoding="utf-8")
+    (root / "kept.json").symlink_to(Path("shelf") / "kept.json")
+    staged = jsonio.stage_text(root, "new", prefix=".kept.json.")
+    commit(root, [(Path(staged).name, "kept.json")], "import")
+    assert not (root / "kept.json").is_symlink() and (root / "kept.json").read_text(encoding="utf-8") == "new"
+    assert (root / "shelf" / "kept.json").read_text(encoding="utf-8") == "shelved"
+
+
+@pytest.mark.parametrize(
+    "name", ["/etc/passwd", "../x.json", "a/../../x.json", "a//b.json", "./a.json", "a\\b.json", "", "a\0b", 7]
+)
+def test_inside_refuses_any_name_that_is_not_a_plain_path_below(tmp_path: Path, name: object) -> None:
+    from ptreg.store.workfiles import inside
+
+    with pytest.raises(PtregError, match=r"the test's manifest: names .*nothing written or deleted"):
+        inside(tmp_path, name, "the test's manifest")

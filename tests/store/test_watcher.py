@@ -222,6 +222,41 @@ def test_an_answer_that_is_not_a_watchers_is_not_trusted(registry: Path, reply: 
         listener.close()
 
 
+def test_a_socket_name_that_is_a_symlink_to_another_watcher_is_not_asked(tmp_path: Path, registry: Path) -> None:
+    """The socket is a working file: a symlink under its name (here to the watcher of another
+    registry, which would vouch for that one's files) is never connected to; every file is
+    checked instead, and the link is left as it is."""
+    other = write_registry(tmp_path / "other", chain_records())
+    _refreshed(registry)
+    with watching(other):
+        assert ask(other, None, None) is not None  # that watcher answers for its own registry
+        (registry / SOCKET_FILE).symlink_to(other / SOCKET_FILE)
+        assert ask(registry, None, None) is None
+        assert (registry / SOCKET_FILE).is_symlink()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "file", "directory"])
+def test_a_watcher_refuses_a_socket_name_holding_anything_but_its_socket(
+    cli, tmp_path: Path, registry: Path, kind: str
+) -> None:
+    """`ptreg index --watch` replaces a socket a killed watcher left, and nothing else: a
+    symlink, a file or a folder under the socket's name is refused in one line and kept."""
+    target = tmp_path / "victim.txt"
+    target.write_text("keep me", encoding="utf-8")
+    name = registry / SOCKET_FILE
+    if kind == "symlink":
+        name.symlink_to(target)
+    elif kind == "file":
+        name.write_text("keep me", encoding="utf-8")
+    else:
+        name.mkdir()
+    result = cli("-r", registry, "index", "--watch")
+    assert result.code == 2 and "Traceback" not in result.err, result.err
+    assert result.err.count("\n") == 1 and f"{name}: " in result.err and "left alone" in result.err
+    assert target.read_text(encoding="utf-8") == "keep me"
+    assert name.is_symlink() if kind == "symlink" else (name.is_file() if kind == "file" else name.is_dir())
+
+
 def test_a_symlinked_record_is_read_again_by_every_watched_command(tmp_path: Path, registry: Path) -> None:
     target = tmp_path / "elsewhere.json"
     shutil.move(registry / "c4.json", target)
