@@ -28,6 +28,7 @@ from .refs import (
     EVALUATOR_REF_PATTERN,
     ID_MAX_LENGTH,
     ID_PATTERN,
+    INT_MAX,
     RESERVED_IDS,
     RUN_ID_PATTERN,
     TRACKING_ISSUE_PATTERN,
@@ -142,8 +143,8 @@ class RegistryState(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
-    attempts: int = Field(ge=0)
-    evaluators: int = Field(ge=0)
+    attempts: int = Field(ge=0, le=INT_MAX)
+    evaluators: int = Field(ge=0, le=INT_MAX)
     sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 
 
@@ -214,7 +215,7 @@ class Origin(BaseModel):
 
     file: Text = Field(description="The file it was imported from, as the import named it.")
     schema_version: Literal[1, 2] = Field(description="The schema_version of that file.")
-    position: int = Field(ge=0, description="Its index in the file's attempts array (0 is the first).")
+    position: int = Field(ge=0, le=INT_MAX, description="Its index in the file's attempts array (0 is the first).")
     keys: list[Annotated[str, StringConstraints(min_length=1, max_length=100)]] = Field(
         description="Its keys in the file's order, which export gives back."
     )
@@ -224,7 +225,10 @@ class Origin(BaseModel):
     )
     imported_at: Text | None = Field(default=None, description="UTC time, ISO 8601, of the import.")
     import_number: int | None = Field(
-        default=None, ge=1, description="Which import of the registry brought it: orders imports of the same second."
+        default=None,
+        ge=1,
+        le=INT_MAX,
+        description="Which import of the registry brought it: orders imports of the same second.",
     )
 
     def describe(self) -> str:
@@ -325,7 +329,7 @@ class Attempt(BaseModel):
     methods: list[Term] | None = None
     bases: list[Term] | None = None
     objective: Term | None = None
-    data_rows: int | None = Field(default=None, ge=0)
+    data_rows: int | None = Field(default=None, ge=0, le=INT_MAX)
     varied_from: AttemptId | None = Field(default=None, description="Id of the attempt this one varies.")
     varied: Text | None = Field(default=None, description="What was varied from varied_from.")
     # Pre-registration (gated proposals and runs); a record imported without them stays valid.

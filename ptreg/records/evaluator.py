@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from ..errors import PtregError
 from .configs import ConfigName
 from .problems import every_schema_error
-from .refs import ID_MAX_LENGTH, ID_PATTERN
+from .refs import ID_MAX_LENGTH, ID_PATTERN, INT_MAX
 
 HASH_SHOWN = 12
 
@@ -130,7 +130,7 @@ class FrozenEvaluator(BaseModel):
 
     name: Slug
     sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
-    evaluator_version: int = Field(ge=1)
+    evaluator_version: int = Field(ge=1, le=INT_MAX)
     spec: EvaluatorSpec
 
     @property
