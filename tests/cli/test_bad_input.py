@@ -203,6 +203,19 @@ def symlink_run_folder_outside(root: Path, outside: Path, work: Path) -> None:
     (root / "runs" / "measured").symlink_to(target, target_is_directory=True)
 
 
+def bundle_with_zero_median_run(root: Path, outside: Path, work: Path) -> Path:
+    """A bundle of the registry whose run has medians of 0, as an older ptreg exported it."""
+    from ptreg.store.bundle import write_bundle
+    from ptreg.store.directory import load_directory
+
+    source = work / "source"
+    shutil.copytree(root, source, symlinks=True)
+    (source / RUN / "results.json").write_bytes((BAD / "values-run-medians-zero.json").read_bytes())
+    target = work / "zero-medians.tar.gz"
+    write_bundle(source, load_directory(source), target)
+    return target
+
+
 Generator = Callable[[Path, Path, Path], Path | None]
 GENERATORS: dict[str, Generator] = {
     f.__name__: f
@@ -220,6 +233,7 @@ GENERATORS: dict[str, Generator] = {
         symlink_evaluator_outside,
         symlink_evaluators_dir_outside,
         symlink_run_folder_outside,
+        bundle_with_zero_median_run,
     )
 }
 
