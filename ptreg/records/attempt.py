@@ -183,13 +183,15 @@ class RunRef(BaseModel):
 class ContinueIf(BaseModel):
     """The condition a disposition carries: when the numbers say to continue the line of work.
 
-    Kept as written and as its parsed tree (which another tool can evaluate without ptreg), with
-    the run it was decided on when it was set, and what it was then."""
+    Kept as its canonical text and as its parsed tree (which another tool can evaluate without
+    ptreg), which must be one condition (``records/registry.py``), with the run it was decided
+    on when it was set, and what it was then."""
 
     model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT)] = Field(
-        description="The condition as written to `ptreg conclude --continue-if` (docs/conditions.md)."
+        description="The condition's text, which parses to `tree`; `ptreg conclude --continue-if` stores its "
+        "canonical text (docs/conditions.md)."
     )
     tree: Condition = Field(description=f"The parsed condition; at most {MAX_DEPTH} levels deep.")
     set_at: Text = Field(description="UTC time, ISO 8601, when the condition was set.")
