@@ -115,13 +115,6 @@ def too_wide(summary: Summary, limit: float) -> bool | None:
     return summary.relative_spread > limit
 
 
-def ratio(numerator: float | None, denominator: float | None) -> float | None:
-    """A ratio of two medians of the same run; unknown when either side is unknown or zero."""
-    if numerator is None or denominator is None or denominator == 0:
-        return None
-    return numerator / denominator
-
-
 # --------------------------------------------------------------------------- across runs
 
 
