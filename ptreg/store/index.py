@@ -65,7 +65,10 @@ from .jsonio import JsonError, read_bytes
 from .names import INDEX_FILE, JOURNAL_FILE, RECORD_FILE_MAX_BYTES, REGISTRY_FILE
 from .watch import ask
 
-INDEX_SCHEMA = 6  # PRAGMA user_version: a different one is rebuilt
+# PRAGMA user_version: a different one is rebuilt. Raised too when a record is held to a rule
+# it was not (7: a condition's text and tree agree, integers fit SQLite), so that no row an
+# older ptreg vouched for is believed under the new rules.
+INDEX_SCHEMA = 7
 APPLICATION_ID = 0x70747267  # PRAGMA application_id, "ptrg": any other is a foreign file, rebuilt
 # A file whose ctime is this close to when the index last looked at it may have changed again in
 # the same clock tick without changing its size or mtime, so it is re-hashed (git's racy clean).
