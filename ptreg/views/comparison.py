@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -333,16 +334,24 @@ def _evaluators(complete: list[FoundRun], evaluator: str) -> set[str]:
     return wanted
 
 
-def evaluator_history(root: Path, evaluator: str | None = None, attempt: str | None = None) -> list[HistoryRow]:
+def evaluator_history(
+    root: Path,
+    evaluator: str | None = None,
+    attempt: str | None = None,
+    unreadable: Callable[[str], None] | None = None,
+) -> list[HistoryRow]:
     """Every complete run under one frozen evaluator (``name@hash``, a name frozen once, or the
     evaluator of an attempt's runs), oldest first, cell by cell, each against the same cell of
-    the first of those runs on the same machine."""
+    the first of those runs on the same machine. A run that cannot be read is told to
+    ``unreadable`` (why, naming its file) and left out."""
     complete: list[FoundRun] = []
     for folder in _runs(root):
         try:
             run = _read(root, folder)
-        except PtregError:
-            continue  # `ptreg validate` names it; a history reads what it can
+        except PtregError as exc:
+            if unreadable is not None:
+                unreadable(exc.message)
+            continue  # a history reads what it can
         if run.results.status == "complete" and run.results.evaluator is not None:
             complete.append(run)
     if attempt is not None:
