@@ -239,7 +239,7 @@ class _Builder:
             try:
                 return Compare(op="compare", cmp=str(comparator), left=operands[0], right=operands[1])  # type: ignore[arg-type]
             except ValidationError as exc:  # the stored tree's own rule (condition.py), at its column
-                raise ConditionError(_column(node), str(exc.errors()[0]["ctx"]["error"])) from None
+                raise ConditionError(_column(node), exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
         raise ConditionError(_column(node), "expected a comparison such as share(...) >= 0.3")
 
     def operand(self, node: Tree[Token]) -> OperandNode:

@@ -36,8 +36,8 @@ Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 Bound = Annotated[float, Field(ge=1, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=1, le=INT_MAX)]
 Index = Annotated[int, Field(ge=0, le=INT_MAX)]
-# A sample's seconds, between a picosecond (no clock ptreg reads resolves a nanosecond) and
-# about 30 years: so that the ratio of any two sums of samples, and its logarithm, stay far
+# A sample's seconds, between a picosecond (no clock ptreg reads resolves less than a
+# nanosecond) and about 30 years: so that the ratio of any two sums of samples, and its logarithm, stay far
 # inside a double where compare and history take them (engine/stats.py shift).
 SAMPLE_SECONDS_MIN = 1e-12
 SAMPLE_SECONDS_MAX = 1e9
@@ -80,9 +80,7 @@ class Summary(_Strict):
     max: Positive
     q1: Positive = Field(description="First quartile (inclusive method).")
     q3: Positive = Field(description="Third quartile (inclusive method).")
-    relative_spread: NonNegative | None = Field(
-        description="(max - min) / median; unknown when the median is 0 or there is one value."
-    )
+    relative_spread: NonNegative | None = Field(description="(max - min) / median; unknown when there is one value.")
     ci: Interval | None = Field(
         default=None, description="Version 3: 95% interval of the center; unknown with one value."
     )
