@@ -155,7 +155,12 @@ def history(
 
     if (attempt is None) == (evaluator is None):
         raise PtregError("give an ATTEMPT or --evaluator NAME[@HASH], one of them")
-    rows = evaluator_history(registry_dir(), evaluator=evaluator, attempt=attempt)
+    rows = evaluator_history(
+        registry_dir(),
+        evaluator=evaluator,
+        attempt=attempt,
+        unreadable=lambda why: say(f"ptreg: warning: {why} (skipped)", err=True, one_line=True),
+    )
     metrics = arms_history(registry_dir(), evaluator=evaluator, attempt=attempt)
     if as_json:
         print_json([r.to_json() for r in rows] + [m.to_json() for m in metrics])

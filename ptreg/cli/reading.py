@@ -108,7 +108,11 @@ def list_attempts(
             from ..views.dispositions import with_truth
 
             whole = {a.stem: read_summarized(root, a) for a in found if a.has_condition}
-            kept = {id(a) for a in with_truth(root, whole.values(), continuable)}
+
+            def undecided(why: str) -> None:
+                typer.echo(f"ptreg: warning: {why} (not decided)", err=True)
+
+            kept = {id(a) for a in with_truth(root, whole.values(), continuable, undecided)}
             found = [a for a in found if a.stem in whole and id(whole[a.stem]) in kept]
         if as_json:
             from ..store.full_read import read_summarized

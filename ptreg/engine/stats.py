@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..records.run import Interval, MetricSummary, Ratio, Summary
+from ..records.run import Interval, MetricSummary, Ratio, SignedInterval, Summary
 
 LEVEL = 0.95
 METHOD = "Student's t on log values (interval of the geometric mean), scipy.stats.t"
@@ -115,27 +115,20 @@ def too_wide(summary: Summary, limit: float) -> bool | None:
     return summary.relative_spread > limit
 
 
-def ratio(numerator: float | None, denominator: float | None) -> float | None:
-    """A ratio of two medians of the same run; unknown when either side is unknown or zero."""
-    if numerator is None or denominator is None or denominator == 0:
-        return None
-    return numerator / denominator
-
-
 # --------------------------------------------------------------------------- metrics of arms
 
 MEAN_METHOD = "Student's t on the values (interval of the mean), scipy.stats.t"
 DIFFERENCE_METHOD = "Student's t on paired differences (interval of their mean), scipy.stats.t"
 
 
-def mean_interval(values: Sequence[float]) -> Interval | None:
+def mean_interval(values: Sequence[float]) -> SignedInterval | None:
     """The 95% interval of the arithmetic mean: a score or a loss is averaged, not multiplied,
     and may be zero or negative. Unknown with fewer than two values."""
     if len(values) < 2:
         return None
     half = t_quantile(len(values)) * statistics.stdev(values) / math.sqrt(len(values))
     center = statistics.fmean(values)
-    return Interval(low=center - half, high=center + half, level=LEVEL, method=MEAN_METHOD)
+    return SignedInterval(low=center - half, high=center + half, level=LEVEL, method=MEAN_METHOD)
 
 
 def summarize_metric(values: Sequence[float]) -> MetricSummary:
@@ -171,7 +164,7 @@ class Paired:
     """Paired differences, summarised."""
 
     mean: float
-    ci: Interval | None
+    ci: SignedInterval | None
     n: int
     won: int
     lost: int

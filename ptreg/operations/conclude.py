@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from ..clock import utc_now
 from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
 from ..records.attempt import Attempt, ContinueIf
+from ..records.condition import render
 from ..records.condition_grammar import parse
 from ..records.decision import Decision, decide
 from ..records.problems import flag_message
@@ -77,7 +78,10 @@ def _condition(root: Path, attempt: Attempt, text: str) -> tuple[ContinueIf, Dec
     results = read_results(run_folder(root, attempt.id, ref.run_id), root)
     tree = parse(text, against=results)
     decision = decide(tree, results)
-    condition = ContinueIf(text=text, tree=tree, set_at=utc_now(), run=ref.run_id, held_at_conclusion=decision.truth)
+    # stored in its canonical text: one spelling per condition, which agrees with its tree unparsed
+    condition = ContinueIf(
+        text=render(tree), tree=tree, set_at=utc_now(), run=ref.run_id, held_at_conclusion=decision.truth
+    )
     return condition, decision
 
 

@@ -28,6 +28,7 @@ from .refs import (
     EVALUATOR_REF_PATTERN,
     ID_MAX_LENGTH,
     ID_PATTERN,
+    INT_MAX,
     RESERVED_IDS,
     RUN_ID_PATTERN,
     TRACKING_ISSUE_PATTERN,
@@ -142,8 +143,8 @@ class RegistryState(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
-    attempts: int = Field(ge=0)
-    evaluators: int = Field(ge=0)
+    attempts: int = Field(ge=0, le=INT_MAX)
+    evaluators: int = Field(ge=0, le=INT_MAX)
     sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 
 
@@ -182,13 +183,15 @@ class RunRef(BaseModel):
 class ContinueIf(BaseModel):
     """The condition a disposition carries: when the numbers say to continue the line of work.
 
-    Kept as written and as its parsed tree (which another tool can evaluate without ptreg), with
-    the run it was decided on when it was set, and what it was then."""
+    Kept as its canonical text and as its parsed tree (which another tool can evaluate without
+    ptreg), which must be one condition (``records/registry.py``), with the run it was decided
+    on when it was set, and what it was then."""
 
     model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT)] = Field(
-        description="The condition as written to `ptreg conclude --continue-if` (docs/conditions.md)."
+        description="The condition's text, which parses to `tree`; `ptreg conclude --continue-if` stores its "
+        "canonical text (docs/conditions.md)."
     )
     tree: Condition = Field(description=f"The parsed condition; at most {MAX_DEPTH} levels deep.")
     set_at: Text = Field(description="UTC time, ISO 8601, when the condition was set.")
@@ -214,7 +217,7 @@ class Origin(BaseModel):
 
     file: Text = Field(description="The file it was imported from, as the import named it.")
     schema_version: Literal[1, 2] = Field(description="The schema_version of that file.")
-    position: int = Field(ge=0, description="Its index in the file's attempts array (0 is the first).")
+    position: int = Field(ge=0, le=INT_MAX, description="Its index in the file's attempts array (0 is the first).")
     keys: list[Annotated[str, StringConstraints(min_length=1, max_length=100)]] = Field(
         description="Its keys in the file's order, which export gives back."
     )
@@ -224,7 +227,10 @@ class Origin(BaseModel):
     )
     imported_at: Text | None = Field(default=None, description="UTC time, ISO 8601, of the import.")
     import_number: int | None = Field(
-        default=None, ge=1, description="Which import of the registry brought it: orders imports of the same second."
+        default=None,
+        ge=1,
+        le=INT_MAX,
+        description="Which import of the registry brought it: orders imports of the same second.",
     )
 
     def describe(self) -> str:
@@ -325,7 +331,7 @@ class Attempt(BaseModel):
     methods: list[Term] | None = None
     bases: list[Term] | None = None
     objective: Term | None = None
-    data_rows: int | None = Field(default=None, ge=0)
+    data_rows: int | None = Field(default=None, ge=0, le=INT_MAX)
     varied_from: AttemptId | None = Field(default=None, description="Id of the attempt this one varies.")
     varied: Text | None = Field(default=None, description="What was varied from varied_from.")
     # Pre-registration (gated proposals and runs); a record imported without them stays valid.

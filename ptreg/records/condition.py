@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from ..errors import EXIT_UNUSABLE, PtregError
 from .configs import ConfigName, LayerName
@@ -158,6 +158,16 @@ class Compare(_Node):
     cmp: Comparator
     left: Operand
     right: Operand
+
+    @model_validator(mode="after")
+    def _measures(self) -> Compare:
+        # two numbers compare the same on every run: such a condition decides nothing
+        if isinstance(self.left, Number) and isinstance(self.right, Number):
+            raise ValueError(
+                "a comparison of two numbers names no measurement; compare a function of the run, "
+                "such as share(...) >= 0.3"
+            )
+        return self
 
 
 class And(_Node):

@@ -14,6 +14,8 @@ import re
 from functools import cache
 from typing import TYPE_CHECKING, Any, get_args
 
+from pydantic import ValidationError
+
 from ..text import printable, shorten
 from .condition import (
     BACKEND_PATTERN,
@@ -34,13 +36,15 @@ from .condition import (
     Or,
     QuantityNode,
     StepPart,
+    render,
 )
 from .configs import ConfigName, LayerName
 from .decision import missing
-from .run import RunResults
 
 if TYPE_CHECKING:
     from lark import Lark, Token, Tree
+
+    from .run import RunResults
 
 GRAMMAR = r"""
 ?start: disjunction
@@ -62,11 +66,13 @@ call: NAME "(" [argument ("," argument)*] ")"
       | call
 
 COMPARATOR: ">=" | "<=" | ">" | "<"
-NUMBER.2: /(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?/
+NUMBER.2: /([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?/
 NAME: /[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9-]+)*/
 
 %ignore /[ \t]+/
 """
+# Digits are ASCII only: a regular expression's \d also matches every other script's digits
+# (Bengali ৪ looks like 8 and is 4), and Python's float() reads them all.
 
 # The names a parameter may take, per function where they differ.
 KERNEL_CHOICES: dict[str, tuple[str, ...]] = {
@@ -115,7 +121,34 @@ def parse(text: str, against: RunResults | None = None) -> ConditionNode:
         raise ConditionError(1, "the condition is empty; write one such as share(forward, backend=B, config=C) >= 0.3")
     tree = _lark_tree(text)
     _check_depth(tree)
-    return _Builder(against).condition(tree)
+    condition = _Builder(against).condition(tree)
+    canonical = len(render(condition))  # what a record stores (names added to positional arguments)
+    if canonical > MAX_TEXT:
+        raise ConditionError(
+            1, f"the condition's canonical text is {canonical:,} characters long; at most {MAX_TEXT:,}"
+        )
+    return condition
+
+
+def disagreement(text: str, tree: ConditionNode) -> tuple[str, str] | None:
+    """Why a stored condition cannot be believed: its text no longer parses (``("text", why)``),
+    or parses to another tree than the one stored beside it (``("tree", why)``); None when the
+    two agree. The tree is what gets decided and the text what people read, so a record whose
+    two say different things is not a record (``records/registry.py``). A text that is the
+    tree's canonical text, as ``conclude`` stores it, agrees without being parsed, so that reading
+    a record needs no parser (``show``, ``list`` and the gate never load lark)."""
+    if text == render(tree):
+        return None
+    try:
+        parsed = parse(text)
+    except ConditionError as exc:
+        return "text", f"the condition's text does not parse, at column {exc.column}: {exc.problem}"
+    if parsed.model_dump(mode="json") != tree.model_dump(mode="json"):
+        return "tree", (
+            f"the stored tree reads {shorten(render(tree), 120)}, not the condition's text {shorten(text, 120)}; "
+            "set the condition again with `ptreg conclude --continue-if`"
+        )
+    return None
 
 
 def _lark_tree(text: str) -> Tree[Token]:
@@ -142,6 +175,8 @@ def _outside_hint(rest: str) -> str:
         return " (the language has no strings: names are written bare, numbers as digits)"
     if rest[:1] == ".":
         return " (the language has no attribute access)"
+    if rest[:1].isnumeric() and not rest[:1].isascii():
+        return " (not an ASCII digit: numbers are written with 0-9 only)"
     if rest[:1] in "[]{}:;+*/%@|&^~!":
         return " (outside the language: only functions, comparisons, and, or, not and numbers)"
     return ""
@@ -201,20 +236,22 @@ class _Builder:
             return Or(op="or", args=args) if kind == "disjunction" else And(op="and", args=args)
         if kind == "comparison":
             left, comparator, right = node.children
-            return Compare(
-                op="compare",
-                cmp=str(comparator),  # type: ignore[arg-type]
-                left=self.operand(left),  # type: ignore[arg-type]
-                right=self.operand(right),  # type: ignore[arg-type]
-            )
+            operands = self.operand(left), self.operand(right)  # type: ignore[arg-type]
+            try:
+                return Compare(op="compare", cmp=str(comparator), left=operands[0], right=operands[1])  # type: ignore[arg-type]
+            except ValidationError as exc:  # the stored tree's own rule (condition.py), at its column
+                raise ConditionError(_column(node), exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
         raise ConditionError(_column(node), "expected a comparison such as share(...) >= 0.3")
 
     def operand(self, node: Tree[Token]) -> OperandNode:
         if node.data == "number":
             token = node.children[0]
-            value = float(str(token))
-            if value == float("inf"):
-                raise ConditionError(_column(token), f"the number {shorten(str(token), 40)} is out of range")
+            literal = str(token)
+            value = float(literal)
+            mantissa = literal.lower().partition("e")[0]
+            # too large for a double, or so small it reads as 0 although a digit is not 0
+            if value == float("inf") or (value == 0 and mantissa.strip("0.")):
+                raise ConditionError(_column(token), f"the number {shorten(literal, 40)} is out of range")
             return Number(op="number", value=value)
         return self.call(node)
 

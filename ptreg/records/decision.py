@@ -16,7 +16,7 @@ it is given are its only input.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .condition import (
     Amdahl,
@@ -41,7 +41,9 @@ from .condition import (
     quantities,
 )
 from .evaluator import ArmsSpec
-from .run import Cell, Ratio, RunResults, Summary
+
+if TYPE_CHECKING:  # the run models are only read here: deciding needs none built, nor does parsing
+    from .run import Cell, Ratio, RunResults, Summary
 
 # Which workload records what a function reads (speedups are taken in both).
 WORKLOAD_OF: dict[str, str] = {

@@ -28,7 +28,7 @@ from pydantic import (
 from ..errors import PtregError
 from .configs import ConfigName
 from .problems import UNION_TAG, every_schema_error
-from .refs import ID_MAX_LENGTH, ID_PATTERN
+from .refs import ID_MAX_LENGTH, ID_PATTERN, INT_MAX
 
 HASH_SHOWN = 12
 
@@ -305,7 +305,7 @@ class FrozenEvaluator(BaseModel):
 
     name: Slug
     sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
-    evaluator_version: int = Field(ge=1)
+    evaluator_version: int = Field(ge=1, le=INT_MAX)
     spec: SpecField
     inputs: (
         dict[

@@ -31,6 +31,10 @@ TRACKING_ISSUE_PATTERN = (
 EVALUATOR_REF_PATTERN = r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9-]+)*@[0-9a-f]{12}$"
 # A run's folder name: the UTC second it started, and a number when two started in one second.
 RUN_ID_PATTERN = r"^[0-9]{8}T[0-9]{6}Z(-[0-9]+)?$"
+# The largest integer any field of a record or a run may hold: SQLite's INTEGER is signed 64
+# bits, and the query index stores the records' integers, so a larger one would be a file that
+# validates and then cannot be indexed. The schemas state it as each integer's maximum.
+INT_MAX = 2**63 - 1
 
 
 def check_id(attempt_id: str) -> str:

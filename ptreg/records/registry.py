@@ -16,7 +16,8 @@ from pydantic import ValidationError
 from ..errors import EXIT_CHECK_FAILED, PtregError, UnknownAttempt
 from ..text import json_type
 from .attempt import SCHEMA_VERSION, Attempt, RegistryMeta
-from .problems import Problem, schema_problems, shown_id
+from .condition_grammar import disagreement
+from .problems import Problem, pointer_join, schema_problems, shown_id
 
 
 @dataclass
@@ -87,6 +88,12 @@ def parse_record(raw: Any, *, file: str | None, pointer: str = "") -> tuple[Reco
     except ValidationError as exc:
         problems = list(schema_problems(exc, attempt_id=attempt_id, pointer=pointer, file=file))
         return Record(raw, None, file, pointer), problems
+    condition = attempt.continue_if
+    wrong = None if condition is None else disagreement(condition.text, condition.tree)
+    if wrong is not None:  # what would be decided is not what is shown: no command may use it
+        field, why = wrong
+        problem = Problem("continue-if", why, attempt_id, pointer_join(pointer, "continue_if", field), file)
+        return Record(raw, None, file, pointer), [problem]
     return Record(raw, attempt, file, pointer), []
 
 

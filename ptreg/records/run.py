@@ -12,19 +12,38 @@ summary per metric, and every pair of arms compared on every metric.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .. import __version__
 from .attempt import AttemptId, Budget, RunStatus
 from .evaluator import AnySpec, FrozenEvaluator, MetricName, SpecField
-from .refs import RUN_ID_PATTERN
+from .refs import INT_MAX, RUN_ID_PATTERN
 
 RESULTS_VERSION = 4
 Kernel = Literal["forward", "backward_da", "backward_db"]
 KERNELS: tuple[Kernel, ...] = ("forward", "backward_da", "backward_db")
 CellStatus = Literal["measured", "failed", "parity-failed", "budget-exhausted", "not-started", "interrupted"]
+
+# What the readers of a run rely on, stated once for every number of it: a timing, a rate and a
+# ratio of them are finite and positive (each is divided by, and a logarithm taken of), every
+# other number is finite, and an integer fits the stores (INT_MAX). The engine only ever
+# produces such values; a file that holds others was not written by it, and is refused whole.
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+# An Amdahl bound, 1 / (1 - share): at least 1.
+Bound = Annotated[float, Field(ge=1, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=1, le=INT_MAX)]
+Index = Annotated[int, Field(ge=0, le=INT_MAX)]
+# A sample's seconds, between a picosecond (no clock ptreg reads resolves less than a
+# nanosecond) and about 30 years: so that the ratio of any two sums of samples, and its logarithm, stay far
+# inside a double where compare and history take them (engine/stats.py shift).
+SAMPLE_SECONDS_MIN = 1e-12
+SAMPLE_SECONDS_MAX = 1e9
+SampleSeconds = Annotated[float, Field(ge=SAMPLE_SECONDS_MIN, le=SAMPLE_SECONDS_MAX, allow_inf_nan=False)]
 
 
 class _Strict(BaseModel):
@@ -34,32 +53,52 @@ class _Strict(BaseModel):
 class Interval(_Strict):
     """A 95% confidence interval, and how it was taken."""
 
-    low: float
-    high: float
+    low: Positive
+    high: Positive
     level: float = Field(gt=0, lt=1)
     method: str
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Interval:
+        if self.low > self.high:
+            raise ValueError(f"the interval's low {self.low!r} is above its high {self.high!r}")
+        return self
+
+
+class SignedInterval(_Strict):
+    """A 95% confidence interval of a quantity that may be zero or negative: a mean score, a
+    difference between arms."""
+
+    low: Finite
+    high: Finite
+    level: float = Field(gt=0, lt=1)
+    method: str
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SignedInterval:
+        if self.low > self.high:
+            raise ValueError(f"the interval's low {self.low!r} is above its high {self.high!r}")
+        return self
 
 
 class Ratio(_Strict):
     """A ratio between two cells of one run, taken round by round from their paired repeats."""
 
-    median: float = Field(description="The median of the per-round ratios.")
-    n: int = Field(ge=1, description="Rounds in which both cells finished a repeat.")
+    median: Positive = Field(description="The median of the per-round ratios.")
+    n: Count = Field(description="Rounds in which both cells finished a repeat.")
     ci: Interval | None = Field(description="95% interval of the ratio; unknown with fewer than 2 rounds.")
 
 
 class Summary(_Strict):
     """Median and spread of a non-empty list of values."""
 
-    n: int = Field(ge=1)
-    median: float
-    min: float
-    max: float
-    q1: float = Field(description="First quartile (inclusive method).")
-    q3: float = Field(description="Third quartile (inclusive method).")
-    relative_spread: float | None = Field(
-        description="(max - min) / median; unknown when the median is 0 or there is one value."
-    )
+    n: Count
+    median: Positive
+    min: Positive
+    max: Positive
+    q1: Positive = Field(description="First quartile (inclusive method).")
+    q3: Positive = Field(description="Third quartile (inclusive method).")
+    relative_spread: NonNegative | None = Field(description="(max - min) / median; unknown when there is one value.")
     ci: Interval | None = Field(
         default=None, description="Version 3: 95% interval of the center; unknown with one value."
     )
@@ -83,11 +122,11 @@ VERSION_1_ROLES = Roles(reference="naive", peer="numpy-blas")
 
 class ParityCheck(_Strict):
     kernel: Kernel
-    shape: list[int] = Field(min_length=3, max_length=3, description="M, K, N of the product.")
+    shape: list[Count] = Field(min_length=3, max_length=3, description="M, K, N of the product.")
     mode: Literal["bit-identical", "tolerance"]
     passed: bool
-    max_abs_error: float | None
-    max_scaled_error: float | None
+    max_abs_error: NonNegative | None
+    max_scaled_error: NonNegative | None
     detail: str
 
 
@@ -101,34 +140,34 @@ class ParityOutcome(_Strict):
 class StepSample(_Strict):
     """One timed training step."""
 
-    repeat: int = Field(ge=0)
-    step: int = Field(ge=0)
-    seconds: float = Field(gt=0)
-    kernel_seconds: dict[Kernel, float]
-    loss: float
+    repeat: Index
+    step: Index
+    seconds: SampleSeconds
+    kernel_seconds: dict[Kernel, Annotated[float, Field(ge=0, le=SAMPLE_SECONDS_MAX, allow_inf_nan=False)]]
+    loss: Finite
 
 
 class KernelSample(_Strict):
     """One repeat of ``calls`` back-to-back calls of one kernel at one layer's shape."""
 
-    repeat: int = Field(ge=0)
+    repeat: Index
     layer: str
     kernel: Kernel
-    calls: int = Field(ge=1)
-    seconds_per_call: float = Field(gt=0)
+    calls: Count
+    seconds_per_call: SampleSeconds
 
 
 class MetricSample(_Strict):
     """One repeat of one arm: the metrics it wrote, its items, and what ptreg measured of it."""
 
-    repeat: int = Field(ge=0)
-    seed: int = Field(ge=0)
-    values: dict[MetricName, float] = Field(description="The last value written of each metric.")
-    items: dict[MetricName, dict[str, float]] | None = Field(
+    repeat: Index
+    seed: Index
+    values: dict[MetricName, Finite] = Field(description="The last value written of each metric.")
+    items: dict[MetricName, dict[str, Finite]] | None = Field(
         default=None, description="Per-item results, by metric, then by item id."
     )
-    wall_seconds: float | None = Field(default=None, gt=0)
-    peak_memory_mb: float | None = Field(default=None, gt=0)
+    wall_seconds: Positive | None = None
+    peak_memory_mb: Positive | None = None
     problem: str | None = Field(
         default=None, description="Why this repeat gave no values (exit status, timeout, malformed output)."
     )
@@ -137,12 +176,12 @@ class MetricSample(_Strict):
 class MetricSummary(_Strict):
     """One metric of one arm over its repeats: the mean with its 95% t-interval, and the spread."""
 
-    n: int = Field(ge=1)
-    mean: float
-    median: float
-    min: float
-    max: float
-    ci: Interval | None = Field(description="95% interval of the mean; unknown with one repeat.")
+    n: Count
+    mean: Finite
+    median: Finite
+    min: Finite
+    max: Finite
+    ci: SignedInterval | None = Field(description="95% interval of the mean; unknown with one repeat.")
 
 
 class MetricComparison(_Strict):
@@ -150,20 +189,20 @@ class MetricComparison(_Strict):
     round): this arm's value over the other's, as the metric is declared to be compared."""
 
     kind: Literal["ratio", "difference"]
-    estimate: float = Field(description="ratio: median of per-round ratios; difference: mean of paired differences.")
-    ci: Interval | None = Field(description="95% interval; unknown with fewer than 2 pairs.")
-    n: int = Field(ge=1, description="Pairs: items or rounds.")
+    estimate: Finite = Field(description="ratio: median of per-round ratios; difference: mean of paired differences.")
+    ci: SignedInterval | None = Field(description="95% interval; unknown with fewer than 2 pairs.")
+    n: Count = Field(description="Pairs: items or rounds.")
     paired_by: Literal["item", "round"]
-    seeds: int = Field(ge=1, description="Repeats (seeds) averaged within each item, when paired by item.")
-    won: int | None = Field(default=None, description="Pairs where this arm was better.")
-    lost: int | None = Field(default=None, description="Pairs where the other arm was better.")
-    tied: int | None = None
+    seeds: Count = Field(description="Repeats (seeds) averaged within each item, when paired by item.")
+    won: Index | None = Field(default=None, description="Pairs where this arm was better.")
+    lost: Index | None = Field(default=None, description="Pairs where the other arm was better.")
+    tied: Index | None = None
 
 
 class Share(_Strict):
-    ms: float
-    share: float = Field(description="Fraction of the step.")
-    amdahl_bound: float | None = Field(
+    ms: NonNegative
+    share: Fraction = Field(description="Fraction of the step.")
+    amdahl_bound: Bound | None = Field(
         description="End-to-end speedup if this part took no time: 1 / (1 - share); unknown at share 1."
     )
 
@@ -171,26 +210,26 @@ class Share(_Strict):
 class Attribution(_Strict):
     """Where one training step's time goes (medians over repeats of per-repeat means)."""
 
-    step_ms: float
+    step_ms: Positive
     forward: Share
     backward_da: Share
     backward_db: Share
     other: Share
     bounding_kernel: Kernel = Field(description="The kernel with the largest share: the one that bounds the step.")
-    headroom: float | None = Field(description="The bounding kernel's Amdahl bound.")
-    all_matmuls_bound: float | None = Field(description="Speedup if all three kernels took no time.")
+    headroom: Bound | None = Field(description="The bounding kernel's Amdahl bound.")
+    all_matmuls_bound: Bound | None = Field(description="Speedup if all three kernels took no time.")
 
 
 class KernelTiming(_Strict):
     layer: str
     kernel: Kernel
-    shape: list[int] = Field(min_length=3, max_length=3, description="M, K, N.")
-    per_step: int = Field(ge=1, description="Calls of this layer per training step.")
+    shape: list[Count] = Field(min_length=3, max_length=3, description="M, K, N.")
+    per_step: Count = Field(description="Calls of this layer per training step.")
     seconds: Summary
     gflops: Summary
-    vs_naive: float | None = Field(description="GFLOP/s ratio to the reference backend in the same run.")
-    vs_peer: float | None = Field(description="GFLOP/s ratio to the peer backend in the same run.")
-    vs_baseline: float | None
+    vs_naive: Positive | None = Field(description="GFLOP/s ratio to the reference backend in the same run.")
+    vs_peer: Positive | None = Field(description="GFLOP/s ratio to the peer backend in the same run.")
+    vs_baseline: Positive | None
     vs_naive_ratio: Ratio | None = Field(default=None, description="Version 3: vs_naive round by round.")
     vs_peer_ratio: Ratio | None = Field(default=None, description="Version 3: vs_peer round by round.")
     vs_baseline_ratio: Ratio | None = Field(default=None, description="Version 3: vs_baseline round by round.")
@@ -203,24 +242,24 @@ class Cell(_Strict):
     config: str
     status: CellStatus
     reason: str | None = None
-    wall_seconds: float | None = None
+    wall_seconds: NonNegative | None = None
     worker: dict[str, Any] | None = Field(default=None, description="What the worker reported: threads, pid.")
     step_samples: list[StepSample] | None = None
     kernel_samples: list[KernelSample] | None = None
     ms_per_step: Summary | None = Field(default=None, description="Over repeats, each a repeat's mean.")
     tokens_per_second: Summary | None = None
-    step_gflops: float | None = Field(
+    step_gflops: Positive | None = Field(
         default=None, description="kernels: GFLOP/s of one training step's linear layers (all three kernels)."
     )
     spread_too_wide: bool | None = None
-    vs_naive: float | None = Field(default=None, description="Speedup over the reference backend in the same run.")
-    vs_baseline: float | None = None
+    vs_naive: Positive | None = Field(default=None, description="Speedup over the reference backend in the same run.")
+    vs_baseline: Positive | None = None
     vs_naive_ratio: Ratio | None = Field(default=None, description="Version 3: vs_naive round by round.")
     vs_baseline_ratio: Ratio | None = Field(default=None, description="Version 3: vs_baseline round by round.")
     attribution: Attribution | None = None
     kernels: list[KernelTiming] | None = None
-    loss_first: float | None = None
-    loss_last: float | None = None
+    loss_first: Finite | None = None
+    loss_last: Finite | None = None
     metric_samples: list[MetricSample] | None = Field(default=None, description="Version 4: a run of arms' repeats.")
     metrics: dict[MetricName, MetricSummary] | None = Field(default=None, description="Version 4: by metric.")
     versus: dict[str, dict[MetricName, MetricComparison]] | None = Field(
@@ -233,7 +272,7 @@ class ConfigRounds(_Strict):
     further round was taken."""
 
     config: str
-    order_seed: int = Field(description="Seeds the order of the backends in each round.")
+    order_seed: int = Field(ge=0, le=INT_MAX, description="Seeds the order of the backends in each round.")
     orders: list[list[str]] = Field(description="Round by round, the backends in the order they ran.")
     stopped: str
 
@@ -246,7 +285,7 @@ class RunResults(_Strict):
     attempt: AttemptId | None
     evaluator: str | None = Field(description="name@hash12 of the frozen evaluator; null for bench.")
     evaluator_sha256: str | None
-    evaluator_version: int
+    evaluator_version: int = Field(ge=1, le=INT_MAX)
     spec: SpecField
     roles: Roles | None = Field(default=None, description="Version 2: the backends the ratios are taken over.")
     budget: Budget | None

@@ -66,7 +66,10 @@ from .names import INDEX_FILE, JOURNAL_FILE, RECORD_FILE_MAX_BYTES, REGISTRY_FIL
 from .watch import ask
 from .workfiles import ForeignFile, check_working_file, open_working_file
 
-INDEX_SCHEMA = 7  # PRAGMA user_version: a different one is rebuilt
+# PRAGMA user_version: a different one is rebuilt. Raised too when a record is held to a rule
+# it was not (7: a condition's text and tree agree, integers fit SQLite; the counter of changes
+# ptreg made), so that no row an older ptreg vouched for is believed under the new rules.
+INDEX_SCHEMA = 7
 APPLICATION_ID = 0x70747267  # PRAGMA application_id, "ptrg": any other is another program's file, refused
 # A file whose ctime is this close to when the index last looked at it may have changed again in
 # the same clock tick without changing its size or mtime, so it is re-hashed (git's racy clean).

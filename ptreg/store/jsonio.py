@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import stat
@@ -44,7 +45,23 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys)
+class NonFinite(ValueError):
+    pass
+
+
+def _finite(literal: str) -> float:
+    """A number as JSON defines one: Python's reader also takes NaN, Infinity and -Infinity, and
+    reads a literal too large for a double (1e999) as infinity. No reader of ptreg's files can use
+    such a value (a timing divided by, an integer stored), so none is read."""
+    value = float(literal)
+    if not math.isfinite(value):
+        raise NonFinite(literal)
+    return value
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys, parse_float=_finite, parse_constant=_finite)
+# Only to find where a refused number stands, once it has been refused.
+_LENIENT = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys)
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
@@ -86,12 +103,34 @@ def _lone_surrogate(value: Any) -> str | None:
     return None
 
 
+def _non_finite(value: Any) -> str:
+    """The JSON Pointer of the first number in ``value`` that is not finite ("" when none is)."""
+    stack = [(value, "")]
+    while stack:  # iterative: the value may nest up to MAX_JSON_DEPTH
+        item, pointer = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return pointer
+        if isinstance(item, dict):
+            stack.extend((child, f"{pointer}/{_pointer_part(key)}") for key, child in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((child, f"{pointer}/{index}") for index, child in reversed(list(enumerate(item))))
+    return ""
+
+
 def parse_json(text: str, where: str) -> Any:
-    """Parse ``text``; a syntax error, a duplicate key, nesting deeper than MAX_JSON_DEPTH or
-    a lone surrogate escape raises JsonError naming ``where``."""
+    """Parse ``text``; a syntax error, a duplicate key, a number that is not finite (NaN,
+    Infinity, 1e999), nesting deeper than MAX_JSON_DEPTH or a lone surrogate escape raises
+    JsonError naming ``where``."""
     too_deep = f"JSON nested deeper than {MAX_JSON_DEPTH} levels; not read"
     try:
         value = _DECODER.decode(text)
+    except NonFinite as exc:
+        problem = f"not a finite number: {shorten(exc.args[0], 40)} (JSON has no NaN or Infinity)"
+        try:
+            at = _non_finite(_LENIENT.decode(text))
+        except (ValueError, RecursionError):  # any other fault of the text: the number is named anyway
+            at = ""
+        raise JsonError(where, problem, at) from None
     except json.JSONDecodeError as exc:
         raise JsonError(where, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except DuplicateKey as exc:

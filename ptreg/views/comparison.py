@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -373,15 +374,23 @@ def _evaluators(complete: list[FoundRun], evaluator: str) -> set[str]:
     return wanted
 
 
-def history_runs(root: Path, evaluator: str | None = None, attempt: str | None = None) -> list[FoundRun]:
-    """Every complete run under one frozen evaluator (or the evaluator of an attempt's runs),
-    oldest first."""
+def history_runs(
+    root: Path,
+    evaluator: str | None = None,
+    attempt: str | None = None,
+    unreadable: Callable[[str], None] | None = None,
+) -> list[FoundRun]:
+    """Every complete run under one frozen evaluator (``name@hash``, a name frozen once, or the
+    evaluator of an attempt's runs), oldest first. A run that cannot be read is told to
+    ``unreadable`` (why, naming its file) and left out."""
     complete: list[FoundRun] = []
     for folder in _runs(root):
         try:
             run = _read(root, folder)
-        except PtregError:
-            continue  # `ptreg validate` names it; a history reads what it can
+        except PtregError as exc:
+            if unreadable is not None:
+                unreadable(exc.message)
+            continue  # a history reads what it can
         if run.results.status == "complete" and run.results.evaluator is not None:
             complete.append(run)
     if attempt is not None:
@@ -395,11 +404,15 @@ def history_runs(root: Path, evaluator: str | None = None, attempt: str | None =
     return chosen
 
 
-def evaluator_history(root: Path, evaluator: str | None = None, attempt: str | None = None) -> list[HistoryRow]:
-    """Every complete run under one frozen evaluator (``name@hash``, a name frozen once, or the
-    evaluator of an attempt's runs), oldest first, cell by cell, each against the same cell of
-    the first of those runs on the same machine."""
-    chosen = [r for r in history_runs(root, evaluator, attempt) if not is_arms_run(r.results)]
+def evaluator_history(
+    root: Path,
+    evaluator: str | None = None,
+    attempt: str | None = None,
+    unreadable: Callable[[str], None] | None = None,
+) -> list[HistoryRow]:
+    """Every complete run under one frozen evaluator, oldest first (``history_runs``), cell by
+    cell, each against the same cell of the first of those runs on the same machine."""
+    chosen = [r for r in history_runs(root, evaluator, attempt, unreadable) if not is_arms_run(r.results)]
     rows: list[HistoryRow] = []
     first: dict[tuple[str, str, str], list[float]] = {}
     for run in chosen:

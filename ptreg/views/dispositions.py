@@ -4,7 +4,7 @@ complete run as the registry holds it now (for the gate, `show`, `list` and
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ class Disposition:
     condition: ContinueIf
     decision: Decision | None  # None when no run could be read
     why: str | None = None  # why there is no decision
+    unreadable: bool = False  # the run exists and its files cannot be read: a broken file, not an unknown
 
     @property
     def truth(self) -> bool | None:
@@ -68,7 +69,8 @@ def decide_disposition(root: Path, attempt: Attempt) -> Disposition | None:
     try:
         results = read_results(run_folder(root, attempt.id, ref.run_id), root)
     except PtregError as exc:
-        return Disposition(attempt, condition, None, f"run {ref.run_id} of {attempt.id} cannot be read: {exc.message}")
+        why = f"run {ref.run_id} of {attempt.id} cannot be read: {exc.message}"
+        return Disposition(attempt, condition, None, why, unreadable=True)
     return Disposition(attempt, condition, decide(condition.tree, results))
 
 
@@ -77,6 +79,13 @@ def decide_all(root: Path, attempts: Iterable[Attempt]) -> list[Disposition]:
     return [d for a in attempts if (d := decide_disposition(root, a)) is not None]
 
 
-def with_truth(root: Path, attempts: Iterable[Attempt], truth: bool) -> list[Attempt]:
-    """The attempts whose condition is now ``truth`` (`list --continuable` / `--blocked`)."""
-    return [d.attempt for d in decide_all(root, attempts) if d.truth is truth]
+def with_truth(
+    root: Path, attempts: Iterable[Attempt], truth: bool, unreadable: Callable[[str], None] | None = None
+) -> list[Attempt]:
+    """The attempts whose condition is now ``truth`` (`list --continuable` / `--blocked`); each
+    condition whose run cannot be read is told to ``unreadable`` (why, naming the file)."""
+    decided = decide_all(root, attempts)
+    for d in decided:
+        if d.unreadable and unreadable is not None and d.why is not None:
+            unreadable(d.why)
+    return [d.attempt for d in decided if d.truth is truth]

@@ -348,6 +348,19 @@ def run_lock_symlink(root: Path, outside: Path, work: Path) -> None:
     (root / ".ptreg-run-measured.lock").symlink_to(_victim(outside))
 
 
+def bundle_with_zero_median_run(root: Path, outside: Path, work: Path) -> Path:
+    """A bundle of the registry whose run has medians of 0, as an older ptreg exported it."""
+    from ptreg.store.bundle import write_bundle
+    from ptreg.store.directory import load_directory
+
+    source = work / "source"
+    shutil.copytree(root, source, symlinks=True)
+    (source / RUN / "results.json").write_bytes((BAD / "values-run-medians-zero.json").read_bytes())
+    target = work / "zero-medians.tar.gz"
+    write_bundle(source, load_directory(source), target)
+    return target
+
+
 Generator = Callable[[Path, Path, Path], Path | None]
 GENERATORS: dict[str, Generator] = {
     f.__name__: f
@@ -386,6 +399,7 @@ GENERATORS: dict[str, Generator] = {
         lock_is_directory,
         lock_holder_symlink,
         run_lock_symlink,
+        bundle_with_zero_median_run,
     )
 }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ptreg.engine.stats import center_interval, inverted, paired_ratio, ratio, resolved, summarize, too_wide
+from ptreg.engine.stats import center_interval, inverted, paired_ratio, resolved, summarize, too_wide
 from ptreg.engine.workloads.training import TrainingWorkload, attribution
 from ptreg.records.run import Cell, Roles, StepSample
 
@@ -29,11 +29,6 @@ def test_inverted_summary_swaps_the_ends() -> None:
     rate = inverted(seconds, 100.0)
     assert (rate.min, rate.median, rate.max) == (50.0, 100.0, 200.0)
     assert rate.q1 <= rate.median <= rate.q3
-
-
-def test_ratio_is_unknown_without_both_sides() -> None:
-    assert ratio(None, 2.0) is None and ratio(2.0, None) is None and ratio(1.0, 0.0) is None
-    assert ratio(3.0, 2.0) == 1.5
 
 
 def _steps(seconds: float, forward: float, da: float, db: float, n: int = 4) -> list[StepSample]:

@@ -97,6 +97,7 @@ def set_share(root: Path, attempt_id: str, share: float) -> None:
 
 
 TRUE = "share(backward_db, numba, xl) >= 0.3"
+TRUE_CANONICAL = "share(backward_db, backend=numba, config=xl) >= 0.3"  # as the record stores it
 FALSE = "share(backward_db, backend=numba, config=xl) >= 0.4"
 UNDECIDED = "speedup(numba, over=numpy-blas, config=xl) >= 0.7"
 
@@ -104,12 +105,12 @@ UNDECIDED = "speedup(numba, over=numpy-blas, config=xl) >= 0.7"
 # --------------------------------------------------------------------------- conclude
 
 
-def test_conclude_stores_the_condition_as_written_parsed_and_decided(cli, root: Path) -> None:
+def test_conclude_stores_the_condition_in_its_canonical_text_parsed_and_decided(cli, root: Path) -> None:
     done = conclude(cli, root, "a", TRUE)
     assert done.code == 0, done.err
     assert f"continue-if holds: share(backward_db, backend=numba, config=xl) = 0.31 >= 0.3 on run {RUN}" in done.out
     stored = json.loads((root / "a.json").read_text())["continue_if"]
-    assert stored["text"] == TRUE and stored["run"] == RUN and stored["held_at_conclusion"] is True
+    assert stored["text"] == TRUE_CANONICAL and stored["run"] == RUN and stored["held_at_conclusion"] is True
     assert stored["tree"]["left"] == {"op": "share", "kernel": "backward_db", "backend": "numba", "config": "xl"}
     assert cli("-r", root, "validate").code == 0
     assert conclude(cli, root, "b", UNDECIDED).code == 0
@@ -119,7 +120,7 @@ def test_conclude_stores_the_condition_as_written_parsed_and_decided(cli, root: 
 def test_a_conclusion_without_the_condition_drops_it_and_says_so(cli, root: Path) -> None:
     conclude(cli, root, "a", TRUE)
     again = conclude(cli, root, "a")
-    assert again.code == 0 and f"the earlier condition {TRUE!r} is dropped" in again.out
+    assert again.code == 0 and f"the earlier condition {TRUE_CANONICAL!r} is dropped" in again.out
     assert "continue_if" not in json.loads((root / "a.json").read_text())
 
 
@@ -299,7 +300,7 @@ def test_disposition_check_for_ci(cli, root: Path) -> None:
     done = cli("-r", root, "disposition", "check")
     assert done.code == 0
     assert (
-        f"a: {TRUE}\n  now it holds: share(backward_db, backend=numba, config=xl) = 0.31 >= 0.3 on run {RUN}"
+        f"a: {TRUE_CANONICAL}\n  now it holds: share(backward_db, backend=numba, config=xl) = 0.31 >= 0.3 on run {RUN}"
         in done.out
     )
     assert "3 conditions: 1 hold, 1 do not, 1 cannot be decided; none has turned false since its conclusion" in done.out
@@ -332,6 +333,8 @@ def test_disposition_check_for_ci(cli, root: Path) -> None:
 
 
 def test_show_and_list_never_load_the_parser(cli, root: Path) -> None:
+    """Deciding a stored condition needs no parser, nor does reading a record whose condition is
+    stored in its canonical text, as conclude stores it (the index is built by the commands below)."""
     conclude(cli, root, "a", TRUE)
     code = (
         "import sys\nfrom ptreg.cli import main\n"

@@ -5,12 +5,14 @@ A valid record is serialized, then broken structurally (a key deleted, a value o
 type, the record wrapped in a list, deep nesting, a key twice, a file name that disagrees
 with the id) and byte by byte (truncated, a byte flipped, random bytes inserted: invalid
 UTF-8, NUL, stray brackets, lone surrogate escapes), and written into a registry beside a
-valid record.
+valid record. A number is also replaced by one past what a store holds (an integer outside
+SQLite's 64 bits, NaN, an infinity, a literal a double reads as infinity).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 import tempfile
 from pathlib import Path
@@ -47,6 +49,13 @@ json_values = st.recursive(
     json_scalars,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=8,
+)
+# Numbers at and past the edges of what the stores hold: SQLite's signed 64 bits, a double.
+HOSTILE_NUMBERS = (
+    st.sampled_from(
+        [2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64, 10**30, math.nan, math.inf, -math.inf, 1.7976931348623157e308]
+    )
+    | st.integers()
 )
 INSERTS = st.binary(min_size=1, max_size=6) | st.sampled_from(
     [b"\x00", b"\xff", b"\xc3", b"\xed\xa0\x80", b"\\ud800", b"\\u0000", b"[", b"]", b"{", b"}", b'"', b",", b":"]
@@ -90,7 +99,11 @@ def corrupted_files(draw) -> tuple[str, bytes, str]:
     nest_text = None
     done = []
     for step in draw(
-        st.lists(st.sampled_from(["delete-key", "retype", "wrap", "nest", "rename", "none"]), min_size=1, max_size=2)
+        st.lists(
+            st.sampled_from(["delete-key", "retype", "renumber", "wrap", "nest", "rename", "none"]),
+            min_size=1,
+            max_size=2,
+        )
     ):
         if step == "delete-key" and isinstance(record, dict) and record:
             key = draw(st.sampled_from(sorted(record)))
@@ -101,6 +114,15 @@ def corrupted_files(draw) -> tuple[str, bytes, str]:
             old = record[key]
             record[key] = draw(json_values.filter(lambda v, old=old: _type_name(v) != _type_name(old)))
             done.append(f"retyped {key}")
+        elif step == "renumber" and isinstance(record, dict):
+            key = draw(st.sampled_from(["data_rows", "origin"]))
+            number = draw(HOSTILE_NUMBERS)
+            if key == "origin":  # the integers of the ledger's order, which the index stores
+                field = draw(st.sampled_from(["position", "import_number"]))
+                record["origin"] = {"file": "a.json", "schema_version": 2, "position": 0, "keys": ["id"], field: number}
+            else:
+                record[key] = number
+            done.append(f"renumbered {key} to {number!r}")
         elif step == "wrap":
             record = [record]
             done.append("wrapped in a list")
@@ -194,3 +216,19 @@ def test_random_bytes_anywhere_in_a_record(cli) -> None:
     for at in range(0, len(text), 11):
         replacement = bytes([chooser.choice([0, 0x22, 0x5B, 0x5C, 0x7B, 0x7D, 0x80, 0xC3, 0xFF])])
         check([("sweep.json", text[:at] + replacement + text[at + 1 :], f"byte {at}")], cli)
+
+
+EDGES = [2**63 - 1, 2**63, -(2**63) - 1, 2**64, 10**30, math.nan, math.inf, -math.inf, 1.7976931348623157e308]
+
+
+@pytest.mark.parametrize("number", EDGES, ids=repr)
+@pytest.mark.parametrize("field", ["data_rows", "position", "import_number"])
+def test_numbers_at_the_edges_of_the_stores(field: str, number: Any, cli) -> None:
+    """Each edge in each integer the query index stores, for sure (the property above samples
+    them among everything else): refused in one line, or listed; never an OverflowError."""
+    if field == "data_rows":
+        record = complete_record("edge", data_rows=number)
+    else:
+        origin = {"file": "a.json", "schema_version": 2, "position": 0, "keys": ["id"], field: number}
+        record = complete_record("edge", origin=origin)
+    check([("edge.json", json.dumps(record).encode("utf-8"), f"{field} {number!r}")], cli)

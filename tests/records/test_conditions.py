@@ -35,6 +35,7 @@ from ptreg.records.condition_grammar import parse
 from ptreg.records.configs import CONFIGS, LayerName, linear_shapes
 from ptreg.records.decision import decide
 from ptreg.records.refs import ID_PATTERN
+from ptreg.records.registry import parse_record
 from ptreg.records.run import KERNELS, Cell, KernelTiming, RunResults
 
 RUN = "20261201T092700Z"
@@ -135,12 +136,15 @@ QUANTITY = st.one_of(
     ),
     st.builds(lambda b, o, c: f"speedup({b}, over={o}, config={c})", BACKEND, BACKEND, CONFIG),
 )
-OPERAND = st.one_of(
-    QUANTITY,
-    st.builds(lambda f, q: f"{f}({q})", st.sampled_from(["low", "high"]), QUANTITY),
-    st.floats(min_value=0, max_value=1e6, allow_nan=False).map(repr),
+MEASURED = st.one_of(QUANTITY, st.builds(lambda f, q: f"{f}({q})", st.sampled_from(["low", "high"]), QUANTITY))
+NUMBER = st.floats(min_value=0, max_value=1e6, allow_nan=False).map(repr)
+OPERAND = st.one_of(MEASURED, NUMBER)
+COMPARATOR = st.sampled_from([">=", ">", "<=", "<"])
+# a comparison names a measurement on one side at least (two numbers decide nothing)
+COMPARISON = st.one_of(
+    st.builds(lambda a, op, b: f"{a} {op} {b}", MEASURED, COMPARATOR, OPERAND),
+    st.builds(lambda a, op, b: f"{a} {op} {b}", NUMBER, COMPARATOR, MEASURED),
 )
-COMPARISON = st.builds(lambda a, op, b: f"{a} {op} {b}", OPERAND, st.sampled_from([">=", ">", "<=", "<"]), OPERAND)
 CONDITION = st.recursive(
     COMPARISON,
     lambda inner: st.one_of(
@@ -347,7 +351,7 @@ def test_a_hand_edited_tree_deeper_than_the_limit_is_refused_by_the_model() -> N
     node: dict[str, Any] = {
         "op": "compare",
         "cmp": ">",
-        "left": {"op": "number", "value": 1},
+        "left": {"op": "ms_per_step", "backend": "numba", "config": "xl"},
         "right": {"op": "number", "value": 0},
     }
     for _ in range(MAX_DEPTH - 1):  # with the comparison and its operands, one level too many
@@ -431,6 +435,22 @@ HOSTILE: list[tuple[str, str | int, str | None]] = [
     ("(" * 1000 + f"{Q} > 0" + ")" * 1000, MAX_TEXT + 1, "at most 2,000"),
     ("(" * 900 + f"{Q} > 0" + ")" * 900, MAX_DEPTH + 1, f"more than {MAX_DEPTH} levels"),
     ("not " * 400 + f"{Q} > 0", 4 * MAX_DEPTH + 1, f"more than {MAX_DEPTH} levels"),
+    # digits of other scripts, which a regular expression's \d and Python's float() both take
+    (f"{Q} > 0.\u09ea", "\u09ea", "not an ASCII digit"),  # Bengali 4, which looks like 8
+    (f"{Q} > \uff10.5", "\uff10", "not an ASCII digit"),  # full-width 0
+    (f"{Q} > \U0001d7ce.5", "\U0001d7ce", "not an ASCII digit"),  # mathematical bold 0
+    (f"{Q} > 1\u0660", "\u0660", "not an ASCII digit"),  # Arabic-Indic 0 after an ASCII digit
+    (f"{Q} > \u0f23", "\u0f23", "not an ASCII digit"),  # Tibetan 3
+    ("share(forward, backend=numba\u0663, config=xl) > 1", "\u0663", "not an ASCII digit"),
+    ("1 >= 0", 1, "names no measurement"),
+    (f"{Q} > 1 or 2 < 3", "2 < 3", "names no measurement"),
+    (f"not (0.5 > 0.25) and {Q} > 1", "0.5", "names no measurement"),
+    (f"{Q} > 1e-400", "1e-400", "out of range"),  # would be stored as 0
+    (f"{Q} > 0.{'0' * 330}1", "0.", "out of range"),
+    (f"{Q} > .{'0' * 400}5e2", ".", "out of range"),
+    (f"{Q} < {'9' * 400}", "9", "out of range"),
+    (f"{Q} < 1e309", "1e309", "out of range"),  # 1e308 * 10
+    (" and ".join(["share(forward, numba, xl) > 0"] * 55), 1, "canonical text is 2,690 characters long"),
 ]
 
 
@@ -522,3 +542,89 @@ def test_a_condition_of_the_longest_and_deepest_allowed_parses() -> None:
     long = long + " " * (MAX_TEXT - len(long))
     assert len(long) == MAX_TEXT
     assert len(parse(long).args) == 38  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "text, value", [("0", 0.0), ("0.000", 0.0), ("0e5", 0.0), ("00.0e-400", 0.0), ("5e-324", 5e-324)]
+)
+def test_a_zero_is_read_as_zero_and_the_smallest_double_as_itself(text: str, value: float) -> None:
+    tree = parse(f"{Q} > {text}")
+    assert tree.right.value == value  # type: ignore[union-attr]
+
+
+def test_a_stored_comparison_of_two_numbers_is_refused_by_the_model() -> None:
+    numbers = {
+        "op": "compare",
+        "cmp": ">=",
+        "left": {"op": "number", "value": 1},
+        "right": {"op": "number", "value": 0},
+    }
+    record = complete_record("x", continue_if={"text": "1 >= 0", "tree": numbers, "set_at": "t", "run": RUN})
+    with pytest.raises(ValueError, match="names no measurement"):
+        Attempt.model_validate(record)
+
+
+# --------------------------------------------------------------------------- a stored text and tree
+
+
+def stored(text: str, tree: dict[str, Any]) -> dict[str, Any]:
+    return complete_record("x", continue_if={"text": text, "tree": tree, "set_at": "t", "run": RUN})
+
+
+SHARE_TREE = {
+    "op": "compare",
+    "cmp": ">",
+    "left": {"op": "share", "kernel": "forward", "backend": "numba", "config": "xl"},
+    "right": {"op": "number", "value": 0.3},
+}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "share(forward, backend=numba, config=xl) > 0.3",  # the canonical text
+        "share(forward, numba, xl) > 0.30",  # as written, in another spelling
+        "  share( kernel=forward, config = xl, backend=numba )>3e-1 ",
+    ],
+)
+def test_a_text_and_a_tree_that_say_the_same_agree(text: str) -> None:
+    record, problems = parse_record(stored(text, SHARE_TREE), file="x.json")
+    assert problems == [] and record.attempt is not None
+
+
+@pytest.mark.parametrize(
+    "text, tree, field, fragment",
+    [
+        (  # the tree replaced by one that always holds
+            "share(forward, backend=numba, config=xl) > 0.3",
+            {"op": "compare", "cmp": ">=", "left": {"op": "ms_per_step", "backend": "numba", "config": "xl"},
+             "right": {"op": "number", "value": 0}},
+            "tree",
+            "the stored tree reads 'ms_per_step(backend=numba, config=xl) >= 0', not the condition's text "
+            "'share(forward, backend=numba, config=xl) > 0.3'",
+        ),
+        ("share(forward, backend=numba, config=xl) > 0.31", SHARE_TREE, "tree", "reads 'share(forward, backend=numba, config=xl) > 0.3'"),
+        ("share(forward, backend=numba, config=xl) < 0.3", SHARE_TREE, "tree", "not the condition's text"),
+        ("share(backward_db, backend=numba, config=xl) > 0.3", SHARE_TREE, "tree", "not the condition's text"),
+        ("not share(forward, backend=numba, config=xl) > 0.3", SHARE_TREE, "tree", "not the condition's text"),
+        ("share(forward, backend=numba, config=xl) > 0.\u09ea", SHARE_TREE, "text", "column 46: unexpected character"),
+        ("share(forward, backend=numba, config=xl) > 1e-400", {**SHARE_TREE, "right": {"op": "number", "value": 0}}, "text", "out of range"),
+        ("1 >= 0 or share(forward, backend=numba, config=xl) > 0.3", SHARE_TREE, "text", "names no measurement"),
+        ("share(forward, backend=numba, config=xl) > 0.3 or", SHARE_TREE, "text", "unexpected end"),
+    ],
+)  # fmt: skip
+def test_a_text_and_a_tree_that_disagree_are_no_record(
+    text: str, tree: dict[str, Any], field: str, fragment: str
+) -> None:
+    """What is decided (the tree) and what is shown (the text) must be one condition: a record
+    whose two differ is refused whole, so no command decides it."""
+    record, problems = parse_record(stored(text, tree), file="x.json")
+    assert record.attempt is None
+    [problem] = problems
+    assert (problem.rule, problem.pointer, problem.attempt_id, problem.file) == (
+        "continue-if",
+        f"/continue_if/{field}",
+        "x",
+        "x.json",
+    )
+    assert fragment in problem.message and "\n" not in problem.message

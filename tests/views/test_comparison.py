@@ -248,6 +248,24 @@ def test_history_lists_every_run_of_the_evaluator_oldest_first(root: Path, cli) 
     assert_one_line_error(cli("-r", root, "history"), 2, "give an ATTEMPT or --evaluator")
 
 
+def test_history_names_a_run_it_cannot_read_and_reads_the_others(root: Path, cli) -> None:
+    """A run whose medians are 0 (a forged file) is unreadable: left out of the history, with a
+    warning naming its file and field, and the other runs listed."""
+    rng = random.Random(9)
+    for n in range(3):
+        synthetic_run(root, "history", hour(n), rng)
+    broken = root / "runs" / "history" / "20261201T010000Z" / "results.json"
+    results = json.loads(broken.read_text(encoding="utf-8"))
+    results["cells"][0]["ms_per_step"]["median"] = 0.0
+    broken.write_text(json.dumps(results), encoding="utf-8")
+    shown = cli("-r", root, "history", "--evaluator", "synthetic")
+    assert shown.code == 0 and "2 complete runs" in shown.out, shown.out
+    assert (
+        shown.err
+        == f"ptreg: warning: {broken}#/cells/0/ms_per_step/median: Input should be greater than 0 (got 0.0) (skipped)\n"
+    )
+
+
 # A timing assertion (two real runs on a shared machine): it failed under other load, so it runs
 # with the stress and benchmark tests (`-m slow`); the tests above decide the same verdicts on
 # samples made for them.

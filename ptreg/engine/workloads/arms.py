@@ -13,7 +13,7 @@ an evaluation's items are its sample, as Miller (2024) argues; otherwise it is p
 from __future__ import annotations
 
 from ...records.evaluator import ALL_CONFIG, AnySpec, ArmsSpec, MetricDeclaration
-from ...records.run import Cell, MetricComparison, MetricSample, Roles, RunResults
+from ...records.run import Cell, MetricComparison, MetricSample, Roles, RunResults, SignedInterval
 from ...text import Table
 from ..stats import paired_difference, paired_ratio, summarize_metric
 from .base import AnySample, Workload, note
@@ -74,9 +74,8 @@ def compare_arms(
         found = paired_ratio(metric_values(mine, metric), metric_values(theirs, metric))
         if found is None:
             return None
-        return MetricComparison(
-            kind="ratio", estimate=found.median, ci=found.ci, n=found.n, paired_by="round", seeds=found.n
-        )
+        ci = SignedInterval(**found.ci.model_dump()) if found.ci is not None else None
+        return MetricComparison(kind="ratio", estimate=found.median, ci=ci, n=found.n, paired_by="round", seeds=found.n)
     my_items, my_seeds = _items(mine, metric)
     their_items, their_seeds = _items(theirs, metric)
     if set(my_items) & set(their_items):
