@@ -181,6 +181,9 @@ class _CommandRun(CellRun):
         self.emit = emit
 
     def warm_up(self, progress: ReportProgress) -> None:
+        # What a command starts and leaves behind, even in a session of its own (setsid), is
+        # re-parented to this worker rather than to init, so that it can be found and ended.
+        _become_subreaper()
         progress("ready", 1, 1)  # a command has nothing to warm: each repeat is a fresh process
 
     def run_repeat(self, repeat: int, record: Record, progress: ReportProgress) -> None:
@@ -215,6 +218,7 @@ class _CommandRun(CellRun):
         pid = process.pid
         self.emit(Spawned(pgid=pid))
         status, usage, timed_out = self._wait(pid)
+        _end_orphans()
         self.emit(Reaped(pgid=pid))
         wall = time.monotonic() - started
         peak = usage.ru_maxrss / 1024 if usage.ru_maxrss > 0 else None  # Linux counts KiB
@@ -246,6 +250,45 @@ class _CommandRun(CellRun):
                 _, status, usage = os.wait4(pid, 0)
                 return status, usage, True
             time.sleep(POLL_SECONDS)
+
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+ORPHAN_ROUNDS = 50  # a tree re-parents a level at a time; far deeper than any real command's
+
+
+def _become_subreaper() -> None:
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _children() -> list[int]:
+    """This process's children, from /proc (each stat's fourth field is its parent)."""
+    me, found = os.getpid(), []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = Path(entry.path, "stat").read_text()
+            if int(stat.rpartition(")")[2].split()[1]) == me:
+                found.append(int(entry.name))
+    return found
+
+
+def _end_orphans() -> None:
+    """Kill and reap whatever the command left running, level by level as the tree re-parents
+    to this worker (its subreaper): a repeat ends with nothing of it alive."""
+    for _ in range(ORPHAN_ROUNDS):
+        left = _children()
+        if not left:
+            return
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in left:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
 
 
 def _kill_group(pgid: int) -> None:
