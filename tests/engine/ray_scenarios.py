@@ -90,6 +90,11 @@ def main(work: Path) -> int:
             ["-r", setup["root"], "run", setup["spread"], "--executor", "ray", "--address", cluster.address]
         )
 
+        # A command evaluator's arms, on a node as a config's cells are.
+        report["command"] = ptreg(
+            ["-r", setup["root"], "run", setup["command"], "--executor", "ray", "--address", cluster.address]
+        )
+
         # The same measurement locally, for the shape of its results.
         on_ray = ["--executor", "ray", "--address", cluster.address]
         short = ["bench", *BENCH, "-c", "tiny", "--timed-steps", "1", "--repeats", "2", "--json"]

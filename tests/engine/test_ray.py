@@ -47,6 +47,17 @@ TWO_CONFIGS = {
     "max_relative_spread": 10.0,
 }
 LONG_TINY = {**TWO_CONFIGS, "configs": ["tiny"], "timed_steps": 2000, "repeats": 3}
+COMMAND = {
+    "name": "ray-command",
+    "workload": "command",
+    "command": [sys.executable, "arm.py", "{value}"],
+    "arms": {"low": {"value": "0.25"}, "high": {"value": "0.75"}},
+    "baseline": "low",
+    "metrics": {"score": {"better": "higher", "unit": "fraction"}},
+    "repeats": 2,
+    "seed": 0,
+    "timeout_seconds": 60,
+}
 
 
 def _required() -> bool:
@@ -69,8 +80,29 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for number, (key, attempt_id) in enumerate(attempts.items()):
         ref = freeze_evaluator(root, name=f"ray-{key}", **specs[key])
         propose_for_run(root, ref, attempt_id, f"#{90 + number}")
+    # a command evaluator, frozen (and so consented to) in a configuration of the module's own
+    config = work / "config"
+    (work / "arm.py").write_text(
+        "import json, os, sys\n"
+        "open(os.environ['PTREG_METRICS'], 'w').write(json.dumps({'score': float(sys.argv[1])}) + '\\n')\n"
+    )
+    (work / "command.json").write_text(json.dumps(COMMAND))
+    saved = os.environ.get("PTREG_CONFIG_HOME")
+    os.environ["PTREG_CONFIG_HOME"] = str(config)
+    try:
+        from ptreg.gate.evaluators import freeze
+
+        command_ref = freeze(root, work / "command.json").evaluator.ref
+    finally:
+        if saved is None:
+            os.environ.pop("PTREG_CONFIG_HOME")
+        else:
+            os.environ["PTREG_CONFIG_HOME"] = saved
+    propose_for_run(root, command_ref, "ray-command", "#99")
+    attempts["command"] = "ray-command"
     (work / "setup.json").write_text(json.dumps({"root": str(root), **attempts}))
     env = {k: v for k, v in os.environ.items() if k not in ("PTREG_CRASH_AT", "PTREG_LOCK_TIMEOUT", "RAY_ADDRESS")}
+    env["PTREG_CONFIG_HOME"] = str(config)
     done = subprocess.run(
         namespace_command([sys.executable, str(HERE / "ray_scenarios.py"), str(work)]),
         capture_output=True,
@@ -143,6 +175,15 @@ def test_a_run_spreads_its_configs_over_the_nodes_and_only_the_driver_writes(rep
     record = json.loads((report["root"] / f"{report['attempts']['spread']}.json").read_text())
     assert [r["run_id"] for r in record["runs"]] == [results["run_id"]]
     assert "every config ran on like machines" in report["run"]["out"]
+
+
+def test_a_command_run_goes_to_a_node_like_a_config(report: dict[str, Any]) -> None:
+    assert report["command"]["code"] == 0, report["command"]["err"][-2000:]
+    results, environment = _results(report["root"], report["attempts"]["command"])
+    assert results["status"] == "complete" and environment["executor"]["kind"] == "ray"
+    cells = {c["backend"]: c for c in results["cells"]}
+    assert all("node" in c["worker"] for c in cells.values())
+    assert cells["high"]["versus"]["low"]["score"]["estimate"] == 0.5
 
 
 def test_remote_results_have_the_shape_of_local_ones(report: dict[str, Any]) -> None:
