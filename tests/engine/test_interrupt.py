@@ -114,3 +114,71 @@ def test_interrupted_runner_keeps_whole_repeats_and_stops_the_plan(tmp_path: Pat
     for cell in results.cells:
         assert cell.ms_per_step is not None and cell.ms_per_step.n >= 1, "whole repeats are summarized"
     assert results.rounds is not None and results.rounds[0].stopped == "interrupted by SIGTERM"
+
+
+def test_sigterm_during_a_command_kills_its_group_and_keeps_the_repeats_that_finished(tmp_path: Path) -> None:
+    """The command workload: a repeat that is running when SIGTERM arrives dies with its whole
+    process group; the repeats before it are written as an interrupted run."""
+    from ptreg.store.runs import read_results
+
+    project = tmp_path / "project"
+    project.mkdir()
+    # round 0 finishes at once; from round 1 on, the command and a child of it sleep
+    (project / "arm.py").write_text(
+        "import json, os, subprocess, sys, time\n"
+        "if int(os.environ['PTREG_SEED']) > 0:\n"
+        "    child = subprocess.Popen(['sleep', '302'])\n"
+        "    open(f\"pids-{os.environ['PTREG_ARM']}\", 'a').write(f'{os.getpid()} {child.pid}\\n')\n"
+        "    time.sleep(300)\n"
+        "open(os.environ['PTREG_METRICS'], 'w').write(json.dumps({'score': 1.0}) + '\\n')\n"
+    )
+    spec = {
+        "name": "sleepy",
+        "workload": "command",
+        "command": [sys.executable, "arm.py", "{n}"],
+        "arms": {"one": {"n": "1"}, "two": {"n": "2"}},
+        "baseline": "one",
+        "metrics": {"score": {"better": "higher", "unit": "fraction"}},
+        "repeats": 3,
+        "seed": 0,
+        "timeout_seconds": 600,
+    }
+    (project / "spec.json").write_text(json.dumps(spec))
+    root = write_registry(project / "attempts", [complete_record("seed-record")])
+    env = {k: v for k, v in os.environ.items() if k != "PTREG_CRASH_AT"}
+    frozen = subprocess.run(
+        [sys.executable, "-m", "ptreg", "-r", str(root), "evaluator", "freeze", str(project / "spec.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=project,
+    )
+    assert frozen.returncode == 0, frozen.stderr
+    propose_for_run(root, "sleepy", "stop-command", "#82")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ptreg", "-r", str(root), "run", "stop-command"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=project,
+    )
+    deadline = time.monotonic() + 120
+    while not list(project.glob("pids-*")):
+        assert time.monotonic() < deadline and process.poll() is None, process.stderr.read() if process.stderr else ""
+        time.sleep(0.1)
+    time.sleep(0.5)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err
+    assert "Traceback" not in err + out
+    for pids in project.glob("pids-*"):
+        for pid in map(int, pids.read_text().split()):
+            end = time.monotonic() + 5
+            while time.monotonic() < end and alive(pid):
+                time.sleep(0.1)
+            assert not alive(pid), f"{pid}, started by the command, outlived the run"
+    (folder,) = list((root / "runs" / "stop-command").iterdir())
+    results = read_results(folder)
+    assert results.status == "interrupted"
+    assert all(c.metrics and c.metrics["score"].n == 1 for c in results.cells), "round 0 is kept"
