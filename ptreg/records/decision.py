@@ -45,12 +45,15 @@ from .evaluator import ArmsSpec
 if TYPE_CHECKING:  # the run models are only read here: deciding needs none built, nor does parsing
     from .run import Cell, Ratio, RunResults, Summary
 
-# Which workload records what a function reads (speedups are taken in both).
-WORKLOAD_OF: dict[str, str] = {
-    "share": "tinygpt-train",
-    "amdahl": "tinygpt-train",
-    "ms_per_step": "tinygpt-train",
-    "gflops": "kernels",
+# What a function reads, by the samples a cell keeps it in: a run none of whose cells keeps
+# them measured something else, whichever workload that was (speedups are taken in every run).
+STEPS = ("step_samples", "ms_per_step", "attribution")
+KERNELS_ALONE = ("kernel_samples", "kernels", "step_gflops")
+RECORDED_IN: dict[str, tuple[tuple[str, ...], str]] = {
+    "share": (STEPS, "a training step's parts"),
+    "amdahl": (STEPS, "a training step's parts"),
+    "ms_per_step": (STEPS, "training steps"),
+    "gflops": (KERNELS_ALONE, "kernels timed alone"),
 }
 
 
@@ -182,9 +185,9 @@ def missing(node: QuantityNode, results: RunResults) -> str | None:
         return _missing_metric(node, results, run)
     if isinstance(results.spec, ArmsSpec):
         return f"{node.op} reads a run of backends; {run} measured arms ({results.spec.workload})"
-    workload = WORKLOAD_OF.get(node.op)
-    if workload is not None and results.spec.workload != workload:
-        return f"{node.op} is recorded by the {workload} workload; {run} measured {results.spec.workload}"
+    recorded = RECORDED_IN.get(node.op)
+    if recorded is not None and all(getattr(c, f) is None for c in results.cells for f in recorded[0]):
+        return f"{node.op} reads {recorded[1]}, which {run} does not record (it measured {results.spec.workload})"
     if _cell(results, node.backend, node.config) is None:
         return f"{run} has no cell {node.backend}/{node.config} ({_cells_listed(results)})"
     if isinstance(node, Speedup):

@@ -17,6 +17,7 @@ from typing import Any
 from ..engine.stats import center_interval
 from ..engine.workloads import workload_named
 from ..engine.workloads.arms import declared
+from ..engine.workloads.base import BackendsWorkload
 from ..errors import PtregError
 from ..records.attempt import Attempt, RunRef
 from ..records.evaluator import ALL_CONFIG, ArmsSpec
@@ -273,7 +274,8 @@ def run_charts(results: RunResults) -> list[Chart]:
                 1000 * ci.high if ci else None,
             )
         )
-    unit = "ms per step" if results.spec.workload != "kernels" else "ms per step's linear layers"
+    measured = workload_named(results.spec.workload)
+    unit = f"ms per {measured.seconds_of if isinstance(measured, BackendsWorkload) else 'repeat'}"
     charts.append(bar_chart("time", "Time per step, per config and backend (median, 95% interval)", unit, time_bars))
     roles = results.ratio_roles
     for name, title, attr in (

@@ -131,7 +131,7 @@ def test_a_conclusion_without_the_condition_drops_it_and_says_so(cli, root: Path
         ("share(backward_db, backend=blocked-numpy, config=xl) >= 0.3", 2, "no cell blocked-numpy/xl"),
         ("share(backward_db, backend=numba, config=large) >= 0.3", 2, "no cell numba/large"),
         ("speedup(numba, over=numba, config=xl) > 1", 2, "records speedups over naive and numpy-blas only"),
-        ("gflops(step, backend=numba, config=xl) > 1", 2, "kernels workload"),
+        ("gflops(step, backend=numba, config=xl) > 1", 2, "does not record (it measured tinygpt-train)"),
         ("__import__('os').system('touch pwned')", 2, "column 12"),
         ("share(dB, numba, xl) > 0.3", 2, "unknown kernel 'dB'"),
         ("x" * 2001, 2, "at most 2,000"),

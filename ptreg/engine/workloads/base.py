@@ -119,6 +119,8 @@ class BackendsWorkload(Workload):
     """A workload that compares kernel backends on model configs, with parity checked first."""
 
     kind = "backends"
+    # what ``repeat_seconds`` times, as a chart's unit says it: "ms per ..."
+    seconds_of: ClassVar[str] = "step"
 
     @abstractmethod
     def repeat_seconds(self, spec: EvaluatorSpec, cell: Cell) -> dict[int, float]:

@@ -98,6 +98,7 @@ class KernelsWorkload(BackendsWorkload):
     name = "kernels"
     unit = "GFLOP/s over a step's linear layers"
     metric = "gflops"
+    seconds_of = "step's linear layers"
     description = "Each matmul kernel alone at every layer shape of one training step: GFLOP/s per backend."
 
     def prepare(self, task: CellTask, backend: Backend | None) -> CellRun:
