@@ -110,7 +110,7 @@ def list_attempts(
             whole = {a.stem: read_summarized(root, a) for a in found if a.has_condition}
 
             def undecided(why: str) -> None:
-                typer.echo(f"ptreg: warning: {why} (not decided)", err=True)
+                say(f"ptreg: warning: {why} (not decided)", err=True, one_line=True)
 
             kept = {id(a) for a in with_truth(root, whole.values(), continuable, undecided)}
             found = [a for a in found if a.stem in whole and id(whole[a.stem]) in kept]
