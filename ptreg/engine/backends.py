@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from ..errors import EXIT_UNUSABLE, PtregError
 from ..records.run import Kernel, Roles
-from .plugins import PluginEntry, plugin_entries
+from .plugins import PluginEntry, call_problem, plugin_entries
 
 ENTRY_POINT_GROUP = "ptreg.backends"
 METHOD_OF_KERNEL: dict[Kernel, str] = {
@@ -99,46 +99,13 @@ def entries() -> dict[str, BackendEntry]:
     return plugin_entries(ENTRY_POINT_GROUP)
 
 
-def _call_problem(target: str, owner: Any, method: str, arguments: tuple[str, ...], bound: bool) -> str | None:
-    """Why ``owner.method`` cannot be called with ``arguments``, or None when it can.
-
-    ``bound``: ``owner`` is an instance, or the method is called on the class itself (a
-    staticmethod or classmethod); otherwise a plain function of a class takes ``self`` first.
-    """
-    function = getattr(owner, method, None)
-    if not callable(function):
-        return f"{target} lacks {method}({', '.join(arguments)})"
-    try:
-        signature = inspect.signature(function)
-    except (TypeError, ValueError):
-        return None  # a builtin without a signature: it will say so itself when called
-    if not bound and inspect.isclass(owner) and inspect.isfunction(inspect.getattr_static(owner, method)):
-        signature = signature.replace(parameters=list(signature.parameters.values())[1:])
-    try:
-        signature.bind(*arguments)
-    except TypeError as exc:
-        return f"{target}: {method}({_names(signature)}) cannot be called as {method}({', '.join(arguments)}): {exc}"
-    return None
-
-
-def _names(signature: inspect.Signature) -> str:
-    """The parameters as a reader writes them: names only, with * and ** where they apply."""
-
-    def shown(p: inspect.Parameter) -> str:
-        if p.kind is inspect.Parameter.VAR_POSITIONAL:
-            return "*" + p.name
-        return "**" + p.name if p.kind is inspect.Parameter.VAR_KEYWORD else p.name
-
-    return ", ".join(shown(p) for p in signature.parameters.values())
-
-
 def signature_problem(target: str, owner: Any, bound: bool) -> str | None:
     """The first method of ``owner`` (a class, or a created backend when ``bound``) whose
     signature does not take the arguments the engine passes; None when every one does. The
     three kernels must be there; ``set_threads`` is checked only when it is."""
     calls = {**KERNEL_CALLS, **{m: a for m, a in OPTIONAL_CALLS.items() if getattr(owner, m, None) is not None}}
     for method, arguments in calls.items():
-        problem = _call_problem(target, owner, method, arguments, bound)
+        problem = call_problem(target, owner, method, arguments, bound)
         if problem is not None:
             return problem
     return None
@@ -155,7 +122,7 @@ def _metadata(target: str, factory: Any) -> dict[str, Any]:
         if value is None:
             return default
         if call:
-            problem = _call_problem(target, factory, name, (), bound=True)
+            problem = call_problem(target, factory, name, (), bound=True)
             if problem is not None:
                 raise ValueError(problem + " (metadata is read from the class: make it a staticmethod)")
             value = value()

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...errors import EXIT_UNUSABLE, PtregError
 from ...records.evaluator import AnySpec, ArmsSpec, EvaluatorSpec, MetricDeclaration
-from ..plugins import PluginEntry, plugin_entries
+from ..plugins import PluginEntry, call_problem, plugin_entries
 from .base import Workload
 
 ENTRY_POINT_GROUP = "ptreg.workloads"
@@ -61,20 +61,11 @@ def entries() -> dict[str, PluginEntry]:
 
 
 def _signature_problem(target: str, owner: type) -> str | None:
+    """The first method whose signature does not take what the engine passes, or None."""
     for method, arguments in CALLS.items():
-        function = getattr(owner, method, None)
-        if not callable(function):
-            return f"{target} lacks {method}({', '.join(arguments)})"
-        try:
-            signature = inspect.signature(function)
-        except (TypeError, ValueError):
-            continue
-        if inspect.isfunction(inspect.getattr_static(owner, method)):
-            signature = signature.replace(parameters=list(signature.parameters.values())[1:])
-        try:
-            signature.bind(*arguments)
-        except TypeError as exc:
-            return f"{target}: {method} cannot be called as {method}({', '.join(arguments)}): {exc}"
+        problem = call_problem(target, owner, method, arguments, bound=False)
+        if problem is not None:
+            return problem
     return None
 
 

@@ -1,0 +1,49 @@
+"""Workload plugins broken in the ways a third party's might be, for tests/engine/test_workloads_discovery.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ptreg.engine.workloads.arms import ArmsWorkload
+
+
+class NotAWorkload:
+    name = "fake"
+
+
+class WrongPrepare(ArmsWorkload):
+    name = "fake"
+    description = "prepare takes one argument too few"
+
+    def prepare(self, task: Any) -> Any:  # type: ignore[override]
+        return None
+
+
+class Abstract(ArmsWorkload):
+    name = "fake"
+    description = "forgets prepare"
+
+
+class Misnamed(ArmsWorkload):
+    name = "another"
+    description = "calls itself by another name"
+
+    def prepare(self, task: Any, backend: Any) -> Any:
+        return None
+
+
+class BadMetrics(ArmsWorkload):
+    name = "fake"
+    description = "metrics that are not declarations"
+    metrics = {"score": "higher"}  # type: ignore[dict-item]  # noqa: RUF012 - a plugin's mistake, on purpose
+
+    def prepare(self, task: Any, backend: Any) -> Any:
+        return None
+
+
+class Fine(ArmsWorkload):
+    name = "fake"
+    description = "a workload the engine can call"
+
+    def prepare(self, task: Any, backend: Any) -> Any:
+        return None
