@@ -364,6 +364,9 @@ class Executor:
         process.wait()
 
 
+FAILURE_MAX = 300
+
+
 def keep(outcome: TaskOutcome, event: AnyEvent | None) -> None:
     """What an event adds to its task's outcome (progress and stray prints add nothing)."""
     if isinstance(event, Sample):
@@ -375,7 +378,11 @@ def keep(outcome: TaskOutcome, event: AnyEvent | None) -> None:
     elif isinstance(event, Done):
         outcome.done = event
     elif isinstance(event, Failed):
-        outcome.failure = event.message
+        # a plugin's exception text, hostile like any input: one line, bounded, so that the
+        # reason a run records (and the evidence quoting it) stays within what a record holds
+        lines = event.message.strip().splitlines() or [""]
+        first = lines[0] + (" ..." if len(lines) > 1 else "")
+        outcome.failure = first if len(first) <= FAILURE_MAX else first[: FAILURE_MAX - 3] + "..."
 
 
 def _die_with_parent() -> None:

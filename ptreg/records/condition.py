@@ -112,6 +112,12 @@ class Diff(_Node):
     arm: BackendName
     over: BackendName
 
+    @model_validator(mode="after")
+    def _two_arms(self) -> Diff:
+        if self.arm == self.over:  # no run records an arm against itself: never decidable
+            raise ValueError(f"{self.op} compares arm {self.arm} with itself; give two arms")
+        return self
+
 
 class MetricRatio(_Node):
     """An arm's metric over another arm's, paired by round, with its 95% interval (a metric
@@ -121,6 +127,12 @@ class MetricRatio(_Node):
     metric: MetricName
     arm: BackendName
     over: BackendName
+
+    @model_validator(mode="after")
+    def _two_arms(self) -> MetricRatio:
+        if self.arm == self.over:  # no run records an arm against itself: never decidable
+            raise ValueError(f"{self.op} compares arm {self.arm} with itself; give two arms")
+        return self
 
 
 Quantity = Annotated[

@@ -276,6 +276,8 @@ class _Builder:
             if not isinstance(value, Token):
                 raise ConditionError(at, f"{name}'s {param} is a name, not {self._shown(value)}")
             values[param] = self._name(name, param, str(value), at)
+        if name in ("diff", "ratio") and values["arm"] == values["over"]:
+            raise ConditionError(column, f"{name} compares arm {values['arm']} with itself; give two arms")
         quantity: QuantityNode = QUANTITY_MODELS[name].model_validate({"op": name, **values})
         if self.against is not None:
             why = missing(quantity, self.against)

@@ -317,6 +317,18 @@ class FrozenEvaluator(BaseModel):
         default=None, description="Each input of the spec, by its path, with the sha256 of its content when frozen."
     )
 
+    @model_validator(mode="after")
+    def _a_digest_for_each_input(self) -> FrozenEvaluator:
+        """The recorded digests are of exactly the spec's inputs: one left out would never be
+        checked by the gate or by `ptreg run`, while the spec still says it is frozen."""
+        expected = set(getattr(self.spec, "inputs", None) or [])
+        recorded = set(self.inputs or {})
+        if expected != recorded:
+            odd = sorted(expected ^ recorded)[0]
+            where = "has no recorded digest" if odd in expected else "is no input of the spec"
+            raise ValueError(f"input {odd!r} {where}")
+        return self
+
     @property
     def ref(self) -> str:
         return f"{self.name}@{self.sha256[:HASH_SHOWN]}"

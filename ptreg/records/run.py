@@ -17,8 +17,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .. import __version__
+from ..text import shorten
 from .attempt import AttemptId, Budget, RunStatus
-from .evaluator import AnySpec, FrozenEvaluator, MetricName, SpecField
+from .evaluator import AnySpec, ArmsSpec, FrozenEvaluator, MetricName, SpecField
 from .refs import INT_MAX, RUN_ID_PATTERN
 
 RESULTS_VERSION = 4
@@ -305,6 +306,24 @@ class RunResults(_Strict):
     def _roles_by_version(self) -> RunResults:
         if (self.roles is None) != (self.results_version == 1):
             raise ValueError("roles are recorded from results_version 2 on, and only there")
+        return self
+
+    @model_validator(mode="after")
+    def _cells_are_the_arms(self) -> RunResults:
+        """A run of arms has a cell for arms of its own spec only, each once, compared only with
+        another of them: show, compare and conditions find an arm's numbers by its name."""
+        if not isinstance(self.spec, ArmsSpec):
+            return self
+        seen: set[str] = set()
+        for n, cell in enumerate(self.cells):
+            if cell.backend not in self.spec.arms:
+                raise ValueError(f"cells/{n} is of arm {shorten(cell.backend)}, which the run's spec does not name")
+            if cell.backend in seen:
+                raise ValueError(f"cells/{n}: arm {cell.backend!r} has a second cell")
+            seen.add(cell.backend)
+            other = next((o for o in cell.versus or {} if o not in self.spec.arms or o == cell.backend), None)
+            if other is not None:
+                raise ValueError(f"cells/{n} is compared with {shorten(other)}, not another arm of the run's spec")
         return self
 
     @property

@@ -159,6 +159,8 @@ def number(value: float | None, digits: int = 3) -> str:
         return "unknown"
     if not math.isfinite(value):
         return str(value)  # inf, -inf, nan: known, and not a number a chart can draw
+    if abs(value) >= DRAWN:  # fixed-point, hundreds of digits
+        return f"{value:.{digits}g}"
     return f"{value:,.{digits}g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
@@ -209,7 +211,7 @@ def bar_chart(
         if reference_line is not None:
             axes.axhline(reference_line, color="#888", linewidth=0.8, linestyle="--")
         axes.set_xticks(range(len(groups)), [_text(g) for g in groups])
-        axes.set_ylabel(unit + (" (log scale)" if log else ""))
+        axes.set_ylabel(_text(unit) + (" (log scale)" if log else ""))
         if log:
             axes.set_yscale("log")
         if known:
@@ -336,7 +338,7 @@ def history_chart(name: str, title: str, unit: str, runs: Sequence[str], points:
                 rows.append(Row([p.run, cell, number(p.value), number(p.low), number(p.high)], int(drawable(p.value))))
         axes.set_xticks(range(len(runs)), [_text(r.split("/")[-1]) for r in runs], rotation=20, ha="right")
         axes.set_xlim(-0.3, len(runs) - 0.7)
-        axes.set_ylabel(unit + (" (log scale)" if log else ""))
+        axes.set_ylabel(_text(unit) + (" (log scale)" if log else ""))
         if log:
             axes.set_yscale("log")
         if series:

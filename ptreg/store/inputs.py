@@ -17,7 +17,7 @@ from pathlib import Path
 from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
 from ..text import shorten
 
-MAX_FILES = 100_000  # below one input folder: more is not a frozen data split
+MAX_FILES = 100_000  # files and folders below one input folder: more is not a frozen data split
 CHUNK = 1 << 20
 
 
@@ -56,9 +56,13 @@ def _file_digest(path: Path) -> str:
 
 def _folder_digest(path: Path, relative: str) -> str:
     entries: list[tuple[str, str]] = []
+    seen = 0  # folders count too: a million empty ones is no data split either
     for folder, names, files in os.walk(path, followlinks=False):
         names.sort()
         for name in [*names, *files]:
+            seen += 1
+            if seen > MAX_FILES:
+                raise PtregError(f"input {shorten(relative)}: over {MAX_FILES:,} files and folders", EXIT_CHECK_FAILED)
             full = Path(folder) / name
             mode = os.lstat(full).st_mode
             if stat.S_ISLNK(mode):
@@ -67,8 +71,6 @@ def _folder_digest(path: Path, relative: str) -> str:
                 raise PtregError(f"input {shorten(relative)}: {full} is not a plain file", EXIT_CHECK_FAILED)
             if stat.S_ISREG(mode):
                 entries.append((full.relative_to(path).as_posix(), _file_digest(full)))
-                if len(entries) > MAX_FILES:
-                    raise PtregError(f"input {shorten(relative)}: over {MAX_FILES:,} files", EXIT_CHECK_FAILED)
     digest = hashlib.sha256()
     for name, found in sorted(entries):
         digest.update(f"{name}\0{found}\n".encode())

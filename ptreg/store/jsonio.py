@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -158,17 +159,21 @@ def read_json(path: Path, max_bytes: int | None = None) -> Any:
     return decode_json(read_bytes(path, max_bytes), str(path))
 
 
-def read_bytes(path: Path, max_bytes: int | None = None) -> bytes:
-    """The bytes of a regular file of at most ``max_bytes``; every failure is one JsonError."""
+def read_bytes(path: Path, max_bytes: int | None = None, *, follow: bool = True) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``; every failure is one JsonError.
+    With ``follow`` false, a symlink is refused instead of read through."""
     where = str(path)
+    nofollow = 0 if follow else os.O_NOFOLLOW
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | nofollow)
     except FileNotFoundError:
         raise JsonError(where, "no such file") from None
     except IsADirectoryError:
         raise JsonError(where, "is a directory, not a JSON file") from None
     except OSError as exc:
+        if not follow and exc.errno == errno.ELOOP:
+            raise JsonError(where, "is a symlink; not followed") from None
         raise JsonError(where, f"cannot read: {exc.strerror}") from None
     except ValueError:  # a NUL byte in the path
         raise JsonError(where, "cannot read: the path holds a NUL byte") from None

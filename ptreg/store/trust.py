@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from ..errors import EXIT_UNUSABLE, PtregError
+from ..text import shorten
 from .jsonio import atomic_write_text, decode_json, dumps_pretty
 from .workfiles import open_working_file, read_working_file
 
@@ -51,7 +52,7 @@ def trusted() -> set[str]:
     found = raw["sha256"]
     bad = next((v for v in found if not isinstance(v, str) or not SHA256.match(v)), None)
     if bad is not None:
-        raise PtregError(f"{path}: sha256 holds {bad!r}, not a sha256 digest", EXIT_UNUSABLE)
+        raise PtregError(f"{path}: sha256 holds {shorten(bad)}, not a sha256 digest", EXIT_UNUSABLE)
     return set(found)
 
 

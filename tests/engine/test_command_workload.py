@@ -245,10 +245,23 @@ def test_what_a_command_writes_is_refused_in_one_line(tmp_path: Path) -> None:
         ('{"score": true}\n', "score is not a finite number"),
         ('{"score": NaN}\n', "score is not a finite number"),
         ("[1]\n", "is not a JSON object"),
+        ('{"score": 1e999}\n', "score is not a finite number"),
+        ('{"score": ' + "9" * 4000 + "}\n", "score is not a finite number"),  # an int no float holds
+        ("[" * 100_000 + "\n", "line 1 of its metrics is nested too deeply"),
     ]:
         metrics.write_text(text)
         with pytest.raises(ValueError, match=problem):
             read_metrics(metrics, declared)
+    # what a child left running may put there after the command exits: never followed or waited on
+    metrics.unlink()
+    metrics.symlink_to("/dev/zero")
+    with pytest.raises(ValueError, match="its metrics file: is a symlink; not followed"):
+        read_metrics(metrics, declared)
+    metrics.unlink()
+    os.mkfifo(metrics)
+    with pytest.raises(ValueError, match="its metrics file: not a regular file; not read"):
+        read_metrics(metrics, declared)
+    metrics.unlink()
     metrics.write_text('{"score": 0.5}\n{"score": 0.75}\n')
     assert read_metrics(metrics, declared) == {"score": 0.75}  # the last value stands
     items = tmp_path / "items"

@@ -7,13 +7,29 @@ from typing import Any
 
 import pytest
 
-from ptreg.engine.workloads import workload_named
+from ptreg.engine.backends import Backend
+from ptreg.engine.executor import FAILURE_MAX, TaskOutcome, keep
+from ptreg.engine.plugins import PluginEntry
+from ptreg.engine.protocol import CellTask, Failed
+from ptreg.engine.workloads import registry, workload_named
+from ptreg.engine.workloads.arms import ArmsWorkload
+from ptreg.engine.workloads.base import CellRun
 from ptreg.engine.workloads.kernels import KernelsWorkload
 from ptreg.engine.workloads.registry import describe_all
 from ptreg.engine.workloads.training import TrainingWorkload
 from ptreg.records.configs import CONFIGS, linear_shapes
-from ptreg.records.evaluator import EvaluatorSpec
-from ptreg.records.run import KERNELS, RESULTS_VERSION, Cell, KernelSample, Roles, RunResults, StepSample, new_results
+from ptreg.records.evaluator import ALL_CONFIG, AnySpec, EvaluatorSpec, parse_spec
+from ptreg.records.run import (
+    KERNELS,
+    RESULTS_VERSION,
+    Cell,
+    KernelSample,
+    MetricSample,
+    Roles,
+    RunResults,
+    StepSample,
+    new_results,
+)
 from ptreg.views.run_report import evidence_line, tables
 
 
@@ -182,3 +198,91 @@ def test_a_ratio_is_shown_with_its_interval_and_never_bare_when_it_holds_1() -> 
     TrainingWorkload().compare(s, cells, Roles(reference="ref", peer=None))
     [row] = [row for row in tables(results(s, cells, Roles(reference="ref", peer=None)))[1].rows if row[1] == "same"]
     assert any(cell.startswith("no difference resolved") for cell in row)
+
+
+# ---- a plugin's own code is hostile: metadata that raises, a check that raises, a huge message
+
+
+class _Raises:
+    def __get__(self, obj: object, owner: type) -> str:
+        raise RuntimeError("metadata \x1b]0;t\x07" + "x" * 100_000)
+
+
+class _MetadataRaises(ArmsWorkload):
+    name = "metadata-raises"
+    description = _Raises()  # type: ignore[assignment]
+
+    def check_settings(self, spec: AnySpec) -> str | None:
+        return None
+
+    def prepare(self, task: CellTask, backend: Backend | None) -> CellRun:
+        raise NotImplementedError
+
+
+class _CheckRaises(_MetadataRaises):
+    name = "check-raises"
+    description = "its check raises"
+
+    def check_settings(self, spec: AnySpec) -> str | None:
+        raise KeyError("boom")
+
+
+def _entry(name: str, attribute: str) -> PluginEntry:
+    return PluginEntry(name, f"{__name__}:{attribute}", registry.ENTRY_POINT_GROUP, None, None)
+
+
+def test_a_plugin_whose_metadata_or_check_raises_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    found = {
+        "metadata-raises": _entry("metadata-raises", "_MetadataRaises"),
+        "check-raises": _entry("check-raises", "_CheckRaises"),
+    }
+    monkeypatch.setattr(registry, "entries", lambda: found)
+    registry.workload_named.cache_clear()
+    try:
+        info = registry.describe(found["metadata-raises"])
+        assert not info.available and info.reason is not None
+        assert info.reason.startswith(f"{__name__}:_MetadataRaises: reading its metadata raised RuntimeError: ")
+        assert len(info.reason) < 300 and "\x1b" not in info.reason
+        spec = parse_spec(
+            {
+                "name": "c",
+                "workload": "check-raises",
+                "arms": {"a": {}, "b": {}},
+                "baseline": "a",
+                "repeats": 1,
+                "seed": 0,
+                "timeout_seconds": 5,
+                "metrics": {"score": {"better": "higher", "unit": "u"}},
+            },
+            "spec.json",
+        )
+        assert registry.spec_problem(spec) == "workload 'check-raises''s check_settings raised KeyError: \"'boom'\""
+    finally:
+        registry.workload_named.cache_clear()
+
+
+def test_what_a_worker_or_a_sample_says_went_wrong_is_one_bounded_line() -> None:
+    """A plugin's exception or a sample's problem of 100,000 characters once made the run's
+    evidence too long for its record: a traceback after the run folder was written."""
+    outcome = TaskOutcome()
+    keep(outcome, Failed(message="RuntimeError: " + "x" * 100_000 + "\nsecond line"))
+    assert outcome.failure is not None and len(outcome.failure) <= FAILURE_MAX and "\n" not in outcome.failure
+    spec = parse_spec(
+        {
+            "name": "c",
+            "workload": "command",
+            "command": ["true"],
+            "arms": {"a": {}, "b": {}},
+            "baseline": "a",
+            "repeats": 1,
+            "seed": 0,
+            "timeout_seconds": 5,
+            "metrics": {"score": {"better": "higher", "unit": "u"}},
+        },
+        "spec.json",
+    )
+    cell = Cell(backend="a", config=ALL_CONFIG, status="measured")
+    workload = workload_named("command")
+    workload.summarize(spec, cell, [MetricSample(repeat=0, seed=0, values={}, problem="p" * 100_000 + "\n\x1b")])
+    assert cell.status == "failed" and cell.reason is not None
+    assert cell.reason.startswith("repeat 0 (seed 0): ppp") and len(cell.reason) < 400 and "\n" not in cell.reason

@@ -77,6 +77,15 @@ def test_the_axes_own_maths_still_renders() -> None:
     assert MATHS in texts
 
 
+def test_a_unit_is_drawn_as_text_on_the_value_axis() -> None:
+    """A command evaluator declares its metrics' units, printable ASCII that may hold ``$`` and
+    a backslash: the y label of the bar and history charts is text, like every name."""
+    chart = bar_chart("score", "s", MATHS, [Bar("xl", "a", 5.0, 4.0, 6.0)])
+    history = history_chart("history", "h", MATHS_TOO, ["a/0"], [Point("xl / a", "a/0", 1.0, 0.5, 1.5)])
+    assert f">{MATHS}</text>" in chart.svg and f">{MATHS_TOO}</text>" in history.svg
+    assert chart.headers[-3] == MATHS
+
+
 @pytest.mark.parametrize("huge", [1e290, 1.7e308, 1e-300, 0.0, -5.0])
 def test_values_beyond_the_drawn_range_are_rows_not_marks(huge: float) -> None:
     """matplotlib's locators overflow on 1e290 beside 1 (log) or 1.7e308 beside 1.6e308 (linear)."""
@@ -110,12 +119,11 @@ def test_share_and_history_charts_take_the_same_names_and_values() -> None:
     assert f"<title>a/20240101T000000Z: xl / {LONG} 3</title>" in history.svg
 
 
-def test_a_run_with_hostile_backend_names_and_an_enormous_median_builds(
+def test_a_run_with_hostile_backend_names_and_an_infinite_median_builds(
     cli: Callable[..., Result], tmp_path: Path
 ) -> None:
-    """Issue 31, item 8, through `ptreg site`: the names drawn as text, a median too large to
-    draw (finite, so the run is valid; an infinite one is refused when the run is read) a row
-    without a mark and a note; the run's page written; nothing in the registry touched."""
+    """Issue 31, item 8, through `ptreg site`: the names drawn as text, a median of 1e300 a
+    row without a mark and a note; the run's page written; nothing in the registry touched."""
     root = tmp_path / "attempts"
     shutil.copytree(REPO / "attempts", root, ignore=shutil.ignore_patterns(".ptreg*"))
     path = root / RUN / "results.json"
@@ -124,7 +132,7 @@ def test_a_run_with_hostile_backend_names_and_an_enormous_median_builds(
     for cell in results["cells"]:
         cell["backend"] = renamed.get(cell["backend"], cell["backend"])
     ratio = next(c["vs_naive_ratio"] for c in results["cells"] if c["backend"] == LONG)
-    ratio["median"] = 1e300
+    ratio["median"] = 1e300  # finite, so valid, and beyond drawing (an Infinity is refused by validate)
     path.write_text(json.dumps(results, indent=2), encoding="utf-8")
     before = snapshot(root)
     out = tmp_path / "out"

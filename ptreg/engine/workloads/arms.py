@@ -18,6 +18,8 @@ from ...text import Table
 from ..stats import paired_difference, paired_ratio, summarize_metric
 from .base import AnySample, Workload, note
 
+PROBLEM_MAX = 300
+
 # How a difference or a ratio is shown: enough digits for a score of a few hundred items.
 DIGITS = 4
 
@@ -158,7 +160,10 @@ class ArmsWorkload(Workload):
             cell.status = "failed"
             first = problems[0]
             more = f" (and {len(problems) - 1} more repeat(s))" if len(problems) > 1 else ""
-            cell.reason = f"repeat {first.repeat} (seed {first.seed}): {first.problem}{more}"
+            # a plugin's sample may say anything: the reason (quoted by the run's evidence) is bounded
+            problem = " ".join(str(first.problem).split())
+            problem = problem if len(problem) <= PROBLEM_MAX else problem[: PROBLEM_MAX - 3] + "..."
+            cell.reason = f"repeat {first.repeat} (seed {first.seed}): {problem}{more}"
 
     def compare(self, spec: AnySpec, cells: list[Cell], roles: Roles) -> None:
         """Every arm against every other, on every metric."""

@@ -161,12 +161,20 @@ def speedup(
     return paired_ratio(theirs, mine) if theirs and mine else None
 
 
+# Beyond this a fixed-point number is hundreds of digits wide (validate accepts up to 1.8e308).
+FIXED_MAX = 1e15
+
+
 def number(value: float | None, digits: int = 1) -> str:
-    return "unknown" if value is None else f"{value:,.{digits}f}"
+    if value is None:
+        return "unknown"
+    return f"{value:,.{digits}f}" if abs(value) < FIXED_MAX else f"{value:.3g}"
 
 
 def times(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:.2f}x"
+    if value is None:
+        return "unknown"
+    return f"{value:.2f}x" if abs(value) < FIXED_MAX else f"{value:.3g}x"
 
 
 def interval(summary: Summary | None, digits: int = 1) -> str:

@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 
 from ...records.evaluator import AnySpec, ArmsSpec, MetricDeclaration
 from ...records.run import MetricSample
+from ...store.jsonio import JsonError, read_bytes
 from ...text import shorten
 from ..backends import Backend
 from ..protocol import AnyEvent, CellTask, Reaped, Spawned
@@ -68,21 +69,26 @@ def _number(value: Any) -> float | None:
     """A finite JSON number; None for anything else (a bool is not a number here)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        return None
     return number if math.isfinite(number) else None
 
 
 def _lines(path: Path, what: str) -> list[tuple[int, dict[str, Any]]]:
     """The JSON objects of a file the command wrote, with their line numbers; ValueError naming
     the line and the problem otherwise."""
-    if path.is_symlink() or (path.exists() and not path.is_file()):
-        raise ValueError(f"its {what} file is not a plain file")
-    if not path.exists():
+    # Read without following a symlink, refusing anything but a regular file, and bounded: a
+    # child the command left running (in a session of its own) may swap or grow the file.
+    if not os.path.lexists(path):
         return []
-    if path.stat().st_size > MAX_METRICS_BYTES:
-        raise ValueError(f"its {what} file is over {MAX_METRICS_BYTES // (1024 * 1024)} MB")
+    try:
+        data = read_bytes(path, MAX_METRICS_BYTES, follow=False)
+    except JsonError as exc:
+        raise ValueError(f"its {what} file: {exc.problem}") from None
     found = []
-    text = path.read_bytes().decode("utf-8", errors="replace")
+    text = data.decode("utf-8", errors="replace")
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -92,6 +98,8 @@ def _lines(path: Path, what: str) -> list[tuple[int, dict[str, Any]]]:
             raise ValueError(f"line {number} of its {what} is not JSON ({exc.msg})") from None
         except ValueError:  # a number too long to convert
             raise ValueError(f"line {number} of its {what} is not JSON") from None
+        except RecursionError:
+            raise ValueError(f"line {number} of its {what} is nested too deeply") from None
         if not isinstance(value, dict):
             raise ValueError(f"line {number} of its {what} is not a JSON object")
         found.append((number, value))

@@ -18,6 +18,7 @@ from typing import Any
 
 from ...errors import EXIT_UNUSABLE, PtregError
 from ...records.evaluator import AnySpec, ArmsSpec, EvaluatorSpec, MetricDeclaration
+from ...text import shorten
 from ..plugins import PluginEntry, call_problem, plugin_entries
 from .base import Workload
 
@@ -73,7 +74,7 @@ def _metadata(target: str, factory: Any) -> dict[str, Any]:
     """The class's declared metadata, checked; raises ValueError naming the first bad one."""
     kind = getattr(factory, "kind", None)
     if kind not in KINDS:
-        raise ValueError(f"{target}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        raise ValueError(f"{target}: kind must be one of {', '.join(KINDS)}, got {shorten(kind)}")
     for name in ("description", "unit"):
         if not isinstance(getattr(factory, name, None), str):
             raise ValueError(f"{target}: {name} must be a string")
@@ -122,20 +123,22 @@ def describe(entry: PluginEntry) -> WorkloadInfo:
     try:
         factory = entry.load()
     except Exception as exc:  # a broken plugin is reported, never fatal
-        return info(False, f"cannot load {entry.target}: {type(exc).__name__}: {exc}")
+        return info(False, f"cannot load {entry.target}: {type(exc).__name__}: {shorten(str(exc))}")
     if not (inspect.isclass(factory) and issubclass(factory, Workload)):
         return info(False, f"{entry.target} is not a subclass of ptreg.engine.workloads.base.Workload")
-    declared = getattr(factory, "name", None)
-    if declared != entry.name:
-        return info(False, f"{entry.target} calls itself {declared!r} but is registered as {entry.name!r}")
-    try:
+    try:  # a class attribute may be a descriptor that raises: the plugin's code, hostile
+        declared = getattr(factory, "name", None)
+        if declared != entry.name:
+            return info(False, f"{entry.target} calls itself {shorten(declared)} but is registered as {entry.name!r}")
         meta = _metadata(entry.target, factory)
+        abstract = sorted(getattr(factory, "__abstractmethods__", ()))
+        if abstract:
+            return info(False, f"{entry.target} does not implement {', '.join(abstract)}", **meta)
+        problem = _signature_problem(entry.target, factory)
     except ValueError as exc:
         return info(False, str(exc))
-    abstract = sorted(getattr(factory, "__abstractmethods__", ()))
-    if abstract:
-        return info(False, f"{entry.target} does not implement {', '.join(abstract)}", **meta)
-    problem = _signature_problem(entry.target, factory)
+    except Exception as exc:
+        return info(False, f"{entry.target}: reading its metadata raised {type(exc).__name__}: {shorten(str(exc))}")
     return info(problem is None, problem, **meta)
 
 
@@ -159,7 +162,9 @@ def workload_named(name: str) -> Workload:
     try:
         created: Workload = known[name].load()()
     except Exception as exc:
-        raise PtregError(f"workload {name!r} failed to start: {type(exc).__name__}: {exc}", EXIT_UNUSABLE) from exc
+        raise PtregError(
+            f"workload {name!r} failed to start: {type(exc).__name__}: {shorten(str(exc))}", EXIT_UNUSABLE
+        ) from exc
     return created
 
 
@@ -191,7 +196,10 @@ def spec_problem(spec: AnySpec) -> str | None:
             return f"metric {clash[0]!r} is declared by workload {spec.workload!r} itself"
         if not spec.metrics and not workload.metrics:
             return f"workload {spec.workload!r} declares no metrics: the spec must (metrics)"
-    return workload.check_settings(spec)
+    try:
+        return workload.check_settings(spec)
+    except Exception as exc:  # a plugin's check, hostile like its metadata
+        return f"workload {spec.workload!r}'s check_settings raised {type(exc).__name__}: {shorten(str(exc))}"
 
 
 def require_measurable(spec: AnySpec, where: str) -> Workload:
