@@ -283,3 +283,24 @@ def test_a_difference_is_paired_by_item_after_averaging_the_seeds() -> None:
     # per item: a +1, b -0.5, c 0
     assert found.estimate == pytest.approx(0.5 / 3)
     assert (found.won, found.lost, found.tied) == (1, 1, 1)
+
+
+def test_a_failing_command_is_named_by_its_last_words_however_much_it_printed(tmp_path: Path) -> None:
+    spec = {
+        **SPEC,
+        "name": "chatty",
+        "command": [
+            "python3",
+            "-c",
+            "import sys; sys.stdout.write('x' * 3_000_000 + '\\nfinal words\\n'); sys.exit(3)",
+        ],
+        "arms": {"baseline": {}},
+        "inputs": [],
+        "repeats": 1,
+    }
+    project = project_with(tmp_path, spec)
+    propose(project, "chatty", "chatty", 4)
+    run = ptreg(project, "run", "chatty", "--json")
+    assert run.returncode == 1
+    (cell,) = json.loads(run.stdout)["results"]["cells"]
+    assert cell["reason"] == "repeat 0 (seed 0): exited with status 3: 'final words'"

@@ -22,6 +22,7 @@ import signal
 import string
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -168,14 +169,30 @@ def _exit_text(status: int) -> str:
     return f"exited with status {os.WEXITSTATUS(status)}"
 
 
-def _last_line(path: Path) -> str:
-    with contextlib.suppress(OSError):
-        with path.open("rb") as handle:
-            handle.seek(max(0, path.stat().st_size - 4096))
-            lines = [line for line in handle.read().decode("utf-8", errors="replace").splitlines() if line.strip()]
-        if lines:
-            return ": " + shorten(lines[-1].strip(), 200)
-    return ""
+OUTPUT_TAIL = 64 * 1024  # of a command's stdout and stderr: enough for its last words
+
+
+class _Tail:
+    """Reads a command's output as it comes and keeps only its last bytes, so that a command
+    printing without end fills neither memory nor a disk."""
+
+    def __init__(self, fd: int):
+        self.fd, self.kept = fd, b""
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := os.read(self.fd, 65536):
+                self.kept = (self.kept + chunk)[-OUTPUT_TAIL:]
+        os.close(self.fd)
+
+    def last_line(self) -> str:
+        """': ' and the last line it printed, shortened, or nothing. Waits briefly for the pipe
+        to close (a child it left behind may hold it open; it is not waited for)."""
+        self.thread.join(timeout=2)
+        lines = [line for line in self.kept.decode("utf-8", errors="replace").splitlines() if line.strip()]
+        return ": " + shorten(lines[-1].strip(), 200) if lines else ""
 
 
 class _CommandRun(CellRun):
@@ -206,23 +223,27 @@ class _CommandRun(CellRun):
     def _run(self, repeat: int, seed: int, scratch: Path) -> MetricSample:
         arm = self.task.backend
         argv = command_line(self.spec.settings["command"], self.spec.arms[arm], seed)
-        metrics, items, log = scratch / "metrics.jsonl", scratch / "items.jsonl", scratch / "output.log"
+        metrics, items = scratch / "metrics.jsonl", scratch / "items.jsonl"
         env = environment(self.spec, arm, seed, metrics, items)
         started = time.monotonic()
+        reading, writing = os.pipe()
         try:
-            with log.open("wb") as output:
-                process = subprocess.Popen(
-                    argv,
-                    cwd=self.root,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    process_group=0,  # a group of its own: the timeout kills the command and all it started
-                )
+            process = subprocess.Popen(
+                argv,
+                cwd=self.root,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=writing,
+                stderr=writing,
+                process_group=0,  # a group of its own: the timeout kills the command and all it started
+            )
         except OSError as exc:
+            os.close(reading)
             problem = f"could not start {shorten(argv[0], 80)}: {exc.strerror or exc}"
             return MetricSample(repeat=repeat, seed=seed, values={}, problem=problem)
+        finally:
+            os.close(writing)
+        output = _Tail(reading)
         pid = process.pid
         self.emit(Spawned(pgid=pid))
         status, usage, timed_out = self._wait(pid)
@@ -236,7 +257,7 @@ class _CommandRun(CellRun):
                 **sample, values={}, problem=f"killed at its timeout of {self.spec.timeout_seconds:g} s"
             )
         if status != 0:
-            return MetricSample(**sample, values={}, problem=_exit_text(status) + _last_line(log))
+            return MetricSample(**sample, values={}, problem=_exit_text(status) + output.last_line())
         try:
             values = read_metrics(metrics, self.declared)
             per_item = read_items(items, self.declared)
