@@ -602,19 +602,49 @@ def check_index_files(root: Path) -> bool:
     return exists
 
 
+# One descriptor per index file, kept open for as long as the process runs: SQLite holds its
+# locks as POSIX record locks, which belong to the process and the file, and closing *any*
+# descriptor of the file drops every one of them, those of this process's open connections
+# included (SQLite's own documentation warns of it). A header read through a descriptor that
+# is opened and closed would leave a transaction in flight unlocked, so that another process
+# could take its journal for a hot one and roll it back.
+_HEADER_FDS: dict[str, tuple[int, int, int]] = {}  # path -> (fd, st_dev, st_ino), oldest first
+# A process reads a handful of registries at most; tests read thousands, one after the other.
+# The oldest is closed past this many (its registry's commands have ended, their connections too).
+HEADER_FDS_KEPT = 16
+
+
+def _header_fd(path: Path) -> int | None:
+    """A descriptor of the index file as it is now (None when there is none), opened without
+    following a symlink and reused while the name holds the same file."""
+    key = str(path)
+    try:
+        now = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    kept = _HEADER_FDS.get(key)
+    if kept is not None and kept[1:] == (now.st_dev, now.st_ino):
+        return kept[0]
+    try:
+        fd = open_working_file(path, os.O_RDONLY, _ADVICE)
+    except FileNotFoundError:
+        return None
+    opened = os.fstat(fd)
+    if kept is not None:  # a file since removed: closing it drops no lock of the one there now
+        os.close(_HEADER_FDS.pop(key)[0])
+    _HEADER_FDS[key] = (fd, opened.st_dev, opened.st_ino)
+    while len(_HEADER_FDS) > HEADER_FDS_KEPT:
+        os.close(_HEADER_FDS.pop(next(iter(_HEADER_FDS)))[0])
+    return fd
+
+
 def _header(root: Path) -> bytes | None:
     """The first 100 bytes of the index file (its SQLite header), read without following a
     symlink; None when there is no file."""
     if not check_index_files(root):
         return None
-    try:
-        fd = open_working_file(index_path(root), os.O_RDONLY, _ADVICE)
-    except FileNotFoundError:
-        return None
-    try:
-        return os.pread(fd, 100, 0)
-    finally:
-        os.close(fd)
+    fd = _header_fd(index_path(root))
+    return None if fd is None else os.pread(fd, 100, 0)
 
 
 def _header_problem(root: Path) -> str | None:

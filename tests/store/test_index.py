@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tarfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager, closing, nullcontext
@@ -953,3 +955,32 @@ def test_the_kept_listing_names_exactly_the_files_whose_stamp_moved(
     assert refreshed() == (["c1.json", "c9.json"], ["c3.json"])
     assert refreshed() == ([], [])
     assert_agrees(registry)
+
+
+def test_reading_the_header_keeps_the_sqlite_locks_this_process_holds(tmp_path: Path) -> None:
+    """SQLite's locks are POSIX record locks, dropped when any descriptor of the file in the
+    process is closed: the header's reads must not drop the lock of a transaction in flight
+    (another process would then write beside it, or roll its journal back as a hot one)."""
+    root = write_registry(tmp_path / "reg", [complete_record("plain")])
+    open_index(root).close()
+    path = index_module.index_path(root)
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")  # this process now holds the write lock
+        index_module._change_counter(root)
+        index_module._header_problem(root)
+        other = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sqlite3, sys; sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)"
+                ".execute('BEGIN IMMEDIATE')",
+                str(path),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert other.returncode != 0 and "locked" in other.stderr, "the lock was dropped by the header's read"
+    finally:
+        db.execute("ROLLBACK")
+        db.close()
