@@ -27,9 +27,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ptreg.engine.workloads.arms import compare_arms  # noqa: E402
-from ptreg.records.evaluator import MetricDeclaration  # noqa: E402
-from ptreg.records.run import MetricSample  # noqa: E402
+from ptreg.engine.workloads.arms import compare_arms
+from ptreg.records.evaluator import MetricDeclaration
+from ptreg.records.run import MetricSample
 
 SCORE = MetricDeclaration(better="higher", unit="fraction")
 LOSS = MetricDeclaration(better="lower", unit="nats/byte")
