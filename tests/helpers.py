@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -649,3 +650,11 @@ def outcome(compute: Any) -> Any:
 def assert_index_agrees(root: Path) -> None:
     """The query index of ``root`` (brought up to date) answers every query as a full read does."""
     assert by_index(root) == by_full_read(root)
+
+
+def block_after(page: Path, text: str, label: str, language: str) -> str:
+    """The fenced block of ``language`` that follows ``label`` in a docs page's text: what a
+    walkthrough test takes from the page it follows."""
+    found = re.search(rf"{re.escape(label)}\n\n```{language}\n(.*?)```", text, re.S)
+    assert found, f"{page.relative_to(REPO)} has no {language} block after {label!r}"
+    return found.group(1)

@@ -6,29 +6,26 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
-from helpers import REPO
+from helpers import REPO, block_after
 
 PAGE = REPO / "docs" / "backends.md"
-
-
-def block_after(text: str, label: str, language: str) -> str:
-    found = re.search(rf"{re.escape(label)}\n\n```{language}\n(.*?)```", text, re.S)
-    assert found, f"docs/backends.md has no {language} block after {label!r}"
-    return found.group(1)
 
 
 def test_the_page_from_an_empty_folder_to_bench(tmp_path: Path) -> None:
     text = PAGE.read_text(encoding="utf-8")
     package = tmp_path / "mine"
     (package / "ptreg_mine").mkdir(parents=True)
-    (package / "pyproject.toml").write_text(block_after(text, "`mine/pyproject.toml`:", "toml"))
-    (package / "ptreg_mine" / "__init__.py").write_text(block_after(text, "`mine/ptreg_mine/__init__.py`:", "python"))
-    commands = block_after(text, "Install it, check that ptreg sees it, and measure it beside the reference:", "sh")
+    (package / "pyproject.toml").write_text(block_after(PAGE, text, "`mine/pyproject.toml`:", "toml"))
+    (package / "ptreg_mine" / "__init__.py").write_text(
+        block_after(PAGE, text, "`mine/ptreg_mine/__init__.py`:", "python")
+    )
+    commands = block_after(
+        PAGE, text, "Install it, check that ptreg sees it, and measure it beside the reference:", "sh"
+    )
     install, listing, bench = commands.strip().splitlines()
     assert install == "pip install ./mine"
 

@@ -6,33 +6,26 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
-from helpers import REPO
+from helpers import REPO, block_after
 
 PAGE = REPO / "docs" / "workloads.md"
-
-
-def block_after(text: str, label: str, language: str) -> str:
-    found = re.search(rf"{re.escape(label)}\n\n```{language}\n(.*?)```", text, re.S)
-    assert found, f"docs/workloads.md has no {language} block after {label!r}"
-    return found.group(1)
 
 
 def test_the_page_from_an_empty_folder_to_a_run(tmp_path: Path) -> None:
     text = PAGE.read_text(encoding="utf-8")
     package = tmp_path / "sorting"
     (package / "ptreg_sorting").mkdir(parents=True)
-    (package / "pyproject.toml").write_text(block_after(text, "`sorting/pyproject.toml`:", "toml"))
+    (package / "pyproject.toml").write_text(block_after(PAGE, text, "`sorting/pyproject.toml`:", "toml"))
     (package / "ptreg_sorting" / "__init__.py").write_text(
-        block_after(text, "`sorting/ptreg_sorting/__init__.py`:", "python")
+        block_after(PAGE, text, "`sorting/ptreg_sorting/__init__.py`:", "python")
     )
-    (tmp_path / "smallest.json").write_text(block_after(text, "`smallest.json`, its evaluator:", "json"))
-    commands = block_after(text, "Install it, check that ptreg sees it, and measure it through the gate:", "sh")
+    (tmp_path / "smallest.json").write_text(block_after(PAGE, text, "`smallest.json`, its evaluator:", "json"))
+    commands = block_after(PAGE, text, "Install it, check that ptreg sees it, and measure it through the gate:", "sh")
     install, *steps = commands.strip().splitlines()
     assert install == "pip install ./sorting"
 
