@@ -18,6 +18,21 @@ class PtregError(Exception):
         self.exit_code = exit_code
 
 
+class UnusableInput(PtregError):
+    """The input could not be used at all: missing, unreadable, malformed. New code raises this
+    (or ``CheckFailed``) rather than passing an exit code, so that only the CLI decides codes."""
+
+    def __init__(self, message: str):
+        super().__init__(message, EXIT_UNUSABLE)
+
+
+class CheckFailed(PtregError):
+    """The input was usable and a check on it failed."""
+
+    def __init__(self, message: str):
+        super().__init__(message, EXIT_CHECK_FAILED)
+
+
 class UnknownAttempt(PtregError):
     def __init__(self, attempt_id: str, where: str, known: Iterable[str]):
         close = difflib.get_close_matches(attempt_id, list(known), n=3, cutoff=0.5)
