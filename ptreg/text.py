@@ -67,14 +67,20 @@ def counted(number: int, singular: str, plural: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class Table:
-    """A table a report shows: its cells as text, and which of its columns are free text (a
-    narrow terminal may cut those; ids and numbers are never cut)."""
+    """A table a report shows: its cells as text, which of its columns are free text (a narrow
+    terminal may cut those; ids and numbers are never cut), and which hold notes (never cut:
+    moved below the table when it is too wide)."""
 
     title: str
     rows: list[list[str]]
     headers: list[str]
     text: tuple[str, ...] = ()  # the headers of the free-text columns
+    notes: tuple[str, ...] = ()  # the headers of the columns of notes, which move below a table too wide
 
     @property
     def text_columns(self) -> tuple[int, ...]:
         return tuple(i for i, h in enumerate(self.headers) if h in self.text)
+
+    @property
+    def note_columns(self) -> tuple[int, ...]:
+        return tuple(i for i, h in enumerate(self.headers) if h in self.notes)

@@ -78,6 +78,26 @@ def say(text: str = "", *, err: bool = False, nl: bool = True, one_line: bool = 
     typer.echo(printable(text, lines=not one_line), err=err, nl=nl)
 
 
+def say_wrapped(text: str, *, hang: str = "  ", err: bool = False) -> None:
+    """``say`` a sentence wrapped to the terminal's width (``$COLUMNS``, else 120 in a pipe, as
+    tables are fitted), its further lines indented by ``hang``: a long name or path is never
+    cut, only carried to the next line."""
+    import textwrap
+
+    from ..views.tables import terminal_width
+
+    lead = text[: len(text) - len(text.lstrip(" "))]
+    lines = textwrap.wrap(
+        text,
+        terminal_width(),
+        initial_indent="",
+        subsequent_indent=lead + hang,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    say("\n".join(lines) if lines else text, err=err)
+
+
 def print_json(data: Any) -> None:
     # JSON escapes C0 controls itself; printable_json escapes what it leaves raw (C1, bidi,
     # zero-width) as \uXXXX, so a script reads the same value and a terminal acts on nothing

@@ -96,7 +96,7 @@ def compare(
             for c in found.cells
         ]
         if rows:
-            say(plain(rows, ["config", "backend", "A median", "B median", "B/A (95% CI)", "verdict"], shrink=(5,)))
+            say(plain(rows, ["config", "backend", "A median", "B median", "B/A (95% CI)", "verdict"]))
         if found.metrics:
             say(plain([_metric_row(m) for m in found.metrics], METRIC_HEADERS, shrink=(1, 4)))
             say(

@@ -9,7 +9,7 @@ import typer
 
 from ..errors import EXIT_CHECK_FAILED, PtregError
 from ..text import counted, printable_json
-from .common import JsonFlag, print_json, registry_dir, say, with_registry_option
+from .common import JsonFlag, print_json, registry_dir, say, say_wrapped, with_registry_option
 
 app = typer.Typer(
     name="evaluator",
@@ -84,8 +84,8 @@ def list_evaluators(as_json: bool = JsonFlag) -> None:
         print_json(items)
         return
     if rows:
-        say(plain(rows, ["evaluator", "verifies", "workload", "configs", "backends or arms"], shrink=(3, 4)))
-    say(f"{counted(len(rows), 'frozen evaluator')} in {root / 'evaluators'}")
+        say(plain(rows, ["evaluator", "verifies", "workload", "configs", "backends or arms"]))  # lists never cut
+    say_wrapped(f"{counted(len(rows), 'frozen evaluator')} in {root / 'evaluators'}")
 
 
 @app.command()

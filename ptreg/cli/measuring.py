@@ -11,7 +11,7 @@ import typer
 
 from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
 from ..text import printable
-from .common import JsonFlag, command_line, print_json, registry_dir, say
+from .common import JsonFlag, command_line, print_json, registry_dir, say, say_wrapped
 
 if TYPE_CHECKING:
     from ..engine.executor import Executor, TaskProgress
@@ -87,10 +87,10 @@ def backends(as_json: bool = JsonFlag) -> None:
     say(plain(rows, headers, shrink=(4, 5, 6), drop=(5, 4, 6)))
     for b in found:
         if b.available and b.configuration:
-            say(f"{b.name} runs with: {b.configuration}")
+            say_wrapped(f"{b.name} runs with: {b.configuration}")
     for b in found:
         if not b.available:
-            say(f"{b.name} is unavailable: {b.reason}")
+            say_wrapped(f"{b.name} is unavailable: {b.reason}")
 
 
 def workloads(as_json: bool = JsonFlag) -> None:
@@ -118,10 +118,10 @@ def workloads(as_json: bool = JsonFlag) -> None:
     say(plain(rows, headers, shrink=(3, 4, 5), drop=(5,)))
     for w in found:
         if w.runs_code:
-            say(f"{w.name} runs the command its evaluator names: only where you froze it, or trusted it")
+            say_wrapped(f"{w.name} runs the command its evaluator names: only where you froze it, or trusted it")
     for w in found:
         if not w.available:
-            say(f"{w.name} is unavailable: {w.reason}")
+            say_wrapped(f"{w.name} is unavailable: {w.reason}")
 
 
 @contextmanager
@@ -186,7 +186,7 @@ def print_results(results: RunResults) -> None:
 
     for table in tables(results):
         say(f"\n{table.title}")
-        say(plain(table.rows, table.headers, shrink=table.text_columns))
+        say(plain(table.rows, table.headers, shrink=table.text_columns, notes=table.note_columns))
     lines = verdict(results)
     if lines:
         say("\nWhere the step's time goes")

@@ -12,7 +12,7 @@ import typer
 
 from ..errors import PtregError
 from ..text import counted
-from .common import JsonFlag, load_index, print_json, registry_dir, say
+from .common import JsonFlag, load_index, print_json, registry_dir, say, say_wrapped
 
 if TYPE_CHECKING:
     from ..records.ledger import Outcome
@@ -170,16 +170,17 @@ def streaks(as_json: bool = JsonFlag) -> None:
         return
     rows = [[s.level, s.objective, s.negatives, len(s.chain), _tip_first(s.chain, s.trailing)] for s in found]
     headers = ["level", "objective", "negatives", "depth", "chain (negatives at the tip first)"]
-    say(plain(rows, headers, shrink=(4,)))
+    say(plain(rows, headers))  # the chain is never cut: a table too wide is stacked
     for s in found:
         if s.level != OK:
-            say(
-                f"\n{s.level}: {s.objective} ends in {s.negatives} negatives at {s.tip.id}: "
+            say()
+            say_wrapped(
+                f"{s.level}: {s.objective} ends in {s.negatives} negatives at {s.tip.id}: "
                 + " -> ".join(a.id for a in s.trailing)
             )
             if len(s.chain) > len(s.trailing):
-                say(f"  whole chain (oldest first): {' -> '.join(a.id for a in s.chain)}")
-            say(f"  tip lesson: {s.tip.lesson or 'unknown'}")
+                say_wrapped(f"  whole chain (oldest first): {' -> '.join(a.id for a in s.chain)}")
+            say_wrapped(f"  tip lesson: {s.tip.lesson or 'unknown'}")
 
 
 def _tip_first(chain: Sequence[Outcome], trailing: Sequence[Outcome]) -> str:

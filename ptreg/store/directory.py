@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import EXIT_CHECK_FAILED, PtregError, UnknownAttempt
+from ..errors import EXIT_CHECK_FAILED, PtregError, UnknownAttempt, UnusableInput
 from ..records.attempt import Attempt, RegistryMeta
 from ..records.problems import Problem
 from ..records.refs import check_id
@@ -46,13 +46,36 @@ IGNORED_BEFORE_INDEX = """# ptreg's working files: locks, their holders, an impo
 
 def load_meta(root: Path) -> RegistryMeta:
     if not root.is_dir():
-        hint = "; create one with `ptreg init`" if not root.exists() else ""
-        raise PtregError(f"{root}: not a registry directory{hint}")
+        if root.exists():
+            raise UnusableInput(f"{root}: not a registry directory (it is a file)")
+        raise UnusableInput(f"{root}: not a registry directory (no such directory){_where_instead(root)}")
     recover(root)  # an import cut short after its commit point is finished before any read
     meta_path = root / REGISTRY_FILE
     if not meta_path.exists():
-        raise PtregError(f"{root}: no {REGISTRY_FILE}, so not a ptreg registry; create one with `ptreg init {root}`")
+        raise UnusableInput(f"{root}: no {REGISTRY_FILE}, so not a ptreg registry{_where_instead(root)}")
     return parse_meta(read_json(meta_path), str(meta_path))
+
+
+def registries_inside(folder: Path) -> list[Path]:
+    """The registries one level inside ``folder``, ``attempts`` first: a project root given
+    where its registry was meant."""
+    try:
+        with os.scandir(folder) as entries:
+            names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
+    except OSError:
+        return []
+    names.sort(key=lambda name: name != "attempts")
+    return [folder / name for name in names if (folder / name / REGISTRY_FILE).is_file()]
+
+
+def _where_instead(root: Path) -> str:
+    """What to do instead, for a path that holds no registry: the registry inside it, if it
+    holds one (a project root given for its registry), else `ptreg init` of that very path
+    (a plain `ptreg init` would make ./attempts, not the registry asked for)."""
+    inside = registries_inside(root) if root.is_dir() else []
+    if inside:
+        return f"; it holds one in {inside[0]}: use `-r {inside[0]}`"
+    return f"; create one there with `ptreg init {root}`, or give the registry's own folder with -r"
 
 
 def record_order(name: str) -> str:

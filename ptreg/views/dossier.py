@@ -267,7 +267,10 @@ def render_text(attempt: Attempt, parts: list[Section], wrap: int | None = None)
         out.append(section.title)
         for line in section.lines:
             if isinstance(line, Table):
-                out += [plain(line.rows, line.headers, shrink=line.text_columns, width=wrap), ""]
+                out += [
+                    plain(line.rows, line.headers, shrink=line.text_columns, width=wrap, notes=line.note_columns),
+                    "",
+                ]
             elif wrap is None or len(line) <= wrap:
                 out.append(line)
             else:

@@ -13,7 +13,7 @@ from ..text import Table
 
 def parity_table(results: RunResults) -> Table:
     rows = [[p.backend, "passed" if p.passed else "FAILED", p.summary] for p in results.parity]
-    return Table("Parity (before timing)", rows, ["backend", "parity", "finding"], text=("finding",))
+    return Table("Parity (before timing)", rows, ["backend", "parity", "finding"], notes=("finding",))
 
 
 def tables(results: RunResults) -> list[Table]:

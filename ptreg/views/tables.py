@@ -58,8 +58,9 @@ def fit(
     shrink: Collection[int],
     drop: Sequence[int],
     width: int,
-) -> tuple[list[int], dict[int, int]]:
-    """The columns shown and the widths of those cut, for a table whose columns are ``natural``
+) -> tuple[list[int], dict[int, int], int]:
+    """The columns shown, the widths of those cut and by how much it is still too wide (0 or
+    less when it fits), for a table whose columns are ``natural``
     wide to fit ``width``: the free text columns in ``shrink`` are cut first, then the columns
     in ``drop`` are left out, in that order, while it is still too wide. Columns in neither
     (ids, statuses, numbers) are never cut or left out."""
@@ -70,7 +71,7 @@ def fit(
             break
         kept.remove(column)
         limits, excess = _cut(natural, headers, kept, shrink, width)
-    return kept, limits
+    return kept, limits, excess
 
 
 def plain(
@@ -79,16 +80,28 @@ def plain(
     shrink: Collection[int] = (),
     width: int | None = None,
     drop: Sequence[int] = (),
+    notes: Collection[int] = (),
 ) -> str:
     """A plain table, one row a line, fitted to ``width`` (default: the terminal): the columns
     in ``shrink`` (free text) are cut with "…", then those in ``drop`` left out, in that order,
-    until it fits (``--json`` keeps everything); None reads unknown."""
+    until it fits (``--json`` keeps everything); None reads unknown. The other columns (ids,
+    numbers, verdicts, notes, hints) are never cut: the notes in ``notes`` move below the
+    table, each once, marked [1], [2], ... in their cells, and a table that still does not
+    fit is laid out as blocks, one row each, a line per column (``stacked``)."""
     # column by column, so that measuring and checking each is one call in C (a `list` of
     # 23,000 rows spent 0.2 s here cell by cell)
     columns = [_texts(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in headers]
     headers = _texts(headers)  # a run's table may head its columns with backend names
-    natural = [max(len(h) + HEADER_PADDING, max(map(len, c), default=0)) for h, c in zip(headers, columns, strict=True)]
-    kept, limits = fit(natural, headers, shrink, drop, terminal_width() if width is None else width)
+    room = terminal_width() if width is None else width
+    natural = _natural(columns, headers)
+    kept, limits, excess = fit(natural, headers, shrink, drop, room)
+    below: list[str] = []
+    if excess > 0 and notes:
+        columns, below = _as_footnotes(columns, notes, room)
+        natural = _natural(columns, headers)
+        kept, limits, excess = fit(natural, headers, shrink, drop, room)
+    if excess > 0:
+        return _stacked(columns, headers, shrink, room) + "".join(f"\n{line}" for line in below)
     shown = []
     for i in kept:
         limit = limits.get(i)
@@ -98,11 +111,72 @@ def plain(
     flat = "".join(heads) + "".join("".join(column) for column in shown)
     # With wcwidth installed tabulate counts East Asian wide characters twice; simple() counts
     # characters, so it lays out only what both count alike.
+    after = "".join(f"\n{line}" for line in below)
     if flat.isascii() or not _wide_characters_counted():
-        return _simple(shown, heads)
+        return _simple(shown, heads) + after
     from tabulate import tabulate  # 34 ms to import: only for tables simple() does not lay out
 
-    return str(tabulate(list(zip(*shown, strict=True)), headers=heads, tablefmt="simple", disable_numparse=True))
+    laid = tabulate(list(zip(*shown, strict=True)), headers=heads, tablefmt="simple", disable_numparse=True)
+    return str(laid) + after
+
+
+def _natural(columns: Sequence[Sequence[str]], headers: Sequence[str]) -> list[int]:
+    return [max(len(h) + HEADER_PADDING, max(map(len, c), default=0)) for h, c in zip(headers, columns, strict=True)]
+
+
+def _as_footnotes(
+    columns: Sequence[Sequence[str]], notes: Collection[int], width: int
+) -> tuple[list[list[str]], list[str]]:
+    """The columns with each note in ``notes`` replaced by its mark, [1], [2], ... (a note
+    repeated on several rows keeps one mark), and the lines that say the notes in full,
+    wrapped to ``width`` under their marks."""
+    import textwrap
+
+    marks: dict[str, str] = {}
+    replaced = []
+    for i, column in enumerate(columns):
+        if i not in notes:
+            replaced.append(list(column))
+            continue
+        cells = []
+        for cell in column:
+            text = cell.strip()
+            if text and text not in marks:
+                marks[text] = f"[{len(marks) + 1}]"
+            cells.append(marks[text] if text else "")
+        replaced.append(cells)
+    lines = [""] if marks else []
+    for text, mark in marks.items():
+        lines += textwrap.wrap(
+            f"{mark} {text}", max(width, NARROWEST), subsequent_indent=" " * (len(mark) + 1), break_on_hyphens=False
+        )
+    return replaced, lines
+
+
+def _stacked(columns: Sequence[Sequence[str]], headers: Sequence[str], shrink: Collection[int], width: int) -> str:
+    """A table too wide for ``width`` as blocks, one row each: a line per column, its header
+    then its cell, the cells aligned; a cell too long for its line goes on over the next ones
+    (a verdict or a note is wrapped, never cut), except free text (``shrink``), cut to one
+    line as the table would have cut it. An empty cell says nothing and takes no line."""
+    import textwrap
+
+    label = max(map(len, headers), default=0) + GAP
+    room = max(width - label, NARROWEST)
+    blocks = []
+    for row in zip(*columns, strict=True):
+        lines = []
+        for i, (head, cell) in enumerate(zip(headers, row, strict=True)):
+            cell = cell.strip()
+            if not cell:
+                continue
+            if i in shrink:
+                parts = [cell if len(cell) <= room else cell[: room - 1] + "…"]
+            else:
+                parts = textwrap.wrap(cell, room, break_on_hyphens=False) or [cell]
+            lines.append(f"{head:<{label}}{parts[0]}")
+            lines += [" " * label + part for part in parts[1:]]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def _wide_characters_counted() -> bool:

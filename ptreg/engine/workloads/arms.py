@@ -222,7 +222,7 @@ class ArmsWorkload(Workload):
                 continue
             title = f"{metric} ({declaration.unit}, {declaration.better} is better; {declaration.compare} to {spec.baseline})"
             headers = ["arm", "n", "mean", "95% CI", f"vs {spec.baseline} (95% CI)", "verdict", "won/lost/tied", "note"]
-            found.append(Table(title, rows, headers, text=("note",)))
+            found.append(Table(title, rows, headers, notes=("note",)))
         return found
 
     def evidence(self, results: RunResults) -> list[str]:

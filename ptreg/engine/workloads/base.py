@@ -222,4 +222,5 @@ def without_twin(results: RunResults, table: Table) -> Table:
         [r[:drop] + r[drop + 1 :] for r in table.rows],
         table.headers[:drop] + table.headers[drop + 1 :],
         table.text,
+        table.notes,
     )

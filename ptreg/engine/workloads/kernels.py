@@ -189,7 +189,7 @@ class KernelsWorkload(BackendsWorkload):
             for c in results.cells
         ]
         headers = ["config", "backend", "step GFLOP/s", versus(roles.reference), f"vs {results.spec.baseline}", "note"]
-        per_cell = without_twin(results, Table("Linear layers of one training step", rows, headers, text=("note",)))
+        per_cell = without_twin(results, Table("Linear layers of one training step", rows, headers, notes=("note",)))
         return [per_cell, self._kernel_table(results, roles)]
 
     @staticmethod

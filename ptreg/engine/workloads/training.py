@@ -210,7 +210,7 @@ class TrainingWorkload(BackendsWorkload):
             "note",
         ]
         return without_twin(
-            results, Table("Training step: median and 95% interval over repeats", rows, headers, text=("note",))
+            results, Table("Training step: median and 95% interval over repeats", rows, headers, notes=("note",))
         )
 
     @staticmethod
