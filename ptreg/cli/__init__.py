@@ -100,7 +100,10 @@ def main(argv: list[str] | None = None) -> None:
         command = context.command_path if context is not None else "ptreg"
         say(f"ptreg: error: {exc.format_message()} (see `{command} --help`)", err=True, one_line=True)
         sys.exit(exc.exit_code)
-    except typer.Abort:
+    except typer.Abort as exc:
+        if isinstance(exc.__context__, KeyboardInterrupt):  # Ctrl-C at a prompt: as anywhere else
+            say("ptreg: interrupted", err=True)
+            sys.exit(130)
         say("ptreg: aborted", err=True)
         sys.exit(1)
     except BrokenPipeError:

@@ -164,9 +164,16 @@ def _show_disposition(parent_id: str, root: Path) -> str | None:
     if parent.next_action is None:
         return None
     if parent.continue_if is not None:
+        from ..views.dispositions import decide_disposition
+
+        decided = decide_disposition(root, parent)
         say(f"{parent.id} retains this disposition (its next_action), which its numbers decide:")
         say(f"  {parent.next_action}")
         say(f"  continue if: {parent.continue_if.text}")
+        if decided is not None and decided.truth is True:
+            say(f"  it {decided.summary()}: the disposition is answered, nothing to add")
+        elif decided is not None:
+            say(f"  it {decided.summary()}")
     else:
         say(f"{parent.id} retains this disposition (its next_action), which the proposal must answer:")
         say(f"  {parent.next_action}")
@@ -193,19 +200,24 @@ def _ask_for_missing(given: ProposalInput, registry: Registry) -> bool:
                     answers.Question("varied_from", "varied from (an attempt id)", True), given, registry
                 )
     asked: set[str] = set()
+    shown_for = None  # the varied attempt whose disposition has been shown
     while True:
         pending = [q for q in answers.questions(given, registry) if q.name not in asked]
         if not pending:
             break
         question = pending[0]
         asked.add(question.name)
-        if question.name == "varied" and registry.root is not None and given.varied_from:
+        near = question.name in ("varied", "answers_disposition")
+        if near and registry.root is not None and given.varied_from and shown_for != given.varied_from:
             _show_disposition(given.varied_from, registry.root)
+            shown_for = given.varied_from
         setattr(
             given,
             question.name,
             _ask_one(question, given, registry) or ([] if question.name in ("methods", "bases") else None),
         )
+    if given.varied_from and shown_for != given.varied_from and registry.root is not None:
+        _show_disposition(given.varied_from, registry.root)
     say("")
     say("the proposal:")
     for spec in fields(ProposalInput):
@@ -234,14 +246,19 @@ def _ask_one(question: Any, given: ProposalInput, registry: Registry) -> Any:
             say(f"(Enter for: {default})")
         text = typer.prompt(
             question.label + (" (Enter to skip)" if question.optional and default is None else ""),
-            default=str(default) if default is not None else ("" if question.optional else None),
+            default=str(default) if default is not None else "",  # Enter on nothing: said why below
             show_default=default is not None and not raw_default,
         ).strip()
         if not text and question.optional:
             return None
+        if not text:
+            say(
+                f"  {question.name.replace('_', ' ')} is needed: the proposal cannot go to the gate without it; try again"
+            )
+            continue
         value, why = answers.parse(question.name, text)
         if why is None:
-            why = answers.problem(question.name, value, registry)
+            why = answers.problem(question.name, value, registry, given)
         if why is None:
             return value
         say(f"  {why}; try again")

@@ -12,7 +12,11 @@ from .common import JsonFlag, load_index, print_json, progress_bar, registry_dir
 
 def site(
     output: str | None = typer.Option(
-        None, "--output", "-o", metavar="DIR", help="Where to write the site (default: site/ beside the registry)."
+        None,
+        "--output",
+        "-o",
+        metavar="DIR",
+        help="Where to write the site (default: site/ beside the registry, with a .gitignore that keeps it out of git).",
     ),
     changed: bool = typer.Option(
         False,
@@ -28,7 +32,9 @@ def site(
 ) -> None:
     """Write the registry as a static website: an index, a dossier per attempt, a page per run, lineage and evaluator pages, with charts.
 
-    The pages work opened from disk and fetch nothing from the network. Records that do not validate are listed on the index and left out of their pages. Needs the site extra: pip install 'ptreg[site]'.
+    The pages work opened from disk and fetch nothing from the network. Records that do not validate are listed on the index and left out of their pages. Needs the site extra: pip install 'ptreg\\[site]'.
+
+    The default site/ holds a .gitignore of everything in it, so that a built site never shows as untracked in the project; a site written with --output gets none (commit it, or ignore it, as that folder needs).
     """
     from ..site.build import build, require_extra
 
@@ -42,7 +48,7 @@ def site(
         server = open_server(out, port)  # a port in use is refused before anything is built
     try:
         with closing(load_index(warn=False)) as index, progress_bar() as progress:
-            report = build(index, out, changed=changed, force=force, progress=progress)
+            report = build(index, out, changed=changed, force=force, progress=progress, ignored=output is None)
         if as_json:
             print_json(report.to_json())
         else:

@@ -97,12 +97,12 @@ def git_state(root: Path) -> dict[str, Any]:
     top = _git(root, "rev-parse", "--show-toplevel")
     if top is None:
         return {"repository": None, "commit": None, "dirty": None}
+    commit = _git(root, "rev-parse", "--verify", "--quiet", "HEAD")
+    if commit is None:
+        # a repository with no commit yet: no commit to differ from, so neither clean nor dirty
+        return {"repository": top, "commit": None, "dirty": None}
     status = _git(root, "status", "--porcelain", "--untracked-files=no")
-    return {
-        "repository": top,
-        "commit": _git(root, "rev-parse", "HEAD"),
-        "dirty": None if status is None else bool(status),
-    }
+    return {"repository": top, "commit": commit, "dirty": None if status is None else bool(status)}
 
 
 # The instruction-set flags that decide which kernels BLAS and numba pick; two machines with the

@@ -18,13 +18,15 @@ from pydantic import TypeAdapter, ValidationError
 from ..errors import PtregError
 from ..records import tracking
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt, Budget
+from ..records.graph import lineage_roots
 from ..records.problems import plain_message
 from ..records.refs import check_id
 from ..records.registry import Registry
 from ..records.vocabulary import terms, unknown_terms
 from ..store.directory import record_path
 from ..store.evaluators import evaluator_files, resolve
-from .checks import closest
+from ..views.dispositions import Disposition, decide_disposition
+from .checks import SIMILAR_QUESTION, closest, question_tokens, similarity
 from .proposal_input import ProposalInput
 
 # The vocabulary each field's terms come from.
@@ -62,8 +64,10 @@ def _field_problem(name: str, value: Any) -> str | None:
     return None
 
 
-def problem(name: str, value: Any, registry: Registry) -> str | None:
-    """Why ``value`` cannot be the proposal's ``name`` field in ``registry``, or None."""
+def problem(name: str, value: Any, registry: Registry, given: ProposalInput | None = None) -> str | None:
+    """Why ``value`` cannot be the proposal's ``name`` field in ``registry``, or None. With
+    ``given``, the proposal so far, a question is also checked for freshness in its lineage and
+    family, as the gate will check it."""
     root = registry.root
     if isinstance(value, str) and not value.strip():
         return "must not be empty"
@@ -76,13 +80,21 @@ def problem(name: str, value: Any, registry: Registry) -> str | None:
             return f"attempt {value!r} already exists; choose another id"
         return None
     if name in VOCABULARY_OF:
-        given = [(flag_of(name), VOCABULARY_OF[name], term) for term in (value if isinstance(value, list) else [value])]
-        return unknown_terms(registry.meta, given)
+        used = [(flag_of(name), VOCABULARY_OF[name], term) for term in (value if isinstance(value, list) else [value])]
+        return unknown_terms(registry.meta, used)
     if name == "varied_from":
         known = {a.id: a for a in registry.attempts}
         if value not in known:
             return f"{value!r} names no attempt in the registry{closest(value, known)}"
+        decided = disposition(value, registry)
+        if decided is not None and decided.truth is False:
+            return (
+                f"{value}'s condition {decided.summary()}: the numbers of its latest complete run say stop; "
+                f"read its disposition (`ptreg show {value}`) and vary another attempt"
+            )
         return None
+    if name == "question" and given is not None:
+        return _stale_question(value, given, registry)
     if name == "evaluator":
         if root is None:
             return "the registry has no directory to hold frozen evaluators"
@@ -96,10 +108,54 @@ def problem(name: str, value: Any, registry: Registry) -> str | None:
     return _field_problem(name, value)
 
 
+def disposition(attempt_id: str, registry: Registry) -> Disposition | None:
+    """The condition of the attempt ``attempt_id`` decided on its latest complete run; None
+    when it has none (or is not in the registry)."""
+    parent = registry.by_id().get(attempt_id)
+    if parent is None or registry.root is None:
+        return None
+    return decide_disposition(registry.root, parent)
+
+
+def _stale_question(question: str, given: ProposalInput, registry: Registry) -> str | None:
+    """Why ``question`` is not fresh, as the gate's fresh-question check would find it (the same
+    or a near-duplicate question in the proposal's lineage or family), with what to do."""
+    if not question_tokens(question):
+        return "asks nothing: say what this run answers"
+    others = {a.id: a for a in registry.attempts if a.id != given.id}
+    me = _Proposed(given.id or "\0proposal", given.varied_from)
+    roots = lineage_roots({**others, me.id: me})
+    for other in others.values():
+        same_lineage = roots.get(other.id) == roots[me.id]
+        same_family = given.family is not None and other.family == given.family
+        if other.question is None or not (same_lineage or same_family):
+            continue
+        score = similarity(question, other.question)
+        if score >= SIMILAR_QUESTION:
+            how = "the same question" if score == 1.0 else f"a near-duplicate (similarity {score:.2f})"
+            vary = "" if given.varied_from == other.id else f", or vary it (answer {other.id} to 'varied from')"
+            return (
+                f"{how} as {other.id} (status {other.status}) asked: {other.question!r}; "
+                f"ask what its result leaves open{vary}"
+            )
+    return None
+
+
+@dataclass(frozen=True)
+class _Proposed:
+    """The proposal's place in the varied_from forest, before it is a record."""
+
+    id: str
+    varied_from: str | None
+
+
 def questions(given: ProposalInput, registry: Registry) -> list[Question]:
     """What to ask, in order, for the fields ``given`` still lacks; the kind decides whether the
     shape fields (methods, bases, objective) are asked at all."""
     asked = [Question("id", "id (a lowercase slug; the file name)"), Question("name", "name")]
+    if registry.attempts and not given.varied_from:
+        # asked early: the attempt varied gives the defaults of family, kind and objective
+        asked.append(Question("varied_from", "varied from (the id of the attempt it varies)", optional=True))
     asked += [Question("family", "family"), Question("kind", "kind")]
     if given.kind != INFRASTRUCTURE_KIND:
         asked += [
@@ -114,7 +170,9 @@ def questions(given: ProposalInput, registry: Registry) -> list[Question]:
     if given.varied_from:
         asked.append(Question("varied", f"what is varied from {given.varied_from}"))
         parent = registry.by_id().get(given.varied_from)
-        if parent is not None and parent.next_action is not None:
+        decided = disposition(given.varied_from, registry)
+        # a condition that holds answers the disposition itself: the gate asks nothing more
+        if parent is not None and parent.next_action is not None and (decided is None or decided.truth is not True):
             asked.append(Question("answers_disposition", "how this answers that disposition"))
     asked += [
         Question("evaluator", "evaluator"),

@@ -161,7 +161,7 @@ def check_output(out: Path, force: bool, registry: Path) -> dict[str, Any] | Non
     if out.exists() and not out.is_dir():
         raise PtregError(f"{out}: exists and is not a directory; give another --output", EXIT_UNUSABLE)
     manifest, foreign = read_manifest(out) if out.is_dir() else (None, None)
-    if manifest is None and out.is_dir() and any(out.iterdir()) and not force:
+    if manifest is None and out.is_dir() and any(not _own_ignore_file(p) for p in out.iterdir()) and not force:
         why = foreign or f"no {MANIFEST}"
         raise PtregError(
             f"{out}: not empty and not a site ptreg built ({why}); give an empty or new directory, "
@@ -169,6 +169,22 @@ def check_output(out: Path, force: bool, registry: Path) -> dict[str, Any] | Non
             EXIT_UNUSABLE,
         )
     return manifest
+
+
+# What the default output holds so that git leaves the site out of the project it is built
+# from: every file, this one included (a site is rebuilt from the registry, never committed).
+IGNORE_FILE = ".gitignore"
+IGNORE_ALL = "# ptreg site: built from the registry by `ptreg site`; git leaves it out\n*\n"
+
+
+def _own_ignore_file(path: Path) -> bool:
+    """Whether ``path`` is the .gitignore ptreg writes into a default site folder."""
+    if path.name != IGNORE_FILE or path.is_symlink() or not path.is_file():
+        return False
+    try:
+        return path.read_text(encoding="utf-8") == IGNORE_ALL
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _package_digest() -> str:
@@ -205,8 +221,10 @@ def build(
     changed: bool = False,
     force: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
+    ignored: bool = False,
 ) -> Report:
-    """Write the site of the registry ``index`` reads into ``out``."""
+    """Write the site of the registry ``index`` reads into ``out``; ``ignored`` puts a
+    .gitignore of everything in it, so that git leaves the site out of the project."""
     started = time.perf_counter()
     previous = check_output(out, force, index.root)
     # forced or not, the manifest's name must be free for ptreg's own file: never replaced
@@ -224,6 +242,8 @@ def build(
     broken_runs: dict[str, str] = {}
     env = environment()
     out.mkdir(parents=True, exist_ok=True)
+    if ignored and not (out / IGNORE_FILE).exists() and not (out / IGNORE_FILE).is_symlink():
+        atomic_write_text(out / IGNORE_FILE, IGNORE_ALL)
     _write_static(out)
     written: dict[str, dict[str, str]] = {}
     todo = [p for p in plan if p.kind != "index"]

@@ -72,11 +72,6 @@ def _text(value: str | None) -> str:
     return value if value is not None else UNKNOWN
 
 
-def _words(value: str | None) -> str:
-    """'runtime-perf' reads as 'runtime perf', as on the seed page."""
-    return value.replace("-", " ") if value is not None else UNKNOWN
-
-
 def _term(value: str | None, vocabulary: Mapping[str, str | None]) -> str:
     """A vocabulary term, marked when the registry holds it without a definition."""
     if value is None:
@@ -134,7 +129,7 @@ def sections(
 
 
 def _scope(a: Attempt, meta: Vocabularies) -> list[str]:
-    scope = [f"- Experiment family: {_words(a.family)}.", f"- Record kind: {_term(a.kind, meta.kind_vocabulary)}."]
+    scope = [f"- Experiment family: {_text(a.family)}.", f"- Record kind: {_term(a.kind, meta.kind_vocabulary)}."]
     if a.kind == INFRASTRUCTURE_KIND:
         return [*scope, "- Methods, bases, objective, data rows: not applicable to infrastructure."]
     return [

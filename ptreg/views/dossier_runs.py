@@ -97,9 +97,16 @@ def _environment(root: Path, folder: Path) -> list[str]:
         f"{get('os', 'platform')}, host {get('hostname')}.",
         f"- Software: ptreg {get('ptreg_version')}, Python {get('python', 'version')}, NumPy {get('numpy_version')}, "
         f"numba {get('numba_version')}; BLAS {libraries}.",
-        f"- Repository: commit {get('git', 'commit')}" + (" with uncommitted changes" if dirty is True else "") + ".",
+        _repository(env, get("git", "commit"), dirty),
         f"- BLAS and threading variables: {set_vars}.",
     ]
+
+
+def _repository(env: dict[str, Any], commit: Any, dirty: Any) -> str:
+    git = env.get("git")
+    if isinstance(git, dict) and git.get("repository") and git.get("commit") is None:
+        return "- Repository: no commit yet, so the code it ran is in no commit."
+    return f"- Repository: commit {commit}" + (" with uncommitted changes" if dirty is True else "") + "."
 
 
 def _cluster(env: dict[str, Any]) -> list[str]:

@@ -12,7 +12,16 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from helpers import blocked_chain, freeze_evaluator, snapshot, write_registry
+from helpers import (
+    add_run,
+    blocked_chain,
+    complete_record,
+    freeze_evaluator,
+    snapshot,
+    step_cell,
+    step_results,
+    write_registry,
+)
 
 
 @pytest.fixture
@@ -55,6 +64,7 @@ def test_a_person_finishes_a_proposal_with_every_mistake_caught_on_the_spot(reg)
     child.expect_exact("already exists")
     answer(child, "id (a lowercase slug; the file name):", "blocked-db")
     answer(child, "name:", "Blocked dB")
+    answer(child, "varied from (the id of the attempt it varies) (Enter to skip):", "")  # varies nothing
     answer(child, "family:", "runtime-perf")
     child.expect_exact("runtime-benchmark")  # the kind vocabulary, listed before the prompt
     answer(child, "kind:", "benchmark")
@@ -117,12 +127,13 @@ def test_a_flag_that_cannot_be_used_is_asked_again_not_fatal(reg) -> None:
     root, _ = reg
     child = terminal(root, "--id", "blocked-db", "--name", "Blocked dB", "--kind", "benchmark", "--family", "perf")
     child.expect_exact("--kind 'benchmark': --kind 'benchmark' is not in the kind vocabulary")
+    answer(child, "varied from (the id of the attempt it varies) (Enter to skip):", "")
     answer(child, "kind:", "infrastructure")  # no shape fields: no objective, methods or bases asked
     answer(child, "question (what this run answers):", "Does the harness restart cleanly?")
     child.expect_exact("hypothesis")
     child.sendcontrol("c")
     code, _ = finished(child)
-    assert code != 0
+    assert code == 130  # Ctrl-C at a prompt ends ptreg as Ctrl-C does anywhere
 
 
 def test_declining_writes_nothing_and_prints_the_command_to_start_again(reg) -> None:
@@ -131,6 +142,7 @@ def test_declining_writes_nothing_and_prints_the_command_to_start_again(reg) -> 
     flags = ["--id", "blocked-db", "--name", "Blocked dB", "--family", "runtime-perf", "--kind", "infrastructure"]
     flags += ["--question", "Does the harness restart?", "--evaluator", ref, "--tracking-issue", "#4"]
     child = terminal(root, *flags)
+    answer(child, "varied from (the id of the attempt it varies) (Enter to skip):", "")
     answer(child, "hypothesis (the expected answer) (Enter to skip):", "")
     answer(child, "budget: wall-clock seconds at most:", "60")
     answer(child, "[Y/n]:", "n")
@@ -138,3 +150,65 @@ def test_declining_writes_nothing_and_prints_the_command_to_start_again(reg) -> 
     assert code == 1
     assert "nothing written" in shown and "ptreg new --id blocked-db" in shown and "--budget-seconds 60.0" in shown
     assert snapshot(root) == before
+
+
+VARIED_FROM = "varied from (the id of the attempt it varies) (Enter to skip):"
+
+
+def test_an_empty_answer_is_asked_again_with_the_reason(reg) -> None:
+    root, _ = reg
+    child = terminal(root, "--id", "blocked-db")
+    answer(child, "name:", "")
+    child.expect_exact("name is needed: the proposal cannot go to the gate without it; try again")
+    answer(child, "name:", "Blocked dB")
+    child.expect_exact(VARIED_FROM)
+    child.sendcontrol("c")
+    assert finished(child)[0] == 130
+
+
+def test_a_stale_question_is_caught_when_asked_and_the_attempt_to_vary_is_named(reg) -> None:
+    root, _ = reg
+    asked = "Does blocking the forward kernel pay off end to end?"
+    record = json.loads((root / "blocked-fwd.json").read_text())
+    (root / "blocked-fwd.json").write_text(json.dumps({**record, "question": asked}))
+    flags = ["--id", "blocked-db", "--name", "Blocked dB", "--family", "runtime-perf", "--kind", "infrastructure"]
+    child = terminal(root, *flags)
+    answer(child, VARIED_FROM, "")
+    answer(child, "question (what this run answers):", asked)
+    child.expect_exact("the same question as blocked-fwd")
+    child.expect_exact("or vary it (answer blocked-fwd to 'varied from')")
+    answer(child, "question (what this run answers):", "Does the harness restart cleanly after a kill?")
+    child.expect_exact("hypothesis")
+    child.sendcontrol("c")
+    assert finished(child)[0] == 130
+
+
+def test_a_condition_that_holds_answers_the_disposition_without_a_prompt(cli, tmp_path: Path) -> None:
+    run = "20261201T092700Z"
+    measured = complete_record("a", status="not-tried", evidence=None, lesson=None, next_action=None)
+    root = write_registry(tmp_path / "held", [measured])
+    cells = [
+        step_cell("naive", "xl", ms=10000, shares=(0.32, 0.33, 0.32), vs_naive=1.0, vs_baseline=0.05),
+        step_cell("numba", "xl", ms=1000, shares=(0.24, 0.2, 0.31), vs_naive=10.0, vs_baseline=0.68),
+    ]
+    add_run(root, step_results("a", run, cells))
+    concluded = cli(
+        "-r", root, "conclude", "a", "--status", "worked", "--lesson", "Measured.", "--evidence", "A run.",
+        "--next-action", "Only go on while dB is a third of the step.",
+        "--continue-if", "share(backward_db, numba, xl) >= 0.3",
+    )  # fmt: skip
+    assert concluded.code == 0, concluded.err
+    ref = freeze_evaluator(root)
+    flags = ["--id", "b", "--name", "B", "--varied-from", "a", "--family", "runtime-perf"]
+    flags += ["--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "cache-blocking"]
+    flags += ["--base", "matmul-f32", "--question", "Does blocking dB as well pay off?", "--hypothesis", "yes"]
+    flags += ["--varied", "block dB", "--evaluator", ref, "--budget-seconds", "60", "--tracking-issue", "#9"]
+    child = terminal(root, *flags)
+    child.expect_exact("it holds: share(backward_db, backend=numba, config=xl) = 0.31 >= 0.3")
+    child.expect_exact("the disposition is answered, nothing to add")
+    index = child.expect_exact(["how this answers that disposition", "the proposal:"])
+    assert index == 1  # no answer asked for: the flags alone are admitted too
+    answer(child, "[Y/n]:", "y")
+    code, shown = finished(child)
+    assert code == 0, shown
+    assert "disposition-respected" in shown and "admitted: wrote" in shown
