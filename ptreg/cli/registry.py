@@ -220,12 +220,16 @@ def export(
         metavar="KEY",
         help="'id' sorts the attempts by id. By default they keep the ledger's order: as imported, then as created.",
     ),
-    schema_version: int = typer.Option(
-        2,
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace the --bundle .tar.gz file if it exists (refused otherwise)."
+    ),
+    schema_version: int | None = typer.Option(
+        None,
         "--schema-version",
         metavar="N",
-        help="2 (default), or 1: the older format, only id, name, status, evidence and source; refused, naming "
-        "them, when records hold more.",
+        help="2, or 1: the older format, only id, name, status, evidence and source; refused, naming them, when "
+        "records hold more. Default: the version the records came in (1 for a registry imported from a "
+        "schema_version 1 ledger, else 2; a mix of both is refused, asking for this option).",
     ),
 ) -> None:
     """Export the registry as one attempts.json, or whole as a bundle.
@@ -243,17 +247,21 @@ def export(
         raise PtregError("--bundle and --output write different things; give one of them")
     if sort not in (None, "id"):
         raise PtregError(f"--sort {sort!r}: the one key is 'id' (leave --sort out for the ledger's order)")
-    if schema_version not in (1, 2):
+    if schema_version not in (None, 1, 2):
         raise PtregError(f"--schema-version {schema_version}: ptreg writes 1 or 2")
-    if bundle is not None and (sort is not None or schema_version != 2):
+    if bundle is not None and (sort is not None or schema_version is not None):
         raise PtregError("a bundle holds the registry's own files; --sort and --schema-version shape attempts.json")
     root = registry_dir()
     with progress_bar() as progress:
         registry = load_directory(root, progress)
     if bundle is not None:
-        written = write_bundle(root, registry, bundle)
+        written = write_bundle(root, registry, bundle, overwrite=overwrite)
         say(f"wrote {counted(written, 'file')} of {root} to {bundle}", err=True)
         return
+    if schema_version is None:
+        from ..store.interchange import export_version
+
+        schema_version = export_version(registry)  # the version the records came in
     document = export_registry(registry, sort_by_id=sort == "id", schema_version=schema_version)
     text = dumps_pretty(document)
     evaluators, runs = len(evaluator_files(root)), len(list((root / RUNS_DIR).glob(f"*/*/{RESULTS_FILE}")))

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path, PurePosixPath
 
-from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
+from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError, UnusableInput
 from ..records.registry import Registry
 from ..text import shorten
 from .directory import IGNORE_FILE, IGNORED, RECORD_FILE_MAX_BYTES, REGISTRY_FILE, attempt_files
@@ -105,21 +105,25 @@ def bundle_files(root: Path, registry: Registry) -> list[Path]:
     return found
 
 
-def write_bundle(root: Path, registry: Registry, target: Path) -> int:
+def write_bundle(root: Path, registry: Registry, target: Path, *, overwrite: bool = False) -> int:
     """Write the bundle of the registry at ``root`` to ``target`` (a .tar.gz file, or a folder
-    that does not exist yet), whole or not at all; how many files it holds."""
+    that does not exist yet), whole or not at all; how many files it holds. A .tar.gz file
+    already there is replaced only with ``overwrite``: a bundle is often the one copy of a
+    registry carried elsewhere."""
     files = bundle_files(root, registry)
     names = [f.relative_to(root).as_posix() for f in files]
     if not target.parent.is_dir():
-        raise PtregError(f"{target}: directory {target.parent} does not exist")
+        raise UnusableInput(f"{target}: directory {target.parent} does not exist")
     if target.name.endswith(SUFFIXES):
-        _write_tar(files, names, target)
+        if (target.exists() or target.is_symlink()) and not overwrite:
+            raise UnusableInput(f"{target}: exists; give another file, or --overwrite to replace it")
+        _write_tar(files, names, target, overwrite)
     else:
         _write_folder(files, names, target)
     return len(files)
 
 
-def _write_tar(files: list[Path], names: list[str], target: Path) -> None:
+def _write_tar(files: list[Path], names: list[str], target: Path, overwrite: bool) -> None:
     fd, staged = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -131,7 +135,14 @@ def _write_tar(files: list[Path], names: list[str], target: Path) -> None:
                     tar.addfile(info, io.BytesIO(data))
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(staged, target)
+        if overwrite:
+            os.replace(staged, target)
+        else:
+            try:  # link(2) fails on a name taken meanwhile: never a silent replace
+                os.link(staged, target)
+            except FileExistsError:
+                raise UnusableInput(f"{target}: exists; give another file, or --overwrite to replace it") from None
+            os.unlink(staged)
     except BaseException:
         Path(staged).unlink(missing_ok=True)
         raise

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..clock import utc_now
-from ..errors import EXIT_CHECK_FAILED, PtregError
+from ..errors import EXIT_CHECK_FAILED, PtregError, UnusableInput
 from ..records.attempt import (
     ATTEMPTS_FILE_KEYS,
     RESERVED_IDS,
@@ -401,6 +401,27 @@ def export_registry(registry: Registry, *, sort_by_id: bool = False, schema_vers
     return {key: body[key] for key in ATTEMPTS_FILE_KEYS if key in body}
 
 
+def export_version(registry: Registry) -> int:
+    """The schema_version a plain ``export`` writes: the one the records came in. A registry
+    imported from a schema_version 1 ledger (and nothing added since) goes back as 1, since as 2
+    its records would lack what 2 requires; one that mixes such records with records of 2 is
+    refused, naming ``--schema-version``, for no version holds both as they are."""
+    short = [a.id for a in registry.attempts if a.origin is not None and a.origin.schema_version == 1]
+    if not short:
+        return 2
+    if len(short) == len(registry.attempts):
+        return 1
+    lacking = [a.id for a in registry.attempts if a.origin is not None and any(a.lacks(f) for f in a.origin.lacks)]
+    if not lacking:
+        return 2
+    raise UnusableInput(
+        f"{registry.source}: {counted(len(short), 'attempt')} came from a schema_version 1 ledger and "
+        f"{counted(len(registry.attempts) - len(short), 'other')} did not; give --schema-version 2 (the "
+        f"records of 1 lacking what 2 requires: {', '.join(lacking[:5])}{' ...' if len(lacking) > 5 else ''}) "
+        "or --schema-version 1 (refused if a record holds more than 1 has)"
+    )
+
+
 def _version_1(source: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records as schema_version 1 holds them; refused when any holds a field it has not."""
     losing = [(r["id"], [k for k in r if k not in V1_FIELDS]) for r in records]
@@ -410,7 +431,7 @@ def _version_1(source: str, records: list[dict[str, Any]]) -> list[dict[str, Any
         more = f"; and {len(losing) - 10} more" if len(losing) > 10 else ""
         raise PtregError(
             f"{source}: schema_version 1 holds only {', '.join(V1_FIELDS)}, so {counted(len(losing), 'attempt')} "
-            f"would lose fields: {shown}{more}; nothing written (schema_version 2 keeps them)",
+            f"would lose fields: {shown}{more}; nothing written (--schema-version 2 keeps them)",
             EXIT_CHECK_FAILED,
         )
     return records

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from helpers import HISTORY_FILES, add_run, snapshot, step_cell, step_results, write_attempts_file
+from helpers import HISTORY_FILES, add_run, complete_record, snapshot, step_cell, step_results, write_attempts_file
 from ptreg.records.vocabulary import default_meta
 
 # the statuses the source project's query tool counts as negative
@@ -176,14 +176,31 @@ def test_export_refuses_version_1_when_records_would_lose_fields(cli, shared_fil
     assert first["id"] in lines[0] and "family" in lines[0] and "66 attempts would lose fields" in lines[0]
 
 
-def test_version_1_registry_exports_as_version_2_with_a_note(cli, shared_dir: Path, tmp_path: Path) -> None:
+def test_version_1_registry_exports_in_its_own_version_unless_told(cli, shared_dir: Path, tmp_path: Path) -> None:
     root = tmp_path / "reg"
     imported(cli, HISTORY_FILES[0], root)
-    result = cli("--registry", root, "export")
+    out = tmp_path / "plain.json"
+    assert cli("--registry", root, "export", "-o", out).code == 0
+    assert out.read_bytes() == Path(HISTORY_FILES[0]).read_bytes(), "the version it came in, byte for byte"
+    assert cli("validate", out).code == 0
+    assert cli("--registry", tmp_path / "again", "import", out).code == 0
+    assert cli("--registry", tmp_path / "again", "validate", "--json").json()["errors"] == 0
+    result = cli("--registry", root, "export", "--schema-version", "2")  # asked for: with a note
     assert result.code == 0
     document = json.loads(result.out)
     assert document["schema_version"] == 2 and list(document) == ["schema_version", "attempts"]
     assert "older format" in result.err and "--schema-version 1" in result.err
+
+
+def test_a_mix_of_version_1_records_and_others_asks_for_a_version(cli, shared_dir: Path, tmp_path: Path) -> None:
+    root = tmp_path / "reg"
+    imported(cli, HISTORY_FILES[0], root)
+    (root / "added-here.json").write_text(json.dumps(complete_record("added-here")))
+    result = cli("--registry", root, "export")
+    assert result.code == 2 and result.out == "" and "Traceback" not in result.err
+    assert "--schema-version 2" in result.err and "--schema-version 1" in result.err
+    assert len(result.err.strip().splitlines()) == 1
+    assert json.loads(cli("--registry", root, "export", "--schema-version", "2").out)["schema_version"] == 2
 
 
 def test_export_keeps_the_ledgers_order_unless_sorted(cli, shared_file: Path, tmp_path: Path) -> None:

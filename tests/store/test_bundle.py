@@ -53,6 +53,17 @@ def test_a_bundle_carries_the_registry_whole(cli, source: Path, tmp_path: Path, 
     assert again.code == 0, again.err
 
 
+def test_a_bundle_file_already_there_is_replaced_only_when_told(cli, source: Path, tmp_path: Path) -> None:
+    target = tmp_path / "bundle.tar.gz"
+    target.write_bytes(b"the only copy of another registry")
+    assert_one_line_error(cli("-r", source, "export", "--bundle", target), 2, str(target), "exists", "--overwrite")
+    assert target.read_bytes() == b"the only copy of another registry"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")], "nothing staged is left"
+    replaced = cli("-r", source, "export", "--bundle", target, "--overwrite")
+    assert replaced.code == 0, replaced.err
+    assert tarfile.is_tarfile(target)
+
+
 def test_plain_export_says_what_it_leaves_out(cli, source: Path) -> None:
     result = cli("-r", source, "export")
     assert result.code == 0 and json.loads(result.out)["attempts"]
