@@ -33,10 +33,13 @@ class CheckFailed(PtregError):
         super().__init__(message, EXIT_CHECK_FAILED)
 
 
-class UnknownAttempt(PtregError):
+class UnknownAttempt(UnusableInput):
+    """An id that names no attempt: unusable input (exit 2) for every command that takes one,
+    with the closest ids."""
+
     def __init__(self, attempt_id: str, where: str, known: Iterable[str]):
         close = difflib.get_close_matches(attempt_id, list(known), n=3, cutoff=0.5)
         hint = f" (did you mean: {', '.join(close)}?)" if close else ""
-        super().__init__(f"no attempt {attempt_id!r} in {where}{hint}", EXIT_CHECK_FAILED)
+        super().__init__(f"no attempt {attempt_id!r} in {where}{hint}")
         self.attempt_id = attempt_id
         self.suggestions = close

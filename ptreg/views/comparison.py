@@ -26,7 +26,7 @@ from ..engine.environment import machine, measuring_environment
 from ..engine.stats import between_run_drift, center_interval, false_discovery, shift
 from ..engine.workloads import workload_named
 from ..engine.workloads.base import BackendsWorkload
-from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
+from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError, UnknownAttempt, UnusableInput
 from ..records.evaluator import EvaluatorSpec
 from ..records.run import RunResults
 from ..store.jsonio import read_json
@@ -80,6 +80,8 @@ def find_run(root: Path, reference: str) -> FoundRun:
             return _read(root, folders[labels.index(reference)])
     else:
         mine = [f for f in folders if f.parent.name == reference]
+        if not mine:
+            _known_attempt(root, reference)
         if mine:
             complete = [run for run in (_read(root, f) for f in mine) if run.results.status == "complete"]
             if not complete:
@@ -88,6 +90,21 @@ def find_run(root: Path, reference: str) -> FoundRun:
     close = difflib.get_close_matches(reference, labels + sorted({f.parent.name for f in folders}), n=3, cutoff=0.5)
     hint = f" (did you mean: {', '.join(close)}?)" if close else ""
     raise PtregError(f"no run {reference!r} in {root / RUNS_DIR}{hint}", EXIT_UNUSABLE)
+
+
+def _known_attempt(root: Path, attempt_id: str) -> None:
+    """Refuses an id that names no attempt of the registry, as every command does."""
+    from ..store.directory import attempt_files, record_path
+    from ..store.evaluators import evaluator_files
+
+    if record_path(root, attempt_id).exists():
+        return
+    if any(p.name.startswith(f"{attempt_id}@") for p in evaluator_files(root)):
+        raise UnusableInput(
+            f"no attempt {attempt_id!r} in {root}; it names a frozen evaluator: `--evaluator {attempt_id}`"
+        )
+    with_runs = {f.parent.name for f in _runs(root)}
+    raise UnknownAttempt(attempt_id, str(root), sorted({p.stem for p in attempt_files(root)} | with_runs))
 
 
 def machine_differences(a: FoundRun, b: FoundRun) -> list[str]:
@@ -396,6 +413,7 @@ def history_runs(
     if attempt is not None:
         wanted = {r.results.evaluator for r in complete if r.results.attempt == attempt}
         if not wanted:
+            _known_attempt(root, attempt)  # an id that names no attempt says so, with the closest
             raise PtregError(f"{attempt} has no complete run in {root / RUNS_DIR}")
     else:
         assert evaluator is not None

@@ -156,8 +156,9 @@ def _as_footnotes(
 def _stacked(columns: Sequence[Sequence[str]], headers: Sequence[str], shrink: Collection[int], width: int) -> str:
     """A table too wide for ``width`` as blocks, one row each: a line per column, its header
     then its cell, the cells aligned; a cell too long for its line goes on over the next ones
-    (a verdict or a note is wrapped, never cut), except free text (``shrink``), cut to one
-    line as the table would have cut it. An empty cell says nothing and takes no line."""
+    (a verdict or a note is wrapped, never cut; a single word longer than a line, such as a
+    long id, stays whole and overflows), except free text (``shrink``), cut to one line as the
+    table would have cut it. An empty cell says nothing and takes no line."""
     import textwrap
 
     label = max(map(len, headers), default=0) + GAP
@@ -172,7 +173,8 @@ def _stacked(columns: Sequence[Sequence[str]], headers: Sequence[str], shrink: C
             if i in shrink:
                 parts = [cell if len(cell) <= room else cell[: room - 1] + "…"]
             else:
-                parts = textwrap.wrap(cell, room, break_on_hyphens=False) or [cell]
+                # a name longer than the line stays whole on its own: never broken inside
+                parts = textwrap.wrap(cell, room, break_on_hyphens=False, break_long_words=False) or [cell]
             lines.append(f"{head:<{label}}{parts[0]}")
             lines += [" " * label + part for part in parts[1:]]
         blocks.append("\n".join(lines))

@@ -312,13 +312,13 @@ def test_registry_json_newer_version(cli, sample_registry: Path) -> None:
 def test_unknown_id_suggests_the_closest(cli, sample_registry: Path, command: str) -> None:
     before = snapshot(sample_registry)
     result = cli("--registry", sample_registry, command, "cache-blockd")
-    assert_one_line_error(result, 1, "cache-blockd", "did you mean", "cache-blocked")
+    assert_one_line_error(result, 2, "cache-blockd", "did you mean", "cache-blocked")
     assert snapshot(sample_registry) == before
 
 
 def test_unknown_id_on_the_shared_registry(cli, shared_registry: Path) -> None:
     result = cli("--registry", shared_registry, "show", "wasm-backward-da-blockin")
-    assert_one_line_error(result, 1, "wasm-backward-da-blocking")
+    assert_one_line_error(result, 2, "wasm-backward-da-blocking")
 
 
 @pytest.mark.parametrize("bad_id", ["../x", "../registry", "a/b", "/etc/passwd", "Bad Id", "registry", "a..b"])
@@ -433,7 +433,7 @@ def test_script_id_escaping_the_registry(sample_registry: Path, tmp_path: Path) 
 
 def test_script_unknown_id(sample_registry: Path, tmp_path: Path) -> None:
     assert_clean_failure(
-        run_script("--registry", sample_registry, "lineage", "cache-blockd", cwd=tmp_path), 1, "cache-blocked"
+        run_script("--registry", sample_registry, "lineage", "cache-blockd", cwd=tmp_path), 2, "cache-blocked"
     )
 
 
@@ -498,3 +498,31 @@ def test_no_arguments_prints_the_help_and_nothing_failed(cli) -> None:
     result = cli()
     assert result.code == 0
     assert "validate" in result.out and "ptreg: error" not in result.err
+
+
+UNKNOWN_ID_COMMANDS = [
+    ["show"],
+    ["lineage"],
+    ["gate"],
+    ["run"],
+    ["disposition", "check"],
+    ["conclude", "--status", "worked", "--lesson", "x", "--next-action", "y"],
+    ["history"],
+]
+
+
+@pytest.mark.parametrize("command", UNKNOWN_ID_COMMANDS, ids=lambda c: c[0] if c[0] != "disposition" else "check")
+def test_an_unknown_id_is_unusable_input_everywhere_with_the_closest(cli, sample_registry: Path, command) -> None:
+    """One exit code for an id that names no attempt (2, unusable input), and the closest ids."""
+    known = sorted(p.stem for p in sample_registry.glob("*.json") if p.name != "registry.json")[0]
+    typo = known[:-1]
+    args = [command[0], *command[1:], typo] if command[0] != "disposition" else ["disposition", "check", typo]
+    if command[0] == "conclude":
+        args = ["conclude", typo, *command[1:]]
+    assert_one_line_error(cli("-r", sample_registry, *args), 2, f"no attempt {typo!r}", f"did you mean: {known}")
+
+
+def test_compare_names_an_unknown_attempt_as_every_command_does(cli, sample_registry: Path) -> None:
+    known = sorted(p.stem for p in sample_registry.glob("*.json") if p.name != "registry.json")[0]
+    result = cli("-r", sample_registry, "compare", known[:-1], known)
+    assert_one_line_error(result, 2, f"no attempt {known[:-1]!r}", "did you mean")

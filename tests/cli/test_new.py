@@ -241,7 +241,7 @@ def test_gate_of_an_attempt_never_proposed(cli, reg) -> None:
 
 
 def test_gate_of_an_unknown_id(cli, reg) -> None:
-    assert_one_line_error(cli("-r", reg[0], "gate", "blocked-fwdd"), 1, "did you mean: blocked-fwd")
+    assert_one_line_error(cli("-r", reg[0], "gate", "blocked-fwdd"), 2, "did you mean: blocked-fwd")
 
 
 # --------------------------------------------------------------------------- precedents

@@ -329,7 +329,7 @@ def test_disposition_check_for_ci(cli, root: Path) -> None:
     chosen = cli("-r", root, "disposition", "check", "b", "prose", "--json")
     assert chosen.code == 0 and chosen.json()["without_condition"] == ["prose"]
     assert "prose: no condition" in cli("-r", root, "disposition", "check", "prose").out
-    assert_one_line_error(cli("-r", root, "disposition", "check", "nosuch"), 1, "no attempt 'nosuch'")
+    assert_one_line_error(cli("-r", root, "disposition", "check", "nosuch"), 2, "no attempt 'nosuch'")
 
 
 def test_show_and_list_never_load_the_parser(cli, root: Path) -> None:

@@ -461,7 +461,7 @@ def test_rows_without_a_file_are_never_believed(cli, registry: Path) -> None:
     assert cli("-r", registry, "index", "--check").code == 0
     assert cli("-r", registry, "list", "--json").out == expected
     lineage = cli("-r", registry, "lineage", "ghost")
-    assert lineage.code == 1 and "no attempt 'ghost'" in lineage.err
+    assert lineage.code == 2 and "no attempt 'ghost'" in lineage.err
 
 
 def test_a_status_edited_in_the_index_does_not_change_the_gate(cli, registry: Path) -> None:

@@ -189,7 +189,7 @@ def test_read_attempt_by_id(tmp_path: Path) -> None:
     assert read_attempt(root, "two").name == "Attempt two"
     with pytest.raises(UnknownAttempt) as caught:
         read_attempt(root, "tw")
-    assert caught.value.exit_code == 1
+    assert caught.value.exit_code == 2  # an unknown id is unusable input, for every command
     assert "two" in caught.value.suggestions
     with pytest.raises(PtregError) as escaped:
         read_attempt(root, "../reg/one")
