@@ -29,6 +29,8 @@ from ..engine.workloads.base import BackendsWorkload
 from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError, UnknownAttempt, UnusableInput
 from ..records.evaluator import EvaluatorSpec
 from ..records.run import RunResults
+from ..store.directory import attempt_files, record_path
+from ..store.evaluators import evaluator_files
 from ..store.jsonio import read_json
 from ..store.runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR, read_results
 from .arms_comparison import MetricHistoryRow, MetricShift, is_arms_run, metric_history, metric_shifts
@@ -94,9 +96,6 @@ def find_run(root: Path, reference: str) -> FoundRun:
 
 def _known_attempt(root: Path, attempt_id: str) -> None:
     """Refuses an id that names no attempt of the registry, as every command does."""
-    from ..store.directory import attempt_files, record_path
-    from ..store.evaluators import evaluator_files
-
     if record_path(root, attempt_id).exists():
         return
     if any(p.name.startswith(f"{attempt_id}@") for p in evaluator_files(root)):
