@@ -1,4 +1,4 @@
-"""`ptreg vocab list|add`: the terms a registry's records may use."""
+"""`ptreg vocab list|add|remove`: the terms a registry's records may use."""
 
 from __future__ import annotations
 
@@ -46,7 +46,9 @@ def list_terms(
 @with_registry_option
 def add(
     vocabulary: str = typer.Argument(..., metavar="VOCABULARY", help="method, objective or kind."),
-    term: str = typer.Argument(..., metavar="TERM", help="The new term, as records will name it."),
+    term: str = typer.Argument(
+        ..., metavar="TERM", help="The new term, as records will name it: a slug (lowercase letters, digits, '-')."
+    ),
     description: str = typer.Option(..., "--description", metavar="TEXT", help="What the term means, in a sentence."),
     as_json: bool = JsonFlag,
 ) -> None:
@@ -63,3 +65,23 @@ def add(
         print_json({"vocabulary": vocabulary, "term": term, "description": description})
     else:
         say(f"added {term!r} to the {vocabulary} vocabulary of {registry_dir()}")
+
+
+@app.command("remove")
+@with_registry_option
+def remove(
+    vocabulary: str = typer.Argument(..., metavar="VOCABULARY", help="method, objective or kind."),
+    term: str = typer.Argument(..., metavar="TERM", help="The term to retire."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Retire a term that no record uses (a mistyped or abandoned one).
+
+    Refused (exit 1), naming them, while any record uses it, or while a record cannot be read; the vocabularies fixed by the record format (confidence) keep their terms.
+    """
+    from ..operations.vocabulary import remove_term
+
+    remove_term(registry_dir(), vocabulary, term)
+    if as_json:
+        print_json({"vocabulary": vocabulary, "removed": term})
+    else:
+        say(f"removed {term!r} from the {vocabulary} vocabulary of {registry_dir()}")

@@ -1,13 +1,17 @@
-"""`ptreg vocab add`: define a new term in a registry's vocabulary, atomically and under its lock."""
+"""`ptreg vocab add|remove`: define a new term in a registry's vocabulary, or retire one no record
+uses, atomically and under its lock."""
 
 from __future__ import annotations
 
+import difflib
+import re
 from pathlib import Path
 
-from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
+from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, CheckFailed, PtregError, UnusableInput
 from ..records.attempt import TERM_MAX_LENGTH, TEXT_MAX_LENGTH, RegistryMeta
+from ..records.refs import ID_RE
 from ..records.vocabulary import EXTENSIBLE, VOCABULARIES, terms
-from ..store.directory import REGISTRY_FILE, load_meta, write_meta
+from ..store.directory import REGISTRY_FILE, load_directory, load_meta, write_meta
 from ..store.locks import registry_lock
 from ..text import shorten
 
@@ -27,7 +31,13 @@ def add_term(root: Path, vocabulary: str, term: str, description: str) -> Regist
         )
     if not description.strip() or len(description) > TEXT_MAX_LENGTH:
         raise PtregError(f"--description: say in 1 to {TEXT_MAX_LENGTH} characters what the term means", EXIT_UNUSABLE)
-    load_meta(root)  # a missing registry is refused before any lock file is made
+    meta = load_meta(root)  # a missing registry is refused before any lock file is made
+    if term not in terms(meta, vocabulary) and not ID_RE.match(term):
+        # a term imported without a definition may be defined as its ledger spelled it
+        raise UnusableInput(
+            f"term {shorten(term)}: a term is a slug like every other (lowercase letters, digits and '-', "
+            f"e.g. {_slug(term)!r})"
+        )
     with registry_lock(root):
         meta = load_meta(root)
         known = terms(meta, vocabulary)
@@ -41,3 +51,50 @@ def add_term(root: Path, vocabulary: str, term: str, description: str) -> Regist
         updated = RegistryMeta.model_validate(raw)
         write_meta(root, updated)
     return updated
+
+
+def _slug(term: str) -> str:
+    """The slug a term was probably meant as: 'Bad Term' -> 'bad-term'."""
+    return re.sub(r"[^a-z0-9]+", "-", term.lower()).strip("-") or "a-term"
+
+
+# The record field each growing vocabulary's terms are used in.
+USED_IN = {"method": "methods", "objective": "objective", "kind": "kind"}
+
+
+def remove_term(root: Path, vocabulary: str, term: str) -> RegistryMeta:
+    """The registry's vocabularies without ``term``: refused, with nothing written, when a record
+    uses it (naming them), when a record cannot be read (it may use it), or when the vocabulary
+    is fixed by the record format."""
+    if vocabulary not in EXTENSIBLE:
+        why = "is fixed by the record format" if vocabulary in VOCABULARIES else "does not exist"
+        raise UnusableInput(f"the vocabulary {vocabulary!r} {why}; terms are removed from {', '.join(EXTENSIBLE)}")
+    load_meta(root)
+    with registry_lock(root):
+        registry = load_directory(root)
+        known = terms(registry.meta, vocabulary)
+        if term not in known:
+            close = difflib.get_close_matches(term, list(known), n=3, cutoff=0.5)
+            hint = f" (did you mean: {', '.join(close)}?)" if close else ""
+            raise UnusableInput(f"{root / REGISTRY_FILE}: no term {term!r} in the {vocabulary} vocabulary{hint}")
+        field = USED_IN[vocabulary]
+        users = [a.id for a in registry.attempts if term in _terms_of(getattr(a, field))]
+        if users:
+            shown = ", ".join(users[:5]) + (f" and {len(users) - 5} more" if len(users) > 5 else "")
+            raise CheckFailed(f"{term!r} is in use by {shown}: a term is retired only when no record uses it")
+        if registry.unusable():
+            raise CheckFailed(
+                f"{registry.unusable()} record(s) cannot be read, and may use {term!r}; "
+                "`ptreg validate` names them: put them right first"
+            )
+        raw = registry.meta.model_dump(mode="json")
+        del raw[VOCABULARIES[vocabulary]][term]
+        updated = RegistryMeta.model_validate(raw)
+        write_meta(root, updated)
+    return updated
+
+
+def _terms_of(value: object) -> list[str]:
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return [] if value is None else [str(value)]
