@@ -1,4 +1,4 @@
-"""`ptreg evaluator freeze|list|show|verify|trust`: the registry's frozen evaluators."""
+"""`ptreg evaluator freeze|list|show|verify|trust|remove`: the registry's frozen evaluators."""
 
 from __future__ import annotations
 
@@ -35,11 +35,14 @@ def freeze(
                 "sha256": done.evaluator.sha256,
                 "path": str(done.path),
                 "created": done.created,
+                "warnings": done.warnings,
             }
         )
         return
     verb = "froze" if done.created else "already frozen:"
     say(f"{verb} {done.evaluator.ref} ({done.path})")
+    for warning in done.warnings:
+        say_wrapped(f"ptreg: warning: {warning}", err=True)
     say(f"use it with: ptreg new ... --evaluator {done.evaluator.ref}")
 
 
@@ -177,3 +180,22 @@ def trust(
         print_json({"ref": frozen.ref, "sha256": frozen.sha256, "added": added, "file": str(trust_file())})
         return
     say(f"{'trusted' if added else 'already trusted:'} {frozen.ref} (sha256 {frozen.sha256}) in {trust_file()}")
+
+
+@app.command("remove")
+@with_registry_option
+def remove(
+    ref: str = typer.Argument(..., metavar="NAME@HASH", help="The frozen evaluator (or a name frozen once)."),
+    as_json: bool = JsonFlag,
+) -> None:
+    """Delete a frozen evaluator that no attempt names and no run was measured by (one frozen by mistake).
+
+    Refused (exit 1), naming them, while an attempt or a run uses it, or while a record or run cannot be read. A frozen evaluator is never rewritten; freezing the spec again gives it back under the same identity.
+    """
+    from ..gate.evaluators import remove as remove_frozen
+
+    path = remove_frozen(registry_dir(), ref)
+    if as_json:
+        print_json({"removed": path.name.removesuffix(".json"), "path": str(path)})
+    else:
+        say(f"removed {path.name.removesuffix('.json')} ({path})")

@@ -57,7 +57,7 @@ def _schema_message(error: Any) -> str:
         return "unknown field (not in the schema)"
     if error["type"] == "missing":
         return "required field is missing"
-    message = str(error["msg"])
+    message = str(error["msg"]).removeprefix("Value error, ")  # pydantic's prefix, not ptreg's words
     if value is None or isinstance(value, (str, int, float, bool)):
         message = f"{message} (got {shorten(value)})"
     return message

@@ -92,6 +92,7 @@ def test_freeze_json_reports_ref_sha_path_created(cli, registry: Path, tmp_path:
         "sha256": sha,
         "path": str(registry / "evaluators" / f"kernels-xl@{sha[:12]}.json"),
         "created": True,
+        "warnings": [],
     }
 
 
@@ -586,3 +587,46 @@ def test_schema_rejects_a_malformed_frozen_file(freeze, evaluator_schema: Draft2
     data = json.loads(freeze(spec_dict()).read_text(encoding="utf-8"))
     change(data)
     assert list(evaluator_schema.iter_errors(data))
+
+
+# --------------------------------------------------------------------------- backend names, removal
+
+
+def test_a_mistyped_backend_gets_the_registered_name_it_meant(cli, registry: Path, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "typo.json", spec_dict(backends=["naive", "numpy_blas"]))
+    result = cli("-r", registry, "evaluator", "freeze", spec)
+    assert_one_line_error(result, 2, "#/backends/1", "'numpy_blas' is not a backend name", "did you mean: numpy-blas")
+    assert "pattern" not in result.err and not frozen_files(registry)
+
+
+def test_a_backend_not_registered_here_is_frozen_with_a_warning(cli, registry: Path, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "tpu.json", spec_dict(backends=["naive", "tpu-magic"], baseline="naive"))
+    result = cli("-r", registry, "evaluator", "freeze", spec)
+    assert result.code == 0, result.err
+    assert "warning: backend 'tpu-magic' is not registered here" in " ".join(result.err.split())
+    assert "numpy-blas" in result.err  # what is registered, to choose from
+    assert json.loads(cli("-r", registry, "evaluator", "freeze", spec, "--json").out)["warnings"]
+
+
+def test_a_spec_error_says_it_in_ptregs_words(cli, registry: Path, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "base.json", spec_dict(baseline="numba"))
+    result = cli("-r", registry, "evaluator", "freeze", spec)
+    assert_one_line_error(result, 2, "baseline 'numba' is not one of the backends")
+    assert "Value error" not in result.err
+
+
+def test_an_evaluator_nothing_rests_on_can_be_removed(cli, freeze, registry: Path) -> None:
+    ref = freeze(spec_dict()).stem
+    done = cli("-r", registry, "evaluator", "remove", ref)
+    assert done.code == 0, done.err
+    assert f"removed {ref}" in done.out and not frozen_files(registry)
+    assert_one_line_error(cli("-r", registry, "evaluator", "remove", ref), 2, "no frozen evaluator")
+
+
+def test_an_evaluator_an_attempt_names_is_kept(cli, freeze, registry: Path) -> None:
+    ref = freeze(spec_dict()).stem
+    record = complete_record("uses-it", evaluator=ref)
+    (registry / "uses-it.json").write_text(json.dumps(record))
+    before = snapshot(registry)
+    assert_one_line_error(cli("-r", registry, "evaluator", "remove", ref), 1, f"{ref} is used by uses-it")
+    assert snapshot(registry) == before
