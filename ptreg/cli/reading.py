@@ -83,7 +83,7 @@ def list_attempts(
     --continuable and --blocked decide each condition on the runs as they are now; an attempt whose condition cannot be decided is in neither.
     """
     from ..records.ledger import STATUSES, Filter
-    from ..views.queries import list_row, select
+    from ..views.queries import AWAITS_CONCLUSION, AWAITS_LEGEND, list_row, select, shown_status
     from ..views.tables import plain
 
     unknown = [s for s in status if s not in STATUSES]
@@ -121,10 +121,15 @@ def list_attempts(
             print_json([read_summarized(root, a).to_ledger_dict() for a in found])
             return
         rows = [list_row(a) for a in found]
+    # a not-tried attempt with a run awaits its conclusion: said in its row (few are not-tried)
+    root = registry_dir()
+    rows = [(r[0], shown_status(root, r[0], r[1]), *r[2:]) if r[1] == "not-tried" else r for r in rows]
     if rows:
         headers = ["id", "status", "family", "kind", "objective", "methods", "lesson"]
         say(plain(rows, headers, shrink=(2, 4, 5, 6), drop=(2, 3, 4, 5)))
     say(f"{len(rows)} of {counted(total, 'attempt')}")
+    if any(r[1] == AWAITS_CONCLUSION for r in rows):
+        say(AWAITS_LEGEND)
 
 
 def lineage(
@@ -149,7 +154,7 @@ def lineage(
     if as_json:
         print_json(lineage_json(attempt_id, by_id))
         return
-    for line in lineage_lines(attempt_id, by_id):
+    for line in lineage_lines(attempt_id, by_id, index.root):
         say(line)
 
 

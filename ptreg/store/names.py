@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 REGISTRY_FILE = "registry.json"
 # A record file larger than this is refused unread: its free text is capped at
 # records.attempt.TEXT_MAX_LENGTH characters, so only a broken or hostile file comes near it. The
@@ -12,3 +15,16 @@ JOURNAL_FILE = ".ptreg-journal.json"
 INDEX_FILE = ".ptreg-index.sqlite"
 # The change watcher's socket (store/watch.py): exists while `ptreg index --watch` runs.
 SOCKET_FILE = ".ptreg-watch.sock"
+# The folder of an attempt's runs, runs/<attempt id>/<run id> (store/runs.py reads them).
+RUNS_DIR = "runs"
+
+
+def has_runs(root: Path, attempt_id: str) -> bool:
+    """Whether ``attempt_id`` has a run folder (complete, interrupted or stopped by its budget:
+    each is evidence to conclude on), without reading any. Hidden folders (a run being
+    written) do not count."""
+    try:
+        with os.scandir(root / RUNS_DIR / attempt_id) as entries:
+            return any(e.is_dir(follow_symlinks=False) and not e.name.startswith(".") for e in entries)
+    except OSError:
+        return False

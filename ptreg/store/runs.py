@@ -19,8 +19,8 @@ from ..records.run import RunResults
 from ..text import json_type
 from .faults import crash_point
 from .jsonio import dumps_pretty, fsync_directory, read_json, refuse_outside, stage_text
+from .names import RUNS_DIR as RUNS_DIR
 
-RUNS_DIR = "runs"
 RESULTS_FILE = "results.json"
 ENVIRONMENT_FILE = "environment.json"
 STAGING_PREFIX = ".tmp-"  # a run folder being written; left over only by a killed process

@@ -5,10 +5,12 @@ indented, the rest of what descends from it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ..records.graph import Successor, ancestry, successors
 from ..records.ledger import Shaped, in_ledger_order
+from .queries import shown_status
 
 
 def superseded_by(
@@ -41,27 +43,32 @@ def lineage_json(attempt_id: str, by_id: Mapping[str, Shaped]) -> dict[str, Any]
     }
 
 
-def lineage_lines(attempt_id: str, by_id: Mapping[str, Shaped]) -> list[str]:
+def lineage_lines(attempt_id: str, by_id: Mapping[str, Shaped], root: Path | None = None) -> list[str]:
     """The chain numbered oldest first, the attempt marked ``*``, each step with what it varied;
-    then what supersedes it, direct successors first."""
+    then what supersedes it, direct successors first. With the registry's ``root``, a not-tried
+    attempt with a run reads as awaiting its conclusion."""
+
+    def status(a: Shaped) -> str:
+        return a.status if root is None else shown_status(root, a.id, a.status)
+
     chain = ancestry(attempt_id, by_id)
     lines = []
     if chain[0].varied_from is not None:
         lines.append(f"   ({chain[0].varied_from}: not in this registry)")
     for step, a in enumerate(chain, start=1):
         marker = "*" if a.id == attempt_id else " "
-        lines.append(f"{marker}{step:>2}. {a.id} [{a.status}]")
+        lines.append(f"{marker}{step:>2}. {a.id} [{status(a)}]")
         if a.varied is not None:
             lines.append(f"      varied: {a.varied}")
     direct, rest = superseded_by(attempt_id, by_id)
     if not direct:
         return [*lines, "superseded by: nothing yet"]
     lines.append("superseded by:")
-    lines += [f"  {s.attempt.id} [{s.attempt.status}]{_varied(s)}" for s in direct]
+    lines += [f"  {s.attempt.id} [{status(s.attempt)}]{_varied(s)}" for s in direct]
     if rest:
         lines.append("  and, descending from those:")
         lines += [
-            f"  {'  ' * (s.depth - 1)}{s.attempt.id} [{s.attempt.status}] varies {s.attempt.varied_from}{_varied(s)}"
+            f"  {'  ' * (s.depth - 1)}{s.attempt.id} [{status(s.attempt)}] varies {s.attempt.varied_from}{_varied(s)}"
             for s in rest
         ]
     return lines

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from ..records.ledger import INFRASTRUCTURE_KIND, SHAPE_FIELDS, Filter, Filtered, Shaped
+from ..store.names import has_runs
 
 # A whole record or the index's summary of one: a query gives back what it was given.
 A = TypeVar("A", bound=Shaped)
@@ -40,6 +42,17 @@ class Shown(Filtered, Protocol):
     def id(self) -> str: ...
     @property
     def lesson(self) -> str | None: ...
+
+
+# A not-tried attempt with a run: its record says not-tried until `ptreg conclude`, and a reader
+# must see that a run is there to conclude on (issue 35).
+AWAITS_CONCLUSION = "not-tried (ran)"
+AWAITS_LEGEND = "not-tried (ran): a run is there, and the attempt awaits `ptreg conclude ID`"
+
+
+def shown_status(root: Path, attempt_id: str, status: str) -> str:
+    """The status as a reader sees it: not-tried with a run reads ``AWAITS_CONCLUSION``."""
+    return AWAITS_CONCLUSION if status == "not-tried" and has_runs(root, attempt_id) else status
 
 
 def list_row(a: Shown) -> tuple[str, str, str | None, str | None, str, str, str | None]:
