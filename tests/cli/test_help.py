@@ -45,3 +45,13 @@ def test_help_names_values_plainly_and_explains_every_option(cli, path: list[str
 
 def test_every_command_group_is_walked() -> None:
     assert ["run"] in PATHS and ["vocab", "add"] in PATHS and ["evaluator", "freeze"] in PATHS
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[" ".join(p) or "ptreg" for p in PATHS])
+def test_an_install_hint_keeps_its_extra(cli, path: list[str], monkeypatch) -> None:
+    """Rich reads `[site]` as markup and drops it: `pip install 'ptreg'` would install no extra."""
+    monkeypatch.setenv("COLUMNS", "200")  # one hint on one line
+    shown = cli(*path, "--help").out
+    assert "install 'ptreg'" not in shown
+    if path == ["site"]:
+        assert "pip install 'ptreg[site]'" in shown
