@@ -181,9 +181,12 @@ def run_progress() -> Iterator[Callable[[TaskProgress], None]]:
 
 
 def print_results(results: RunResults) -> None:
-    from ..views.run_report import tables, verdict
+    from ..views.run_report import model_line, tables, verdict
     from ..views.tables import plain
 
+    sizes = model_line(results)
+    if sizes is not None:
+        say_wrapped(sizes)
     for table in tables(results):
         say(f"\n{table.title}")
         say(plain(table.rows, table.headers, shrink=table.text_columns, notes=table.note_columns))

@@ -139,7 +139,8 @@ def _metadata(target: str, factory: Any) -> dict[str, Any]:
     if threads is not None and threads < 1:
         raise ValueError(f"{target}: default_threads() must be at least 1, got {threads}")
     return {
-        "description": read("description", str, None),
+        # a class that says what it is in its docstring only: its first paragraph, as one line
+        "description": read("description", str, None) or _docstring_summary(factory),
         "order_preserving": read("order_preserving", bool, False),
         "thread_control": read("thread_control", str, None),
         "default_threads": threads,
@@ -147,6 +148,14 @@ def _metadata(target: str, factory: Any) -> dict[str, Any]:
         "configuration": read("configuration", str, None, call=True),
         "unavailable_reason": read("unavailable_reason", str, None, call=True),
     }
+
+
+def _docstring_summary(factory: Any) -> str | None:
+    """The first paragraph of the class's own docstring (not one it inherits), as one line."""
+    own = factory.__dict__.get("__doc__") if inspect.isclass(factory) else getattr(factory, "__doc__", None)
+    if not isinstance(own, str) or not own.strip():
+        return None
+    return " ".join(inspect.cleandoc(own).split("\n\n", 1)[0].split())
 
 
 def describe(entry: BackendEntry) -> BackendInfo:

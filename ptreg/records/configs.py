@@ -26,6 +26,13 @@ class GPTConfig:
     def tokens_per_step(self) -> int:
         return self.batch * self.context
 
+    @property
+    def parameters(self) -> int:
+        """V·C + T·C + L·(12C² + 13C) + 2C: the model's weights, as
+        ``engine/workloads/tinygpt.py:parameter_shapes`` lays them out (a test holds them equal)."""
+        V, T, L, C = self.vocab, self.context, self.layers, self.d_model
+        return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+
 
 CONFIGS: dict[str, GPTConfig] = {
     c.name: c

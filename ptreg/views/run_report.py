@@ -7,6 +7,7 @@ workload the run measured.
 from __future__ import annotations
 
 from ..engine.workloads import workload_named
+from ..records.configs import CONFIGS
 from ..records.run import RunResults
 from ..text import Table
 
@@ -14,6 +15,19 @@ from ..text import Table
 def parity_table(results: RunResults) -> Table:
     rows = [[p.backend, "passed" if p.passed else "FAILED", p.summary] for p in results.parity]
     return Table("Parity (before timing)", rows, ["backend", "parity", "finding"], notes=("finding",))
+
+
+def model_line(results: RunResults) -> str | None:
+    """The size of each model config a run of backends measured, e.g. 'small 0.37M parameters,
+    1,024 tokens per step'; None for a run of arms."""
+    names = getattr(results.spec, "configs", None)
+    if workload_named(results.spec.workload).kind != "backends" or not names:
+        return None
+    sizes = [
+        f"{c.name} {c.parameters / 1e6:.2f}M parameters, {c.tokens_per_step:,} tokens per step"
+        for c in (CONFIGS[n] for n in names if n in CONFIGS)
+    ]
+    return "Model: " + "; ".join(sizes) if sizes else None
 
 
 def tables(results: RunResults) -> list[Table]:

@@ -83,6 +83,11 @@ class Minimal:
         out[...] = a.T @ dc
 
 
+class Undocumented(Minimal):
+    # no docstring of its own and no description: Minimal's docstring is not this class's
+    pass
+
+
 class WrongOrderType(Good):
     order_preserving = "yes"  # type: ignore[assignment]
 

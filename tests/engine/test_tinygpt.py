@@ -81,7 +81,7 @@ def float_arrays(obj: Any):
 @pytest.mark.parametrize("name", list(EXPECTED_COUNTS))
 def test_parameter_counts(name: str) -> None:
     cfg = CONFIGS[name]
-    assert parameter_count(cfg) == EXPECTED_COUNTS[name] == formula(cfg)
+    assert parameter_count(cfg) == EXPECTED_COUNTS[name] == formula(cfg) == cfg.parameters
     assert round(parameter_count(cfg) / 1e6, 2) == EXPECTED_MILLIONS[name]
 
 

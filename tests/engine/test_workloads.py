@@ -137,8 +137,19 @@ def test_kernel_ratios_and_columns_follow_the_roles() -> None:
     assert mine.kernels[0].vs_naive == pytest.approx(4.0) and mine.kernels[0].vs_peer == pytest.approx(0.5)
     assert mine.vs_naive == pytest.approx(4.0) and mine.vs_baseline == pytest.approx(1.0)
     per_cell, per_kernel = tables(results(s, cells, roles))[1:]
-    assert per_kernel.headers[-2:] == ["vs ref", "vs lib"]
+    # the kernels against the run's baseline, as the step is; and the peer, which was measured
+    assert per_kernel.headers[-3:] == ["vs ref", "vs mine", "vs lib"]
     assert "vs ref" in per_cell.headers and "vs mine" in per_cell.headers
+
+
+def test_a_peer_the_run_did_not_measure_gets_no_column_of_unknowns() -> None:
+    s = spec("kernels", ["mine", "ref"], "mine")  # `ptreg bench -b mine -b ref`: the peer not among them
+    cells = [kernel_cell(s, b, [g]) for b, g in (("mine", 4.0), ("ref", 1.0))]
+    roles = Roles(reference="ref", peer="lib")
+    KernelsWorkload().compare(s, cells, roles)
+    per_kernel = tables(results(s, cells, roles))[2]
+    assert per_kernel.headers[-2:] == ["vs ref", "vs mine"] and "vs lib" not in per_kernel.headers
+    assert all(row[-1] != "unknown" for row in per_kernel.rows if row[4] == "ref")
 
 
 def test_results_written_before_roles_were_recorded_read_as_naive_and_numpy_blas() -> None:
@@ -286,3 +297,13 @@ def test_what_a_worker_or_a_sample_says_went_wrong_is_one_bounded_line() -> None
     workload.summarize(spec, cell, [MetricSample(repeat=0, seed=0, values={}, problem="p" * 100_000 + "\n\x1b")])
     assert cell.status == "failed" and cell.reason is not None
     assert cell.reason.startswith("repeat 0 (seed 0): ppp") and len(cell.reason) < 400 and "\n" not in cell.reason
+
+
+def test_a_run_of_backends_says_the_size_of_each_model_it_trained() -> None:
+    from ptreg.views.run_report import model_line
+
+    s = spec("tinygpt-train", ["naive", "numpy-blas"], "numpy-blas").model_copy(update={"configs": ["small", "xl"]})
+    line = model_line(results(s, [], Roles(reference="naive", peer="numpy-blas")))
+    assert line == (
+        "Model: small 0.37M parameters, 1,024 tokens per step; xl 6.42M parameters, 1,024 tokens per step"
+    ), line

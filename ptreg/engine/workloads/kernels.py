@@ -194,33 +194,41 @@ class KernelsWorkload(BackendsWorkload):
 
     @staticmethod
     def _kernel_table(results: RunResults, roles: Roles) -> Table:
-        """GFLOP/s of each kernel at each layer shape, with ratios to the reference and the peer."""
+        """GFLOP/s of each kernel at each layer shape, with ratios to the reference and to the
+        run's baseline, as the step table has them; and to the peer when it was measured too
+        and is neither (a column of a backend the run did not measure would read unknown)."""
+        measured = {c.backend for c in results.cells} | set(getattr(results.spec, "backends", None) or ())
+        timings = [(c, t) for c in results.cells for t in c.kernels or []]
+        # runs from before kernels had a ratio to the baseline have none: then the peer's
+        by_baseline = results.spec.baseline != roles.reference and any(t.vs_baseline_ratio for _, t in timings)
+        peer = (
+            roles.peer
+            if roles.peer in measured and roles.peer not in (roles.reference, results.spec.baseline)
+            else None
+        )
+        if not by_baseline and peer is None and roles.peer in measured and roles.peer != roles.reference:
+            peer = roles.peer
         rows = []
-        for c in results.cells:
-            for t in c.kernels or []:
-                m, k, n = t.shape
-                rows.append(
-                    [
-                        c.config,
-                        t.layer,
-                        f"{m}x{k}x{n}",
-                        KERNEL_LABEL[t.kernel],
-                        c.backend,
-                        number(t.gflops.median, 2),
-                        interval(t.gflops, 2),
-                        ratio_text(t.vs_naive, t.vs_naive_ratio),
-                        ratio_text(t.vs_peer, t.vs_peer_ratio),
-                    ]
-                )
-        headers = [
-            "config",
-            "layer",
-            "MxKxN",
-            "kernel",
-            "backend",
-            "GFLOP/s",
-            "95% CI",
-            versus(roles.reference),
-            f"vs {roles.peer or 'peer'}",
-        ]
+        for c, t in timings:
+            m, k, n = t.shape
+            row = [
+                c.config,
+                t.layer,
+                f"{m}x{k}x{n}",
+                KERNEL_LABEL[t.kernel],
+                c.backend,
+                number(t.gflops.median, 2),
+                interval(t.gflops, 2),
+                ratio_text(t.vs_naive, t.vs_naive_ratio),
+            ]
+            if by_baseline:
+                row.append(ratio_text(t.vs_baseline, t.vs_baseline_ratio))
+            if peer is not None:
+                row.append(ratio_text(t.vs_peer, t.vs_peer_ratio))
+            rows.append(row)
+        headers = ["config", "layer", "MxKxN", "kernel", "backend", "GFLOP/s", "95% CI", versus(roles.reference)]
+        if by_baseline:
+            headers.append(f"vs {results.spec.baseline}")
+        if peer is not None:
+            headers.append(f"vs {peer}")
         return Table("Kernels at each layer shape", rows, headers)
