@@ -193,8 +193,12 @@ def bar_chart(
         for b in bars
     ]
     titles: dict[str, str] = {}
+    # the legend sits beside the plot: the figure widens by its room (fontsize 8: about 7 px a
+    # character, and the colour patch and padding)
+    legend_chars = max((len(label(s)) for s in series), default=0) if known else 0
+    legend_room = legend_chars * LEGEND_CHAR_PX + LEGEND_PAD_PX if known else 0
     with _drawing() as new:
-        figure = new(max(4.0, 1.1 * len(groups) * max(len(series), 1) * 0.5 + 2), 3.2)
+        figure = new(max(4.0, 1.1 * len(groups) * max(len(series), 1) * 0.5 + 2) + legend_room / 100, 3.2)
         axes = figure.add_subplot()
         for n, b in enumerate(known):
             x = groups.index(b.group) + (series.index(b.series) - (len(series) - 1) / 2) * width
@@ -214,11 +218,13 @@ def bar_chart(
         axes.set_ylabel(_text(unit) + (" (log scale)" if log else ""))
         if log:
             axes.set_yscale("log")
+            _plain_log_ticks(axes)
         if known:
-            axes.legend(fontsize=8, frameon=False, loc="best")
+            # beside the plot, never over a bar ("best" still covers one when every spot holds one)
+            axes.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
         else:
             axes.text(0.5, 0.5, "nothing measured", ha="center", va="center", transform=axes.transAxes)
-        _fit(figure)
+        _fit(figure, [number(t) for t in axes.get_yticks()], legend_px=legend_room)
         svg = _svg(figure, titles)
     headers = [*labels, unit, "95% CI low", "95% CI high"]
     notes = [
@@ -341,6 +347,7 @@ def history_chart(name: str, title: str, unit: str, runs: Sequence[str], points:
         axes.set_ylabel(_text(unit) + (" (log scale)" if log else ""))
         if log:
             axes.set_yscale("log")
+            _plain_log_ticks(axes)
         if series:
             axes.legend(fontsize=6, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
         _fit(figure, legend=max((len(label(s)) for s in series), default=0))
@@ -353,7 +360,25 @@ def history_chart(name: str, title: str, unit: str, runs: Sequence[str], points:
     return Chart(name, title, svg, headers, rows, " ".join(n for n in notes if n))
 
 
-def _fit(figure: Figure, labels: Sequence[str] = (), legend: int = 0) -> None:
+def _plain_log_ticks(axes: Any) -> None:
+    """A log axis's ticks as plain numbers (0.2, 6, 1,000), not matplotlib's 2×10⁻¹: the
+    numbers the chart's table gives. Minor ticks are labelled where matplotlib would label
+    them (an axis spanning few decades), and only there."""
+    from matplotlib.ticker import FuncFormatter, LogFormatter
+
+    class Plain(LogFormatter):
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return number(x) if super().__call__(x, pos) else ""
+
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda x, _: number(x)))
+    axes.yaxis.set_minor_formatter(Plain(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+
+
+LEGEND_CHAR_PX = 7.0  # a character of a legend at fontsize 8 (measured: 13 take 91 px)
+LEGEND_PAD_PX = 50  # its colour patch, the gaps and the figure's edge
+
+
+def _fit(figure: Figure, labels: Sequence[str] = (), legend: int = 0, legend_px: float = 0) -> None:
     """Margins that hold the labels. ``tight_layout`` measured every text twice and cost about
     half of each chart's time, so the margins are set from the y labels' lengths instead
     (``labels``: those of a categorical y axis; numbers otherwise), and from the longest entry
@@ -367,4 +392,6 @@ def _fit(figure: Figure, labels: Sequence[str] = (), legend: int = 0) -> None:
     if rotated:
         left = max(left, 110 / width)  # the first label leans left, under the axis
     right = 1 - (legend * 4.5 + 40) / width if legend else 0.97
+    if legend_px:  # a legend of its own measure (``legend_px`` wide) beside the plot
+        right = 1 - legend_px / width
     figure.subplots_adjust(left=min(left, 0.45), right=right, bottom=bottom, top=1 - 30 / height)

@@ -66,14 +66,14 @@ def test_a_bar_chart_draws_hostile_names_as_text_and_skips_what_cannot_be_drawn(
     assert "\x1b" not in chart.svg and "\x07" not in chart.svg
 
 
-def test_the_axes_own_maths_still_renders() -> None:
-    """Mathtext stays on for what matplotlib writes itself: a log axis's ticks (10^3) are
-    drawn as maths, never as their source."""
+def test_a_log_axis_reads_as_plain_numbers() -> None:
+    """A log axis's ticks are the numbers the chart's table writes (1,000), not maths (10^3)
+    and never maths' source."""
     chart = bar_chart("time", "t", "ms", [Bar("xl", MATHS, 5.0), Bar("xl", "b", 5000.0)])
     assert chart.note.startswith("Logarithmic scale")
     texts = re.findall(r">([^<]*)</text>", chart.svg)
-    assert "<!-- $\\mathdefault{10^{3}}$ -->" in chart.svg  # drawn by mathtext
-    assert not [t for t in texts if "mathdefault" in t or "10^{" in t], texts  # not shown as its source
+    assert "1,000" in texts and "mathdefault" not in chart.svg
+    assert not [t for t in texts if "10^{" in t or "×" in t], texts
     assert MATHS in texts
 
 
@@ -191,3 +191,42 @@ def test_hostile_text_stays_text_in_every_context(cli: Callable[..., Result], tm
         assert "{{ 7*7 }}" in html and ">49<" not in html, page  # a record is never a template
         assert "' onmouseover='" not in html, page
         assert re.findall(r"<script\b[^>]*>", html) in ([], ['<script src="static/site.js">']), page
+
+
+def test_a_one_config_run_chart_keeps_its_label_plain_ticks_and_every_bar_clear(monkeypatch) -> None:
+    """The run page's time chart of one config and four backends spanning 30x: its y-axis
+    label inside the figure, its ticks as plain numbers (not 6×10⁰), and no legend over a bar."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from ptreg.site import charts
+
+    drawn = []
+    real_svg = charts._svg
+
+    def keep(figure, titles=None):
+        drawn.append(figure)
+        return real_svg(figure, titles)
+
+    monkeypatch.setattr(charts, "_svg", keep)
+    bars = [
+        Bar("small", "naive", 6.2, 5.9, 6.6),
+        Bar("small", "blocked-numpy", 3.3),
+        Bar("small", "numba", 0.7),
+        Bar("small", "numpy-blas", 0.2, 0.19, 0.22),
+    ]
+    chart = bar_chart("time", "Time per step", "ms/step", bars)
+    assert "×" not in chart.svg and "10^" not in chart.svg  # the tick labels are numbers as the table writes them
+    (figure,) = drawn
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    axes = figure.axes[0]
+    ticks = [t.get_text() for t in [*axes.get_yticklabels(), *axes.get_yticklabels(minor=True)] if t.get_text()]
+    assert ticks and all(re.fullmatch(r"[0-9.,]+", t) for t in ticks), ticks
+    width, _ = figure.get_size_inches() * figure.dpi
+    label_box = axes.yaxis.label.get_window_extent(renderer)
+    assert label_box.x0 >= 0, "the y-axis label is cut at the figure's edge"
+    assert all(t.get_window_extent(renderer).x0 >= 0 for t in axes.get_yticklabels() if t.get_text())
+    legend = axes.get_legend().get_window_extent(renderer)
+    assert legend.x1 <= width, "the legend leaves the figure"
+    for patch in axes.patches:
+        box = patch.get_window_extent(renderer)
+        assert not legend.overlaps(box), "the legend covers a bar"
