@@ -215,26 +215,60 @@ def shift(a: Sequence[float], b: Sequence[float], drift: float, threshold: float
     return Shift(math.exp(d), math.exp(d - half), math.exp(d + half), p, d > 0)
 
 
-DRIFT_BOUND = 0.9  # the drift is taken at this one-sided upper confidence bound of its estimate
+# A verdict across runs needs the spread of a cell's centre from run to run, and a spread needs
+# at least two runs; with two the t quantile (df 1) is 12.7 and resolves nothing short of a
+# several-fold change, so three runs of unchanged code are the least a verdict is given on.
+MIN_HISTORY = 3
 
 
-def between_run_drift(runs: Sequence[Sequence[float]]) -> float | None:
-    """The standard deviation (log units) by which a cell's center moves from run to run beyond
-    what its repeats' spread explains, at the 90% upper confidence bound of the variance of the
-    runs' centers (chi-square with one degree of freedom less than the runs): a handful of
-    runs estimates a variance poorly, and an underestimate calls drift a change. Unknown with
-    fewer than three runs of two values each."""
-    from scipy.stats import chi2
-
-    usable = [r for r in runs if len(r) >= 2 and all(v > 0 for v in r)]
-    if len(usable) < 3:
+def run_centre(values: Sequence[float]) -> float | None:
+    """A run's centre for one cell, in log units: the median of its repeats. A busy moment only
+    slows a repeat, so a mean would follow it; the median does not. Unknown without a value or
+    with one that is not positive."""
+    if not values or any(not v > 0 for v in values):
         return None
-    logs = [[math.log(v) for v in r] for r in usable]
-    centers = [statistics.fmean(x) for x in logs]
-    within = statistics.fmean(statistics.variance(x) / len(x) for x in logs)
-    df = len(centers) - 1
-    upper = df * statistics.variance(centers) / float(chi2.ppf(1 - DRIFT_BOUND, df))
-    return math.sqrt(max(upper - within, 0.0))
+    return math.log(statistics.median(values))
+
+
+@dataclass(frozen=True)
+class RunsShift:
+    """Run B's centre against the centres of ``runs`` runs of the code A measured: the ratio
+    (B over their geometric mean), its 95% interval, and the two-sided p-value that B's code
+    differs from theirs by more than the threshold."""
+
+    ratio: float
+    low: float
+    high: float
+    p: float
+    runs: int
+
+
+def shift_from_history(history: Sequence[float], b: float, threshold: float) -> RunsShift | None:
+    """Runs are the unit: ``history`` holds the centres (``run_centre``) of k runs of unchanged
+    code, ``b`` the centre of the run under test. Whatever moves a run's centre (a busy hour, a
+    drift of this one cell, outliers inside the run) is in the spread of those k centres, so B
+    is judged against it: Student's t with k - 1 degrees of freedom, the prediction interval of
+    one new run, ``(b - mean) / (s * sqrt(1 + 1/k))``. The test is two-sided, against "B is
+    within ``threshold`` of the history either way": it rejects when B is beyond the threshold
+    in either direction, at its level. Unknown with fewer than ``MIN_HISTORY`` runs."""
+    from scipy.stats import t  # 0.7 s to import: only where runs are compared
+
+    k = len(history)
+    if k < MIN_HISTORY:
+        return None
+    centre = statistics.fmean(history)
+    d = b - centre
+    se = statistics.stdev(history) * math.sqrt(1 + 1 / k)
+    bound = math.log1p(threshold)
+    if se == 0:  # identical centres (instruction counts can be): beyond the bound or not at all
+        exact = 0.0 if abs(d) > bound else 1.0
+        return RunsShift(math.exp(d), math.exp(d), math.exp(d), exact, k)
+    df = k - 1
+    half = float(t.ppf(0.5 + LEVEL / 2, df)) * se
+    beyond_slower = float(t.sf((d - bound) / se, df))
+    beyond_faster = float(t.cdf((d + bound) / se, df))
+    p = min(1.0, 2 * min(beyond_slower, beyond_faster))
+    return RunsShift(math.exp(d), math.exp(d - half), math.exp(d + half), p, k)
 
 
 def false_discovery(pvalues: Sequence[float]) -> list[float]:

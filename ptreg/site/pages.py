@@ -392,7 +392,7 @@ def evaluator_context(inputs: Inputs, ref: str, users: dict[str, list[str]]) -> 
                 "error": None,
                 "same_machine": found.same_machine,
                 "machine_differences": found.machine_differences,
-                "error_term": found.error_term,
+                "method": found.method,
                 "cells": found.cells,
                 "metrics": found.metrics,
                 "slower": found.moved("slower") + found.moved("worse"),
