@@ -516,7 +516,7 @@ def evaluator_history(
     for run in chosen:
         where = repr(sorted(machine(run.environment).items()))
         for (config, backend), values in cell_values(run.results).items():
-            ci = center_interval(values)
+            ci = center_interval(values, getattr(run.results.spec, "target_ci", None) is not None)
             row = HistoryRow(
                 run,
                 config,
