@@ -10,7 +10,7 @@ from helpers import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from adaptive_coverage import one_plan  # noqa: E402
+from adaptive_coverage import one_plan
 
 
 def test_an_adaptive_plans_interval_covers_what_it_claims() -> None:
