@@ -20,7 +20,7 @@ factor; its power is the share of comparisons that flag at least one of them slo
 times compare 12 cells; ``--relative-to peer`` compares mine's 6, each as a ratio to peer's time
 in the same round.
 
-    python benchmarks/compare_calibration.py                 # 2,000 A/A and 500 A/B per row
+    python benchmarks/compare_calibration.py --aa 4000        # 4,000 A/A and 500 A/B per row
     python benchmarks/compare_calibration.py --aa 400 --ab 100 --json
 """
 
@@ -44,7 +44,7 @@ SCENARIOS = {
     "noisy": [0.30] * CONFIGS,
 }
 FACTORS = (1.1, 1.5, 2.0)
-HISTORIES = (3, 5, 10)
+HISTORIES = (4, 5, 10)  # fewer than 4 gives no verdict (engine/stats.py MIN_HISTORY)
 
 
 @dataclass(frozen=True)
@@ -132,11 +132,13 @@ def main() -> None:
     parser.add_argument("--aa", type=int, default=2000, help="A/A comparisons per row")
     parser.add_argument("--ab", type=int, default=500, help="A/B comparisons per row and factor")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--histories", type=int, nargs="+", default=list(HISTORIES), help="runs of A's code")
+    parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=list(SCENARIOS))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows = []
     started = time.monotonic()
-    grid = [(s, r, k) for s in SCENARIOS for r in (False, True) for k in HISTORIES]
+    grid = [(s, r, k) for s in args.scenarios for r in (False, True) for k in args.histories]
     for n, (scenario, relative, history) in enumerate(grid):
         rows.append(row(scenario, relative, history, args.aa, args.ab, args.seed + n))
         print(f"[{n + 1}/{len(grid)}] {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)

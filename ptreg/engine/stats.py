@@ -230,10 +230,11 @@ def shift(a: Sequence[float], b: Sequence[float], drift: float, threshold: float
     return Shift(math.exp(d), math.exp(d - half), math.exp(d + half), p, d > 0)
 
 
-# A verdict across runs needs the spread of a cell's centre from run to run, and a spread needs
-# at least two runs; with two the t quantile (df 1) is 12.7 and resolves nothing short of a
-# several-fold change, so three runs of unchanged code are the least a verdict is given on.
-MIN_HISTORY = 3
+# A verdict across runs needs the spread of a cell's centre from run to run, and k runs estimate
+# it with k - 1 degrees of freedom. With 3, load that persists through a whole run raised a false
+# alarm in 5.5% of simulated A/A comparisons (more than the 5% the test promises); from 4 on,
+# at most 4.9% (benchmarks/compare_calibration.py; docs/comparing.md#calibration).
+MIN_HISTORY = 4
 
 
 def run_centre(values: Sequence[float]) -> float | None:

@@ -188,15 +188,15 @@ def test_too_short_a_history_gives_no_verdict_and_says_how_many_runs_would(root:
     b = synthetic_run(root, "after", hour(2), rng, noise=0.001, slower={("tiny", "naive"): 3.0}, changed={"naive"})
     found = json.loads(cli("-r", root, "compare", a, b, "--json", "--fail-on-regression").out)
     assert found["slower"] == 0 and found["without_verdict"] == len(found["cells"])
-    assert {c["runs_needed"] for c in found["cells"]} == {2}
-    assert {c["verdict"] for c in found["cells"]} == {"no verdict: 1 run of A's code, 3 needed (2 more)"}
+    assert {c["runs_needed"] for c in found["cells"]} == {3}
+    assert {c["verdict"] for c in found["cells"]} == {"no verdict: 1 run of A's code, 4 needed (3 more)"}
     shown = cli("-r", root, "compare", a, b)
-    assert shown.code == 0 and "12 cells without a verdict" in shown.out and "2 more runs of A's code" in shown.out
+    assert shown.code == 0 and "12 cells without a verdict" in shown.out and "3 more runs of A's code" in shown.out
     # Runs of unknown code are no one's history; named with --history they are.
-    older = [synthetic_run(root, "old", hour(n), rng, noise=0.001, known_code=False) for n in (3, 4)]
+    older = [synthetic_run(root, "old", hour(n), rng, noise=0.001, known_code=False) for n in (3, 4, 5)]
     assert json.loads(cli("-r", root, "compare", a, b, "--json").out)["without_verdict"] == 12
     named = json.loads(cli("-r", root, "compare", a, b, "--json", *[f"--history={r}" for r in older]).out)
-    assert named["named_history"] and {len(c["history"]) for c in named["cells"]} == {3}
+    assert named["named_history"] and {len(c["history"]) for c in named["cells"]} == {4}
     assert named["slower"] == 1
     assert_one_line_error(cli("-r", root, "compare", a, b, "--history", b), 2, "that is run B")
     assert_one_line_error(cli("-r", root, "compare", a, b, "--history", "nope"), 2, "no run 'nope'")
