@@ -189,47 +189,6 @@ class Paired:
 # --------------------------------------------------------------------------- across runs
 
 
-@dataclass(frozen=True)
-class Shift:
-    """How run B's values stand to run A's for one cell: the ratio of their geometric means
-    (B over A), its 95% interval, and the p-value that it lies beyond the threshold either way."""
-
-    ratio: float
-    low: float
-    high: float
-    p: float
-    slower: bool  # the direction the estimate points to
-
-
-def shift(a: Sequence[float], b: Sequence[float], drift: float, threshold: float) -> Shift | None:
-    """B against A, where each run's own center may have drifted by ``drift`` (a standard
-    deviation, in log units) whatever the code did: its variance counts once per run on top of
-    each run's spread over repeats (Welch's t, its degrees of freedom from the spread alone).
-    The p-value is that of the one-sided test in the direction the estimate points: against
-    "B is at most ``threshold`` slower" when B looks slower, against "at most ``threshold``
-    faster" when it looks faster; either keeps its level at the boundary it tests. Unknown with
-    fewer than two positive values on either side."""
-    from scipy.stats import t  # 0.7 s to import: only where runs are compared
-
-    if len(a) < 2 or len(b) < 2 or any(not v > 0 for v in (*a, *b)):
-        return None
-    la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
-    d = statistics.fmean(lb) - statistics.fmean(la)
-    wa, wb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
-    se = math.sqrt(wa + wb + 2 * drift**2)
-    if se == 0:
-        exact = 0.0 if abs(d) > math.log1p(threshold) else 1.0
-        return Shift(math.exp(d), math.exp(d), math.exp(d), exact, d > 0)
-    spread = wa**2 / (len(la) - 1) + wb**2 / (len(lb) - 1)
-    df = (wa + wb + 2 * drift**2) ** 2 / spread if spread > 0 else math.inf
-    half = float(t.ppf(0.5 + LEVEL / 2, df)) * se
-    bound = math.log1p(threshold)
-    beyond_slower = float(t.sf((d - bound) / se, df))  # against: B is at most threshold slower
-    beyond_faster = float(t.cdf((d + bound) / se, df))  # against: B is at most threshold faster
-    p = beyond_slower if d > 0 else beyond_faster
-    return Shift(math.exp(d), math.exp(d - half), math.exp(d + half), p, d > 0)
-
-
 # A verdict across runs needs the spread of a cell's centre from run to run, and k runs estimate
 # it with k - 1 degrees of freedom. With 3, load that persists through a whole run raised a false
 # alarm in 5.5% of simulated A/A comparisons (more than the 5% the test promises); from 4 on,

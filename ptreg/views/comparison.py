@@ -38,11 +38,6 @@ from ..store.runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR, read_results
 from ..text import counted
 from .arms_comparison import MetricHistoryRow, MetricShift, is_arms_run, metric_history, metric_shifts
 
-# The drift between two runs of arms' metrics that are ratios of times, as a standard deviation
-# in log units: arms are compared in their own terms (arms_comparison.py), with this floor until
-# runs of arms carry a history of their own. A/A runs on the shared 2-core VMs this project
-# runs on gave 0.17-0.24 at the 90% bound (docs/measurements.md#comparing-runs).
-DRIFT_FLOOR = 0.20
 FALSE_DISCOVERY_RATE = 0.05
 # What must agree for a cell to be compared across two evaluators.
 STEP_PLAN = ("workload", "threads", "warmup_steps", "timed_steps")
@@ -369,7 +364,7 @@ def compare(
     if is_arms_run(a.results) or is_arms_run(b.results):
         if history_refs:
             raise PtregError("--history takes runs of backends; runs of arms compare in their own terms", EXIT_UNUSABLE)
-        return _compare_arms(a, b, threshold, same_evaluator, differing, relative_to)
+        return _compare_arms(root, a, b, threshold, same_evaluator, differing, relative_to)
     named = None if not history_refs else named_history(root, a, b, history_refs)
     comparison = Comparison(
         a,
@@ -411,7 +406,13 @@ METHOD = (
 
 
 def _compare_arms(
-    a: FoundRun, b: FoundRun, threshold: float, same_evaluator: bool, differing: list[str], relative_to: str | None
+    root: Path,
+    a: FoundRun,
+    b: FoundRun,
+    threshold: float,
+    same_evaluator: bool,
+    differing: list[str],
+    relative_to: str | None,
 ) -> Comparison:
     """Runs of arms: each (arm, metric) in its own terms (``arms_comparison.py``)."""
     if not (is_arms_run(a.results) and is_arms_run(b.results)):
@@ -420,12 +421,13 @@ def _compare_arms(
         raise PtregError("--relative-to takes a backend; runs of arms compare each arm in its own terms", EXIT_UNUSABLE)
     machines = machine_differences(a, b)
     term = (
-        "differences paired by item or by round (the seeds agree under one evaluator); ratios with each run's "
-        f"spread plus the floor of {100 * DRIFT_FLOOR:g}% between-run drift"
+        "differences paired by item or by round (the seeds agree under one evaluator); ratios (times, rates) "
+        "with runs as the unit, B's centre against the runs of A's code for that arm, as backends' times are"
     )
     comparison = Comparison(a, b, threshold, not same_evaluator, differing, machines, term)
+    earlier = [r.results for r in history(root, a, leave_out=b) if r.folder != a.folder]
     comparison.metrics = metric_shifts(
-        a.results, b.results, drift=DRIFT_FLOOR, threshold=threshold, same_machine=not machines
+        a.results, b.results, earlier=earlier, threshold=threshold, same_machine=not machines
     )
     return comparison
 
