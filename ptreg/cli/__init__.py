@@ -23,6 +23,7 @@ from . import (
     proposal,
     reading,
     registry,
+    serving,
     site,
     suggesting,
     vocabulary,
@@ -92,6 +93,7 @@ app.add_typer(disposition.app)
 app.command()(with_registry_option(comparing.compare))
 app.command()(with_registry_option(comparing.history))
 app.command()(with_registry_option(site.site))
+app.command()(with_registry_option(serving.mcp))
 
 
 def main(argv: list[str] | None = None) -> None:
