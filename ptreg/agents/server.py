@@ -381,11 +381,13 @@ def _dossier(root: Path, attempt_id: str) -> models.Dossier:
 
     check_id(attempt_id)
     with closing(_open(root)) as index:
-        indexed_attempt(index, attempt_id)  # the error a direct read gives: not valid, or the closest ids
+        # the whole record through the model, for the schema (show may read it off its JSON);
+        # or the error a direct read gives: not valid, or the closest ids
+        attempt = indexed_attempt(index, attempt_id)
         found = read_lineage(index, attempt_id)
         vocabularies = index.vocabularies()
     parts = sections(found.attempt, found.by_id, vocabularies, found.record_file, index.root)
-    return models.Dossier(attempt=found.attempt, sections=render_json(found.attempt, parts)["sections"])
+    return models.Dossier(attempt=attempt, sections=render_json(found.attempt, parts)["sections"])
 
 
 def _propose(root: Path, given: ProposalInput, dry_run: bool) -> models.Proposal:
