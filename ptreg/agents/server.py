@@ -294,8 +294,7 @@ def build(root: Path, runs: Runs | None = None) -> Server:
 
         def work() -> Suggestions:
             with closing(_open(root)) as index:
-                found = suggestions_of(index)
-            return Suggestions(suggestions=found[:limit] if limit else found, total=len(found))
+                return suggestions_of(index).limited(limit)
 
         return _answer(work)
 

@@ -21,17 +21,19 @@ def next_attempts(
 
     In that order of kinds; within a kind as docs/agents.md says. Each suggestion cites the attempts and runs it comes from; nothing is suggested that no record says.
     """
-    from ..views.suggestions import Suggestions, suggestions_of
+    from ..views.suggestions import suggestions_of
 
     if limit < 0:
         raise PtregError(f"--limit must be 0 or more, not {limit}", EXIT_UNUSABLE)
     with closing(load_index()) as index:
-        found = suggestions_of(index)
-    shown = found[:limit] if limit else found
+        answer = suggestions_of(index).limited(limit)
+    for why in answer.unreadable:
+        say(f"ptreg: warning: {why} (nothing suggested from it; run `ptreg validate`)", err=True, one_line=True)
     if as_json:
-        print_json(Suggestions(suggestions=shown, total=len(found)).model_dump(mode="json"))
+        print_json(answer.model_dump(mode="json"))
         return
-    if not found:
+    shown, total = answer.suggestions, answer.total
+    if not shown:
         say("nothing to suggest: no run waits for a verdict, no condition is decided, no streak, no headroom recorded")
         return
     for s in shown:
@@ -40,8 +42,8 @@ def next_attempts(
             say(_fill(text, f"   {label}: "))
         if s.runs:
             say(_fill(", ".join(s.runs), "   runs: "))
-    more = len(found) - len(shown)
-    say(f"\n{len(shown)} of {len(found)} suggestion(s)" + (f"; --limit 0 shows all {len(found)}" if more else ""))
+    more = total - len(shown)
+    say(f"\n{len(shown)} of {total} suggestion(s)" + (f"; --limit 0 shows all {total}" if more else ""))
 
 
 def _fill(text: str, head: str) -> str:

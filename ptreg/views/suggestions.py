@@ -58,13 +58,21 @@ class Suggestion(BaseModel):
 
 
 class Suggestions(BaseModel):
-    """Every suggestion, ranked, and how many there were before a limit."""
+    """Every suggestion, ranked, how many there were before a limit, and the runs that could
+    not be read (nothing is suggested from them)."""
 
     suggestions: list[Suggestion]
     total: int = Field(description="How many suggestions there are in all.")
+    unreadable: list[str] = Field(
+        default_factory=list, description="Runs that could not be read, each naming its file and why."
+    )
+
+    def limited(self, limit: int) -> Suggestions:
+        """The first ``limit`` suggestions (all of them for 0)."""
+        return self.model_copy(update={"suggestions": self.suggestions[:limit] if limit else self.suggestions})
 
 
-def suggestions_of(index: Index | FullRead) -> list[Suggestion]:
+def suggestions_of(index: Index | FullRead) -> Suggestions:
     """``suggest`` over the registry the query index (checked against the files) describes."""
     summaries = in_ledger_order(index.summaries())
     records = {a.id: read_summarized(index.root, a) for a in summaries}
@@ -78,19 +86,22 @@ def suggest(
     records: Mapping[str, Attempt],
     streaks: Iterable[Streak[Summary]],
     vocabularies: Vocabularies,
-) -> list[Suggestion]:
+) -> Suggestions:
     """Every suggestion the registry supports, ranked. ``summaries`` are every valid attempt in
     the ledger's order, ``records`` their whole records (runs, admissions and conditions
     are read off them), and ``streaks`` the streaks of ``views/streaks.py``."""
     children = children_of(summaries)
+    unreadable: list[str] = []
     found: list[Suggestion] = []
     found += _unfinished([records[a.id] for a in summaries if a.status == "not-tried" and a.id in records])
-    found += _dispositions(root, [records[a.id] for a in summaries if a.has_condition and a.id in records], children)
+    with_condition = [records[a.id] for a in summaries if a.has_condition and a.id in records]
+    found += _dispositions(root, with_condition, children, unreadable)
     found += _change_axis(streaks, summaries, vocabularies)
-    found += _headroom(root, summaries, records, children)
+    found += _headroom(root, summaries, records, children, unreadable)
     found += _open_next_actions(summaries, children)
     ordered = sorted(found, key=lambda s: KINDS.index(s.kind))  # stable: each kind keeps its own order
-    return [s.model_copy(update={"rank": rank}) for rank, s in enumerate(ordered, start=1)]
+    ranked = [s.model_copy(update={"rank": rank}) for rank, s in enumerate(ordered, start=1)]
+    return Suggestions(suggestions=ranked, total=len(ranked), unreadable=list(dict.fromkeys(unreadable)))
 
 
 def _unfinished(attempts: list[Attempt]) -> list[Suggestion]:
@@ -134,11 +145,15 @@ def _unfinished(attempts: list[Attempt]) -> list[Suggestion]:
     return conclude + run
 
 
-def _dispositions(root: Path, attempts: list[Attempt], children: Mapping[str, list[str]]) -> list[Suggestion]:
+def _dispositions(
+    root: Path, attempts: list[Attempt], children: Mapping[str, list[str]], unreadable: list[str]
+) -> list[Suggestion]:
     """Conditions that hold now (continue along the next action), then those that do not
     (stopped); each in the ledger's order. A condition that cannot be decided suggests nothing."""
     go, stop = [], []
     for d in decide_all(root, attempts):
+        if d.unreadable and d.why is not None:
+            unreadable.append(d.why)
         if d.decision is None or d.truth is None:
             continue
         a = d.attempt
@@ -210,7 +225,11 @@ def _change_axis(
 
 
 def _headroom(
-    root: Path, summaries: Sequence[Summary], records: Mapping[str, Attempt], children: Mapping[str, list[str]]
+    root: Path,
+    summaries: Sequence[Summary],
+    records: Mapping[str, Attempt],
+    children: Mapping[str, list[str]],
+    unreadable: list[str],
 ) -> list[Suggestion]:
     """For each attempt's latest complete run that attributes a training step, the kernel with
     the largest recorded Amdahl bound in any cell (``largest_bound``); largest bound first, then by id."""
@@ -223,8 +242,9 @@ def _headroom(
             continue
         try:
             results = read_results(run_folder(root, attempt.id, ref.run_id), root)
-        except PtregError:
-            continue  # `ptreg validate` names a run that cannot be read; nothing is read off it here
+        except PtregError as exc:
+            unreadable.append(f"run {ref.run_id} of {attempt.id} cannot be read: {exc.message}")
+            continue
         largest = largest_bound(results)
         if largest is None:
             continue

@@ -3,7 +3,6 @@ in the documented order; nothing suggested that no record says."""
 
 from __future__ import annotations
 
-import json
 from contextlib import closing
 from pathlib import Path
 
@@ -55,7 +54,7 @@ def _registry(root: Path) -> Path:
 
 def _suggestions(root: Path) -> list[Suggestion]:
     with closing(open_index(root)) as index:
-        return suggestions_of(index)
+        return suggestions_of(index).suggestions
 
 
 def test_each_kind_is_found_from_the_records_that_say_it(tmp_path: Path) -> None:
@@ -110,7 +109,12 @@ def test_an_empty_registry_suggests_nothing(tmp_path: Path) -> None:
 
 def test_a_run_that_cannot_be_read_is_passed_over(tmp_path: Path) -> None:
     root = _registry(tmp_path / "registry")
-    (root / "runs" / "no-verdict" / RUN / "results.json").write_text("{", encoding="utf-8")
-    found = _suggestions(root)
-    assert "no-verdict" not in [s.attempts[0] for s in found if s.kind == "headroom"]
-    assert json.loads(json.dumps([s.model_dump(mode="json") for s in found]))  # still whole
+    for attempt in ("no-verdict", "holds"):
+        (root / "runs" / attempt / RUN / "results.json").write_text("{", encoding="utf-8")
+    with closing(open_index(root)) as index:
+        answer = suggestions_of(index)
+    assert [s.attempts[0] for s in answer.suggestions if s.kind == "headroom"] == ["fails"]
+    assert "holds" not in [s.attempts[0] for s in answer.suggestions if s.kind == "continue"]
+    assert len(answer.unreadable) == 2
+    for why, attempt in zip(sorted(answer.unreadable), ("holds", "no-verdict"), strict=True):
+        assert f"runs/{attempt}/{RUN}/results.json" in why and "\n" not in why
