@@ -216,3 +216,23 @@ def test_a_client_that_leaves_mid_run_leaves_an_interrupted_run(tmp_path: Path, 
     assert results["status"] == "interrupted" and "SIGHUP" in (results["reason"] or "")
     _valid(cli, root)
     assert cli("-r", root, "gate", "faster-step").code == 0  # the lock is free: nothing is left holding it
+
+
+def test_propose_takes_every_field_of_ptreg_new_and_dry_run(tmp_path: Path) -> None:
+    from dataclasses import fields
+
+    from ptreg.agents.server import build
+    from ptreg.gate.proposal_input import ProposalInput
+
+    root, _ = _registry(tmp_path / "registry")
+    tools = {t.name: t for t in anyio.run(build(root).list_tools)}
+    assert set(tools["propose"].input_schema["properties"]) == {f.name for f in fields(ProposalInput)} | {"dry_run"}
+
+
+def test_without_the_sdk_mcp_is_refused_in_one_line(tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    root, _ = _registry(tmp_path / "registry")
+    for name in ["mcp", *(m for m in sys.modules if m.startswith("mcp."))]:
+        monkeypatch.setitem(sys.modules, name, None)  # as if the extra were not installed
+    monkeypatch.delitem(sys.modules, "ptreg.agents.server", raising=False)
+    result = cli("-r", root, "mcp")
+    assert result.code == 2 and "ptreg[mcp]" in result.err and len(result.err.strip().splitlines()) == 1
