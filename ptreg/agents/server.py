@@ -109,11 +109,15 @@ def one_line(message: str) -> str:
 
 
 def _answer(work: Callable[[], T]) -> T:
-    """``work``'s answer, or its PtregError as a tool error of one line."""
+    """``work``'s answer, or its PtregError (or a file that could not be used) as a tool error
+    of one line, as the command line words it."""
     try:
         return work()
     except PtregError as exc:
         raise ToolError(one_line(exc.message)) from None
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise ToolError(one_line(f"{where}{exc.strerror or exc}")) from None
 
 
 def _open(root: Path) -> Index | FullRead:
