@@ -83,7 +83,7 @@ def aa(args: argparse.Namespace, root: Path) -> None:
         propose_and_run(root, evaluator, name, 100 + i)
     print(machine())
     print(f"A/A: {args.runs} runs of {evaluator} ({args.config}, {args.repeats} rounds of {args.steps} steps, "
-          f"{args.threads} threads), each against the one before")  # fmt: skip
+          f"{args.threads} threads), every ordered pair, each judged against the other runs")  # fmt: skip
     for relative in ([], ["--relative-to", "numpy-blas"]):
         flagged = compared = 0
         print("absolute times:" if not relative else "relative to numpy-blas in the same round:")
