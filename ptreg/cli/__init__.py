@@ -14,7 +14,20 @@ from typer._click.exceptions import ClickException  # typer 0.26 vendors Click a
 from .. import __version__
 from ..engine.interruption import Interrupted
 from ..errors import EXIT_UNUSABLE, PtregError
-from . import comparing, disposition, evaluator, index, measuring, proposal, reading, registry, site, vocabulary
+from . import (
+    comparing,
+    disposition,
+    evaluator,
+    index,
+    measuring,
+    proposal,
+    reading,
+    registry,
+    serving,
+    site,
+    suggesting,
+    vocabulary,
+)
 from .common import REGISTRY_ENV, command_state, say, state, with_registry_option
 
 app = typer.Typer(
@@ -68,6 +81,7 @@ app.command()(with_registry_option(registry.schema))
 app.command()(with_registry_option(proposal.new))
 app.command()(with_registry_option(proposal.gate))
 app.command()(with_registry_option(proposal.precedents))
+app.command("next")(with_registry_option(suggesting.next_attempts))
 app.add_typer(evaluator.app)
 app.add_typer(vocabulary.app)
 app.command()(with_registry_option(measuring.backends))
@@ -79,6 +93,7 @@ app.add_typer(disposition.app)
 app.command()(with_registry_option(comparing.compare))
 app.command()(with_registry_option(comparing.history))
 app.command()(with_registry_option(site.site))
+app.command()(with_registry_option(serving.mcp))
 
 
 def main(argv: list[str] | None = None) -> None:
