@@ -273,6 +273,7 @@ def bench(
         parity=found.parity,
         cells=found.cells,
         rounds=found.rounds,
+        counted=found.counted,
         status=found.status,
         reason=found.reason,
         command=command_line(),

@@ -148,6 +148,7 @@ def _measure_and_record(
                 parity=found.parity,
                 cells=found.cells,
                 rounds=found.rounds,
+                counted=found.counted,
                 status=found.status,
                 reason=found.reason,
                 command=command,
