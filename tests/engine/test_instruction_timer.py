@@ -104,12 +104,18 @@ def test_two_runs_of_unchanged_code_count_the_same_to_a_tenth_of_a_percent(
     assert [p.num_threads for p in worker.blas if p.user_api == "blas"] == [1]
 
 
-def test_a_backend_doing_ten_percent_more_calls_counts_about_ten_percent_more(
-    unchanged: list[tuple[Measurement, list[float]]],
-) -> None:
+@pytest.fixture(scope="module")
+def more_work(unchanged: list[tuple[Measurement, list[float]]]) -> list[float]:
+    """The same spec with the backend doing one call in ten twice: 10% more work."""
     spec = parse_spec(_spec(), "test")
     assert isinstance(spec, EvaluatorSpec)
-    _, more = _counted(spec, "10")  # 10 calls per layer and kernel: one more each, every repeat
+    return _counted(spec, "10")[1]  # 10 calls per layer and kernel: one more each, every repeat
+
+
+def test_a_backend_doing_ten_percent_more_calls_counts_about_ten_percent_more(
+    unchanged: list[tuple[Measurement, list[float]]], more_work: list[float]
+) -> None:
+    more = more_work
     (_, base), _ = unchanged
     ratio = statistics.median(more) / statistics.median(base)
     # a little under 1.1: the loop and the marks around the calls are not repeated
@@ -209,3 +215,19 @@ def test_counts_are_compared_only_when_taken_the_same_way() -> None:
         same, _counted_under(cells=[CountedCell(backend="numpy-blas", config="tiny", worker=other_kernel)])
     )
     assert len(moved) == 1 and "numpy-blas/tiny: BLAS" in moved[0] and "SkylakeX" in moved[0]
+
+
+def test_compare_reads_real_counts_as_no_difference_and_ten_percent_more_as_slower(
+    unchanged: list[tuple[Measurement, list[float]]], more_work: list[float]
+) -> None:
+    """The counts of the runs above, judged by compare's own code: two runs of unchanged code
+    are no difference, and the backend doing 10% more calls is slower."""
+    from ptreg.views.comparison import decide, judge_cell
+
+    (_, a), (_, b) = unchanged
+    more = more_work
+    same = judge_cell("tiny", BACKEND, [("a", a)], b, 0.05, counted=True)
+    slower = judge_cell("tiny", BACKEND, [("a", a)], more, 0.05, counted=True)
+    decide([same], same_machine=True)
+    decide([slower], same_machine=True)
+    assert same.verdict == "no difference resolved" and slower.verdict == "slower"
