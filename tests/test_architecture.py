@@ -19,7 +19,7 @@ ALLOWED_INSIDE_FUNCTIONS = {
     ("ptreg.engine.workloads.training", "ptreg.engine.workloads.tinygpt"),
     ("ptreg.engine.worker", "ptreg.engine.parity"),
     ("ptreg.views.dossier", "ptreg.views.dossier_runs"),
-    ("ptreg.store.index", "ptreg.store.record_file"),
+    ("ptreg.store.index.freshness", "ptreg.store.record_file"),
     ("ptreg.store.lineage_read", "ptreg.store.lineage_files"),
 }
 

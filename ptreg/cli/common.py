@@ -24,8 +24,7 @@ import typer
 from ..text import printable, printable_json
 
 if TYPE_CHECKING:
-    from ..store.full_read import FullRead
-    from ..store.index import Index
+    from ..store.reader import RegistryReader
 
 REGISTRY_ENV = "PTREG_REGISTRY"
 DEFAULT_REGISTRY_DIR = "attempts"
@@ -119,14 +118,14 @@ def _warn_problems(problems: list[tuple[str, str]]) -> None:
         )
 
 
-def load_index(*, warn: bool = True) -> Index | FullRead:
+def load_index(*, warn: bool = True) -> RegistryReader:
     """The registry's query index, checked against its files first (``store/index.py``), with
     a warning for each record that cannot be used, as ``load`` gives them. Close it when done.
     With ``PTREG_INDEX=off`` every file is read instead, and no index is used or made."""
     from ..store.index import open_index, usable_directory
 
     root = registry_dir()
-    index: Index | FullRead
+    index: RegistryReader
     if os.environ.get("PTREG_INDEX") == "off":
         from ..store.full_read import FullRead
 

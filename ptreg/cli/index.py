@@ -14,8 +14,7 @@ from ..text import counted
 from .common import JsonFlag, load_index, print_json, progress_bar, registry_dir, say
 
 if TYPE_CHECKING:
-    from ..store.full_read import FullRead
-    from ..store.index import Index
+    from ..store.reader import RegistryReader
 
 
 def index(
@@ -72,7 +71,7 @@ def index(
             raise typer.Exit(EXIT_CHECK_FAILED)
         return
     began = time.perf_counter()
-    opened: Index | FullRead
+    opened: RegistryReader
     if rebuild:
         from ..store.index import open_index, usable_directory
 

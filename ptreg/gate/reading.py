@@ -25,8 +25,7 @@ from ..views.streaks import Tip, ranked_tips, streak_chains, trailing_count
 from .checks import GateReport, check_gate
 
 if TYPE_CHECKING:
-    from ..store.full_read import FullRead
-    from ..store.index import Index
+    from ..store.reader import RegistryReader
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,7 @@ class GateReading:
         )
 
 
-def gate_reading(index: Index | FullRead, attempt: Shaped) -> GateReading:
+def gate_reading(index: RegistryReader, attempt: Shaped) -> GateReading:
     others = index.gate_candidates(attempt)
     varied = attempt.varied_from
     missing = varied is not None and (varied == attempt.id or all(a.id != varied for a in others))
@@ -57,7 +56,7 @@ def gate_reading(index: Index | FullRead, attempt: Shaped) -> GateReading:
     )
 
 
-def _unasked(index: Index | FullRead, attempt: Shaped, others: list[Summary]) -> int:
+def _unasked(index: RegistryReader, attempt: Shaped, others: list[Summary]) -> int:
     """How many attempts of ``attempt``'s family that ask no question ``others`` leave out (as
     the freshness check would count them: each id as its last file in the ledger gives it)."""
     if attempt.family is None:
@@ -65,7 +64,7 @@ def _unasked(index: Index | FullRead, attempt: Shaped, others: list[Summary]) ->
     return index.unasked(attempt.family, {a.id for a in others} | {attempt.id})
 
 
-def objective_chain(index: Index | FullRead, attempt: Shaped) -> list[Summary]:
+def objective_chain(index: RegistryReader, attempt: Shaped) -> list[Summary]:
     """The chain of the streak of ``attempt``'s objective among every attempt but ``attempt``,
     oldest first, as ``views.streaks.streaks`` finds it (empty: no objective, or no chain)."""
     objective = attempt.objective
@@ -90,7 +89,7 @@ def objective_chain(index: Index | FullRead, attempt: Shaped) -> list[Summary]:
 _UNSURE = "?"  # not a valid id: the tips cannot say, the objective's attempts are read
 
 
-def _tip_without(index: Index | FullRead, left_out: str, objective: str, tips: list[Tip]) -> str | None:
+def _tip_without(index: RegistryReader, left_out: str, objective: str, tips: list[Tip]) -> str | None:
     """The tip of ``objective``'s streak once ``left_out`` is left out (None: no chain), or
     _UNSURE."""
     above = index.links_up(left_out)

@@ -2,7 +2,7 @@
 the ledger's order, and ``Summary``, the part of a record the derived index keeps.
 
 Nothing here imports pydantic, so that `list`, `streaks` and `lineage`, answered from the index
-(``store/index.py``), never pay for building the models (about 0.1 s of a 0.25 s command).
+(``store/index/``), never pay for building the models (about 0.1 s of a 0.25 s command).
 An ``Attempt`` has every attribute of ``Summary``, so each view takes either.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -136,6 +136,19 @@ class Listed(NamedTuple):
     bases: list[str] | None
     has_condition: bool
     stem: str | None
+
+
+class Vocabularies(Protocol):
+    """The vocabularies of ``registry.json`` (a ``RegistryMeta``, or the index's copy of it)."""
+
+    @property
+    def method_vocabulary(self) -> Mapping[str, str | None]: ...
+    @property
+    def objective_vocabulary(self) -> Mapping[str, str | None]: ...
+    @property
+    def kind_vocabulary(self) -> Mapping[str, str | None]: ...
+    @property
+    def confidence_vocabulary(self) -> Mapping[Any, str | None]: ...  # keyed by the confidence words
 
 
 def listed(a: Summary) -> Listed:

@@ -13,8 +13,7 @@ from .names import RECORD_FILE_MAX_BYTES
 
 if TYPE_CHECKING:
     from ..records.attempt import Attempt
-    from .full_read import FullRead
-    from .index import Index
+    from .reader import RegistryReader
 
 
 @dataclass(frozen=True)
@@ -25,7 +24,7 @@ class Lineage:
     through_models: bool  # read through the models: a file was not vouched for, or the attempt has runs
 
 
-def read_lineage(index: Index | FullRead, attempt_id: str) -> Lineage:
+def read_lineage(index: RegistryReader, attempt_id: str) -> Lineage:
     """``attempt_id`` (a valid record the index knows) with its lineage. A dossier with runs
     reads them through the run models, so its attempt is read through the models too."""
     ids = index.lineage_ids(attempt_id)
@@ -41,7 +40,7 @@ def read_lineage(index: Index | FullRead, attempt_id: str) -> Lineage:
     return Lineage(record.attempt, registry.by_id(), record.file, through_models=True)
 
 
-def _read_vouched(index: Index | FullRead, vouched: dict[str, str]) -> dict[str, Attempt] | None:
+def _read_vouched(index: RegistryReader, vouched: dict[str, str]) -> dict[str, Attempt] | None:
     """Each vouched attempt read off its file, when the file still holds the bytes the index
     validated; None as soon as one does not (it changed since, or cannot be read)."""
     found = {}

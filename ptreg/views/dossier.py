@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, Any
 from ..records import tracking
 from ..records.budgets import describe_budget
 from ..records.graph import ancestry
-from ..records.ledger import INFRASTRUCTURE_KIND
+from ..records.ledger import INFRASTRUCTURE_KIND, Vocabularies
 from ..text import Table, counted
 from .lineage import superseded_by
-from .queries import Vocabularies
 from .tables import markdown, plain
 
 if TYPE_CHECKING:  # or the same fields read off a vouched file (records/dumped.py), without pydantic

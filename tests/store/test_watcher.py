@@ -22,9 +22,8 @@ from test_index import chain_records, edits_answer_as_a_full_read, propose_fresh
 
 from helpers import assert_index_agrees as assert_agrees
 from helpers import write_registry
-from ptreg.store import index as index_module
 from ptreg.store import watcher as watcher_module
-from ptreg.store.index import open_index
+from ptreg.store.index import freshness, open_index
 from ptreg.store.names import SOCKET_FILE
 from ptreg.store.watch import Answer, ask
 from ptreg.store.watcher import IN_IGNORED, IN_MODIFY, IN_Q_OVERFLOW, ChangeLog, apply, mount_type, serve
@@ -70,7 +69,7 @@ def _no_full_check(monkeypatch: pytest.MonkeyPatch) -> None:
     def refused(*_: Any) -> Any:
         raise AssertionError("every file was checked")
 
-    monkeypatch.setattr(index_module, "_check_every_file", refused)
+    monkeypatch.setattr(freshness, "_check_every_file", refused)
 
 
 # --------------------------------------------------------------------------- what the watcher remembers
@@ -170,7 +169,7 @@ def test_a_new_watcher_or_none_means_every_file_is_checked(registry: Path, monke
 
 def test_a_watcher_that_cannot_say_means_every_file_is_checked(registry: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _refreshed(registry)
-    monkeypatch.setattr(index_module, "ask", lambda *_: Answer("w", 7, None))
+    monkeypatch.setattr(freshness, "ask", lambda *_: Answer("w", 7, None))
     path = registry / "c1.json"
     path.write_text(json.dumps(json.loads(path.read_text()) | {"lesson": "lost"}, indent=2))
     refresh = _refreshed(registry)
