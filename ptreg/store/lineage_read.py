@@ -7,6 +7,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..records.attempt_view import AttemptView
 from ..records.dumped import dumped_attempt
 from .jsonio import JsonError, decode_json, read_bytes
 from .names import RECORD_FILE_MAX_BYTES
@@ -18,10 +19,16 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Lineage:
-    attempt: Attempt
-    by_id: dict[str, Attempt]  # the attempt, its ancestors and what varies it
+    attempt: AttemptView
+    by_id: dict[str, AttemptView]  # the attempt, its ancestors and what varies it
     record_file: str | None  # the file the attempt was read from
-    through_models: bool  # read through the models: a file was not vouched for, or the attempt has runs
+    # the attempt through the models (None: read off its vouched JSON): when a file was not
+    # vouched for, or the attempt has runs, whose sections need the model
+    model: Attempt | None
+
+    @property
+    def through_models(self) -> bool:
+        return self.model is not None
 
 
 def read_lineage(index: RegistryReader, attempt_id: str) -> Lineage:
@@ -31,16 +38,17 @@ def read_lineage(index: RegistryReader, attempt_id: str) -> Lineage:
     vouched = index.vouched(ids)
     by_id = _read_vouched(index, vouched) if len(vouched) == len(ids) else None
     if by_id is not None and attempt_id in by_id and not by_id[attempt_id].runs:
-        return Lineage(by_id[attempt_id], by_id, str(index.root / f"{attempt_id}.json"), through_models=False)
+        return Lineage(by_id[attempt_id], by_id, str(index.root / f"{attempt_id}.json"), model=None)
     from .lineage_files import load_ids  # the models: about 0.15 s to import and build
 
     registry = load_ids(index.root, ids)
     record = registry.record_of(attempt_id)
     assert record.attempt is not None
-    return Lineage(record.attempt, registry.by_id(), record.file, through_models=True)
+    models: dict[str, AttemptView] = dict(registry.by_id())
+    return Lineage(record.attempt, models, record.file, model=record.attempt)
 
 
-def _read_vouched(index: RegistryReader, vouched: dict[str, str]) -> dict[str, Attempt] | None:
+def _read_vouched(index: RegistryReader, vouched: dict[str, str]) -> dict[str, AttemptView] | None:
     """Each vouched attempt read off its file, when the file still holds the bytes the index
     validated; None as soon as one does not (it changed since, or cannot be read)."""
     found = {}
