@@ -131,3 +131,10 @@ def test_the_library_never_imports_the_command_line() -> None:
     for module, imports in graph().items():
         if layer(module) not in ("cli", "main"):
             assert not [t for t, _ in imports if layer(t) == "cli"], module
+
+
+def test_the_gate_s_checks_read_no_file() -> None:
+    """gate/checks.py decides over inputs read beforehand (gate/reading.py): it imports nothing
+    that reads files (store) or turns them into views."""
+    imports = graph()["ptreg.gate.checks"]
+    assert [t for t, _ in imports if t.startswith(("ptreg.store", "ptreg.views"))] == []

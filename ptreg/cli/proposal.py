@@ -94,7 +94,6 @@ def new(
     The gate needs a fresh question, a frozen evaluator, an explicit budget, a scoped tracking issue, an answer to the disposition of the attempt it varies, and no unheeded STOP AND RETHINK streak. A refused check exits 1 and writes nothing. At a terminal, missing values are asked for; in a pipe or in CI they never are.
     """
     from ..gate.proposal import propose
-    from ..records.attempt import INFRASTRUCTURE_KIND
     from ..store.directory import load_directory
 
     root = registry_dir()
@@ -107,11 +106,6 @@ def new(
         raise typer.Exit(EXIT_CHECK_FAILED)
     elif given.varied_from and not as_json:
         _show_disposition(given.varied_from, root)
-    for flag, value in (("--id", given.id), ("--name", given.name), ("--family", given.family), ("--kind", given.kind)):
-        if not value:
-            raise PtregError(f"missing {flag}: a proposal needs an id, a name, a family and a kind")
-    if given.kind != INFRASTRUCTURE_KIND and not given.objective:
-        raise PtregError("missing --objective: a proposal of this kind needs one (only infrastructure has none)")
     with progress_bar() as progress:
         proposal = propose(root, given, dry_run=dry_run, progress=progress)
     if proposal.skipped:
@@ -269,7 +263,8 @@ def gate(
     `ptreg run` does the same before it measures anything: an edited evaluator file, a removed budget or a tracking issue now scoping another lineage withdraw the admission.
     """
     from ..gate.admission import changed_since_admission
-    from ..gate.reading import gate_reading
+    from ..gate.checks import check_gate
+    from ..gate.reading import read_gate_inputs
     from ..records.refs import check_id
     from ..store.full_read import indexed_attempt
 
@@ -277,8 +272,7 @@ def gate(
     # The checks read the index; the admission's digest covers every file's bytes as it did.
     with closing(load_index()) as index:
         attempt = indexed_attempt(index, check_id(attempt_id))
-        reading = gate_reading(index, attempt)
-        report = reading.check(attempt, root)
+        report = check_gate(attempt, read_gate_inputs(index, attempt, root))
         changed = changed_since_admission(root, attempt, index)
     admission = attempt.admission
     if as_json:

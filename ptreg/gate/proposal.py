@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import EXIT_CHECK_FAILED, PtregError
+from ..errors import EXIT_CHECK_FAILED, PtregError, UnusableInput
 from ..records import tracking
 from ..records.attempt import INFRASTRUCTURE_KIND, SHAPE_FIELDS, Attempt, Budget, RegistryMeta
 from ..records.graph import ancestry
@@ -34,6 +34,7 @@ from ..views.precedents import Precedent, Shape, precedents
 from .admission import admission
 from .checks import GateReport, check_gate
 from .proposal_input import ProposalInput
+from .reading import read_gate_inputs
 
 
 @dataclass
@@ -92,6 +93,19 @@ def _check_vocabulary(proposal: ProposalInput, meta: RegistryMeta, source: str) 
             )
 
 
+def check_required(proposal: ProposalInput) -> None:
+    """UnusableInput when the proposal lacks a field every proposal needs: an id, a name, a
+    family and a kind, and an objective unless it is infrastructure."""
+    flag = {f.name: f.metadata["flag"] for f in fields(ProposalInput)}
+    for name in ("id", "name", "family", "kind"):
+        if not getattr(proposal, name):
+            raise UnusableInput(f"missing {flag[name]}: a proposal needs an id, a name, a family and a kind")
+    if proposal.kind != INFRASTRUCTURE_KIND and not proposal.objective:
+        raise UnusableInput(
+            f"missing {flag['objective']}: a proposal of this kind needs one (only infrastructure has none)"
+        )
+
+
 def build_attempt(proposal: ProposalInput, root: Path) -> tuple[Attempt, str | None, str | None]:
     """The not-tried record; with why the budget and the tracking issue, if given, are refused."""
     budget, budget_error = _budget(proposal)
@@ -132,6 +146,7 @@ def propose(
     The gate and the write happen under the registry lock, so that what the gate checked
     (a fresh id, an unused tracking issue) still holds when the record lands.
     """
+    check_required(proposal)
     check_id(proposal.id)
     if dry_run:
         return _propose(root, proposal, dry_run=True, now=now, progress=progress)
@@ -152,8 +167,9 @@ def _propose(
             )
         _check_vocabulary(proposal, meta, str(root))
         attempt, budget_error, tracking_error = build_attempt(proposal, root)
-        others = index.summaries()
-        report = check_gate(attempt, others, root, budget_error=budget_error, tracking_error=tracking_error)
+        inputs = read_gate_inputs(index, attempt, root, budget_error=budget_error, tracking_error=tracking_error)
+        report = check_gate(attempt, inputs)
+        others = index.summaries()  # every attempt: the precedents are ranked among them all
         by_id = {a.id: a for a in others}
         lineage = [a.id for a in ancestry(attempt.varied_from, by_id)] if attempt.varied_from else []
         found = precedents(Shape.of(attempt, lineage), others)

@@ -20,7 +20,8 @@ from ..engine.measurement import SpreadExecutor, measure
 from ..engine.plan import EVALUATOR_VERSION
 from ..engine.workloads.registry import workload_named
 from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
-from ..gate.reading import gate_reading
+from ..gate.checks import check_gate
+from ..gate.reading import read_gate_inputs
 from ..records.attempt import Attempt, Budget, RunRef
 from ..records.evaluator import EvaluatorSpec, FrozenEvaluator
 from ..records.run import RunResults, new_results
@@ -82,7 +83,7 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
     index = open_index(root)  # the gate's freshness, streak and precedents checks read it
     try:
         attempt = indexed_attempt(index, attempt_id)
-        reading = gate_reading(index, attempt)
+        inputs = read_gate_inputs(index, attempt, root)
     finally:
         index.close()
     if attempt.status != "not-tried":
@@ -95,7 +96,7 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
         raise PtregError(
             f"{attempt_id} has no frozen evaluator or no budget; propose it with `ptreg new`", EXIT_CHECK_FAILED
         )
-    report = reading.check(attempt, root)
+    report = check_gate(attempt, inputs)
     if not report.admitted or report.evaluator is None:
         failed = "; ".join(f"{c.check}: {c.detail}" for c in report.failures)
         raise PtregError(

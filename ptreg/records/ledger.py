@@ -22,6 +22,11 @@ NEGATIVE_STATUSES = ("failed", "regressed", "inconclusive")
 SHAPE_FIELDS = ("methods", "bases", "objective", "data_rows", "varied_from")
 INFRASTRUCTURE_KIND = "infrastructure"
 
+# A streak (``views/streaks.py``): this many negatives at a chain's tip earn a CAUTION, and
+# this many a STOP AND RETHINK, which the gate refuses unless the axis changes.
+CAUTION_AT = 2
+STOP_AT = 3
+
 # Where a record stands in the ledger (``ledger_key``).
 LedgerKey = tuple[str, int, int, int, str]
 
@@ -229,6 +234,25 @@ def decode_terms(text: str | None) -> list[str] | None:
     if text.startswith(TERMS_AS_JSON):
         return list(json.loads(text[1:]))
     return text.split(TERMS_SEPARATOR) if text else []
+
+
+S = TypeVar("S", bound=Step)
+
+
+def trailing_negatives(chain: list[S], objective: str) -> list[S]:
+    """The negatives at the tip of ``chain``, oldest first. Proposals not yet tried at the tip
+    are passed over: they have no outcome, so they neither break nor extend a streak (else
+    proposing would be a way to clear a STOP AND RETHINK)."""
+    trailing: list[S] = []
+    outcomes = list(reversed(chain))
+    while outcomes and outcomes[0].status == "not-tried" and outcomes[0].objective == objective:
+        outcomes.pop(0)
+    for a in outcomes:
+        if a.objective != objective or a.status not in NEGATIVE_STATUSES:
+            break
+        trailing.append(a)
+    trailing.reverse()
+    return trailing
 
 
 def question_tokens(question: str) -> list[str]:

@@ -13,8 +13,9 @@ from ptreg.errors import PtregError
 from ptreg.gate import checks as gate_checks
 from ptreg.gate.checks import SIMILAR_QUESTION, check_gate, question_tokens, similarity
 from ptreg.gate.proposal import ProposalInput, propose
+from ptreg.gate.reading import read_gate_inputs
 from ptreg.records.attempt import Attempt
-from ptreg.store.directory import load_directory
+from ptreg.store.full_read import FullRead
 
 
 def records() -> list[dict[str, Any]]:
@@ -404,8 +405,8 @@ def admitted(registry) -> tuple[Path, str, Attempt]:
 
 
 def recheck(root: Path, attempt_id: str):
-    reg = load_directory(root)
-    return check_gate(reg.get(attempt_id), reg.attempts, root)
+    reader = FullRead(root)
+    return check_gate(reader.registry.get(attempt_id), read_gate_inputs(reader, reader.registry.get(attempt_id), root))
 
 
 def test_an_admitted_attempt_still_passes_against_itself_excluded(registry) -> None:
