@@ -6,21 +6,20 @@ flag and help: the proposal's fields are listed there and nowhere else.
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
-from collections.abc import Callable
 from contextlib import closing
 from dataclasses import Field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin, get_type_hints
 
 import typer
+from typer.core import TyperOption
 
 from ..errors import EXIT_CHECK_FAILED, PtregError
 from ..gate.proposal_input import ProposalInput
 from ..text import counted
-from .common import JsonFlag, load_index, print_json, progress_bar, registry_dir, say
+from .common import JsonFlag, RegistryCommand, load_index, print_json, progress_bar, registry_dir, say
 
 if TYPE_CHECKING:
     from ..gate.checks import GateReport
@@ -57,37 +56,46 @@ def _print_report(report: GateReport) -> None:
             say(f"  {'':<10} {'':<22} how to satisfy: {check.remedy}")
 
 
-def _option(spec: Field[Any], annotation: Any) -> inspect.Parameter:
-    """The typer option of one ProposalInput field: every option may be missing on the command line."""
+def _option(spec: Field[Any], annotation: Any) -> TyperOption:
+    """The option of one ProposalInput field: every option may be missing on the command line."""
     meta = spec.metadata
     repeatable = get_origin(annotation) is list
     given = get_args(annotation)
-    cli_type = (
-        list[str] if repeatable else int | None if int in given else float | None if float in given else str | None
+    kind = int if int in given else float if float in given else str
+    return TyperOption(
+        param_decls=[meta["flag"], spec.name],
+        type=kind,
+        multiple=repeatable,
+        default=[] if repeatable else None,
+        metavar=meta["metavar"],
+        help=meta["help"],
+        expose_value=False,  # kept by the callback: `new` takes the proposal as one whole
+        callback=_keep_value,
     )
-    option = typer.Option([] if repeatable else None, meta["flag"], help=meta["help"], metavar=meta["metavar"])
-    return inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=cli_type)
 
 
-def _with_proposal_options(command: Callable[..., None]) -> Callable[..., None]:
-    """``command`` taking every ProposalInput field as an option, before its own options."""
-    hints = get_type_hints(ProposalInput)
-    own = [
-        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-        for p in inspect.signature(command).parameters.values()
-        if p.kind is not inspect.Parameter.VAR_KEYWORD
-    ]
-    proposal = [_option(f, hints[f.name]) for f in fields(ProposalInput)]
-    command.__signature__ = inspect.Signature([*proposal, *own])  # type: ignore[attr-defined]
-    return command
+PROPOSAL_VALUES = "ptreg.proposal"  # the key of the proposal's values in the context's meta
 
 
-@_with_proposal_options
+def _keep_value(context: typer.Context, option: Any, value: Any) -> None:
+    context.meta.setdefault(PROPOSAL_VALUES, {})[option.name] = list(value) if isinstance(value, tuple) else value
+
+
+class ProposalCommand(RegistryCommand):
+    """`ptreg new`: an option for every ProposalInput field, before the command's own options;
+    their values reach the command as keyword arguments named after the fields."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        hints = get_type_hints(ProposalInput)
+        self.params[:0] = [_option(f, hints[f.name]) for f in fields(ProposalInput)]
+
+
 def new(
+    context: typer.Context,
     dry_run: bool = typer.Option(False, "--dry-run", help="Check the gate and show precedents; write nothing."),
     no_input: bool = typer.Option(False, "--no-input", help="Never prompt, even at a terminal."),
     as_json: bool = JsonFlag,
-    **options: Any,
 ) -> None:
     """Propose an attempt (status not-tried): precedents first, then the gate; written only if admitted.
 
@@ -97,7 +105,8 @@ def new(
     from ..store.directory import load_directory
 
     root = registry_dir()
-    values = {f.name: options[f.name] for f in fields(ProposalInput)}
+    given_values = context.meta.get(PROPOSAL_VALUES, {})
+    values = {f.name: given_values.get(f.name) for f in fields(ProposalInput)}
     given = ProposalInput(**{**values, "id": values["id"] or "", "name": values["name"] or ""})
     interactive = _interactive(no_input or as_json)  # prompts would corrupt the JSON on stdout
     if interactive and not _ask_for_missing(given, load_directory(root)):

@@ -24,7 +24,7 @@ from ..gate.checks import check_gate
 from ..gate.reading import read_gate_inputs
 from ..records.attempt import Attempt, Budget, RunRef
 from ..records.evaluator import EvaluatorSpec, FrozenEvaluator
-from ..records.run import RunResults, new_results
+from ..records.run import Provenance, RunResults, new_results
 from ..store.directory import load_meta, read_attempt, write_attempt
 from ..store.full_read import indexed_attempt
 from ..store.index import open_index
@@ -141,23 +141,17 @@ def _measure_and_record(
     with deferred():
         finished = utc_now()
         with registry_lock(root):
-            results = new_results(
-                spec=frozen.spec,
-                roles=found.roles,
-                parity=found.parity,
-                cells=found.cells,
-                rounds=found.rounds,
-                status=found.status,
-                reason=found.reason,
-                command=command,
-                started_at=started,
-                finished_at=finished,
-                evaluator_version=EVALUATOR_VERSION,
+            made = Provenance(
+                command,
+                started,
+                finished,
+                EVALUATOR_VERSION,
                 frozen=frozen,
                 budget=budget,
                 attempt=attempt_id,
                 run_id=new_run_id(root, attempt_id, started),
             )
+            results = new_results(frozen.spec, found, made)
             folder = write_run(root, results, environment)
             attempt = link_run(root, attempt_id, results)
     late = pending()

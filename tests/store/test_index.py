@@ -351,7 +351,7 @@ def test_a_corrupt_foreign_or_outdated_index_is_rebuilt_never_used(cli, registry
     with sqlite3.connect(index_path(registry)) as db:
         assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         assert db.execute("PRAGMA user_version").fetchone()[0] == INDEX_SCHEMA
-    assert cli("-r", registry, "index", "--check").code == 0
+    assert cli("-r", registry, "index", "check").code == 0
 
 
 def test_an_index_that_cannot_be_written_answers_from_memory(
@@ -430,7 +430,7 @@ def _another_programs_database(registry: Path, outside: Path) -> Path:
         _another_programs_database,
     ],
 )
-@pytest.mark.parametrize("command", [["list"], ["streaks"], ["index"], ["index", "--rebuild"], ["index", "--check"]])
+@pytest.mark.parametrize("command", [["list"], ["streaks"], ["index"], ["index", "rebuild"], ["index", "check"]])
 def test_an_index_name_holding_what_ptreg_did_not_make_is_refused_and_left_alone(
     cli, registry: Path, tmp_path: Path, plant, command: list[str]
 ) -> None:
@@ -469,7 +469,7 @@ def test_rows_without_a_file_are_never_believed(cli, registry: Path) -> None:
     status = cli("-r", registry, "index", "--json").json()  # the "up to date; 15 record files"
     assert status["records"] == count and status["valid"] == count
     assert status["rebuilt"] == "the index file was changed by another program since ptreg wrote it"
-    assert cli("-r", registry, "index", "--check").code == 0
+    assert cli("-r", registry, "index", "check").code == 0
     assert cli("-r", registry, "list", "--json").out == expected
     lineage = cli("-r", registry, "lineage", "ghost")
     assert lineage.code == 1 and "no attempt 'ghost'" in lineage.err
@@ -487,7 +487,7 @@ def test_a_status_edited_in_the_index_does_not_change_the_gate(cli, registry: Pa
     assert rebuilt["rebuilt"] is None and rebuilt["reread"] == 0
     with closing(sqlite3.connect(index_path(registry))) as db, db:
         db.execute("UPDATE attempts SET status = 'worked' WHERE status IN ('failed', 'regressed')")
-    check = cli("-r", registry, "index", "--check")
+    check = cli("-r", registry, "index", "check")
     assert check.code == 1 and ".ptreg-index.sqlite: changed by another program" in check.out, check.out
     index = open_index(registry)
     try:
@@ -508,20 +508,20 @@ def test_deleting_the_index_at_any_time_is_harmless(cli, registry: Path) -> None
 
 def test_index_check_finds_a_stale_and_a_wrong_index(cli, registry: Path) -> None:
     assert cli("-r", registry, "index").code == 0
-    assert cli("-r", registry, "index", "--check").code == 0
+    assert cli("-r", registry, "index", "check").code == 0
     _rewrite(registry / "c1.json", {"lesson": "edited by hand"})
-    stale = cli("-r", registry, "index", "--check", "--json")
+    stale = cli("-r", registry, "index", "check", "--json")
     assert stale.code == 1
     assert stale.json()["differences"] == [{"file": "c1.json", "what": "stale"}]
     assert cli("-r", registry, "list").code == 0  # any command brings it up to date
-    assert cli("-r", registry, "index", "--check").code == 0
+    assert cli("-r", registry, "index", "check").code == 0
     with sqlite3.connect(index_path(registry)) as db:  # a wrong row under a matching stamp
         db.execute("UPDATE attempts SET status = 'worked' WHERE id = 'c2'")
-    wrong = cli("-r", registry, "index", "--check")
+    wrong = cli("-r", registry, "index", "check")
     assert wrong.code == 1 and "c2.json: the index holds something other than the file says" in wrong.out
-    rebuilt = cli("-r", registry, "index", "--rebuild", "--json")
+    rebuilt = cli("-r", registry, "index", "rebuild", "--json")
     assert rebuilt.code == 0 and rebuilt.json()["reread"] == len(chain_records()) + 1  # and registry.json
-    assert cli("-r", registry, "index", "--check").code == 0
+    assert cli("-r", registry, "index", "check").code == 0
 
 
 def test_index_reports_what_it_did(cli, registry: Path) -> None:
@@ -535,7 +535,7 @@ def test_index_reports_what_it_did(cli, registry: Path) -> None:
 
 
 def test_index_of_no_registry_is_one_line(cli, tmp_path: Path) -> None:
-    for args in (["index"], ["index", "--rebuild"], ["index", "--check"]):
+    for args in (["index"], ["index", "rebuild"], ["index", "check"]):
         result = cli("-r", tmp_path / "nothing", *args)
         assert result.code == 2 and result.err.count("\n") == 1 and "not a registry directory" in result.err
 

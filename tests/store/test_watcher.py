@@ -119,7 +119,7 @@ def test_the_mount_holding_a_directory_is_the_longest_above_it(target: str, kind
 
 def test_a_network_file_system_is_refused_in_one_line(cli, registry: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(watcher_module, "file_system_type", lambda _: "nfs4")
-    result = cli("-r", registry, "index", "--watch")
+    result = cli("-r", registry, "index", "watch")
     assert result.code == 2 and result.err.count("\n") == 1 and "nfs4" in result.err, result.err
     assert not (registry / SOCKET_FILE).exists()
 
@@ -238,7 +238,7 @@ def test_a_socket_name_that_is_a_symlink_to_another_watcher_is_not_asked(tmp_pat
 def test_a_watcher_refuses_a_socket_name_holding_anything_but_its_socket(
     cli, tmp_path: Path, registry: Path, kind: str
 ) -> None:
-    """`ptreg index --watch` replaces a socket a killed watcher left, and nothing else: a
+    """`ptreg index watch` replaces a socket a killed watcher left, and nothing else: a
     symlink, a file or a folder under the socket's name is refused in one line and kept."""
     target = tmp_path / "victim.txt"
     target.write_text("keep me", encoding="utf-8")
@@ -249,7 +249,7 @@ def test_a_watcher_refuses_a_socket_name_holding_anything_but_its_socket(
         name.write_text("keep me", encoding="utf-8")
     else:
         name.mkdir()
-    result = cli("-r", registry, "index", "--watch")
+    result = cli("-r", registry, "index", "watch")
     assert result.code == 2 and "Traceback" not in result.err, result.err
     assert result.err.count("\n") == 1 and f"{name}: " in result.err and "left alone" in result.err
     assert target.read_text(encoding="utf-8") == "keep me"
@@ -301,19 +301,19 @@ def watched_throughout(root: Path) -> Iterator[None]:
 
 def test_one_watcher_per_registry_and_bad_combinations_are_one_line(cli, registry: Path) -> None:
     with watching(registry):
-        result = cli("-r", registry, "index", "--watch")
+        result = cli("-r", registry, "index", "watch")
         assert result.code == 2 and result.err.count("\n") == 1, result.err
         assert "another watcher already watches it" in result.err
-    result = cli("-r", registry, "index", "--watch", "--check")
+    result = cli("-r", registry, "index", "watch", "--check")
     assert result.code == 2 and result.err.count("\n") == 1, result.err
-    result = cli("-r", registry / "nothing", "index", "--watch")
+    result = cli("-r", registry / "nothing", "index", "watch")
     assert result.code == 2 and "not a registry directory" in result.err
 
 
 def test_the_watch_command_stops_cleanly_on_sigterm(registry: Path) -> None:
     ptreg = Path(sys.executable).with_name("ptreg")
     watcher = subprocess.Popen(
-        [str(ptreg), "-r", str(registry), "index", "--watch", "--json"], stdout=subprocess.PIPE, text=True
+        [str(ptreg), "-r", str(registry), "index", "watch", "--json"], stdout=subprocess.PIPE, text=True
     )
     try:
         started = json.loads(_first_object(watcher))

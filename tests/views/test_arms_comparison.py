@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ptreg.engine.workloads.command import CommandWorkload
 from ptreg.records.evaluator import ArmsSpec, parse_spec
-from ptreg.records.run import Cell, MetricSample, Roles, RunResults, new_results
+from ptreg.records.run import Cell, Measurement, MetricSample, Provenance, Roles, RunResults, new_results
 from ptreg.views.arms_comparison import metric_history, metric_shifts
 
 SPEC = parse_spec(
@@ -45,17 +45,9 @@ def run(scores: dict[str, list[dict[str, float]]], seconds: float) -> RunResults
         cells.append(cell)
     workload.compare(SPEC, cells, Roles(reference=None, peer=None))
     return new_results(
-        spec=SPEC,
-        roles=Roles(reference=None, peer=None),
-        parity=[],
-        cells=cells,
-        rounds=[],
-        status="complete",
-        reason=None,
-        command=["ptreg", "run"],
-        started_at="2026-12-02T00:00:00Z",
-        finished_at="2026-12-02T00:01:00Z",
-        evaluator_version=2,
+        SPEC,
+        Measurement([], cells, Roles(reference=None, peer=None), [], "complete", None),
+        Provenance(["ptreg", "run"], "2026-12-02T00:00:00Z", "2026-12-02T00:01:00Z", 2),
     )
 
 

@@ -20,7 +20,7 @@ from helpers import assert_one_line_error, complete_record, freeze_evaluator, pr
 from ptreg.engine.stats import false_discovery, shift
 from ptreg.engine.workloads.training import TrainingWorkload
 from ptreg.records.evaluator import EvaluatorSpec
-from ptreg.records.run import Cell, Roles, StepSample, new_results
+from ptreg.records.run import Cell, Measurement, Provenance, Roles, StepSample, new_results
 from ptreg.store.runs import write_run
 
 BACKENDS = ["naive", "blocked-numpy", "numba", "numpy-blas"]
@@ -87,19 +87,9 @@ def synthetic_run(
             cells.append(cell)
     run_id = started.replace("-", "").replace(":", "")
     results = new_results(
-        spec=spec,
-        roles=Roles(reference="naive", peer="numpy-blas"),
-        parity=[],
-        cells=cells,
-        rounds=[],
-        status="complete",
-        reason=None,
-        command=["synthetic"],
-        started_at=started,
-        finished_at=started,
-        evaluator_version=2,
-        attempt=attempt,
-        run_id=run_id,
+        spec,
+        Measurement([], cells, Roles(reference="naive", peer="numpy-blas"), [], "complete", None),
+        Provenance(["synthetic"], started, started, 2, attempt=attempt, run_id=run_id),
     )
     results = results.model_copy(update={"evaluator": f"synthetic@{sha[:12]}", "evaluator_sha256": sha})
     write_run(root, results, machine or MACHINE)

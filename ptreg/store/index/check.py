@@ -36,17 +36,17 @@ class Difference:
 
 def compare_with_files(root: Path) -> tuple[list[Difference], int]:
     """Compare the index as it stands (without updating it) with a full read of every file:
-    (what differs, how many files were compared). Used by `ptreg index --check`."""
+    (what differs, how many files were compared). Used by `ptreg index check`."""
 
     if not check_index_files(root):
-        raise PtregError(f"{index_path(root)}: no index yet; `ptreg index --rebuild` builds it", 1)
+        raise PtregError(f"{index_path(root)}: no index yet; `ptreg index rebuild` builds it", 1)
     header = header_problem(root)
     # Not read-only: a hot journal left by a killed update must be rolled back before reading.
     db = connect(root)
     try:
         why = header or unusable(db)
         if why is not None:
-            raise PtregError(f"{index_path(root)}: {why}; `ptreg index --rebuild` builds it", 1)
+            raise PtregError(f"{index_path(root)}: {why}; `ptreg index rebuild` builds it", 1)
         fresh = sqlite3.connect(":memory:", isolation_level=None)
         fresh.execute("BEGIN")
         reset(fresh)
@@ -86,7 +86,7 @@ def compare_with_files(root: Path) -> tuple[list[Difference], int]:
         return _unique(differences), len(names)
     except sqlite3.DatabaseError as exc:
         raise PtregError(
-            f"{index_path(root)}: not a usable index ({exc}); `ptreg index --rebuild` builds it", 1
+            f"{index_path(root)}: not a usable index ({exc}); `ptreg index rebuild` builds it", 1
         ) from None
     finally:
         db.close()
