@@ -118,7 +118,8 @@ def test_imports_inside_functions_are_only_the_listed_ones() -> None:
 
 
 def test_the_command_line_imports_nothing_heavy_at_start_up() -> None:
-    """`ptreg --help` and `ptreg backends` load typer and the command modules, not the library."""
+    """Importing the command line loads typer and the command modules, not the library (what
+    each command then loads: tests/cli/test_import_claims.py)."""
     import subprocess
     import sys
 

@@ -157,7 +157,7 @@ def _warn_problems(problems: list[tuple[str, str]]) -> None:
 
 
 def load_index(*, warn: bool = True) -> RegistryReader:
-    """The registry's query index, checked against its files first (``store/index.py``), with
+    """The registry's query index, checked against its files first (``store/index/``), with
     a warning for each record that cannot be used, as ``load`` gives them. Close it when done.
     With ``PTREG_INDEX=off`` every file is read instead, and no index is used or made."""
     from ..store.index import open_index, usable_directory

@@ -29,7 +29,7 @@ def registry_state(
 ) -> RegistryState:
     """A digest of every file the gate reads. ``exclude`` leaves out one attempt's own file, to
     compare with the state at its admission (before it was written). ``hashes`` are the SHA-256
-    of files as the query index has just checked them against the directory (``store/index.py``),
+    of files as the query index has just checked them against the directory (``store/index/``),
     the same digests of the same bytes, keyed by every file the directory holds; a file without
     one is read."""
     digest = hashlib.sha256()
