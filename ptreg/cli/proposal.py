@@ -1,7 +1,7 @@
 """`ptreg new`, `ptreg gate` and `ptreg precedents`: proposing an attempt through the rerun gate.
 
 `new`'s options are made from ``gate.proposal_input.ProposalInput``, whose fields say their
-flag and help: the proposal's fields are listed there and nowhere else.
+help: the proposal's fields are listed there and nowhere else, and their flags here (``OPTIONS``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin, get_type_h
 import typer
 from typer.core import TyperOption
 
-from ..errors import EXIT_CHECK_FAILED, PtregError
-from ..gate.proposal_input import ProposalInput
+from ..errors import EXIT_CHECK_FAILED, PtregError, UnusableInput
+from ..gate.proposal_input import FieldsRefused, ProposalInput
 from ..text import counted
 from .common import JsonFlag, RegistryCommand, load_index, print_json, progress_bar, registry_dir, say
 
@@ -26,6 +26,38 @@ if TYPE_CHECKING:
     from ..gate.proposal import Proposal
     from ..records.registry import Registry
     from ..views.precedents import Precedent
+
+# Each ProposalInput field's flag and the word its value is shown as (a test holds the keys to
+# the fields).
+OPTIONS = {
+    "id": ("--id", "ID"),
+    "name": ("--name", "TEXT"),
+    "family": ("--family", "FAMILY"),
+    "kind": ("--kind", "KIND"),
+    "question": ("--question", "TEXT"),
+    "hypothesis": ("--hypothesis", "TEXT"),
+    "varied_from": ("--varied-from", "ID"),
+    "varied": ("--varied", "TEXT"),
+    "methods": ("--method", "METHOD"),
+    "bases": ("--base", "BASE"),
+    "objective": ("--objective", "OBJECTIVE"),
+    "data_rows": ("--data-rows", "N"),
+    "evaluator": ("--evaluator", "NAME[@HASH]"),
+    "budget_seconds": ("--budget-seconds", "SECONDS"),
+    "budget_steps": ("--budget-steps", "N"),
+    "budget_repeats": ("--budget-repeats", "N"),
+    "budget_threads": ("--budget-threads", "N"),
+    "budget_memory_mb": ("--budget-memory-mb", "MB"),
+    "tracking_issue": ("--tracking-issue", "ISSUE"),
+    "answers_disposition": ("--answers-disposition", "TEXT"),
+    "override_streak": ("--override-streak", "REASON"),
+    "source": ("--source", "PATH"),
+}
+
+
+def flag_of(field_name: str) -> str:
+    return OPTIONS[field_name][0]
+
 
 OUTCOME_LABEL = {"passed": "ok", "caution": "CAUTION", "overridden": "OVERRIDDEN", "failed": "FAILED"}
 T = TypeVar("T")
@@ -58,17 +90,17 @@ def _print_report(report: GateReport) -> None:
 
 def _option(spec: Field[Any], annotation: Any) -> TyperOption:
     """The option of one ProposalInput field: every option may be missing on the command line."""
-    meta = spec.metadata
+    flag, metavar = OPTIONS[spec.name]
     repeatable = get_origin(annotation) is list
     given = get_args(annotation)
     kind = int if int in given else float if float in given else str
     return TyperOption(
-        param_decls=[meta["flag"], spec.name],
+        param_decls=[flag, spec.name],
         type=kind,
         multiple=repeatable,
         default=[] if repeatable else None,
-        metavar=meta["metavar"],
-        help=meta["help"],
+        metavar=metavar,
+        help=spec.metadata["help"],
         expose_value=False,  # kept by the callback: `new` takes the proposal as one whole
         callback=_keep_value,
     )
@@ -115,8 +147,11 @@ def new(
         raise typer.Exit(EXIT_CHECK_FAILED)
     elif given.varied_from and not as_json:
         _show_disposition(given.varied_from, root)
-    with progress_bar() as progress:
-        proposal = propose(root, given, dry_run=dry_run, progress=progress)
+    try:
+        with progress_bar() as progress:
+            proposal = propose(root, given, dry_run=dry_run, progress=progress)
+    except FieldsRefused as exc:  # named by the flags they are given with here
+        raise UnusableInput(exc.worded(flag_of)) from None
     if proposal.skipped:
         say(
             f"ptreg: warning: {proposal.skipped} record file(s) could not be used and were left out of the "
@@ -189,7 +224,7 @@ def _ask_for_missing(given: ProposalInput, registry: Registry) -> bool:
             continue
         why = answers.problem(spec.name, value, registry)
         if why is not None:
-            say(f"{spec.metadata['flag']} {value!r}: {why}")
+            say(f"{flag_of(spec.name)} {value!r}: {why}")
             setattr(given, spec.name, [] if isinstance(value, list) else None)
             if spec.name == "varied_from":
                 given.varied_from = _ask_one(
@@ -215,7 +250,7 @@ def _ask_for_missing(given: ProposalInput, registry: Registry) -> bool:
         value = getattr(given, spec.name)
         if value not in (None, "", []):
             shown = ", ".join(value) if isinstance(value, list) else value
-            say(f"  {spec.metadata['flag'][2:]:<20} {shown}")
+            say(f"  {flag_of(spec.name)[2:]:<20} {shown}")
     return typer.confirm("check it against the gate, and write it if admitted?", default=True)
 
 
@@ -259,7 +294,7 @@ def command_line(given: ProposalInput) -> str:
         value = getattr(given, spec.name)
         for item in value if isinstance(value, list) else [value]:
             if item not in (None, ""):
-                words += [spec.metadata["flag"], str(item)]
+                words += [flag_of(spec.name), str(item)]
     return shlex.join(words)
 
 

@@ -201,14 +201,14 @@ def test_no_budget_fails(registry) -> None:
 @pytest.mark.parametrize(
     ("changes", "fragment"),
     [
-        ({"budget_seconds": 0.0}, "--budget-seconds 0.0 is refused"),
-        ({"budget_seconds": -5.0}, "--budget-seconds -5.0 is refused"),
+        ({"budget_seconds": 0.0}, "a budget of 0.0 wall-clock seconds is refused"),
+        ({"budget_seconds": -5.0}, "a budget of -5.0 wall-clock seconds is refused"),
         ({"budget_seconds": 1e9}, "less than or equal to 604800"),
-        ({"budget_seconds": float("nan")}, "--budget-seconds nan is refused"),
-        ({"budget_seconds": float("inf")}, "--budget-seconds inf is refused"),
-        ({"budget_threads": 0}, "--budget-threads 0 is refused"),
-        ({"budget_memory_mb": -1.0}, "--budget-memory-mb -1.0 is refused"),
-        ({"budget_repeats": 10**6}, "--budget-repeats"),
+        ({"budget_seconds": float("nan")}, "a budget of nan wall-clock seconds is refused"),
+        ({"budget_seconds": float("inf")}, "a budget of inf wall-clock seconds is refused"),
+        ({"budget_threads": 0}, "a budget of 0 threads is refused"),
+        ({"budget_memory_mb": -1.0}, "a budget of -1.0 MB of peak memory is refused"),
+        ({"budget_repeats": 10**6}, "1000000 repeats"),
         ({"budget_seconds": None, "budget_steps": 10}, "no wall-clock seconds"),
     ],
 )
