@@ -13,7 +13,7 @@ from ..records.attempt import Attempt, RegistryMeta
 from ..records.ledger import Filter, Link, Listed, Shaped, Summary, in_ledger_order, listed
 from ..records.refs import check_id
 from .directory import load_directory
-from .index.schema import Refresh
+from .index.rows import Refresh
 from .reader import RegistryReader
 from .record_file import read_record
 

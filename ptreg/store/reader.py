@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..records.ledger import Filter, Link, Listed, Shaped, Summary, Vocabularies
-from .index.schema import Refresh
+from .index.rows import Refresh
 
 # `list`'s table as SQL prints it (``Index.list_rows``): id, status, family, kind, objective,
 # methods joined by commas, lesson

@@ -82,7 +82,7 @@ class _Inotify:
 
     def __init__(self, root: Path):
         # imported here: the optional extra ptreg[watch], and about 20 ms that only `ptreg index
-        # watch` pays (it loads ctypes)
+        # watch` pays (it loads the C-calling module of the standard library)
         try:
             from inotify_simple import INotify
         except ModuleNotFoundError:

@@ -29,8 +29,8 @@ Parsing a changed file goes through ``record_file`` (imported only then).
 from .check import Difference, compare_with_files, update_after_write
 from .file import check_index_files, file_size, index_path, usable_directory
 from .freshness import listing, scan
-from .queries import Index, open_index, opened
-from .schema import APPLICATION_ID, ATTEMPT_COLUMNS, INDEX_SCHEMA, RACY_NS, Refresh, RegistryVocabularies
+from .lookups import Index, open_index, opened
+from .rows import APPLICATION_ID, ATTEMPT_COLUMNS, INDEX_SCHEMA, RACY_NS, Refresh, RegistryVocabularies
 
 __all__ = [
     "APPLICATION_ID",

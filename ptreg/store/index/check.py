@@ -14,8 +14,8 @@ from ...errors import PtregError
 from ..names import INDEX_FILE, REGISTRY_FILE
 from .file import check_index_files, connect, header_problem, index_path, is_current, usable_directory
 from .freshness import record_bytes, reparse, scan
-from .queries import open_index
-from .schema import reset, unusable
+from .lookups import open_index
+from .rows import reset, unusable
 
 
 def update_after_write(root: Path) -> None:

@@ -29,7 +29,7 @@ from .file import (
     unwritten,
 )
 from .freshness import check_files
-from .schema import BUSY_TIMEOUT_S, Progress, Refresh, reset, unusable
+from .rows import BUSY_TIMEOUT_S, Progress, Refresh, reset, unusable
 
 KEEP_TIMEOUT_MS = 100  # keeping a derived result is never worth waiting on another writer for
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..names import INDEX_FILE, JOURNAL_FILE, REGISTRY_FILE
 from ..workfiles import ForeignFile, check_working_file, open_working_file
-from .schema import APPLICATION_ID, BUSY_TIMEOUT_S
+from .rows import APPLICATION_ID, BUSY_TIMEOUT_S
 
 
 def index_path(root: Path) -> Path:

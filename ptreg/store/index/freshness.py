@@ -18,13 +18,13 @@ import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from ...records.ledger import encode_terms, question_tokens
 from ..jsonio import JsonError, read_bytes
 from ..names import RECORD_FILE_MAX_BYTES, REGISTRY_FILE
 from ..watch import ask
-from .schema import ATTEMPT_COLUMNS, PROGRESS_EVERY, RACY_NS, Progress, Refresh, Stamp
+from .rows import ATTEMPT_COLUMNS, PROGRESS_EVERY, RACY_NS, Progress, Refresh, Stamp
 
 
 @dataclass
@@ -257,13 +257,13 @@ def _check_every_file(root: Path, db: sqlite3.Connection, now: int, progress: Pr
     kept = db.execute("SELECT value FROM meta WHERE key = 'listing'").fetchone()
     plan = None if kept is None or columns is None else _read_listing(kept[0])
     db.execute("DELETE FROM meta WHERE key IN ('checked', 'listing')")
-    if plan is None:  # every file's stamp against its row
+    if plan is None or columns is None:  # every file's stamp against its row
         on_disk = scan(root, found)
         rows = db.execute(f"SELECT {_FILE_COLUMNS} FROM files").fetchall()
         gone = {str(r[0]) for r in rows} - set(on_disk)
     else:  # only the files the kept listing does not vouch for
-        look, gone = _to_look_at(plan, found, cast(Columns, columns))
-        size, mtime, ctime, ino = cast(Columns, columns)
+        look, gone = _to_look_at(plan, found, columns)
+        size, mtime, ctime, ino = columns
         on_disk = {found.names[i]: ((size[i], mtime[i], ctime[i], ino[i]), False) for i in look}
         rows = _rows_of(db, {*on_disk, *gone})
     result = Refresh()

@@ -8,7 +8,7 @@ from collections.abc import Collection
 
 from ...records.ledger import Shaped, Summary
 from .connection import Connected
-from .schema import LEDGER_ORDER, SUMMARY_COLUMNS, summary_of_row
+from .rows import LEDGER_ORDER, SUMMARY_COLUMNS, summary_of_row
 
 
 class GateQueries(Connected):

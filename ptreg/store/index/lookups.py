@@ -22,7 +22,7 @@ from ...records.ledger import (
 from ..reader import ListRow, RegistryReader
 from .connection import connect_checked
 from .gate_queries import GateQueries
-from .schema import LEDGER_ORDER, LISTED_COLUMNS, SUMMARY_COLUMNS, Progress, RegistryVocabularies, summary_of_row
+from .rows import LEDGER_ORDER, LISTED_COLUMNS, SUMMARY_COLUMNS, Progress, RegistryVocabularies, summary_of_row
 
 _IN_BATCH = 500  # ids bound into one `IN (...)`, well under SQLite's limit of parameters
 # a filter of ``links``: the ids ``start`` selects and every id above them (UNION ends a cycle)
