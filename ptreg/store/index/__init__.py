@@ -24,6 +24,12 @@ always the one the rows as they stand give.
 
 Nothing here imports pydantic: a command whose files have not changed never builds the models.
 Parsing a changed file goes through ``record_file`` (imported only then).
+
+One subject per module: ``rows`` (the tables, and ``Refresh``, what a check found), ``file``
+(the file, its header and the signature of ptreg's writes), ``freshness`` (the check against
+the directory), ``connection`` (an open, checked connection and the results kept beside the
+rows), ``gate_queries`` and ``lookups`` (``Index``), and ``check`` (the writes' hook and
+`ptreg index check`). ``store/reader.py`` is the protocol ``Index`` implements.
 """
 
 from .check import Difference, compare_with_files, update_after_write
