@@ -5,14 +5,16 @@ Everything runs in a scratch registry of its own, through ptreg's command line, 
 would: freeze an evaluator, propose attempts through the gate, run them, compare.
 
 - ``--aa``: the same evaluator run ``--runs`` times on unchanged code (tinygpt-train, all four
-  built-in backends); then every run against the one before it. A flagged cell is a false
-  alarm. Prints the flags, the error term used, and the drift estimated from the history.
+  built-in backends); then every pair of runs, each judged against the others (its history of
+  unchanged code). A flagged cell is a false alarm. Prints the flags and each cell's spread.
 - ``--sensitivity``: the kernels workload on ``example-slowed`` (tests/plugin_backend, installed
   into a folder of its own) and numpy-blas; ``--runs`` runs at factor 1 (the history), then one
-  run per slowdown; each compared with the last unchanged run. Prints which slowdowns were found.
+  run per slowdown, each with the factor written into the installed module (a change of its
+  code, so that its digest changes and it joins no history); each compared with the last
+  unchanged run. Prints which slowdowns were found.
 
     python benchmarks/compare_runs.py --aa --config small --runs 5
-    python benchmarks/compare_runs.py --sensitivity --config xl --runs 4 --slowdowns 0.03 0.05 0.1 0.2
+    python benchmarks/compare_runs.py --sensitivity --config medium --runs 4 --slowdowns 0.1 0.5
 """
 
 from __future__ import annotations
@@ -81,19 +83,41 @@ def aa(args: argparse.Namespace, root: Path) -> None:
         propose_and_run(root, evaluator, name, 100 + i)
     print(machine())
     print(f"A/A: {args.runs} runs of {evaluator} ({args.config}, {args.repeats} rounds of {args.steps} steps, "
-          f"{args.threads} threads), each against the one before")  # fmt: skip
+          f"{args.threads} threads), every ordered pair, each judged against the other runs")  # fmt: skip
     for relative in ([], ["--relative-to", "numpy-blas"]):
         flagged = compared = 0
         print("absolute times:" if not relative else "relative to numpy-blas in the same round:")
-        for a, b in itertools.pairwise(names):
+        alarmed = pairs = 0
+        for a, b in itertools.permutations(names, 2):
             found = json.loads(ptreg(root, "compare", a, b, "--json", *relative))
             moved = [c for c in found["cells"] if c["verdict"] in ("slower", "faster")]
             flagged, compared = flagged + len(moved), compared + len(found["cells"])
-            ratios = ", ".join(
-                f"{c['backend']} {c['ratio']:.3f} ({c['low']:.3f}-{c['high']:.3f})" for c in found["cells"]
-            )
-            print(f"  {a} -> {b}: {len(moved)} flagged; drift {100 * found['drift']:.1f}%; {ratios}")
-        print(f"  false alarms: {flagged} of {compared} cell comparisons")
+            alarmed, pairs = alarmed + bool(moved), pairs + 1
+            print(f"  {a} -> {b}: {len(moved)} flagged; {cells_text(found)}")
+        print(f"  false alarms: {flagged} of {compared} cell comparisons; {alarmed} of {pairs} comparisons flagged any")
+
+
+def cells_text(found: dict[str, Any]) -> str:
+    return ", ".join(
+        f"{c['backend']} {c['ratio']:.3f} ({c['low']:.3f}-{c['high']:.3f}, spread {100 * (c['drift'] or 0):.1f}%, "
+        f"{len(c['history'])} runs) {c['verdict']}"
+        if c["ratio"] is not None
+        else f"{c['backend']} {c['verdict']}"
+        for c in found["cells"]
+    )
+
+
+SLOWDOWN_READ = 'float(os.environ.get("PTREG_EXAMPLE_SLOWDOWN", "1"))'
+
+
+def set_factor(site: Path, factor: float | None) -> None:
+    """Write the slowdown into the installed module (None: read it from the environment, as
+    shipped): a change of the backend's code, as a real regression is."""
+    module = site / "ptreg_example_backend" / "__init__.py"
+    text = module.read_text()
+    start = text.index("self.factor = ") + len("self.factor = ")
+    end = text.index("\n", start)
+    module.write_text(text[:start] + (SLOWDOWN_READ if factor is None else repr(factor)) + text[end:])
 
 
 def sensitivity(args: argparse.Namespace, root: Path) -> None:
@@ -112,21 +136,44 @@ def sensitivity(args: argparse.Namespace, root: Path) -> None:
     evaluator = freeze(root, spec)
     base = [f"factor-1-{i}" for i in range(args.runs)]
     for i, name in enumerate(base):
-        propose_and_run(root, evaluator, name, 200 + i, env={"PTREG_EXAMPLE_SLOWDOWN": "1"})
+        propose_and_run(root, evaluator, name, 200 + i)
     print(machine())
     print(f"sensitivity: {evaluator} ({args.config}, {args.repeats} rounds of {args.steps} calls, {args.threads} threads); "
           f"{args.runs} unchanged runs, then one run per slowdown of example-slowed, each against {base[-1]}")  # fmt: skip
+    for relative in ([], ["--relative-to", "numpy-blas"]):
+        exits = [
+            subprocess.run(
+                [sys.executable, "-m", "ptreg", "-r", str(root), "compare", a, b, "--fail-on-regression", *relative],
+                capture_output=True,
+            ).returncode
+            for a, b in itertools.permutations(base, 2)
+        ]
+        how = "relative to numpy-blas" if relative else "absolute"
+        print(f"every pair of unchanged runs, {how}, --fail-on-regression: exit codes {sorted(exits)}")
     for i, slowdown in enumerate(args.slowdowns):
         name = f"slowed-{i}"
-        propose_and_run(root, evaluator, name, 300 + i, env={"PTREG_EXAMPLE_SLOWDOWN": str(1 + slowdown)})
+        set_factor(site, 1 + slowdown)
+        propose_and_run(root, evaluator, name, 300 + i)
+        set_factor(site, None)
         for relative in ([], ["--relative-to", "numpy-blas"]):
             found = json.loads(ptreg(root, "compare", base[-1], name, "--json", *relative))
             how = "relative to numpy-blas" if relative else "absolute"
-            for c in found["cells"]:
-                print(
-                    f"slowdown {100 * slowdown:g}%, {how}: {c['backend']} B/A {c['ratio']:.3f} "
-                    f"({c['low']:.3f}-{c['high']:.3f}) {c['verdict']} (drift {100 * found['drift']:.1f}%)"
-                )
+            gate = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "ptreg",
+                    "-r",
+                    str(root),
+                    "compare",
+                    base[-1],
+                    name,
+                    "--fail-on-regression",
+                    *relative,
+                ],
+                capture_output=True,
+            ).returncode
+            print(f"slowdown {100 * slowdown:g}%, {how}: {cells_text(found)}; --fail-on-regression exits {gate}")
 
 
 def main() -> None:

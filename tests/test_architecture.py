@@ -10,7 +10,9 @@ from helpers import REPO
 
 PACKAGE = REPO / "ptreg"
 # Lowest first; a module may import its own layer and the ones below it.
-LAYERS = ["base", "records", "store", "engine", "views", "gate", "site", "operations", "cli", "main"]
+# agents (the MCP server) is a front end like cli: it may import operations and below, and only
+# cli imports it (inside `ptreg mcp`, so that no other command loads the MCP SDK).
+LAYERS = ["base", "records", "store", "engine", "views", "gate", "site", "operations", "agents", "cli", "main"]
 BASE = {"ptreg", "ptreg.errors", "ptreg.text", "ptreg.clock"}
 # Own modules imported inside a function of the library, each to keep NumPy or pydantic models
 # off the start-up path of commands that do not need them (docs/architecture.md). The command

@@ -13,7 +13,20 @@ import typer
 from .. import __version__
 from ..engine.interruption import Interrupted
 from ..errors import EXIT_UNUSABLE, PtregError
-from . import comparing, disposition, evaluator, index, measuring, proposal, reading, registry, site, vocabulary
+from . import (
+    comparing,
+    disposition,
+    evaluator,
+    index,
+    measuring,
+    proposal,
+    reading,
+    registry,
+    serving,
+    site,
+    suggesting,
+    vocabulary,
+)
 from .common import REGISTRY_ENV, REGISTRY_HELP, CliState, RegistryCommand, help_when_alone, say
 
 
@@ -80,6 +93,7 @@ app.command(cls=RegistryCommand)(registry.schema)
 app.command(cls=proposal.ProposalCommand)(proposal.new)
 app.command(cls=RegistryCommand)(proposal.gate)
 app.command(cls=RegistryCommand)(proposal.precedents)
+app.command("next", cls=RegistryCommand)(suggesting.next_attempts)
 app.add_typer(evaluator.app)
 app.add_typer(vocabulary.app)
 app.command(cls=RegistryCommand)(measuring.backends)
@@ -91,6 +105,7 @@ app.add_typer(disposition.app)
 app.command(cls=RegistryCommand)(comparing.compare)
 app.command(cls=RegistryCommand)(comparing.history)
 app.command(cls=RegistryCommand)(site.site)
+app.command(cls=RegistryCommand)(serving.mcp)
 
 
 def main(argv: list[str] | None = None) -> None:

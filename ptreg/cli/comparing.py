@@ -46,6 +46,13 @@ def compare(
         help="Compare each cell's time as a ratio to this backend's in the same round of its run: what slows or "
         "speeds up a whole run (a busy machine) cancels out.",
     ),
+    history_runs: list[str] | None = typer.Option(
+        None,
+        "--history",
+        metavar="RUN",
+        help="A run of A's code to judge B against (repeatable): ATTEMPT/RUN_ID or ATTEMPT. Without it, the history "
+        "is every complete run under A's evaluator on A's machine whose recorded code is A's, cell by cell.",
+    ),
     fail_on_regression: bool = typer.Option(
         False,
         "--fail-on-regression",
@@ -53,16 +60,22 @@ def compare(
     ),
     as_json: bool = JsonFlag,
 ) -> None:
-    """Is run B slower (or worse) than run A? Per cell: both medians, B/A with its 95% interval, and a verdict; for runs of arms, per arm and metric, in the metric's own terms.
+    """Is run B slower (or worse) than run A? Per cell: both medians, B against the runs of A's code with its 95% interval, and a verdict; for runs of arms, per arm and metric, in the metric's own terms.
 
-    The error term adds to each run's spread the drift between runs, from the evaluator's history on the machine or a floor; the cells' p-values are adjusted together (Benjamini-Hochberg). Machines that differ are listed first, and then no verdict is given. Exit 1 when the runs were made under different evaluators (unless --across-evaluators), or, with --fail-on-regression, when a cell is slower.
+    Runs are the unit: each cell of B is judged against the spread of that cell's centre over the runs of A's code (A and the earlier runs whose recorded code for the cell is A's, or the runs given with --history), with one degree of freedom less than those runs; with fewer than 3 no verdict is given, and the output says how many more runs would give one. The cells' p-values are adjusted together (Benjamini-Hochberg). Machines that differ are listed first, and then no verdict is given. Exit 1 when the runs were made under different evaluators (unless --across-evaluators), or, with --fail-on-regression, when a cell is slower.
     """
     from ..views.comparison import FALSE_DISCOVERY_RATE
     from ..views.comparison import compare as compare_runs
     from ..views.tables import plain
 
     found = compare_runs(
-        registry_dir(), a, b, threshold=threshold, across_evaluators=across_evaluators, relative_to=relative_to
+        registry_dir(),
+        a,
+        b,
+        threshold=threshold,
+        across_evaluators=across_evaluators,
+        relative_to=relative_to,
+        history_refs=history_runs,
     )
     if as_json:
         print_json(found.to_json())
@@ -80,7 +93,9 @@ def compare(
                 say(f"  {line}")
         else:
             say("machines: the same (CPU, features, cores, BLAS, NumPy, numba, Python, variables)")
-        say(f"error term: {found.error_term}")
+        say(f"method: {found.method}")
+        if found.cells:
+            say(_history_line(found))
         if relative_to is not None:
             say(f"each cell as a ratio to {relative_to}'s time in the same round of its run")
         value = _seconds if relative_to is None else _times
@@ -90,13 +105,15 @@ def compare(
                 c.backend,
                 value(c.a_seconds),
                 value(c.b_seconds),
+                str(len(c.history)),
                 _ratio(c.ratio, c.low, c.high),
                 c.verdict,
             ]
             for c in found.cells
         ]
         if rows:
-            say(plain(rows, ["config", "backend", "A median", "B median", "B/A (95% CI)", "verdict"], shrink=(5,)))
+            headers = ["config", "backend", "A median", "B median", "runs", "B vs A's code (95% CI)", "verdict"]
+            say(plain(rows, headers, shrink=(6,)))
         if found.metrics:
             say(plain([_metric_row(m) for m in found.metrics], METRIC_HEADERS, shrink=(1, 4)))
             say(
@@ -109,8 +126,25 @@ def compare(
                 f"{found.moved('slower')} slower, {found.moved('faster')} faster "
                 f"(Benjamini-Hochberg at a false discovery rate of {100 * FALSE_DISCOVERY_RATE:g}%)"
             )
+            if found.without_verdict:
+                most = max(c.runs_needed for c in found.cells)
+                say(
+                    f"{counted(found.without_verdict, 'cell')} without a verdict: too few runs of A's code to judge "
+                    f"B against; {counted(most, 'more run')} of A's code (or --history RUN ...) would give one"
+                )
     if fail_on_regression and found.regressed:
         raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _history_line(found: Any) -> str:
+    """Which runs formed the cells' histories: one list when every cell shares it."""
+    histories = {tuple(c.history) for c in found.cells}
+    how = "named with --history" if found.named_history else "runs of A's code on A's machine"
+    if len(histories) == 1:
+        runs = next(iter(histories))
+        return f"history ({how}): {', '.join(runs)}"
+    counts = sorted({len(h) for h in histories})
+    return f"history ({how}): {counts[0]} to {counts[-1]} runs per cell (--json lists them)"
 
 
 METRIC_HEADERS = ["arm", "metric", "A mean", "B mean", "B vs A (95% CI)", "verdict"]
@@ -148,7 +182,7 @@ def history(
     ),
     as_json: bool = JsonFlag,
 ) -> None:
-    """Every complete run under one evaluator, oldest first, per cell: median, 95% interval and B/A against the first run."""
+    """Every complete run under one evaluator, oldest first, per cell: median, the 95% interval of the geometric mean over repeats, and the median against the first run's (an orientation; `ptreg compare` tests)."""
     from ..errors import PtregError
     from ..views.comparison import arms_history, evaluator_history
     from ..views.tables import plain
@@ -189,11 +223,11 @@ def history(
             r.run.results.started_at,
             _seconds(r.seconds),
             "unknown" if r.low is None else f"{_seconds(r.low)}-{_seconds(r.high)}",
-            "first" if r.versus_first is None else _ratio(*r.versus_first),
+            "first" if r.versus_first is None else _times(r.versus_first),
         ]
         for r in sorted(rows, key=lambda r: (r.config, r.backend, r.run.results.started_at))
     ]
-    headers = ["config", "backend", "run", "started", "median", "95% CI", "vs first (95% CI)"]
+    headers = ["config", "backend", "run", "started", "median", "95% CI of geo. mean", "vs first"]
     say(plain(shown, headers, drop=(3,)))
     runs = len({r.run.label for r in rows})
     say(f"{counted(runs, 'complete run')}; times are per step's worth of work, medians over whole repeats")

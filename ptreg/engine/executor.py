@@ -24,7 +24,7 @@ from typing import IO
 
 from ..records.run import KernelSample, MetricSample, ParityOutcome, StepSample
 from .environment import worker_variables
-from .interruption import Interrupted, deferred, signal_of
+from .interruption import Interrupted, deferred, raise_if_interrupted, signal_of
 from .protocol import (
     AnyEvent,
     CellTask,
@@ -297,6 +297,7 @@ class Executor:
     def _follow(self, worker: Worker, until: type[AnyEvent] | None) -> bool:
         process, outcome = worker.process, worker.outcome
         while True:
+            raise_if_interrupted()  # a stop asked by another thread, when this one measures off the main thread
             left = self.budget_left()
             if left is not None and left <= 0:
                 self._stop(worker, "killed at the budget's wall-clock limit")

@@ -4,6 +4,10 @@ While a run measures, both signals raise ``Interrupted`` in the main thread; the
 kills its worker and the run is written with status ``interrupted``. While the run's files
 are written, a signal only waits, so that nothing is half-written. The process then exits
 with 128 + the signal's number (130 for SIGINT, 143 for SIGTERM), as shells expect.
+
+A run measured in a thread other than the main one (the MCP server's) cannot be reached by a
+signal handler; ``interrupt`` asks it to stop as that signal would, and the executor, which
+polls ``raise_if_interrupted`` while it waits on a worker, raises ``Interrupted`` there.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ def signal_of(exc: BaseException) -> int:
 
 
 _state: dict[str, int | None] = {"deferring": 0, "pending": None}
+_asked: dict[int, int] = {}  # thread ident -> the signal another thread asked it to stop as
+_asked_lock = threading.Lock()
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
@@ -76,3 +82,28 @@ def pending() -> int | None:
     """The signal that arrived while deferred (and clear it), or None."""
     signum, _state["pending"] = _state["pending"], None
     return signum
+
+
+def interrupt(thread: threading.Thread, signum: int) -> None:
+    """Ask the run measuring in ``thread`` to stop as ``signum`` would stop one in the main
+    thread: its workers killed, what finished written as an ``interrupted`` run."""
+    if thread.ident is not None:
+        with _asked_lock:
+            _asked[thread.ident] = signum
+
+
+def withdraw(thread: threading.Thread) -> None:
+    """Forget a request ``thread`` never reached (its run ended first)."""
+    with _asked_lock:
+        _asked.pop(thread.ident or 0, None)
+
+
+def raise_if_interrupted() -> None:
+    """Raise ``Interrupted`` in this thread if another thread asked it to stop; while a
+    ``deferred`` block writes a run, the request waits, as a signal does."""
+    if _state["deferring"]:
+        return
+    with _asked_lock:
+        signum = _asked.pop(threading.get_ident(), None)
+    if signum is not None:
+        raise Interrupted(signum)

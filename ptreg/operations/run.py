@@ -15,6 +15,7 @@ from pathlib import Path
 from ..clock import utc_now
 from ..engine.environment import backend_configuration, collect
 from ..engine.executor import Executor, TaskProgress
+from ..engine.identity import code_identity
 from ..engine.interruption import deferred, interruptible, pending
 from ..engine.measurement import SpreadExecutor, measure
 from ..engine.plan import EVALUATOR_VERSION
@@ -131,6 +132,7 @@ def _measure_and_record(
 ) -> RunDone:
     started = utc_now()
     environment = collect(root)
+    code = code_identity(frozen.spec, root)  # before measuring: the code as it was when measured
     found = measure(frozen.spec, executor, round_cap=budget.max_repeats, root=project_root(root))
     if isinstance(frozen.spec, EvaluatorSpec):
         # read after the workers ran: a backend may settle its configuration on first use (numba's tile)
@@ -150,6 +152,7 @@ def _measure_and_record(
                 budget=budget,
                 attempt=attempt_id,
                 run_id=new_run_id(root, attempt_id, started),
+                code=code,
             )
             results = new_results(frozen.spec, found, made)
             folder = write_run(root, results, environment)

@@ -7,11 +7,15 @@ are taken over (``roles``); version 1 files predate that and used ``naive`` and
 order of each) and carries 95% intervals: of each cell's center, and of each ratio, computed
 from the repeats paired by round. Version 4 adds runs of arms on declared metrics (a command's
 alternatives, or any workload plugin's): each repeat's metric values and per-item results, a
-summary per metric, and every pair of arms compared on every metric.
+summary per metric, and every pair of arms compared on every metric. Version 5 records the
+identity of the code measured (``code``), so that a comparison across runs takes as history
+only runs of the same code.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -20,10 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .. import __version__
 from ..text import shorten
 from .attempt import AttemptId, Budget, RunStatus
-from .evaluator import AnySpec, ArmsSpec, FrozenEvaluator, MetricName, SpecField
+from .evaluator import AnySpec, ArmsSpec, EvaluatorSpec, FrozenEvaluator, MetricName, SpecField
 from .refs import INT_MAX, RUN_ID_PATTERN
 
-RESULTS_VERSION = 4
+RESULTS_VERSION = 5
 Kernel = Literal["forward", "backward_da", "backward_db"]
 KERNELS: tuple[Kernel, ...] = ("forward", "backward_da", "backward_db")
 CellStatus = Literal["measured", "failed", "parity-failed", "budget-exhausted", "not-started", "interrupted"]
@@ -279,10 +283,37 @@ class ConfigRounds(_Strict):
     stopped: str
 
 
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class PluginCode(_Strict):
+    """The code behind one entry point as the run found it: the distribution that registers it
+    and a digest of its module's source files (``engine/identity.py`` says which files)."""
+
+    target: str = Field(max_length=400, description="module:attribute, as the entry point names it.")
+    distribution: str | None = Field(max_length=200)
+    version: str | None = Field(max_length=200)
+    digest: Sha256 | None = Field(description="sha256 over the module's source files; null when unknown.")
+
+
+class CodeIdentity(_Strict):
+    """Version 5: what code a run measured. Two runs measured the same code in a cell when the
+    cell's identity (``RunResults.cell_code``) is known and equal in both."""
+
+    ptreg_version: str = Field(max_length=200)
+    commit: str | None = Field(pattern=r"^[0-9a-f]{40,64}$", description="The project's git commit; null outside git.")
+    dirty: bool | None = Field(description="Tracked files changed since the commit; null when unknown.")
+    workload: PluginCode | None
+    arms: dict[str, PluginCode] = Field(description="Each backend's code; empty where the arms are settings.")
+    repository_code: bool = Field(
+        description="The code measured is the project's own (a command): known only at a clean commit."
+    )
+
+
 class RunResults(_Strict):
     """The file ``results.json``."""
 
-    results_version: Literal[1, 2, 3, 4]
+    results_version: Literal[1, 2, 3, 4, 5]
     run_id: str | None = Field(pattern=RUN_ID_PATTERN, description="Null for an ad hoc `ptreg bench`.")
     attempt: AttemptId | None
     evaluator: str | None = Field(description="name@hash12 of the frozen evaluator; null for bench.")
@@ -302,6 +333,7 @@ class RunResults(_Strict):
     rounds: list[ConfigRounds] | None = Field(
         default=None, description="Version 3: the order of the backends in each round of each config."
     )
+    code: CodeIdentity | None = Field(default=None, description="Version 5: the code measured; null when unknown.")
 
     @model_validator(mode="after")
     def _roles_by_version(self) -> RunResults:
@@ -326,6 +358,23 @@ class RunResults(_Strict):
             if other is not None:
                 raise ValueError(f"cells/{n} is compared with {shorten(other)}, not another arm of the run's spec")
         return self
+
+    def cell_code(self, arm: str) -> str | None:
+        """The identity of the code one arm's cells measured: the workload's code, the arm's
+        own (a backend's), and for a command the clean commit it ran at. Unknown (None) when
+        any part is: a run of unknown code is history to no other."""
+        code = self.code
+        if code is None or code.workload is None or code.workload.digest is None:
+            return None
+        parts: list[str | None] = [code.workload.target, code.workload.digest]
+        if code.repository_code:
+            parts.append(code.commit if code.dirty is False else None)
+        if isinstance(self.spec, EvaluatorSpec):
+            mine = code.arms.get(arm)
+            parts.extend([None] if mine is None else [mine.target, mine.digest])
+        if None in parts:
+            return None
+        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
     @property
     def ratio_roles(self) -> Roles:
@@ -361,6 +410,7 @@ class Provenance:
     budget: Budget | None = None
     attempt: str | None = None
     run_id: str | None = None
+    code: CodeIdentity | None = None  # the code that measured, as far as it is known
 
 
 def new_results(spec: AnySpec, measurement: Measurement, provenance: Provenance) -> RunResults:
@@ -387,4 +437,5 @@ def new_results(spec: AnySpec, measurement: Measurement, provenance: Provenance)
         parity=found.parity,
         cells=found.cells,
         rounds=found.rounds,
+        code=made.code,
     )

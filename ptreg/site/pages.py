@@ -249,6 +249,9 @@ def arms_run_charts(results: RunResults) -> list[Chart]:
     return charts
 
 
+INTERVALS_FROM_VERSION = 3  # records/run.py: version 3 added the 95% intervals
+
+
 def run_charts(results: RunResults) -> list[Chart]:
     """Time per step's worth of work per config and backend with its interval; the speedups over
     the reference and over the baseline with theirs; each kernel's share of the step. A run of
@@ -263,8 +266,12 @@ def run_charts(results: RunResults) -> list[Chart]:
         if not found:
             time_bars.append(Bar(cell.config, cell.backend, None))
             continue
-        # an interval needs finite times; a time that is not one is a row without a mark
-        ci = center_interval(found) if all(map(math.isfinite, found)) else None
+        # Intervals are part of the record from results_version 3 on (computed from these same
+        # repeats); an older run has none, and the page draws none it does not have. An interval
+        # needs finite times, too: a time that is not one is a row without a mark.
+        has_intervals = results.results_version >= INTERVALS_FROM_VERSION
+        adaptive = getattr(results.spec, "target_ci", None) is not None
+        ci = center_interval(found, adaptive) if has_intervals and all(map(math.isfinite, found)) else None
         time_bars.append(
             Bar(
                 cell.config,
@@ -276,7 +283,14 @@ def run_charts(results: RunResults) -> list[Chart]:
         )
     measured = workload_named(results.spec.workload)
     unit = f"ms per {measured.seconds_of if isinstance(measured, BackendsWorkload) else 'repeat'}"
-    charts.append(bar_chart("time", "Time per step, per config and backend (median, 95% interval)", unit, time_bars))
+    charts.append(
+        bar_chart(
+            "time",
+            "Time per step, per config and backend (bar: median; whisker: 95% interval of the geometric mean)",
+            unit,
+            time_bars,
+        )
+    )
     roles = results.ratio_roles
     for name, title, attr in (
         ("vs-reference", f"Speedup over {roles.reference or 'the reference'} (same run, paired rounds)", "vs_naive"),
@@ -392,7 +406,7 @@ def evaluator_context(inputs: Inputs, ref: str, users: dict[str, list[str]]) -> 
                 "error": None,
                 "same_machine": found.same_machine,
                 "machine_differences": found.machine_differences,
-                "error_term": found.error_term,
+                "method": found.method,
                 "cells": found.cells,
                 "metrics": found.metrics,
                 "slower": found.moved("slower") + found.moved("worse"),

@@ -4,8 +4,9 @@ by metric, in each metric's own terms.
 Runs under one evaluator give round r the same seed, so a difference metric is paired across
 the runs as it is within one: by item where both runs wrote items (each item averaged over the
 seeds), else by round. A deterministic command run twice shows a difference of exactly zero. A
-ratio metric (a time, a throughput, memory) moves with the machine's load between runs, so B
-over A takes the between-run drift into its interval as backends' times do (``comparison.py``),
+ratio metric (a time, a throughput, memory) moves with the machine's load between runs, so it
+is judged as backends' times are (``comparison.py``): runs as the unit, B's centre against the
+centres of the runs of A's code for that arm, with no verdict from fewer than ``MIN_HISTORY``;
 and across machines no verdict is given. Each interval is at 95%, one per (arm, metric), not
 adjusted across them.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine.stats import shift
+from ..engine.stats import MIN_HISTORY, run_centre, shift_from_history
 from ..engine.workloads import workload_named
 from ..engine.workloads.arms import better_word, compare_arms, declared, metric_values
 from ..records.evaluator import ArmsSpec, MetricDeclaration
@@ -38,7 +39,8 @@ class MetricShift:
     estimate: float | None = None  # B - A, or B / A
     low: float | None = None
     high: float | None = None
-    paired_by: str | None = None  # item, round, or runs (a ratio with the drift between runs)
+    paired_by: str | None = None  # item, round, or runs (a ratio judged against the runs of A's code)
+    history: list[str] | None = None  # a ratio metric: the runs of A's code B was judged against, A first
     verdict: str = "unknown"
 
     def to_json(self) -> dict[str, Any]:
@@ -58,10 +60,20 @@ def _mean(cell: Cell | None, metric: str) -> float | None:
     return summary.mean if summary is not None else None
 
 
+def _label(results: RunResults) -> str:
+    return f"{results.attempt}/{results.run_id}"
+
+
 def metric_shifts(
-    a: RunResults, b: RunResults, *, drift: float, threshold: float, same_machine: bool
+    a: RunResults,
+    b: RunResults,
+    *,
+    earlier: list[RunResults],
+    threshold: float,
+    same_machine: bool,
 ) -> list[MetricShift]:
-    """Every (arm, metric) both runs recorded, B against A."""
+    """Every (arm, metric) both runs recorded, B against A; ``earlier``: the other complete runs
+    under A's evaluator on A's machine, from which each arm's runs of A's code are taken."""
     metrics = declared(b.spec, workload_named(b.spec.workload))
     cells_a, cells_b = _cells(a), _cells(b)
     found = []
@@ -85,20 +97,23 @@ def metric_shifts(
                 len(values_a),
                 len(values_b),
             )
-            _decide(row, cell_a, cell_b, declaration, drift, threshold, same_machine)
+            code = a.cell_code(arm)
+            ours = [r for r in earlier if code is not None and r.cell_code(arm) == code]
+            history = [(_label(a), cell_a), *((_label(r), c) for r in ours if (c := _cells(r).get(arm)) is not None)]
+            _decide(row, history, cell_b, declaration, threshold, same_machine)
             found.append(row)
     return found
 
 
 def _decide(
     row: MetricShift,
-    cell_a: Cell,
+    history: list[tuple[str, Cell]],
     cell_b: Cell,
     declaration: MetricDeclaration,
-    drift: float,
     threshold: float,
     same_machine: bool,
 ) -> None:
+    cell_a = history[0][1]
     if declaration.compare == "difference":
         found = compare_arms(cell_b.metric_samples or [], cell_a.metric_samples or [], row.metric, declaration)
         if found is None:
@@ -108,23 +123,24 @@ def _decide(
             row.low, row.high = found.ci.low, found.ci.high
         row.verdict = better_word(found, declaration)
         return
-    values_a = list(metric_values(cell_a.metric_samples or [], row.metric).values())
-    values_b = list(metric_values(cell_b.metric_samples or [], row.metric).values())
-    moved = shift(values_a, values_b, drift, threshold)
-    if moved is None:
-        row.verdict = "unknown: fewer than 2 repeats on a side, or a value that is not positive"
-        return
-    row.estimate, row.low, row.high, row.paired_by = moved.ratio, moved.low, moved.high, "runs"
+    row.paired_by, row.history = "runs", [label for label, _ in history]
+    centres = [run_centre(list(metric_values(c.metric_samples or [], row.metric).values())) for _, c in history]
+    b_centre = run_centre(list(metric_values(cell_b.metric_samples or [], row.metric).values()))
+    known = [c for c in centres if c is not None]
+    moved = None if b_centre is None else shift_from_history(known, b_centre, threshold)
+    if moved is not None:
+        row.estimate, row.low, row.high = moved.ratio, moved.low, moved.high
     if not same_machine:
         row.verdict = "not comparable: different machines"
-        return
-    # the interval with the drift between runs, as the verdict reads it
-    low, high = moved.low, moved.high
-    if low <= 1.0 <= high:
+    elif len(history) < MIN_HISTORY:
+        more = MIN_HISTORY - len(history)
+        row.verdict = f"no verdict: {len(history)} run(s) of A's code, {MIN_HISTORY} needed ({more} more)"
+    elif moved is None:
+        row.verdict = "unknown: a value that is not positive"
+    elif moved.p >= 0.05:
         row.verdict = "no difference resolved"
     else:
-        above = low > 1.0
-        row.verdict = "better" if above == (declaration.better == "higher") else "worse"
+        row.verdict = "better" if (moved.ratio > 1) == (declaration.better == "higher") else "worse"
 
 
 @dataclass

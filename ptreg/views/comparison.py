@@ -1,11 +1,15 @@
 """Comparing runs: is run B slower than run A, cell by cell, and the history of one evaluator.
 
-Repeats inside one run share that run's moment; two runs an hour apart do not. So a verdict
-across runs adds to each run's own spread the drift of a cell's center from run to run,
-estimated from the other complete runs under the same evaluator on the same machine (at least
-three), or, without such a history, a floor measured on these machines (``DRIFT_FLOOR``). The
-cells of one comparison are many questions at once: their p-values are adjusted together
-(Benjamini-Hochberg) before any cell is called slower or faster.
+Runs are the unit. Repeats inside one run share that run's moment, and two runs an hour apart
+do not; how far a cell's centre moves from run to run differs from cell to cell and cannot be
+read off the repeats of one run. So each cell of B is judged against the centres of earlier
+runs of the code A measured in that cell (its history: A and every complete run under the same
+frozen evaluator on the same machine whose code identity for the cell equals A's, or the runs
+named with ``--history``), with Student's t on those k centres (k - 1 degrees of freedom,
+``engine/stats.py shift_from_history``). With fewer than three such runs no verdict is given,
+and the output says how many more would give one. The cells of one comparison are many
+questions at once: their p-values are adjusted together (Benjamini-Hochberg) before any cell
+is called slower or faster.
 
 Only runs made under the same frozen evaluator are compared, unless asked to compare across
 evaluators, and then only the cells whose workload, config, backend, threads and step plan
@@ -23,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.environment import machine, measuring_environment
-from ..engine.stats import between_run_drift, center_interval, false_discovery, shift
+from ..engine.stats import MIN_HISTORY, center_interval, false_discovery, run_centre, shift_from_history
 from ..engine.workloads import workload_named
 from ..engine.workloads.base import BackendsWorkload
 from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
@@ -31,13 +35,9 @@ from ..records.evaluator import EvaluatorSpec
 from ..records.run import RunResults
 from ..store.jsonio import read_json
 from ..store.runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR, read_results
+from ..text import counted
 from .arms_comparison import MetricHistoryRow, MetricShift, is_arms_run, metric_history, metric_shifts
 
-# The drift of a cell's center between two runs of unchanged code, as a standard deviation in
-# log units, used when no history of the evaluator on the machine says better. A/A runs on the
-# shared 2-core VMs this project runs on gave 0.17-0.24 at the 90% bound
-# (docs/measurements.md#comparing-runs); a floor below that calls a busy hour a regression.
-DRIFT_FLOOR = 0.20
 FALSE_DISCOVERY_RATE = 0.05
 # What must agree for a cell to be compared across two evaluators.
 STEP_PLAN = ("workload", "threads", "warmup_steps", "timed_steps")
@@ -139,15 +139,78 @@ class CellShift:
     b_seconds: float | None
     a_repeats: int
     b_repeats: int
-    ratio: float | None = None  # B over A, of time per step: above 1 is slower
+    history: list[str] = field(default_factory=list)  # the runs of A's code B is judged against, A first
+    same_code: bool | None = None  # whether B measured the code A did in this cell; None when unknown
+    drift: float | None = None  # the spread of the history's centres (log units): this cell's own
+    ratio: float | None = None  # B over the history's geometric mean, of time per step: above 1 is slower
     low: float | None = None
     high: float | None = None
     p: float | None = None
     q: float | None = None  # after the false-discovery adjustment across the comparison's cells
     verdict: str = "unknown"
 
+    @property
+    def runs_needed(self) -> int:
+        """How many more runs of A's code would give this cell a verdict."""
+        return max(MIN_HISTORY - len(self.history), 0)
+
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "runs_needed": self.runs_needed}
+
+
+def judge_cell(
+    config: str,
+    backend: str,
+    history: list[tuple[str, list[float]]],
+    b_values: list[float],
+    threshold: float,
+) -> CellShift:
+    """One cell of B against its history: ``(label, values)`` of each run of A's code, A first
+    (its values are each repeat's time, or ratio with ``--relative-to``). The verdict is left
+    to ``decide``, which sees every cell of the comparison."""
+    a_values = history[0][1]
+    cell = CellShift(
+        config,
+        backend,
+        statistics.median(a_values) if a_values else None,
+        statistics.median(b_values) if b_values else None,
+        len(a_values),
+        len(b_values),
+        history=[label for label, _ in history],
+    )
+    centres = [c for _, values in history if (c := run_centre(values)) is not None]
+    b_centre = run_centre(b_values)
+    if len(centres) >= 2:
+        cell.drift = statistics.stdev(centres)
+    if b_centre is not None:
+        found = shift_from_history(centres, b_centre, threshold)
+        if found is not None:
+            cell.ratio, cell.low, cell.high, cell.p = found.ratio, found.low, found.high, found.p
+    return cell
+
+
+def decide(cells: list[CellShift], same_machine: bool) -> None:
+    """Slower or faster only when the adjusted p-value says so at the false discovery rate; no
+    verdict at all across machines, nor where the history is too short."""
+    tested = [c for c in cells if c.p is not None]
+    for cell, q in zip(tested, false_discovery([c.p for c in tested if c.p is not None]), strict=True):
+        cell.q = q
+    for cell in cells:
+        if cell.a_repeats == 0 or cell.b_repeats == 0:
+            cell.verdict = "unknown: no whole repeat on a side"
+        elif not same_machine:
+            cell.verdict = "not comparable: different machines"
+        elif cell.runs_needed:
+            cell.verdict = (
+                f"no verdict: {counted(len(cell.history), 'run')} of A's code, "
+                f"{MIN_HISTORY} needed ({cell.runs_needed} more)"
+            )
+        elif cell.p is None:
+            cell.verdict = "unknown: a value that is not positive"
+        elif cell.q is not None and cell.q < FALSE_DISCOVERY_RATE:
+            cell.verdict = "slower" if (cell.ratio or 1.0) > 1 else "faster"
+        else:
+            cell.verdict = "no difference resolved"
 
 
 @dataclass
@@ -158,9 +221,9 @@ class Comparison:
     across_evaluators: bool
     spec_differences: list[str]
     machine_differences: list[str]
-    drift: float
-    error_term: str
+    method: str
     relative_to: str | None = None  # each cell's time as a ratio to this backend's, round by round
+    named_history: bool = False  # the history was named with --history, not found by code identity
     cells: list[CellShift] = field(default_factory=list)
     metrics: list[MetricShift] = field(default_factory=list)  # runs of arms: each arm's metrics
 
@@ -176,6 +239,10 @@ class Comparison:
         """Cells slower, or arms' metrics worse, in B."""
         return self.moved("slower") + self.moved("worse")
 
+    @property
+    def without_verdict(self) -> int:
+        return sum(c.runs_needed > 0 for c in self.cells)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "a": self.a.label,
@@ -188,13 +255,14 @@ class Comparison:
             "machine_differences": self.machine_differences,
             "threshold": self.threshold,
             "false_discovery_rate": FALSE_DISCOVERY_RATE,
-            "drift": self.drift,
-            "error_term": self.error_term,
+            "method": self.method,
             "relative_to": self.relative_to,
+            "named_history": self.named_history,
             "slower": self.moved("slower"),
             "faster": self.moved("faster"),
             "worse": self.moved("worse"),
             "better": self.moved("better"),
+            "without_verdict": self.without_verdict,
             "cells": [c.to_json() for c in self.cells],
             "metrics": [m.to_json() for m in self.metrics],
         }
@@ -211,14 +279,49 @@ def history(root: Path, like: FoundRun, leave_out: FoundRun | None = None) -> li
             continue
         if leave_out is not None and run.folder == leave_out.folder:
             continue
-        if (
-            run.results.status == "complete"
-            and run.results.evaluator_sha256 == like.results.evaluator_sha256
-            and machine(run.environment) == machine(like.environment)
-            and None not in machine(run.environment).values()
-        ):
+        if _comparable(run, like):
             same.append(run)
     return sorted(same, key=lambda r: r.results.started_at)
+
+
+def _comparable(run: FoundRun, like: FoundRun) -> bool:
+    return (
+        run.results.status == "complete"
+        and run.results.evaluator_sha256 == like.results.evaluator_sha256
+        and machine(run.environment) == machine(like.environment)
+        and None not in machine(run.environment).values()
+    )
+
+
+def _same_code(run: RunResults, a: RunResults, backend: str, relative_to: str | None) -> bool | None:
+    """Whether ``run`` measured the code ``a`` did in a backend's cells (and, for ratios, in the
+    backend they are taken to); unknown when either identity is."""
+    for arm in (backend,) if relative_to is None else (backend, relative_to):
+        mine, theirs = run.cell_code(arm), a.cell_code(arm)
+        if mine is None or theirs is None:
+            return None
+        if mine != theirs:
+            return False
+    return True
+
+
+def named_history(root: Path, a: FoundRun, b: FoundRun, references: list[str]) -> list[FoundRun]:
+    """The runs ``--history`` names, each a complete run under A's evaluator on A's machine
+    (neither B, nor A itself, which is always there): refused one by one otherwise."""
+    runs: list[FoundRun] = []
+    for reference in references:
+        run = find_run(root, reference)
+        if run.folder == b.folder:
+            raise PtregError(f"--history {reference}: that is run B, the one under test", EXIT_UNUSABLE)
+        if run.folder == a.folder or any(run.folder == r.folder for r in runs):
+            continue
+        if not _comparable(run, a):
+            raise PtregError(
+                f"--history {reference}: {run.label} is not a complete run under {a.results.evaluator} on A's machine",
+                EXIT_UNUSABLE,
+            )
+        runs.append(run)
+    return sorted(runs, key=lambda r: r.results.started_at)
 
 
 def compare(
@@ -229,9 +332,11 @@ def compare(
     threshold: float = 0.05,
     across_evaluators: bool = False,
     relative_to: str | None = None,
+    history_refs: list[str] | None = None,
 ) -> Comparison:
     """Run B against run A, cell by cell (see the module's text); with ``relative_to``, each
-    cell's time as a ratio to that backend's in the same round."""
+    cell's time as a ratio to that backend's in the same round; with ``history_refs``, the
+    history is those runs (and A) for every cell instead of the runs of A's code."""
     if not 0 < threshold < 1:
         raise PtregError(
             f"--threshold must be between 0 and 1 (a fraction such as 0.05), not {threshold}", EXIT_UNUSABLE
@@ -257,27 +362,57 @@ def compare(
                     EXIT_UNUSABLE,
                 )
     if is_arms_run(a.results) or is_arms_run(b.results):
-        return _compare_arms(a, b, threshold, same_evaluator, differing, relative_to)
-    drift, term = _error_term(root, a, b, relative_to)
+        if history_refs:
+            raise PtregError("--history takes runs of backends; runs of arms compare in their own terms", EXIT_UNUSABLE)
+        return _compare_arms(root, a, b, threshold, same_evaluator, differing, relative_to)
+    named = None if not history_refs else named_history(root, a, b, history_refs)
     comparison = Comparison(
-        a, b, threshold, not same_evaluator, differing, machine_differences(a, b), drift, term, relative_to
+        a,
+        b,
+        threshold,
+        not same_evaluator,
+        differing,
+        machine_differences(a, b),
+        METHOD,
+        relative_to,
+        named_history=named is not None,
     )
+    candidates = named if named is not None else history(root, a, leave_out=b)
     plan_agrees = all(getattr(a.results.spec, k, None) == getattr(b.results.spec, k, None) for k in STEP_PLAN)
     values_a, values_b = cell_values(a.results, relative_to), cell_values(b.results, relative_to)
+    earlier = [(run, cell_values(run.results, relative_to)) for run in candidates if run.folder != a.folder]
     keys = [k for k in values_a if k in values_b] if plan_agrees else []
     for config, backend in keys:
-        va, vb = values_a[(config, backend)], values_b[(config, backend)]
-        cell = CellShift(config, backend, statistics.median(va), statistics.median(vb), len(va), len(vb))
-        found = shift(va, vb, drift, threshold)
-        if found is not None:
-            cell.ratio, cell.low, cell.high, cell.p = found.ratio, found.low, found.high, found.p
+        ours = [
+            (run.label, values[(config, backend)])
+            for run, values in earlier
+            if (config, backend) in values
+            and (named is not None or _same_code(run.results, a.results, backend, relative_to) is True)
+        ]
+        cell = judge_cell(
+            config, backend, [(a.label, values_a[(config, backend)]), *ours], values_b[(config, backend)], threshold
+        )
+        cell.same_code = _same_code(b.results, a.results, backend, relative_to)
         comparison.cells.append(cell)
-    _verdicts(comparison)
+    decide(comparison.cells, comparison.same_machine)
     return comparison
 
 
+METHOD = (
+    "runs as the unit: each cell's centre in B (the median of its repeats) against the centres of the runs of "
+    "A's code in that cell, Student's t with one degree of freedom less than those runs, two-sided at the "
+    "threshold; the cells' p-values adjusted together (Benjamini-Hochberg)"
+)
+
+
 def _compare_arms(
-    a: FoundRun, b: FoundRun, threshold: float, same_evaluator: bool, differing: list[str], relative_to: str | None
+    root: Path,
+    a: FoundRun,
+    b: FoundRun,
+    threshold: float,
+    same_evaluator: bool,
+    differing: list[str],
+    relative_to: str | None,
 ) -> Comparison:
     """Runs of arms: each (arm, metric) in its own terms (``arms_comparison.py``)."""
     if not (is_arms_run(a.results) and is_arms_run(b.results)):
@@ -286,66 +421,30 @@ def _compare_arms(
         raise PtregError("--relative-to takes a backend; runs of arms compare each arm in its own terms", EXIT_UNUSABLE)
     machines = machine_differences(a, b)
     term = (
-        "differences paired by item or by round (the seeds agree under one evaluator); ratios with each run's "
-        f"spread plus the floor of {100 * DRIFT_FLOOR:g}% between-run drift"
+        "differences paired by item or by round (the seeds agree under one evaluator); ratios (times, rates) "
+        "with runs as the unit, B's centre against the runs of A's code for that arm, as backends' times are"
     )
-    comparison = Comparison(a, b, threshold, not same_evaluator, differing, machines, DRIFT_FLOOR, term)
+    comparison = Comparison(a, b, threshold, not same_evaluator, differing, machines, term)
+    earlier = [r.results for r in history(root, a, leave_out=b) if r.folder != a.folder]
     comparison.metrics = metric_shifts(
-        a.results, b.results, drift=DRIFT_FLOOR, threshold=threshold, same_machine=not machines
+        a.results, b.results, earlier=earlier, threshold=threshold, same_machine=not machines
     )
     return comparison
 
 
-def _error_term(root: Path, a: FoundRun, b: FoundRun, relative_to: str | None) -> tuple[float, str]:
-    """The drift a cell's center shows between runs: from this evaluator's history on this
-    machine, or the floor."""
-    earlier = history(root, a, leave_out=b)
-    if len(earlier) >= 3:
-        per_run = [cell_values(run.results, relative_to) for run in earlier]
-        keys = set.intersection(*(set(v) for v in per_run))
-        estimates = [d for key in keys if (d := between_run_drift([v[key] for v in per_run])) is not None]
-        if estimates:
-            drift = statistics.median(estimates)
-            return drift, (
-                f"each run's spread over repeats, plus a between-run drift of {100 * drift:.1f}% (the 90% upper "
-                f"bound of its estimate from {len(earlier)} complete runs under this evaluator on this machine)"
-            )
-    return DRIFT_FLOOR, (
-        f"each run's spread over repeats, plus the floor of {100 * DRIFT_FLOOR:g}% between-run drift: fewer than 3 "
-        f"complete runs under this evaluator on this machine ({len(earlier)}) to estimate it from"
-    )
-
-
-def _verdicts(comparison: Comparison) -> None:
-    """Slower or faster only when the adjusted p-value says so at the false discovery rate;
-    no verdict at all across machines."""
-    tested = [c for c in comparison.cells if c.p is not None]
-    for cell, q in zip(tested, false_discovery([c.p for c in tested if c.p is not None]), strict=True):
-        cell.q = q
-    for cell in comparison.cells:
-        if cell.p is None:
-            cell.verdict = "unknown: fewer than 2 whole repeats on a side"
-        elif not comparison.same_machine:
-            cell.verdict = "not comparable: different machines"
-        elif cell.q is not None and cell.q < FALSE_DISCOVERY_RATE:
-            cell.verdict = "slower" if (cell.ratio or 1.0) > 1 else "faster"
-        else:
-            cell.verdict = "no difference resolved"
-
-
 @dataclass
 class HistoryRow:
-    """One cell of one run in an evaluator's history, and how it stands to the same cell of the
-    first run on the same machine (B over A, with the drift floor: an orientation, not a test)."""
+    """One cell of one run in an evaluator's history, and how its median stands to the same
+    cell's in the first run on the same machine: an orientation, not a test (``compare`` is)."""
 
     run: FoundRun
     config: str
     backend: str
     seconds: float  # median over whole repeats, per step's worth of work
-    low: float | None
+    low: float | None  # the 95% interval of the geometric mean over repeats
     high: float | None
     repeats: int
-    versus_first: tuple[float, float, float] | None = None  # ratio, low, high
+    versus_first: float | None = None  # this median over the first run's
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -356,8 +455,9 @@ class HistoryRow:
             "backend": self.backend,
             "seconds": self.seconds,
             "ci": None if self.low is None else [self.low, self.high],
+            "ci_of": "geometric mean",
             "repeats": self.repeats,
-            "versus_first": None if self.versus_first is None else list(self.versus_first),
+            "versus_first": self.versus_first,
         }
 
 
@@ -411,14 +511,14 @@ def evaluator_history(
     unreadable: Callable[[str], None] | None = None,
 ) -> list[HistoryRow]:
     """Every complete run under one frozen evaluator, oldest first (``history_runs``), cell by
-    cell, each against the same cell of the first of those runs on the same machine."""
+    cell, each median over the same cell's in the first of those runs on the same machine."""
     chosen = [r for r in history_runs(root, evaluator, attempt, unreadable) if not is_arms_run(r.results)]
     rows: list[HistoryRow] = []
-    first: dict[tuple[str, str, str], list[float]] = {}
+    first: dict[tuple[str, str, str], float] = {}
     for run in chosen:
         where = repr(sorted(machine(run.environment).items()))
         for (config, backend), values in cell_values(run.results).items():
-            ci = center_interval(values)
+            ci = center_interval(values, getattr(run.results.spec, "target_ci", None) is not None)
             row = HistoryRow(
                 run,
                 config,
@@ -430,11 +530,9 @@ def evaluator_history(
             )
             key = (where, config, backend)
             if key in first:
-                found = shift(first[key], values, DRIFT_FLOOR, 0.05)
-                if found is not None:
-                    row.versus_first = (found.ratio, found.low, found.high)
+                row.versus_first = row.seconds / first[key]
             else:
-                first[key] = values
+                first[key] = row.seconds
             rows.append(row)
     return rows
 

@@ -91,7 +91,7 @@ def test_the_acceptance_spec_freezes_runs_shows_and_concludes(tmp_path: Path) ->
     run = ptreg(project, "run", "toy-level", "--json")
     assert run.returncode == 0, run.stderr
     results = json.loads(run.stdout)["results"]
-    assert results["status"] == "complete" and results["results_version"] == 4
+    assert results["status"] == "complete" and results["results_version"] == 5
     cells = {c["backend"]: c for c in results["cells"]}
     assert set(cells) == {"baseline", "candidate"}
     for cell in cells.values():

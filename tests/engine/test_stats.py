@@ -122,3 +122,15 @@ def test_intervals_cover_the_truth_in_about_95_percent_of_draws() -> None:
         found = paired_ratio(a, b)
         held += resolved(found) is False
     assert held / 400 >= 0.92
+
+
+def test_an_adaptive_plan_records_its_interval_at_the_quantile_that_keeps_95_percent() -> None:
+    from ptreg.engine.stats import ADAPTIVE_METHOD, LEVEL
+
+    values = [1.0, 1.1, 0.95, 1.05, 1.02]
+    fixed, adaptive = summarize(values), summarize(values, adaptive=True)
+    assert fixed.ci is not None and adaptive.ci is not None
+    assert adaptive.ci.low < fixed.ci.low and adaptive.ci.high > fixed.ci.high
+    assert adaptive.ci.level == fixed.ci.level == LEVEL and adaptive.ci.method == ADAPTIVE_METHOD
+    ratio = paired_ratio({0: 2.0, 1: 2.2, 2: 1.9}, {0: 1.0, 1: 1.0, 2: 1.0}, adaptive=True)
+    assert ratio is not None and ratio.ci is not None and ratio.ci.method == ADAPTIVE_METHOD

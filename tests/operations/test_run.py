@@ -472,3 +472,28 @@ def test_a_run_in_a_pipe_says_each_round_and_why_its_config_stopped(reg: Path, c
         "ptreg: tiny rounds: round 2 of at most 2",
         "ptreg: tiny rounds: 2 rounds, as planned",
     ]
+
+
+def test_run_records_the_code_it_measured(tiny_run) -> None:
+    """Each backend's and the workload's module files, digested, so that compare's history is
+    of unchanged code; the digest is of the files as they are on disk."""
+    import hashlib
+
+    from ptreg.engine.identity import source_files
+    from ptreg.records.run import RunResults
+
+    [folder] = tiny_run["folders"]
+    results = RunResults.model_validate_json((folder / "results.json").read_text())
+    assert results.code is not None and results.code.workload is not None
+    assert results.code.workload.target.startswith("ptreg.engine.workloads.")
+    assert set(results.code.arms) == set(results.spec.arm_names)
+    for name, plugin in results.code.arms.items():
+        files = source_files(plugin.target.split(":")[0])
+        assert files and plugin.digest is not None
+        again = hashlib.sha256()
+        for path in files:
+            data = path.read_bytes()
+            again.update(f"{path.name}\0{len(data)}\0".encode())
+            again.update(data)
+        assert plugin.digest == again.hexdigest()
+        assert results.cell_code(name) is not None

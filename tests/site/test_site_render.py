@@ -191,3 +191,24 @@ def test_hostile_text_stays_text_in_every_context(cli: Callable[..., Result], tm
         assert "{{ 7*7 }}" in html and ">49<" not in html, page  # a record is never a template
         assert "' onmouseover='" not in html, page
         assert re.findall(r"<script\b[^>]*>", html) in ([], ['<script src="static/site.js">']), page
+
+
+@pytest.mark.parametrize("version, drawn", [(1, False), (3, True)])
+def test_the_run_page_draws_no_interval_the_record_does_not_have(version: int, drawn: bool) -> None:
+    """A results_version 1 run carries no interval (the CLI says unknown): its time chart has
+    no whisker and its table says unknown; from version 3 on the interval is the record's."""
+    from helpers import step_cell, step_results
+    from ptreg.records.run import RunResults
+    from ptreg.site.pages import run_charts
+
+    cell = step_cell("naive", "tiny", ms=500.0, shares=(0.3, 0.3, 0.3))
+    cell["step_samples"] = [
+        {"repeat": r, "step": s, "seconds": 0.5 + 0.01 * r, "kernel_seconds": {}, "loss": 1.0}
+        for r in range(4)
+        for s in range(2)
+    ]
+    results = RunResults.model_validate(step_results("a", "20260101T000000Z", [cell], version=version))
+    [time_chart] = [c for c in run_charts(results) if c.name == "time"]
+    [row] = time_chart.rows
+    assert ("unknown" not in row.cells) == drawn
+    assert "geometric mean" in time_chart.title

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ptreg.engine.workloads.command import CommandWorkload
 from ptreg.records.evaluator import ArmsSpec, parse_spec
-from ptreg.records.run import Cell, Measurement, MetricSample, Provenance, Roles, RunResults, new_results
+from ptreg.records.run import (
+    Cell,
+    CodeIdentity,
+    Measurement,
+    MetricSample,
+    PluginCode,
+    Provenance,
+    Roles,
+    RunResults,
+    new_results,
+)
 from ptreg.views.arms_comparison import metric_history, metric_shifts
 
 SPEC = parse_spec(
@@ -23,8 +35,9 @@ SPEC = parse_spec(
 )
 
 
-def run(scores: dict[str, list[dict[str, float]]], seconds: float) -> RunResults:
-    """A run whose arms scored these items, repeat by repeat."""
+def run(scores: dict[str, list[dict[str, float]]], seconds: float, commit: str | None = "c" * 40) -> RunResults:
+    """A run whose arms scored these items, repeat by repeat, of the command at ``commit``
+    (clean; None: unknown)."""
     assert isinstance(SPEC, ArmsSpec)
     workload = CommandWorkload()
     cells = []
@@ -47,7 +60,25 @@ def run(scores: dict[str, list[dict[str, float]]], seconds: float) -> RunResults
     return new_results(
         SPEC,
         Measurement([], cells, Roles(reference=None, peer=None), [], "complete", None),
-        Provenance(["ptreg", "run"], "2026-12-02T00:00:00Z", "2026-12-02T00:01:00Z", 2),
+        Provenance(
+            ["ptreg", "run"],
+            "2026-12-02T00:00:00Z",
+            "2026-12-02T00:01:00Z",
+            2,
+            code=CodeIdentity(
+                ptreg_version="0.1.0",
+                commit=commit,
+                dirty=None if commit is None else False,
+                workload=PluginCode(
+                    target="ptreg.engine.workloads.command:CommandWorkload",
+                    distribution="ptreg",
+                    version="0.1.0",
+                    digest="0" * 64,
+                ),
+                arms={},
+                repository_code=True,
+            ),
+        ),
     )
 
 
@@ -57,14 +88,14 @@ ITEMS = [{"a": 1.0, "b": 0.0, "c": 1.0}] * 3
 def test_the_same_scores_again_are_no_difference_and_a_drop_is_worse() -> None:
     a = run({"baseline": ITEMS, "candidate": ITEMS}, 1.0)
     same = metric_shifts(
-        a, run({"baseline": ITEMS, "candidate": ITEMS}, 1.0), drift=0.2, threshold=0.05, same_machine=True
+        a, run({"baseline": ITEMS, "candidate": ITEMS}, 1.0), earlier=[], threshold=0.05, same_machine=True
     )
     score = {m.arm: m for m in same if m.metric == "score"}
     assert score["candidate"].estimate == 0 and score["candidate"].verdict == "no difference resolved"
     assert score["candidate"].paired_by == "item"
     worse_items = [{"a": 0.0, "b": 0.0, "c": 0.0}, {"a": 0.0, "b": 0.0, "c": 1.0}, {"a": 0.0, "b": 0.0, "c": 0.0}]
     dropped = metric_shifts(
-        a, run({"baseline": ITEMS, "candidate": worse_items}, 1.0), drift=0.2, threshold=0.05, same_machine=True
+        a, run({"baseline": ITEMS, "candidate": worse_items}, 1.0), earlier=[], threshold=0.05, same_machine=True
     )
     found = next(m for m in dropped if m.arm == "candidate" and m.metric == "score")
     assert found.estimate is not None and found.estimate < 0
@@ -73,18 +104,26 @@ def test_the_same_scores_again_are_no_difference_and_a_drop_is_worse() -> None:
     assert found.verdict in ("worse", "no difference resolved")
 
 
-def test_ratio_metrics_across_runs_carry_the_drift_and_give_no_verdict_across_machines() -> None:
+def test_ratio_metrics_are_judged_against_the_runs_of_the_same_code() -> None:
+    """Times move with the machine between runs: B is judged against A and the earlier runs
+    of the same commit (runs as the unit), with no verdict from fewer than 4 of them, none
+    across machines, and a run at another commit (or an unknown one) is no one's history."""
     a = run({"baseline": ITEMS, "candidate": ITEMS}, 1.0)
     b = run({"baseline": ITEMS, "candidate": ITEMS}, 3.0)
-    slow = {
-        m.arm: m
-        for m in metric_shifts(a, b, drift=0.2, threshold=0.05, same_machine=True)
-        if m.metric == "wall_seconds"
-    }
+    steady = [run({"baseline": ITEMS, "candidate": ITEMS}, s) for s in (0.98, 1.03, 1.01)]
+    other_code = [run({"baseline": ITEMS, "candidate": ITEMS}, 1.0, commit=c) for c in ("d" * 40, None)]
+
+    def wall(earlier: list[RunResults], same_machine: bool = True) -> dict[str, Any]:
+        shifts = metric_shifts(a, b, earlier=earlier, threshold=0.05, same_machine=same_machine)
+        return {m.arm: m for m in shifts if m.metric == "wall_seconds"}
+
+    short = wall(steady[:2] + other_code)
+    assert short["baseline"].verdict == "no verdict: 3 run(s) of A's code, 4 needed (1 more)"
+    assert short["baseline"].history is not None and len(short["baseline"].history) == 3
+    slow = wall(steady)
     assert slow["baseline"].estimate is not None and slow["baseline"].estimate > 2.5
     assert slow["baseline"].verdict == "worse" and slow["baseline"].paired_by == "runs"
-    elsewhere = metric_shifts(a, b, drift=0.2, threshold=0.05, same_machine=False)
-    assert all(m.verdict == "not comparable: different machines" for m in elsewhere if m.kind == "ratio")
+    assert all(m.verdict == "not comparable: different machines" for m in wall(steady, False).values())
 
 
 def test_history_lists_every_arm_and_metric_of_every_run() -> None:

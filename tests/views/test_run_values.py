@@ -21,14 +21,14 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from helpers import REPO, step_cell, step_results
-from ptreg.engine.stats import shift
 from ptreg.records.condition_grammar import parse
 from ptreg.records.configs import CONFIGS, linear_shapes
 from ptreg.records.decision import decide
 from ptreg.records.refs import INT_MAX
 from ptreg.records.run import KERNELS, RunResults
 from ptreg.views import tables as render
-from ptreg.views.comparison import cell_values
+from ptreg.views.comparison import cell_values, judge_cell
+from ptreg.views.comparison import decide as decide_cells
 from ptreg.views.run_report import evidence_line, tables, verdict
 
 KERNELS_RUN = json.loads((REPO / "tests" / "data" / "bad" / "values-run-good.json").read_text(encoding="utf-8"))
@@ -102,8 +102,17 @@ def read_everything(results: RunResults, unchanged: RunResults) -> None:
         decide(condition, results).summary()
     for relative_to in (None, results.ratio_roles.reference):
         before, after = cell_values(unchanged, relative_to), cell_values(results, relative_to)
-        for cell, values in after.items():
-            shift(before.get(cell, values), values, 0.01, 0.05)
+        judged = [
+            judge_cell(
+                config,
+                backend,
+                [(r, before.get((config, backend), values)) for r in "abc"] + [("d", values)],
+                values,
+                0.05,
+            )
+            for (config, backend), values in after.items()
+        ]
+        decide_cells(judged, same_machine=True)
 
 
 @pytest.mark.parametrize("run", [KERNELS_RUN, TRAINING_RUN], ids=["kernels", "tinygpt-train"])

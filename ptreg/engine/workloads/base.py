@@ -154,11 +154,16 @@ def complete_repeats(samples: Sequence[S], per_repeat: int) -> dict[int, list[S]
 
 
 def speedup(
-    seconds: dict[tuple[str, str], dict[int, float]], other: str | None, config: str, mine: dict[int, float]
+    seconds: dict[tuple[str, str], dict[int, float]],
+    other: str | None,
+    config: str,
+    mine: dict[int, float],
+    adaptive: bool = False,
 ) -> Ratio | None:
-    """How many times faster a cell is than ``other``'s cell of the same config, round by round."""
+    """How many times faster a cell is than ``other``'s cell of the same config, round by round
+    (``adaptive``: under a plan that stopped on narrow intervals, ``stats.log_interval``)."""
     theirs = seconds.get((other, config)) if other is not None else None
-    return paired_ratio(theirs, mine) if theirs and mine else None
+    return paired_ratio(theirs, mine, adaptive) if theirs and mine else None
 
 
 # Beyond this a fixed-point number is hundreds of digits wide (validate accepts up to 1.8e308).

@@ -121,7 +121,7 @@ class KernelsWorkload(BackendsWorkload):
                 ]
                 if not values:
                     continue
-                seconds = summarize(values)
+                seconds = summarize(values, spec.target_ci is not None)
                 timings.append(
                     KernelTiming(
                         layer=name,
@@ -154,20 +154,21 @@ class KernelsWorkload(BackendsWorkload):
         """Speedups round by round: of one step's linear layers per cell, and of each kernel at
         each layer (the other cell's seconds per call over this one's)."""
         spec = backends_spec(spec)
+        adaptive = spec.target_ci is not None
         step = {(c.backend, c.config): self.repeat_seconds(spec, c) for c in cells}
         calls = {(c.backend, c.config): _seconds_per_call(c) for c in cells}
         for cell in cells:
             key = (cell.backend, cell.config)
-            cell.vs_naive_ratio = speedup(step, roles.reference, cell.config, step[key])
-            cell.vs_baseline_ratio = speedup(step, spec.baseline, cell.config, step[key])
+            cell.vs_naive_ratio = speedup(step, roles.reference, cell.config, step[key], adaptive)
+            cell.vs_baseline_ratio = speedup(step, spec.baseline, cell.config, step[key], adaptive)
             cell.vs_naive = cell.vs_naive_ratio.median if cell.vs_naive_ratio else None
             cell.vs_baseline = cell.vs_baseline_ratio.median if cell.vs_baseline_ratio else None
             for t in cell.kernels or []:
                 # each backend's seconds per call of this layer and kernel, by round
                 one = {k: v.get((t.layer, t.kernel), {}) for k, v in calls.items()}
-                t.vs_naive_ratio = speedup(one, roles.reference, cell.config, one[key])
-                t.vs_peer_ratio = speedup(one, roles.peer, cell.config, one[key])
-                t.vs_baseline_ratio = speedup(one, spec.baseline, cell.config, one[key])
+                t.vs_naive_ratio = speedup(one, roles.reference, cell.config, one[key], adaptive)
+                t.vs_peer_ratio = speedup(one, roles.peer, cell.config, one[key], adaptive)
+                t.vs_baseline_ratio = speedup(one, spec.baseline, cell.config, one[key], adaptive)
                 t.vs_naive = t.vs_naive_ratio.median if t.vs_naive_ratio else None
                 t.vs_peer = t.vs_peer_ratio.median if t.vs_peer_ratio else None
                 t.vs_baseline = t.vs_baseline_ratio.median if t.vs_baseline_ratio else None
@@ -223,4 +224,4 @@ class KernelsWorkload(BackendsWorkload):
             versus(roles.reference),
             f"vs {roles.peer or 'peer'}",
         ]
-        return Table("Kernels at each layer shape", rows, headers)
+        return Table("Kernels at each layer shape: medians; each 95% CI is of the geometric mean", rows, headers)

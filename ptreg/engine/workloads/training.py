@@ -151,8 +151,9 @@ class TrainingWorkload(BackendsWorkload):
         # A repeat's value is its mean step time (as pyperf takes a run's mean); the cell's
         # median and spread are taken over repeats.
         means = [sum(s.seconds for s in group) / len(group) for group in repeats.values()]
-        cell.ms_per_step = summarize([m * 1000 for m in means])
-        cell.tokens_per_second = inverted(summarize(means), CONFIGS[cell.config].tokens_per_step)
+        adaptive = spec.target_ci is not None
+        cell.ms_per_step = summarize([m * 1000 for m in means], adaptive)
+        cell.tokens_per_second = inverted(summarize(means, adaptive), CONFIGS[cell.config].tokens_per_step)
         cell.spread_too_wide = too_wide(cell.ms_per_step, spec.max_relative_spread)
         cell.attribution = attribution([s for group in repeats.values() for s in group], cell.ms_per_step.median)
 
@@ -166,8 +167,8 @@ class TrainingWorkload(BackendsWorkload):
         seconds = {(c.backend, c.config): self.repeat_seconds(spec, c) for c in cells}
         for cell in cells:
             mine = seconds[(cell.backend, cell.config)]
-            cell.vs_naive_ratio = speedup(seconds, roles.reference, cell.config, mine)
-            cell.vs_baseline_ratio = speedup(seconds, spec.baseline, cell.config, mine)
+            cell.vs_naive_ratio = speedup(seconds, roles.reference, cell.config, mine, spec.target_ci is not None)
+            cell.vs_baseline_ratio = speedup(seconds, spec.baseline, cell.config, mine, spec.target_ci is not None)
             cell.vs_naive = cell.vs_naive_ratio.median if cell.vs_naive_ratio else None
             cell.vs_baseline = cell.vs_baseline_ratio.median if cell.vs_baseline_ratio else None
 
@@ -210,7 +211,13 @@ class TrainingWorkload(BackendsWorkload):
             "note",
         ]
         return without_twin(
-            results, Table("Training step: median and 95% interval over repeats", rows, headers, text=("note",))
+            results,
+            Table(
+                "Training step: medians over repeats; each 95% CI is of the geometric mean",
+                rows,
+                headers,
+                text=("note",),
+            ),
         )
 
     @staticmethod
