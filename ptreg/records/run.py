@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .. import __version__
 from ..text import shorten
 from .attempt import AttemptId, Budget, RunStatus
+from .counting import CountedUnder
 from .evaluator import AnySpec, ArmsSpec, EvaluatorSpec, FrozenEvaluator, MetricName, SpecField
 from .refs import INT_MAX, RUN_ID_PATTERN
 
@@ -151,6 +152,11 @@ class StepSample(_Strict):
     seconds: SampleSeconds
     kernel_seconds: dict[Kernel, Annotated[float, Field(ge=0, le=SAMPLE_SECONDS_MAX, allow_inf_nan=False)]]
     loss: Finite
+    instructions: Count | None = Field(
+        default=None,
+        description="Under the instructions timer: the step's instructions executed (seconds is then "
+        "wall time under valgrind).",
+    )
 
 
 class KernelSample(_Strict):
@@ -161,6 +167,9 @@ class KernelSample(_Strict):
     kernel: Kernel
     calls: Count
     seconds_per_call: SampleSeconds
+    instructions_per_call: Positive | None = Field(
+        default=None, description="Under the instructions timer: instructions executed per call."
+    )
 
 
 class MetricSample(_Strict):
@@ -239,6 +248,9 @@ class KernelTiming(_Strict):
     vs_naive_ratio: Ratio | None = Field(default=None, description="Version 3: vs_naive round by round.")
     vs_peer_ratio: Ratio | None = Field(default=None, description="Version 3: vs_peer round by round.")
     vs_baseline_ratio: Ratio | None = Field(default=None, description="Version 3: vs_baseline round by round.")
+    instructions_per_call: Summary | None = Field(
+        default=None, description="Under the instructions timer: instructions per call, over repeats."
+    )
 
 
 class Cell(_Strict):
@@ -253,6 +265,11 @@ class Cell(_Strict):
     step_samples: list[StepSample] | None = None
     kernel_samples: list[KernelSample] | None = None
     ms_per_step: Summary | None = Field(default=None, description="Over repeats, each a repeat's mean.")
+    instructions_per_step: Summary | None = Field(
+        default=None,
+        description="Under the instructions timer: instructions of one step's worth of work (tinygpt-train: a "
+        "step; kernels: a step's linear layers), over repeats, each a repeat's mean.",
+    )
     tokens_per_second: Summary | None = None
     step_gflops: Positive | None = Field(
         default=None, description="kernels: GFLOP/s of one training step's linear layers (all three kernels)."
@@ -334,11 +351,23 @@ class RunResults(_Strict):
         default=None, description="Version 3: the order of the backends in each round of each config."
     )
     code: CodeIdentity | None = Field(default=None, description="Version 5: the code measured; null when unknown.")
+    counted: CountedUnder | None = Field(
+        default=None, description="Under the instructions timer: how the counts were taken (valgrind, its CPU, BLAS)."
+    )
 
     @model_validator(mode="after")
     def _roles_by_version(self) -> RunResults:
         if (self.roles is None) != (self.results_version == 1):
             raise ValueError("roles are recorded from results_version 2 on, and only there")
+        return self
+
+    @model_validator(mode="after")
+    def _counted_under_its_timer(self) -> RunResults:
+        """How the counts were taken is there exactly when the spec counts instructions: a count
+        is compared only with one taken the same way (records/counting.py)."""
+        counts = bool(getattr(self.spec, "counts_instructions", False))
+        if counts != (self.counted is not None):
+            raise ValueError("counted is recorded exactly when the spec's timer is 'instructions'")
         return self
 
     @model_validator(mode="after")
@@ -394,6 +423,7 @@ class Measurement:
     status: RunStatus
     reason: str | None
     interrupted_by: int | None = None  # the signal that stopped it
+    counted: CountedUnder | None = None  # under the instructions timer: how the counts were taken
 
 
 @dataclass(frozen=True)
@@ -438,4 +468,5 @@ def new_results(spec: AnySpec, measurement: Measurement, provenance: Provenance)
         cells=found.cells,
         rounds=found.rounds,
         code=made.code,
+        counted=found.counted,
     )
