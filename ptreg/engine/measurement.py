@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import EXIT_UNUSABLE, PtregError
-from ..records.attempt import RunStatus
-from ..records.counting import CountedUnder
 from ..records.evaluator import AnySpec, EvaluatorSpec
-from ..records.run import Cell, CellStatus, ConfigRounds, ParityOutcome, Roles
+from ..records.run import Cell, CellStatus, ConfigRounds, Measurement, ParityOutcome, Roles
 from .backends import describe_all, roles
 from .counting import counted_under, valgrind
 from .executor import Executor, TaskOutcome, Worker
@@ -43,18 +41,6 @@ CELL_STATUS_OF_ENDING: dict[str, CellStatus] = {
     "budget": "budget-exhausted",
     "interrupted": "interrupted",
 }
-
-
-@dataclass
-class Measurement:
-    parity: list[ParityOutcome]
-    cells: list[Cell]
-    roles: Roles
-    rounds: list[ConfigRounds]
-    status: RunStatus
-    reason: str | None
-    interrupted_by: int | None = None  # the signal that stopped it
-    counted: CountedUnder | None = None  # under the instructions timer: how the counts were taken
 
 
 class SpreadExecutor(Protocol):

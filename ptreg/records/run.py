@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -410,47 +411,62 @@ class RunResults(_Strict):
         return self.roles if self.roles is not None else VERSION_1_ROLES
 
 
-def new_results(
-    *,
-    spec: AnySpec,
-    roles: Roles,
-    parity: list[ParityOutcome],
-    cells: list[Cell],
-    rounds: list[ConfigRounds],
-    status: RunStatus,
-    reason: str | None,
-    command: list[str],
-    started_at: str,
-    finished_at: str,
-    evaluator_version: int,
-    frozen: FrozenEvaluator | None = None,
-    budget: Budget | None = None,
-    attempt: str | None = None,
-    run_id: str | None = None,
-    code: CodeIdentity | None = None,
-    counted: CountedUnder | None = None,
-) -> RunResults:
-    """The results of one measurement: of an attempt's run under its frozen evaluator, or of
-    an ad hoc bench (no attempt, no frozen evaluator, no budget)."""
+@dataclass
+class Measurement:
+    """What measuring an evaluator found (``engine.measurement.measure``): parity, the cells, the
+    ratios' roles, the rounds, and the status the run ends with."""
+
+    parity: list[ParityOutcome]
+    cells: list[Cell]
+    roles: Roles
+    rounds: list[ConfigRounds]
+    status: RunStatus
+    reason: str | None
+    interrupted_by: int | None = None  # the signal that stopped it
+    counted: CountedUnder | None = None  # under the instructions timer: how the counts were taken
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Under what a measurement was made: the command line, when, by which version of the
+    evaluator code, and, for an attempt's run, its frozen evaluator, budget, attempt and run id
+    (an ad hoc bench has none of these four)."""
+
+    command: list[str]
+    started_at: str
+    finished_at: str
+    evaluator_version: int
+    frozen: FrozenEvaluator | None = None
+    budget: Budget | None = None
+    attempt: str | None = None
+    run_id: str | None = None
+    code: CodeIdentity | None = None  # the code that measured, as far as it is known
+
+
+def new_results(spec: AnySpec, measurement: Measurement, provenance: Provenance) -> RunResults:
+    """The results of one measurement of ``spec``: of an attempt's run under its frozen
+    evaluator, or of an ad hoc bench."""
+    found, made = measurement, provenance
+    frozen = made.frozen
     return RunResults(
         results_version=RESULTS_VERSION,
-        run_id=run_id,
-        attempt=attempt,
+        run_id=made.run_id,
+        attempt=made.attempt,
         evaluator=frozen.ref if frozen else None,
         evaluator_sha256=frozen.sha256 if frozen else None,
-        evaluator_version=frozen.evaluator_version if frozen else evaluator_version,
+        evaluator_version=frozen.evaluator_version if frozen else made.evaluator_version,
         spec=spec,
-        roles=roles,
-        budget=budget,
-        command=command,
-        started_at=started_at,
-        finished_at=finished_at,
-        status=status,
-        reason=reason,
+        roles=found.roles,
+        budget=made.budget,
+        command=made.command,
+        started_at=made.started_at,
+        finished_at=made.finished_at,
+        status=found.status,
+        reason=found.reason,
         ptreg_version=__version__,
-        parity=parity,
-        cells=cells,
-        rounds=rounds,
-        code=code,
-        counted=counted,
+        parity=found.parity,
+        cells=found.cells,
+        rounds=found.rounds,
+        code=made.code,
+        counted=found.counted,
     )

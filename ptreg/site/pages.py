@@ -163,7 +163,7 @@ def dossier_context(inputs: Inputs, attempt: Attempt, readable_runs: set[str]) -
     tree = inputs.trees[inputs.tree_of.get(attempt.id, attempt.id)]
     by_id = {i: a for i in tree if (a := inputs.attempt(i)) is not None}
     by_id[attempt.id] = attempt
-    parts: list[Section] = sections(attempt, by_id, inputs.meta, inputs.record_name(attempt.id), inputs.root)
+    parts: list[Section] = sections(attempt, by_id, inputs.meta, inputs.record_name(attempt.id), inputs.root, attempt)
     lineage = [
         {"id": i, "status": inputs.by_id[i].status, "href": dossier_path(i)}
         for i in sorted(tree, key=lambda i: inputs.by_id[i].ledger)

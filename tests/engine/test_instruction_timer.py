@@ -23,7 +23,7 @@ from ptreg.engine.workloads.base import BackendsWorkload, repeat_unit
 from ptreg.errors import PtregError
 from ptreg.records.counting import BlasPool, CountedCell, CountedUnder, CountedWorker, counted_the_same_way
 from ptreg.records.evaluator import EvaluatorSpec, frozen_from_spec, identity, parse_spec
-from ptreg.records.run import new_results
+from ptreg.records.run import Provenance, new_results
 
 BACKEND = "example-more-work"  # tests/plugin_backend: every Nth call done twice when asked
 
@@ -126,20 +126,7 @@ def test_a_counted_run_is_recorded_in_instructions(unchanged: list[tuple[Measure
     (found, _), _ = unchanged
     spec = parse_spec(_spec(), "test")
     assert repeat_unit(spec) == "instructions"
-    results = new_results(
-        spec=spec,
-        roles=found.roles,
-        parity=found.parity,
-        cells=found.cells,
-        rounds=found.rounds,
-        status=found.status,
-        reason=found.reason,
-        command=["test"],
-        started_at="2026-12-02T00:00:00Z",
-        finished_at="2026-12-02T00:00:01Z",
-        evaluator_version=1,
-        counted=found.counted,
-    )
+    results = new_results(spec, found, Provenance(["test"], "2026-12-02T00:00:00Z", "2026-12-02T00:00:01Z", 1))
     assert results.counted is not None and results.counted.unit == "instructions"
     cell = results.cells[0]
     assert cell.instructions_per_step is not None and cell.attribution is None

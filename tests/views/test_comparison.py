@@ -23,7 +23,7 @@ from ptreg.engine.stats import false_discovery, shift_from_history
 from ptreg.engine.workloads.training import TrainingWorkload
 from ptreg.records.counting import BlasPool, CountedCell, CountedUnder, CountedWorker
 from ptreg.records.evaluator import EvaluatorSpec
-from ptreg.records.run import Cell, CodeIdentity, PluginCode, Roles, StepSample, new_results
+from ptreg.records.run import Cell, CodeIdentity, Measurement, PluginCode, Provenance, Roles, StepSample, new_results
 from ptreg.store.runs import write_run
 
 BACKENDS = ["naive", "blocked-numpy", "numba", "numpy-blas"]
@@ -114,21 +114,17 @@ def synthetic_run(
             cells.append(cell)
     run_id = started.replace("-", "").replace(":", "")
     results = new_results(
-        spec=spec,
-        roles=Roles(reference="naive", peer="numpy-blas"),
-        parity=[],
-        cells=cells,
-        rounds=[],
-        status="complete",
-        reason=None,
-        command=["synthetic"],
-        started_at=started,
-        finished_at=started,
-        evaluator_version=2,
-        attempt=attempt,
-        run_id=run_id,
-        code=code(changed) if known_code else None,
-        counted=counted,
+        spec,
+        Measurement([], cells, Roles(reference="naive", peer="numpy-blas"), [], "complete", None, counted=counted),
+        Provenance(
+            ["synthetic"],
+            started,
+            started,
+            2,
+            attempt=attempt,
+            run_id=run_id,
+            code=code(changed) if known_code else None,
+        ),
     )
     results = results.model_copy(update={"evaluator": f"synthetic@{sha[:12]}", "evaluator_sha256": sha})
     write_run(root, results, machine or MACHINE)
