@@ -4,7 +4,7 @@ list, streaks, show, lineage and gate each run once as a cold process, in an ord
 round, so that a busy spell of a shared machine weighs on all of them alike. Each command's time is also given over `--version`'s time of the same round (the median
 of those per-round ratios, with its range): the index's targets are stated that way.
 
-With ``--watch``, a change watcher (`ptreg index --watch`) follows the registry throughout, and
+With ``--watch``, a change watcher (`ptreg index watch`) follows the registry throughout, and
 every query command also runs a second time in the same rounds with it consulted (", watched");
 the others run with PTREG_WATCHER=off, so they check every file as without a watcher.
 
@@ -80,9 +80,9 @@ def build(size: int, work: Path) -> Path:
 
 
 def watcher_of(registry: Path) -> subprocess.Popen[str]:
-    """`ptreg index --watch` of ``registry``, once it answers."""
+    """`ptreg index watch` of ``registry``, once it answers."""
     process = subprocess.Popen(
-        [PTREG, "-r", str(registry), "index", "--watch", "--json"], stdout=subprocess.PIPE, text=True
+        [PTREG, "-r", str(registry), "index", "watch", "--json"], stdout=subprocess.PIPE, text=True
     )
     assert process.stdout is not None
     while process.stdout.readline() not in ("}\n", ""):

@@ -4,7 +4,7 @@ and the first command after a `git pull`), list, streaks, show, lineage, and the
 
 Each command runs as a cold `ptreg` process (what a person waits for), several times; the table
 gives the median and the range in seconds. The query commands run with the index warm (built by
-`index --rebuild` before them), and once more with `PTREG_INDEX=off` (every file read, as before
+`index rebuild` before them), and once more with `PTREG_INDEX=off` (every file read, as before
 the index) for `list`. `list after a pull of 100` rewrites 100 record files (new inodes, as git
 writes them) before each run; `list of 100, every file read` is a registry of just 100 attempts
 read without the index, what reading those 100 files costs. For `show` against the start-up
@@ -133,7 +133,7 @@ def measure(size: int, repeats: int, work: Path) -> dict:
     results["--version"] = summary(timed([PTREG, "--version"], repeats))
     results["import"] = summary(timed([PTREG, *r, "import", str(source)], repeats, fresh=wipe))
     results["validate"] = summary(timed([PTREG, "validate", str(registry)], repeats))
-    results["index --rebuild"] = summary(timed([PTREG, *r, "index", "--rebuild"], repeats))
+    results["index rebuild"] = summary(timed([PTREG, *r, "index", "rebuild"], repeats))
     index_file = registry / ".ptreg-index.sqlite"
     results["index MiB"] = index_file.stat().st_size / 2**20
     off = {**CHILD_ENV, "PTREG_INDEX": "off"}

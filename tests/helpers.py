@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptreg.records.ledger import Filter, listed
+from ptreg.records.ledger import Filter, Summary, listed
 from ptreg.records.vocabulary import default_meta
 from ptreg.store.directory import init_registry, load_directory, load_meta
 from ptreg.store.index import open_index
@@ -569,9 +569,25 @@ def by_full_read(root: Path) -> dict[str, Any]:
     return answers(registry.attempts, registry.meta, problems, len(registry.records))
 
 
+def gate_inputs_of_every_attempt(proposal: Any, every: list[Summary], root: Path) -> Any:
+    """The gate's inputs as read without the index's narrowing: every attempt, and the streak of
+    the proposal's objective found among all the others."""
+    from ptreg.gate.checks import GateInputs
+    from ptreg.gate.reading import decided_disposition, evaluator_file
+
+    others = {a.id: a for a in every if a.id != proposal.id}
+    found = streaks(others.values(), proposal.objective) if proposal.objective else []
+    return GateInputs(
+        others=every,
+        objective_chain=found[0].chain if found else [],
+        evaluator=evaluator_file(proposal, root),
+        disposition=decided_disposition(proposal, every, root),
+    )
+
+
 def by_index(root: Path) -> dict[str, Any]:
     from ptreg.gate.checks import check_gate
-    from ptreg.gate.reading import gate_reading
+    from ptreg.gate.reading import read_gate_inputs
 
     load_meta(root)  # as every command does first: finishes an import cut short after its commit
     index = open_index(root)
@@ -600,9 +616,8 @@ def by_index(root: Path) -> dict[str, Any]:
         # the gate reads only the attempts its checks need, and decides as on every attempt
         for attempt in full.values():
             for proposal in (attempt, attempt.model_copy(update={"varied_from": f"{attempt.id}-x"})):
-                reading = gate_reading(index, proposal)
-                narrowed = reading.check(proposal, root).to_json()
-                full_report = check_gate(proposal, every, root).to_json()
+                narrowed = check_gate(proposal, read_gate_inputs(index, proposal, root)).to_json()
+                full_report = check_gate(proposal, gate_inputs_of_every_attempt(proposal, every, root)).to_json()
                 assert narrowed == full_report, (proposal.id, proposal.varied_from, narrowed, full_report)
         for attempt_id in full:
             wanted = set(index.lineage_ids(attempt_id))

@@ -21,7 +21,7 @@ ALLOWED_INSIDE_FUNCTIONS = {
     ("ptreg.engine.workloads.training", "ptreg.engine.workloads.tinygpt"),
     ("ptreg.engine.worker", "ptreg.engine.parity"),
     ("ptreg.views.dossier", "ptreg.views.dossier_runs"),
-    ("ptreg.store.index", "ptreg.store.record_file"),
+    ("ptreg.store.index.freshness", "ptreg.store.record_file"),
     ("ptreg.store.lineage_read", "ptreg.store.lineage_files"),
 }
 
@@ -120,7 +120,8 @@ def test_imports_inside_functions_are_only_the_listed_ones() -> None:
 
 
 def test_the_command_line_imports_nothing_heavy_at_start_up() -> None:
-    """`ptreg --help` and `ptreg backends` load typer and the command modules, not the library."""
+    """Importing the command line loads typer and the command modules, not the library (what
+    each command then loads: tests/cli/test_import_claims.py)."""
     import subprocess
     import sys
 
@@ -133,3 +134,10 @@ def test_the_library_never_imports_the_command_line() -> None:
     for module, imports in graph().items():
         if layer(module) not in ("cli", "main"):
             assert not [t for t, _ in imports if layer(t) == "cli"], module
+
+
+def test_the_gate_s_checks_read_no_file() -> None:
+    """gate/checks.py decides over inputs read beforehand (gate/reading.py): it imports nothing
+    that reads files (store) or turns them into views."""
+    imports = graph()["ptreg.gate.checks"]
+    assert [t for t, _ in imports if t.startswith(("ptreg.store", "ptreg.views"))] == []

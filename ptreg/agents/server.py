@@ -44,8 +44,9 @@ from ..records.ledger import STATUSES, Filter
 from ..records.refs import check_id
 from ..store.directory import load_meta
 from ..store.full_read import FullRead, indexed_attempt, read_summarized
-from ..store.index import Index, open_index, usable_directory
+from ..store.index import open_index, usable_directory
 from ..store.lineage_read import read_lineage
+from ..store.reader import RegistryReader
 from ..text import printable
 from ..views.dispositions import with_truth
 from ..views.dossier import render_json, sections
@@ -72,9 +73,10 @@ INSTRUCTIONS = (
 
 
 def _help(name: str) -> str:
-    """The help of a ProposalInput field, as `ptreg new` shows it for its flag."""
+    """The help of a ProposalInput field, as `ptreg new` shows it for its option (the tool's
+    argument is the field itself)."""
     spec = next(f for f in fields(ProposalInput) if f.name == name)
-    return f"{spec.metadata['help']} (`ptreg new {spec.metadata['flag']}`)"
+    return str(spec.metadata["help"])
 
 
 class Runs:
@@ -120,7 +122,7 @@ def _answer(work: Callable[[], T]) -> T:
         raise ToolError(one_line(f"{where}{exc.strerror or exc}")) from None
 
 
-def _open(root: Path) -> Index | FullRead:
+def _open(root: Path) -> RegistryReader:
     """The query index as every command opens it (``cli/common.py``'s ``load_index``)."""
     if os.environ.get("PTREG_INDEX") == "off":
         return FullRead(root)

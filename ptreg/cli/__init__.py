@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 
 import typer
-from typer._click.exceptions import ClickException  # typer 0.26 vendors Click and exports no base
 
 from .. import __version__
 from ..engine.interruption import Interrupted
@@ -28,7 +27,18 @@ from . import (
     suggesting,
     vocabulary,
 )
-from .common import REGISTRY_ENV, command_state, say, state, with_registry_option
+from .common import REGISTRY_ENV, REGISTRY_HELP, CliState, RegistryCommand, help_when_alone, say
+
+
+def _usage_error() -> type[Exception]:
+    """Click's UsageError, the base of every usage error (unknown option, missing argument, bad
+    value): typer 0.26 vendors Click and exports it only as the parent of its BadParameter."""
+    base = typer.BadParameter.__base__
+    assert base is not None and issubclass(base, Exception)
+    return base
+
+
+USAGE_ERROR = _usage_error()
 
 app = typer.Typer(
     name="ptreg",
@@ -36,7 +46,7 @@ app = typer.Typer(
         "An honest registry of training-runtime attempts: what was tried, what happened, what it "
         "taught. Exit codes: 0 ok, 1 a check failed, 2 unusable input."
     ),
-    no_args_is_help=True,
+    invoke_without_command=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -50,71 +60,68 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
+    context: typer.Context,
     registry: str | None = typer.Option(
         None,
         "--registry",
         "-r",
         metavar="DIR",
         envvar=REGISTRY_ENV,
-        help="Registry directory (default: ./attempts).",
+        help=REGISTRY_HELP,
         show_envvar=True,
     ),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
-    state["registry"] = registry
+    context.ensure_object(CliState).registry = registry
+    help_when_alone(context)
 
 
 # The registry as a whole, reading it, proposing through the gate, the frozen evaluators the
 # proposals are measured by, and measuring; in the order `ptreg --help` lists them.
-app.command()(with_registry_option(registry.init))
-app.command()(with_registry_option(registry.validate))
-app.command()(with_registry_option(registry.repair))
-app.command()(with_registry_option(reading.show))
-app.command("list")(with_registry_option(reading.list_attempts))
-app.command()(with_registry_option(reading.lineage))
-app.command()(with_registry_option(reading.streaks))
-app.command()(with_registry_option(reading.coverage))
-app.command()(with_registry_option(index.index))
-app.command("import")(with_registry_option(registry.import_))
-app.command()(with_registry_option(registry.export))
-app.command()(with_registry_option(registry.schema))
-app.command()(with_registry_option(proposal.new))
-app.command()(with_registry_option(proposal.gate))
-app.command()(with_registry_option(proposal.precedents))
-app.command("next")(with_registry_option(suggesting.next_attempts))
+app.command(cls=RegistryCommand)(registry.init)
+app.command(cls=RegistryCommand)(registry.validate)
+app.command(cls=RegistryCommand)(registry.repair)
+app.command(cls=RegistryCommand)(reading.show)
+app.command("list", cls=RegistryCommand)(reading.list_attempts)
+app.command(cls=RegistryCommand)(reading.lineage)
+app.command(cls=RegistryCommand)(reading.streaks)
+app.command(cls=RegistryCommand)(reading.coverage)
+app.add_typer(index.app)
+app.command("import", cls=RegistryCommand)(registry.import_)
+app.command(cls=RegistryCommand)(registry.export)
+app.command(cls=RegistryCommand)(registry.schema)
+app.command(cls=proposal.ProposalCommand)(proposal.new)
+app.command(cls=RegistryCommand)(proposal.gate)
+app.command(cls=RegistryCommand)(proposal.precedents)
+app.command("next", cls=RegistryCommand)(suggesting.next_attempts)
 app.add_typer(evaluator.app)
 app.add_typer(vocabulary.app)
-app.command()(with_registry_option(measuring.backends))
-app.command()(with_registry_option(measuring.workloads))
-app.command()(with_registry_option(measuring.bench))
-app.command()(with_registry_option(measuring.run))
-app.command()(with_registry_option(measuring.conclude))
+app.command(cls=RegistryCommand)(measuring.backends)
+app.command(cls=RegistryCommand)(measuring.workloads)
+app.command(cls=RegistryCommand)(measuring.bench)
+app.command(cls=RegistryCommand)(measuring.run)
+app.command(cls=RegistryCommand)(measuring.conclude)
 app.add_typer(disposition.app)
-app.command()(with_registry_option(comparing.compare))
-app.command()(with_registry_option(comparing.history))
-app.command()(with_registry_option(site.site))
-app.command()(with_registry_option(serving.mcp))
+app.command(cls=RegistryCommand)(comparing.compare)
+app.command(cls=RegistryCommand)(comparing.history)
+app.command(cls=RegistryCommand)(site.site)
+app.command(cls=RegistryCommand)(serving.mcp)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: every failure becomes one line on stderr and a stable exit code."""
-    command_state["argv"] = list(sys.argv[1:] if argv is None else argv)
+    given = list(sys.argv[1:] if argv is None else argv)
     try:
-        code = app(args=argv, prog_name="ptreg", standalone_mode=False)
+        code = app(args=argv, prog_name="ptreg", standalone_mode=False, obj=CliState(argv=given))
     except PtregError as exc:
         say(f"ptreg: error: {exc.message}", err=True, one_line=True)
         sys.exit(exc.exit_code)
-    except ClickException as exc:  # a usage error: unknown option, missing argument, bad value
-        if type(exc).__name__ == "NoArgsIsHelpError":
-            # `ptreg` alone asks what ptreg does: the help is the answer (rich has printed it
-            # already; plain Click hands it over as the message), and nothing failed.
-            if exc.format_message().strip():
-                say(exc.format_message())
-            sys.exit(0)
-        context = getattr(exc, "ctx", None)
+    except USAGE_ERROR as exc:  # every usage error exits 2
+        context, message = getattr(exc, "ctx", None), getattr(exc, "format_message", None)
         command = context.command_path if context is not None else "ptreg"
-        say(f"ptreg: error: {exc.format_message()} (see `{command} --help`)", err=True, one_line=True)
-        sys.exit(exc.exit_code)
+        text = message() if callable(message) else str(exc)
+        say(f"ptreg: error: {text} (see `{command} --help`)", err=True, one_line=True)
+        sys.exit(EXIT_UNUSABLE)
     except typer.Abort as exc:
         if isinstance(exc.__context__, KeyboardInterrupt):  # Ctrl-C at a prompt: as anywhere else
             say("ptreg: interrupted", err=True)

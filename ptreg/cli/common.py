@@ -1,5 +1,6 @@
-"""What every command shares: the registry option's value, JSON output, progress bars and the
-query index's load that reports unusable records as warnings.
+"""What every command shares: its state in Typer's context object (the registry option's value,
+the command line), the command classes that give each command `--registry`, JSON output,
+progress bars and the query index's load that reports unusable records as warnings.
 
 The command modules import the library inside each command, not at their top: the whole
 library costs about 200 ms to import (pydantic models built at import, measured with
@@ -9,56 +10,92 @@ of it. Everything else in ``cli/`` is imported at the top (docs/architecture.md)
 
 from __future__ import annotations
 
-import functools
-import inspect
 import json
 import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup, TyperOption
+from typer.main import get_current_context
 
 from ..text import printable, printable_json
 
 if TYPE_CHECKING:
-    from ..store.full_read import FullRead
-    from ..store.index import Index
+    from ..store.reader import RegistryReader
 
 REGISTRY_ENV = "PTREG_REGISTRY"
 DEFAULT_REGISTRY_DIR = "attempts"
 
-state: dict[str, str | None] = {"registry": None}
-command_state: dict[str, list[str]] = {"argv": []}  # as given to main(), for the run's provenance
-
 JsonFlag = typer.Option(False, "--json", help="Print JSON for scripts instead of text.")
+REGISTRY_HELP = "Registry directory (default: ./attempts)."
 
 
-def with_registry_option(command: Callable[..., None]) -> Callable[..., None]:
-    """``command`` with its own ``--registry`` option, so that it works after the command's name
-    as well as before it (where the root command takes it)."""
+@dataclass
+class CliState:
+    """What the command line was given, kept in Typer's context object (``main`` makes it)."""
 
-    @functools.wraps(command)
-    def run(*args: Any, registry: str | None = None, **options: Any) -> None:
-        if registry is not None:
-            state["registry"] = registry
-        command(*args, **options)
+    registry: str | None = None  # --registry, before the command's name or after it
+    argv: list[str] = field(default_factory=list)  # as given to main(), for a run's provenance
 
-    option = typer.Option(None, "--registry", "-r", metavar="DIR", help="Registry directory (default: ./attempts).")
-    signature = inspect.signature(command)
-    own = inspect.Parameter("registry", inspect.Parameter.KEYWORD_ONLY, default=option, annotation=str | None)
-    run.__signature__ = signature.replace(parameters=[*signature.parameters.values(), own])  # type: ignore[attr-defined]
-    return run
+
+def cli_state() -> CliState:
+    """The state of the command being run: the context object of its root command."""
+    return get_current_context().find_root().ensure_object(CliState)
+
+
+def _keep_registry(context: typer.Context, _: Any, value: str | None) -> None:
+    if value is not None:
+        context.find_root().ensure_object(CliState).registry = value
+
+
+def _registry_option() -> TyperOption:
+    """``--registry`` given after a command's name (the root command takes it before)."""
+    return TyperOption(
+        param_decls=["--registry", "-r"],
+        type=str,
+        metavar="DIR",
+        help=REGISTRY_HELP,
+        expose_value=False,
+        callback=_keep_registry,
+    )
+
+
+class RegistryCommand(TyperCommand):
+    """A command that takes ``--registry`` after its name as well as before it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.append(_registry_option())
+
+
+class RegistryGroup(TyperGroup):
+    """A group of commands (``ptreg index``) that takes ``--registry`` after its name too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.append(_registry_option())
+
+
+def help_when_alone(context: typer.Context) -> None:
+    """A group's callback: given no command, it prints its help, and nothing has failed."""
+    if context.invoked_subcommand is None:
+        text = context.get_help()  # rich prints it itself and gives back nothing
+        if text.strip():
+            say(text)
+        raise typer.Exit()
 
 
 def command_line() -> list[str]:
-    return ["ptreg", *command_state["argv"]]
+    return ["ptreg", *cli_state().argv]
 
 
 def registry_dir() -> Path:
-    return resolve_registry_dir(state["registry"])
+    return resolve_registry_dir(cli_state().registry)
 
 
 def resolve_registry_dir(option: str | None) -> Path:
@@ -139,14 +176,14 @@ def _warn_problems(problems: list[tuple[str, str]]) -> None:
         )
 
 
-def load_index(*, warn: bool = True) -> Index | FullRead:
-    """The registry's query index, checked against its files first (``store/index.py``), with
+def load_index(*, warn: bool = True) -> RegistryReader:
+    """The registry's query index, checked against its files first (``store/index/``), with
     a warning for each record that cannot be used, as ``load`` gives them. Close it when done.
     With ``PTREG_INDEX=off`` every file is read instead, and no index is used or made."""
     from ..store.index import open_index, usable_directory
 
     root = registry_dir()
-    index: Index | FullRead
+    index: RegistryReader
     if os.environ.get("PTREG_INDEX") == "off":
         from ..store.full_read import FullRead
 

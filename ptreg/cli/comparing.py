@@ -15,6 +15,15 @@ def _seconds(value: float | None) -> str:
     return "unknown" if value is None else f"{1000 * value:,.2f} ms"
 
 
+def _count(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.0f} instr"
+
+
+def _amount(unit: str) -> Any:
+    """How a cell's value is shown: a time, or an instruction count under the instructions timer."""
+    return _count if unit == "instructions" else _seconds
+
+
 def _times(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.3f}x"
 
@@ -98,7 +107,7 @@ def compare(
             say(_history_line(found))
         if relative_to is not None:
             say(f"each cell as a ratio to {relative_to}'s time in the same round of its run")
-        value = _seconds if relative_to is None else _times
+        value = _amount(found.unit) if relative_to is None else _times
         rows = [
             [
                 c.config,
@@ -221,8 +230,8 @@ def history(
             r.backend,
             r.run.label,
             r.run.results.started_at,
-            _seconds(r.seconds),
-            "unknown" if r.low is None else f"{_seconds(r.low)}-{_seconds(r.high)}",
+            _amount(r.unit)(r.seconds),
+            "unknown" if r.low is None else f"{_amount(r.unit)(r.low)}-{_amount(r.unit)(r.high)}",
             "first" if r.versus_first is None else _times(r.versus_first),
         ]
         for r in sorted(rows, key=lambda r: (r.config, r.backend, r.run.results.started_at))

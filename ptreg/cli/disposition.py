@@ -8,17 +8,17 @@ import typer
 
 from ..errors import EXIT_CHECK_FAILED
 from ..text import counted
-from .common import JsonFlag, load_index, print_json, registry_dir, say, with_registry_option
+from .common import JsonFlag, RegistryCommand, help_when_alone, load_index, print_json, registry_dir, say
 
 app = typer.Typer(
     name="disposition",
     help="Dispositions decided by numbers: the continue-if conditions of concluded attempts (docs/conditions.md).",
-    no_args_is_help=True,
+    invoke_without_command=True,
+    callback=help_when_alone,
 )
 
 
-@app.command("check")
-@with_registry_option
+@app.command("check", cls=RegistryCommand)
 def check(
     attempt_ids: list[str] = typer.Argument(
         None, metavar="ID...", help="The attempts to check (default: every attempt with a condition)."

@@ -9,17 +9,17 @@ import typer
 
 from ..errors import EXIT_CHECK_FAILED, PtregError
 from ..text import counted, printable_json
-from .common import JsonFlag, print_json, registry_dir, say, say_wrapped, with_registry_option
+from .common import JsonFlag, RegistryCommand, help_when_alone, print_json, registry_dir, say, say_wrapped
 
 app = typer.Typer(
     name="evaluator",
     help="Frozen evaluators: hash-pinned specs of how an attempt is measured (evaluators/<name>@<hash12>.json).",
-    no_args_is_help=True,
+    invoke_without_command=True,
+    callback=help_when_alone,
 )
 
 
-@app.command()
-@with_registry_option
+@app.command(cls=RegistryCommand)
 def freeze(
     spec: Path = typer.Argument(..., metavar="SPEC.json", help="The evaluator spec to freeze."),
     as_json: bool = JsonFlag,
@@ -46,8 +46,7 @@ def freeze(
     say(f"use it with: ptreg new ... --evaluator {done.evaluator.ref}")
 
 
-@app.command("list")
-@with_registry_option
+@app.command("list", cls=RegistryCommand)
 def list_evaluators(as_json: bool = JsonFlag) -> None:
     """Every frozen evaluator, whether it still verifies, and what it measures."""
     from ..records.evaluator import ArmsSpec, EvaluatorSpec
@@ -91,8 +90,7 @@ def list_evaluators(as_json: bool = JsonFlag) -> None:
     say_wrapped(f"{counted(len(rows), 'frozen evaluator')} in {root / 'evaluators'}")
 
 
-@app.command()
-@with_registry_option
+@app.command(cls=RegistryCommand)
 def show(
     ref: str = typer.Argument(..., metavar="NAME[@HASH]", help="An evaluator reference, or a name frozen once."),
     as_json: bool = JsonFlag,
@@ -123,8 +121,7 @@ def show(
     say(printable_json(dumps_pretty(frozen.spec.model_dump(mode="json", exclude_none=True))), nl=False)
 
 
-@app.command()
-@with_registry_option
+@app.command(cls=RegistryCommand)
 def verify(
     refs: list[str] = typer.Argument(
         None, metavar="[NAME[@HASH]]...", help="Only these (default: every frozen evaluator)."
@@ -151,8 +148,7 @@ def verify(
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
-@app.command()
-@with_registry_option
+@app.command(cls=RegistryCommand)
 def trust(
     ref: str = typer.Argument(..., metavar="NAME@HASH", help="The evaluator to consent to, by its full reference."),
     as_json: bool = JsonFlag,
@@ -182,8 +178,7 @@ def trust(
     say(f"{'trusted' if added else 'already trusted:'} {frozen.ref} (sha256 {frozen.sha256}) in {trust_file()}")
 
 
-@app.command("remove")
-@with_registry_option
+@app.command("remove", cls=RegistryCommand)
 def remove(
     ref: str = typer.Argument(..., metavar="NAME@HASH", help="The frozen evaluator (or a name frozen once)."),
     as_json: bool = JsonFlag,

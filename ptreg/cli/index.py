@@ -11,68 +11,74 @@ import typer
 
 from ..errors import EXIT_CHECK_FAILED
 from ..text import counted
-from .common import JsonFlag, load_index, print_json, progress_bar, registry_dir, say
+from .common import JsonFlag, RegistryCommand, RegistryGroup, load_index, print_json, progress_bar, registry_dir, say
 
 if TYPE_CHECKING:
-    from ..store.full_read import FullRead
-    from ..store.index import Index
+    from ..store.reader import RegistryReader
 
 
-def index(
-    rebuild: bool = typer.Option(
-        False, "--rebuild", help="Delete the index and build it again from every record file."
-    ),
-    check: bool = typer.Option(
-        False,
-        "--check",
-        help="Compare the index as it stands with a full read of every file, without updating it; exit 1 if they differ.",
-    ),
-    watch: bool = typer.Option(
-        False,
-        "--watch",
-        help="Stay running and follow the directory's changes (Linux inotify), so that every other command looks only at the files that changed instead of checking each; Ctrl-C stops it.",
-    ),
-    as_json: bool = JsonFlag,
-) -> None:
-    """The query index: a SQLite file of working data beside the records (.ptreg-index.sqlite, git-ignored).
+app = typer.Typer(
+    name="index",
+    cls=RegistryGroup,
+    help="""The query index: a SQLite file of working data beside the records (.ptreg-index.sqlite, git-ignored).
 
-    list, lineage, streaks, coverage, precedents, show's lineage and the gate read it. Every command first checks it against the directory (one stat per file) and re-reads exactly the files that changed, so a hand edit, a git pull or a deleted file is seen at once; a corrupt, foreign or outdated index is rebuilt. The record files stay the truth, and the index can be deleted at any time. With no option, it is brought up to date and described.
+    list, lineage, streaks, coverage, precedents, show's lineage and the gate read it. Every command first checks it against the directory (one stat per file) and re-reads exactly the files that changed, so a hand edit, a git pull or a deleted file is seen at once; a corrupt, foreign or outdated index is rebuilt. The record files stay the truth, and the index can be deleted at any time. Alone, `ptreg index` brings it up to date and describes it.
+    """,
+    invoke_without_command=True,
+)
 
-    With --watch it stays running as the registry's change watcher: on a large registry, checking every file is most of a command's time, and with a watcher a command asks it what changed instead (docs/index.md). PTREG_WATCHER=off makes a command check every file anyway.
-    """
-    from ..store.index import compare_with_files, file_size, index_path
+
+@app.callback()
+def describe(context: typer.Context, as_json: bool = JsonFlag) -> None:
+    """Bring the index up to date and describe it (when no command is given)."""
+    if context.invoked_subcommand is None:
+        _describe(as_json, rebuild=False)
+
+
+@app.command(cls=RegistryCommand)
+def rebuild(as_json: bool = JsonFlag) -> None:
+    """Delete the index and build it again from every record file."""
+    _describe(as_json, rebuild=True)
+
+
+@app.command(cls=RegistryCommand)
+def check(as_json: bool = JsonFlag) -> None:
+    """Compare the index as it stands with a full read of every file, without updating it; exit 1 if they differ."""
+    from ..store.index import compare_with_files, index_path
 
     root = registry_dir()
-    if watch:
-        if check or rebuild:
-            from ..errors import PtregError
+    if not index_path(root).exists():
+        load_index(warn=False).close()  # validates the registry first, as any command does
+        say(f"{index_path(root)}: no index yet; built it now", err=True)
+    differences, compared = compare_with_files(root)
+    if as_json:
+        print_json({"files": compared, "differences": [{"file": d.name, "what": d.what} for d in differences]})
+    else:
+        for d in differences[:20]:
+            say(f"{d.name}: {_what[d.what]}")
+        if len(differences) > 20:
+            say(f"... and {len(differences) - 20} more")
+        verdict = "agrees with the files" if not differences else f"differs from the files in {len(differences)}"
+        say(f"{index_path(root)}: {counted(compared, 'file')} compared; the index {verdict}")
+    if differences:
+        raise typer.Exit(EXIT_CHECK_FAILED)
 
-            raise PtregError("--watch follows the registry; --check and --rebuild are one-off: give one of them")
-        _watch(root, as_json)
-        return
-    if check:
-        if rebuild:
-            from ..errors import PtregError
 
-            raise PtregError("--check compares the index as it stands; --rebuild replaces it: give one of them")
-        if not index_path(root).exists():
-            load_index(warn=False).close()  # validates the registry first, as any command does
-            say(f"{index_path(root)}: no index yet; built it now", err=True)
-        differences, compared = compare_with_files(root)
-        if as_json:
-            print_json({"files": compared, "differences": [{"file": d.name, "what": d.what} for d in differences]})
-        else:
-            for d in differences[:20]:
-                say(f"{d.name}: {_what[d.what]}")
-            if len(differences) > 20:
-                say(f"... and {len(differences) - 20} more")
-            verdict = "agrees with the files" if not differences else f"differs from the files in {len(differences)}"
-            say(f"{index_path(root)}: {counted(compared, 'file')} compared; the index {verdict}")
-        if differences:
-            raise typer.Exit(EXIT_CHECK_FAILED)
-        return
+@app.command(cls=RegistryCommand)
+def watch(as_json: bool = JsonFlag) -> None:
+    """Stay running as the registry's change watcher (Linux inotify); Ctrl-C stops it.
+
+    On a large registry, checking every file is most of a command's time; with a watcher running, a command asks it what changed instead (docs/index.md). PTREG_WATCHER=off makes a command check every file anyway. Needs the watch extra: pip install 'ptreg[watch]'.
+    """
+    _watch(registry_dir(), as_json)
+
+
+def _describe(as_json: bool, *, rebuild: bool) -> None:
+    from ..store.index import file_size, index_path
+
+    root = registry_dir()
     began = time.perf_counter()
-    opened: Index | FullRead
+    opened: RegistryReader
     if rebuild:
         from ..store.index import open_index, usable_directory
 

@@ -237,13 +237,9 @@ def bench(
 
     For exploring before proposing an attempt: the numbers are not evidence of any attempt until they come from `ptreg run` under a frozen evaluator.
     """
-    from ..clock import utc_now
-    from ..engine.backends import require_registered
-    from ..engine.interruption import interruptible
-    from ..engine.measurement import measure
-    from ..engine.plan import EVALUATOR_VERSION, bench_spec
+    from ..engine.plan import bench_spec
     from ..engine.workloads.registry import workload_named
-    from ..records.run import new_results
+    from ..operations.bench import bench_backends
 
     if seconds is not None and not (0 < seconds < float("inf")):
         raise PtregError(f"--seconds must be a positive number of seconds, not {seconds}", EXIT_UNUSABLE)
@@ -265,31 +261,19 @@ def bench(
         seed=seed,
         threads=threads,
     )
-    require_registered(spec.backends)  # unavailable ones are measured as failed cells
     make_executor = executor_maker(executor, address)
-    started = utc_now()
-    with run_progress() as show, interruptible():
-        found = measure(spec, make_executor(wall_clock_seconds=seconds, progress=show))
-    results = new_results(
-        spec=spec,
-        roles=found.roles,
-        parity=found.parity,
-        cells=found.cells,
-        rounds=found.rounds,
-        status=found.status,
-        reason=found.reason,
-        command=command_line(),
-        started_at=started,
-        finished_at=utc_now(),
-        evaluator_version=EVALUATOR_VERSION,
-    )
+    with run_progress() as show:
+        done = bench_backends(
+            spec, command_line(), wall_clock_seconds=seconds, progress=show, make_executor=make_executor
+        )
+    results = done.results
     if as_json:
         print_json(results.model_dump(mode="json"))
     else:
         print_results(results)
         say(f"\nstatus: {results.status}" + (f" ({results.reason})" if results.reason else ""))
-    if found.interrupted_by is not None:
-        raise typer.Exit(128 + found.interrupted_by)
+    if done.interrupted_by is not None:
+        raise typer.Exit(128 + done.interrupted_by)
     if results.status != "complete":
         raise typer.Exit(EXIT_CHECK_FAILED)
 

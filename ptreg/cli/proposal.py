@@ -1,32 +1,63 @@
 """`ptreg new`, `ptreg gate` and `ptreg precedents`: proposing an attempt through the rerun gate.
 
 `new`'s options are made from ``gate.proposal_input.ProposalInput``, whose fields say their
-flag and help: the proposal's fields are listed there and nowhere else.
+help: the proposal's fields are listed there and nowhere else, and their flags here (``OPTIONS``).
 """
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
-from collections.abc import Callable
 from contextlib import closing
 from dataclasses import Field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin, get_type_hints
 
 import typer
+from typer.core import TyperOption
 
-from ..errors import EXIT_CHECK_FAILED, PtregError
-from ..gate.proposal_input import ProposalInput
+from ..errors import EXIT_CHECK_FAILED, PtregError, UnusableInput
+from ..gate.proposal_input import FieldsRefused, ProposalInput
 from ..text import counted
-from .common import JsonFlag, load_index, print_json, progress_bar, registry_dir, say
+from .common import JsonFlag, RegistryCommand, load_index, print_json, progress_bar, registry_dir, say
 
 if TYPE_CHECKING:
     from ..gate.checks import GateReport
     from ..gate.proposal import Proposal
     from ..records.registry import Registry
     from ..views.precedents import Precedent
+
+# Each ProposalInput field's flag and the word its value is shown as (a test holds the keys to
+# the fields).
+OPTIONS = {
+    "id": ("--id", "ID"),
+    "name": ("--name", "TEXT"),
+    "family": ("--family", "FAMILY"),
+    "kind": ("--kind", "KIND"),
+    "question": ("--question", "TEXT"),
+    "hypothesis": ("--hypothesis", "TEXT"),
+    "varied_from": ("--varied-from", "ID"),
+    "varied": ("--varied", "TEXT"),
+    "methods": ("--method", "METHOD"),
+    "bases": ("--base", "BASE"),
+    "objective": ("--objective", "OBJECTIVE"),
+    "data_rows": ("--data-rows", "N"),
+    "evaluator": ("--evaluator", "NAME[@HASH]"),
+    "budget_seconds": ("--budget-seconds", "SECONDS"),
+    "budget_steps": ("--budget-steps", "N"),
+    "budget_repeats": ("--budget-repeats", "N"),
+    "budget_threads": ("--budget-threads", "N"),
+    "budget_memory_mb": ("--budget-memory-mb", "MB"),
+    "tracking_issue": ("--tracking-issue", "ISSUE"),
+    "answers_disposition": ("--answers-disposition", "TEXT"),
+    "override_streak": ("--override-streak", "REASON"),
+    "source": ("--source", "PATH"),
+}
+
+
+def flag_of(field_name: str) -> str:
+    return OPTIONS[field_name][0]
+
 
 OUTCOME_LABEL = {"passed": "ok", "caution": "CAUTION", "overridden": "OVERRIDDEN", "failed": "FAILED"}
 T = TypeVar("T")
@@ -57,48 +88,57 @@ def _print_report(report: GateReport) -> None:
             say(f"  {'':<10} {'':<22} how to satisfy: {check.remedy}")
 
 
-def _option(spec: Field[Any], annotation: Any) -> inspect.Parameter:
-    """The typer option of one ProposalInput field: every option may be missing on the command line."""
-    meta = spec.metadata
+def _option(spec: Field[Any], annotation: Any) -> TyperOption:
+    """The option of one ProposalInput field: every option may be missing on the command line."""
+    flag, metavar = OPTIONS[spec.name]
     repeatable = get_origin(annotation) is list
     given = get_args(annotation)
-    cli_type = (
-        list[str] if repeatable else int | None if int in given else float | None if float in given else str | None
+    kind = int if int in given else float if float in given else str
+    return TyperOption(
+        param_decls=[flag, spec.name],
+        type=kind,
+        multiple=repeatable,
+        default=[] if repeatable else None,
+        metavar=metavar,
+        help=spec.metadata["help"],
+        expose_value=False,  # kept by the callback: `new` takes the proposal as one whole
+        callback=_keep_value,
     )
-    option = typer.Option([] if repeatable else None, meta["flag"], help=meta["help"], metavar=meta["metavar"])
-    return inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=cli_type)
 
 
-def _with_proposal_options(command: Callable[..., None]) -> Callable[..., None]:
-    """``command`` taking every ProposalInput field as an option, before its own options."""
-    hints = get_type_hints(ProposalInput)
-    own = [
-        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-        for p in inspect.signature(command).parameters.values()
-        if p.kind is not inspect.Parameter.VAR_KEYWORD
-    ]
-    proposal = [_option(f, hints[f.name]) for f in fields(ProposalInput)]
-    command.__signature__ = inspect.Signature([*proposal, *own])  # type: ignore[attr-defined]
-    return command
+PROPOSAL_VALUES = "ptreg.proposal"  # the key of the proposal's values in the context's meta
 
 
-@_with_proposal_options
+def _keep_value(context: typer.Context, option: Any, value: Any) -> None:
+    context.meta.setdefault(PROPOSAL_VALUES, {})[option.name] = list(value) if isinstance(value, tuple) else value
+
+
+class ProposalCommand(RegistryCommand):
+    """`ptreg new`: an option for every ProposalInput field, before the command's own options;
+    their values reach the command as keyword arguments named after the fields."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        hints = get_type_hints(ProposalInput)
+        self.params[:0] = [_option(f, hints[f.name]) for f in fields(ProposalInput)]
+
+
 def new(
+    context: typer.Context,
     dry_run: bool = typer.Option(False, "--dry-run", help="Check the gate and show precedents; write nothing."),
     no_input: bool = typer.Option(False, "--no-input", help="Never prompt, even at a terminal."),
     as_json: bool = JsonFlag,
-    **options: Any,
 ) -> None:
     """Propose an attempt (status not-tried): precedents first, then the gate; written only if admitted.
 
     The gate needs a fresh question, a frozen evaluator, an explicit budget, a scoped tracking issue, an answer to the disposition of the attempt it varies, and no unheeded STOP AND RETHINK streak. A refused check exits 1 and writes nothing. At a terminal, missing values are asked for; in a pipe or in CI they never are.
     """
     from ..gate.proposal import propose
-    from ..records.attempt import INFRASTRUCTURE_KIND
     from ..store.directory import load_directory
 
     root = registry_dir()
-    values = {f.name: options[f.name] for f in fields(ProposalInput)}
+    given_values = context.meta.get(PROPOSAL_VALUES, {})
+    values = {f.name: given_values.get(f.name) for f in fields(ProposalInput)}
     given = ProposalInput(**{**values, "id": values["id"] or "", "name": values["name"] or ""})
     interactive = _interactive(no_input or as_json)  # prompts would corrupt the JSON on stdout
     if interactive and not _ask_for_missing(given, load_directory(root)):
@@ -107,13 +147,11 @@ def new(
         raise typer.Exit(EXIT_CHECK_FAILED)
     elif given.varied_from and not as_json:
         _show_disposition(given.varied_from, root)
-    for flag, value in (("--id", given.id), ("--name", given.name), ("--family", given.family), ("--kind", given.kind)):
-        if not value:
-            raise PtregError(f"missing {flag}: a proposal needs an id, a name, a family and a kind")
-    if given.kind != INFRASTRUCTURE_KIND and not given.objective:
-        raise PtregError("missing --objective: a proposal of this kind needs one (only infrastructure has none)")
-    with progress_bar() as progress:
-        proposal = propose(root, given, dry_run=dry_run, progress=progress)
+    try:
+        with progress_bar() as progress:
+            proposal = propose(root, given, dry_run=dry_run, progress=progress)
+    except FieldsRefused as exc:  # named by the flags they are given with here
+        raise UnusableInput(exc.worded(flag_of)) from None
     if proposal.skipped:
         say(
             f"ptreg: warning: {proposal.skipped} record file(s) could not be used and were left out of the "
@@ -193,7 +231,7 @@ def _ask_for_missing(given: ProposalInput, registry: Registry) -> bool:
             continue
         why = answers.problem(spec.name, value, registry)
         if why is not None:
-            say(f"{spec.metadata['flag']} {value!r}: {why}")
+            say(f"{flag_of(spec.name)} {value!r}: {why}")
             setattr(given, spec.name, [] if isinstance(value, list) else None)
             if spec.name == "varied_from":
                 given.varied_from = _ask_one(
@@ -224,7 +262,7 @@ def _ask_for_missing(given: ProposalInput, registry: Registry) -> bool:
         value = getattr(given, spec.name)
         if value not in (None, "", []):
             shown = ", ".join(value) if isinstance(value, list) else value
-            say(f"  {spec.metadata['flag'][2:]:<20} {shown}")
+            say(f"  {flag_of(spec.name)[2:]:<20} {shown}")
     return typer.confirm("check it against the gate, and write it if admitted?", default=True)
 
 
@@ -273,7 +311,7 @@ def command_line(given: ProposalInput) -> str:
         value = getattr(given, spec.name)
         for item in value if isinstance(value, list) else [value]:
             if item not in (None, ""):
-                words += [spec.metadata["flag"], str(item)]
+                words += [flag_of(spec.name), str(item)]
     return shlex.join(words)
 
 
@@ -286,7 +324,8 @@ def gate(
     `ptreg run` does the same before it measures anything: an edited evaluator file, a removed budget or a tracking issue now scoping another lineage withdraw the admission.
     """
     from ..gate.admission import changed_since_admission
-    from ..gate.reading import gate_reading
+    from ..gate.checks import check_gate
+    from ..gate.reading import read_gate_inputs
     from ..records.refs import check_id
     from ..store.full_read import indexed_attempt
 
@@ -294,8 +333,7 @@ def gate(
     # The checks read the index; the admission's digest covers every file's bytes as it did.
     with closing(load_index()) as index:
         attempt = indexed_attempt(index, check_id(attempt_id))
-        reading = gate_reading(index, attempt)
-        report = reading.check(attempt, root)
+        report = check_gate(attempt, read_gate_inputs(index, attempt, root))
         changed = changed_since_admission(root, attempt, index)
     admission = attempt.admission
     if as_json:

@@ -44,7 +44,7 @@ def show(
         lineage = read_lineage(index, attempt_id)
         vocabularies = index.vocabularies()
     attempt = lineage.attempt
-    parts = sections(attempt, lineage.by_id, vocabularies, lineage.record_file, index.root)
+    parts = sections(attempt, lineage.by_id, vocabularies, lineage.record_file, index.root, lineage.model)
     if as_json or fmt is Format.json:
         print_json(render_json(attempt, parts))
     elif fmt is Format.markdown:

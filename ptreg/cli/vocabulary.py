@@ -5,17 +5,17 @@ from __future__ import annotations
 import typer
 
 from ..errors import EXIT_UNUSABLE, PtregError
-from .common import JsonFlag, print_json, registry_dir, say, with_registry_option
+from .common import JsonFlag, RegistryCommand, help_when_alone, print_json, registry_dir, say
 
 app = typer.Typer(
     name="vocab",
     help="The vocabularies of the registry (registry.json): methods, objectives, kinds, confidences.",
-    no_args_is_help=True,
+    invoke_without_command=True,
+    callback=help_when_alone,
 )
 
 
-@app.command("list")
-@with_registry_option
+@app.command("list", cls=RegistryCommand)
 def list_terms(
     vocabulary: str | None = typer.Argument(
         None, metavar="VOCABULARY", help="method, objective, kind or confidence (default: every one)."
@@ -42,8 +42,7 @@ def list_terms(
     say(plain(rows, ["vocabulary", "term", "meaning"], shrink=(2,)))
 
 
-@app.command("add")
-@with_registry_option
+@app.command("add", cls=RegistryCommand)
 def add(
     vocabulary: str = typer.Argument(..., metavar="VOCABULARY", help="method, objective or kind."),
     term: str = typer.Argument(
@@ -67,8 +66,7 @@ def add(
         say(f"added {term!r} to the {vocabulary} vocabulary of {registry_dir()}")
 
 
-@app.command("remove")
-@with_registry_option
+@app.command("remove", cls=RegistryCommand)
 def remove(
     vocabulary: str = typer.Argument(..., metavar="VOCABULARY", help="method, objective or kind."),
     term: str = typer.Argument(..., metavar="TERM", help="The term to retire."),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,9 +21,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO
 
+from ..records.counting import CountedWorker
 from ..records.run import KernelSample, MetricSample, ParityOutcome, StepSample
+from .counting import counted_environment, worker_command
 from .environment import worker_variables
 from .interruption import Interrupted, deferred, raise_if_interrupted, signal_of
 from .protocol import (
@@ -75,6 +79,7 @@ class TaskOutcome:
     reason: str | None = None
     wall_seconds: float | None = None
     peak_rss_mb: float | None = None
+    counting: CountedWorker | None = None  # a counted worker's view of valgrind's CPU, once warm
 
 
 def _rss_mb(pid: int) -> float | None:
@@ -113,6 +118,7 @@ class Worker:
     phase: str = ""  # the round it is in, for progress
     ended: bool = False
     groups: set[int] = field(default_factory=set)  # process groups of commands it started
+    counts: Path | None = None  # a counted worker's folder of callgrind dumps, removed when it ends
 
     @property
     def pid(self) -> int:
@@ -225,9 +231,16 @@ class Executor:
         env.update(worker_variables(env))  # the same thread rule for every backend
         # The worker prints events only; Python's own buffering must not hold them back.
         env["PYTHONUNBUFFERED"] = "1"
+        command = [self.python, "-m", WORKER_MODULE]
+        counts = None
+        if isinstance(task, CellTask) and task.timer == "instructions":
+            # the worker under callgrind, which dumps into a folder of the worker's own
+            counts = Path(tempfile.mkdtemp(prefix="ptreg-counts-"))
+            command = worker_command(self.python, WORKER_MODULE, counts)
+            env.update(counted_environment(counts))
         stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as the worker; _finish closes it
         process = subprocess.Popen(
-            [self.python, "-m", WORKER_MODULE],
+            command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,
@@ -236,7 +249,7 @@ class Executor:
             start_new_session=True,
             preexec_fn=_die_with_parent if self.die_with_parent else None,
         )
-        worker = Worker(label, process, queue.Queue(), stderr)
+        worker = Worker(label, process, queue.Queue(), stderr, counts=counts)
         worker.reader = threading.Thread(target=_read_lines, args=(process, worker.lines), daemon=True)
         worker.reader.start()
         try:
@@ -284,6 +297,8 @@ class Executor:
             worker.process.wait()
             _ending(outcome, worker.process.returncode, worker.stderr)
         worker.stderr.close()
+        if worker.counts is not None:
+            shutil.rmtree(worker.counts, ignore_errors=True)
         for pipe in (worker.process.stdin, worker.process.stdout):
             with contextlib.suppress(OSError):
                 if pipe is not None:
@@ -374,6 +389,8 @@ def keep(outcome: TaskOutcome, event: AnyEvent | None) -> None:
         outcome.samples.append(event.sample)
     elif isinstance(event, Ready):
         outcome.ready = event
+    elif isinstance(event, Warm):
+        outcome.counting = event.counting
     elif isinstance(event, ParityDone):
         outcome.parity = event.result
     elif isinstance(event, Done):

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import EXIT_UNUSABLE, PtregError
-from ..records.attempt import RunStatus
 from ..records.evaluator import AnySpec, EvaluatorSpec
-from ..records.run import Cell, CellStatus, ConfigRounds, ParityOutcome, Roles
+from ..records.run import Cell, CellStatus, ConfigRounds, Measurement, ParityOutcome, Roles
 from .backends import describe_all, roles
+from .counting import counted_under, valgrind
 from .executor import Executor, TaskOutcome, Worker
 from .interruption import Interrupted, deferred, signal_of
 from .plan import (
@@ -41,17 +41,6 @@ CELL_STATUS_OF_ENDING: dict[str, CellStatus] = {
     "budget": "budget-exhausted",
     "interrupted": "interrupted",
 }
-
-
-@dataclass
-class Measurement:
-    parity: list[ParityOutcome]
-    cells: list[Cell]
-    roles: Roles
-    rounds: list[ConfigRounds]
-    status: RunStatus
-    reason: str | None
-    interrupted_by: int | None = None  # the signal that stopped it
 
 
 class SpreadExecutor(Protocol):
@@ -96,6 +85,9 @@ def measure(
     ``round_cap`` is the most rounds the budget allows a config (its ``max_repeats``), when it
     says; ``root`` is the project root, where an arms workload's commands run."""
     workload = require_measurable(spec, f"evaluator {spec.name}")
+    counts = isinstance(spec, EvaluatorSpec) and spec.counts_instructions
+    if counts:
+        valgrind()  # refused before anything runs when it is missing
     executor.start()
     ratio_roles = roles(describe_all()) if workload.kind == "backends" else Roles(reference=None, peer=None)
     places = Places(root)
@@ -124,11 +116,18 @@ def measure(
     except (Interrupted, KeyboardInterrupt) as exc:  # between two workers
         executor.interrupted = signal_of(exc)
     workload.compare(spec, measured, ratio_roles)
+    counted = counted_under([_counting(c) for c in measured if c.worker]) if counts else None
     if executor.interrupted is not None:
         why = interrupted_reason(spec, measured, signal.Signals(executor.interrupted).name)
-        return Measurement(parity, measured, ratio_roles, rounds, "interrupted", why, executor.interrupted)
+        return Measurement(parity, measured, ratio_roles, rounds, "interrupted", why, executor.interrupted, counted)
     status, reason = run_status(spec, parity, measured, executor.budget_hit)
-    return Measurement(parity, measured, ratio_roles, rounds, status, reason)
+    return Measurement(parity, measured, ratio_roles, rounds, status, reason, counted=counted)
+
+
+def _counting(cell: Cell) -> tuple[str, str, dict[str, Any] | None]:
+    """A cell's worker's report of how it counted (what the worker said once warm)."""
+    report = (cell.worker or {}).get("counting")
+    return cell.backend, cell.config, report if isinstance(report, dict) else None
 
 
 def _check_parity(spec: EvaluatorSpec, executor: Executor, ratio_roles: Roles, parity: list[ParityOutcome]) -> None:
@@ -314,6 +313,7 @@ def cell_task(spec: AnySpec, config: str, backend: str, places: Places) -> CellT
             timed_steps=spec.timed_steps,
             seed=spec.seed,
             threads=spec.threads,
+            timer="instructions" if spec.counts_instructions else "wall",
         )
     if places.root is None:
         raise PtregError(f"evaluator {spec.name} runs in a project root, and none was given", EXIT_UNUSABLE)
@@ -341,6 +341,8 @@ def build_cell(spec: AnySpec, workload: Workload, planned: PlannedCell, outcome:
         worker.update(pid=outcome.ready.pid, threads=outcome.ready.threads.model_dump())
     if outcome.done is not None:
         worker["runtime"] = outcome.done.runtime
+    if outcome.counting is not None:
+        worker["counting"] = outcome.counting.model_dump(mode="json")
     worker["peak_rss_mb"] = outcome.peak_rss_mb
     cell = Cell(
         backend=planned.backend,

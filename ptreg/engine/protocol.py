@@ -20,6 +20,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from ..records.counting import CountedWorker
 from ..records.run import KernelSample, MetricSample, ParityOutcome, StepSample
 
 # 3: cells of arms workloads (the spec and the project root in the task; a command's process
@@ -60,6 +61,9 @@ class CellTask(_Message):
     threads: int | None = Field(description="Null: an arms spec that sets no thread count.")
     spec: dict[str, Any] | None = Field(default=None, description="Arms workloads: the evaluator spec, as frozen.")
     root: str | None = Field(default=None, description="Arms workloads: the project root, where commands run.")
+    timer: Literal["wall", "instructions"] = Field(
+        default="wall", description="instructions: the worker runs under callgrind and counts each timed region."
+    )
 
 
 class RunRepeat(_Message):
@@ -95,6 +99,9 @@ class Progress(_Message):
 
 class Warm(_Message):
     event: Literal["warm"] = "warm"
+    counting: CountedWorker | None = Field(
+        default=None, description="A counted worker: the CPU it sees under valgrind, its BLAS kernel, a mark's cost."
+    )
 
 
 class Spawned(_Message):

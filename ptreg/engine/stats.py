@@ -246,6 +246,36 @@ def shift_from_history(history: Sequence[float], b: float, threshold: float) -> 
     return RunsShift(math.exp(d), math.exp(d - half), math.exp(d + half), p, k)
 
 
+# Instruction counts of the same code, counted the same way, do not drift between runs: five
+# runs counted a kernel cell identically, and starting from another folder moved a count by
+# 0.02% (docs/measurements.md#instruction-counts-amd-epyc). Two counted runs are compared by
+# their repeats, with this allowance (log units, five times the largest move seen) for what
+# a run's surroundings may still change between runs.
+COUNT_DRIFT = 0.001
+
+
+def shift_of_counts(a: Sequence[float], b: Sequence[float], threshold: float) -> RunsShift | None:
+    """Run B's instruction counts against run A's for one cell: the ratio of their medians, and
+    Welch's t on the log repeats with ``COUNT_DRIFT`` added once per run, two-sided against "B
+    is within ``threshold`` of A" as ``shift_from_history`` is. Unknown with fewer than two
+    positive counts on a side."""
+    from scipy.stats import t
+
+    if len(a) < 2 or len(b) < 2 or any(not v > 0 for v in (*a, *b)):
+        return None
+    la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
+    d = math.log(statistics.median(b)) - math.log(statistics.median(a))
+    wa, wb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
+    variance = wa + wb + 2 * COUNT_DRIFT**2
+    se = math.sqrt(variance)
+    spread = wa**2 / (len(la) - 1) + wb**2 / (len(lb) - 1)
+    df = min(variance**2 / spread, 1e6) if spread > 0 else 1e6
+    half = float(t.ppf(0.5 + LEVEL / 2, df)) * se
+    bound = math.log1p(threshold)
+    p = min(1.0, 2 * min(float(t.sf((d - bound) / se, df)), float(t.cdf((d + bound) / se, df))))
+    return RunsShift(math.exp(d), math.exp(d - half), math.exp(d + half), p, 2)
+
+
 def false_discovery(pvalues: Sequence[float]) -> list[float]:
     """Benjamini-Hochberg adjusted p-values (scipy.stats.false_discovery_control)."""
     if not pvalues:

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from ..errors import PtregError
 from .backends import Backend, create, runtime_details, set_backend_threads
+from .counting import stopwatch_for, worker_report
 from .protocol import (
     PROTOCOL_VERSION,
     AnyEvent,
@@ -105,10 +106,17 @@ def run_cell(task: CellTask, orders: TextIO) -> None:
     def record(sample: AnySample) -> None:
         emit(Sample(sample=sample))
 
+    counted = task.timer == "instructions"
+    if counted and not workload.counts_instructions:
+        raise PtregError(f"workload {task.workload!r} cannot count instructions (timer)")
     cell = workload.prepare(task, backend)
     cell.attach(emit)
+    if counted:
+        cell.stopwatch = stopwatch_for(task.timer)
     cell.warm_up(progress)
-    emit(Warm())
+    if counted:
+        cell.stopwatch.calibrate()  # warm: the marks cost what they will cost around each region
+    emit(Warm(counting=worker_report(cell.stopwatch) if counted else None))
     for line in orders:
         try:
             order = decode_order(line)

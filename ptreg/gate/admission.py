@@ -21,8 +21,7 @@ from ..store.evaluators import evaluator_files
 from .checks import CheckResult, GateReport
 
 if TYPE_CHECKING:
-    from ..store.full_read import FullRead
-    from ..store.index import Index
+    from ..store.reader import RegistryReader
 
 
 def registry_state(
@@ -30,7 +29,7 @@ def registry_state(
 ) -> RegistryState:
     """A digest of every file the gate reads. ``exclude`` leaves out one attempt's own file, to
     compare with the state at its admission (before it was written). ``hashes`` are the SHA-256
-    of files as the query index has just checked them against the directory (``store/index.py``),
+    of files as the query index has just checked them against the directory (``store/index/``),
     the same digests of the same bytes, keyed by every file the directory holds; a file without
     one is read."""
     digest = hashlib.sha256()
@@ -80,7 +79,7 @@ def _stored(check: CheckResult) -> GateCheck:
     return GateCheck(check=check.check, outcome=check.outcome, detail=check.detail)
 
 
-def changed_since_admission(root: Path, attempt: Attempt, index: Index | FullRead) -> bool | None:
+def changed_since_admission(root: Path, attempt: Attempt, index: RegistryReader) -> bool | None:
     """Whether the registry differs from the one ``attempt`` was admitted against; unknown
     when it has no recorded admission."""
     if attempt.admission is None:

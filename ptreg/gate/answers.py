@@ -42,11 +42,6 @@ class Question:
     optional: bool = False
 
 
-def flag_of(name: str) -> str:
-    flag: str = next(f.metadata["flag"] for f in fields(ProposalInput) if f.name == name)
-    return flag
-
-
 @functools.cache
 def _adapter(name: str) -> TypeAdapter[Any]:
     """The type, with its limits, of the record field or budget limit a ProposalInput field fills."""
@@ -80,7 +75,9 @@ def problem(name: str, value: Any, registry: Registry, given: ProposalInput | No
             return f"attempt {value!r} already exists; choose another id"
         return None
     if name in VOCABULARY_OF:
-        used = [(flag_of(name), VOCABULARY_OF[name], term) for term in (value if isinstance(value, list) else [value])]
+        used = [
+            (VOCABULARY_OF[name], VOCABULARY_OF[name], term) for term in (value if isinstance(value, list) else [value])
+        ]
         return unknown_terms(registry.meta, used)
     if name == "varied_from":
         known = {a.id: a for a in registry.attempts}

@@ -4,6 +4,9 @@ its objective's streak. Checked by `ptreg new`, by `ptreg gate ID` and again bef
 
 Each check returns what it found and, when it fails, how to satisfy it. Unknown stays
 unknown: an attempt without a recorded question is not compared on questions at all.
+
+The checks read no file: ``check_gate`` is the one way in, over ``GateInputs`` that
+``reading.read_gate_inputs`` reads beforehand, the same way for `new`, `gate` and `run`.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import difflib
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from ..engine.plan import EVALUATOR_VERSION
 from ..engine.workloads.registry import spec_problem
@@ -20,14 +23,9 @@ from ..records import tracking
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt
 from ..records.evaluator import FrozenEvaluator
 from ..records.graph import ancestry, lineage_root, lineage_roots
-from ..records.ledger import Shaped, Summary
+from ..records.ledger import CAUTION_AT, STOP_AT, Shaped, trailing_negatives
 from ..records.ledger import question_tokens as question_tokens
-from ..store.evaluators import check_file, evaluators_dir
-from ..store.full_read import read_summarized
-from ..store.inputs import changed_inputs, project_root
 from ..text import counted
-from ..views.dispositions import decide_disposition
-from ..views.streaks import CAUTION_AT, STOP_AT, streaks, trailing_negatives
 
 SIMILAR_QUESTION = 0.8  # token Jaccard at or above which two questions are the same question
 Outcome = Literal["passed", "caution", "overridden", "failed"]
@@ -70,38 +68,55 @@ class GateReport:
         return {"id": self.attempt_id, "admitted": self.admitted, "checks": [c.to_json() for c in self.checks]}
 
 
-def check_gate(
-    proposal: Attempt,
-    others: Iterable[Shaped],
-    root: Path,
-    *,
-    budget_error: str | None = None,
-    tracking_error: str | None = None,
-    known_ids: Collection[str] | None = None,
-    objective_chain: Sequence[Shaped] | None = None,
-    unasked: int = 0,
-) -> GateReport:
-    """Every gate check of ``proposal`` against the other attempts of the registry at ``root``
-    (every one, or at least those the checks read: ``Index.gate_candidates``).
+class DecidedCondition(Protocol):
+    """The varied attempt's continue-if condition, decided on its latest complete run as the
+    registry holds it now (``views.dispositions.Disposition``)."""
 
-    ``budget_error`` and ``tracking_error`` carry why a value given for the proposal could
-    not even be stored (e.g. a zero budget), so that the check names the real reason.
-    ``known_ids`` are every attempt's id, when ``others`` are not all of them, for naming the
-    closest to a varied attempt that does not exist. ``objective_chain`` is the chain of the
-    streak of the proposal's objective among every other attempt, when ``others`` do not hold
-    every attempt of that objective, and ``unasked`` how many attempts of its family that ask no
-    question ``others`` leave out (``gate/reading.py``).
-    """
-    by_id: dict[str, Shaped] = {a.id: a for a in others if a.id != proposal.id}
+    @property
+    def truth(self) -> bool | None: ...
+
+    def summary(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class EvaluatorFile:
+    """The proposal's frozen evaluator file, as the registry holds it now."""
+
+    path: Path
+    frozen: FrozenEvaluator | None  # None: the file is missing, or does not verify
+    mismatch: str | None = None  # why it does not verify (None: it does, or it is missing)
+    changed_inputs: str | None = None  # an input it reads that no longer matches its digest
+
+
+@dataclass(frozen=True)
+class GateInputs:
+    """All that the checks of one proposal read, read beforehand (``reading.read_gate_inputs``)."""
+
+    # the other attempts of the registry, or at least those the checks read (``gate_candidates``)
+    others: Sequence[Shaped]
+    objective_chain: Sequence[Shaped]  # the chain of the streak of its objective, without it
+    evaluator: EvaluatorFile | None  # None: the proposal names no evaluator
+    disposition: DecidedCondition | None  # the varied attempt's condition, decided; None: none
+    known_ids: Collection[str] | None = None  # every id, when ``others`` may lack the one varied
+    unasked: int = 0  # attempts of its family that ask no question, left out of ``others``
+    # why a value given for the proposal could not even be stored (e.g. a zero budget), so that
+    # the check names the real reason; only a proposal being made has one
+    budget_error: str | None = None
+    tracking_error: str | None = None
+
+
+def check_gate(proposal: Attempt, inputs: GateInputs) -> GateReport:
+    """Every gate check of ``proposal`` over what was read of the registry for it."""
+    by_id: dict[str, Shaped] = {a.id: a for a in inputs.others if a.id != proposal.id}
     everyone: dict[str, Shaped] = {**by_id, proposal.id: proposal}
-    evaluator_check, frozen = frozen_evaluator(proposal, root)
+    evaluator_check, frozen = frozen_evaluator(proposal, inputs.evaluator)
     checks = [
-        fresh_question(proposal, by_id, everyone, known_ids, unasked),
+        fresh_question(proposal, by_id, everyone, inputs.known_ids, inputs.unasked),
         evaluator_check,
-        explicit_budget(proposal, frozen, budget_error),
-        scoped_tracking_issue(proposal, by_id, everyone, tracking_error),
-        disposition_respected(proposal, by_id, root),
-        streak(proposal, by_id, objective_chain),
+        explicit_budget(proposal, frozen, inputs.budget_error),
+        scoped_tracking_issue(proposal, by_id, everyone, inputs.tracking_error),
+        disposition_respected(proposal, by_id, inputs.disposition),
+        streak(proposal, by_id, inputs.objective_chain),
     ]
     return GateReport(proposal.id, checks, frozen)
 
@@ -183,22 +198,21 @@ def fresh_question(
 # --------------------------------------------------------------------------- frozen evaluator
 
 
-def frozen_evaluator(proposal: Attempt, root: Path) -> tuple[CheckResult, FrozenEvaluator | None]:
+def frozen_evaluator(proposal: Attempt, file: EvaluatorFile | None) -> tuple[CheckResult, FrozenEvaluator | None]:
     """The check, and the evaluator when it passes (the budget is weighed against its spec,
     and a run measures what was read here)."""
     name = "frozen-evaluator"
     freeze_hint = "freeze the spec with `ptreg evaluator freeze SPEC.json` and name it with --evaluator NAME@HASH"
-    if proposal.evaluator is None:
+    if proposal.evaluator is None or file is None:
         return CheckResult(name, FAILED, "no evaluator is named", freeze_hint), None
-    path = evaluators_dir(root) / f"{proposal.evaluator}.json"
-    if not path.exists():
+    path, frozen, mismatch = file.path, file.frozen, file.mismatch
+    if frozen is None and mismatch is None:
         return CheckResult(
             name,
             FAILED,
             f"evaluator {proposal.evaluator} is not frozen in this registry ({path} is missing)",
             freeze_hint,
         ), None
-    frozen, mismatch = check_file(path)
     if frozen is None:
         return CheckResult(
             name,
@@ -220,7 +234,7 @@ def frozen_evaluator(proposal: Attempt, root: Path) -> tuple[CheckResult, Frozen
         return CheckResult(
             name, FAILED, f"{proposal.evaluator} cannot be measured here: {problem}", "see `ptreg workloads`"
         ), None
-    changed = changed_inputs(project_root(root), frozen.inputs) if frozen.inputs else None
+    changed = file.changed_inputs
     if changed is not None:
         return CheckResult(
             name,
@@ -298,9 +312,11 @@ def scoped_tracking_issue(
 # --------------------------------------------------------------------------- disposition
 
 
-def disposition_respected(proposal: Attempt, by_id: Mapping[str, Shaped], root: Path) -> CheckResult:
+def disposition_respected(
+    proposal: Attempt, by_id: Mapping[str, Shaped], decided: DecidedCondition | None
+) -> CheckResult:
     """A prose disposition must be answered; one with a condition is decided by the numbers of
-    the varied attempt's latest complete run (``root`` is where they are read)."""
+    the varied attempt's latest complete run (``decided``)."""
     name = "disposition-respected"
     if proposal.varied_from is None:
         return CheckResult(name, PASSED, "varies no attempt, so there is no retained disposition to answer")
@@ -316,9 +332,6 @@ def disposition_respected(proposal: Attempt, by_id: Mapping[str, Shaped], root: 
         return CheckResult(name, PASSED, f"{parent.id} retains no disposition (its next_action is unknown)")
     answer = proposal.answers_disposition
     answered = answer is not None and bool(answer.strip())
-    # The index's summary has no condition or runs: the varied attempt's own file is read for them.
-    whole = read_summarized(root, parent) if isinstance(parent, Summary) and parent.has_condition else parent
-    decided = decide_disposition(root, whole) if isinstance(whole, Attempt) else None
     if decided is not None:
         found = f"{parent.id}'s condition {decided.summary()}"
         if decided.truth is True:
@@ -352,9 +365,7 @@ def disposition_respected(proposal: Attempt, by_id: Mapping[str, Shaped], root: 
 # --------------------------------------------------------------------------- streak
 
 
-def streak(
-    proposal: Attempt, by_id: Mapping[str, Shaped], objective_chain: Sequence[Shaped] | None = None
-) -> CheckResult:
+def streak(proposal: Attempt, by_id: Mapping[str, Shaped], objective_chain: Sequence[Shaped]) -> CheckResult:
     """CAUTION at 2 trailing negatives; at 3 or more, refused unless the axis changes or an
     override reason is given. The chain is the objective's deepest one (as `ptreg streaks`
     shows it) or the one the proposal varies, whichever ends in more negatives."""
@@ -363,10 +374,7 @@ def streak(
     if objective is None:
         why = "an infrastructure attempt" if proposal.kind == INFRASTRUCTURE_KIND else "no objective is named"
         return CheckResult(name, PASSED, f"{why}: no objective chain to check")
-    if objective_chain is None:
-        chains = [s.chain for s in streaks(by_id.values(), objective)]
-    else:
-        chains = [list(objective_chain)] if objective_chain else []
+    chains = [list(objective_chain)] if objective_chain else []
     if proposal.varied_from is not None and proposal.varied_from in by_id:
         chains.append(ancestry(proposal.varied_from, by_id))
     trailing = max((trailing_negatives(c, objective) for c in chains), key=len, default=[])

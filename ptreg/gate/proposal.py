@@ -33,7 +33,8 @@ from ..store.locks import registry_lock
 from ..views.precedents import Precedent, Shape, precedents
 from .admission import admission
 from .checks import GateReport, check_gate
-from .proposal_input import ProposalInput
+from .proposal_input import FieldsRefused, ProposalInput
+from .reading import read_gate_inputs
 
 
 @dataclass
@@ -53,31 +54,37 @@ def _blank_to_none(value: Any) -> Any:
     return None if isinstance(value, str) and not value.strip() else value
 
 
+# each budget limit in the words its value is read in
+BUDGET_UNITS = {
+    "wall_clock_seconds": "wall-clock seconds",
+    "max_timed_steps": "timed steps per repeat",
+    "max_repeats": "repeats",
+    "max_threads": "threads",
+    "max_memory_mb": "MB of peak memory",
+}
+
+
 def _budget(proposal: ProposalInput) -> tuple[Budget | None, str | None]:
     """The budget, or why the given values are not one (missing, zero, negative, absurd)."""
     limits = {f.metadata["budget"]: f for f in fields(ProposalInput) if f.metadata["budget"]}
     values = {limit: getattr(proposal, f.name) for limit, f in limits.items()}
     if values["wall_clock_seconds"] is None:
         if any(v is not None for v in values.values()):
-            flag = limits["wall_clock_seconds"].metadata["flag"]
-            return None, f"the budget gives limits but no wall-clock seconds ({flag}), which every budget needs"
+            return None, "the budget gives limits but no wall-clock seconds, which every budget needs"
         return None, None
     try:
         return Budget.model_validate({k: v for k, v in values.items() if v is not None}), None
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
-        flag = limits[str(error["loc"][0])].metadata["flag"]
-        return None, f"{flag} {error['input']!r} is refused: {error['msg'].lower()}"
+        unit = BUDGET_UNITS[str(error["loc"][0])]
+        return None, f"a budget of {error['input']!r} {unit} is refused: {error['msg'].lower()}"
 
 
 def _check_vocabulary(proposal: ProposalInput, meta: RegistryMeta, source: str) -> None:
-    given = [("--method", "method", m) for m in proposal.methods]
+    given = [("method", "method", m) for m in proposal.methods]
     given += [
-        (flag, vocabulary, value)
-        for flag, vocabulary, value in (
-            ("--kind", "kind", proposal.kind),
-            ("--objective", "objective", proposal.objective),
-        )
+        (vocabulary, vocabulary, value)
+        for vocabulary, value in (("kind", proposal.kind), ("objective", proposal.objective))
         if value is not None
     ]
     unknown = unknown_terms(meta, given)
@@ -85,11 +92,23 @@ def _check_vocabulary(proposal: ProposalInput, meta: RegistryMeta, source: str) 
         raise PtregError(f"{source}/{REGISTRY_FILE}: {unknown}")
     if proposal.kind == INFRASTRUCTURE_KIND:
         by_record = {f.metadata["record"]: f for f in fields(ProposalInput)}
-        shaped = [by_record[name].metadata["flag"] for name in SHAPE_FIELDS if getattr(proposal, by_record[name].name)]
+        shaped = [by_record[name].name for name in SHAPE_FIELDS if getattr(proposal, by_record[name].name)]
         if shaped:
-            raise PtregError(
-                f"an infrastructure attempt carries no shape fields; drop {', '.join(shaped)} or choose another --kind"
+            raise FieldsRefused(
+                shaped, "an infrastructure attempt carries no shape fields; drop {} or choose another kind"
             )
+
+
+def check_required(proposal: ProposalInput) -> None:
+    """FieldsRefused when the proposal lacks a field every proposal needs: an id, a name, a
+    family and a kind, and an objective unless it is infrastructure."""
+    for name in ("id", "name", "family", "kind"):
+        if not getattr(proposal, name):
+            raise FieldsRefused([name], "missing {}: a proposal needs an id, a name, a family and a kind")
+    if proposal.kind != INFRASTRUCTURE_KIND and not proposal.objective:
+        raise FieldsRefused(
+            ["objective"], "missing {}: a proposal of this kind needs one (only infrastructure has none)"
+        )
 
 
 def build_attempt(proposal: ProposalInput, root: Path) -> tuple[Attempt, str | None, str | None]:
@@ -132,6 +151,7 @@ def propose(
     The gate and the write happen under the registry lock, so that what the gate checked
     (a fresh id, an unused tracking issue) still holds when the record lands.
     """
+    check_required(proposal)
     check_id(proposal.id)
     if dry_run:
         return _propose(root, proposal, dry_run=True, now=now, progress=progress)
@@ -152,8 +172,9 @@ def _propose(
             )
         _check_vocabulary(proposal, meta, str(root))
         attempt, budget_error, tracking_error = build_attempt(proposal, root)
-        others = index.summaries()
-        report = check_gate(attempt, others, root, budget_error=budget_error, tracking_error=tracking_error)
+        inputs = read_gate_inputs(index, attempt, root, budget_error=budget_error, tracking_error=tracking_error)
+        report = check_gate(attempt, inputs)
+        others = index.summaries()  # every attempt: the precedents are ranked among them all
         by_id = {a.id: a for a in others}
         lineage = [a.id for a in ancestry(attempt.varied_from, by_id)] if attempt.varied_from else []
         found = precedents(Shape.of(attempt, lineage), others)

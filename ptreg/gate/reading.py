@@ -1,7 +1,9 @@
-"""What the gate's checks of one attempt read from the query index, and no more: the attempts of
-its lineage and tracking issue and those of its family that ask a question
-(``Index.gate_candidates``), how many of its family ask none, and the chain of its objective's
-streak, found from the streaks' tips that the index keeps for the whole registry.
+"""What the gate's checks of one attempt read, and no more (``checks.GateInputs``): from the
+registry reader, the attempts of its lineage and tracking issue and those of its family that ask a
+question (``gate_candidates``), how many of its family ask none, and the chain of its objective's
+streak, found from the streaks' tips that the index keeps for the whole registry; from the files,
+its frozen evaluator and the condition of the attempt it varies, decided on that one's runs.
+`new`, `gate` and `run` all read them here.
 
 The streak check compares the proposal with every other attempt: the registry without the
 proposal. The index keeps, per objective, the two best tips of the registry as it is
@@ -14,50 +16,75 @@ the objective and their ancestors.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..records.attempt import Attempt
 from ..records.graph import ancestry
 from ..records.ledger import Link, Shaped, Summary
+from ..store.evaluators import check_file, evaluators_dir
+from ..store.full_read import read_summarized
+from ..store.inputs import changed_inputs, project_root
+from ..views.dispositions import Disposition, decide_disposition
 from ..views.streaks import Tip, ranked_tips, streak_chains, trailing_count
-from .checks import GateReport, check_gate
+from .checks import EvaluatorFile, GateInputs
 
 if TYPE_CHECKING:
-    from ..store.full_read import FullRead
-    from ..store.index import Index
+    from ..store.reader import RegistryReader
 
 
-@dataclass(frozen=True)
-class GateReading:
-    others: list[Summary]  # every attempt the checks compare with, or at least those they read
-    known_ids: list[str] | None  # every id, when the attempt varies one not among ``others``
-    objective_chain: list[Summary]  # the chain of its objective's streak, without the attempt
-    unasked: int  # attempts of its family left out of ``others``: they ask no question
-
-    def check(self, attempt: Attempt, root: Path) -> GateReport:
-        """Every gate check of ``attempt`` (the one this was read for), over what was read."""
-        return check_gate(
-            attempt,
-            self.others,
-            root,
-            known_ids=self.known_ids,
-            objective_chain=self.objective_chain,
-            unasked=self.unasked,
-        )
-
-
-def gate_reading(index: Index | FullRead, attempt: Shaped) -> GateReading:
-    others = index.gate_candidates(attempt)
-    varied = attempt.varied_from
-    missing = varied is not None and (varied == attempt.id or all(a.id != varied for a in others))
-    return GateReading(
-        others, index.ids() if missing else None, objective_chain(index, attempt), _unasked(index, attempt, others)
+def read_gate_inputs(
+    index: RegistryReader,
+    proposal: Attempt,
+    root: Path,
+    *,
+    budget_error: str | None = None,
+    tracking_error: str | None = None,
+) -> GateInputs:
+    """What the checks of ``proposal`` read, from ``index`` and the files of ``root``.
+    ``budget_error`` and ``tracking_error``: why a value given for a proposal being made could
+    not be stored (``proposal.build_attempt``)."""
+    others = index.gate_candidates(proposal)
+    varied = proposal.varied_from
+    missing = varied is not None and (varied == proposal.id or all(a.id != varied for a in others))
+    return GateInputs(
+        others=others,
+        objective_chain=objective_chain(index, proposal),
+        evaluator=evaluator_file(proposal, root),
+        disposition=decided_disposition(proposal, others, root),
+        known_ids=index.ids() if missing else None,
+        unasked=_unasked(index, proposal, others),
+        budget_error=budget_error,
+        tracking_error=tracking_error,
     )
 
 
-def _unasked(index: Index | FullRead, attempt: Shaped, others: list[Summary]) -> int:
+def evaluator_file(proposal: Attempt, root: Path) -> EvaluatorFile | None:
+    """The proposal's frozen evaluator file, read and verified against its identity and inputs."""
+    if proposal.evaluator is None:
+        return None
+    path = evaluators_dir(root) / f"{proposal.evaluator}.json"
+    if not path.exists():
+        return EvaluatorFile(path, None)
+    frozen, mismatch = check_file(path)
+    changed = changed_inputs(project_root(root), frozen.inputs) if frozen is not None and frozen.inputs else None
+    return EvaluatorFile(path, frozen, mismatch, changed)
+
+
+def decided_disposition(proposal: Attempt, others: Sequence[Summary], root: Path) -> Disposition | None:
+    """The condition of the attempt ``proposal`` varies, decided on its latest complete run; None
+    when it varies none, or that one has no condition. The summary holds no condition or runs:
+    that attempt's own file is read for them."""
+    if proposal.varied_from is None:
+        return None
+    parent = {a.id: a for a in others if a.id != proposal.id}.get(proposal.varied_from)
+    if parent is None or parent.next_action is None or not parent.has_condition:
+        return None
+    return decide_disposition(root, read_summarized(root, parent))
+
+
+def _unasked(index: RegistryReader, attempt: Shaped, others: list[Summary]) -> int:
     """How many attempts of ``attempt``'s family that ask no question ``others`` leave out (as
     the freshness check would count them: each id as its last file in the ledger gives it)."""
     if attempt.family is None:
@@ -65,7 +92,7 @@ def _unasked(index: Index | FullRead, attempt: Shaped, others: list[Summary]) ->
     return index.unasked(attempt.family, {a.id for a in others} | {attempt.id})
 
 
-def objective_chain(index: Index | FullRead, attempt: Shaped) -> list[Summary]:
+def objective_chain(index: RegistryReader, attempt: Shaped) -> list[Summary]:
     """The chain of the streak of ``attempt``'s objective among every attempt but ``attempt``,
     oldest first, as ``views.streaks.streaks`` finds it (empty: no objective, or no chain)."""
     objective = attempt.objective
@@ -90,7 +117,7 @@ def objective_chain(index: Index | FullRead, attempt: Shaped) -> list[Summary]:
 _UNSURE = "?"  # not a valid id: the tips cannot say, the objective's attempts are read
 
 
-def _tip_without(index: Index | FullRead, left_out: str, objective: str, tips: list[Tip]) -> str | None:
+def _tip_without(index: RegistryReader, left_out: str, objective: str, tips: list[Tip]) -> str | None:
     """The tip of ``objective``'s streak once ``left_out`` is left out (None: no chain), or
     _UNSURE."""
     above = index.links_up(left_out)

@@ -21,10 +21,11 @@ from ..engine.measurement import SpreadExecutor, measure
 from ..engine.plan import EVALUATOR_VERSION
 from ..engine.workloads.registry import workload_named
 from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
-from ..gate.reading import gate_reading
+from ..gate.checks import check_gate
+from ..gate.reading import read_gate_inputs
 from ..records.attempt import Attempt, Budget, RunRef
 from ..records.evaluator import EvaluatorSpec, FrozenEvaluator
-from ..records.run import RunResults, new_results
+from ..records.run import Provenance, RunResults, new_results
 from ..store.directory import load_meta, read_attempt, write_attempt
 from ..store.full_read import indexed_attempt
 from ..store.index import open_index
@@ -83,7 +84,7 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
     index = open_index(root)  # the gate's freshness, streak and precedents checks read it
     try:
         attempt = indexed_attempt(index, attempt_id)
-        reading = gate_reading(index, attempt)
+        inputs = read_gate_inputs(index, attempt, root)
     finally:
         index.close()
     if attempt.status != "not-tried":
@@ -96,7 +97,7 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
         raise PtregError(
             f"{attempt_id} has no frozen evaluator or no budget; propose it with `ptreg new`", EXIT_CHECK_FAILED
         )
-    report = reading.check(attempt, root)
+    report = check_gate(attempt, inputs)
     if not report.admitted or report.evaluator is None:
         failed = "; ".join(f"{c.check}: {c.detail}" for c in report.failures)
         raise PtregError(
@@ -142,24 +143,18 @@ def _measure_and_record(
     with deferred():
         finished = utc_now()
         with registry_lock(root):
-            results = new_results(
-                spec=frozen.spec,
-                roles=found.roles,
-                parity=found.parity,
-                cells=found.cells,
-                rounds=found.rounds,
-                status=found.status,
-                reason=found.reason,
-                command=command,
-                started_at=started,
-                finished_at=finished,
-                evaluator_version=EVALUATOR_VERSION,
+            made = Provenance(
+                command,
+                started,
+                finished,
+                EVALUATOR_VERSION,
                 frozen=frozen,
                 budget=budget,
                 attempt=attempt_id,
                 run_id=new_run_id(root, attempt_id, started),
                 code=code,
             )
+            results = new_results(frozen.spec, found, made)
             folder = write_run(root, results, environment)
             attempt = link_run(root, attempt_id, results)
     late = pending()

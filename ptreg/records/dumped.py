@@ -15,12 +15,10 @@ pydantic-free functions the models themselves use (``budgets.describe_budget``).
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
+from .attempt_view import AttemptView
 from .ledger import LedgerKey, lacks, ledger_key
-
-if TYPE_CHECKING:
-    from .attempt import Attempt
 
 # The field names of Attempt and of every model inside it (origin, budget, admission, runs, the
 # condition's tree...): only these read as None when left out. tests/records/test_dumped.py
@@ -84,7 +82,7 @@ def _read(value: Any) -> Any:
     return value
 
 
-def dumped_attempt(data: dict[str, Any]) -> Attempt:
-    """The attempt a vouched file holds (``data``, its parsed JSON), typed as the model it
-    answers for."""
-    return cast("Attempt", DumpedAttempt(data))
+def dumped_attempt(data: dict[str, Any]) -> AttemptView:
+    """The attempt a vouched file holds (``data``, its parsed JSON), as the dossier reads it
+    (``AttemptView``: the data the model holds, not its methods)."""
+    return DumpedAttempt(data)

@@ -37,6 +37,12 @@ Slug = Annotated[str, StringConstraints(pattern=ID_PATTERN, max_length=ID_MAX_LE
 # known only once the plugins are read, so the record checks the form and the engine the name.
 WorkloadName = Slug
 Metric = Literal["gflops", "ms-per-step"]
+# How a repeat's timed region is measured: seconds of wall time, or instructions executed
+# under valgrind (engine/counting.py). Wall time is the default and is never written, so that
+# every spec frozen before the key existed keeps its hash.
+Timer = Literal["wall", "instructions"]
+WALL: Timer = "wall"
+INSTRUCTIONS: Timer = "instructions"
 # A metric or parameter name, as conditions and commands write it: ASCII, a letter first.
 METRIC_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 MetricName = Annotated[str, StringConstraints(pattern=METRIC_PATTERN)]
@@ -96,11 +102,21 @@ class EvaluatorSpec(BaseModel):
         description="(max - min) / median above which a cell is flagged untrustworthy.",
     )
     metric: Metric
+    timer: Timer | None = Field(
+        default=None,
+        description="wall (the default, never written) or instructions: each repeat's timed region counted in "
+        "instructions executed under valgrind, with one thread and a fixed hash seed.",
+    )
 
     @property
     def arm_names(self) -> list[str]:
         """What the cells of one config compare: here, the backends."""
         return list(self.backends)
+
+    @property
+    def counts_instructions(self) -> bool:
+        """Whether its repeats are counted in instructions rather than timed in seconds."""
+        return self.timer == INSTRUCTIONS
 
     def measures(self) -> str:
         """What it measures, in a few words."""
@@ -108,9 +124,8 @@ class EvaluatorSpec(BaseModel):
 
     def procedure(self) -> str:
         """How each cell is measured, in words."""
-        return (
-            f"{self.warmup_steps} warm-up and {self.timed_steps} timed steps, {self.plan()}, {self.threads} thread(s)"
-        )
+        timed = "counted steps (instructions, under valgrind)" if self.counts_instructions else "timed steps"
+        return f"{self.warmup_steps} warm-up and {self.timed_steps} {timed}, {self.plan()}, {self.threads} thread(s)"
 
     @property
     def needs_steps(self) -> int | None:
@@ -138,6 +153,11 @@ class EvaluatorSpec(BaseModel):
                 raise ValueError(f"{field} names an entry twice")
         if self.baseline not in self.backends:
             raise ValueError(f"baseline {self.baseline!r} is not one of the backends")
+        if self.counts_instructions and self.threads != 1:
+            # another thread's instructions would land in the count whenever the scheduler let it run
+            raise ValueError(f"timer 'instructions' counts one thread: threads must be 1, not {self.threads}")
+        if self.timer == WALL:
+            self.timer = None  # the default is not written: the spec hashes as if the key were absent
         return self
 
     @property

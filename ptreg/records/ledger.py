@@ -2,7 +2,7 @@
 the ledger's order, and ``Summary``, the part of a record the derived index keeps.
 
 Nothing here imports pydantic, so that `list`, `streaks` and `lineage`, answered from the index
-(``store/index.py``), never pay for building the models (about 0.1 s of a 0.25 s command).
+(``store/index/``), never pay for building the models (about 0.1 s of a 0.25 s command).
 An ``Attempt`` has every attribute of ``Summary``, so each view takes either.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -21,6 +21,11 @@ NEGATIVE_STATUSES = ("failed", "regressed", "inconclusive")
 # Fields that describe the shape of a training or evaluation attempt; infrastructure has none.
 SHAPE_FIELDS = ("methods", "bases", "objective", "data_rows", "varied_from")
 INFRASTRUCTURE_KIND = "infrastructure"
+
+# A streak (``views/streaks.py``): this many negatives at a chain's tip earn a CAUTION, and
+# this many a STOP AND RETHINK, which the gate refuses unless the axis changes.
+CAUTION_AT = 2
+STOP_AT = 3
 
 # Where a record stands in the ledger (``ledger_key``).
 LedgerKey = tuple[str, int, int, int, str]
@@ -138,6 +143,19 @@ class Listed(NamedTuple):
     stem: str | None
 
 
+class Vocabularies(Protocol):
+    """The vocabularies of ``registry.json`` (a ``RegistryMeta``, or the index's copy of it)."""
+
+    @property
+    def method_vocabulary(self) -> Mapping[str, str | None]: ...
+    @property
+    def objective_vocabulary(self) -> Mapping[str, str | None]: ...
+    @property
+    def kind_vocabulary(self) -> Mapping[str, str | None]: ...
+    @property
+    def confidence_vocabulary(self) -> Mapping[Any, str | None]: ...  # keyed by the confidence words
+
+
 def listed(a: Summary) -> Listed:
     return Listed(a.id, a.status, a.lesson, a.family, a.kind, a.objective, a.methods, a.bases, a.has_condition, a.stem)
 
@@ -216,6 +234,25 @@ def decode_terms(text: str | None) -> list[str] | None:
     if text.startswith(TERMS_AS_JSON):
         return list(json.loads(text[1:]))
     return text.split(TERMS_SEPARATOR) if text else []
+
+
+S = TypeVar("S", bound=Step)
+
+
+def trailing_negatives(chain: list[S], objective: str) -> list[S]:
+    """The negatives at the tip of ``chain``, oldest first. Proposals not yet tried at the tip
+    are passed over: they have no outcome, so they neither break nor extend a streak (else
+    proposing would be a way to clear a STOP AND RETHINK)."""
+    trailing: list[S] = []
+    outcomes = list(reversed(chain))
+    while outcomes and outcomes[0].status == "not-tried" and outcomes[0].objective == objective:
+        outcomes.pop(0)
+    for a in outcomes:
+        if a.objective != objective or a.status not in NEGATIVE_STATUSES:
+            break
+        trailing.append(a)
+    trailing.reverse()
+    return trailing
 
 
 def question_tokens(question: str) -> list[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .. import __version__
 from ..text import shorten
 from .attempt import AttemptId, Budget, RunStatus
+from .counting import CountedUnder
 from .evaluator import AnySpec, ArmsSpec, EvaluatorSpec, FrozenEvaluator, MetricName, SpecField
 from .refs import INT_MAX, RUN_ID_PATTERN
 
@@ -150,6 +152,11 @@ class StepSample(_Strict):
     seconds: SampleSeconds
     kernel_seconds: dict[Kernel, Annotated[float, Field(ge=0, le=SAMPLE_SECONDS_MAX, allow_inf_nan=False)]]
     loss: Finite
+    instructions: Count | None = Field(
+        default=None,
+        description="Under the instructions timer: the step's instructions executed (seconds is then "
+        "wall time under valgrind).",
+    )
 
 
 class KernelSample(_Strict):
@@ -160,6 +167,9 @@ class KernelSample(_Strict):
     kernel: Kernel
     calls: Count
     seconds_per_call: SampleSeconds
+    instructions_per_call: Positive | None = Field(
+        default=None, description="Under the instructions timer: instructions executed per call."
+    )
 
 
 class MetricSample(_Strict):
@@ -238,6 +248,9 @@ class KernelTiming(_Strict):
     vs_naive_ratio: Ratio | None = Field(default=None, description="Version 3: vs_naive round by round.")
     vs_peer_ratio: Ratio | None = Field(default=None, description="Version 3: vs_peer round by round.")
     vs_baseline_ratio: Ratio | None = Field(default=None, description="Version 3: vs_baseline round by round.")
+    instructions_per_call: Summary | None = Field(
+        default=None, description="Under the instructions timer: instructions per call, over repeats."
+    )
 
 
 class Cell(_Strict):
@@ -252,6 +265,11 @@ class Cell(_Strict):
     step_samples: list[StepSample] | None = None
     kernel_samples: list[KernelSample] | None = None
     ms_per_step: Summary | None = Field(default=None, description="Over repeats, each a repeat's mean.")
+    instructions_per_step: Summary | None = Field(
+        default=None,
+        description="Under the instructions timer: instructions of one step's worth of work (tinygpt-train: a "
+        "step; kernels: a step's linear layers), over repeats, each a repeat's mean.",
+    )
     tokens_per_second: Summary | None = None
     step_gflops: Positive | None = Field(
         default=None, description="kernels: GFLOP/s of one training step's linear layers (all three kernels)."
@@ -333,11 +351,23 @@ class RunResults(_Strict):
         default=None, description="Version 3: the order of the backends in each round of each config."
     )
     code: CodeIdentity | None = Field(default=None, description="Version 5: the code measured; null when unknown.")
+    counted: CountedUnder | None = Field(
+        default=None, description="Under the instructions timer: how the counts were taken (valgrind, its CPU, BLAS)."
+    )
 
     @model_validator(mode="after")
     def _roles_by_version(self) -> RunResults:
         if (self.roles is None) != (self.results_version == 1):
             raise ValueError("roles are recorded from results_version 2 on, and only there")
+        return self
+
+    @model_validator(mode="after")
+    def _counted_under_its_timer(self) -> RunResults:
+        """How the counts were taken is there exactly when the spec counts instructions: a count
+        is compared only with one taken the same way (records/counting.py)."""
+        counts = bool(getattr(self.spec, "counts_instructions", False))
+        if counts != (self.counted is not None):
+            raise ValueError("counted is recorded exactly when the spec's timer is 'instructions'")
         return self
 
     @model_validator(mode="after")
@@ -381,45 +411,62 @@ class RunResults(_Strict):
         return self.roles if self.roles is not None else VERSION_1_ROLES
 
 
-def new_results(
-    *,
-    spec: AnySpec,
-    roles: Roles,
-    parity: list[ParityOutcome],
-    cells: list[Cell],
-    rounds: list[ConfigRounds],
-    status: RunStatus,
-    reason: str | None,
-    command: list[str],
-    started_at: str,
-    finished_at: str,
-    evaluator_version: int,
-    frozen: FrozenEvaluator | None = None,
-    budget: Budget | None = None,
-    attempt: str | None = None,
-    run_id: str | None = None,
-    code: CodeIdentity | None = None,
-) -> RunResults:
-    """The results of one measurement: of an attempt's run under its frozen evaluator, or of
-    an ad hoc bench (no attempt, no frozen evaluator, no budget)."""
+@dataclass
+class Measurement:
+    """What measuring an evaluator found (``engine.measurement.measure``): parity, the cells, the
+    ratios' roles, the rounds, and the status the run ends with."""
+
+    parity: list[ParityOutcome]
+    cells: list[Cell]
+    roles: Roles
+    rounds: list[ConfigRounds]
+    status: RunStatus
+    reason: str | None
+    interrupted_by: int | None = None  # the signal that stopped it
+    counted: CountedUnder | None = None  # under the instructions timer: how the counts were taken
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Under what a measurement was made: the command line, when, by which version of the
+    evaluator code, and, for an attempt's run, its frozen evaluator, budget, attempt and run id
+    (an ad hoc bench has none of these four)."""
+
+    command: list[str]
+    started_at: str
+    finished_at: str
+    evaluator_version: int
+    frozen: FrozenEvaluator | None = None
+    budget: Budget | None = None
+    attempt: str | None = None
+    run_id: str | None = None
+    code: CodeIdentity | None = None  # the code that measured, as far as it is known
+
+
+def new_results(spec: AnySpec, measurement: Measurement, provenance: Provenance) -> RunResults:
+    """The results of one measurement of ``spec``: of an attempt's run under its frozen
+    evaluator, or of an ad hoc bench."""
+    found, made = measurement, provenance
+    frozen = made.frozen
     return RunResults(
         results_version=RESULTS_VERSION,
-        run_id=run_id,
-        attempt=attempt,
+        run_id=made.run_id,
+        attempt=made.attempt,
         evaluator=frozen.ref if frozen else None,
         evaluator_sha256=frozen.sha256 if frozen else None,
-        evaluator_version=frozen.evaluator_version if frozen else evaluator_version,
+        evaluator_version=frozen.evaluator_version if frozen else made.evaluator_version,
         spec=spec,
-        roles=roles,
-        budget=budget,
-        command=command,
-        started_at=started_at,
-        finished_at=finished_at,
-        status=status,
-        reason=reason,
+        roles=found.roles,
+        budget=made.budget,
+        command=made.command,
+        started_at=made.started_at,
+        finished_at=made.finished_at,
+        status=found.status,
+        reason=found.reason,
         ptreg_version=__version__,
-        parity=parity,
-        cells=cells,
-        rounds=rounds,
-        code=code,
+        parity=found.parity,
+        cells=found.cells,
+        rounds=found.rounds,
+        code=made.code,
+        counted=found.counted,
     )

@@ -47,8 +47,7 @@ from .pages import (
 if TYPE_CHECKING:
     from jinja2 import Environment
 
-    from ..store.full_read import FullRead
-    from ..store.index import Index
+    from ..store.reader import RegistryReader
 
 MANIFEST = ".ptreg-site.json"
 FORMAT = "ptreg-site"
@@ -215,7 +214,7 @@ def environment() -> Environment:
 
 
 def build(
-    index: Index | FullRead,
+    index: RegistryReader,
     out: Path,
     *,
     changed: bool = False,

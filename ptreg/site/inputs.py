@@ -23,8 +23,7 @@ from ..store.full_read import read_summarized
 from ..store.runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR, read_results, run_folder
 
 if TYPE_CHECKING:
-    from ..store.full_read import FullRead
-    from ..store.index import Index
+    from ..store.reader import RegistryReader
 
 ABSENT = "absent"
 
@@ -32,7 +31,7 @@ ABSENT = "absent"
 class Inputs:
     """The registry as the site reads it, each file read at most once."""
 
-    def __init__(self, index: Index | FullRead):
+    def __init__(self, index: RegistryReader):
         self.index = index
         self.root: Path = index.root
         self.summaries: list[Summary] = index.summaries()
@@ -42,8 +41,7 @@ class Inputs:
         self._attempts: dict[str, Attempt | None] = {}
         self._results: dict[tuple[str, str], RunResults | str] = {}
         self._meta: RegistryMeta | None = None
-        bulk = getattr(index, "all_runs", None)
-        self._runs: dict[str, list[tuple[str, str]]] | None = bulk() if bulk is not None else None
+        self._runs: dict[str, list[tuple[str, str]]] = index.all_runs()
         self.evaluators: dict[str, Path] = {p.name.removesuffix(".json"): p for p in evaluator_files(self.root)}
         # each lineage (an attempt, its ancestors, what varies them) keyed by its root's id
         roots = lineage_roots(self.by_id)
@@ -72,10 +70,7 @@ class Inputs:
 
     def runs(self, attempt_id: str) -> list[tuple[str, str]]:
         """(run id, status) of the attempt's linked runs, in the order they were linked."""
-        if self._runs is not None:
-            return self._runs.get(attempt_id, [])
-        attempt = self.attempt(attempt_id)
-        return [(r.run_id, r.status) for r in (attempt.runs or ())] if attempt else []
+        return self._runs.get(attempt_id, [])
 
     def results(self, attempt_id: str, run_id: str) -> RunResults | str:
         """The run's results, or why they cannot be read."""

@@ -163,7 +163,7 @@ def dossier_context(inputs: Inputs, attempt: Attempt, readable_runs: set[str]) -
     tree = inputs.trees[inputs.tree_of.get(attempt.id, attempt.id)]
     by_id = {i: a for i in tree if (a := inputs.attempt(i)) is not None}
     by_id[attempt.id] = attempt
-    parts: list[Section] = sections(attempt, by_id, inputs.meta, inputs.record_name(attempt.id), inputs.root)
+    parts: list[Section] = sections(attempt, by_id, inputs.meta, inputs.record_name(attempt.id), inputs.root, attempt)
     lineage = [
         {"id": i, "status": inputs.by_id[i].status, "href": dossier_path(i)}
         for i in sorted(tree, key=lambda i: inputs.by_id[i].ledger)
@@ -260,6 +260,9 @@ def run_charts(results: RunResults) -> list[Chart]:
         return arms_run_charts(results)
     charts: list[Chart] = []
     values = cell_values(results)
+    # a counted run's values are instructions, drawn as they are; seconds are drawn in ms
+    counted = results.counted is not None
+    scale = 1 if counted else 1000
     time_bars = []
     for cell in results.cells:
         found = values.get((cell.config, cell.backend))
@@ -276,21 +279,17 @@ def run_charts(results: RunResults) -> list[Chart]:
             Bar(
                 cell.config,
                 cell.backend,
-                1000 * statistics.median(found),
-                1000 * ci.low if ci else None,
-                1000 * ci.high if ci else None,
+                scale * statistics.median(found),
+                scale * ci.low if ci else None,
+                scale * ci.high if ci else None,
             )
         )
     measured = workload_named(results.spec.workload)
-    unit = f"ms per {measured.seconds_of if isinstance(measured, BackendsWorkload) else 'repeat'}"
-    charts.append(
-        bar_chart(
-            "time",
-            "Time per step, per config and backend (bar: median; whisker: 95% interval of the geometric mean)",
-            unit,
-            time_bars,
-        )
-    )
+    of = measured.seconds_of if isinstance(measured, BackendsWorkload) else "repeat"
+    unit = f"{'instructions' if counted else 'ms'} per {of}"
+    what = "Instructions (under valgrind)" if counted else "Time"
+    title = f"{what} per step, per config and backend (bar: median; whisker: 95% interval of the geometric mean)"
+    charts.append(bar_chart("time", title, unit, time_bars))
     roles = results.ratio_roles
     for name, title, attr in (
         ("vs-reference", f"Speedup over {roles.reference or 'the reference'} (same run, paired rounds)", "vs_naive"),

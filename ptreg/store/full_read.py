@@ -1,4 +1,4 @@
-"""The queries of ``index.Index`` answered by reading every record file, as ptreg did before it
+"""The queries of ``RegistryReader`` (``store/reader.py``) answered by reading every record file, as ptreg did before it
 kept an index: what ``PTREG_INDEX=off`` gives, and what the tests hold the index to."""
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ from ..records.attempt import Attempt, RegistryMeta
 from ..records.ledger import Filter, Link, Listed, Shaped, Summary, in_ledger_order, listed
 from ..records.refs import check_id
 from .directory import load_directory
-from .index import Index, Refresh
+from .index.rows import Refresh
+from .reader import RegistryReader
 from .record_file import read_record
 
 OFF_ENV = "PTREG_INDEX"  # "off": read every file, use no index
 
 
-class FullRead:
+class FullRead(RegistryReader):
     """Every record file read and parsed; the same questions as ``Index`` asks of its tables."""
 
     def __init__(self, root: Path):
@@ -132,6 +133,14 @@ class FullRead:
     def vocabularies(self) -> RegistryMeta:
         return self.registry.meta
 
+    def all_runs(self) -> dict[str, list[tuple[str, str]]]:
+        """As ``Index.all_runs``: of files giving one id, every file's runs, by file name."""
+        found: dict[str, list[tuple[str, str]]] = {}
+        for r in sorted(self.registry.records, key=lambda r: Path(r.file).stem if r.file else ""):
+            if r.attempt is not None and r.attempt.runs:
+                found.setdefault(r.attempt.id, []).extend((run.run_id, run.status) for run in r.attempt.runs)
+        return found
+
     def vouched(self, ids: Sequence[str]) -> dict[str, str]:
         return {}  # nothing kept to vouch with: every record is read through the models
 
@@ -143,7 +152,7 @@ class FullRead:
         return json.loads(json.dumps(compute()))
 
 
-def indexed_attempt(index: Index | FullRead, attempt_id: str) -> Attempt:
+def indexed_attempt(index: RegistryReader, attempt_id: str) -> Attempt:
     """The whole record of ``attempt_id``, read from its file once the index knows it is a valid
     one; otherwise the error a full read gives (not valid, or no such attempt and the closest ids)."""
     check_id(attempt_id)

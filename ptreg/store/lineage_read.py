@@ -7,41 +7,48 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..records.attempt_view import AttemptView
 from ..records.dumped import dumped_attempt
 from .jsonio import JsonError, decode_json, read_bytes
 from .names import RECORD_FILE_MAX_BYTES
 
 if TYPE_CHECKING:
     from ..records.attempt import Attempt
-    from .full_read import FullRead
-    from .index import Index
+    from .reader import RegistryReader
 
 
 @dataclass(frozen=True)
 class Lineage:
-    attempt: Attempt
-    by_id: dict[str, Attempt]  # the attempt, its ancestors and what varies it
+    attempt: AttemptView
+    by_id: dict[str, AttemptView]  # the attempt, its ancestors and what varies it
     record_file: str | None  # the file the attempt was read from
-    through_models: bool  # read through the models: a file was not vouched for, or the attempt has runs
+    # the attempt through the models (None: read off its vouched JSON): when a file was not
+    # vouched for, or the attempt has runs, whose sections need the model
+    model: Attempt | None
+
+    @property
+    def through_models(self) -> bool:
+        return self.model is not None
 
 
-def read_lineage(index: Index | FullRead, attempt_id: str) -> Lineage:
+def read_lineage(index: RegistryReader, attempt_id: str) -> Lineage:
     """``attempt_id`` (a valid record the index knows) with its lineage. A dossier with runs
     reads them through the run models, so its attempt is read through the models too."""
     ids = index.lineage_ids(attempt_id)
     vouched = index.vouched(ids)
     by_id = _read_vouched(index, vouched) if len(vouched) == len(ids) else None
     if by_id is not None and attempt_id in by_id and not by_id[attempt_id].runs:
-        return Lineage(by_id[attempt_id], by_id, str(index.root / f"{attempt_id}.json"), through_models=False)
+        return Lineage(by_id[attempt_id], by_id, str(index.root / f"{attempt_id}.json"), model=None)
     from .lineage_files import load_ids  # the models: about 0.15 s to import and build
 
     registry = load_ids(index.root, ids)
     record = registry.record_of(attempt_id)
     assert record.attempt is not None
-    return Lineage(record.attempt, registry.by_id(), record.file, through_models=True)
+    models: dict[str, AttemptView] = dict(registry.by_id())
+    return Lineage(record.attempt, models, record.file, model=record.attempt)
 
 
-def _read_vouched(index: Index | FullRead, vouched: dict[str, str]) -> dict[str, Attempt] | None:
+def _read_vouched(index: RegistryReader, vouched: dict[str, str]) -> dict[str, AttemptView] | None:
     """Each vouched attempt read off its file, when the file still holds the bytes the index
     validated; None as soon as one does not (it changed since, or cannot be read)."""
     found = {}

@@ -11,9 +11,9 @@ REGISTRY_FILE = "registry.json"
 # single-file attempts.json holds a whole registry and has no such cap.
 RECORD_FILE_MAX_BYTES = 2 * 1024 * 1024
 JOURNAL_FILE = ".ptreg-journal.json"
-# The derived query index (store/index.py): a working file, deleted at will, never exported.
+# The derived query index (store/index/): a working file, deleted at will, never exported.
 INDEX_FILE = ".ptreg-index.sqlite"
-# The change watcher's socket (store/watch.py): exists while `ptreg index --watch` runs.
+# The change watcher's socket (store/watch.py): exists while `ptreg index watch` runs.
 SOCKET_FILE = ".ptreg-watch.sock"
 # The folder of an attempt's runs, runs/<attempt id>/<run id> (store/runs.py reads them).
 RUNS_DIR = "runs"

@@ -1,5 +1,5 @@
 """Reading one record file as ``load_directory`` reads it: a Record (usable or not) and its
-problems. The full read and the query index (``index.py``) share it, so both see a file alike."""
+problems. The full read and the query index (``index/``) share it, so both see a file alike."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Asking the optional change watcher (``watcher.py``) which record files changed, instead of
 ``stat``-ing every one of them (docs/index.md, "The change watcher").
 
-``ptreg index --watch`` runs ``watcher.serve``; the index's check calls ``ask``. Their
+``ptreg index watch`` runs ``watcher.serve``; the index's check calls ``ask``. Their
 conversation is one JSON line each way over a Unix socket inside the registry directory (``SOCKET_FILE``,
 mode 0600, reached through the directory's descriptor so that its path is short and names
 this very directory). The watcher numbers every change it sees to a ``*.json`` name; the index

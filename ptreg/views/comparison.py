@@ -27,10 +27,18 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.environment import machine, measuring_environment
-from ..engine.stats import MIN_HISTORY, center_interval, false_discovery, run_centre, shift_from_history
+from ..engine.stats import (
+    MIN_HISTORY,
+    center_interval,
+    false_discovery,
+    run_centre,
+    shift_from_history,
+    shift_of_counts,
+)
 from ..engine.workloads import workload_named
-from ..engine.workloads.base import BackendsWorkload
+from ..engine.workloads.base import BackendsWorkload, repeat_unit
 from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError, UnknownAttempt, UnusableInput
+from ..records.counting import counted_the_same_way
 from ..records.evaluator import EvaluatorSpec
 from ..records.run import RunResults
 from ..store.directory import attempt_files, record_path
@@ -167,11 +175,12 @@ class CellShift:
     p: float | None = None
     q: float | None = None  # after the false-discovery adjustment across the comparison's cells
     verdict: str = "unknown"
+    counted: bool = False  # instruction counts: judged by the two runs' repeats (stats.shift_of_counts)
 
     @property
     def runs_needed(self) -> int:
-        """How many more runs of A's code would give this cell a verdict."""
-        return max(MIN_HISTORY - len(self.history), 0)
+        """How many more runs of A's code would give this cell a verdict (none for counts)."""
+        return 0 if self.counted else max(MIN_HISTORY - len(self.history), 0)
 
     def to_json(self) -> dict[str, Any]:
         return {**self.__dict__, "runs_needed": self.runs_needed}
@@ -183,6 +192,7 @@ def judge_cell(
     history: list[tuple[str, list[float]]],
     b_values: list[float],
     threshold: float,
+    counted: bool = False,
 ) -> CellShift:
     """One cell of B against its history: ``(label, values)`` of each run of A's code, A first
     (its values are each repeat's time, or ratio with ``--relative-to``). The verdict is left
@@ -196,7 +206,14 @@ def judge_cell(
         len(a_values),
         len(b_values),
         history=[label for label, _ in history],
+        counted=counted,
     )
+    if counted:  # counts do not drift between runs: the two runs' repeats are the evidence
+        cell.history = cell.history[:1]
+        found = shift_of_counts(a_values, b_values, threshold)
+        if found is not None:
+            cell.ratio, cell.low, cell.high, cell.p = found.ratio, found.low, found.high, found.p
+        return cell
     centres = [c for _, values in history if (c := run_centre(values)) is not None]
     b_centre = run_centre(b_values)
     if len(centres) >= 2:
@@ -242,6 +259,7 @@ class Comparison:
     machine_differences: list[str]
     method: str
     relative_to: str | None = None  # each cell's time as a ratio to this backend's, round by round
+    unit: str = "seconds"  # of the cells' values: seconds, or instructions under the instructions timer
     named_history: bool = False  # the history was named with --history, not found by code identity
     cells: list[CellShift] = field(default_factory=list)
     metrics: list[MetricShift] = field(default_factory=list)  # runs of arms: each arm's metrics
@@ -276,6 +294,7 @@ class Comparison:
             "false_discovery_rate": FALSE_DISCOVERY_RATE,
             "method": self.method,
             "relative_to": self.relative_to,
+            "unit": self.unit,
             "named_history": self.named_history,
             "slower": self.moved("slower"),
             "faster": self.moved("faster"),
@@ -384,19 +403,26 @@ def compare(
         if history_refs:
             raise PtregError("--history takes runs of backends; runs of arms compare in their own terms", EXIT_UNUSABLE)
         return _compare_arms(root, a, b, threshold, same_evaluator, differing, relative_to)
+    counted = a.results.counted is not None or b.results.counted is not None
+    if counted and history_refs:
+        raise PtregError("--history: instruction counts are compared run against run, with no history", EXIT_UNUSABLE)
     named = None if not history_refs else named_history(root, a, b, history_refs)
+    # a count is compared only with a count taken the same way: any difference is one of the
+    # machine's, and then no verdict is given
+    counting = [f"counted: {d}" for d in counted_the_same_way(a.results.counted, b.results.counted)]
     comparison = Comparison(
         a,
         b,
         threshold,
         not same_evaluator,
         differing,
-        machine_differences(a, b),
-        METHOD,
+        machine_differences(a, b) + counting,
+        COUNTS_METHOD if counted else METHOD,
         relative_to,
+        unit=repeat_unit(a.results.spec),
         named_history=named is not None,
     )
-    candidates = named if named is not None else history(root, a, leave_out=b)
+    candidates = [] if counted else named if named is not None else history(root, a, leave_out=b)
     plan_agrees = all(getattr(a.results.spec, k, None) == getattr(b.results.spec, k, None) for k in STEP_PLAN)
     values_a, values_b = cell_values(a.results, relative_to), cell_values(b.results, relative_to)
     earlier = [(run, cell_values(run.results, relative_to)) for run in candidates if run.folder != a.folder]
@@ -409,7 +435,12 @@ def compare(
             and (named is not None or _same_code(run.results, a.results, backend, relative_to) is True)
         ]
         cell = judge_cell(
-            config, backend, [(a.label, values_a[(config, backend)]), *ours], values_b[(config, backend)], threshold
+            config,
+            backend,
+            [(a.label, values_a[(config, backend)]), *ours],
+            values_b[(config, backend)],
+            threshold,
+            counted,
         )
         cell.same_code = _same_code(b.results, a.results, backend, relative_to)
         comparison.cells.append(cell)
@@ -420,6 +451,13 @@ def compare(
 METHOD = (
     "runs as the unit: each cell's centre in B (the median of its repeats) against the centres of the runs of "
     "A's code in that cell, Student's t with one degree of freedom less than those runs, two-sided at the "
+    "threshold; the cells' p-values adjusted together (Benjamini-Hochberg)"
+)
+
+
+COUNTS_METHOD = (
+    "instruction counts: each cell's repeats in B against A's (Welch's t on their logarithms, with an allowance "
+    "of 0.1% between runs, since counts of the same code counted the same way do not drift), two-sided at the "
     "threshold; the cells' p-values adjusted together (Benjamini-Hochberg)"
 )
 
@@ -459,11 +497,12 @@ class HistoryRow:
     run: FoundRun
     config: str
     backend: str
-    seconds: float  # median over whole repeats, per step's worth of work
+    seconds: float  # median over whole repeats, per step's worth of work (instructions, when counted)
     low: float | None  # the 95% interval of the geometric mean over repeats
     high: float | None
     repeats: int
     versus_first: float | None = None  # this median over the first run's
+    unit: str = "seconds"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -473,6 +512,7 @@ class HistoryRow:
             "config": self.config,
             "backend": self.backend,
             "seconds": self.seconds,
+            "unit": self.unit,
             "ci": None if self.low is None else [self.low, self.high],
             "ci_of": "geometric mean",
             "repeats": self.repeats,
@@ -536,7 +576,7 @@ def evaluator_history(
     rows: list[HistoryRow] = []
     first: dict[tuple[str, str, str], float] = {}
     for run in chosen:
-        where = repr(sorted(machine(run.environment).items()))
+        where = repr(sorted(machine(run.environment).items())) + repeat_unit(run.results.spec)
         for (config, backend), values in cell_values(run.results).items():
             ci = center_interval(values, getattr(run.results.spec, "target_ci", None) is not None)
             row = HistoryRow(
@@ -547,6 +587,7 @@ def evaluator_history(
                 ci.low if ci else None,
                 ci.high if ci else None,
                 len(values),
+                unit=repeat_unit(run.results.spec),
             )
             key = (where, config, backend)
             if key in first:

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..records import tracking
+from ..records.attempt_view import AttemptView
 from ..records.budgets import describe_budget
 from ..records.graph import ancestry
-from ..records.ledger import INFRASTRUCTURE_KIND
+from ..records.ledger import INFRASTRUCTURE_KIND, Vocabularies
 from ..text import Table, counted
 from .lineage import superseded_by
-from .queries import Vocabularies
 from .tables import markdown, plain
 
 if TYPE_CHECKING:  # or the same fields read off a vouched file (records/dumped.py), without pydantic
@@ -79,23 +79,25 @@ def _term(value: str | None, vocabulary: Mapping[str, str | None]) -> str:
     return f"{value} ({UNDEFINED})" if value in vocabulary and vocabulary[value] is None else value
 
 
-def _terms(values: list[str] | None, vocabulary: Mapping[str, str | None]) -> str:
+def _terms(values: Sequence[str] | None, vocabulary: Mapping[str, str | None]) -> str:
     return ", ".join(_term(v, vocabulary) for v in values) if values else UNKNOWN
 
 
-def _listed(values: list[str] | None) -> str:
+def _listed(values: Sequence[str] | None) -> str:
     return ", ".join(values) if values else UNKNOWN
 
 
 def sections(
-    attempt: Attempt,
-    by_id: Mapping[str, Attempt],
+    attempt: AttemptView,
+    by_id: Mapping[str, AttemptView],
     meta: Vocabularies,
     record_file: str | None,
     root: Path | None = None,
+    model: Attempt | None = None,
 ) -> list[Section]:
     """The dossier of ``attempt``: the seed page's sections in its order, then ptreg's own
-    (``root`` is the registry directory the runs are read from)."""
+    (``root`` is the registry directory the runs are read from; ``model``, the attempt through
+    the models, which the sections of its runs need)."""
     a = attempt
     disposition: list[str | Table] = [_text(a.next_action), RETAINED_NOTE, f"- Status: {a.status}."]
     if a.continue_if is not None:
@@ -117,18 +119,18 @@ def sections(
     admission = _admission(a)
     if admission:
         result.append(Section("Admission", admission))
-    if a.runs and root is not None:
+    if model is not None and model.runs and root is not None:
         # the run models and the workloads cost about 30 ms to import: only for a dossier with runs
         from .dossier_runs import condition_lines, run_lines
 
-        if a.continue_if is not None:  # decided on the runs, as the registry holds them now
-            disposition[3:4] = condition_lines(root, a)
-        for run in a.runs:
-            result.append(Section(f"Run {run.run_id}", run_lines(root, a.id, run)))
+        if model.continue_if is not None:  # decided on the runs, as the registry holds them now
+            disposition[3:4] = condition_lines(root, model)
+        for run in model.runs:
+            result.append(Section(f"Run {run.run_id}", run_lines(root, model.id, run)))
     return result
 
 
-def _scope(a: Attempt, meta: Vocabularies) -> list[str]:
+def _scope(a: AttemptView, meta: Vocabularies) -> list[str]:
     scope = [f"- Experiment family: {_text(a.family)}.", f"- Record kind: {_term(a.kind, meta.kind_vocabulary)}."]
     if a.kind == INFRASTRUCTURE_KIND:
         return [*scope, "- Methods, bases, objective, data rows: not applicable to infrastructure."]
@@ -141,7 +143,7 @@ def _scope(a: Attempt, meta: Vocabularies) -> list[str]:
     ]
 
 
-def _lineage(a: Attempt, by_id: Mapping[str, Attempt]) -> list[str]:
+def _lineage(a: AttemptView, by_id: Mapping[str, AttemptView]) -> list[str]:
     """The chain oldest first; then what supersedes the attempt: its direct successors first,
     then, indented, the rest of what descends from it."""
     lines = []
@@ -170,7 +172,7 @@ def _lineage(a: Attempt, by_id: Mapping[str, Attempt]) -> list[str]:
     return lines
 
 
-def _provenance(a: Attempt, meta: Vocabularies, record_file: str | None) -> list[str]:
+def _provenance(a: AttemptView, meta: Vocabularies, record_file: str | None) -> list[str]:
     confidence = a.failure_reason_confidence
     meaning = meta.confidence_vocabulary.get(confidence) if confidence else None
     undefined = confidence is not None and confidence in meta.confidence_vocabulary and meaning is None
@@ -206,7 +208,7 @@ def _sentence(value: str | None) -> str:
     return text if text.endswith((".", "?", "!")) else text + "."
 
 
-def _preregistration(a: Attempt, by_id: Mapping[str, Attempt]) -> list[str]:
+def _preregistration(a: AttemptView, by_id: Mapping[str, AttemptView]) -> list[str]:
     if not any((a.question, a.hypothesis, a.evaluator, a.budget, a.tracking_issue, a.runs, a.admission)):
         return []
     issue = _text(a.tracking_issue)
@@ -237,7 +239,7 @@ def _preregistration(a: Attempt, by_id: Mapping[str, Attempt]) -> list[str]:
     return lines
 
 
-def _admission(a: Attempt) -> list[str]:
+def _admission(a: AttemptView) -> list[str]:
     admission = a.admission
     if admission is None:
         return []
@@ -253,7 +255,7 @@ def _admission(a: Attempt) -> list[str]:
     return lines
 
 
-def render_text(attempt: Attempt, parts: list[Section], wrap: int | None = None) -> str:
+def render_text(attempt: AttemptView, parts: list[Section], wrap: int | None = None) -> str:
     """The dossier as plain text: tables fitted to the terminal, and prose wrapped at ``wrap``
     columns when given (at a terminal; a pipe gets one line per paragraph, for grep)."""
     title = f"{attempt.name} ({attempt.id})"
@@ -300,7 +302,7 @@ def _paragraph(text: str) -> str:
     return "\\\n".join(_escaped(line) for line in text.split("\n"))
 
 
-def render_markdown(attempt: Attempt, parts: list[Section]) -> str:
+def render_markdown(attempt: AttemptView, parts: list[Section]) -> str:
     """CommonMark: each paragraph its own, each run of list items one list, a blank line
     between any two blocks (a paragraph right after a list item would be read as part of it)."""
     out = [f"# {attempt.name}", "", f"`{attempt.id}` · status **{attempt.status}**", ""]
@@ -328,7 +330,7 @@ def render_markdown(attempt: Attempt, parts: list[Section]) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def render_json(attempt: Attempt, parts: list[Section]) -> dict[str, Any]:
+def render_json(attempt: AttemptView, parts: list[Section]) -> dict[str, Any]:
     record = attempt.to_json_dict()
     origin = record.pop("origin", None)
     return {

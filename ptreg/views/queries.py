@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
-from ..records.ledger import INFRASTRUCTURE_KIND, SHAPE_FIELDS, Filter, Filtered, Shaped
+from ..records.ledger import INFRASTRUCTURE_KIND, SHAPE_FIELDS, Filter, Filtered, Shaped, Vocabularies
 from ..store.names import has_runs
 
 # A whole record or the index's summary of one: a query gives back what it was given.
@@ -16,19 +16,6 @@ A = TypeVar("A", bound=Shaped)
 
 
 F = TypeVar("F", bound=Filtered)
-
-
-class Vocabularies(Protocol):
-    """The vocabularies of ``registry.json`` (a ``RegistryMeta``, or the index's copy of it)."""
-
-    @property
-    def method_vocabulary(self) -> Mapping[str, str | None]: ...
-    @property
-    def objective_vocabulary(self) -> Mapping[str, str | None]: ...
-    @property
-    def kind_vocabulary(self) -> Mapping[str, str | None]: ...
-    @property
-    def confidence_vocabulary(self) -> Mapping[Any, str | None]: ...  # keyed by the confidence words
 
 
 def select(attempts: Iterable[F], query: Filter) -> list[F]:

@@ -12,14 +12,21 @@ from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar
 
 from ..records.graph import ancestry, depths, forest_places
-from ..records.ledger import NEGATIVE_STATUSES, LedgerKey, Outcome, Step, in_ledger_order
+from ..records.ledger import (
+    CAUTION_AT,
+    NEGATIVE_STATUSES,
+    STOP_AT,
+    LedgerKey,
+    Outcome,
+    Step,
+    in_ledger_order,
+    trailing_negatives,
+)
 
 # A whole record or the index's summary of one: a streak gives back what it was given.
 A = TypeVar("A", bound=Outcome)
 S = TypeVar("S", bound=Step)
 
-CAUTION_AT = 2
-STOP_AT = 3
 OK, CAUTION, STOP = "ok", "CAUTION", "STOP AND RETHINK"
 
 
@@ -111,22 +118,6 @@ def streak_chains(attempts: Iterable[S], objective: str | None = None) -> list[t
     place = forest_places([chain[-1].id for _, chain, _ in result], ordered)
     result.sort(key=lambda s: (-s[2], -len(s[1]), place[s[1][-1].id]))
     return [(objective, [a.id for a in chain]) for objective, chain, _ in result]
-
-
-def trailing_negatives(chain: list[S], objective: str) -> list[S]:
-    """The negatives at the tip of ``chain``, oldest first. Proposals not yet tried at the tip
-    are passed over: they have no outcome, so they neither break nor extend a streak (else
-    proposing would be a way to clear a STOP AND RETHINK)."""
-    trailing: list[S] = []
-    outcomes = list(reversed(chain))
-    while outcomes and outcomes[0].status == "not-tried" and outcomes[0].objective == objective:
-        outcomes.pop(0)
-    for a in outcomes:
-        if a.objective != objective or a.status not in NEGATIVE_STATUSES:
-            break
-        trailing.append(a)
-    trailing.reverse()
-    return trailing
 
 
 class Tip(NamedTuple):

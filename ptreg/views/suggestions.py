@@ -16,17 +16,15 @@ from pydantic import BaseModel, Field
 from ..errors import PtregError
 from ..records.attempt import Attempt
 from ..records.graph import children_of
-from ..records.ledger import Summary, in_ledger_order
+from ..records.ledger import Summary, Vocabularies, in_ledger_order
 from ..records.run import KERNELS, Cell, RunResults
 from ..store.full_read import read_summarized
 from ..store.runs import read_results, run_folder
 from .dispositions import decide_all, latest_complete
-from .queries import Vocabularies
 from .streaks import OK, Streak, streak_chains, streaks_of
 
 if TYPE_CHECKING:
-    from ..store.full_read import FullRead
-    from ..store.index import Index
+    from ..store.reader import RegistryReader
 
 Kind = Literal["conclude", "run", "continue", "stopped", "change-axis", "headroom", "open-next-action"]
 # The order the kinds are listed in: evidence already paid for and waiting for a verdict first,
@@ -72,7 +70,7 @@ class Suggestions(BaseModel):
         return self.model_copy(update={"suggestions": self.suggestions[:limit] if limit else self.suggestions})
 
 
-def suggestions_of(index: Index | FullRead) -> Suggestions:
+def suggestions_of(index: RegistryReader) -> Suggestions:
     """``suggest`` over the registry the query index (checked against the files) describes."""
     summaries = in_ledger_order(index.summaries())
     records = {a.id: read_summarized(index.root, a) for a in summaries}

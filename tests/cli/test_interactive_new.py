@@ -74,7 +74,7 @@ def test_a_person_finishes_a_proposal_with_every_mistake_caught_on_the_spot(reg)
     answer(child, "objective:", "training-step-time")
     child.expect_exact("cache-blocking")
     answer(child, "methods (comma-separated) (Enter to skip):", "cache-blocking, tiling")
-    child.expect_exact("--method 'tiling' is not in the method vocabulary")
+    child.expect_exact("method 'tiling' is not in the method vocabulary")
     answer(child, "methods (comma-separated) (Enter to skip):", "cache-blocking")
     answer(child, "bases it builds on (comma-separated) (Enter to skip):", "")
     answer(child, "question (what this run answers):", "How much of the step does dB take once blocked?")
@@ -126,7 +126,7 @@ def test_varying_an_attempt_offers_its_values_and_shows_its_disposition(reg) -> 
 def test_a_flag_that_cannot_be_used_is_asked_again_not_fatal(reg) -> None:
     root, _ = reg
     child = terminal(root, "--id", "blocked-db", "--name", "Blocked dB", "--kind", "benchmark", "--family", "perf")
-    child.expect_exact("--kind 'benchmark': --kind 'benchmark' is not in the kind vocabulary")
+    child.expect_exact("--kind 'benchmark': kind 'benchmark' is not in the kind vocabulary")
     answer(child, "varied from (the id of the attempt it varies) (Enter to skip):", "")
     answer(child, "kind:", "infrastructure")  # no shape fields: no objective, methods or bases asked
     answer(child, "question (what this run answers):", "Does the harness restart cleanly?")

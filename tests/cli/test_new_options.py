@@ -1,5 +1,6 @@
-"""`ptreg new`'s options are made from ProposalInput: every field has its flag and help, and a
-value given on the command line lands in the record field the model names."""
+"""`ptreg new`'s options are made from ProposalInput: every field has a flag (the command line's,
+never the gate's) and its help, and a value given on the command line lands in the record field
+the model names."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from helpers import complete_record, freeze_evaluator, write_registry
+from ptreg.cli.proposal import OPTIONS
 from ptreg.gate.proposal import ProposalInput
 
 
@@ -14,9 +16,11 @@ def test_every_proposal_field_is_an_option_with_its_help(cli) -> None:
     shown = cli("new", "--help")
     assert shown.code == 0
     text = " ".join(shown.out.split())
+    assert set(OPTIONS) == {f.name for f in fields(ProposalInput)}
     for f in fields(ProposalInput):
-        assert f.metadata["flag"] in text, f.name
+        assert OPTIONS[f.name][0] in text, f.name
         assert " ".join(f.metadata["help"].split()[:3]) in text, f.name
+        assert not any(str(v).startswith("--") for v in f.metadata.values()), f"{f.name} carries a flag"
 
 
 def test_each_option_fills_the_field_the_model_names(cli, tmp_path: Path) -> None:
@@ -99,4 +103,4 @@ def test_a_budget_limit_without_seconds_names_the_seconds_flag(cli, tmp_path: Pa
         "--no-input",
     )
     assert result.code == 1
-    assert "no wall-clock seconds (--budget-seconds)" in result.out
+    assert "no wall-clock seconds, which every budget needs" in result.out

@@ -24,7 +24,9 @@ from ptreg.records.run import (
     RESULTS_VERSION,
     Cell,
     KernelSample,
+    Measurement,
     MetricSample,
+    Provenance,
     Roles,
     RunResults,
     StepSample,
@@ -54,20 +56,11 @@ def spec(workload: str, backends: list[str], baseline: str) -> EvaluatorSpec:
 
 
 def results(s: EvaluatorSpec, cells: list[Cell], roles: Roles | None) -> RunResults:
-    fields: dict[str, Any] = {
-        "spec": s,
-        "roles": roles or Roles(reference=None, peer=None),
-        "parity": [],
-        "cells": cells,
-        "rounds": [],
-        "status": "complete",
-        "reason": None,
-        "command": ["test"],
-        "started_at": "2026-01-01T00:00:00Z",
-        "finished_at": "2026-01-01T00:01:00Z",
-        "evaluator_version": 1,
-    }
-    made = new_results(**fields)
+    made = new_results(
+        s,
+        Measurement([], cells, roles or Roles(reference=None, peer=None), [], "complete", None),
+        Provenance(["test"], "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", 1),
+    )
     if roles is None:  # a file written before roles were recorded
         return RunResults.model_validate({**made.model_dump(), "results_version": 1, "roles": None, "rounds": None})
     return made

@@ -28,7 +28,7 @@ def registry(tmp_path: Path):
         ("id", "blocked-da", "already exists"),
         ("name", "   ", "must not be empty"),
         ("kind", "benchmark", "closest: runtime-benchmark"),
-        ("methods", ["cache-blocking", "tiling"], "--method 'tiling'"),
+        ("methods", ["cache-blocking", "tiling"], "method 'tiling'"),
         ("varied_from", "blocked-d", "did you mean: blocked-da"),
         ("evaluator", "kernels-xxl", "no frozen evaluator named"),
         ("budget_seconds", 0.0, "must be more than 0"),

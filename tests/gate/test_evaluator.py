@@ -151,6 +151,26 @@ def test_a_different_value_changes_the_identity(freeze) -> None:
     assert freeze(spec_dict()) != freeze(spec_dict(tolerance={"rtol": 2e-5, "atol": 1e-6}))
 
 
+def test_the_timer_key_changes_the_identity_only_when_it_counts(freeze) -> None:
+    """Without the key a spec hashes as its plain JSON, as before the key existed; "wall", the
+    default, is not written; "instructions" is another evaluator, and its file says so."""
+    plain = freeze(spec_dict())
+    assert plain.name == f"kernels-xl@{expected_sha(spec_dict())[:12]}.json"
+    assert freeze(spec_dict(timer="wall")) == plain
+    counted = freeze(spec_dict(timer="instructions"))
+    assert counted != plain
+    assert json.loads(counted.read_text())["spec"]["timer"] == "instructions"
+    assert "timer" not in json.loads(plain.read_text())["spec"]
+
+
+def test_a_timer_other_than_wall_or_instructions_is_refused_in_one_line(cli, registry: Path, tmp_path: Path) -> None:
+    spec_path = write_spec(tmp_path / "spec.json", spec_dict(timer="cycles"))
+    before = snapshot(registry)
+    result = cli("-r", registry, "evaluator", "freeze", spec_path)
+    assert_one_line_error(result, 2, "spec.json#/timer: Input should be 'wall' or 'instructions'")
+    assert snapshot(registry) == before
+
+
 @settings(max_examples=60, derandomize=True, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),

@@ -13,8 +13,9 @@ from ptreg.errors import PtregError
 from ptreg.gate import checks as gate_checks
 from ptreg.gate.checks import SIMILAR_QUESTION, check_gate, question_tokens, similarity
 from ptreg.gate.proposal import ProposalInput, propose
+from ptreg.gate.reading import read_gate_inputs
 from ptreg.records.attempt import Attempt
-from ptreg.store.directory import load_directory
+from ptreg.store.full_read import FullRead
 
 
 def records() -> list[dict[str, Any]]:
@@ -200,14 +201,14 @@ def test_no_budget_fails(registry) -> None:
 @pytest.mark.parametrize(
     ("changes", "fragment"),
     [
-        ({"budget_seconds": 0.0}, "--budget-seconds 0.0 is refused"),
-        ({"budget_seconds": -5.0}, "--budget-seconds -5.0 is refused"),
+        ({"budget_seconds": 0.0}, "a budget of 0.0 wall-clock seconds is refused"),
+        ({"budget_seconds": -5.0}, "a budget of -5.0 wall-clock seconds is refused"),
         ({"budget_seconds": 1e9}, "less than or equal to 604800"),
-        ({"budget_seconds": float("nan")}, "--budget-seconds nan is refused"),
-        ({"budget_seconds": float("inf")}, "--budget-seconds inf is refused"),
-        ({"budget_threads": 0}, "--budget-threads 0 is refused"),
-        ({"budget_memory_mb": -1.0}, "--budget-memory-mb -1.0 is refused"),
-        ({"budget_repeats": 10**6}, "--budget-repeats"),
+        ({"budget_seconds": float("nan")}, "a budget of nan wall-clock seconds is refused"),
+        ({"budget_seconds": float("inf")}, "a budget of inf wall-clock seconds is refused"),
+        ({"budget_threads": 0}, "a budget of 0 threads is refused"),
+        ({"budget_memory_mb": -1.0}, "a budget of -1.0 MB of peak memory is refused"),
+        ({"budget_repeats": 10**6}, "1000000 repeats"),
         ({"budget_seconds": None, "budget_steps": 10}, "no wall-clock seconds"),
     ],
 )
@@ -404,8 +405,8 @@ def admitted(registry) -> tuple[Path, str, Attempt]:
 
 
 def recheck(root: Path, attempt_id: str):
-    reg = load_directory(root)
-    return check_gate(reg.get(attempt_id), reg.attempts, root)
+    reader = FullRead(root)
+    return check_gate(reader.registry.get(attempt_id), read_gate_inputs(reader, reader.registry.get(attempt_id), root))
 
 
 def test_an_admitted_attempt_still_passes_against_itself_excluded(registry) -> None:

@@ -12,6 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from helpers import complete_record
+from ptreg.records import attempt_view, ledger
 from ptreg.records.attempt import Attempt
 from ptreg.records.dumped import FIELDS, Dumped, dumped_attempt
 
@@ -124,3 +125,53 @@ def test_a_file_that_is_not_exactly_the_dump_is_not_taken_for_one(change: Any) -
     attempt = Attempt.model_validate(raw)  # valid all the same
     assert not attempt.is_dumped_as(raw)
     assert attempt.is_dumped_as(attempt.to_json_dict())
+
+
+def view_members(view: type) -> dict[str, Any]:
+    """Each member ``view`` (a protocol of records/attempt_view.py) declares, its own and
+    inherited, with the protocol its value is read as when it is one (else None)."""
+    found: dict[str, Any] = {}
+    for klass in reversed(view.__mro__):
+        if not getattr(klass, "_is_protocol", False) or klass is typing.Protocol:
+            continue
+        for name, member in vars(klass).items():
+            if name.startswith("_"):
+                continue
+            returned = None
+            if isinstance(member, property) and member.fget is not None:
+                hint = typing.get_type_hints(member.fget, vars(attempt_view) | vars(ledger)).get("return")
+                returned = next(
+                    (a for a in (hint, *_arguments(hint)) if isinstance(a, type) and getattr(a, "_is_protocol", False)),
+                    None,
+                )
+            found[name] = returned
+    return found
+
+
+def _arguments(hint: Any) -> list[Any]:
+    return [b for a in typing.get_args(hint) for b in (a, *_arguments(a))]
+
+
+def test_a_dumped_attempt_answers_every_member_of_the_view_the_dossier_reads() -> None:
+    """``dumped_attempt`` is typed as an AttemptView with no cast; mypy takes its attribute
+    look-up on trust, so this holds each member, at every depth, to what it answers."""
+    raw = next(r for r in records() if r.get("admission") and r.get("budget") and r.get("continue_if"))
+    held = Attempt.model_validate(raw)
+    read = dumped_attempt(raw)
+
+    def check(view: type, held_value: Any, read_value: Any, where: str) -> None:
+        for name, inner in view_members(view).items():
+            assert hasattr(read_value, name), f"{where}.{name}"
+            if callable(getattr(held_value, name)):
+                continue
+            h, r = getattr(held_value, name), getattr(read_value, name)
+            if inner is not None and h is not None:
+                if isinstance(h, list):
+                    for n, (hi, ri) in enumerate(zip(h, r, strict=True)):
+                        check(inner, hi, ri, f"{where}.{name}[{n}]")
+                else:
+                    check(inner, h, r, f"{where}.{name}")
+            elif not isinstance(h, BaseModel):
+                assert h == r, f"{where}.{name}"
+
+    check(attempt_view.AttemptView, held, read, raw["id"])

@@ -36,7 +36,18 @@ from ptreg.records.ledger import Filter, listed
 from ptreg.store import index as index_module
 from ptreg.store.directory import IGNORED, IGNORED_BEFORE_INDEX, load_directory
 from ptreg.store.full_read import FullRead
-from ptreg.store.index import APPLICATION_ID, INDEX_SCHEMA, RACY_NS, _stamps_digest, index_path, listing, open_index
+from ptreg.store.index import (
+    APPLICATION_ID,
+    INDEX_SCHEMA,
+    RACY_NS,
+    connection,
+    file,
+    freshness,
+    index_path,
+    listing,
+    open_index,
+)
+from ptreg.store.index.freshness import _stamps_digest
 from ptreg.views.queries import list_row, select
 
 OBJECTIVES = ["training-step-time", "peak-memory"]
@@ -201,7 +212,7 @@ def test_a_change_within_one_clock_tick_is_rehashed(registry: Path) -> None:
 def _as_ptreg_wrote(db: sqlite3.Connection, root: Path) -> None:
     """Within a transaction that edits the index: sign it as ptreg's own writes do, so that the
     edit stands for a state ptreg could have left (a test of what the stamps alone decide)."""
-    counter = index_module._change_counter(root)
+    counter = file.change_counter(root)
     db.execute("INSERT OR REPLACE INTO meta VALUES ('written', ?)", (str(counter + 1),))
 
 
@@ -270,7 +281,7 @@ def test_a_lookup_reads_only_the_row_it_looks_up(tmp_path: Path) -> None:
             file.write(b"\xff" * page_size)
     with closing(sqlite3.connect(index_path(root))) as db:
         assert db.execute("SELECT count(*) FROM meta WHERE key IN ('checked', 'registry')").fetchone() == (2,)
-        stamp = index_module.code_stamp()
+        stamp = connection.code_stamp()
         assert db.execute("SELECT value FROM derived WHERE key = ?", (f"small {stamp}",)).fetchone() == ('"kept"',)
         with pytest.raises(sqlite3.DatabaseError, match="malformed"):  # the pages were read: damaged
             db.execute("SELECT value FROM meta WHERE key = 'listing'").fetchone()
@@ -340,7 +351,7 @@ def test_a_corrupt_foreign_or_outdated_index_is_rebuilt_never_used(cli, registry
     with sqlite3.connect(index_path(registry)) as db:
         assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         assert db.execute("PRAGMA user_version").fetchone()[0] == INDEX_SCHEMA
-    assert cli("-r", registry, "index", "--check").code == 0
+    assert cli("-r", registry, "index", "check").code == 0
 
 
 def test_an_index_that_cannot_be_written_answers_from_memory(
@@ -349,7 +360,7 @@ def test_an_index_that_cannot_be_written_answers_from_memory(
     def read_only(root: Path) -> sqlite3.Connection:  # as a read-only or full disk would refuse it
         return sqlite3.connect(f"file:{index_path(root)}?mode=ro", uri=True, isolation_level=None)
 
-    monkeypatch.setattr(index_module, "_connect", read_only)
+    monkeypatch.setattr(connection, "connect", read_only)
     index = open_index(registry)
     try:
         assert index.refresh.in_memory
@@ -419,7 +430,7 @@ def _another_programs_database(registry: Path, outside: Path) -> Path:
         _another_programs_database,
     ],
 )
-@pytest.mark.parametrize("command", [["list"], ["streaks"], ["index"], ["index", "--rebuild"], ["index", "--check"]])
+@pytest.mark.parametrize("command", [["list"], ["streaks"], ["index"], ["index", "rebuild"], ["index", "check"]])
 def test_an_index_name_holding_what_ptreg_did_not_make_is_refused_and_left_alone(
     cli, registry: Path, tmp_path: Path, plant, command: list[str]
 ) -> None:
@@ -458,7 +469,7 @@ def test_rows_without_a_file_are_never_believed(cli, registry: Path) -> None:
     status = cli("-r", registry, "index", "--json").json()  # the issue's "up to date; 15 record files"
     assert status["records"] == count and status["valid"] == count
     assert status["rebuilt"] == "the index file was changed by another program since ptreg wrote it"
-    assert cli("-r", registry, "index", "--check").code == 0
+    assert cli("-r", registry, "index", "check").code == 0
     assert cli("-r", registry, "list", "--json").out == expected
     lineage = cli("-r", registry, "lineage", "ghost")
     assert lineage.code == 2 and "no attempt 'ghost'" in lineage.err
@@ -476,7 +487,7 @@ def test_a_status_edited_in_the_index_does_not_change_the_gate(cli, registry: Pa
     assert rebuilt["rebuilt"] is None and rebuilt["reread"] == 0
     with closing(sqlite3.connect(index_path(registry))) as db, db:
         db.execute("UPDATE attempts SET status = 'worked' WHERE status IN ('failed', 'regressed')")
-    check = cli("-r", registry, "index", "--check")
+    check = cli("-r", registry, "index", "check")
     assert check.code == 1 and ".ptreg-index.sqlite: changed by another program" in check.out, check.out
     index = open_index(registry)
     try:
@@ -497,20 +508,20 @@ def test_deleting_the_index_at_any_time_is_harmless(cli, registry: Path) -> None
 
 def test_index_check_finds_a_stale_and_a_wrong_index(cli, registry: Path) -> None:
     assert cli("-r", registry, "index").code == 0
-    assert cli("-r", registry, "index", "--check").code == 0
+    assert cli("-r", registry, "index", "check").code == 0
     _rewrite(registry / "c1.json", {"lesson": "edited by hand"})
-    stale = cli("-r", registry, "index", "--check", "--json")
+    stale = cli("-r", registry, "index", "check", "--json")
     assert stale.code == 1
     assert stale.json()["differences"] == [{"file": "c1.json", "what": "stale"}]
     assert cli("-r", registry, "list").code == 0  # any command brings it up to date
-    assert cli("-r", registry, "index", "--check").code == 0
+    assert cli("-r", registry, "index", "check").code == 0
     with sqlite3.connect(index_path(registry)) as db:  # a wrong row under a matching stamp
         db.execute("UPDATE attempts SET status = 'worked' WHERE id = 'c2'")
-    wrong = cli("-r", registry, "index", "--check")
+    wrong = cli("-r", registry, "index", "check")
     assert wrong.code == 1 and "c2.json: the index holds something other than the file says" in wrong.out
-    rebuilt = cli("-r", registry, "index", "--rebuild", "--json")
+    rebuilt = cli("-r", registry, "index", "rebuild", "--json")
     assert rebuilt.code == 0 and rebuilt.json()["reread"] == len(chain_records()) + 1  # and registry.json
-    assert cli("-r", registry, "index", "--check").code == 0
+    assert cli("-r", registry, "index", "check").code == 0
 
 
 def test_index_reports_what_it_did(cli, registry: Path) -> None:
@@ -524,7 +535,7 @@ def test_index_reports_what_it_did(cli, registry: Path) -> None:
 
 
 def test_index_of_no_registry_is_one_line(cli, tmp_path: Path) -> None:
-    for args in (["index"], ["index", "--rebuild"], ["index", "--check"]):
+    for args in (["index"], ["index", "rebuild"], ["index", "check"]):
         result = cli("-r", tmp_path / "nothing", *args)
         assert result.code == 2 and result.err.count("\n") == 1 and "not a registry directory" in result.err
 
@@ -882,7 +893,7 @@ def test_a_damaged_kept_result_is_computed_again(registry: Path) -> None:
 
 def test_a_kept_result_is_not_read_by_other_code(registry: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _remembered(registry, "old code") == "old code"
-    monkeypatch.setattr(index_module, "code_stamp", lambda: "another build of ptreg")
+    monkeypatch.setattr(connection, "code_stamp", lambda: "another build of ptreg")
     assert _remembered(registry, "new code") == "new code"
 
 
@@ -934,7 +945,7 @@ def test_the_kept_listing_names_exactly_the_files_whose_stamp_moved(
     """Past the racy window, a check after a change looks only at the files the listing the
     last check kept does not vouch for: an edit in place, then a new file, a deleted one and
     another edit."""
-    monkeypatch.setattr(index_module, "time", _Later)
+    monkeypatch.setattr(freshness, "time", _Later)
     open_index(registry).close()
 
     def every_file(*args: Any) -> None:
@@ -942,7 +953,7 @@ def test_the_kept_listing_names_exactly_the_files_whose_stamp_moved(
 
     def refreshed() -> tuple[list[str], list[str]]:
         with monkeypatch.context() as patch:
-            patch.setattr(index_module, "scan", every_file)
+            patch.setattr(freshness, "scan", every_file)
             index = open_index(registry)
         index.close()
         return index.refresh.reread, index.refresh.removed
@@ -967,8 +978,8 @@ def test_reading_the_header_keeps_the_sqlite_locks_this_process_holds(tmp_path: 
     db = sqlite3.connect(path, isolation_level=None)
     try:
         db.execute("BEGIN IMMEDIATE")  # this process now holds the write lock
-        index_module._change_counter(root)
-        index_module._header_problem(root)
+        file.change_counter(root)
+        file.header_problem(root)
         other = subprocess.run(
             [
                 sys.executable,

@@ -22,9 +22,8 @@ from test_index import chain_records, edits_answer_as_a_full_read, propose_fresh
 
 from helpers import assert_index_agrees as assert_agrees
 from helpers import write_registry
-from ptreg.store import index as index_module
 from ptreg.store import watcher as watcher_module
-from ptreg.store.index import open_index
+from ptreg.store.index import freshness, open_index
 from ptreg.store.names import SOCKET_FILE
 from ptreg.store.watch import Answer, ask
 from ptreg.store.watcher import IN_IGNORED, IN_MODIFY, IN_Q_OVERFLOW, ChangeLog, apply, mount_type, serve
@@ -70,7 +69,7 @@ def _no_full_check(monkeypatch: pytest.MonkeyPatch) -> None:
     def refused(*_: Any) -> Any:
         raise AssertionError("every file was checked")
 
-    monkeypatch.setattr(index_module, "_check_every_file", refused)
+    monkeypatch.setattr(freshness, "_check_every_file", refused)
 
 
 # --------------------------------------------------------------------------- what the watcher remembers
@@ -120,7 +119,7 @@ def test_the_mount_holding_a_directory_is_the_longest_above_it(target: str, kind
 
 def test_a_network_file_system_is_refused_in_one_line(cli, registry: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(watcher_module, "file_system_type", lambda _: "nfs4")
-    result = cli("-r", registry, "index", "--watch")
+    result = cli("-r", registry, "index", "watch")
     assert result.code == 2 and result.err.count("\n") == 1 and "nfs4" in result.err, result.err
     assert not (registry / SOCKET_FILE).exists()
 
@@ -170,7 +169,7 @@ def test_a_new_watcher_or_none_means_every_file_is_checked(registry: Path, monke
 
 def test_a_watcher_that_cannot_say_means_every_file_is_checked(registry: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _refreshed(registry)
-    monkeypatch.setattr(index_module, "ask", lambda *_: Answer("w", 7, None))
+    monkeypatch.setattr(freshness, "ask", lambda *_: Answer("w", 7, None))
     path = registry / "c1.json"
     path.write_text(json.dumps(json.loads(path.read_text()) | {"lesson": "lost"}, indent=2))
     refresh = _refreshed(registry)
@@ -239,7 +238,7 @@ def test_a_socket_name_that_is_a_symlink_to_another_watcher_is_not_asked(tmp_pat
 def test_a_watcher_refuses_a_socket_name_holding_anything_but_its_socket(
     cli, tmp_path: Path, registry: Path, kind: str
 ) -> None:
-    """`ptreg index --watch` replaces a socket a killed watcher left, and nothing else: a
+    """`ptreg index watch` replaces a socket a killed watcher left, and nothing else: a
     symlink, a file or a folder under the socket's name is refused in one line and kept."""
     target = tmp_path / "victim.txt"
     target.write_text("keep me", encoding="utf-8")
@@ -250,7 +249,7 @@ def test_a_watcher_refuses_a_socket_name_holding_anything_but_its_socket(
         name.write_text("keep me", encoding="utf-8")
     else:
         name.mkdir()
-    result = cli("-r", registry, "index", "--watch")
+    result = cli("-r", registry, "index", "watch")
     assert result.code == 2 and "Traceback" not in result.err, result.err
     assert result.err.count("\n") == 1 and f"{name}: " in result.err and "left alone" in result.err
     assert target.read_text(encoding="utf-8") == "keep me"
@@ -302,19 +301,19 @@ def watched_throughout(root: Path) -> Iterator[None]:
 
 def test_one_watcher_per_registry_and_bad_combinations_are_one_line(cli, registry: Path) -> None:
     with watching(registry):
-        result = cli("-r", registry, "index", "--watch")
+        result = cli("-r", registry, "index", "watch")
         assert result.code == 2 and result.err.count("\n") == 1, result.err
         assert "another watcher already watches it" in result.err
-    result = cli("-r", registry, "index", "--watch", "--check")
+    result = cli("-r", registry, "index", "watch", "--check")
     assert result.code == 2 and result.err.count("\n") == 1, result.err
-    result = cli("-r", registry / "nothing", "index", "--watch")
+    result = cli("-r", registry / "nothing", "index", "watch")
     assert result.code == 2 and "not a registry directory" in result.err
 
 
 def test_the_watch_command_stops_cleanly_on_sigterm(registry: Path) -> None:
     ptreg = Path(sys.executable).with_name("ptreg")
     watcher = subprocess.Popen(
-        [str(ptreg), "-r", str(registry), "index", "--watch", "--json"], stdout=subprocess.PIPE, text=True
+        [str(ptreg), "-r", str(registry), "index", "watch", "--json"], stdout=subprocess.PIPE, text=True
     )
     try:
         started = json.loads(_first_object(watcher))

@@ -6,7 +6,17 @@ from typing import Any
 
 from ptreg.engine.workloads.command import CommandWorkload
 from ptreg.records.evaluator import ArmsSpec, parse_spec
-from ptreg.records.run import Cell, CodeIdentity, MetricSample, PluginCode, Roles, RunResults, new_results
+from ptreg.records.run import (
+    Cell,
+    CodeIdentity,
+    Measurement,
+    MetricSample,
+    PluginCode,
+    Provenance,
+    Roles,
+    RunResults,
+    new_results,
+)
 from ptreg.views.arms_comparison import metric_history, metric_shifts
 
 SPEC = parse_spec(
@@ -48,29 +58,26 @@ def run(scores: dict[str, list[dict[str, float]]], seconds: float, commit: str |
         cells.append(cell)
     workload.compare(SPEC, cells, Roles(reference=None, peer=None))
     return new_results(
-        spec=SPEC,
-        roles=Roles(reference=None, peer=None),
-        parity=[],
-        cells=cells,
-        rounds=[],
-        status="complete",
-        reason=None,
-        command=["ptreg", "run"],
-        started_at="2026-12-02T00:00:00Z",
-        finished_at="2026-12-02T00:01:00Z",
-        evaluator_version=2,
-        code=CodeIdentity(
-            ptreg_version="0.1.0",
-            commit=commit,
-            dirty=None if commit is None else False,
-            workload=PluginCode(
-                target="ptreg.engine.workloads.command:CommandWorkload",
-                distribution="ptreg",
-                version="0.1.0",
-                digest="0" * 64,
+        SPEC,
+        Measurement([], cells, Roles(reference=None, peer=None), [], "complete", None),
+        Provenance(
+            ["ptreg", "run"],
+            "2026-12-02T00:00:00Z",
+            "2026-12-02T00:01:00Z",
+            2,
+            code=CodeIdentity(
+                ptreg_version="0.1.0",
+                commit=commit,
+                dirty=None if commit is None else False,
+                workload=PluginCode(
+                    target="ptreg.engine.workloads.command:CommandWorkload",
+                    distribution="ptreg",
+                    version="0.1.0",
+                    digest="0" * 64,
+                ),
+                arms={},
+                repository_code=True,
             ),
-            arms={},
-            repository_code=True,
         ),
     )
 

@@ -21,8 +21,9 @@ from scipy.stats import ttest_ind
 from helpers import assert_one_line_error, complete_record, freeze_evaluator, propose_for_run, write_registry
 from ptreg.engine.stats import false_discovery, shift_from_history
 from ptreg.engine.workloads.training import TrainingWorkload
+from ptreg.records.counting import BlasPool, CountedCell, CountedUnder, CountedWorker
 from ptreg.records.evaluator import EvaluatorSpec
-from ptreg.records.run import Cell, CodeIdentity, PluginCode, Roles, StepSample, new_results
+from ptreg.records.run import Cell, CodeIdentity, Measurement, PluginCode, Provenance, Roles, StepSample, new_results
 from ptreg.store.runs import write_run
 
 BACKENDS = ["naive", "blocked-numpy", "numba", "numpy-blas"]
@@ -85,6 +86,7 @@ def synthetic_run(
     cell_drift: float = 0.0,
     changed: set[str] | None = None,
     known_code: bool = True,
+    counted: CountedUnder | None = None,
 ) -> str:
     """A complete run whose every cell's repeats are 10 ms × its factor × one shared drift of
     the run × a drift of the cell's own × independent noise, written as ``ptreg run`` writes
@@ -102,6 +104,8 @@ def synthetic_run(
                     seconds=0.010 * factor * moment * math.exp(rng.gauss(0, noise)),
                     kernel_seconds={},
                     loss=1.0,
+                    # a count moves with the code only (and by a few instructions between repeats)
+                    instructions=round(2e6 * factor) + rng.randrange(50) if counted else None,
                 )
                 for r in range(spec.most_repeats)
             ]
@@ -110,20 +114,17 @@ def synthetic_run(
             cells.append(cell)
     run_id = started.replace("-", "").replace(":", "")
     results = new_results(
-        spec=spec,
-        roles=Roles(reference="naive", peer="numpy-blas"),
-        parity=[],
-        cells=cells,
-        rounds=[],
-        status="complete",
-        reason=None,
-        command=["synthetic"],
-        started_at=started,
-        finished_at=started,
-        evaluator_version=2,
-        attempt=attempt,
-        run_id=run_id,
-        code=code(changed) if known_code else None,
+        spec,
+        Measurement([], cells, Roles(reference="naive", peer="numpy-blas"), [], "complete", None, counted=counted),
+        Provenance(
+            ["synthetic"],
+            started,
+            started,
+            2,
+            attempt=attempt,
+            run_id=run_id,
+            code=code(changed) if known_code else None,
+        ),
     )
     results = results.model_copy(update={"evaluator": f"synthetic@{sha[:12]}", "evaluator_sha256": sha})
     write_run(root, results, machine or MACHINE)
@@ -421,3 +422,54 @@ def test_relative_to_a_backend_cancels_what_moves_a_whole_run(root: Path, cli) -
     shown = cli("-r", root, "compare", a, b, "--relative-to", "numpy-blas").out
     assert "as a ratio to numpy-blas's time in the same round" in shown
     assert_one_line_error(cli("-r", root, "compare", a, b, "--relative-to", "mkl"), 2, "no such backend")
+
+
+def counted_under(architecture: str = "Haswell") -> CountedUnder:
+    worker = CountedWorker(
+        cpu_features=["AVX2", "FMA3"],
+        blas=[
+            BlasPool(user_api="blas", internal_api="openblas", version="0.3", architecture=architecture, num_threads=1)
+        ],
+        marker_instructions=7000,
+    )
+    return CountedUnder(
+        tool="callgrind",
+        valgrind="valgrind-3.19.0",
+        options=["--tool=callgrind"],
+        hash_seed="0",
+        environment={"OPENBLAS_NUM_THREADS": "1"},
+        cells=[CountedCell(backend=b, config=c, worker=worker) for b in BACKENDS for c in CONFIGS],
+    )
+
+
+def test_two_counted_runs_compare_by_their_repeats(root: Path, cli) -> None:
+    """Instruction counts do not drift between runs: two counted runs of unchanged code are no
+    difference, with no history needed; 10% more work in one backend is slower, 1% is resolved
+    (its interval leaves 1), and a count taken another way gives no verdict."""
+    rng = random.Random(31)
+    counting: dict[str, Any] = {"spec_changes": {"timer": "instructions", "threads": 1}, "counted": counted_under()}
+    a = synthetic_run(root, "counted", hour(1), rng, noise=0.3, drift=0.3, **counting)
+    same = synthetic_run(root, "again", hour(2), rng, noise=0.3, drift=0.3, **counting)
+    found = json.loads(cli("-r", root, "compare", a, same, "--json", "--fail-on-regression").out)
+    assert found["unit"] == "instructions" and found["method"].startswith("instruction counts")
+    assert {c["verdict"] for c in found["cells"]} == {"no difference resolved"}
+    slower = synthetic_run(root, "more", hour(3), rng, slower={("small", "numba"): 1.10}, **counting)
+    result = cli("-r", root, "compare", a, slower, "--fail-on-regression")
+    assert result.code == 1 and "instr" in result.out
+    verdicts = {
+        (c["config"], c["backend"]): c for c in json.loads(cli("-r", root, "compare", a, slower, "--json").out)["cells"]
+    }
+    assert verdicts.pop(("small", "numba"))["verdict"] == "slower"
+    assert {c["verdict"] for c in verdicts.values()} == {"no difference resolved"}
+    little = synthetic_run(root, "little", hour(4), rng, slower={("tiny", "naive"): 1.01}, **counting)
+    cell = next(
+        c
+        for c in json.loads(cli("-r", root, "compare", a, little, "--json").out)["cells"]
+        if (c["config"], c["backend"]) == ("tiny", "naive")
+    )
+    assert cell["low"] > 1.0 and cell["verdict"] == "no difference resolved"  # resolved, below the 5% threshold
+    other = synthetic_run(root, "other", hour(5), rng, **{**counting, "counted": counted_under("SkylakeX")})
+    found = json.loads(cli("-r", root, "compare", a, other, "--json").out)
+    assert not found["same_machine"] and any("SkylakeX" in d for d in found["machine_differences"])
+    assert {c["verdict"] for c in found["cells"]} == {"not comparable: different machines"}
+    assert_one_line_error(cli("-r", root, "compare", a, same, "--history", other), 2, "run against run")

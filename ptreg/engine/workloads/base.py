@@ -22,10 +22,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import ClassVar, Literal, TypeVar
 
+from ...records.counting import UNIT
 from ...records.evaluator import AnySpec, EvaluatorSpec, MetricDeclaration
 from ...records.run import Cell, Kernel, KernelSample, MetricSample, Ratio, Roles, RunResults, StepSample, Summary
 from ...text import Table
 from ..backends import Backend
+from ..counting import WALL_CLOCK, Stopwatch
 from ..protocol import AnyEvent, CellTask
 from ..stats import paired_ratio
 
@@ -36,7 +38,13 @@ ReportProgress = Callable[[str, int, int], None]  # (phase, done, total)
 
 
 class CellRun(ABC):
-    """One cell inside its worker, set up: warmed up once, then timed one repeat at a time."""
+    """One cell inside its worker, set up: warmed up once, then timed one repeat at a time.
+
+    A workload that can count instructions (``Workload.counts_instructions``) takes every timed
+    region through ``stopwatch``, which the worker replaces with a counting one under the
+    instructions timer."""
+
+    stopwatch: Stopwatch = WALL_CLOCK
 
     def attach(self, emit: Callable[[AnyEvent], None]) -> None:
         """Given the worker's event stream, for a cell with more to say than its samples (a
@@ -64,6 +72,9 @@ class Workload(ABC):
     spec_fields: ClassVar[dict[str, str]] = {}
     # whether an evaluator of it runs code the spec names (then trusted only where frozen)
     runs_code: ClassVar[bool] = False
+    # whether its cells time every region through ``CellRun.stopwatch``, and so can count
+    # instructions (an evaluator's ``"timer": "instructions"``)
+    counts_instructions: ClassVar[bool] = False
 
     def check_settings(self, spec: AnySpec) -> str | None:
         """Why the spec's own fields cannot be measured (one line), or None."""
@@ -98,14 +109,20 @@ class Workload(ABC):
         """The parts of the run's evidence line: one per backend that reached a headline
         number, with its speedup over the reference."""
         reference = results.ratio_roles.reference
+        counted = results.counted is not None
         parts = []
         for backend in results.spec.arm_names:
             mine = [c for c in results.cells if c.backend == backend and c.status == "measured"]
-            values = [(c.config, value) for c in mine if (value := self.headline(c)) is not None]
+            values = [(c.config, value) for c in mine if (value := self._headline(c, counted)) is not None]
             if not values:
                 continue
-            reached = ", ".join(f"{config} {value:,.1f}" for config, value in values)
-            sentence = f"{backend} reached {reached} {self.unit}"
+            if counted:  # a count, in whole instructions, of what the workload's seconds would time
+                reached = ", ".join(f"{config} {value:,.0f}" for config, value in values)
+                of = self.seconds_of if isinstance(self, BackendsWorkload) else "repeat"
+                sentence = f"{backend} counted {reached} instructions per {of}"
+            else:
+                reached = ", ".join(f"{config} {value:,.1f}" for config, value in values)
+                sentence = f"{backend} reached {reached} {self.unit}"
             speedups = [c.vs_naive for c in mine if c.vs_naive is not None]
             if backend != reference and speedups:
                 low, high = min(speedups), max(speedups)
@@ -113,6 +130,12 @@ class Workload(ABC):
                 sentence += f", or about {span} over {reference}"
             parts.append(sentence)
         return parts
+
+    def _headline(self, cell: Cell, counted: bool) -> float | None:
+        """The headline, or under the instructions timer the cell's instructions per step."""
+        if counted:
+            return cell.instructions_per_step.median if cell.instructions_per_step is not None else None
+        return self.headline(cell)
 
 
 class BackendsWorkload(Workload):
@@ -125,7 +148,13 @@ class BackendsWorkload(Workload):
     @abstractmethod
     def repeat_seconds(self, spec: EvaluatorSpec, cell: Cell) -> dict[int, float]:
         """Seconds of one step's worth of work in each whole repeat of a summarised cell, by
-        round: what the ratios of a run pair up, round by round."""
+        round: what the ratios of a run pair up, round by round. Under the instructions timer,
+        instructions instead (``repeat_unit``); a repeat without its count is left out."""
+
+
+def repeat_unit(spec: AnySpec) -> str:
+    """What ``repeat_seconds`` returns for a run under ``spec``: seconds, or instructions."""
+    return UNIT if isinstance(spec, EvaluatorSpec) and spec.counts_instructions else "seconds"
 
 
 def backends_spec(spec: AnySpec) -> EvaluatorSpec:
@@ -174,6 +203,11 @@ def number(value: float | None, digits: int = 1) -> str:
     if value is None:
         return "unknown"
     return f"{value:,.{digits}f}" if abs(value) < FIXED_MAX else f"{value:.3g}"
+
+
+def instructions(summary: Summary | None) -> str:
+    """A count's median, in whole instructions; unknown when there is none."""
+    return number(summary.median, 0) if summary is not None else "unknown"
 
 
 def times(value: float | None) -> str:

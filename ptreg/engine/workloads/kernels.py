@@ -7,7 +7,6 @@ microbenchmark the seed warns about when it is read without the training step be
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from functools import partial
 
@@ -27,6 +26,7 @@ from .base import (
     Table,
     backend_of,
     backends_spec,
+    instructions,
     interval,
     note,
     number,
@@ -45,14 +45,21 @@ def whole_rounds(samples: list[KernelSample], per_round: int) -> set[int]:
     return {r for r, n in counts.items() if n == per_round}
 
 
-def _seconds_per_call(cell: Cell) -> dict[tuple[str, str], dict[int, float]]:
-    """Each (layer, kernel)'s seconds per call, by round, over the cell's whole rounds."""
+def per_call(sample: KernelSample, counted: bool) -> float | None:
+    """A sample's cost of one call: seconds, or under the instructions timer instructions
+    (unknown when the sample has no count)."""
+    return sample.instructions_per_call if counted else sample.seconds_per_call
+
+
+def _seconds_per_call(cell: Cell, counted: bool) -> dict[tuple[str, str], dict[int, float]]:
+    """Each (layer, kernel)'s seconds (or instructions) per call, by round, over the cell's whole rounds."""
     samples = cell.kernel_samples or []
     rounds = whole_rounds(samples, len(linear_shapes(CONFIGS[cell.config])) * len(KERNELS))
     found: dict[tuple[str, str], dict[int, float]] = {}
     for s in samples:
-        if s.repeat in rounds:
-            found.setdefault((s.layer, s.kernel), {})[s.repeat] = s.seconds_per_call
+        value = per_call(s, counted)
+        if s.repeat in rounds and value is not None:
+            found.setdefault((s.layer, s.kernel), {})[s.repeat] = value
     return found
 
 
@@ -82,13 +89,18 @@ class _KernelsRun(CellRun):
         """Every layer and kernel once, each ``timed_steps`` calls back to back."""
         timed = self.task.timed_steps
         for done, (layer_name, kernel, call) in enumerate(self.calls, start=1):
-            start = time.perf_counter()
+            started = self.stopwatch.start()
             for _ in range(timed):
                 call()
-            seconds = time.perf_counter() - start
+            took = self.stopwatch.stop(started)
             record(
                 KernelSample(
-                    repeat=repeat, layer=layer_name, kernel=kernel, calls=timed, seconds_per_call=seconds / timed
+                    repeat=repeat,
+                    layer=layer_name,
+                    kernel=kernel,
+                    calls=timed,
+                    seconds_per_call=took.seconds / timed,
+                    instructions_per_call=None if took.instructions is None else took.instructions / timed,
                 )
             )
             progress("timed", done, len(self.calls))
@@ -98,6 +110,7 @@ class KernelsWorkload(BackendsWorkload):
     name = "kernels"
     unit = "GFLOP/s over a step's linear layers"
     metric = "gflops"
+    counts_instructions = True
     seconds_of = "step's linear layers"
     description = "Each matmul kernel alone at every layer shape of one training step: GFLOP/s per backend."
 
@@ -122,6 +135,12 @@ class KernelsWorkload(BackendsWorkload):
                 if not values:
                     continue
                 seconds = summarize(values, spec.target_ci is not None)
+                counts = [
+                    s.instructions_per_call
+                    for s in measured
+                    if s.layer == name and s.kernel == kernel and s.repeat in rounds
+                ]
+                known = [c for c in counts if c is not None]
                 timings.append(
                     KernelTiming(
                         layer=name,
@@ -133,22 +152,40 @@ class KernelsWorkload(BackendsWorkload):
                         vs_naive=None,
                         vs_peer=None,
                         vs_baseline=None,
+                        instructions_per_call=summarize(known)
+                        if spec.counts_instructions and len(known) == len(counts)
+                        else None,
                     )
                 )
         if not timings:
             return
         cell.kernels = timings
         work = sum(t.per_step * layers[t.layer].flops for t in timings)
+        # under the instructions timer a rate of wall time under valgrind: recorded, not shown
         cell.step_gflops = work / sum(t.per_step * t.seconds.median for t in timings) / 1e9
-        spreads = [too_wide(t.seconds, spec.max_relative_spread) for t in timings]
+        if spec.counts_instructions:
+            per_step = list(self.repeat_seconds(spec, cell).values())
+            cell.instructions_per_step = summarize(per_step) if per_step else None
+            spreads = [
+                too_wide(t.instructions_per_call, spec.max_relative_spread) if t.instructions_per_call else None
+                for t in timings
+            ]
+        else:
+            spreads = [too_wide(t.seconds, spec.max_relative_spread) for t in timings]
         cell.spread_too_wide = None if None in spreads else any(spreads)
 
     def repeat_seconds(self, spec: EvaluatorSpec, cell: Cell) -> dict[int, float]:
-        """Seconds of one training step's calls of the three kernels at every layer, by round."""
+        """Seconds (or instructions) of one training step's calls of the three kernels at every
+        layer, by round; a round with a sample not counted is left out."""
         per_step = {s.name: s.per_step for s in linear_shapes(CONFIGS[cell.config])}
         samples = cell.kernel_samples or []
         rounds = whole_rounds(samples, len(per_step) * len(KERNELS))
-        return {r: sum(per_step[s.layer] * s.seconds_per_call for s in samples if s.repeat == r) for r in rounds}
+        found = {}
+        for r in rounds:
+            values = [(per_step[s.layer], per_call(s, spec.counts_instructions)) for s in samples if s.repeat == r]
+            if all(v is not None for _, v in values):
+                found[r] = sum(n * v for n, v in values if v is not None)
+        return found
 
     def compare(self, spec: AnySpec, cells: list[Cell], roles: Roles) -> None:
         """Speedups round by round: of one step's linear layers per cell, and of each kernel at
@@ -156,7 +193,7 @@ class KernelsWorkload(BackendsWorkload):
         spec = backends_spec(spec)
         adaptive = spec.target_ci is not None
         step = {(c.backend, c.config): self.repeat_seconds(spec, c) for c in cells}
-        calls = {(c.backend, c.config): _seconds_per_call(c) for c in cells}
+        calls = {(c.backend, c.config): _seconds_per_call(c, spec.counts_instructions) for c in cells}
         for cell in cells:
             key = (cell.backend, cell.config)
             cell.vs_naive_ratio = speedup(step, roles.reference, cell.config, step[key], adaptive)
@@ -178,18 +215,20 @@ class KernelsWorkload(BackendsWorkload):
 
     def tables(self, results: RunResults) -> list[Table]:
         roles = results.ratio_roles
+        counted = results.counted is not None
         rows = [
             [
                 c.config,
                 c.backend,
-                number(c.step_gflops, 2),
+                instructions(c.instructions_per_step) if counted else number(c.step_gflops, 2),
                 ratio_text(c.vs_naive, c.vs_naive_ratio),
                 ratio_text(c.vs_baseline, c.vs_baseline_ratio),
                 note(c),
             ]
             for c in results.cells
         ]
-        headers = ["config", "backend", "step GFLOP/s", versus(roles.reference), f"vs {results.spec.baseline}", "note"]
+        rate = "instructions/step" if counted else "step GFLOP/s"
+        headers = ["config", "backend", rate, versus(roles.reference), f"vs {results.spec.baseline}", "note"]
         per_cell = without_twin(results, Table("Linear layers of one training step", rows, headers, notes=("note",)))
         return [per_cell, self._kernel_table(results, roles)]
 
@@ -210,16 +249,18 @@ class KernelsWorkload(BackendsWorkload):
         if not by_baseline and peer is None and roles.peer in measured and roles.peer != roles.reference:
             peer = roles.peer
         rows = []
+        counted = results.counted is not None
         for c, t in timings:
             m, k, n = t.shape
+            cost = t.instructions_per_call if counted else t.gflops
             row = [
                 c.config,
                 t.layer,
                 f"{m}x{k}x{n}",
                 KERNEL_LABEL[t.kernel],
                 c.backend,
-                number(t.gflops.median, 2),
-                interval(t.gflops, 2),
+                instructions(cost) if counted else number(t.gflops.median, 2),
+                interval(cost, 0 if counted else 2),
                 ratio_text(t.vs_naive, t.vs_naive_ratio),
             ]
             if by_baseline:
@@ -227,7 +268,8 @@ class KernelsWorkload(BackendsWorkload):
             if peer is not None:
                 row.append(ratio_text(t.vs_peer, t.vs_peer_ratio))
             rows.append(row)
-        headers = ["config", "layer", "MxKxN", "kernel", "backend", "GFLOP/s", "95% CI", versus(roles.reference)]
+        rate = "instructions/call" if counted else "GFLOP/s"
+        headers = ["config", "layer", "MxKxN", "kernel", "backend", rate, "95% CI", versus(roles.reference)]
         if by_baseline:
             headers.append(f"vs {results.spec.baseline}")
         if peer is not None:

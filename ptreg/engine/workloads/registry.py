@@ -180,6 +180,8 @@ def spec_problem(spec: AnySpec) -> str | None:
             return f"workload {spec.workload!r} compares backends on configs; this spec names arms"
         if workload.metric is not None and spec.metric != workload.metric:
             return f"workload {spec.workload!r} is measured in {workload.metric!r}, not {spec.metric!r}"
+        if spec.counts_instructions and not workload.counts_instructions:
+            return f"workload {spec.workload!r} cannot count instructions: timer must be 'wall'"
     else:
         if not isinstance(spec, ArmsSpec):
             return f"workload {spec.workload!r} compares arms: give arms, not backends and configs"

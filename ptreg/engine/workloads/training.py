@@ -28,6 +28,7 @@ from .base import (
     backend_of,
     backends_spec,
     complete_repeats,
+    instructions,
     interval,
     note,
     number,
@@ -115,16 +116,17 @@ class _TrainingRun(CellRun):
         timed = self.task.timed_steps
         for step in range(timed):
             self.kernels.reset()
-            start = time.perf_counter()
+            started = self.stopwatch.start()
             loss = self.trainer.step()
-            seconds = time.perf_counter() - start
+            took = self.stopwatch.stop(started)
             record(
                 StepSample(
                     repeat=repeat,
                     step=step,
-                    seconds=seconds,
+                    seconds=took.seconds,
                     kernel_seconds=dict(self.kernels.seconds),
                     loss=float(loss),
+                    instructions=took.instructions,
                 )
             )
             progress("timed", step + 1, timed)
@@ -134,6 +136,7 @@ class TrainingWorkload(BackendsWorkload):
     name = "tinygpt-train"
     unit = "ms/step"
     metric = "ms-per-step"
+    counts_instructions = True
     description = "Whole training steps of the tiny NumPy GPT on each backend, with each kernel's share of the step."
 
     def prepare(self, task: CellTask, backend: Backend | None) -> CellRun:
@@ -154,11 +157,29 @@ class TrainingWorkload(BackendsWorkload):
         adaptive = spec.target_ci is not None
         cell.ms_per_step = summarize([m * 1000 for m in means], adaptive)
         cell.tokens_per_second = inverted(summarize(means, adaptive), CONFIGS[cell.config].tokens_per_step)
+        if spec.counts_instructions:
+            # Wall time under valgrind is kept above as what it was; the cell is judged by its
+            # counts, and has no attribution: a kernel's share of the instructions is not its
+            # share of the time.
+            counts = list(self.repeat_seconds(spec, cell).values())
+            cell.instructions_per_step = summarize(counts) if counts else None
+            cell.spread_too_wide = (
+                too_wide(cell.instructions_per_step, spec.max_relative_spread) if cell.instructions_per_step else None
+            )
+            return
         cell.spread_too_wide = too_wide(cell.ms_per_step, spec.max_relative_spread)
         cell.attribution = attribution([s for group in repeats.values() for s in group], cell.ms_per_step.median)
 
     def repeat_seconds(self, spec: EvaluatorSpec, cell: Cell) -> dict[int, float]:
+        """Mean seconds of a step in each whole repeat, by round; under the instructions timer,
+        its mean instructions (a repeat with a step not counted is left out)."""
         repeats = complete_repeats(cell.step_samples or [], spec.timed_steps)
+        if spec.counts_instructions:
+            return {
+                r: sum(s.instructions for s in group if s.instructions is not None) / len(group)
+                for r, group in repeats.items()
+                if all(s.instructions is not None for s in group)
+            }
         return {r: sum(s.seconds for s in group) / len(group) for r, group in repeats.items()}
 
     def compare(self, spec: AnySpec, cells: list[Cell], roles: Roles) -> None:
@@ -185,6 +206,8 @@ class TrainingWorkload(BackendsWorkload):
     @staticmethod
     def _step_table(results: RunResults) -> Table:
         """ms/step and tokens/s per (config, backend), with speedups measured in this run."""
+        if results.counted is not None:
+            return TrainingWorkload._count_table(results)
         rows = []
         for c in results.cells:
             ms, tok = c.ms_per_step, c.tokens_per_second
@@ -219,6 +242,33 @@ class TrainingWorkload(BackendsWorkload):
                 notes=("note",),
             ),
         )
+
+    @staticmethod
+    def _count_table(results: RunResults) -> Table:
+        """Under the instructions timer: instructions per step, with the ratios of the counts."""
+        rows = [
+            [
+                c.config,
+                c.backend,
+                instructions(c.instructions_per_step),
+                interval(c.instructions_per_step, 0),
+                ratio_text(c.vs_naive, c.vs_naive_ratio),
+                ratio_text(c.vs_baseline, c.vs_baseline_ratio),
+                note(c),
+            ]
+            for c in results.cells
+        ]
+        headers = [
+            "config",
+            "backend",
+            "instructions/step",
+            "95% CI",
+            versus(results.ratio_roles.reference),
+            f"vs {results.spec.baseline}",
+            "note",
+        ]
+        title = "Training step: instructions under valgrind, median and 95% interval over repeats"
+        return without_twin(results, Table(title, rows, headers, notes=("note",)))
 
     @staticmethod
     def _attribution_table(results: RunResults) -> Table:

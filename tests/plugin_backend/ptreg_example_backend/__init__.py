@@ -88,3 +88,32 @@ class SlowedBackend:
 
     def matmul_backward_db(self, a: np.ndarray, dc: np.ndarray, out: np.ndarray) -> None:
         self._slowed(lambda: np.matmul(a.T, dc, out=out))
+
+
+class MoreWorkBackend:
+    """np.matmul, and every ``PTREG_EXAMPLE_REPEAT_EVERY``-th call done twice (unset: never): a
+    backend that does a known fraction more work, counted the same on any machine (the
+    instructions timer's tests; a slowdown by spinning, as example-slowed's, is not work)."""
+
+    name = "example-more-work"
+    description = "Example plugin: np.matmul, every Nth call (PTREG_EXAMPLE_REPEAT_EVERY) done twice."
+
+    def __init__(self) -> None:
+        every = os.environ.get("PTREG_EXAMPLE_REPEAT_EVERY")
+        self.every = int(every) if every else None
+        self.calls = 0
+
+    def _counted(self, product: Callable[[], None]) -> None:
+        product()
+        self.calls += 1
+        if self.every is not None and self.calls % self.every == 0:
+            product()
+
+    def matmul_forward(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        self._counted(lambda: np.matmul(a, b, out=out))
+
+    def matmul_backward_da(self, dc: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        self._counted(lambda: np.matmul(dc, b.T, out=out))
+
+    def matmul_backward_db(self, a: np.ndarray, dc: np.ndarray, out: np.ndarray) -> None:
+        self._counted(lambda: np.matmul(a.T, dc, out=out))
