@@ -68,7 +68,7 @@ def check(as_json: bool = JsonFlag) -> None:
 def watch(as_json: bool = JsonFlag) -> None:
     """Stay running as the registry's change watcher (Linux inotify); Ctrl-C stops it.
 
-    On a large registry, checking every file is most of a command's time; with a watcher running, a command asks it what changed instead (docs/index.md). PTREG_WATCHER=off makes a command check every file anyway. Needs the watch extra: pip install 'ptreg[watch]'.
+    On a large registry, checking every file is most of a command's time; with a watcher running, a command asks it what changed instead (docs/index.md). PTREG_WATCHER=off makes a command check every file anyway. Needs the watch extra: pip install 'ptreg\\[watch]'.
     """
     _watch(registry_dir(), as_json)
 
