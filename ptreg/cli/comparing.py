@@ -8,7 +8,7 @@ import typer
 
 from ..errors import EXIT_CHECK_FAILED
 from ..text import counted
-from .common import JsonFlag, print_json, registry_dir, say
+from .common import JsonFlag, print_json, registry_dir, say, say_wrapped
 
 
 def _seconds(value: float | None) -> str:
@@ -89,24 +89,24 @@ def compare(
     if as_json:
         print_json(found.to_json())
     else:
-        say(f"A: {found.a.label} ({found.a.results.evaluator}, started {found.a.results.started_at})")
-        say(f"B: {found.b.label} ({found.b.results.evaluator}, started {found.b.results.started_at})")
+        say_wrapped(f"A: {found.a.label} ({found.a.results.evaluator}, started {found.a.results.started_at})")
+        say_wrapped(f"B: {found.b.label} ({found.b.results.evaluator}, started {found.b.results.started_at})")
         if found.across_evaluators:
-            say(
+            say_wrapped(
                 "ACROSS EVALUATORS: only the cells whose workload, config, backend, threads and step plan agree "
                 f"are compared (the specs differ in: {', '.join(found.spec_differences) or 'the code version'})"
             )
         if found.machine_differences:
-            say("the machines differ, so absolute times are not comparable and no verdict is given:")
+            say_wrapped("the machines differ, so absolute times are not comparable and no verdict is given:")
             for line in found.machine_differences:
-                say(f"  {line}")
+                say_wrapped(f"  {line}")
         else:
-            say("machines: the same (CPU, features, cores, BLAS, NumPy, numba, Python, variables)")
-        say(f"method: {found.method}")
+            say_wrapped("machines: the same (CPU, features, cores, BLAS, NumPy, numba, Python, variables)")
+        say_wrapped(f"method: {found.method}")
         if found.cells:
-            say(_history_line(found))
+            say_wrapped(_history_line(found))
         if relative_to is not None:
-            say(f"each cell as a ratio to {relative_to}'s time in the same round of its run")
+            say_wrapped(f"each cell as a ratio to {relative_to}'s time in the same round of its run")
         value = _amount(found.unit) if relative_to is None else _times
         rows = [
             [
@@ -125,19 +125,19 @@ def compare(
             say(plain(rows, headers))  # the verdict is never cut: a table too wide is stacked
         if found.metrics:
             say(plain([_metric_row(m) for m in found.metrics], METRIC_HEADERS, shrink=(1, 4)))
-            say(
+            say_wrapped(
                 f"{counted(len(found.metrics), 'arm metric')} compared, each at 95%: "
                 f"{found.moved('worse')} worse, {found.moved('better')} better in B"
             )
         else:
-            say(
+            say_wrapped(
                 f"{counted(len(found.cells), 'cell')} compared at a {100 * threshold:g}% threshold: "
                 f"{found.moved('slower')} slower, {found.moved('faster')} faster "
                 f"(Benjamini-Hochberg at a false discovery rate of {100 * FALSE_DISCOVERY_RATE:g}%)"
             )
             if found.without_verdict:
                 most = max(c.runs_needed for c in found.cells)
-                say(
+                say_wrapped(
                     f"{counted(found.without_verdict, 'cell')} without a verdict: too few runs of A's code to judge "
                     f"B against; {counted(most, 'more run')} of A's code (or --history RUN ...) would give one"
                 )
@@ -239,4 +239,4 @@ def history(
     headers = ["config", "backend", "run", "started", "median", "95% CI of geo. mean", "vs first"]
     say(plain(shown, headers, drop=(3,)))
     runs = len({r.run.label for r in rows})
-    say(f"{counted(runs, 'complete run')}; times are per step's worth of work, medians over whole repeats")
+    say_wrapped(f"{counted(runs, 'complete run')}; times are per step's worth of work, medians over whole repeats")
