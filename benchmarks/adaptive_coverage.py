@@ -22,7 +22,7 @@ from unittest import mock
 
 from ptreg.engine import stats
 from ptreg.engine.plan import narrow_enough
-from ptreg.records.run import Cell
+from ptreg.records.run_results import Cell
 
 SETTINGS = [  # (spread of a round's log ratio, target_ci, min_repeats, max_repeats)
     (0.05, 0.02, 3, 20),

@@ -43,7 +43,7 @@ from ptreg.engine.protocol import CellTask, ParityTask
 from ptreg.errors import PtregError
 from ptreg.records.configs import CONFIGS, flops, linear_shapes
 from ptreg.records.evaluator import EvaluatorSpec
-from ptreg.records.run import KERNELS, KernelSample
+from ptreg.records.run_results import KERNELS, KernelSample
 from ptreg.store.jsonio import atomic_write_text
 
 PEER = "numpy-blas"

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ptreg.engine.workloads.arms import compare_arms
 from ptreg.records.evaluator import MetricDeclaration
-from ptreg.records.run import MetricSample
+from ptreg.records.run_results import MetricSample
 
 SCORE = MetricDeclaration(better="higher", unit="fraction")
 LOSS = MetricDeclaration(better="lower", unit="nats/byte")

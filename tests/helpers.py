@@ -206,7 +206,7 @@ def evaluator_spec(**changes: Any) -> dict[str, Any]:
 
 def freeze_evaluator(root: Path, **changes: Any) -> str:
     """Freeze a spec into the registry at ``root``; return its name@hash12 reference."""
-    from ptreg.gate.evaluators import freeze
+    from ptreg.gate.freezing import freeze
 
     spec_path = root.parent / f"spec-{len(list(root.parent.glob('spec-*.json')))}.json"
     spec_path.write_text(json.dumps(evaluator_spec(**changes)), encoding="utf-8")
@@ -573,7 +573,7 @@ def gate_inputs_of_every_attempt(proposal: Any, every: list[Summary], root: Path
     """The gate's inputs as read without the index's narrowing: every attempt, and the streak of
     the proposal's objective found among all the others."""
     from ptreg.gate.checks import GateInputs
-    from ptreg.gate.reading import decided_disposition, evaluator_file
+    from ptreg.gate.gate_inputs import decided_disposition, evaluator_file
 
     others = {a.id: a for a in every if a.id != proposal.id}
     found = streaks(others.values(), proposal.objective) if proposal.objective else []
@@ -587,7 +587,7 @@ def gate_inputs_of_every_attempt(proposal: Any, every: list[Summary], root: Path
 
 def by_index(root: Path) -> dict[str, Any]:
     from ptreg.gate.checks import check_gate
-    from ptreg.gate.reading import read_gate_inputs
+    from ptreg.gate.gate_inputs import read_gate_inputs
 
     load_meta(root)  # as every command does first: finishes an import cut short after its commit
     index = open_index(root)

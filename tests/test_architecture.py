@@ -137,7 +137,39 @@ def test_the_library_never_imports_the_command_line() -> None:
 
 
 def test_the_gate_s_checks_read_no_file() -> None:
-    """gate/checks.py decides over inputs read beforehand (gate/reading.py): it imports nothing
+    """gate/checks.py decides over inputs read beforehand (gate/gate_inputs.py): it imports nothing
     that reads files (store) or turns them into views."""
     imports = graph()["ptreg.gate.checks"]
     assert [t for t, _ in imports if t.startswith(("ptreg.store", "ptreg.views"))] == []
+
+
+def test_only_the_command_line_turns_errors_into_exit_codes() -> None:
+    """The library raises typed errors (errors.py: UnusableInput, CheckFailed); the exit codes
+    are named only there and in cli/ (and the MCP server, a front end of its own, names none)."""
+    found = [
+        f"{path.relative_to(REPO)}:{n}"
+        for path in sorted((REPO / "ptreg").rglob("*.py"))
+        if path.parent.name != "cli" and path.name != "errors.py"
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "EXIT_CHECK_FAILED" in line or "EXIT_UNUSABLE" in line
+    ]
+    assert found == []
+
+
+def test_no_module_is_longer_than_a_reader_can_hold() -> None:
+    longest = {
+        str(path.relative_to(REPO)): n
+        for path in (REPO / "ptreg").rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > 600
+    }
+    assert longest == {}
+
+
+def test_no_module_name_repeats_across_layers() -> None:
+    """A module's name says its layer's purpose: two layers never hold modules of one name
+    (``__init__`` and the layer packages' own entry modules aside)."""
+    seen: dict[str, list[str]] = {}
+    for path in (REPO / "ptreg").rglob("*.py"):
+        if path.name != "__init__.py":
+            seen.setdefault(path.stem, []).append(str(path.parent.relative_to(REPO)))
+    assert {name: places for name, places in seen.items() if len(places) > 1} == {}

@@ -173,7 +173,7 @@ def _sweep(tiles: list[str], threads: int = 1, m: int = 1024, k: int = 256, n: i
 
     from ptreg.engine.backends import METHOD_OF_KERNEL, kernel_shapes
     from ptreg.records.configs import flops
-    from ptreg.records.run import KERNELS
+    from ptreg.records.run_results import KERNELS
 
     rng = np.random.default_rng(0)
     for tile in tiles:

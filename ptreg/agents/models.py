@@ -8,7 +8,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..records.attempt import Attempt
-from ..records.run import RunResults
+from ..records.run_results import RunResults
 
 
 class _Out(BaseModel):

@@ -34,11 +34,11 @@ from pydantic import Field, ValidationError
 from .. import __version__
 from ..engine.executor import TaskProgress
 from ..engine.interruption import interrupt, withdraw
-from ..errors import PtregError
+from ..errors import PtregError, UnusableInput
 from ..gate.proposal import propose as propose_through_gate
 from ..gate.proposal_input import ProposalInput
 from ..operations.conclude import Verdict, conclude
-from ..operations.run import run_attempt as run_through_engine
+from ..operations.running import run_attempt as run_through_engine
 from ..records.attempt import CONFIDENCES
 from ..records.ledger import STATUSES, Filter
 from ..records.refs import check_id
@@ -170,9 +170,11 @@ def build(root: Path, runs: Runs | None = None) -> Server:
 
             unknown = [s for s in status if s not in STATUSES]
             if unknown:
-                raise PtregError(f"status: unknown status {unknown[0]!r} (one of: {', '.join(STATUSES)})")
+                raise UnusableInput(f"status: unknown status {unknown[0]!r} (one of: {', '.join(STATUSES)})")
             if continuable and blocked:
-                raise PtregError("continuable and blocked exclude each other: a condition is true or false, not both")
+                raise UnusableInput(
+                    "continuable and blocked exclude each other: a condition is true or false, not both"
+                )
             query = Filter(status, family, kind, method, base, objective, failures_only)
             with closing(_open(root)) as index:
                 total = index.valid()
@@ -204,7 +206,7 @@ def build(root: Path, runs: Runs | None = None) -> Server:
 
             shape = Shape(objective=objective, methods=tuple(methods), bases=tuple(bases), family=family)
             if shape.is_empty():
-                raise PtregError("say what the proposal is: give objective, methods, bases or family")
+                raise UnusableInput("say what the proposal is: give objective, methods, bases or family")
             with closing(_open(root)) as index:
                 found = find_precedents(shape, index.summaries(), limit)
             return models.Precedents.model_validate({"precedents": [p.to_json() for p in found]})
@@ -340,9 +342,9 @@ def build(root: Path, runs: Runs | None = None) -> Server:
         def work() -> models.Concluded:
 
             if status not in STATUSES:
-                raise PtregError(f"status {status!r} is not one of {', '.join(STATUSES)}")
+                raise UnusableInput(f"status {status!r} is not one of {', '.join(STATUSES)}")
             if confidence is not None and confidence not in CONFIDENCES:
-                raise PtregError(f"confidence {confidence!r} is not one of {', '.join(CONFIDENCES)}")
+                raise UnusableInput(f"confidence {confidence!r} is not one of {', '.join(CONFIDENCES)}")
             for field_name, value in (
                 ("lesson", lesson),
                 ("next_action", next_action),
@@ -350,7 +352,7 @@ def build(root: Path, runs: Runs | None = None) -> Server:
                 ("evidence", evidence),
             ):
                 if value is not None and not value.strip():
-                    raise PtregError(f"{field_name} is empty; say it in words")
+                    raise UnusableInput(f"{field_name} is empty; say it in words")
             verdict = Verdict(
                 status,
                 lesson,
@@ -403,7 +405,7 @@ def _propose(root: Path, given: ProposalInput, dry_run: bool) -> models.Proposal
         failed = "; ".join(
             f"{c.check}: {c.detail}" + (f" (how to satisfy: {c.remedy})" if c.remedy else "") for c in report.failures
         )
-        raise PtregError(f"refused by the gate, nothing written: {len(report.failures)} check(s) failed: {failed}")
+        raise UnusableInput(f"refused by the gate, nothing written: {len(report.failures)} check(s) failed: {failed}")
     return models.Proposal.model_validate(
         {
             "admitted": report.admitted,

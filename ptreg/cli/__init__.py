@@ -16,16 +16,16 @@ from ..errors import EXIT_UNUSABLE, PtregError
 from . import (
     comparing,
     disposition,
-    evaluator,
+    evaluator_commands,
     index,
+    managing,
     measuring,
-    proposal,
+    proposing,
     reading,
-    registry,
     serving,
     site,
     suggesting,
-    vocabulary,
+    vocabularies,
 )
 from .common import REGISTRY_ENV, REGISTRY_HELP, CliState, RegistryCommand, help_when_alone, say
 
@@ -78,24 +78,24 @@ def _main(
 
 # The registry as a whole, reading it, proposing through the gate, the frozen evaluators the
 # proposals are measured by, and measuring; in the order `ptreg --help` lists them.
-app.command(cls=RegistryCommand)(registry.init)
-app.command(cls=RegistryCommand)(registry.validate)
-app.command(cls=RegistryCommand)(registry.repair)
+app.command(cls=RegistryCommand)(managing.init)
+app.command(cls=RegistryCommand)(managing.validate)
+app.command(cls=RegistryCommand)(managing.repair)
 app.command(cls=RegistryCommand)(reading.show)
 app.command("list", cls=RegistryCommand)(reading.list_attempts)
 app.command(cls=RegistryCommand)(reading.lineage)
 app.command(cls=RegistryCommand)(reading.streaks)
 app.command(cls=RegistryCommand)(reading.coverage)
 app.add_typer(index.app)
-app.command("import", cls=RegistryCommand)(registry.import_)
-app.command(cls=RegistryCommand)(registry.export)
-app.command(cls=RegistryCommand)(registry.schema)
-app.command(cls=proposal.ProposalCommand)(proposal.new)
-app.command(cls=RegistryCommand)(proposal.gate)
-app.command(cls=RegistryCommand)(proposal.precedents)
+app.command("import", cls=RegistryCommand)(managing.import_)
+app.command(cls=RegistryCommand)(managing.export)
+app.command(cls=RegistryCommand)(managing.schema)
+app.command(cls=proposing.ProposalCommand)(proposing.new)
+app.command(cls=RegistryCommand)(proposing.gate)
+app.command(cls=RegistryCommand)(proposing.precedents)
 app.command("next", cls=RegistryCommand)(suggesting.next_attempts)
-app.add_typer(evaluator.app)
-app.add_typer(vocabulary.app)
+app.add_typer(evaluator_commands.app)
+app.add_typer(vocabularies.app)
 app.command(cls=RegistryCommand)(measuring.backends)
 app.command(cls=RegistryCommand)(measuring.workloads)
 app.command(cls=RegistryCommand)(measuring.bench)

@@ -16,7 +16,7 @@ from .common import JsonFlag, command_line, print_json, registry_dir, say, say_w
 if TYPE_CHECKING:
     from ..engine.executor import Executor, TaskProgress
     from ..engine.measurement import SpreadExecutor
-    from ..records.run import RunResults
+    from ..records.run_results import RunResults
 
 EXECUTORS = ("local", "ray")
 ExecutorOption = typer.Option(
@@ -98,7 +98,7 @@ def workloads(as_json: bool = JsonFlag) -> None:
 
     A workload of backends compares kernel backends on model configs (its spec: configs, backends, steps); a workload of arms compares named arms on declared metrics (its spec: arms, baseline, metrics, inputs, repeats, seed, timeout_seconds, and the workload's own fields). Listing loads each plugin and checks its methods' signatures; a broken one is listed with the reason, never an error. Writing one: docs/workloads.md.
     """
-    from ..engine.workloads.registry import describe_all
+    from ..engine.workloads.discovery import describe_all
     from ..views.tables import plain
 
     found = describe_all()
@@ -238,7 +238,7 @@ def bench(
     For exploring before proposing an attempt: the numbers are not evidence of any attempt until they come from `ptreg run` under a frozen evaluator.
     """
     from ..engine.plan import bench_spec
-    from ..engine.workloads.registry import workload_named
+    from ..engine.workloads.discovery import workload_named
     from ..operations.bench import bench_backends
 
     if seconds is not None and not (0 < seconds < float("inf")):
@@ -290,7 +290,7 @@ def run(
 
     Ctrl-C or SIGTERM stops the workers, writes what finished as a run with status `interrupted` and exits 130 or 143. Exit 0 when the run is complete, 1 when it failed or the budget ran out (what finished is kept), 2 on unusable input.
     """
-    from ..operations.run import run_attempt
+    from ..operations.running import run_attempt
     from ..records.refs import check_id
 
     root = registry_dir()

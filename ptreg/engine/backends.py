@@ -19,8 +19,8 @@ import inspect
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from ..errors import EXIT_UNUSABLE, PtregError
-from ..records.run import Kernel, Roles
+from ..errors import UnusableInput
+from ..records.run_results import Kernel, Roles
 from .plugins import PluginEntry, call_problem, plugin_entries
 
 ENTRY_POINT_GROUP = "ptreg.backends"
@@ -218,7 +218,7 @@ def require_registered(names: list[str], known: dict[str, BackendEntry] | None =
     for name in names:
         if name not in known:
             listed = ", ".join(known) or "none"
-            raise PtregError(f"no backend {name!r} is registered (registered: {listed})", EXIT_UNUSABLE)
+            raise UnusableInput(f"no backend {name!r} is registered (registered: {listed})")
 
 
 def create(name: str) -> Backend:
@@ -228,14 +228,14 @@ def create(name: str) -> Backend:
     entry = known[name]
     meta = describe(entry)
     if not meta.available:
-        raise PtregError(f"backend {name!r} is unavailable: {meta.reason}", EXIT_UNUSABLE)
+        raise UnusableInput(f"backend {name!r} is unavailable: {meta.reason}")
     try:
         backend = entry.load()()
     except Exception as exc:
-        raise PtregError(f"backend {name!r} failed to start: {type(exc).__name__}: {exc}", EXIT_UNUSABLE) from exc
+        raise UnusableInput(f"backend {name!r} failed to start: {type(exc).__name__}: {exc}") from exc
     problem = signature_problem(entry.target, backend, bound=True)
     if problem is not None:
-        raise PtregError(f"backend {name!r}: {problem}", EXIT_UNUSABLE)
+        raise UnusableInput(f"backend {name!r}: {problem}")
     created: Backend = backend
     return created
 

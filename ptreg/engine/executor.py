@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import IO
 
 from ..records.counting import CountedWorker
-from ..records.run import KernelSample, MetricSample, ParityOutcome, StepSample
-from .counting import counted_environment, worker_command
+from ..records.run_results import KernelSample, MetricSample, ParityOutcome, StepSample
+from .callgrind import counted_environment, worker_command
 from .environment import worker_variables
 from .interruption import Interrupted, deferred, raise_if_interrupted, signal_of
 from .protocol import (

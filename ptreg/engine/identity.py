@@ -19,12 +19,12 @@ from pathlib import Path
 
 from .. import __version__
 from ..records.evaluator import AnySpec, EvaluatorSpec
-from ..records.run import CodeIdentity, PluginCode
+from ..records.run_results import CodeIdentity, PluginCode
 from .backends import entries as backend_entries
 from .environment import git_state
 from .plugins import PluginEntry
-from .workloads.registry import entries as workload_entries
-from .workloads.registry import workload_named
+from .workloads.discovery import entries as workload_entries
+from .workloads.discovery import workload_named
 
 MAX_SOURCE_BYTES = 64 * 1024 * 1024  # past this a directory is not a plugin's source: unknown
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import EXIT_UNUSABLE, PtregError
+from ..errors import UnusableInput
 from ..records.evaluator import AnySpec, EvaluatorSpec
-from ..records.run import Cell, CellStatus, ConfigRounds, Measurement, ParityOutcome, Roles
+from ..records.run_results import Cell, CellStatus, ConfigRounds, Measurement, ParityOutcome, Roles
 from .backends import describe_all, roles
-from .counting import counted_under, valgrind
+from .callgrind import counted_under, valgrind
 from .executor import Executor, TaskOutcome, Worker
 from .interruption import Interrupted, deferred, signal_of
 from .plan import (
@@ -34,7 +34,7 @@ from .plan import (
 )
 from .protocol import CellTask, ParityTask
 from .workloads.base import Workload, backends_spec
-from .workloads.registry import require_measurable
+from .workloads.discovery import require_measurable
 
 CELL_STATUS_OF_ENDING: dict[str, CellStatus] = {
     "done": "measured",
@@ -316,7 +316,7 @@ def cell_task(spec: AnySpec, config: str, backend: str, places: Places) -> CellT
             timer="instructions" if spec.counts_instructions else "wall",
         )
     if places.root is None:
-        raise PtregError(f"evaluator {spec.name} runs in a project root, and none was given", EXIT_UNUSABLE)
+        raise UnusableInput(f"evaluator {spec.name} runs in a project root, and none was given")
     return CellTask(
         backend=backend,
         workload=spec.workload,

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..records.run import KERNELS, Kernel, ParityCheck, ParityOutcome
+from ..records.run_results import KERNELS, Kernel, ParityCheck, ParityOutcome
 from .backends import METHOD_OF_KERNEL, kernel_shapes
 
 Mode = Literal["bit-identical", "tolerance"]

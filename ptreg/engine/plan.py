@@ -16,12 +16,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import EXIT_UNUSABLE, PtregError
+from ..errors import UnusableInput
 from ..records.configs import CONFIGS, linear_shapes, step_flops
 from ..records.evaluator import AnySpec, EvaluatorSpec
 from ..records.problems import flag_message
-from ..records.run import Cell, ParityOutcome, RunStatus
-from .workloads.registry import workload_named
+from ..records.run_results import Cell, ParityOutcome, RunStatus
+from .workloads.discovery import workload_named
 
 # Bump when the engine would measure an unchanged spec differently (new defaults, another
 # timer, other shapes): every evaluator frozen under the old version then stops passing the
@@ -156,10 +156,9 @@ def bench_spec(
     """
     measured = workload_named(workload)
     if measured.kind != "backends" or measured.metric is None:
-        raise PtregError(
+        raise UnusableInput(
             f"--workload {workload}: bench compares backends; a workload of arms is measured by `ptreg run` under "
             "a frozen evaluator",
-            EXIT_UNUSABLE,
         )
     metric = measured.metric
     fields: dict[str, Any] = {
@@ -180,4 +179,4 @@ def bench_spec(
     try:
         return EvaluatorSpec.model_validate(fields)
     except ValidationError as exc:
-        raise PtregError(flag_message(exc, None, BENCH_FLAGS), EXIT_UNUSABLE) from None
+        raise UnusableInput(flag_message(exc, None, BENCH_FLAGS)) from None

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from ..records.counting import CountedWorker
-from ..records.run import KernelSample, MetricSample, ParityOutcome, StepSample
+from ..records.run_results import KernelSample, MetricSample, ParityOutcome, StepSample
 
 # 3: cells of arms workloads (the spec and the project root in the task; a command's process
 # group announced, so that whoever kills the worker kills the command too)

@@ -35,10 +35,10 @@ from typing import Any
 import ray
 import ray.exceptions
 
-from ..errors import EXIT_UNUSABLE, PtregError
+from ..errors import UnusableInput
 from ..records.configs import CONFIGS, step_flops
 from ..records.evaluator import AnySpec, EvaluatorSpec, parse_spec
-from ..records.run import Cell, ConfigRounds, ParityOutcome, Roles
+from ..records.run_results import Cell, ConfigRounds, ParityOutcome, Roles
 from .environment import fingerprint, machine_environment
 from .executor import Executor, TaskOutcome, TaskProgress, keep
 from .interruption import Interrupted, deferred, signal_of
@@ -215,29 +215,25 @@ class RayExecutor:
                     ray.init(address=where, logging_level=logging.ERROR, log_to_driver=False)
                 self.joined = True
             except Exception as exc:  # ConnectionError, or Ray's own on a bad address
-                raise PtregError(
-                    f"--address {where}: cannot join the Ray cluster: {_first_line(exc)}", EXIT_UNUSABLE
-                ) from None
+                raise UnusableInput(f"--address {where}: cannot join the Ray cluster: {_first_line(exc)}") from None
             finally:
                 if on_sigterm is not None and threading.current_thread() is threading.main_thread():
                     signal.signal(signal.SIGTERM, on_sigterm)
         offering = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(UNIT_RESOURCE)]
         if not offering:
             self.close()
-            raise PtregError(
+            raise UnusableInput(
                 f"--address {where}: no node of the Ray cluster offers {UNIT_RESOURCE}; start each benchmark node "
                 f"with `ray start --resources '{{\"{UNIT_RESOURCE}\": 1}}'` (docs/ray.md)",
-                EXIT_UNUSABLE,
             )
         self._offering = offering
 
     def _check_threads(self, spec: AnySpec) -> None:
         most = max(n.get("Resources", {}).get("CPU", 0) for n in self._offering)
         if most < (spec.threads or 1):
-            raise PtregError(
+            raise UnusableInput(
                 f"threads: the evaluator asks for {spec.threads} CPUs per unit, and no {UNIT_RESOURCE} node of the "
                 f"Ray cluster has more than {most:g}",
-                EXIT_UNUSABLE,
             )
 
     # ------------------------------------------------------------------ the SpreadExecutor API
@@ -488,9 +484,8 @@ def _reachable(address: str) -> None:
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
     except OSError as exc:
-        raise PtregError(
+        raise UnusableInput(
             f"--address {address}: nothing answers there ({exc.strerror or exc}); is the head node started?",
-            EXIT_UNUSABLE,
         ) from None
 
 

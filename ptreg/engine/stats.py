@@ -9,7 +9,7 @@ ratios), i.e. an interval of their geometric mean, with the quantile from ``scip
 Timing noise is multiplicative, and at the 3 to 12 repeats ptreg takes a percentile bootstrap
 of the median covers the truth in only 76-93% of draws where this holds at 94-97%, heavy
 tails included (docs/measurements.md#intervals). Nothing here times anything or imports
-NumPy; the summaries are part of the results record (``records/run.py``).
+NumPy; the summaries are part of the results record (``records/run_results.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..records.run import Interval, MetricSummary, Ratio, SignedInterval, Summary
+from ..records.run_results import Interval, MetricSummary, Ratio, SignedInterval, Summary
 
 LEVEL = 0.95
 METHOD = "Student's t on log values (interval of the geometric mean), scipy.stats.t"

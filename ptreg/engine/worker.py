@@ -18,9 +18,9 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from ..errors import PtregError
+from ..errors import UnusableInput
 from .backends import Backend, create, runtime_details, set_backend_threads
-from .counting import stopwatch_for, worker_report
+from .callgrind import stopwatch_for, worker_report
 from .protocol import (
     PROTOCOL_VERSION,
     AnyEvent,
@@ -108,7 +108,7 @@ def run_cell(task: CellTask, orders: TextIO) -> None:
 
     counted = task.timer == "instructions"
     if counted and not workload.counts_instructions:
-        raise PtregError(f"workload {task.workload!r} cannot count instructions (timer)")
+        raise UnusableInput(f"workload {task.workload!r} cannot count instructions (timer)")
     cell = workload.prepare(task, backend)
     cell.attach(emit)
     if counted:
@@ -121,7 +121,7 @@ def run_cell(task: CellTask, orders: TextIO) -> None:
         try:
             order = decode_order(line)
         except ValidationError as exc:
-            raise PtregError(f"not an order of worker protocol version {PROTOCOL_VERSION}: {_first(exc)}") from None
+            raise UnusableInput(f"not an order of worker protocol version {PROTOCOL_VERSION}: {_first(exc)}") from None
         cell.run_repeat(order.repeat, record, progress)
         emit(RepeatDone(repeat=order.repeat))
     # after the repeats: a backend may set up its runtime lazily (numba's threading layer is
@@ -139,7 +139,7 @@ def main() -> int:
         try:
             task = decode_task(sys.stdin.readline())
         except ValidationError as exc:
-            raise PtregError(f"not a task of worker protocol version {PROTOCOL_VERSION}: {_first(exc)}") from None
+            raise UnusableInput(f"not a task of worker protocol version {PROTOCOL_VERSION}: {_first(exc)}") from None
         if isinstance(task, ParityTask):
             run_parity(task)
         else:

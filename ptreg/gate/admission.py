@@ -17,7 +17,7 @@ from .. import __version__
 from ..clock import utc_now
 from ..records.attempt import Admission, Attempt, GateCheck, RegistryState
 from ..store.directory import REGISTRY_FILE, attempt_files, record_order
-from ..store.evaluators import evaluator_files
+from ..store.evaluator_files import evaluator_files
 from .checks import CheckResult, GateReport
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from ..records.refs import check_id
 from ..records.registry import Registry
 from ..records.vocabulary import terms, unknown_terms
 from ..store.directory import record_path
-from ..store.evaluators import evaluator_files, resolve
+from ..store.evaluator_files import evaluator_files, resolve
 from ..views.dispositions import Disposition, decide_disposition
 from .checks import SIMILAR_QUESTION, closest, question_tokens, similarity
 from .proposal_input import ProposalInput

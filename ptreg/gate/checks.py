@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..engine.plan import EVALUATOR_VERSION
-from ..engine.workloads.registry import spec_problem
+from ..engine.workloads.discovery import spec_problem
 from ..records import tracking
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt
 from ..records.evaluator import FrozenEvaluator

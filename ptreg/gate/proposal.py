@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import EXIT_CHECK_FAILED, PtregError
+from ..errors import CheckFailed, UnusableInput
 from ..records import tracking
 from ..records.attempt import INFRASTRUCTURE_KIND, SHAPE_FIELDS, Attempt, Budget, RegistryMeta
 from ..records.graph import ancestry
@@ -26,15 +26,15 @@ from ..records.problems import flag_message
 from ..records.refs import check_id
 from ..records.vocabulary import unknown_terms
 from ..store.directory import REGISTRY_FILE, Progress, load_meta, record_path
-from ..store.evaluators import resolve
+from ..store.evaluator_files import resolve
 from ..store.index import open_index
 from ..store.jsonio import create_text_exclusive, dumps_pretty
 from ..store.locks import registry_lock
 from ..views.precedents import Precedent, Shape, precedents
 from .admission import admission
 from .checks import GateReport, check_gate
+from .gate_inputs import read_gate_inputs
 from .proposal_input import FieldsRefused, ProposalInput
-from .reading import read_gate_inputs
 
 
 @dataclass
@@ -89,7 +89,7 @@ def _check_vocabulary(proposal: ProposalInput, meta: RegistryMeta, source: str) 
     ]
     unknown = unknown_terms(meta, given)
     if unknown is not None:
-        raise PtregError(f"{source}/{REGISTRY_FILE}: {unknown}")
+        raise UnusableInput(f"{source}/{REGISTRY_FILE}: {unknown}")
     if proposal.kind == INFRASTRUCTURE_KIND:
         by_record = {f.metadata["record"]: f for f in fields(ProposalInput)}
         shaped = [by_record[name].name for name in SHAPE_FIELDS if getattr(proposal, by_record[name].name)]
@@ -134,7 +134,7 @@ def build_attempt(proposal: ProposalInput, root: Path) -> tuple[Attempt, str | N
     try:
         attempt = Attempt.model_validate({k: v for k, v in raw.items() if v is not None})
     except ValidationError as exc:
-        raise PtregError(flag_message(exc, proposal.id)) from None
+        raise UnusableInput(flag_message(exc, proposal.id)) from None
     return attempt, budget_error, tracking_error
 
 
@@ -167,9 +167,7 @@ def _propose(
     index = open_index(root)  # the freshness, streak and precedents checks read the index
     try:
         if proposal.id in index.raw_ids() or record_path(root, proposal.id).exists():
-            raise PtregError(
-                f"attempt {proposal.id!r} already exists in {root}; choose another --id", EXIT_CHECK_FAILED
-            )
+            raise CheckFailed(f"attempt {proposal.id!r} already exists in {root}; choose another --id")
         _check_vocabulary(proposal, meta, str(root))
         attempt, budget_error, tracking_error = build_attempt(proposal, root)
         inputs = read_gate_inputs(index, attempt, root, budget_error=budget_error, tracking_error=tracking_error)
@@ -190,8 +188,6 @@ def _propose(
     try:
         create_text_exclusive(path, dumps_pretty(result.attempt.to_json_dict()))
     except FileExistsError:
-        raise PtregError(
-            f"attempt {attempt.id!r} was created by another process meanwhile; nothing written", EXIT_CHECK_FAILED
-        ) from None
+        raise CheckFailed(f"attempt {attempt.id!r} was created by another process meanwhile; nothing written") from None
     result.path = path
     return result

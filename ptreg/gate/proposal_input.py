@@ -2,7 +2,7 @@
 
 Each field carries its help (what it holds) and the record field, or budget limit, it fills;
 how a person gives it (``ptreg new``'s flags, its prompts) is the command line's business
-(``cli/proposal.py``). The library names a field by its name, and an error about fields as
+(``cli/proposing.py``). The library names a field by its name, and an error about fields as
 ``FieldsRefused``, which the command line words with its flags. Nothing here imports more than
 the standard library and ptreg's errors, so the command line builds its options without
 loading the rest of ptreg.

@@ -13,7 +13,7 @@ from ..engine.interruption import interruptible
 from ..engine.measurement import SpreadExecutor, measure
 from ..engine.plan import EVALUATOR_VERSION
 from ..records.evaluator import EvaluatorSpec
-from ..records.run import Provenance, RunResults, new_results
+from ..records.run_results import Provenance, RunResults, new_results
 
 
 @dataclass(frozen=True)

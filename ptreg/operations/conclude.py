@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..clock import utc_now
-from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
+from ..errors import CheckFailed, UnusableInput
 from ..records.attempt import Attempt, ContinueIf
 from ..records.condition import render
 from ..records.condition_grammar import parse
@@ -26,7 +26,7 @@ from ..store.directory import load_directory, load_meta, record_path, write_atte
 from ..store.locks import registry_lock, run_lock
 from ..store.runs import check_folder, read_results, run_folder
 from ..views.dispositions import latest_complete
-from .run import results_source
+from .running import results_source
 
 
 @dataclass(frozen=True)
@@ -71,9 +71,8 @@ def _condition(root: Path, attempt: Attempt, text: str) -> tuple[ContinueIf, Dec
     ref = latest_complete(attempt)
     if ref is None:
         runs = ", ".join(f"{r.run_id} {r.status}" for r in attempt.runs or ())
-        raise PtregError(
+        raise CheckFailed(
             f"{attempt.id} has no complete run to check --continue-if against (its runs: {runs}); nothing written",
-            EXIT_CHECK_FAILED,
         )
     results = read_results(run_folder(root, attempt.id, ref.run_id), root)
     tree = parse(text, against=results)
@@ -88,23 +87,21 @@ def _condition(root: Path, attempt: Attempt, text: str) -> tuple[ContinueIf, Dec
 def _conclude(root: Path, registry: Registry, attempt: Attempt, verdict: Verdict) -> Concluded:
     attempt_id = attempt.id
     if verdict.status == "not-tried":
-        raise PtregError("--status not-tried is not a verdict; conclude with what the run showed", EXIT_UNUSABLE)
+        raise UnusableInput("--status not-tried is not a verdict; conclude with what the run showed")
     runs = attempt.runs or []
     if not runs:
-        raise PtregError(
-            f"{attempt_id} has no run to conclude from; run it first: `ptreg run {attempt_id}`", EXIT_CHECK_FAILED
-        )
+        raise CheckFailed(f"{attempt_id} has no run to conclude from; run it first: `ptreg run {attempt_id}`")
     for ref in runs:
         broken = check_folder(root, attempt_id, ref.run_id)
         if broken is not None:
-            raise PtregError(f"{attempt_id}: run {ref.run_id}: {broken}", EXIT_CHECK_FAILED)
+            raise CheckFailed(f"{attempt_id}: run {ref.run_id}: {broken}")
     condition, decision = (
         _condition(root, attempt, verdict.continue_if) if verdict.continue_if is not None else (None, None)
     )
     confidence = verdict.confidence
     if confidence is None:
         if verdict.failure_reason is not None:
-            raise PtregError("--failure-reason needs --confidence (exact, inferred or missing-evidence)", EXIT_UNUSABLE)
+            raise UnusableInput("--failure-reason needs --confidence (exact, inferred or missing-evidence)")
         confidence = "not-applicable"
     raw: dict[str, Any] = attempt.model_dump(exclude_none=True)
     raw.update(
@@ -129,7 +126,7 @@ def _conclude(root: Path, registry: Registry, attempt: Attempt, verdict: Verdict
     try:
         updated = Attempt.model_validate(raw)
     except ValidationError as exc:
-        raise PtregError(f"{attempt_id}: {flag_message(exc, attempt_id)}; nothing written", EXIT_UNUSABLE) from None
+        raise UnusableInput(f"{attempt_id}: {flag_message(exc, attempt_id)}; nothing written") from None
     record = Record(raw=raw, attempt=updated, file=str(record_path(root, attempt_id)))
     # strict: a record ptreg rewrites is whole, whatever format it was first imported in
     problems = [
@@ -144,6 +141,6 @@ def _conclude(root: Path, registry: Registry, attempt: Attempt, verdict: Verdict
             if len(problems) > 1
             else ""
         )
-        raise PtregError(f"{attempt_id}: {first.message} (rule {first.rule}){more}; nothing written", EXIT_CHECK_FAILED)
+        raise CheckFailed(f"{attempt_id}: {first.message} (rule {first.rule}){more}; nothing written")
     write_attempt(root, updated)
     return Concluded(updated, decision, dropped)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import PtregError
+from ..errors import UnusableInput
 from ..store.bundle import is_bundle
 from ..store.directory import Progress, load_directory
 from ..store.interchange import ImportReport, import_bundle, import_file
@@ -28,7 +28,7 @@ def import_into(
     (a bundle's records keep the origins they have)."""
     if is_bundle(path):
         if origin_name is not None:
-            raise PtregError("--origin names an attempts.json; a bundle's records keep the origins they have")
+            raise UnusableInput("--origin names an attempts.json; a bundle's records keep the origins they have")
         report = import_bundle(root, path, replace=replace, progress=progress)
     else:
         report = import_file(root, path, replace=replace, progress=progress, origin_name=origin_name)

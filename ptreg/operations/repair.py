@@ -30,7 +30,7 @@ from ..store.journal import recover
 from ..store.leftovers import Leftover, find_leftovers, linked_runs
 from ..store.locks import registry_lock
 from ..store.runs import read_results
-from .run import link_run
+from .running import link_run
 
 
 @dataclass(frozen=True)

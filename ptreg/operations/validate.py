@@ -12,14 +12,14 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import PtregError
+from ..errors import UnusableInput
 from ..records.attempt import Attempt
 from ..records.problems import Problem
 from ..records.registry import Record, Registry
 from ..records.rules import check_records, problem_at
 from ..store.attempts_file import load_attempts_file
 from ..store.directory import REGISTRY_FILE, Progress, load_directory
-from ..store.evaluators import evaluator_files, evaluators_dir, verify_file
+from ..store.evaluator_files import evaluator_files, evaluators_dir, verify_file
 from ..store.leftovers import find_leftovers, linked_runs
 from ..store.runs import check_folder, read_results, run_folder
 from ..text import shorten
@@ -45,7 +45,7 @@ def load_path(path: Path, progress: Progress | None = None) -> Registry:
     if path.is_dir():
         return load_directory(path, progress)
     if not path.exists():
-        raise PtregError(f"{path}: no such file or directory")
+        raise UnusableInput(f"{path}: no such file or directory")
     return load_attempts_file(path)
 
 
@@ -61,7 +61,7 @@ def validate_path(
             return registry, problems
         mine = [r for r in registry.records if r.file == str(path)]
         if not mine and not any(p.file == str(path) for p in problems):
-            raise PtregError(f"{path}: not an attempt file of the registry {path.parent}")
+            raise UnusableInput(f"{path}: not an attempt file of the registry {path.parent}")
         registry.records = mine
         return registry, [p for p in problems if p.file == str(path)]
     registry = load_path(path, progress)

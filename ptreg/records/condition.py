@@ -18,7 +18,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from ..errors import EXIT_UNUSABLE, PtregError
+from ..errors import UnusableInput
 from .configs import ConfigName, LayerName
 
 # A condition is read by people and decided by the gate: these bound what no person writes,
@@ -31,7 +31,7 @@ MAX_DEPTH: Final = 32
 BACKEND_PATTERN: Final = r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9-]+)*$"
 BackendName = Annotated[str, StringConstraints(pattern=BACKEND_PATTERN, max_length=128)]
 
-# The parts of a training step a share names: the three kernels (records/run.py KERNELS; a
+# The parts of a training step a share names: the three kernels (records/run_results.py KERNELS; a
 # test holds them equal) and everything else.
 StepPart = Literal["forward", "backward_da", "backward_db", "other"]
 # The run records an Amdahl bound for each kernel, not for the rest of the step.
@@ -203,11 +203,11 @@ OperandNode = Number | QuantityNode | Low | High
 ConditionNode = Compare | And | Or | Not
 
 
-class ConditionError(PtregError):
+class ConditionError(UnusableInput):
     """A condition that cannot be used, as one line naming the column of the problem."""
 
     def __init__(self, column: int, problem: str):
-        super().__init__(f"continue-if condition, column {column}: {problem}", EXIT_UNUSABLE)
+        super().__init__(f"continue-if condition, column {column}: {problem}")
         self.column = column
         self.problem = problem
 

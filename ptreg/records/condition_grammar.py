@@ -44,7 +44,7 @@ from .decision import missing
 if TYPE_CHECKING:
     from lark import Lark, Token, Tree
 
-    from .run import RunResults
+    from .run_results import RunResults
 
 GRAMMAR = r"""
 ?start: disjunction

@@ -2,7 +2,7 @@
 
 A run whose evaluator says ``"timer": "instructions"`` counts each repeat's timed region in
 instructions executed, with each cell's worker run under valgrind's callgrind
-(engine/counting.py). A count depends on more than the code measured: valgrind emulates a CPU
+(engine/callgrind.py). A count depends on more than the code measured: valgrind emulates a CPU
 of its own (without AVX-512, for one), so NumPy's dispatch and the BLAS kernel chosen at start
 differ from a run on the bare machine, and so do they between valgrind versions. This records
 those, so that a count is compared only with a count taken the same way

@@ -43,7 +43,7 @@ from .condition import (
 from .evaluator import ArmsSpec
 
 if TYPE_CHECKING:  # the run models are only read here: deciding needs none built, nor does parsing
-    from .run import Cell, Ratio, RunResults, Summary
+    from .run_results import Cell, Ratio, RunResults, Summary
 
 # What a function reads, by the samples a cell keeps it in: a run none of whose cells keeps
 # them measured something else, whichever workload that was (speedups are taken in every run).

@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..errors import PtregError
+from ..errors import UnusableInput
 from .configs import ConfigName
 from .problems import UNION_TAG, every_schema_error
 from .refs import ID_MAX_LENGTH, ID_PATTERN, INT_MAX
@@ -33,12 +33,12 @@ from .refs import ID_MAX_LENGTH, ID_PATTERN, INT_MAX
 HASH_SHOWN = 12
 
 Slug = Annotated[str, StringConstraints(pattern=ID_PATTERN, max_length=ID_MAX_LENGTH)]
-# A workload is named by its entry point (engine/workloads/registry.py); which names exist is
+# A workload is named by its entry point (engine/workloads/discovery.py); which names exist is
 # known only once the plugins are read, so the record checks the form and the engine the name.
 WorkloadName = Slug
 Metric = Literal["gflops", "ms-per-step"]
 # How a repeat's timed region is measured: seconds of wall time, or instructions executed
-# under valgrind (engine/counting.py). Wall time is the default and is never written, so that
+# under valgrind (engine/callgrind.py). Wall time is the default and is never written, so that
 # every spec frozen before the key existed keeps its hash.
 Timer = Literal["wall", "instructions"]
 WALL: Timer = "wall"
@@ -221,7 +221,7 @@ def _input_problem(path: str) -> str | None:
 class ArmsSpec(BaseModel):
     """An evaluator that compares named arms on declared metrics: a command's alternatives, or
     any workload plugin's. Its workload's own settings (the command line of ``command``) are
-    the further fields, which the workload checks (engine/workloads/registry.py)."""
+    the further fields, which the workload checks (engine/workloads/discovery.py)."""
 
     model_config = ConfigDict(extra="allow", strict=True, defer_build=True)
 
@@ -375,11 +375,11 @@ _SPEC: TypeAdapter[AnySpec] = TypeAdapter(SpecField, config=ConfigDict(defer_bui
 
 def parse_spec(raw: Any, where: str) -> AnySpec:
     if not isinstance(raw, dict):
-        raise PtregError(f"{where}: an evaluator spec must be a JSON object")
+        raise UnusableInput(f"{where}: an evaluator spec must be a JSON object")
     try:
         return _SPEC.validate_python(raw)
     except ValidationError as exc:
-        raise PtregError(every_schema_error(exc, where)) from None
+        raise UnusableInput(every_schema_error(exc, where)) from None
 
 
 def frozen_from_spec(spec: AnySpec, evaluator_version: int, inputs: dict[str, str] | None = None) -> FrozenEvaluator:

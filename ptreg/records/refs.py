@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import PtregError
+from ..errors import UnusableInput
 from ..text import shorten
 
 # A slug: lowercase letters, digits and '-', in segments joined by single dots. Ids become
@@ -40,10 +40,10 @@ INT_MAX = 2**63 - 1
 def check_id(attempt_id: str) -> str:
     """Refuse an id that is not a slug, so it can never name a file outside the registry."""
     if not isinstance(attempt_id, str) or len(attempt_id) > ID_MAX_LENGTH or not ID_RE.fullmatch(attempt_id):
-        raise PtregError(
+        raise UnusableInput(
             f"invalid attempt id {shorten(attempt_id)}: use lowercase letters, digits, '-' and single '.' "
             f"(at most {ID_MAX_LENGTH} characters; no '/', '..' or spaces)"
         )
     if attempt_id in RESERVED_IDS:
-        raise PtregError(f"invalid attempt id {attempt_id!r}: reserved for the registry's own file")
+        raise UnusableInput(f"invalid attempt id {attempt_id!r}: reserved for the registry's own file")
     return attempt_id

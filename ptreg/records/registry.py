@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import EXIT_CHECK_FAILED, PtregError, UnknownAttempt
+from ..errors import CheckFailed, UnknownAttempt
 from ..text import json_type
 from .attempt import SCHEMA_VERSION, Attempt, RegistryMeta
 from .condition_grammar import disagreement
@@ -64,9 +64,8 @@ class Registry:
         found = self.by_id().get(attempt_id)
         if found is None:
             if any(r.raw_id == attempt_id or (r.file and Path(r.file).stem == attempt_id) for r in self.records):
-                raise PtregError(
+                raise CheckFailed(
                     f"attempt {attempt_id!r} in {self.source} is not a valid record; run `ptreg validate` to see why",
-                    EXIT_CHECK_FAILED,
                 )
             raise UnknownAttempt(attempt_id, self.source, ids_in(self.records))
         return found

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from .attempt import Attempt, AttemptsFile, RegistryMeta
 from .evaluator import FrozenEvaluator
-from .run import RunResults
+from .run_results import RunResults
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 # name of the file -> (model, what it validates)

@@ -23,13 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from ..errors import EXIT_UNUSABLE, PtregError
+from ..errors import PtregError, UnusableInput
 from ..store.directory import REGISTRY_FILE
-from ..store.evaluators import EVALUATORS_DIR
+from ..store.evaluator_files import EVALUATORS_DIR
 from ..store.jsonio import atomic_write_text, decode_json, dumps_pretty, replace_text_unsynced, sync_everything
 from ..store.workfiles import ForeignFile, check_working_file, inside, read_working_file
 from ..text import shorten
-from .inputs import Inputs
 from .pages import (
     INDEX,
     dossier_context,
@@ -43,6 +42,7 @@ from .pages import (
     run_context,
     run_path,
 )
+from .sources import Inputs
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -64,7 +64,7 @@ def require_extra() -> None:
         except ValueError:  # already imported, or set to None in sys.modules: unusable
             found = sys.modules.get(module) is not None
         if not found:
-            raise PtregError(f"{EXTRA_HINT} ({module} is not installed)", EXIT_UNUSABLE)
+            raise UnusableInput(f"{EXTRA_HINT} ({module} is not installed)")
 
 
 @dataclass
@@ -153,19 +153,17 @@ def check_output(out: Path, force: bool, registry: Path) -> dict[str, Any] | Non
     manifest is not ptreg's removes nothing: only the pages of a manifest ptreg wrote are removed."""
     site, root = out.resolve(), registry.resolve()
     if site == root or root in site.parents or site in root.parents:
-        raise PtregError(
+        raise UnusableInput(
             f"{out}: holds the registry {registry} or lies inside it; give an output directory beside it",
-            EXIT_UNUSABLE,
         )
     if out.exists() and not out.is_dir():
-        raise PtregError(f"{out}: exists and is not a directory; give another --output", EXIT_UNUSABLE)
+        raise UnusableInput(f"{out}: exists and is not a directory; give another --output")
     manifest, foreign = read_manifest(out) if out.is_dir() else (None, None)
     if manifest is None and out.is_dir() and any(not _own_ignore_file(p) for p in out.iterdir()) and not force:
         why = foreign or f"no {MANIFEST}"
-        raise PtregError(
+        raise UnusableInput(
             f"{out}: not empty and not a site ptreg built ({why}); give an empty or new directory, "
             "or --force to build into it anyway",
-            EXIT_UNUSABLE,
         )
     return manifest
 

@@ -23,8 +23,8 @@ from ..records.attempt import Attempt, RunRef
 from ..records.evaluator import ALL_CONFIG, ArmsSpec
 from ..records.ledger import STATUSES
 from ..records.refs import EVALUATOR_REF_PATTERN, ID_PATTERN, RUN_ID_PATTERN
-from ..records.run import RunResults
-from ..store.evaluators import check_file
+from ..records.run_results import RunResults
+from ..store.evaluator_files import check_file
 from ..store.runs import read_environment, run_folder
 from ..text import Table
 from ..views.arms_comparison import is_arms_run
@@ -34,8 +34,8 @@ from ..views.dossier import Section, sections
 from ..views.dossier_runs import run_lines
 from ..views.streaks import OK, streak_chains, streaks_of
 from .charts import Bar, Chart, Point, Stack, bar_chart, history_chart, share_chart
-from .graph import STATUS_COLOURS, draw
-from .inputs import Inputs
+from .lineage_layout import STATUS_COLOURS, draw
+from .sources import Inputs
 
 INDEX = "index.html"
 
@@ -249,7 +249,7 @@ def arms_run_charts(results: RunResults) -> list[Chart]:
     return charts
 
 
-INTERVALS_FROM_VERSION = 3  # records/run.py: version 3 added the 95% intervals
+INTERVALS_FROM_VERSION = 3  # records/run_results.py: version 3 added the 95% intervals
 
 
 def run_charts(results: RunResults) -> list[Chart]:

@@ -9,7 +9,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from ..errors import EXIT_UNUSABLE, PtregError
+from ..errors import UnusableInput
 
 HOST = "127.0.0.1"
 
@@ -26,10 +26,10 @@ def open_server(directory: Path, port: int) -> ThreadingHTTPServer:
         return ThreadingHTTPServer((HOST, port), handler)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            raise PtregError(
-                f"--port {port}: already in use on {HOST}; give another, or 0 for any free one", EXIT_UNUSABLE
+            raise UnusableInput(
+                f"--port {port}: already in use on {HOST}; give another, or 0 for any free one"
             ) from None
-        raise PtregError(f"--port {port}: cannot serve on {HOST}: {exc.strerror or exc}", EXIT_UNUSABLE) from None
+        raise UnusableInput(f"--port {port}: cannot serve on {HOST}: {exc.strerror or exc}") from None
 
 
 def serve(server: ThreadingHTTPServer, ready: Callable[[str], None]) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..errors import PtregError
+from ..errors import UnusableInput
 from ..records.attempt import (
     FIELDS_OF_VOCABULARIES,
     SCHEMA_VERSION,
@@ -40,17 +40,19 @@ def load_attempts_file(path: Path, origin_name: str | None = None) -> Registry:
     raw = read_json(path)
     where = str(path)
     if not isinstance(raw, dict):
-        raise PtregError(f"{where}: expected a JSON object with 'schema_version' and 'attempts', got {json_type(raw)}")
+        raise UnusableInput(
+            f"{where}: expected a JSON object with 'schema_version' and 'attempts', got {json_type(raw)}"
+        )
     version = raw.get("schema_version")
     if version not in SUPPORTED_IMPORT_VERSIONS or isinstance(version, bool):
         if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
-            raise PtregError(
+            raise UnusableInput(
                 f"{where}: schema_version {version} is newer than this ptreg reads (1 and 2); upgrade ptreg"
             )
-        raise PtregError(f"{where}: schema_version must be 1 or 2, got {shorten(version)}")
+        raise UnusableInput(f"{where}: schema_version must be 1 or 2, got {shorten(version)}")
     attempts = raw.get("attempts")
     if not isinstance(attempts, list):
-        raise PtregError(f"{where}#/attempts: expected an array of attempts, got {json_type(attempts)}")
+        raise UnusableInput(f"{where}#/attempts: expected an array of attempts, got {json_type(attempts)}")
     # schema_version 1 had no vocabularies at all; version 2 first came without method,
     # objective and kind vocabularies, and without the kind and shape fields that use them.
     given = {k: v for k, v in raw.items() if k != "attempts"} if version == 2 else {}

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path, PurePosixPath
 
-from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError, UnusableInput
+from ..errors import CheckFailed, UnusableInput
 from ..records.registry import Registry
 from ..text import shorten
 from .directory import IGNORE_FILE, IGNORED, RECORD_FILE_MAX_BYTES, REGISTRY_FILE, attempt_files
-from .evaluators import EVALUATOR_FILE_MAX_BYTES, evaluator_files
+from .evaluator_files import EVALUATOR_FILE_MAX_BYTES, evaluator_files
 from .jsonio import fsync_directory, refuse_outside
 from .runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR
 
@@ -82,10 +82,9 @@ def refuse_unreadable(registry: Registry, where: str | Path) -> None:
     import whole, in either form."""
     broken = sorted({p.file or p.attempt_id or "?" for p in registry.problems})
     if broken:
-        raise PtregError(
+        raise CheckFailed(
             f"{where}: {len(broken)} record(s) cannot be read ({', '.join(broken[:5])}); "
             "run `ptreg validate` and fix them before exporting",
-            EXIT_CHECK_FAILED,
         )
 
 
@@ -151,7 +150,7 @@ def _write_tar(files: list[Path], names: list[str], target: Path, overwrite: boo
 
 def _write_folder(files: list[Path], names: list[str], target: Path) -> None:
     if target.exists():
-        raise PtregError(f"{target}: exists; a bundle folder is written only where nothing is", EXIT_UNUSABLE)
+        raise UnusableInput(f"{target}: exists; a bundle folder is written only where nothing is")
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         for path, name in zip(files, names, strict=True):
@@ -179,7 +178,7 @@ def read_bundle(path: Path) -> Bundle:
         try:
             listed = _folder_members(path, "", tally)
         except OSError as exc:
-            raise PtregError(f"{path}: a folder of the bundle cannot be listed: {exc.strerror}") from None
+            raise UnusableInput(f"{path}: a folder of the bundle cannot be listed: {exc.strerror}") from None
         for name, size in listed:
             bundle.files[name] = _read_file(path / name, tally.where(name), size)
     elif path.exists():
@@ -191,11 +190,11 @@ def read_bundle(path: Path) -> Bundle:
             ):
                 bundle.files.update(_tar_files(tar, tally))
         except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
-            raise PtregError(f"{path}: not a readable .tar.gz bundle: {exc}") from None
+            raise UnusableInput(f"{path}: not a readable .tar.gz bundle: {exc}") from None
     else:
-        raise PtregError(f"{path}: no such file or directory")
+        raise UnusableInput(f"{path}: no such file or directory")
     if REGISTRY_FILE not in bundle.files:
-        raise PtregError(f"{path}: not a bundle: it has no {REGISTRY_FILE}")
+        raise UnusableInput(f"{path}: not a bundle: it has no {REGISTRY_FILE}")
     return bundle
 
 
@@ -216,7 +215,7 @@ class _Tally:
     def counted(self, name: str) -> None:
         self.count += 1
         if self.count > BUNDLE_MAX_MEMBERS:
-            raise PtregError(
+            raise UnusableInput(
                 f"{self.where(name)} is one more than the {BUNDLE_MAX_MEMBERS} members a bundle may have; {self.refused}"
             )
 
@@ -225,17 +224,17 @@ class _Tally:
         where = self.where(name)
         most = _limit(name)
         if most is None:
-            raise PtregError(f"{where} is not a file a registry holds; {self.refused}")
+            raise UnusableInput(f"{where} is not a file a registry holds; {self.refused}")
         if not regular:
-            raise PtregError(f"{where} is not a regular file; {self.refused}")
+            raise UnusableInput(f"{where} is not a regular file; {self.refused}")
         if size > most:
-            raise PtregError(f"{where} has {size} bytes, more than the {most} allowed; {self.refused}")
+            raise UnusableInput(f"{where} has {size} bytes, more than the {most} allowed; {self.refused}")
         if name in self.names:
-            raise PtregError(f"{where} is there twice; {self.refused}")
+            raise UnusableInput(f"{where} is there twice; {self.refused}")
         self.names.add(name)
         self.total += size
         if self.total > BUNDLE_MAX_BYTES:
-            raise PtregError(
+            raise UnusableInput(
                 f"{where} brings the bundle to {self.total} bytes, more than the {BUNDLE_MAX_BYTES} "
                 f"a bundle may have; {self.refused}"
             )
@@ -244,9 +243,9 @@ class _Tally:
     def folder(self, name: str) -> None:
         """Check the folder member ``name``: one of the folders a registry holds its files in."""
         if _limit(name) is not None:
-            raise PtregError(f"{self.where(name)} is a folder where a file belongs; {self.refused}")
+            raise UnusableInput(f"{self.where(name)} is a folder where a file belongs; {self.refused}")
         if not _FOLDERS.fullmatch(name):
-            raise PtregError(f"{self.where(name)} is not a folder a registry holds; {self.refused}")
+            raise UnusableInput(f"{self.where(name)} is not a folder a registry holds; {self.refused}")
 
 
 def _tar_files(tar: tarfile.TarFile, tally: _Tally) -> dict[str, bytes]:
@@ -256,7 +255,7 @@ def _tar_files(tar: tarfile.TarFile, tally: _Tally) -> dict[str, bytes]:
     for info, size in files:
         extracted = tar.extractfile(info)
         if extracted is None:  # cannot happen: _tar_member takes regular files only
-            raise PtregError(f"{tally.where(info.name)} is not a regular file; not imported")
+            raise UnusableInput(f"{tally.where(info.name)} is not a regular file; not imported")
         read[info.name] = _read_capped(extracted.read, tally.where(info.name), size)
     return read
 
@@ -286,7 +285,7 @@ def _folder_members(root: Path, relative: str, tally: _Tally) -> list[tuple[str,
         if _working_file(PurePosixPath(name)):
             continue  # a registry directory read as a bundle: its locks and staged files stay
         if entry.is_symlink():
-            raise PtregError(f"{tally.where(name)} is a symlink, not a regular file or folder; not imported")
+            raise UnusableInput(f"{tally.where(name)} is a symlink, not a regular file or folder; not imported")
         if entry.is_dir(follow_symlinks=False):
             tally.folder(name)
             found += _folder_members(root, name, tally)
@@ -301,13 +300,13 @@ def _read_file(path: Path, where: str, most: int) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
-        raise PtregError(f"{where} cannot be read ({exc.strerror}); not imported") from None
+        raise UnusableInput(f"{where} cannot be read ({exc.strerror}); not imported") from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise PtregError(f"{where} is not a regular file; not imported")
+            raise UnusableInput(f"{where} is not a regular file; not imported")
         return _read_capped(lambda size: os.read(fd, size), where, most)
     except OSError as exc:
-        raise PtregError(f"{where} cannot be read ({exc.strerror}); not imported") from None
+        raise UnusableInput(f"{where} cannot be read ({exc.strerror}); not imported") from None
     finally:
         os.close(fd)
 
@@ -317,7 +316,7 @@ def _open_regular(path: Path) -> io.BufferedReader:
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise PtregError(f"{path}: not a regular file; not imported")
+            raise UnusableInput(f"{path}: not a regular file; not imported")
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -332,7 +331,7 @@ def _read_capped(read: Callable[[int], bytes], where: str, most: int) -> bytes:
     while chunk := read(min(_CHUNK, most + 1 - total)):
         total += len(chunk)
         if total > most:
-            raise PtregError(f"{where} holds more than the {most} bytes it was listed with; not imported")
+            raise UnusableInput(f"{where} holds more than the {most} bytes it was listed with; not imported")
         parts.append(chunk)
     return b"".join(parts)
 
@@ -367,7 +366,7 @@ class _Capped(io.RawIOBase):
     def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0 or size > 2 * _CHUNK:
             shown = "all the rest" if size is None or size < 0 else f"{size} bytes"
-            raise PtregError(
+            raise UnusableInput(
                 f"{self._source}: the tar header at byte {self.tell()} asks to read {shown} at once, "
                 f"more than a bundle's headers ever need ({2 * _CHUNK}); not imported"
             )
@@ -377,7 +376,7 @@ class _Capped(io.RawIOBase):
 
     def _past(self, offset: int) -> None:
         if offset > self._most:
-            raise PtregError(
+            raise UnusableInput(
                 f"{self._source}: more than {self._most} bytes once decompressed, past what a bundle "
                 "may hold; not imported"
             )

@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import EXIT_CHECK_FAILED, PtregError, UnknownAttempt, UnusableInput
+from ..errors import CheckFailed, UnknownAttempt, UnusableInput
 from ..records.attempt import Attempt, RegistryMeta
 from ..records.problems import Problem
 from ..records.refs import check_id
@@ -135,16 +135,15 @@ def read_attempt(root: Path, attempt_id: str) -> Attempt:
         raise UnknownAttempt(attempt_id, str(root), known)
     link_problem = symlink_problem(root, path) if path.is_symlink() else None
     if link_problem is not None:
-        raise PtregError(f"{path}: {link_problem}")
+        raise UnusableInput(f"{path}: {link_problem}")
     record, problems = parse_record(read_json(path, RECORD_FILE_MAX_BYTES), file=str(path))
     if record.attempt is None:
         first = problems[0]
-        raise PtregError(
+        raise CheckFailed(
             f"{first.location()}: {first.message} (not a valid record; `ptreg validate` lists every problem)",
-            EXIT_CHECK_FAILED,
         )
     if record.attempt.id != attempt_id:
-        raise PtregError(f"{path}#/id: id {record.attempt.id!r} does not match the file name", EXIT_CHECK_FAILED)
+        raise CheckFailed(f"{path}#/id: id {record.attempt.id!r} does not match the file name")
     return record.attempt
 
 
@@ -161,11 +160,11 @@ def write_attempt(root: Path, attempt: Attempt) -> Path:
 def make_directory(root: Path) -> None:
     """The registry's directory, created with its parents if needed; one line when it cannot be."""
     if root.exists() and not root.is_dir():
-        raise PtregError(f"{root}: exists and is not a directory")
+        raise UnusableInput(f"{root}: exists and is not a directory")
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise PtregError(f"{root}: cannot create directory: {exc.strerror}") from None
+        raise UnusableInput(f"{root}: cannot create directory: {exc.strerror}") from None
 
 
 def init_registry(root: Path, meta: RegistryMeta | None = None) -> Path:
@@ -177,7 +176,7 @@ def init_registry(root: Path, meta: RegistryMeta | None = None) -> Path:
         # link(2), not a rename: of two `ptreg init` at once, one creates it and one is refused.
         create_text_exclusive(path, dumps_pretty((meta or default_meta()).model_dump(mode="json")))
     except FileExistsError:
-        raise PtregError(f"{root}: already a registry ({REGISTRY_FILE} exists)", EXIT_CHECK_FAILED) from None
+        raise CheckFailed(f"{root}: already a registry ({REGISTRY_FILE} exists)") from None
     write_ignore_file(root)
     return path
 

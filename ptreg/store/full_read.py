@@ -8,7 +8,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import EXIT_CHECK_FAILED, PtregError, UnknownAttempt
+from ..errors import CheckFailed, UnknownAttempt
 from ..records.attempt import Attempt, RegistryMeta
 from ..records.ledger import Filter, Link, Listed, Shaped, Summary, in_ledger_order, listed
 from ..records.refs import check_id
@@ -158,9 +158,8 @@ def indexed_attempt(index: RegistryReader, attempt_id: str) -> Attempt:
     check_id(attempt_id)
     if index.summary(attempt_id) is None:
         if index.is_unusable(attempt_id):
-            raise PtregError(
+            raise CheckFailed(
                 f"attempt {attempt_id!r} in {index.root} is not a valid record; run `ptreg validate` to see why",
-                EXIT_CHECK_FAILED,
             )
         raise UnknownAttempt(attempt_id, str(index.root), sorted(index.raw_ids()))
     return read_summarized(index.root, index.summary(attempt_id))
@@ -170,9 +169,9 @@ def read_summarized(root: Path, summary: Summary | Listed | None) -> Attempt:
     """The whole record of an attempt the index summarises, read from its own file (which holds
     it even when misnamed: the file a full read took it from)."""
     if summary is None or summary.stem is None:
-        raise PtregError(f"{root}: an attempt the index named is gone; run the command again", EXIT_CHECK_FAILED)
+        raise CheckFailed(f"{root}: an attempt the index named is gone; run the command again")
     record, problems = read_record(root, root / f"{summary.stem}.json", (root / f"{summary.stem}.json").is_symlink())
     if record.attempt is None or record.attempt.id != summary.id:
         where = problems[0].location() if problems else f"{root}/{summary.stem}.json"
-        raise PtregError(f"{where}: changed while it was read; run the command again", EXIT_CHECK_FAILED)
+        raise CheckFailed(f"{where}: changed while it was read; run the command again")
     return record.attempt

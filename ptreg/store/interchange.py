@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..clock import utc_now
-from ..errors import EXIT_CHECK_FAILED, PtregError, UnusableInput
+from ..errors import CheckFailed, UnusableInput
 from ..records.attempt import (
     ATTEMPTS_FILE_KEYS,
     RESERVED_IDS,
@@ -29,7 +29,7 @@ from ..records.evaluator import FrozenEvaluator, mismatch
 from ..records.problems import Problem, first_schema_error, pointer_join, shown_id
 from ..records.registry import Record, Registry, ids_in, parse_record
 from ..records.rules import duplicate_ids
-from ..records.run import RunResults
+from ..records.run_results import RunResults
 from ..text import counted, shorten
 from .attempts_file import load_attempts_file
 from .bundle import Bundle, read_bundle, refuse_unreadable
@@ -63,11 +63,11 @@ _REPORTED_UNKNOWN = (
 _STAGING_THREADS = 8
 
 
-class ImportRefused(PtregError):
+class ImportRefused(CheckFailed):
     """The file cannot be imported as it is; ``problems`` says why, record by record."""
 
     def __init__(self, message: str, problems: list[Problem]):
-        super().__init__(message, EXIT_CHECK_FAILED)
+        super().__init__(message)
         self.problems = problems
 
 
@@ -158,10 +158,9 @@ def _import(
         clashes = sorted(existing_ids & {a.id for a in attempts})
         if clashes and not replace:
             shown = ", ".join(clashes[:10]) + (f" and {len(clashes) - 10} more" if len(clashes) > 10 else "")
-            raise PtregError(
+            raise CheckFailed(
                 f"{root} already holds {len(clashes)} of these ids: {shown}; nothing imported "
                 "(use --replace to overwrite)",
-                EXIT_CHECK_FAILED,
             )
         new_extras = _new_extras(root, path, extras)
         added, conflicts = ({}, []) if created else _merge_vocabularies(meta, incoming)
@@ -259,30 +258,29 @@ def _checked_extras(bundle: Bundle, incoming: Registry) -> dict[str, str]:
         try:
             frozen = FrozenEvaluator.model_validate(raw)
         except ValidationError as exc:
-            raise PtregError(f"{first_schema_error(exc, where)}; nothing imported") from None
+            raise UnusableInput(f"{first_schema_error(exc, where)}; nothing imported") from None
         problem = mismatch(raw, frozen, name.rsplit("/", 1)[1])
         if problem is not None:
-            raise PtregError(f"{where}: {problem}; nothing imported", EXIT_CHECK_FAILED)
+            raise CheckFailed(f"{where}: {problem}; nothing imported")
         extras[name] = bundle.files[name].decode("utf-8")
     ids = set(ids_in(incoming.records))
     for folder in bundle.run_folders:
         _, attempt_id, run_id = folder.split("/")
         for file in (RESULTS_FILE, ENVIRONMENT_FILE):
             if f"{folder}/{file}" not in bundle.files:
-                raise PtregError(f"{bundle.source}:{folder}: a run folder without {file}; nothing imported")
+                raise UnusableInput(f"{bundle.source}:{folder}: a run folder without {file}; nothing imported")
         where = f"{bundle.source}:{folder}/{RESULTS_FILE}"
         try:
             results = RunResults.model_validate(decode_json(bundle.files[f"{folder}/{RESULTS_FILE}"], where))
         except ValidationError as exc:
-            raise PtregError(f"{first_schema_error(exc, where)}; nothing imported") from None
+            raise UnusableInput(f"{first_schema_error(exc, where)}; nothing imported") from None
         if (results.attempt, results.run_id) != (attempt_id, run_id) or attempt_id not in ids:
-            raise PtregError(
+            raise CheckFailed(
                 f"{where}: not a run of an attempt the bundle holds, under its own name; nothing imported",
-                EXIT_CHECK_FAILED,
             )
         environment = f"{folder}/{ENVIRONMENT_FILE}"
         if not isinstance(decode_json(bundle.files[environment], f"{bundle.source}:{environment}"), dict):
-            raise PtregError(f"{bundle.source}:{environment}: expected a JSON object; nothing imported")
+            raise UnusableInput(f"{bundle.source}:{environment}: expected a JSON object; nothing imported")
         for file in (RESULTS_FILE, ENVIRONMENT_FILE):
             extras[f"{folder}/{file}"] = bundle.files[f"{folder}/{file}"].decode("utf-8")
     return extras
@@ -297,9 +295,8 @@ def _new_extras(root: Path, path: Path, extras: dict[str, str]) -> dict[str, str
         if not target.exists():
             new[name] = text
         elif target.read_bytes() != text.encode("utf-8"):
-            raise PtregError(
+            raise CheckFailed(
                 f"{path}: {name} differs from the registry's own {target}, which is never rewritten; nothing imported",
-                EXIT_CHECK_FAILED,
             )
     return new
 
@@ -325,7 +322,7 @@ def _refuse_unimportable(path: Path, incoming: Registry) -> None:
         raise ImportRefused(f"{path}: {names} reserved for the registry's own file; nothing imported", reserved)
     twice = sorted({str(p.attempt_id) for p in duplicate_ids(incoming.records)})
     if twice:
-        raise PtregError(f"{path}: ids used more than once: {', '.join(twice)}; nothing imported", EXIT_CHECK_FAILED)
+        raise CheckFailed(f"{path}: ids used more than once: {', '.join(twice)}; nothing imported")
 
 
 def _unknown_fields(attempts: list[Attempt], schema_version: int) -> dict[str, int]:
@@ -429,10 +426,9 @@ def _version_1(source: str, records: list[dict[str, Any]]) -> list[dict[str, Any
     if losing:
         shown = "; ".join(f"{attempt_id} ({', '.join(fields)})" for attempt_id, fields in losing[:10])
         more = f"; and {len(losing) - 10} more" if len(losing) > 10 else ""
-        raise PtregError(
+        raise CheckFailed(
             f"{source}: schema_version 1 holds only {', '.join(V1_FIELDS)}, so {counted(len(losing), 'attempt')} "
             f"would lose fields: {shown}{more}; nothing written (--schema-version 2 keeps them)",
-            EXIT_CHECK_FAILED,
         )
     return records
 

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import PtregError
+from ..errors import UnusableInput
 from ..text import printable
 from .faults import crash_point
 from .jsonio import STAGED_NAME, atomic_write_text, decode_json, dumps_pretty, fsync_directory
@@ -90,7 +90,7 @@ def _renames(journal: Path) -> list[tuple[str, str]]:
     advice = "move it away and run `ptreg validate`"
     data = read_working_file(journal, JOURNAL_MAX_BYTES, advice)  # never through a symlink, never a folder
     if data is None:
-        raise PtregError(f"{journal}: removed while ptreg was reading it; run the command again")
+        raise UnusableInput(f"{journal}: removed while ptreg was reading it; run the command again")
     raw: Any = decode_json(data, str(journal))
     pairs = raw.get("renames") if isinstance(raw, dict) and raw.get("journal_version") == JOURNAL_VERSION else None
     if not isinstance(pairs, list) or not all(
@@ -101,7 +101,7 @@ def _renames(journal: Path) -> list[tuple[str, str]]:
         and _TARGET.fullmatch(p[1])
         for p in pairs
     ):
-        raise PtregError(
+        raise UnusableInput(
             f"{journal}: not a journal this ptreg wrote (version {JOURNAL_VERSION}); "
             "move it away and run `ptreg validate`"
         )

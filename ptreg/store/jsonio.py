@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..errors import PtregError
+from ..errors import PtregError, UnusableInput
 from ..text import SHOWN_MAX, shorten
 from .faults import crash_point
 
@@ -237,7 +237,7 @@ def refuse_outside(root: Path, path: Path, consequence: str = "not read") -> Non
     the registry's, and a write there would land outside it."""
     target = outside(root, path)
     if target is not None:
-        raise PtregError(f"{path}: leads to {target}, outside the registry (a symlink); {consequence}")
+        raise UnusableInput(f"{path}: leads to {target}, outside the registry (a symlink); {consequence}")
 
 
 def _too_large(size: int, limit: int) -> str:

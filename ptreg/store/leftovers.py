@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..records.attempt import Attempt
-from .evaluators import evaluators_dir
+from .evaluator_files import evaluators_dir
 from .jsonio import STAGED_NAME
 from .runs import RUNS_DIR, STAGING_PREFIX, check_folder
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import utc_now
-from ..errors import EXIT_CHECK_FAILED, PtregError
+from ..errors import CheckFailed, PtregError, UnusableInput
 from ..records.refs import check_id
 from ..text import printable
 from .index import update_after_write
@@ -55,9 +55,9 @@ def timeout_seconds() -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise PtregError(f"{TIMEOUT_ENV}={raw!r}: not a number of seconds") from None
+        raise UnusableInput(f"{TIMEOUT_ENV}={raw!r}: not a number of seconds") from None
     if not (0 <= value < float("inf")):
-        raise PtregError(f"{TIMEOUT_ENV}={raw!r}: must be zero or a positive number of seconds")
+        raise UnusableInput(f"{TIMEOUT_ENV}={raw!r}: must be zero or a positive number of seconds")
     return value
 
 
@@ -147,7 +147,7 @@ def _acquire(lock_path: Path, timeout: float, busy: Callable[[dict[str, Any] | N
     except ForeignFile:
         raise
     except OSError as exc:
-        raise PtregError(f"{lock_path}: cannot lock: {exc.strerror or exc}") from None
+        raise UnusableInput(f"{lock_path}: cannot lock: {exc.strerror or exc}") from None
     begun = time.monotonic()
     while True:
         try:
@@ -157,11 +157,11 @@ def _acquire(lock_path: Path, timeout: float, busy: Callable[[dict[str, Any] | N
             waited = time.monotonic() - begun
             if waited >= timeout:
                 os.close(fd)
-                raise PtregError(busy(_holder_of(lock_path), waited), EXIT_CHECK_FAILED) from None
+                raise CheckFailed(busy(_holder_of(lock_path), waited)) from None
             time.sleep(min(POLL_S, max(timeout - waited, 0.001)))
         except OSError as exc:
             os.close(fd)
-            raise PtregError(f"{lock_path}: cannot lock: {exc.strerror or exc}") from None
+            raise UnusableInput(f"{lock_path}: cannot lock: {exc.strerror or exc}") from None
 
 
 def registry_lock(root: Path, timeout: float | None = None) -> AbstractContextManager[None]:

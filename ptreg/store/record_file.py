@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import PtregError
+from ..errors import UnusableInput
 from ..records.attempt import SCHEMA_VERSION, RegistryMeta
 from ..records.problems import Problem, every_schema_error, shown_id
 from ..records.registry import Record, parse_record
@@ -61,16 +61,16 @@ def read_record(root: Path, path: Path, is_symlink: bool, data: bytes | None = N
 
 def parse_meta(raw: Any, where: str) -> RegistryMeta:
     if not isinstance(raw, dict):
-        raise PtregError(f"{where}: expected a JSON object, got {json_type(raw)}")
+        raise UnusableInput(f"{where}: expected a JSON object, got {json_type(raw)}")
     version = raw.get("schema_version")
     if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
-        raise PtregError(
+        raise UnusableInput(
             f"{where}: schema_version {shorten(version)} is newer than this ptreg reads (up to {SCHEMA_VERSION}); upgrade ptreg"
         )
     try:
         return RegistryMeta.model_validate(raw)
     except ValidationError as exc:
-        raise PtregError(every_schema_error(exc, where)) from None
+        raise UnusableInput(every_schema_error(exc, where)) from None
 
 
 def read_meta(path: Path) -> dict[str, Any]:

@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import EXIT_UNUSABLE, PtregError
+from ..errors import PtregError, UnusableInput
 from ..records.problems import first_schema_error
-from ..records.run import RunResults
+from ..records.run_results import RunResults
 from ..text import json_type
 from .faults import crash_point
 from .jsonio import dumps_pretty, fsync_directory, read_json, refuse_outside, stage_text
@@ -75,11 +75,11 @@ def read_results(folder: Path, root: Path | None = None) -> RunResults:
         refuse_outside(root, path)
     raw = read_json(path)
     if not isinstance(raw, dict):
-        raise PtregError(f"{path}: expected a JSON object, got {json_type(raw)}", EXIT_UNUSABLE)
+        raise UnusableInput(f"{path}: expected a JSON object, got {json_type(raw)}")
     try:
         return RunResults.model_validate(raw)
     except ValidationError as exc:
-        raise PtregError(first_schema_error(exc, str(path)), EXIT_UNUSABLE) from None
+        raise UnusableInput(first_schema_error(exc, str(path))) from None
 
 
 def read_environment(root: Path, folder: Path) -> dict[str, Any]:
@@ -88,7 +88,7 @@ def read_environment(root: Path, folder: Path) -> dict[str, Any]:
     refuse_outside(root, path)
     environment = read_json(path)
     if not isinstance(environment, dict):
-        raise PtregError(f"{path}: expected a JSON object, got {json_type(environment)}")
+        raise UnusableInput(f"{path}: expected a JSON object, got {json_type(environment)}")
     return environment
 
 

@@ -16,7 +16,7 @@ import os
 import re
 from pathlib import Path
 
-from ..errors import EXIT_UNUSABLE, PtregError
+from ..errors import UnusableInput
 from ..text import shorten
 from .jsonio import atomic_write_text, decode_json, dumps_pretty
 from .workfiles import open_working_file, read_working_file
@@ -48,11 +48,11 @@ def trusted() -> set[str]:
         return set()
     raw = decode_json(data, str(path))
     if not isinstance(raw, dict) or raw.get("format") != FORMAT or not isinstance(raw.get("sha256"), list):
-        raise PtregError(f"{path}: not a ptreg trust file (format {FORMAT!r} with a list sha256)", EXIT_UNUSABLE)
+        raise UnusableInput(f"{path}: not a ptreg trust file (format {FORMAT!r} with a list sha256)")
     found = raw["sha256"]
     bad = next((v for v in found if not isinstance(v, str) or not SHA256.match(v)), None)
     if bad is not None:
-        raise PtregError(f"{path}: sha256 holds {shorten(bad)}, not a sha256 digest", EXIT_UNUSABLE)
+        raise UnusableInput(f"{path}: sha256 holds {shorten(bad)}, not a sha256 digest")
     return set(found)
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import PtregError, UnusableInput
+from ..errors import UnusableInput
 from .names import SOCKET_FILE
 from .watch import ASK_TIMEOUT_S, REQUEST_MAX_BYTES, Answer, directory, is_count, read_line, socket_path
 from .workfiles import ForeignFile, problem_with
@@ -148,16 +148,16 @@ def serve(root: Path, ready: Callable[[str], None] | None = None, stop: threadin
     goes away; why it stopped. ``ready`` is told the watcher's id once it answers. One watcher
     per directory: a second one is refused."""
     if not sys.platform.startswith("linux"):
-        raise PtregError("the watcher needs Linux's inotify; without it every command checks every file")
+        raise UnusableInput("the watcher needs Linux's inotify; without it every command checks every file")
     kind = file_system_type(root)
     if kind in NETWORK_FILE_SYSTEMS:
-        raise PtregError(f"{root}: on a {kind} file system, whose changes from other machines inotify never sees")
+        raise UnusableInput(f"{root}: on a {kind} file system, whose changes from other machines inotify never sees")
     try:
         with directory(root) as fd:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held while watching; dropped at exit
             except BlockingIOError:
-                raise PtregError(f"{root}: another watcher already watches it") from None
+                raise UnusableInput(f"{root}: another watcher already watches it") from None
             inotify = _Inotify(root)  # watching before anyone can ask: no change falls between
             try:
                 return _answer_until_stopped(root, fd, inotify, ready, stop)
@@ -167,7 +167,7 @@ def serve(root: Path, ready: Callable[[str], None] | None = None, stop: threadin
                     if _own_socket(os.stat(SOCKET_FILE, dir_fd=fd, follow_symlinks=False)):
                         os.unlink(SOCKET_FILE, dir_fd=fd)  # never what another left under the name
     except OSError as exc:  # e.g. a read-only directory, or the user's inotify watches used up
-        raise PtregError(f"{root}: cannot watch it: {exc.strerror or exc}") from None
+        raise UnusableInput(f"{root}: cannot watch it: {exc.strerror or exc}") from None
 
 
 def _own_socket(info: os.stat_result) -> bool:

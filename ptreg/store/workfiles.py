@@ -19,19 +19,19 @@ import os
 import stat
 from pathlib import Path
 
-from ..errors import EXIT_UNUSABLE, PtregError
+from ..errors import UnusableInput
 from ..text import shorten
 
 # A working file is opened with these: never through a symlink, never waiting on a FIFO.
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
-class ForeignFile(PtregError):
+class ForeignFile(UnusableInput):
     """A working file's name holds something ptreg did not make: a symlink, a folder, a
     device or pipe, or a file of another user."""
 
     def __init__(self, path: Path, problem: str, advice: str):
-        super().__init__(f"{path}: {problem}; left alone: {advice}", EXIT_UNUSABLE)
+        super().__init__(f"{path}: {problem}; left alone: {advice}")
         self.path = path
         self.problem = problem
 
@@ -133,7 +133,7 @@ def inside(owner: Path, name: object, what: str, *, link_at_end: bool = False) -
     working file makes ptreg write or delete."""
     problem = plain_relative(name)
     if problem is not None:
-        raise PtregError(f"{what}: names {shorten(str(name))}, {problem}; nothing written or deleted", EXIT_UNUSABLE)
+        raise UnusableInput(f"{what}: names {shorten(str(name))}, {problem}; nothing written or deleted")
     assert isinstance(name, str)
     path = owner
     parts = name.split("/")
@@ -144,15 +144,14 @@ def inside(owner: Path, name: object, what: str, *, link_at_end: bool = False) -
         except FileNotFoundError:
             return owner.joinpath(*parts)  # what follows does not exist yet: made as real folders
         except OSError as exc:
-            raise PtregError(f"{path}: cannot be examined ({exc.strerror}); nothing written or deleted") from None
+            raise UnusableInput(f"{path}: cannot be examined ({exc.strerror}); nothing written or deleted") from None
         last = n == len(parts) - 1
         if stat.S_ISLNK(info.st_mode) and not (last and link_at_end):
-            raise PtregError(
+            raise UnusableInput(
                 f"{path}: a symlink inside {owner}, named by {what}; ptreg never writes or deletes through one",
-                EXIT_UNUSABLE,
             )
         if not last and not stat.S_ISDIR(info.st_mode):
-            raise PtregError(f"{path}: not a folder, named by {what}; nothing written or deleted", EXIT_UNUSABLE)
+            raise UnusableInput(f"{path}: not a folder, named by {what}; nothing written or deleted")
         if last and stat.S_ISDIR(info.st_mode):
-            raise PtregError(f"{path}: a folder where {what} names a file; nothing written or deleted", EXIT_UNUSABLE)
+            raise UnusableInput(f"{path}: a folder where {what} names a file; nothing written or deleted")
     return path

@@ -20,7 +20,7 @@ from ..engine.stats import MIN_HISTORY, run_centre, shift_from_history
 from ..engine.workloads import workload_named
 from ..engine.workloads.arms import better_word, compare_arms, declared, metric_values
 from ..records.evaluator import ArmsSpec, MetricDeclaration
-from ..records.run import Cell, RunResults
+from ..records.run_results import Cell, RunResults
 
 
 @dataclass

@@ -37,12 +37,12 @@ from ..engine.stats import (
 )
 from ..engine.workloads import workload_named
 from ..engine.workloads.base import BackendsWorkload, repeat_unit
-from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError, UnknownAttempt, UnusableInput
+from ..errors import CheckFailed, PtregError, UnknownAttempt, UnusableInput
 from ..records.counting import counted_the_same_way
 from ..records.evaluator import EvaluatorSpec
-from ..records.run import RunResults
+from ..records.run_results import RunResults
 from ..store.directory import attempt_files, record_path
-from ..store.evaluators import evaluator_files
+from ..store.evaluator_files import evaluator_files
 from ..store.jsonio import read_json
 from ..store.runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR, read_results
 from ..text import counted
@@ -98,11 +98,11 @@ def find_run(root: Path, reference: str) -> FoundRun:
         if mine:
             complete = [run for run in (_read(root, f) for f in mine) if run.results.status == "complete"]
             if not complete:
-                raise PtregError(f"{reference} has no complete run ({len(mine)} run(s) in all)", EXIT_UNUSABLE)
+                raise UnusableInput(f"{reference} has no complete run ({len(mine)} run(s) in all)")
             return complete[-1]
     close = difflib.get_close_matches(reference, labels + sorted({f.parent.name for f in folders}), n=3, cutoff=0.5)
     hint = f" (did you mean: {', '.join(close)}?)" if close else ""
-    raise PtregError(f"no run {reference!r} in {root / RUNS_DIR}{hint}", EXIT_UNUSABLE)
+    raise UnusableInput(f"no run {reference!r} in {root / RUNS_DIR}{hint}")
 
 
 def _known_attempt(root: Path, attempt_id: str) -> None:
@@ -138,10 +138,9 @@ def cell_values(results: RunResults, relative_to: str | None = None) -> dict[tup
     backend's own cell left out), which cancels whatever slowed or sped up the whole round."""
     workload = workload_named(results.spec.workload)
     if not isinstance(workload, BackendsWorkload) or not isinstance(results.spec, EvaluatorSpec):
-        raise PtregError(
+        raise UnusableInput(
             f"run {results.attempt}/{results.run_id} compares arms ({results.spec.workload}): across runs, compare and "
             "history read runs of backends for now; its arms are compared within the run (`ptreg show`)",
-            EXIT_UNUSABLE,
         )
     seconds = {(c.config, c.backend): workload.repeat_seconds(results.spec, c) for c in results.cells}
     found = {}
@@ -350,13 +349,12 @@ def named_history(root: Path, a: FoundRun, b: FoundRun, references: list[str]) -
     for reference in references:
         run = find_run(root, reference)
         if run.folder == b.folder:
-            raise PtregError(f"--history {reference}: that is run B, the one under test", EXIT_UNUSABLE)
+            raise UnusableInput(f"--history {reference}: that is run B, the one under test")
         if run.folder == a.folder or any(run.folder == r.folder for r in runs):
             continue
         if not _comparable(run, a):
-            raise PtregError(
+            raise UnusableInput(
                 f"--history {reference}: {run.label} is not a complete run under {a.results.evaluator} on A's machine",
-                EXIT_UNUSABLE,
             )
         runs.append(run)
     return sorted(runs, key=lambda r: r.results.started_at)
@@ -376,36 +374,32 @@ def compare(
     cell's time as a ratio to that backend's in the same round; with ``history_refs``, the
     history is those runs (and A) for every cell instead of the runs of A's code."""
     if not 0 < threshold < 1:
-        raise PtregError(
-            f"--threshold must be between 0 and 1 (a fraction such as 0.05), not {threshold}", EXIT_UNUSABLE
-        )
+        raise UnusableInput(f"--threshold must be between 0 and 1 (a fraction such as 0.05), not {threshold}")
     a, b = find_run(root, a_ref), find_run(root, b_ref)
     if a.folder == b.folder:
-        raise PtregError(f"{a.label} and {b.label} are the same run; give two runs to compare", EXIT_UNUSABLE)
+        raise UnusableInput(f"{a.label} and {b.label} are the same run; give two runs to compare")
     differing = spec_differences(a.results, b.results)
     same_evaluator = a.results.evaluator_sha256 is not None and a.results.evaluator_sha256 == b.results.evaluator_sha256
     if not same_evaluator and not across_evaluators:
-        raise PtregError(
+        raise CheckFailed(
             f"{a.label} ({a.results.evaluator}) and {b.label} ({b.results.evaluator}) were measured under different "
             f"evaluators; these fields differ: {', '.join(differing) or 'the evaluator code version'}; "
             "--across-evaluators compares the cells that agree",
-            EXIT_CHECK_FAILED,
         )
     if relative_to is not None:
         for run in (a, b):
             if relative_to not in run.results.spec.arm_names:
-                raise PtregError(
+                raise UnusableInput(
                     f"--relative-to {relative_to!r}: {run.label} has no such backend "
                     f"(its backends: {', '.join(run.results.spec.arm_names)})",
-                    EXIT_UNUSABLE,
                 )
     if is_arms_run(a.results) or is_arms_run(b.results):
         if history_refs:
-            raise PtregError("--history takes runs of backends; runs of arms compare in their own terms", EXIT_UNUSABLE)
+            raise UnusableInput("--history takes runs of backends; runs of arms compare in their own terms")
         return _compare_arms(root, a, b, threshold, same_evaluator, differing, relative_to)
     counted = a.results.counted is not None or b.results.counted is not None
     if counted and history_refs:
-        raise PtregError("--history: instruction counts are compared run against run, with no history", EXIT_UNUSABLE)
+        raise UnusableInput("--history: instruction counts are compared run against run, with no history")
     named = None if not history_refs else named_history(root, a, b, history_refs)
     # a count is compared only with a count taken the same way: any difference is one of the
     # machine's, and then no verdict is given
@@ -473,9 +467,9 @@ def _compare_arms(
 ) -> Comparison:
     """Runs of arms: each (arm, metric) in its own terms (``arms_comparison.py``)."""
     if not (is_arms_run(a.results) and is_arms_run(b.results)):
-        raise PtregError(f"{a.label} and {b.label}: one compares arms and the other backends", EXIT_UNUSABLE)
+        raise UnusableInput(f"{a.label} and {b.label}: one compares arms and the other backends")
     if relative_to is not None:
-        raise PtregError("--relative-to takes a backend; runs of arms compare each arm in its own terms", EXIT_UNUSABLE)
+        raise UnusableInput("--relative-to takes a backend; runs of arms compare each arm in its own terms")
     machines = machine_differences(a, b)
     term = (
         "differences paired by item or by round (the seeds agree under one evaluator); ratios (times, rates) "
@@ -525,11 +519,11 @@ def _evaluators(complete: list[FoundRun], evaluator: str) -> set[str]:
     refs = {r.results.evaluator for r in complete if r.results.evaluator is not None}
     wanted = {e for e in refs if e == evaluator or e.split("@")[0] == evaluator}
     if len(wanted) > 1:
-        raise PtregError(f"evaluator name {evaluator!r} is ambiguous: give one of {', '.join(sorted(wanted))}")
+        raise UnusableInput(f"evaluator name {evaluator!r} is ambiguous: give one of {', '.join(sorted(wanted))}")
     if not wanted:
         close = difflib.get_close_matches(evaluator, sorted(refs), n=3, cutoff=0.4)
         hint = f" (did you mean: {', '.join(close)}?)" if close else ""
-        raise PtregError(f"no complete run under evaluator {evaluator!r}{hint}")
+        raise UnusableInput(f"no complete run under evaluator {evaluator!r}{hint}")
     return wanted
 
 
@@ -556,7 +550,7 @@ def history_runs(
         wanted = {r.results.evaluator for r in complete if r.results.attempt == attempt}
         if not wanted:
             _known_attempt(root, attempt)  # an id that names no attempt says so, with the closest
-            raise PtregError(f"{attempt} has no complete run in {root / RUNS_DIR}")
+            raise UnusableInput(f"{attempt} has no complete run in {root / RUNS_DIR}")
     else:
         assert evaluator is not None
         wanted = set(_evaluators(complete, evaluator))

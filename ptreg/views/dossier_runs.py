@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import PtregError
 from ..records.attempt import Attempt, RunRef
-from ..records.run import RunResults
+from ..records.run_results import RunResults
 from ..store.runs import read_environment, read_results, run_folder
 from ..text import Table
 from .dispositions import decide_disposition

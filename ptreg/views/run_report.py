@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..engine.workloads import workload_named
 from ..records.configs import CONFIGS
-from ..records.run import RunResults
+from ..records.run_results import RunResults
 from ..text import Table
 
 

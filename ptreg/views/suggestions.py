@@ -17,7 +17,7 @@ from ..errors import PtregError
 from ..records.attempt import Attempt
 from ..records.graph import children_of
 from ..records.ledger import Summary, Vocabularies, in_ledger_order
-from ..records.run import KERNELS, Cell, RunResults
+from ..records.run_results import KERNELS, Cell, RunResults
 from ..store.full_read import read_summarized
 from ..store.runs import read_results, run_folder
 from .dispositions import decide_all, latest_complete

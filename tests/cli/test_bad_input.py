@@ -32,8 +32,8 @@ from bad_bundles import BUNDLE_GENERATORS
 
 from helpers import REPO, attempts_document, complete_record, freeze_evaluator, sample_records, write_registry
 from ptreg import __version__
-from ptreg.records.run import RunResults
-from ptreg.store.evaluators import check_file
+from ptreg.records.run_results import RunResults
+from ptreg.store.evaluator_files import check_file
 from ptreg.store.jsonio import dumps_pretty
 from ptreg.store.names import INDEX_FILE
 

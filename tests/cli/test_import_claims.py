@@ -30,8 +30,8 @@ WATCHED = (
     "rich.progress",
     "importlib.metadata",
     "ptreg.records.attempt",
-    "ptreg.records.run",
-    "ptreg.engine.workloads.registry",
+    "ptreg.records.run_results",
+    "ptreg.engine.workloads.discovery",
 )
 REPORT = """
 import atexit, sys
@@ -86,7 +86,7 @@ def test_the_read_commands_build_no_model_and_load_no_heavy_library(registry: Pa
     run models, Jinja2, matplotlib, Ray, inotify_simple, rich.progress (no terminal) and
     importlib.metadata each stay where the table puts them."""
     found = loaded(registry, *READERS[name])
-    heavy = {"pydantic", "ptreg.records.attempt", "ptreg.records.run", *WATCHED} - {"tabulate"}
+    heavy = {"pydantic", "ptreg.records.attempt", "ptreg.records.run_results", *WATCHED} - {"tabulate"}
     assert found & heavy == set(), name
 
 
@@ -106,7 +106,7 @@ def test_a_dossier_with_runs_loads_the_run_models_and_no_interval_library(regist
     """'the run models and the workloads: views/dossier.py, only for a dossier with runs';
     'scipy: never by show'; 'lark: show never loads it'."""
     found = loaded(registry, "show", WITH_RUNS)
-    assert {"ptreg.records.run", "ptreg.engine.workloads.registry"} <= found
+    assert {"ptreg.records.run_results", "ptreg.engine.workloads.discovery"} <= found
     assert found & {"scipy", "lark", "numpy", "jinja2", "matplotlib", "ray", "inotify_simple"} == set()
 
 

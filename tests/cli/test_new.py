@@ -163,7 +163,7 @@ def test_new_never_prompts_without_a_terminal(reg) -> None:
 
 
 def test_no_input_flag_stops_prompts(reg, monkeypatch, cli) -> None:
-    from ptreg.cli import proposal as cli_proposal
+    from ptreg.cli import proposing as cli_proposal
 
     root, ref = reg
     monkeypatch.setattr(cli_proposal.sys.stdin, "isatty", lambda: True, raising=False)

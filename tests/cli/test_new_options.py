@@ -8,7 +8,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from helpers import complete_record, freeze_evaluator, write_registry
-from ptreg.cli.proposal import OPTIONS
+from ptreg.cli.proposing import OPTIONS
 from ptreg.gate.proposal import ProposalInput
 
 

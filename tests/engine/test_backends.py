@@ -20,7 +20,7 @@ from ptreg.engine.backends import METHOD_OF_KERNEL, create, describe, entries, k
 from ptreg.engine.parity import ParityResult, check_parity
 from ptreg.engine.plan import PARITY_SHAPES
 from ptreg.errors import PtregError
-from ptreg.records.run import KERNELS
+from ptreg.records.run_results import KERNELS
 from ptreg_backends.blocked_numpy import BlockedNumpyBackend
 from ptreg_backends.naive import NaiveBackend
 from ptreg_backends.numba_kernels import NumbaBackend

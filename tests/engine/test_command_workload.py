@@ -18,9 +18,9 @@ import pytest
 
 from ptreg.engine.workloads.arms import compare_arms
 from ptreg.engine.workloads.command import placeholders, read_items, read_metrics
-from ptreg.engine.workloads.registry import spec_problem
+from ptreg.engine.workloads.discovery import spec_problem
 from ptreg.records.evaluator import MetricDeclaration, parse_spec
-from ptreg.records.run import MetricSample
+from ptreg.records.run_results import MetricSample
 
 TOY = """\
 import argparse, json, os, random

@@ -1,5 +1,5 @@
 """The instructions timer: an evaluator's ``"timer": "instructions"`` counts each repeat under
-valgrind's callgrind (engine/counting.py).
+valgrind's callgrind (engine/callgrind.py).
 
 The runs here need valgrind: skipped with a reason where it is missing, a failure instead when CI
 or PTREG_REQUIRE_SHARED=1 is set (`.ci/run` installs it). A count is not a timing: that two runs
@@ -23,7 +23,7 @@ from ptreg.engine.workloads.base import BackendsWorkload, repeat_unit
 from ptreg.errors import PtregError
 from ptreg.records.counting import BlasPool, CountedCell, CountedUnder, CountedWorker, counted_the_same_way
 from ptreg.records.evaluator import EvaluatorSpec, frozen_from_spec, identity, parse_spec
-from ptreg.records.run import Provenance, new_results
+from ptreg.records.run_results import Provenance, new_results
 
 BACKEND = "example-more-work"  # tests/plugin_backend: every Nth call done twice when asked
 

@@ -92,7 +92,7 @@ def test_a_signal_mid_cell_writes_an_interrupted_run_and_exits_128_plus_it(
 def test_interrupted_runner_keeps_whole_repeats_and_stops_the_plan(tmp_path: Path) -> None:
     """In-process: the handler's exception reaches the runner mid-worker, as a signal would."""
     from ptreg.engine.interruption import Interrupted
-    from ptreg.operations.run import run_attempt
+    from ptreg.operations.running import run_attempt
     from ptreg.store.runs import read_results
 
     root = write_registry(tmp_path / "reg", [complete_record("seed-record")])

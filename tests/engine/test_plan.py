@@ -24,7 +24,7 @@ from ptreg.engine.plan import (
 from ptreg.errors import EXIT_UNUSABLE, PtregError
 from ptreg.records.configs import CONFIGS, linear_shapes, step_flops
 from ptreg.records.evaluator import EvaluatorSpec
-from ptreg.records.run import Cell, Interval, ParityOutcome, Ratio
+from ptreg.records.run_results import Cell, Interval, ParityOutcome, Ratio
 
 
 def spec(**changes: Any) -> EvaluatorSpec:

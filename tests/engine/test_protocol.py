@@ -30,7 +30,7 @@ from ptreg.engine.protocol import (
     decode_task,
     encode,
 )
-from ptreg.records.run import KernelSample, ParityOutcome, StepSample
+from ptreg.records.run_results import KernelSample, ParityOutcome, StepSample
 
 CELL = CellTask(
     backend="naive",

@@ -90,7 +90,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     saved = os.environ.get("PTREG_CONFIG_HOME")
     os.environ["PTREG_CONFIG_HOME"] = str(config)
     try:
-        from ptreg.gate.evaluators import freeze
+        from ptreg.gate.freezing import freeze
 
         command_ref = freeze(root, work / "command.json").evaluator.ref
     finally:

@@ -6,7 +6,7 @@ import pytest
 
 from ptreg.engine.stats import center_interval, inverted, paired_ratio, resolved, summarize, too_wide
 from ptreg.engine.workloads.training import TrainingWorkload, attribution
-from ptreg.records.run import Cell, Roles, StepSample
+from ptreg.records.run_results import Cell, Roles, StepSample
 
 
 def test_summary_is_median_and_spread() -> None:

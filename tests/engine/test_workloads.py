@@ -11,15 +11,15 @@ from ptreg.engine.backends import Backend
 from ptreg.engine.executor import FAILURE_MAX, TaskOutcome, keep
 from ptreg.engine.plugins import PluginEntry
 from ptreg.engine.protocol import CellTask, Failed
-from ptreg.engine.workloads import registry, workload_named
+from ptreg.engine.workloads import discovery, workload_named
 from ptreg.engine.workloads.arms import ArmsWorkload
 from ptreg.engine.workloads.base import CellRun
+from ptreg.engine.workloads.discovery import describe_all
 from ptreg.engine.workloads.kernels import KernelsWorkload
-from ptreg.engine.workloads.registry import describe_all
 from ptreg.engine.workloads.training import TrainingWorkload
 from ptreg.records.configs import CONFIGS, linear_shapes
 from ptreg.records.evaluator import ALL_CONFIG, AnySpec, EvaluatorSpec, parse_spec
-from ptreg.records.run import (
+from ptreg.records.run_results import (
     KERNELS,
     RESULTS_VERSION,
     Cell,
@@ -187,7 +187,7 @@ def test_kernel_ratios_pair_rounds_too() -> None:
 
 def test_a_ratio_is_shown_with_its_interval_and_never_bare_when_it_holds_1() -> None:
     from ptreg.engine.workloads.base import ratio_text
-    from ptreg.records.run import Interval, Ratio
+    from ptreg.records.run_results import Interval, Ratio
 
     def r(median: float, low: float, high: float) -> Ratio:
         return Ratio(median=median, n=5, ci=Interval(low=low, high=high, level=0.95, method="t"))
@@ -232,7 +232,7 @@ class _CheckRaises(_MetadataRaises):
 
 
 def _entry(name: str, attribute: str) -> PluginEntry:
-    return PluginEntry(name, f"{__name__}:{attribute}", registry.ENTRY_POINT_GROUP, None, None)
+    return PluginEntry(name, f"{__name__}:{attribute}", discovery.ENTRY_POINT_GROUP, None, None)
 
 
 def test_a_plugin_whose_metadata_or_check_raises_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -240,10 +240,10 @@ def test_a_plugin_whose_metadata_or_check_raises_is_one_line(monkeypatch: pytest
         "metadata-raises": _entry("metadata-raises", "_MetadataRaises"),
         "check-raises": _entry("check-raises", "_CheckRaises"),
     }
-    monkeypatch.setattr(registry, "entries", lambda: found)
-    registry.workload_named.cache_clear()
+    monkeypatch.setattr(discovery, "entries", lambda: found)
+    discovery.workload_named.cache_clear()
     try:
-        info = registry.describe(found["metadata-raises"])
+        info = discovery.describe(found["metadata-raises"])
         assert not info.available and info.reason is not None
         assert info.reason.startswith(f"{__name__}:_MetadataRaises: reading its metadata raised RuntimeError: ")
         assert len(info.reason) < 300 and "\x1b" not in info.reason
@@ -260,9 +260,9 @@ def test_a_plugin_whose_metadata_or_check_raises_is_one_line(monkeypatch: pytest
             },
             "spec.json",
         )
-        assert registry.spec_problem(spec) == "workload 'check-raises''s check_settings raised KeyError: \"'boom'\""
+        assert discovery.spec_problem(spec) == "workload 'check-raises''s check_settings raised KeyError: \"'boom'\""
     finally:
-        registry.workload_named.cache_clear()
+        discovery.workload_named.cache_clear()
 
 
 def test_what_a_worker_or_a_sample_says_went_wrong_is_one_bounded_line() -> None:

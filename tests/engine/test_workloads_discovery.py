@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ptreg.engine.plugins import PluginEntry
-from ptreg.engine.workloads.registry import ENTRY_POINT_GROUP, describe
+from ptreg.engine.workloads.discovery import ENTRY_POINT_GROUP, describe
 
 sys.path.insert(0, str(Path(__file__).parent))
 

@@ -12,8 +12,8 @@ from helpers import complete_record, failed_record, freeze_evaluator, snapshot, 
 from ptreg.errors import PtregError
 from ptreg.gate import checks as gate_checks
 from ptreg.gate.checks import SIMILAR_QUESTION, check_gate, question_tokens, similarity
+from ptreg.gate.gate_inputs import read_gate_inputs
 from ptreg.gate.proposal import ProposalInput, propose
-from ptreg.gate.reading import read_gate_inputs
 from ptreg.records.attempt import Attempt
 from ptreg.store.full_read import FullRead
 

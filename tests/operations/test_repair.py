@@ -20,7 +20,7 @@ RUN_ID = "20261201T000000Z"
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory) -> dict:
     """A registry before and after one real run (its record bytes at both moments)."""
-    from ptreg.operations.run import run_attempt
+    from ptreg.operations.running import run_attempt
 
     root = write_registry(tmp_path_factory.mktemp("ran") / "reg", [complete_record("seed-record")])
     ref = freeze_evaluator(root, **TINY)

@@ -216,7 +216,7 @@ def test_conclude_needs_a_run_and_exact_needs_a_complete_one(reg: Path, cli) -> 
 
 
 def test_budget_too_small_stops_with_budget_exhausted_and_keeps_what_finished(reg: Path) -> None:
-    from ptreg.operations.run import run_attempt
+    from ptreg.operations.running import run_attempt
     from ptreg.store.runs import read_results
 
     ref = freeze_evaluator(reg, **{**TINY, "configs": ["tiny", "small"]})
@@ -250,7 +250,7 @@ def test_budget_too_small_stops_with_budget_exhausted_and_keeps_what_finished(re
 
 
 def test_a_worker_killed_mid_cell_fails_only_that_cell(reg: Path) -> None:
-    from ptreg.operations.run import run_attempt
+    from ptreg.operations.running import run_attempt
     from ptreg.store.runs import read_results
 
     ref = freeze_evaluator(reg, **{**TINY, "timed_steps": 300, "repeats": 3})  # long enough to be caught mid-cell
@@ -330,7 +330,7 @@ def test_backends_lists_every_registered_backend(cli) -> None:
 
 
 def test_a_worker_running_at_the_deadline_is_killed_and_its_samples_kept(reg: Path) -> None:
-    from ptreg.operations.run import run_attempt
+    from ptreg.operations.running import run_attempt
     from ptreg.store.runs import read_results
 
     # Far more steps than 6 seconds allow: the naive worker is still running at the deadline.
@@ -350,7 +350,7 @@ def test_a_worker_running_at_the_deadline_is_killed_and_its_samples_kept(reg: Pa
 def test_results_source_is_relative_to_the_registry_whatever_git_says(tmp_path: Path) -> None:
     import subprocess
 
-    from ptreg.operations.run import results_source
+    from ptreg.operations.running import results_source
 
     assert results_source(tmp_path / "reg", "a", "20261201T000000Z") == "runs/a/20261201T000000Z/results.json"
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
@@ -359,7 +359,7 @@ def test_results_source_is_relative_to_the_registry_whatever_git_says(tmp_path: 
 
 
 def test_a_worker_over_the_memory_budget_is_killed(reg: Path) -> None:
-    from ptreg.operations.run import run_attempt
+    from ptreg.operations.running import run_attempt
     from ptreg.store.runs import read_results
 
     ref = freeze_evaluator(reg, **TINY)
@@ -396,7 +396,7 @@ def test_a_third_party_backend_is_measured_like_a_built_in(cli) -> None:
 
 
 def test_a_run_that_measured_nothing_is_evidence_and_can_be_concluded(reg: Path, cli) -> None:
-    from ptreg.operations.run import run_attempt
+    from ptreg.operations.running import run_attempt
 
     ref = freeze_evaluator(reg, **TINY)
     propose(reg, ref, "tiny-nothing", "600", "#16", "--budget-memory-mb", "1")
@@ -433,7 +433,7 @@ def test_a_run_that_measured_nothing_is_evidence_and_can_be_concluded(reg: Path,
 
 
 def test_an_adaptive_plan_stops_adding_rounds_once_every_ratio_is_narrow_enough(reg: Path) -> None:
-    from ptreg.operations.run import run_attempt
+    from ptreg.operations.running import run_attempt
     from ptreg.store.runs import read_results
 
     plan = {"repeats": None, "min_repeats": 3, "max_repeats": 40, "target_ci": 0.9}  # wide: met in a few rounds
@@ -450,7 +450,7 @@ def test_an_adaptive_plan_stops_adding_rounds_once_every_ratio_is_narrow_enough(
 
 
 def test_a_budget_caps_the_rounds_of_an_adaptive_plan(reg: Path) -> None:
-    from ptreg.operations.run import run_attempt
+    from ptreg.operations.running import run_attempt
     from ptreg.store.runs import read_results
 
     plan = {"repeats": None, "min_repeats": 2, "max_repeats": 40, "target_ci": 0.0001}  # never met
@@ -480,7 +480,7 @@ def test_run_records_the_code_it_measured(tiny_run) -> None:
     import hashlib
 
     from ptreg.engine.identity import source_files
-    from ptreg.records.run import RunResults
+    from ptreg.records.run_results import RunResults
 
     [folder] = tiny_run["folders"]
     results = RunResults.model_validate_json((folder / "results.json").read_text())

@@ -36,7 +36,7 @@ from ptreg.records.configs import CONFIGS, LayerName, linear_shapes
 from ptreg.records.decision import decide
 from ptreg.records.refs import ID_PATTERN
 from ptreg.records.registry import parse_record
-from ptreg.records.run import KERNELS, Cell, KernelTiming, RunResults
+from ptreg.records.run_results import KERNELS, Cell, KernelTiming, RunResults
 
 RUN = "20261201T092700Z"
 

@@ -237,7 +237,7 @@ def test_the_run_page_draws_no_interval_the_record_does_not_have(version: int, d
     """A results_version 1 run carries no interval (the CLI says unknown): its time chart has
     no whisker and its table says unknown; from version 3 on the interval is the record's."""
     from helpers import step_cell, step_results
-    from ptreg.records.run import RunResults
+    from ptreg.records.run_results import RunResults
     from ptreg.site.pages import run_charts
 
     cell = step_cell("naive", "tiny", ms=500.0, shares=(0.3, 0.3, 0.3))

@@ -7,17 +7,17 @@ from pathlib import Path
 import pytest
 
 from ptreg.errors import EXIT_CHECK_FAILED, PtregError
-from ptreg.store import inputs
+from ptreg.store import input_digests
 
 
 def test_a_folder_of_empty_folders_is_bounded_like_one_of_files(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(inputs, "MAX_FILES", 5)
+    monkeypatch.setattr(input_digests, "MAX_FILES", 5)
     (tmp_path / "split").mkdir()
     for n in range(5):
         (tmp_path / "split" / str(n)).mkdir()
-    assert set(inputs.digest_inputs(tmp_path, ["split"])) == {"split"}
+    assert set(input_digests.digest_inputs(tmp_path, ["split"])) == {"split"}
     (tmp_path / "split" / "5").mkdir()  # no file at all, and still too many entries to walk
     with pytest.raises(PtregError) as caught:
-        inputs.digest_inputs(tmp_path, ["split"])
+        input_digests.digest_inputs(tmp_path, ["split"])
     assert caught.value.message == "input 'split': over 5 files and folders"
     assert caught.value.exit_code == EXIT_CHECK_FAILED

@@ -6,7 +6,7 @@ from typing import Any
 
 from ptreg.engine.workloads.command import CommandWorkload
 from ptreg.records.evaluator import ArmsSpec, parse_spec
-from ptreg.records.run import (
+from ptreg.records.run_results import (
     Cell,
     CodeIdentity,
     Measurement,

@@ -23,7 +23,16 @@ from ptreg.engine.stats import false_discovery, shift_from_history
 from ptreg.engine.workloads.training import TrainingWorkload
 from ptreg.records.counting import BlasPool, CountedCell, CountedUnder, CountedWorker
 from ptreg.records.evaluator import EvaluatorSpec
-from ptreg.records.run import Cell, CodeIdentity, Measurement, PluginCode, Provenance, Roles, StepSample, new_results
+from ptreg.records.run_results import (
+    Cell,
+    CodeIdentity,
+    Measurement,
+    PluginCode,
+    Provenance,
+    Roles,
+    StepSample,
+    new_results,
+)
 from ptreg.store.runs import write_run
 
 BACKENDS = ["naive", "blocked-numpy", "numba", "numpy-blas"]

@@ -25,7 +25,7 @@ from ptreg.records.condition_grammar import parse
 from ptreg.records.configs import CONFIGS, linear_shapes
 from ptreg.records.decision import decide
 from ptreg.records.refs import INT_MAX
-from ptreg.records.run import KERNELS, RunResults
+from ptreg.records.run_results import KERNELS, RunResults
 from ptreg.views import tables as render
 from ptreg.views.comparison import cell_values, judge_cell
 from ptreg.views.comparison import decide as decide_cells

@@ -7,6 +7,6 @@ attribution) and ``command`` (any command line, its arms compared on declared me
 
 from __future__ import annotations
 
-from .registry import workload_named
+from .discovery import workload_named
 
 __all__ = ["workload_named"]

@@ -13,7 +13,7 @@ an evaluation's items are its sample, as Miller (2024) argues; otherwise it is p
 from __future__ import annotations
 
 from ...records.evaluator import ALL_CONFIG, AnySpec, ArmsSpec, MetricDeclaration
-from ...records.run import Cell, MetricComparison, MetricSample, Roles, RunResults, SignedInterval
+from ...records.run_results import Cell, MetricComparison, MetricSample, Roles, RunResults, SignedInterval
 from ...text import Table
 from ..stats import paired_difference, paired_ratio, summarize_metric
 from .base import AnySample, Workload, note

@@ -24,10 +24,20 @@ from typing import ClassVar, Literal, TypeVar
 
 from ...records.counting import UNIT
 from ...records.evaluator import AnySpec, EvaluatorSpec, MetricDeclaration
-from ...records.run import Cell, Kernel, KernelSample, MetricSample, Ratio, Roles, RunResults, StepSample, Summary
+from ...records.run_results import (
+    Cell,
+    Kernel,
+    KernelSample,
+    MetricSample,
+    Ratio,
+    Roles,
+    RunResults,
+    StepSample,
+    Summary,
+)
 from ...text import Table
 from ..backends import Backend
-from ..counting import WALL_CLOCK, Stopwatch
+from ..callgrind import WALL_CLOCK, Stopwatch
 from ..protocol import AnyEvent, CellTask
 from ..stats import paired_ratio
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ...records.evaluator import AnySpec, ArmsSpec, MetricDeclaration
-from ...records.run import MetricSample
+from ...records.run_results import MetricSample
 from ...store.jsonio import JsonError, read_bytes
 from ...text import shorten
 from ..backends import Backend

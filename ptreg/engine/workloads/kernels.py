@@ -12,7 +12,7 @@ from functools import partial
 
 from ...records.configs import CONFIGS, linear_shapes
 from ...records.evaluator import AnySpec, EvaluatorSpec
-from ...records.run import KERNELS, Cell, Kernel, KernelSample, KernelTiming, Roles, RunResults
+from ...records.run_results import KERNELS, Cell, Kernel, KernelSample, KernelTiming, Roles, RunResults
 from ..backends import METHOD_OF_KERNEL, Backend, kernel_shapes
 from ..protocol import CellTask
 from ..stats import inverted, summarize, too_wide

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...records.configs import CONFIGS
 from ...records.evaluator import AnySpec, EvaluatorSpec
-from ...records.run import KERNELS, Attribution, Cell, Kernel, Roles, RunResults, Share, StepSample
+from ...records.run_results import KERNELS, Attribution, Cell, Kernel, Roles, RunResults, Share, StepSample
 from ..backends import Backend
 from ..protocol import CellTask
 from ..stats import inverted, summarize, too_wide

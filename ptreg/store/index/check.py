@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...errors import PtregError
+from ...errors import CheckFailed, PtregError
 from ..names import INDEX_FILE, REGISTRY_FILE
 from .file import check_index_files, connect, header_problem, index_path, is_current, usable_directory
 from .freshness import record_bytes, reparse, scan
@@ -39,14 +39,14 @@ def compare_with_files(root: Path) -> tuple[list[Difference], int]:
     (what differs, how many files were compared). Used by `ptreg index check`."""
 
     if not check_index_files(root):
-        raise PtregError(f"{index_path(root)}: no index yet; `ptreg index rebuild` builds it", 1)
+        raise CheckFailed(f"{index_path(root)}: no index yet; `ptreg index rebuild` builds it")
     header = header_problem(root)
     # Not read-only: a hot journal left by a killed update must be rolled back before reading.
     db = connect(root)
     try:
         why = header or unusable(db)
         if why is not None:
-            raise PtregError(f"{index_path(root)}: {why}; `ptreg index rebuild` builds it", 1)
+            raise CheckFailed(f"{index_path(root)}: {why}; `ptreg index rebuild` builds it")
         fresh = sqlite3.connect(":memory:", isolation_level=None)
         fresh.execute("BEGIN")
         reset(fresh)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import __version__
-from ...errors import PtregError
+from ...errors import PtregError, UnusableInput
 from ..faults import crash_point
 from .file import (
     change_counter,
@@ -102,7 +102,7 @@ def _open(
                 break
             db.execute("ROLLBACK")  # another program wrote it since the commit: checked again
         else:
-            raise PtregError(f"{index_path(root)}: changed by another program while ptreg checked it; try again")
+            raise UnusableInput(f"{index_path(root)}: changed by another program while ptreg checked it; try again")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
             db.close()

@@ -19,7 +19,7 @@ class GateQueries(Connected):
         its lineage (every attempt below the oldest ancestor of it or of what it varies) and its
         tracking issue, with every ancestor of each, and the attempts of its family that ask a
         question (those that ask none are counted: ``unasked``; its objective's streak is
-        found apart: ``gate/reading.py``). The checks give the same answer on these as on every
+        found apart: ``gate/gate_inputs.py``). The checks give the same answer on these as on every
         attempt (tests/store/test_index.py)."""
         sql = f"""
             WITH RECURSIVE

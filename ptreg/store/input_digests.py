@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
+from ..errors import CheckFailed, PtregError, UnusableInput
 from ..text import shorten
 
 MAX_FILES = 100_000  # files and folders below one input folder: more is not a frozen data split
@@ -30,18 +30,18 @@ def _checked(root: Path, relative: str) -> tuple[Path, os.stat_result]:
     """The input's path and its lstat, after checking every component is a real folder."""
     parts = Path(relative).parts
     if not parts or Path(relative).is_absolute() or any(p in ("..", ".") for p in parts):
-        raise PtregError(f"input {shorten(relative)}: not a path inside the project root", EXIT_UNUSABLE)
+        raise UnusableInput(f"input {shorten(relative)}: not a path inside the project root")
     here = root
     for index, part in enumerate(parts):
         here = here / part
         try:
             found = os.lstat(here)
         except FileNotFoundError:
-            raise PtregError(f"input {shorten(relative)}: {here} does not exist", EXIT_CHECK_FAILED) from None
+            raise CheckFailed(f"input {shorten(relative)}: {here} does not exist") from None
         if stat.S_ISLNK(found.st_mode):
-            raise PtregError(f"input {shorten(relative)}: {here} is a symlink; not followed", EXIT_CHECK_FAILED)
+            raise CheckFailed(f"input {shorten(relative)}: {here} is a symlink; not followed")
         if index < len(parts) - 1 and not stat.S_ISDIR(found.st_mode):
-            raise PtregError(f"input {shorten(relative)}: {here} is not a folder", EXIT_CHECK_FAILED)
+            raise CheckFailed(f"input {shorten(relative)}: {here} is not a folder")
     return here, found
 
 
@@ -62,13 +62,13 @@ def _folder_digest(path: Path, relative: str) -> str:
         for name in [*names, *files]:
             seen += 1
             if seen > MAX_FILES:
-                raise PtregError(f"input {shorten(relative)}: over {MAX_FILES:,} files and folders", EXIT_CHECK_FAILED)
+                raise CheckFailed(f"input {shorten(relative)}: over {MAX_FILES:,} files and folders")
             full = Path(folder) / name
             mode = os.lstat(full).st_mode
             if stat.S_ISLNK(mode):
-                raise PtregError(f"input {shorten(relative)}: {full} is a symlink; not followed", EXIT_CHECK_FAILED)
+                raise CheckFailed(f"input {shorten(relative)}: {full} is a symlink; not followed")
             if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-                raise PtregError(f"input {shorten(relative)}: {full} is not a plain file", EXIT_CHECK_FAILED)
+                raise CheckFailed(f"input {shorten(relative)}: {full} is not a plain file")
             if stat.S_ISREG(mode):
                 entries.append((full.relative_to(path).as_posix(), _file_digest(full)))
     digest = hashlib.sha256()
@@ -87,7 +87,7 @@ def digest_inputs(root: Path, inputs: list[str]) -> dict[str, str]:
         elif stat.S_ISDIR(status.st_mode):
             found[relative] = _folder_digest(path, relative)
         else:
-            raise PtregError(f"input {shorten(relative)}: {path} is not a plain file or folder", EXIT_CHECK_FAILED)
+            raise CheckFailed(f"input {shorten(relative)}: {path} is not a plain file or folder")
     return found
 
 

@@ -238,7 +238,7 @@ def export(
     """
     from ..store.bundle import write_bundle
     from ..store.directory import load_directory
-    from ..store.evaluators import evaluator_files
+    from ..store.evaluator_files import evaluator_files
     from ..store.interchange import export_notes, export_registry
     from ..store.jsonio import atomic_write_text, dumps_pretty
     from ..store.runs import RESULTS_FILE, RUNS_DIR

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import EXIT_CHECK_FAILED, PtregError
+from ..errors import CheckFailed, PtregError, UnusableInput
 from ..records.evaluator import FrozenEvaluator, mismatch
 from ..records.problems import first_schema_error
 from ..records.refs import EVALUATOR_REF_PATTERN
@@ -44,14 +44,14 @@ def _load(path: Path) -> tuple[dict[str, Any], FrozenEvaluator]:
     # (of the file, or of evaluators/ itself) could make any file pass for a frozen one.
     target = outside(path.parent.parent, path)
     if target is not None:
-        raise PtregError(f"{path}: a symlink to {target}, outside the registry; not trusted")
+        raise UnusableInput(f"{path}: a symlink to {target}, outside the registry; not trusted")
     raw = read_json(path, EVALUATOR_FILE_MAX_BYTES)
     if not isinstance(raw, dict):
-        raise PtregError(f"{path}: a frozen evaluator must be a JSON object, got {json_type(raw)}")
+        raise UnusableInput(f"{path}: a frozen evaluator must be a JSON object, got {json_type(raw)}")
     try:
         return raw, FrozenEvaluator.model_validate(raw)
     except ValidationError as exc:
-        raise PtregError(first_schema_error(exc, str(path))) from None
+        raise UnusableInput(first_schema_error(exc, str(path))) from None
 
 
 def check_file(path: Path) -> tuple[FrozenEvaluator | None, str | None]:
@@ -74,18 +74,18 @@ def resolve(root: Path, ref: str) -> Path:
     """The file of ``name@hash12``, or of ``name`` when exactly one evaluator has that name."""
     if "@" in ref:
         if not re.fullmatch(EVALUATOR_REF_PATTERN, ref):
-            raise PtregError(f"evaluator {shorten(ref)} is not a reference of the form name@hash12")
+            raise UnusableInput(f"evaluator {shorten(ref)} is not a reference of the form name@hash12")
         path = evaluators_dir(root) / f"{ref}.json"
         if path.exists():
             return path
-        raise PtregError(f"no frozen evaluator {shorten(ref)} in {evaluators_dir(root)}{_known_hint(root)}")
+        raise UnusableInput(f"no frozen evaluator {shorten(ref)} in {evaluators_dir(root)}{_known_hint(root)}")
     named = [p for p in evaluator_files(root) if p.name.split("@", 1)[0] == ref]
     if len(named) == 1:
         return named[0]
     if not named:
-        raise PtregError(f"no frozen evaluator named {shorten(ref)} in {evaluators_dir(root)}{_known_hint(root)}")
+        raise UnusableInput(f"no frozen evaluator named {shorten(ref)} in {evaluators_dir(root)}{_known_hint(root)}")
     choices = ", ".join(p.name[: -len(".json")] for p in named)
-    raise PtregError(f"evaluator name {shorten(ref)} is ambiguous; give one of: {choices}")
+    raise UnusableInput(f"evaluator name {shorten(ref)} is ambiguous; give one of: {choices}")
 
 
 def _known_hint(root: Path) -> str:
@@ -113,8 +113,8 @@ def store_frozen(root: Path, frozen: FrozenEvaluator) -> tuple[Path, bool]:
     except FileExistsError:
         problem = verify_file(path)
         if problem is not None:
-            raise PtregError(
-                f"{path}: already exists and no longer verifies ({problem}); it is never rewritten", EXIT_CHECK_FAILED
+            raise CheckFailed(
+                f"{path}: already exists and no longer verifies ({problem}); it is never rewritten"
             ) from None
         return path, False
     return path, True

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 from ..records.attempt import Attempt
 from ..records.graph import ancestry
 from ..records.ledger import Link, Shaped, Summary
-from ..store.evaluators import check_file, evaluators_dir
+from ..store.evaluator_files import check_file, evaluators_dir
 from ..store.full_read import read_summarized
-from ..store.inputs import changed_inputs, project_root
+from ..store.input_digests import changed_inputs, project_root
 from ..views.dispositions import Disposition, decide_disposition
 from ..views.streaks import Tip, ranked_tips, streak_chains, trailing_count
 from .checks import EvaluatorFile, GateInputs

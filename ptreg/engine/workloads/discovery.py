@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 
-from ...errors import EXIT_UNUSABLE, PtregError
+from ...errors import PtregError, UnusableInput
 from ...records.evaluator import AnySpec, ArmsSpec, EvaluatorSpec, MetricDeclaration
 from ...text import shorten
 from ..plugins import PluginEntry, call_problem, plugin_entries
@@ -152,19 +152,16 @@ def workload_named(name: str) -> Workload:
     usable plugin registers that name."""
     known = entries()
     if name not in known:
-        raise PtregError(
+        raise UnusableInput(
             f"no workload {name!r} is registered (registered: {', '.join(known) or 'none'}; see `ptreg workloads`)",
-            EXIT_UNUSABLE,
         )
     info = describe(known[name])
     if not info.available:
-        raise PtregError(f"workload {name!r} is unavailable: {info.reason}", EXIT_UNUSABLE)
+        raise UnusableInput(f"workload {name!r} is unavailable: {info.reason}")
     try:
         created: Workload = known[name].load()()
     except Exception as exc:
-        raise PtregError(
-            f"workload {name!r} failed to start: {type(exc).__name__}: {shorten(str(exc))}", EXIT_UNUSABLE
-        ) from exc
+        raise UnusableInput(f"workload {name!r} failed to start: {type(exc).__name__}: {shorten(str(exc))}") from exc
     return created
 
 
@@ -208,5 +205,5 @@ def require_measurable(spec: AnySpec, where: str) -> Workload:
     """The spec's workload, when the spec is one it can measure; else unusable input naming ``where``."""
     problem = spec_problem(spec)
     if problem is not None:
-        raise PtregError(f"{where}: {problem}", EXIT_UNUSABLE)
+        raise UnusableInput(f"{where}: {problem}")
     return workload_named(spec.workload)

@@ -7,7 +7,7 @@ import difflib
 import re
 from pathlib import Path
 
-from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, CheckFailed, PtregError, UnusableInput
+from ..errors import CheckFailed, UnusableInput
 from ..records.attempt import TERM_MAX_LENGTH, TEXT_MAX_LENGTH, RegistryMeta
 from ..records.refs import ID_RE
 from ..records.vocabulary import EXTENSIBLE, VOCABULARIES, terms
@@ -22,15 +22,11 @@ def add_term(root: Path, vocabulary: str, term: str, description: str) -> Regist
     term is defined already, or either text is unusable."""
     if vocabulary not in EXTENSIBLE:
         why = "is fixed by the record format" if vocabulary in VOCABULARIES else "does not exist"
-        raise PtregError(
-            f"the vocabulary {vocabulary!r} {why}; terms are added to {', '.join(EXTENSIBLE)}", EXIT_UNUSABLE
-        )
+        raise UnusableInput(f"the vocabulary {vocabulary!r} {why}; terms are added to {', '.join(EXTENSIBLE)}")
     if not term or term != term.strip() or len(term) > TERM_MAX_LENGTH:
-        raise PtregError(
-            f"term {shorten(term)}: use 1 to {TERM_MAX_LENGTH} characters, no spaces at either end", EXIT_UNUSABLE
-        )
+        raise UnusableInput(f"term {shorten(term)}: use 1 to {TERM_MAX_LENGTH} characters, no spaces at either end")
     if not description.strip() or len(description) > TEXT_MAX_LENGTH:
-        raise PtregError(f"--description: say in 1 to {TEXT_MAX_LENGTH} characters what the term means", EXIT_UNUSABLE)
+        raise UnusableInput(f"--description: say in 1 to {TEXT_MAX_LENGTH} characters what the term means")
     meta = load_meta(root)  # a missing registry is refused before any lock file is made
     if term not in terms(meta, vocabulary) and not ID_RE.match(term):
         # a term imported without a definition may be defined as its ledger spelled it
@@ -42,9 +38,8 @@ def add_term(root: Path, vocabulary: str, term: str, description: str) -> Regist
         meta = load_meta(root)
         known = terms(meta, vocabulary)
         if known.get(term) is not None:  # a term imported without a definition may be given one
-            raise PtregError(
+            raise CheckFailed(
                 f"{root / REGISTRY_FILE}: {term!r} is already in the {vocabulary} vocabulary: {known[term]!r}",
-                EXIT_CHECK_FAILED,
             )
         raw = meta.model_dump(mode="json")
         raw[VOCABULARIES[vocabulary]][term] = description

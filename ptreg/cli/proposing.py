@@ -325,7 +325,7 @@ def gate(
     """
     from ..gate.admission import changed_since_admission
     from ..gate.checks import check_gate
-    from ..gate.reading import read_gate_inputs
+    from ..gate.gate_inputs import read_gate_inputs
     from ..records.refs import check_id
     from ..store.full_read import indexed_attempt
 

@@ -25,7 +25,7 @@ def freeze(
     as_json: bool = JsonFlag,
 ) -> None:
     """Store SPEC.json under its identity (sha256 of canonical JSON + evaluator code version); never rewritten."""
-    from ..gate.evaluators import freeze as freeze_spec
+    from ..gate.freezing import freeze as freeze_spec
 
     done = freeze_spec(registry_dir(), spec)
     if as_json:
@@ -51,7 +51,7 @@ def list_evaluators(as_json: bool = JsonFlag) -> None:
     """Every frozen evaluator, whether it still verifies, and what it measures."""
     from ..records.evaluator import ArmsSpec, EvaluatorSpec
     from ..store.directory import load_meta
-    from ..store.evaluators import check_file, evaluator_files
+    from ..store.evaluator_files import check_file, evaluator_files
     from ..views.tables import plain
 
     root = registry_dir()
@@ -96,7 +96,7 @@ def show(
     as_json: bool = JsonFlag,
 ) -> None:
     """One frozen evaluator: identity, verification and the full spec."""
-    from ..store.evaluators import check_file, resolve
+    from ..store.evaluator_files import check_file, resolve
     from ..store.jsonio import dumps_pretty, read_json
 
     path = resolve(registry_dir(), ref)
@@ -130,7 +130,7 @@ def verify(
 ) -> None:
     """Recompute every hash; name each file that no longer matches what was frozen. Exit 1 if any."""
     from ..store.directory import load_meta
-    from ..store.evaluators import evaluator_files, resolve, verify_file
+    from ..store.evaluator_files import evaluator_files, resolve, verify_file
 
     root = registry_dir()
     load_meta(root)
@@ -159,7 +159,7 @@ def trust(
     """
     from ..errors import EXIT_UNUSABLE
     from ..records.refs import EVALUATOR_REF_PATTERN
-    from ..store.evaluators import check_file, resolve
+    from ..store.evaluator_files import check_file, resolve
     from ..store.trust import trust as record_trust
     from ..store.trust import trust_file
 
@@ -187,7 +187,7 @@ def remove(
 
     Refused (exit 1), naming them, while an attempt or a run uses it, or while a record or run cannot be read. A frozen evaluator is never rewritten; freezing the spec again gives it back under the same identity.
     """
-    from ..gate.evaluators import remove as remove_frozen
+    from ..gate.freezing import remove as remove_frozen
 
     path = remove_frozen(registry_dir(), ref)
     if as_json:

@@ -19,17 +19,17 @@ from ..engine.identity import code_identity
 from ..engine.interruption import deferred, interruptible, pending
 from ..engine.measurement import SpreadExecutor, measure
 from ..engine.plan import EVALUATOR_VERSION
-from ..engine.workloads.registry import workload_named
-from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
+from ..engine.workloads.discovery import workload_named
+from ..errors import CheckFailed, UnusableInput
 from ..gate.checks import check_gate
-from ..gate.reading import read_gate_inputs
+from ..gate.gate_inputs import read_gate_inputs
 from ..records.attempt import Attempt, Budget, RunRef
 from ..records.evaluator import EvaluatorSpec, FrozenEvaluator
-from ..records.run import Provenance, RunResults, new_results
+from ..records.run_results import Provenance, RunResults, new_results
 from ..store.directory import load_meta, read_attempt, write_attempt
 from ..store.full_read import indexed_attempt
 from ..store.index import open_index
-from ..store.inputs import project_root
+from ..store.input_digests import project_root
 from ..store.jsonio import refuse_outside
 from ..store.locks import registry_lock, run_lock
 from ..store.runs import RESULTS_FILE, new_run_id, run_folder, runs_dir, write_run
@@ -88,21 +88,16 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
     finally:
         index.close()
     if attempt.status != "not-tried":
-        raise PtregError(
+        raise CheckFailed(
             f"{attempt_id} is concluded (status {attempt.status}); a new run needs a new attempt: "
             f"`ptreg new --varied-from {attempt_id}`",
-            EXIT_CHECK_FAILED,
         )
     if attempt.evaluator is None or attempt.budget is None:
-        raise PtregError(
-            f"{attempt_id} has no frozen evaluator or no budget; propose it with `ptreg new`", EXIT_CHECK_FAILED
-        )
+        raise CheckFailed(f"{attempt_id} has no frozen evaluator or no budget; propose it with `ptreg new`")
     report = check_gate(attempt, inputs)
     if not report.admitted or report.evaluator is None:
         failed = "; ".join(f"{c.check}: {c.detail}" for c in report.failures)
-        raise PtregError(
-            f"{attempt_id}: the gate no longer admits it ({failed}); see `ptreg gate {attempt_id}`", EXIT_CHECK_FAILED
-        )
+        raise CheckFailed(f"{attempt_id}: the gate no longer admits it ({failed}); see `ptreg gate {attempt_id}`")
     # found now, not after the measurement
     refuse_outside(root, runs_dir(root, attempt_id), "a run is written only inside the registry")
     refuse_untrusted(report.evaluator)
@@ -115,10 +110,9 @@ def refuse_untrusted(frozen: FrozenEvaluator) -> None:
     if not workload_named(frozen.spec.workload).runs_code or is_trusted(frozen.sha256):
         return
     shown = shorten(" ".join(str(a) for a in frozen.spec.model_dump(mode="json").get("command", [])), 200)
-    raise PtregError(
+    raise UnusableInput(
         f"evaluator {frozen.ref} runs {shown} and was not frozen by you: read it "
         f"(`ptreg evaluator show {frozen.ref}`), then consent with `ptreg evaluator trust {frozen.ref}`",
-        EXIT_UNUSABLE,
     )
 
 

@@ -16,9 +16,9 @@ from ..errors import PtregError
 from ..records.attempt import Attempt, RegistryMeta
 from ..records.graph import lineage_roots
 from ..records.ledger import Summary
-from ..records.run import RunResults
+from ..records.run_results import RunResults
 from ..store.directory import REGISTRY_FILE, load_meta
-from ..store.evaluators import evaluator_files
+from ..store.evaluator_files import evaluator_files
 from ..store.full_read import read_summarized
 from ..store.runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR, read_results, run_folder
 

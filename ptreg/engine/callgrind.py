@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import EXIT_UNUSABLE, PtregError
+from ..errors import PtregError, UnusableInput
 from ..records.counting import BlasPool, CountedCell, CountedUnder, CountedWorker
 
 TOOL = "callgrind"
@@ -56,9 +56,8 @@ def valgrind() -> str:
     """valgrind's path; unusable input (the spec asks for what this machine lacks) when absent."""
     found = shutil.which("valgrind")
     if found is None:
-        raise PtregError(
+        raise UnusableInput(
             "timer 'instructions' needs valgrind, which is not on PATH (Debian: apt-get install valgrind)",
-            EXIT_UNUSABLE,
         )
     return found
 
@@ -110,7 +109,7 @@ class InstructionClock:
             self._dump(number).unlink(missing_ok=True)
         self.read = max(self.read, last)
         if self._dump(self.marks + 1).exists():
-            raise PtregError(
+            raise UnusableInput(
                 f"something in the worker besides ptreg called {MARKER}(), so callgrind dumped where no region "
                 "ends: its counts cannot be attributed"
             )
@@ -128,8 +127,8 @@ def _executed(dump: Path) -> int:
                 if line.startswith("summary:"):
                     return int(line.split()[1])
     except (OSError, ValueError, IndexError) as exc:
-        raise PtregError(f"cannot read callgrind's dump {dump}: {exc}") from None
-    raise PtregError(f"callgrind's dump {dump} has no summary line")
+        raise UnusableInput(f"cannot read callgrind's dump {dump}: {exc}") from None
+    raise UnusableInput(f"callgrind's dump {dump} has no summary line")
 
 
 @dataclass(frozen=True)
@@ -170,7 +169,7 @@ class Stopwatch:
             return Reading(seconds, None)
         executed = self.clock.since(started.mark, self.clock.mark()) - self.marks_cost
         if executed < 1:
-            raise PtregError("a counted region executed no instructions beyond its marks")
+            raise UnusableInput("a counted region executed no instructions beyond its marks")
         return Reading(seconds, executed)
 
     def calibrate(self) -> int:
@@ -195,7 +194,7 @@ def stopwatch_for(timer: str) -> Stopwatch:
         return Stopwatch()
     folder = os.environ.get(FOLDER_VARIABLE)
     if not folder:
-        raise PtregError(f"timer 'instructions' needs the worker started under valgrind (no {FOLDER_VARIABLE})")
+        raise UnusableInput(f"timer 'instructions' needs the worker started under valgrind (no {FOLDER_VARIABLE})")
     return Stopwatch(InstructionClock(Path(folder)))
 
 

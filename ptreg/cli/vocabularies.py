@@ -55,7 +55,7 @@ def add(
 
     A term imported without a definition (its ledger used it without defining it) gets this one; a defined term is never redefined.
     """
-    from ..operations.vocabulary import add_term
+    from ..operations.adding_terms import add_term
 
     if not description.strip():
         raise PtregError("--description is empty; say what the term means", EXIT_UNUSABLE)
@@ -76,7 +76,7 @@ def remove(
 
     Refused (exit 1), naming them, while any record uses it, or while a record cannot be read; the vocabularies fixed by the record format (confidence) keep their terms.
     """
-    from ..operations.vocabulary import remove_term
+    from ..operations.adding_terms import remove_term
 
     remove_term(registry_dir(), vocabulary, term)
     if as_json:

@@ -10,13 +10,13 @@ from pathlib import Path
 
 from ..engine.backends import entries
 from ..engine.plan import EVALUATOR_VERSION
-from ..engine.workloads.registry import require_measurable
+from ..engine.workloads.discovery import require_measurable
 from ..errors import CheckFailed, PtregError, UnusableInput
 from ..records.evaluator import ArmsSpec, FrozenEvaluator, frozen_from_spec, parse_spec
 from ..records.refs import ID_PATTERN
 from ..store.directory import load_directory, load_meta
-from ..store.evaluators import resolve, store_frozen
-from ..store.inputs import digest_inputs, project_root
+from ..store.evaluator_files import resolve, store_frozen
+from ..store.input_digests import digest_inputs, project_root
 from ..store.jsonio import fsync_directory, read_json
 from ..store.locks import registry_lock
 from ..store.runs import RESULTS_FILE, RUNS_DIR
