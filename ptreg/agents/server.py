@@ -39,7 +39,6 @@ from ..gate.proposal import propose as propose_through_gate
 from ..gate.proposal_input import ProposalInput
 from ..operations.conclude import Verdict, conclude
 from ..operations.running import run_attempt as run_through_engine
-from ..records.attempt import CONFIDENCES
 from ..records.ledger import STATUSES, Filter
 from ..records.refs import check_id
 from ..store.directory import load_meta
@@ -341,18 +340,6 @@ def build(root: Path, runs: Runs | None = None) -> Server:
 
         def work() -> models.Concluded:
 
-            if status not in STATUSES:
-                raise UnusableInput(f"status {status!r} is not one of {', '.join(STATUSES)}")
-            if confidence is not None and confidence not in CONFIDENCES:
-                raise UnusableInput(f"confidence {confidence!r} is not one of {', '.join(CONFIDENCES)}")
-            for field_name, value in (
-                ("lesson", lesson),
-                ("next_action", next_action),
-                ("failure_reason", failure_reason),
-                ("evidence", evidence),
-            ):
-                if value is not None and not value.strip():
-                    raise UnusableInput(f"{field_name} is empty; say it in words")
             verdict = Verdict(
                 status,
                 lesson,
@@ -363,6 +350,7 @@ def build(root: Path, runs: Runs | None = None) -> Server:
                 tuple(evidence_sources),
                 continue_if,
             )
+            verdict.check()
             done = conclude(root, check_id(attempt_id), verdict)
             return models.Concluded(
                 attempt=done.attempt,

@@ -366,24 +366,12 @@ def conclude(
     """
     from ..operations.conclude import Verdict
     from ..operations.conclude import conclude as record_verdict
-    from ..records.attempt import CONFIDENCES, STATUSES
     from ..records.refs import check_id
 
-    if status not in STATUSES:
-        raise PtregError(f"--status {status!r} is not one of {', '.join(STATUSES)}", EXIT_UNUSABLE)
-    if confidence is not None and confidence not in CONFIDENCES:
-        raise PtregError(f"--confidence {confidence!r} is not one of {', '.join(CONFIDENCES)}", EXIT_UNUSABLE)
-    for flag, value in (
-        ("--lesson", lesson),
-        ("--next-action", next_action),
-        ("--failure-reason", failure_reason),
-        ("--evidence", evidence),
-    ):
-        if value is not None and not value.strip():
-            raise PtregError(f"{flag} is empty; say it in words", EXIT_UNUSABLE)
     verdict = Verdict(
         status, lesson, next_action, failure_reason, confidence, evidence, tuple(evidence_source), continue_if
     )
+    verdict.check(named=lambda field: "--" + field.replace("_", "-"))
     done = record_verdict(registry_dir(), check_id(attempt_id), verdict)
     updated = done.attempt
     if as_json:

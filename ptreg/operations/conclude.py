@@ -7,6 +7,7 @@ before anything is written.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from pydantic import ValidationError
 
 from ..clock import utc_now
 from ..errors import CheckFailed, UnusableInput
-from ..records.attempt import Attempt, ContinueIf
+from ..records.attempt import CONFIDENCES, STATUSES, Attempt, ContinueIf
 from ..records.condition import render
 from ..records.condition_grammar import parse
 from ..records.decision import Decision, decide
@@ -42,6 +43,19 @@ class Verdict:
     evidence: str | None = None  # added after the evidence lines the runs wrote
     evidence_sources: tuple[str, ...] = ()
     continue_if: str | None = None  # the condition over the run results that decides next_action
+
+    def check(self, named: Callable[[str], str] = str) -> None:
+        """The verdict's own words, before any file is read: a known status and confidence, and
+        no text given empty. ``named`` words a field as the caller's user knows it (a command
+        line's flag, a tool's argument)."""
+        if self.status not in STATUSES:
+            raise UnusableInput(f"{named('status')} {self.status!r} is not one of {', '.join(STATUSES)}")
+        if self.confidence is not None and self.confidence not in CONFIDENCES:
+            raise UnusableInput(f"{named('confidence')} {self.confidence!r} is not one of {', '.join(CONFIDENCES)}")
+        for field_name in ("lesson", "next_action", "failure_reason", "evidence"):
+            value = getattr(self, field_name)
+            if value is not None and not value.strip():
+                raise UnusableInput(f"{named(field_name)} is empty; say it in words")
 
 
 @dataclass(frozen=True)
