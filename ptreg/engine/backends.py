@@ -36,6 +36,35 @@ KERNEL_CALLS: dict[str, tuple[str, ...]] = {
     "matmul_backward_db": ("a", "dc", "out"),
 }
 OPTIONAL_CALLS: dict[str, tuple[str, ...]] = {"set_threads": ("n",)}
+# The step's other ops, each optional: a backend provides an op by having every one of its
+# methods (called with these arguments, as ``engine/workloads/layers.py`` defines them), and
+# declares in ``op_tolerances`` how close to the NumPy reference each op it provides stays.
+OP_METHODS: dict[str, dict[str, tuple[str, ...]]] = {
+    "encoder": {"encoder_forward": ("wte", "wpe", "tokens"), "encoder_backward": ("dx", "tokens", "dwte", "dwpe")},
+    "layernorm": {"layernorm_forward": ("x", "w", "b"), "layernorm_backward": ("dout", "cache")},
+    "attention": {"attention_forward": ("qkv", "B", "T", "NH"), "attention_backward": ("dout", "cache")},
+    "gelu": {"gelu_forward": ("x",), "gelu_backward": ("dout", "x")},
+    "crossentropy": {"crossentropy_forward": ("logits", "targets"), "crossentropy_backward": ("probs", "targets")},
+    "residual": {"residual_add": ("x", "branch")},
+    "bias": {"bias_forward": ("out", "b"), "bias_backward": ("dout", "db")},
+    "adamw": {
+        "adamw_update": (
+            "param",
+            "grad",
+            "m",
+            "v",
+            "lr",
+            "beta1",
+            "beta2",
+            "eps",
+            "weight_decay",
+            "correction1",
+            "correction2",
+        )
+    },
+}
+OPS = tuple(OP_METHODS)
+OP_OF_METHOD: dict[str, str] = {method: op for op, methods in OP_METHODS.items() for method in methods}
 # What a backend may declare itself to be, for the ratios of a run (see records.run.Roles).
 ROLES = ("reference", "peer")
 
@@ -88,6 +117,7 @@ class BackendInfo:
     reason: str | None  # why it is unavailable
     role: str | None = None  # "reference", "peer" or none
     configuration: str | None = None  # what it will run with on this machine, in its own words
+    ops: tuple[str, ...] = ()  # the step's ops it provides besides the three kernels
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,11 +129,58 @@ def entries() -> dict[str, BackendEntry]:
     return plugin_entries(ENTRY_POINT_GROUP)
 
 
+def provided_ops(owner: Any) -> tuple[str, ...]:
+    """The ops ``owner`` provides: those whose every method it has."""
+    return tuple(op for op, methods in OP_METHODS.items() if all(getattr(owner, m, None) is not None for m in methods))
+
+
+def op_tolerances(owner: Any) -> dict[str, float]:
+    """The tolerance ``owner`` declares for each op it provides (0.0: the reference's bits).
+
+    Raises ValueError naming what is wrong: an op provided in part, or without a declaration, a
+    declaration for an op it does not provide, or a tolerance that is not a number >= 0.
+    """
+    target = getattr(owner, "__name__", type(owner).__name__)
+    for methods in OP_METHODS.values():
+        missing = [m for m in methods if getattr(owner, m, None) is None]
+        if 0 < len(missing) < len(methods):
+            have = next(m for m in methods if m not in missing)
+            raise ValueError(f"{target} has {have} but not {', '.join(missing)}: an op is provided whole or not at all")
+    provided = provided_ops(owner)
+    declared = getattr(owner, "op_tolerances", None)
+    if declared is None:
+        declared = {}
+    if not isinstance(declared, dict):
+        raise ValueError(f"{target}: op_tolerances must be a dict of op to tolerance, got {declared!r}")
+    for op, tolerance in declared.items():
+        if op not in provided:
+            known = "an op it does not provide" if op in OPS else f"no op (ops: {', '.join(OPS)})"
+            raise ValueError(f"{target}: op_tolerances names {op!r}, {known}")
+        if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not 0 <= tolerance < 1:
+            raise ValueError(f"{target}: op_tolerances[{op!r}] must be a number in [0, 1), got {tolerance!r}")
+    undeclared = [op for op in provided if op not in declared]
+    if undeclared:
+        raise ValueError(
+            f"{target} provides {', '.join(undeclared)} without a tolerance: declare it in op_tolerances "
+            "(0.0 when it keeps the NumPy reference's bits)"
+        )
+    return {op: float(declared[op]) for op in provided}
+
+
 def signature_problem(target: str, owner: Any, bound: bool) -> str | None:
     """The first method of ``owner`` (a class, or a created backend when ``bound``) whose
-    signature does not take the arguments the engine passes; None when every one does. The
-    three kernels must be there; ``set_threads`` is checked only when it is."""
-    calls = {**KERNEL_CALLS, **{m: a for m, a in OPTIONAL_CALLS.items() if getattr(owner, m, None) is not None}}
+    signature does not take the arguments the engine passes, or what is wrong with the ops it
+    provides; None when all is well. The three kernels must be there; ``set_threads`` and each
+    op's methods are checked only when they are."""
+    try:
+        ops = op_tolerances(owner)
+    except ValueError as exc:
+        return str(exc)
+    calls = {
+        **KERNEL_CALLS,
+        **{m: a for m, a in OPTIONAL_CALLS.items() if getattr(owner, m, None) is not None},
+        **{m: a for op in ops for m, a in OP_METHODS[op].items()},
+    }
     for method, arguments in calls.items():
         problem = call_problem(target, owner, method, arguments, bound)
         if problem is not None:
@@ -162,10 +239,11 @@ def describe(entry: BackendEntry) -> BackendInfo:
     """Load the entry point (not the backend) and read its metadata; never raises."""
 
     def info(available: bool, reason: str | None, **meta: Any) -> BackendInfo:
-        fields = {
+        fields: dict[str, Any] = {
             key: meta.get(key)
             for key in ("description", "order_preserving", "thread_control", "default_threads", "role", "configuration")
         }
+        fields["ops"] = meta.get("ops", ())
         return BackendInfo(
             entry.name,
             entry.target,
@@ -195,7 +273,7 @@ def describe(entry: BackendEntry) -> BackendInfo:
     reason = meta.pop("unavailable_reason")
     if reason is None and inspect.isclass(factory):  # what cannot run here need not be callable
         reason = signature_problem(entry.target, factory, bound=False)
-    return info(reason is None, reason, **meta)
+    return info(reason is None, reason, ops=provided_ops(factory) if reason is None else (), **meta)
 
 
 def describe_all() -> list[BackendInfo]:
