@@ -20,6 +20,7 @@ BASE = {"ptreg", "ptreg.errors", "ptreg.text", "ptreg.clock"}
 ALLOWED_INSIDE_FUNCTIONS = {
     ("ptreg.engine.workloads.training", "ptreg.engine.workloads.tinygpt"),
     ("ptreg.engine.worker", "ptreg.engine.parity"),
+    ("ptreg.engine.worker", "ptreg.engine.op_parity"),
     ("ptreg.views.dossier", "ptreg.views.dossier_runs"),
     ("ptreg.store.index.freshness", "ptreg.store.record_file"),
     ("ptreg.store.lineage_read", "ptreg.store.lineage_files"),

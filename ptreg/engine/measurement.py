@@ -155,6 +155,7 @@ def parity_task(
         atol=spec.tolerance.atol,
         seed=spec.seed,
         threads=spec.threads,
+        op_configs=list(spec.configs),
     )
 
 

@@ -44,6 +44,9 @@ class ParityTask(_Message):
     atol: float
     seed: int
     threads: int
+    op_configs: list[str] = Field(
+        default_factory=list, description="The configs whose shapes the ops the backend provides are checked at."
+    )
 
 
 class CellTask(_Message):

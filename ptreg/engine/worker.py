@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from ..errors import UnusableInput
-from .backends import Backend, create, runtime_details, set_backend_threads
+from .backends import Backend, create, provided_ops, runtime_details, set_backend_threads
 from .callgrind import stopwatch_for, worker_report
 from .protocol import (
     PROTOCOL_VERSION,
@@ -80,7 +80,23 @@ def run_parity(task: ParityTask) -> None:
         name=task.backend,
         reference_name=task.reference,
     )
-    emit(ParityDone(result=result.to_outcome()))
+    outcome = result.to_outcome()
+    if provided_ops(backend):
+        from .op_parity import check_ops  # NumPy, as above
+
+        checks = check_ops(backend, task.op_configs, seed=task.seed)
+        failed = [c for c in checks if not c.passed]
+        outcome.op_checks = checks
+        if failed:
+            worst = failed[0]
+            outcome.passed = False
+            outcome.summary = (
+                f"{task.backend}: parity FAILED on {len(failed)} of {len(checks)} op checks; "
+                f"first {worst.op} at {worst.shape}: {worst.detail}"
+            )
+        elif outcome.passed:
+            outcome.summary += f"; its {len({c.op for c in checks})} ops match NumPy's ({len(checks)} checks)"
+    emit(ParityDone(result=outcome))
     emit(Done(runtime=runtime_details(backend)))
 
 

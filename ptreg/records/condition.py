@@ -31,11 +31,36 @@ MAX_DEPTH: Final = 32
 BACKEND_PATTERN: Final = r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9-]+)*$"
 BackendName = Annotated[str, StringConstraints(pattern=BACKEND_PATTERN, max_length=128)]
 
-# The parts of a training step a share names: the three kernels (records/run_results.py KERNELS; a
-# test holds them equal) and everything else.
-StepPart = Literal["forward", "backward_da", "backward_db", "other"]
-# The run records an Amdahl bound for each kernel, not for the rest of the step.
-BoundedKernel = Literal["forward", "backward_da", "backward_db"]
+# The parts of a training step a share names: the three kernels and the step's other ops
+# (records/run_results.py KERNELS and STEP_OPS; a test holds them equal) and what none took.
+StepPart = Literal[
+    "forward",
+    "backward_da",
+    "backward_db",
+    "encoder",
+    "layernorm",
+    "attention",
+    "gelu",
+    "residual",
+    "bias",
+    "crossentropy",
+    "adamw",
+    "other",
+]
+# The run records an Amdahl bound for each kernel and op, not for the rest of the step.
+BoundedKernel = Literal[
+    "forward",
+    "backward_da",
+    "backward_db",
+    "encoder",
+    "layernorm",
+    "attention",
+    "gelu",
+    "residual",
+    "bias",
+    "crossentropy",
+    "adamw",
+]
 # gflops reads a kernel, or ``step``: a training step's linear layers, all three kernels.
 GflopsPart = Literal["forward", "backward_da", "backward_db", "step"]
 Comparator = Literal[">=", ">", "<=", "<"]

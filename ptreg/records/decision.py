@@ -48,6 +48,8 @@ if TYPE_CHECKING:  # the run models are only read here: deciding needs none buil
 # What a function reads, by the samples a cell keeps it in: a run none of whose cells keeps
 # them measured something else, whichever workload that was (speedups are taken in every run).
 STEPS = ("step_samples", "ms_per_step", "attribution")
+# The parts every attribution has, whatever its version; the ops are in its ``ops``.
+WHOLE_STEP_PARTS = ("forward", "backward_da", "backward_db", "other")
 KERNELS_ALONE = ("kernel_samples", "kernels", "step_gflops")
 RECORDED_IN: dict[str, tuple[tuple[str, ...], str]] = {
     "share": (STEPS, "a training step's parts"),
@@ -231,7 +233,16 @@ def read(node: QuantityNode, results: RunResults) -> Reading:
     if isinstance(node, Share | Amdahl):
         if cell.attribution is None:
             return Reading(text, None, unknown=f"{node.backend}/{node.config} has no attribution (cell {cell.status})")
-        part = getattr(cell.attribution, node.kernel)
+        if node.kernel not in WHOLE_STEP_PARTS:  # an op: timed apart from version 6 on
+            if cell.attribution.ops is None:
+                why = f"run {results.run_id or 'ad hoc'} timed no op apart (results version {results.results_version})"
+                return Reading(text, None, unknown=why)
+            found = next((share for op, share in cell.attribution.ops.items() if op == node.kernel), None)
+            if found is None:
+                return Reading(text, None, unknown=f"{node.backend}/{node.config} recorded no time for {node.kernel}")
+            part = found
+        else:
+            part = getattr(cell.attribution, node.kernel)
         value = part.share if isinstance(node, Share) else part.amdahl_bound
         return Reading(text, value, unknown=None if value is not None else "no bound is recorded at a share of 1")
     if isinstance(node, MsPerStep):

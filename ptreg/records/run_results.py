@@ -28,9 +28,22 @@ from .counting import CountedUnder
 from .evaluator import AnySpec, ArmsSpec, EvaluatorSpec, FrozenEvaluator, MetricName, SpecField
 from .refs import INT_MAX, RUN_ID_PATTERN
 
-RESULTS_VERSION = 5
+RESULTS_VERSION = 6
 Kernel = Literal["forward", "backward_da", "backward_db"]
 KERNELS: tuple[Kernel, ...] = ("forward", "backward_da", "backward_db")
+# The training step's other ops, in the order the forward meets them (engine/backends.py
+# OP_METHODS names each one's methods; a test holds the two equal).
+StepOp = Literal["encoder", "layernorm", "attention", "gelu", "residual", "bias", "crossentropy", "adamw"]
+STEP_OPS: tuple[StepOp, ...] = (
+    "encoder",
+    "layernorm",
+    "attention",
+    "gelu",
+    "residual",
+    "bias",
+    "crossentropy",
+    "adamw",
+)
 CellStatus = Literal["measured", "failed", "parity-failed", "budget-exhausted", "not-started", "interrupted"]
 
 # What the readers of a run rely on, stated once for every number of it: a timing, a rate and a
@@ -137,11 +150,26 @@ class ParityCheck(_Strict):
     detail: str
 
 
+class OpParityCheck(_Strict):
+    """One op of the step, as a backend provides it, against the NumPy reference at one shape."""
+
+    op: StepOp
+    shape: str = Field(max_length=200, description="The configuration whose shapes the inputs had, e.g. 'xl'.")
+    mode: Literal["bit-identical", "tolerance"]
+    tolerance: NonNegative = Field(description="As the backend declares it: max |out - ref| <= tolerance · max |ref|.")
+    passed: bool
+    max_relative_error: NonNegative | None = Field(description="max |out - ref| / max |ref| over the op's outputs.")
+    detail: str
+
+
 class ParityOutcome(_Strict):
     backend: str
     passed: bool
     summary: str = Field(description="One line; names the worst mismatch when it failed.")
     checks: list[ParityCheck]
+    op_checks: list[OpParityCheck] | None = Field(
+        default=None, description="Version 6: each op the backend provides, checked before timing."
+    )
 
 
 class StepSample(_Strict):
@@ -151,6 +179,9 @@ class StepSample(_Strict):
     step: Index
     seconds: SampleSeconds
     kernel_seconds: dict[Kernel, Annotated[float, Field(ge=0, le=SAMPLE_SECONDS_MAX, allow_inf_nan=False)]]
+    op_seconds: dict[StepOp, Annotated[float, Field(ge=0, le=SAMPLE_SECONDS_MAX, allow_inf_nan=False)]] | None = Field(
+        default=None, description="Version 6: seconds in each op of the step, whoever provided it."
+    )
     loss: Finite
     instructions: Count | None = Field(
         default=None,
@@ -233,6 +264,14 @@ class Attribution(_Strict):
     bounding_kernel: Kernel = Field(description="The kernel with the largest share: the one that bounds the step.")
     headroom: Bound | None = Field(description="The bounding kernel's Amdahl bound.")
     all_matmuls_bound: Bound | None = Field(description="Speedup if all three kernels took no time.")
+    ops: dict[StepOp, Share] | None = Field(
+        default=None,
+        description="Version 6: each op's share of the step; `other` is then what no kernel or op took "
+        "(before version 6, `other` held every op).",
+    )
+    bounding_part: Kernel | StepOp | None = Field(
+        default=None, description="Version 6: the kernel or op with the largest share, and so the largest bound."
+    )
 
 
 class KernelTiming(_Strict):
@@ -330,7 +369,7 @@ class CodeIdentity(_Strict):
 class RunResults(_Strict):
     """The file ``results.json``."""
 
-    results_version: Literal[1, 2, 3, 4, 5]
+    results_version: Literal[1, 2, 3, 4, 5, 6]
     run_id: str | None = Field(pattern=RUN_ID_PATTERN, description="Null for an ad hoc `ptreg bench`.")
     attempt: AttemptId | None
     evaluator: str | None = Field(description="name@hash12 of the frozen evaluator; null for bench.")

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from helpers import SCHEMAS, complete_record, step_cell, step_results
+from ptreg.engine.backends import OP_METHODS, OPS
 from ptreg.records.attempt import Attempt
 from ptreg.records.condition import (
     BACKEND_PATTERN,
@@ -33,10 +34,10 @@ from ptreg.records.condition import (
 )
 from ptreg.records.condition_grammar import parse
 from ptreg.records.configs import CONFIGS, LayerName, linear_shapes
-from ptreg.records.decision import decide
+from ptreg.records.decision import WHOLE_STEP_PARTS, decide
 from ptreg.records.refs import ID_PATTERN
 from ptreg.records.registry import parse_record
-from ptreg.records.run_results import KERNELS, Cell, KernelTiming, RunResults
+from ptreg.records.run_results import KERNELS, STEP_OPS, Cell, KernelTiming, RunResults
 
 RUN = "20261201T092700Z"
 
@@ -165,7 +166,10 @@ def test_the_canonical_text_parses_back_to_the_same_tree(text: str) -> None:
 
 def test_the_language_names_what_the_formats_name() -> None:
     assert BACKEND_PATTERN == ID_PATTERN
-    assert set(KERNELS) < set(get_args(StepPart)) and get_args(BoundedKernel) == KERNELS
+    assert get_args(BoundedKernel) == (*KERNELS, *STEP_OPS)
+    assert get_args(StepPart) == (*KERNELS, *STEP_OPS, "other")
+    assert (*KERNELS, "other") == WHOLE_STEP_PARTS
+    assert tuple(OP_METHODS) == STEP_OPS == OPS
     assert get_args(LayerName) == tuple(s.name for s in linear_shapes(CONFIGS["xl"]))
 
 
@@ -230,6 +234,22 @@ def test_what_the_run_does_not_record_is_undecidable_with_the_reason() -> None:
     assert decision.truth is None and "has no cell numba/small" in decision.summary()
     decision = decide(parse("gflops(step, backend=numba, config=xl) > 1"), xl_run())
     assert decision.truth is None and "does not record (it measured tinygpt-train)" in decision.summary()
+
+
+def test_an_op_share_is_read_from_a_run_that_timed_ops_and_unknown_before() -> None:
+    data = xl_run(version=5).model_dump(mode="json")
+    decision = decide(parse("share(layernorm, backend=numba, config=xl) >= 0.05"), RunResults.model_validate(data))
+    assert decision.truth is None and "timed no op apart (results version 5)" in decision.summary()
+    data["results_version"] = 6
+    numba = next(c for c in data["cells"] if c["backend"] == "numba")
+    numba["attribution"]["ops"] = {"layernorm": {"ms": 60.0, "share": 0.06, "amdahl_bound": 1 / 0.94}}
+    numba["attribution"]["other"] = {"ms": 190.0, "share": 0.19, "amdahl_bound": None}
+    run = RunResults.model_validate(data)
+    assert decide(parse("share(layernorm, backend=numba, config=xl) >= 0.05"), run).truth is True
+    assert decide(parse("amdahl(layernorm, backend=numba, config=xl) > 1.07"), run).truth is False
+    assert decide(parse("share(other, backend=numba, config=xl) < 0.2"), run).truth is True
+    # an op the run did not time apart in that cell is unknown, never zero
+    assert decide(parse("share(gelu, backend=numba, config=xl) < 0.5"), run).truth is None
 
 
 def test_the_summary_names_each_value_and_the_run() -> None:

@@ -13,10 +13,21 @@ from typing import Any
 
 from ...records.configs import CONFIGS
 from ...records.evaluator import AnySpec, EvaluatorSpec
-from ...records.run_results import KERNELS, Attribution, Cell, Kernel, Roles, RunResults, Share, StepSample
-from ..backends import Backend
+from ...records.run_results import (
+    KERNELS,
+    STEP_OPS,
+    Attribution,
+    Cell,
+    Kernel,
+    Roles,
+    RunResults,
+    Share,
+    StepOp,
+    StepSample,
+)
+from ..backends import METHOD_OF_KERNEL, OP_METHODS, Backend
 from ..protocol import CellTask
-from ..stats import inverted, summarize, too_wide
+from ..stats import inverted, paired_ratio, summarize, too_wide
 from .base import (
     KERNEL_LABEL,
     AnySample,
@@ -40,63 +51,110 @@ from .base import (
     without_twin,
 )
 
+PART_LABEL: dict[str, str] = {str(k): label for k, label in KERNEL_LABEL.items()}
 CLOSE = 0.9  # a kernel within 10% of the bounding one's share is named beside it
 
 
-class TimedKernels:
-    """Wraps a backend and adds up the seconds spent in each of its three kernels.
+class TimedStep:
+    """Every method the step calls (``StepOps`` over a backend), each adding up its seconds: the
+    three kernels under their names, and each op's methods under the op's name.
 
-    The model sees the same three methods; the wrapper costs two clock reads per call,
-    a few hundred nanoseconds against kernels of tens of microseconds or more.
+    The model sees the same methods; the proxy costs two clock reads per call, a few hundred
+    nanoseconds against kernels and ops of tens of microseconds or more.
     """
 
     def __init__(self, backend: Backend):
-        self.backend = backend
+        from .tinygpt import StepOps  # NumPy: only in the worker
+
+        step = StepOps(backend)
+        self.provided = step.provided  # the ops the backend itself computes
         self.seconds: dict[Kernel, float] = dict.fromkeys(KERNELS, 0.0)
+        self.op_seconds: dict[StepOp, float] = dict.fromkeys(STEP_OPS, 0.0)
+        for kernel, method in METHOD_OF_KERNEL.items():
+            setattr(self, method, self._timed(getattr(step, method), self.seconds, kernel))
+        for op, methods in OP_METHODS.items():
+            for method in methods:
+                setattr(self, method, self._timed(getattr(step, method), self.op_seconds, op))
+
+    @staticmethod
+    def _timed(method: Any, totals: dict[Any, float], part: str) -> Any:
+        clock = time.perf_counter
+
+        def timed(*args: Any) -> Any:
+            start = clock()
+            try:
+                return method(*args)
+            finally:
+                totals[part] += clock() - start
+
+        return timed
 
     def reset(self) -> None:
-        self.seconds = dict.fromkeys(KERNELS, 0.0)
-
-    def matmul_forward(self, a: Any, b: Any, out: Any) -> None:
-        start = time.perf_counter()
-        self.backend.matmul_forward(a, b, out)
-        self.seconds["forward"] += time.perf_counter() - start
-
-    def matmul_backward_da(self, dc: Any, b: Any, out: Any) -> None:
-        start = time.perf_counter()
-        self.backend.matmul_backward_da(dc, b, out)
-        self.seconds["backward_da"] += time.perf_counter() - start
-
-    def matmul_backward_db(self, a: Any, dc: Any, out: Any) -> None:
-        start = time.perf_counter()
-        self.backend.matmul_backward_db(a, dc, out)
-        self.seconds["backward_db"] += time.perf_counter() - start
+        # in place: each timed method holds the dict it adds to
+        for kernel in KERNELS:
+            self.seconds[kernel] = 0.0
+        for op in STEP_OPS:
+            self.op_seconds[op] = 0.0
 
 
 def attribution(samples: list[StepSample], step_ms: float) -> Attribution:
-    """Each kernel's share of the step, from totals over every timed step (so shares add to 1)."""
+    """Each kernel's and op's share of the step, from totals over every timed step (so shares
+    add to 1); without op times (a run before version 6), ``other`` holds every op."""
     total = sum(s.seconds for s in samples)
-    kernel_total = {k: sum(s.kernel_seconds.get(k, 0.0) for s in samples) for k in KERNELS}
-    other = max(total - sum(kernel_total.values()), 0.0)
+    kernel_total: dict[Kernel, float] = {k: sum(s.kernel_seconds.get(k, 0.0) for s in samples) for k in KERNELS}
+    timed_ops = all(s.op_seconds is not None for s in samples)
+    op_total: dict[StepOp, float] = (
+        {op: sum((s.op_seconds or {}).get(op, 0.0) for s in samples) for op in STEP_OPS} if timed_ops else {}
+    )
+    other = max(total - sum(kernel_total.values()) - sum(op_total.values()), 0.0)
 
     def share(seconds: float) -> Share:
-        fraction = seconds / total
+        fraction = min(seconds / total, 1.0)
         bound = 1 / (1 - fraction) if fraction < 1 else None
         return Share(ms=fraction * step_ms, share=fraction, amdahl_bound=bound)
 
     parts = {k: share(v) for k, v in kernel_total.items()}
     bounding = max(KERNELS, key=lambda k: kernel_total[k])
-    other_share = other / total
+    every: list[tuple[Kernel | StepOp, float]] = [*kernel_total.items(), *op_total.items()]
+    all_matmuls = sum(kernel_total.values()) / total
     return Attribution(
         step_ms=step_ms,
         forward=parts["forward"],
         backward_da=parts["backward_da"],
         backward_db=parts["backward_db"],
-        other=Share(ms=other_share * step_ms, share=other_share, amdahl_bound=None),
+        other=Share(ms=other / total * step_ms, share=other / total, amdahl_bound=None),
         bounding_kernel=bounding,
         headroom=parts[bounding].amdahl_bound,
-        all_matmuls_bound=1 / other_share if other_share > 0 else None,
+        all_matmuls_bound=1 / (1 - all_matmuls) if all_matmuls < 1 else None,
+        ops={op: share(v) for op, v in op_total.items()} if timed_ops else None,
+        bounding_part=max(every, key=lambda part: part[1])[0] if timed_ops else None,
     )
+
+
+def _part_share(a: Attribution | None, part: str) -> Share | None:
+    if a is None:
+        return None
+    if part in KERNELS or part == "other":
+        found: Share = getattr(a, part)
+        return found
+    return next((share for op, share in (a.ops or {}).items() if op == part), None)
+
+
+def part_seconds(cell: Cell, timed_steps: int) -> dict[str, dict[int, float]]:
+    """Mean seconds per step of each kernel, op and the rest, in each whole repeat, by round."""
+    repeats = complete_repeats(cell.step_samples or [], timed_steps)
+    found: dict[str, dict[int, float]] = {}
+    for r, group in repeats.items():
+        if any(s.op_seconds is None for s in group):
+            continue
+        n = len(group)
+        for kernel in KERNELS:
+            found.setdefault(kernel, {})[r] = sum(s.kernel_seconds.get(kernel, 0.0) for s in group) / n
+        for op in STEP_OPS:
+            found.setdefault(op, {})[r] = sum((s.op_seconds or {}).get(op, 0.0) for s in group) / n
+        rest = sum(s.seconds - sum(s.kernel_seconds.values()) - sum((s.op_seconds or {}).values()) for s in group)
+        found.setdefault("other", {})[r] = max(rest / n, 1e-12)  # a ratio needs a positive time
+    return found
 
 
 class _TrainingRun(CellRun):
@@ -104,7 +162,7 @@ class _TrainingRun(CellRun):
         from .tinygpt import Trainer  # NumPy: only in the worker, never on the CLI's start-up path
 
         self.task = task
-        self.kernels = TimedKernels(backend)
+        self.kernels = TimedStep(backend)
         self.trainer = Trainer(CONFIGS[task.config], self.kernels, seed=task.seed)
 
     def warm_up(self, progress: ReportProgress) -> None:
@@ -125,6 +183,7 @@ class _TrainingRun(CellRun):
                     step=step,
                     seconds=took.seconds,
                     kernel_seconds=dict(self.kernels.seconds),
+                    op_seconds=dict(self.kernels.op_seconds),
                     loss=float(loss),
                     instructions=took.instructions,
                 )
@@ -201,6 +260,7 @@ class TrainingWorkload(BackendsWorkload):
         attributed = self._attribution_table(results)
         if attributed.rows:
             found.append(attributed)
+        found += [t for config in results.spec.config_names if (t := self._op_table(results, config)) is not None]
         return found
 
     @staticmethod
@@ -303,25 +363,58 @@ class TrainingWorkload(BackendsWorkload):
         ]
         return Table("Per-kernel attribution: share of the step (Amdahl bound)", rows, headers)
 
+    @staticmethod
+    def _op_table(results: RunResults, config: str) -> Table | None:
+        """Every part of the step at one config: ms (share) per backend, and each backend's
+        speedup on that part over the baseline's, round by round; None without op times."""
+        cells = [c for c in results.cells if c.config == config and c.attribution and c.attribution.ops]
+        if not cells:
+            return None
+        spec = backends_spec(results.spec)
+        own = {p.backend: {check.op for check in p.op_checks or []} for p in results.parity}
+        parts: list[str] = [*KERNELS, *STEP_OPS, "other"]
+        per_repeat = {c.backend: part_seconds(c, spec.timed_steps) for c in cells}
+        baseline = per_repeat.get(spec.baseline)
+        others = [c for c in cells if c.backend != spec.baseline]
+        rows = []
+        for part in parts:
+            row = [PART_LABEL.get(part, part)]
+            for c in cells:
+                share = _part_share(c.attribution, part)
+                mark = "*" if part in own.get(c.backend, set()) else ""
+                row.append(f"{number(share.ms)}{mark} ({percent(share.share)})" if share else "unknown")
+            for c in others:
+                found = paired_ratio(baseline[part], per_repeat[c.backend][part]) if baseline else None
+                row.append(ratio_text(found.median if found else None, found))
+            rows.append(row)
+        headers = ["part", *(f"{c.backend} ms" for c in cells), *(f"{c.backend} vs {spec.baseline}" for c in others)]
+        title = f"Per-op attribution at {config}: ms per step (share); * the backend's own op, else NumPy's"
+        return Table(title, rows, headers)
+
     def verdict(self, results: RunResults) -> list[str]:
-        """Which kernel bounds the step, and how much a faster one could still give."""
+        """Which kernel or op bounds the step, and how much a faster one could still give."""
         lines = []
         reference = results.ratio_roles.reference
         for c in results.cells:
             a = c.attribution
             if a is None or (c.backend == reference and len(results.spec.arm_names) > 1):
                 continue
-            share = getattr(a, a.bounding_kernel).share
+            # Before version 6 only the kernels had times, so only they can bound the step.
+            names = [*KERNELS, *STEP_OPS] if a.ops else list(KERNELS)
+            shares = {part: found for part in names if (found := _part_share(a, part)) is not None}
+            bounding = max(shares, key=lambda part: shares[part].share)
+            top = shares[bounding]
             # A lead of a few points is within a noisy machine's reach: name the runners-up.
             close = [
-                f"{KERNEL_LABEL[k]} {percent(getattr(a, k).share)}"
-                for k in KERNELS
-                if k != a.bounding_kernel and getattr(a, k).share >= CLOSE * share
+                f"{PART_LABEL.get(p, p)} {percent(found.share)}"
+                for p, found in shares.items()
+                if p != bounding and found.share >= CLOSE * top.share
             ]
             lines.append(
-                f"{c.backend}/{c.config}: {KERNEL_LABEL[a.bounding_kernel]} bounds the step ({percent(share)} of "
+                f"{c.backend}/{c.config}: {PART_LABEL.get(bounding, bounding)} bounds the step ({percent(top.share)} of "
                 f"{number(a.step_ms)} ms" + (f"; close behind: {', '.join(close)}" if close else "") + "); "
-                f"removing it entirely would give at most {times(a.headroom)}, and all three matmuls at most "
+                f"removing it entirely would give at most {times(top.amdahl_bound)}, and all three matmuls at most "
                 f"{times(a.all_matmuls_bound)}"
+                + (f"; what no kernel or op took: {percent(a.other.share)}" if a.ops else "")
             )
         return lines

@@ -1,0 +1,162 @@
+"""The op contract: which ops a backend provides, the parity gate of ops, the step through
+StepOps, and each op's share of the step."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+from ptreg.engine.backends import OP_METHODS, op_tolerances, provided_ops, signature_problem
+from ptreg.engine.op_parity import check_ops
+from ptreg.engine.workloads import layers
+from ptreg.engine.workloads.tinygpt import ReferenceKernels, StepOps, Trainer
+from ptreg.engine.workloads.training import TimedStep, attribution
+from ptreg.records.configs import CONFIGS
+from ptreg.records.run_results import STEP_OPS, StepSample
+
+
+class Reference(ReferenceKernels):
+    """The three kernels and every op, each op NumPy's own: declared bit for bit."""
+
+    op_tolerances: ClassVar[dict[str, float]] = dict.fromkeys(STEP_OPS, 0.0)
+
+
+for _op, _methods in OP_METHODS.items():
+    for _method in _methods:
+        setattr(Reference, _method, staticmethod(getattr(layers, _method)))
+
+
+class RoughGelu(ReferenceKernels):
+    """GELU through erf-free tanh of a slightly wrong constant: close, not the same."""
+
+    op_tolerances: ClassVar[dict[str, float]] = {"gelu": 1e-6}
+
+    @staticmethod
+    def gelu_forward(x: np.ndarray) -> np.ndarray:
+        return layers.gelu_forward(x) * np.float32(1.001)
+
+    @staticmethod
+    def gelu_backward(dout: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return layers.gelu_backward(dout, x)
+
+
+class LooseGelu(RoughGelu):
+    op_tolerances: ClassVar[dict[str, float]] = {"gelu": 0.01}
+
+
+class WritesInput(ReferenceKernels):
+    op_tolerances: ClassVar[dict[str, float]] = {"residual": 0.0}
+
+    @staticmethod
+    def residual_add(x: np.ndarray, branch: np.ndarray) -> np.ndarray:
+        x += branch  # in place: the caller's activation is lost
+        return x
+
+
+class HalfAnOp(ReferenceKernels):
+    op_tolerances: ClassVar[dict[str, float]] = {"layernorm": 0.0}
+
+    @staticmethod
+    def layernorm_forward(x: Any, w: Any, b: Any) -> Any:
+        return layers.layernorm_forward(x, w, b)
+
+
+class Undeclared(ReferenceKernels):
+    residual_add = staticmethod(layers.residual_add)
+
+
+class Raises(ReferenceKernels):
+    op_tolerances: ClassVar[dict[str, float]] = {"residual": 0.0}
+
+    @staticmethod
+    def residual_add(x: Any, branch: Any) -> Any:
+        raise RuntimeError("no such kernel today")
+
+
+def test_a_backend_of_kernels_alone_provides_no_op() -> None:
+    assert provided_ops(ReferenceKernels()) == ()
+    assert op_tolerances(ReferenceKernels()) == {}
+    assert signature_problem("mine:Kernels", ReferenceKernels, bound=False) is None
+
+
+def test_an_op_is_provided_whole_and_declared() -> None:
+    assert provided_ops(Reference) == STEP_OPS
+    assert signature_problem("mine:Reference", Reference, bound=False) is None
+    half = signature_problem("mine:HalfAnOp", HalfAnOp, bound=False)
+    assert half is not None and "layernorm_forward but not layernorm_backward" in half
+    undeclared = signature_problem("mine:Undeclared", Undeclared, bound=False)
+    assert undeclared is not None and "residual without a tolerance" in undeclared
+
+
+def test_parity_of_ops_passes_the_reference_bit_for_bit() -> None:
+    checks = check_ops(Reference(), ["tiny", "small"])
+    assert {c.op for c in checks} == set(STEP_OPS)
+    assert {c.shape for c in checks} == {"tiny", "small", "odd"}
+    assert all(c.passed and c.mode == "bit-identical" for c in checks), [c.detail for c in checks if not c.passed]
+
+
+def test_parity_of_ops_holds_each_to_its_declared_tolerance() -> None:
+    rough = check_ops(RoughGelu(), ["tiny"])
+    assert not any(c.passed for c in rough)
+    assert "above 1e-06" in rough[0].detail and rough[0].max_relative_error is not None
+    loose = check_ops(LooseGelu(), ["tiny"])
+    assert all(c.passed and c.mode == "tolerance" for c in loose)
+
+
+def test_parity_of_ops_catches_a_written_input_and_a_raise() -> None:
+    written = check_ops(WritesInput(), ["tiny"])
+    assert not written[0].passed and "modified its input x" in written[0].detail
+    raised = check_ops(Raises(), ["tiny"])
+    assert not raised[0].passed and "raised RuntimeError: no such kernel today" in raised[0].detail
+
+
+def test_a_step_through_the_backends_ops_is_the_reference_step_when_they_are_its_bits() -> None:
+    """StepOps routes every op to the backend; ops that are NumPy's give the same losses, bit
+    for bit, as a backend with kernels alone (which runs the reference ops)."""
+    mine, plain = Trainer(CONFIGS["tiny"], Reference()), Trainer(CONFIGS["tiny"], ReferenceKernels())
+    assert mine.model.ops.provided == STEP_OPS and plain.model.ops.provided == ()
+    assert [mine.step() for _ in range(3)] == [plain.step() for _ in range(3)]
+    for name, value in mine.model.params.items():
+        assert np.array_equal(value, plain.model.params[name]), name
+
+
+def test_the_step_times_every_op_and_the_attribution_adds_up() -> None:
+    timed = TimedStep(ReferenceKernels())  # type: ignore[arg-type]
+    trainer = Trainer(CONFIGS["tiny"], timed)
+    samples = []
+    for step in range(3):
+        timed.reset()
+        before = time.perf_counter()
+        loss = trainer.step()
+        seconds = time.perf_counter() - before
+        samples.append(
+            StepSample(
+                repeat=0,
+                step=step,
+                seconds=seconds,
+                kernel_seconds=dict(timed.seconds),
+                op_seconds=dict(timed.op_seconds),
+                loss=loss,
+            )
+        )
+    assert all(samples[-1].op_seconds[op] > 0 for op in STEP_OPS)  # type: ignore[index]
+    found = attribution(samples, step_ms=1.0)
+    assert found.ops is not None and set(found.ops) == set(STEP_OPS)
+    shares = [found.forward.share, found.backward_da.share, found.backward_db.share, found.other.share]
+    assert sum(shares) + sum(s.share for s in found.ops.values()) == pytest.approx(1.0)
+    assert found.bounding_part in (*STEP_OPS, "forward", "backward_da", "backward_db")
+
+
+def test_an_attribution_without_op_times_keeps_every_op_in_other() -> None:
+    sample = StepSample(repeat=0, step=0, seconds=1.0, kernel_seconds={"forward": 0.5}, loss=1.0)
+    found = attribution([sample], step_ms=1000.0)
+    assert found.ops is None and found.bounding_part is None
+    assert found.other.share == pytest.approx(0.5)
+
+
+def test_step_ops_without_ops_falls_back_to_numpy() -> None:
+    step = StepOps(ReferenceKernels())
+    assert step.layernorm_forward is layers.layernorm_forward  # type: ignore[attr-defined]
