@@ -160,3 +160,31 @@ def test_an_attribution_without_op_times_keeps_every_op_in_other() -> None:
 def test_step_ops_without_ops_falls_back_to_numpy() -> None:
     step = StepOps(ReferenceKernels())
     assert step.layernorm_forward is layers.layernorm_forward  # type: ignore[attr-defined]
+
+
+def test_a_plugin_that_provides_ops_is_checked_timed_and_attributed_op_by_op(cli: Any) -> None:
+    """Through a real worker: the plugin's ops pass parity (one of them within a tolerance, one
+    bit for bit), each op has its share in the results, the table marks the plugin's own ops;
+    a plugin whose op is off is refused before timing, naming the op."""
+    result = cli(
+        "bench", "-b", "example-own-ops", "-b", "numpy-blas", "-b", "example-wrong-op",
+        "-c", "tiny", "--repeats", "2", "--timed-steps", "1", "--warmup-steps", "0", "--json",
+    )  # fmt: skip
+    assert result.code == 1, result.err  # one backend failed its parity
+    data = result.json()
+    parity = {p["backend"]: p for p in data["parity"]}
+    own = parity["example-own-ops"]
+    assert own["passed"] and {c["op"] for c in own["op_checks"]} == {"layernorm", "residual"}
+    modes = {(c["op"], c["mode"]) for c in own["op_checks"]}
+    assert modes == {("layernorm", "tolerance"), ("residual", "bit-identical")}
+    assert parity["numpy-blas"]["op_checks"] is None  # it provides none: nothing to check
+    wrong = parity["example-wrong-op"]
+    assert not wrong["passed"] and "gelu at tiny" in wrong["summary"]
+    cells = {c["backend"]: c for c in data["cells"]}
+    assert cells["example-wrong-op"]["status"] == "parity-failed"
+    ops = cells["example-own-ops"]["attribution"]["ops"]
+    assert set(ops) == set(STEP_OPS) and all(0 <= ops[op]["share"] <= 1 for op in ops)
+    table = cli("bench", "-b", "example-own-ops", "-b", "numpy-blas", "-c", "tiny", "--repeats", "2", "--timed-steps", "1")
+    assert "Per-op attribution at tiny" in table.out
+    layernorm_row = next(line for line in table.out.splitlines() if line.startswith("layernorm"))
+    assert "*" in layernorm_row  # example-own-ops's own op; numpy-blas's is NumPy's

@@ -117,3 +117,51 @@ class MoreWorkBackend:
 
     def matmul_backward_db(self, a: np.ndarray, dc: np.ndarray, out: np.ndarray) -> None:
         self._counted(lambda: np.matmul(a.T, dc, out=out))
+
+
+class OwnOpsBackend(TransposeBackend):
+    """Provides two of the step's ops: layernorm computed in float64 and rounded once at the end
+    (so within a tolerance of NumPy's float32, not its bits), and the residual add as NumPy's
+    own (its bits)."""
+
+    name = "example-own-ops"
+    description = "Example plugin: its own layernorm (in float64) and residual add beside np.dot kernels."
+    op_tolerances = {"layernorm": 1e-5, "residual": 0.0}  # noqa: RUF012 - read from the class
+
+    @staticmethod
+    def layernorm_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, object]:
+        x64 = x.astype(np.float64)
+        mean = x64.mean(axis=-1, keepdims=True)
+        rstd = 1.0 / np.sqrt(((x64 - mean) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+        norm = (x64 - mean) * rstd
+        return (norm * w + b).astype(x.dtype), (norm, rstd, w)
+
+    @staticmethod
+    def layernorm_backward(dout: np.ndarray, cache: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        norm, rstd, w = cache  # type: ignore[misc]
+        d64 = dout.astype(np.float64)
+        dnorm = d64 * w
+        dx = (dnorm - dnorm.mean(axis=-1, keepdims=True) - norm * (dnorm * norm).mean(axis=-1, keepdims=True)) * rstd
+        dtype = dout.dtype
+        return dx.astype(dtype), (d64 * norm).sum(axis=0).astype(dtype), d64.sum(axis=0).astype(dtype)
+
+    @staticmethod
+    def residual_add(x: np.ndarray, branch: np.ndarray) -> np.ndarray:
+        return x + branch
+
+
+class WrongOpBackend(TransposeBackend):
+    """Provides a GELU with a wrong constant under a tight tolerance: its parity must fail."""
+
+    name = "example-wrong-op"
+    description = "Example plugin: a GELU off by 0.1%, to show the parity gate of ops refusing it."
+    op_tolerances = {"gelu": 1e-6}  # noqa: RUF012 - read from the class
+
+    @staticmethod
+    def gelu_forward(x: np.ndarray) -> np.ndarray:
+        out: np.ndarray = 0.5 * x * (1.0 + np.tanh(0.7986 * (x + 0.044715 * x**3)))
+        return out
+
+    @staticmethod
+    def gelu_backward(dout: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return dout * (0.5 * (1.0 + np.tanh(0.7986 * x)))
