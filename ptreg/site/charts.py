@@ -47,6 +47,21 @@ LINE_STYLES = ("-", "--", ":", "-.")
 DRAWN = 1e15
 LABEL_MAX = 32  # characters of a name drawn as a label; the table and the tooltip hold it whole
 COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
+# A step's parts need more: the three kernels, the eight ops and the rest (tab20's first twelve).
+PART_COLOURS = (
+    "#1f77b4",
+    "#aec7e8",
+    "#ff7f0e",
+    "#ffbb78",
+    "#2ca02c",
+    "#98df8a",
+    "#d62728",
+    "#ff9896",
+    "#9467bd",
+    "#c5b0d5",
+    "#8c564b",
+    "#7f7f7f",
+)
 
 
 @dataclass
@@ -234,8 +249,23 @@ def bar_chart(
     return Chart(name, title, svg, headers, rows, " ".join(n for n in notes if n))
 
 
-PARTS = ("forward", "backward_da", "backward_db", "other")
-PART_LABELS = {"forward": "forward", "backward_da": "backward dA", "backward_db": "backward dB", "other": "other"}
+# The kernels, the step's other ops (records/run_results.py STEP_OPS; a test holds them equal),
+# and what none of them took.
+PARTS = (
+    "forward",
+    "backward_da",
+    "backward_db",
+    "encoder",
+    "layernorm",
+    "attention",
+    "gelu",
+    "residual",
+    "bias",
+    "crossentropy",
+    "adamw",
+    "other",
+)
+PART_LABELS = {"forward": "forward", "backward_da": "backward dA", "backward_db": "backward dB"}
 
 
 @dataclass(frozen=True)
@@ -257,23 +287,28 @@ def share_chart(name: str, title: str, stacks: Sequence[Stack]) -> Chart:
         figure = new(6.4, 0.45 * max(len(stacks), 1) + 1.4)
         axes = figure.add_subplot()
         n = 0
+        # Only the parts some stack has: a run before version 6 timed no op apart.
+        parts = [p for p in PARTS if any(p in s.shares for s in stacks)]
+        labelled: set[str] = set()
         for y, stack in enumerate(stacks):
             left = 0.0
             drawn = 0
-            for colour, part in zip(COLOURS, PARTS, strict=False):
+            for colour, part in zip(PART_COLOURS, PARTS, strict=True):
                 share = stack.shares.get(part)
                 if not drawable(share):
                     continue
+                shown = PART_LABELS.get(part, part)
                 (patch,) = axes.barh(
-                    [y], [share], left=left, color=colour, label=PART_LABELS[part] if y == 0 else None, height=0.6
+                    [y], [share], left=left, color=colour, label=shown if part not in labelled else None, height=0.6
                 )
+                labelled.add(part)
                 patch.set_gid(f"{name}-mark-{n}")
-                titles[f"{name}-mark-{n}"] = f"{stack.label}: {PART_LABELS[part]} {100 * share:.1f}%"
+                titles[f"{name}-mark-{n}"] = f"{stack.label}: {shown} {100 * share:.1f}%"
                 n += 1
                 drawn += 1
                 left += share
             cells = [stack.label, number(stack.step_ms)]
-            for part in PARTS:
+            for part in parts:
                 share = stack.shares.get(part)
                 bound = stack.bounds.get(part)
                 cells.append("unknown" if share is None else f"{100 * share:.1f}%")
@@ -288,8 +323,8 @@ def share_chart(name: str, title: str, stacks: Sequence[Stack]) -> Chart:
         _fit(figure, [label(s.label) for s in stacks])
         svg = _svg(figure, titles)
     headers = ["config / backend", "step ms"]
-    for part in PARTS:
-        headers += [PART_LABELS[part], "Amdahl bound"]
+    for part in parts:
+        headers += [PART_LABELS.get(part, part), "Amdahl bound"]
     return Chart(name, title, svg, headers, rows)
 
 

@@ -312,7 +312,9 @@ def run_charts(results: RunResults) -> list[Chart]:
         a = cell.attribution
         if a is None:
             continue
-        parts = {"forward": a.forward, "backward_da": a.backward_da, "backward_db": a.backward_db, "other": a.other}
+        parts = {"forward": a.forward, "backward_da": a.backward_da, "backward_db": a.backward_db}
+        parts.update({str(op): share for op, share in (a.ops or {}).items()})
+        parts["other"] = a.other
         stacks.append(
             Stack(
                 f"{cell.config} / {cell.backend}",
@@ -323,7 +325,9 @@ def run_charts(results: RunResults) -> list[Chart]:
         )
     if stacks:
         charts.append(
-            share_chart("shares", "Each kernel's share of the step, and its Amdahl bound (if it took no time)", stacks)
+            share_chart(
+                "shares", "Each kernel's and op's share of the step, and its Amdahl bound (if it took no time)", stacks
+            )
         )
     return charts
 

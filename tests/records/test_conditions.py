@@ -21,6 +21,7 @@ from jsonschema import Draft202012Validator
 
 from helpers import SCHEMAS, complete_record, step_cell, step_results
 from ptreg.engine.backends import OP_METHODS, OPS
+from ptreg.site.charts import PARTS
 from ptreg.records.attempt import Attempt
 from ptreg.records.condition import (
     BACKEND_PATTERN,
@@ -170,6 +171,7 @@ def test_the_language_names_what_the_formats_name() -> None:
     assert get_args(StepPart) == (*KERNELS, *STEP_OPS, "other")
     assert (*KERNELS, "other") == WHOLE_STEP_PARTS
     assert tuple(OP_METHODS) == STEP_OPS == OPS
+    assert PARTS == (*KERNELS, *STEP_OPS, "other")
     assert get_args(LayerName) == tuple(s.name for s in linear_shapes(CONFIGS["xl"]))
 
 

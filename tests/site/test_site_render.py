@@ -106,6 +106,10 @@ def test_share_and_history_charts_take_the_same_names_and_values() -> None:
     shares = share_chart("shares", "s", stacks)
     assert [r.marks for r in shares.rows] == [1, 4] and len(marks(shares.svg, "shares")) == 5
     assert f">xl / {MATHS}</text>" in shares.svg and f">{label(f'xl / {LONG}')}</text>" in shares.svg
+    assert "attention" not in shares.headers  # no stack timed ops apart: no column for them
+    with_ops = share_chart("ops", "s", [Stack("xl / a", 10.0, {"forward": 0.5, "attention": 0.3, "other": 0.2}, {})])
+    assert with_ops.headers[2::2] == ["forward", "attention", "other"]
+    assert [r.marks for r in with_ops.rows] == [3] and "<title>xl / a: attention 30.0%</title>" in with_ops.svg
     points = [
         Point(f"xl / {MATHS}", "a/20240101T000000Z", 5.0, 4.0, 6.0),
         Point(f"xl / {MATHS}", "a/20240102T000000Z", math.inf, None, None),
