@@ -17,7 +17,7 @@ from ..errors import PtregError
 from ..records.attempt import Attempt
 from ..records.graph import children_of
 from ..records.ledger import Summary, Vocabularies, in_ledger_order
-from ..records.run_results import KERNELS, Cell, RunResults
+from ..records.run_results import KERNELS, Attribution, Cell, RunResults, Share
 from ..store.full_read import read_summarized
 from ..store.runs import read_results, run_folder
 from .dispositions import decide_all, latest_complete
@@ -248,13 +248,13 @@ def _headroom(
             continue
         cell, kernel, bound = largest
         assert cell.attribution is not None
-        part = getattr(cell.attribution, kernel)
+        part = _share_of(cell.attribution, kernel)
         other = cell.attribution.other.share
         targeting = _targeting(attempt.id, kernel, by_id, children)
         where = f"{cell.backend}/{cell.config}"
         rest = (
-            f"; the rest of the step takes {other:.0%} there, more than any kernel (no bound is recorded for it)"
-            if other > max(getattr(cell.attribution, k).share for k in KERNELS)
+            f"; the rest of the step takes {other:.0%} there, more than any kernel or op (no bound is recorded for it)"
+            if other > max(_share_of(cell.attribution, k).share for k in _parts(cell.attribution))
             else ""
         )
         already = (
@@ -296,11 +296,23 @@ def largest_bound(results: RunResults) -> tuple[Cell, str, float] | None:
     for cell in results.cells:
         if cell.attribution is None or (several and cell.backend == reference):
             continue
-        for kernel in KERNELS:
-            bound = getattr(cell.attribution, kernel).amdahl_bound
+        for kernel in _parts(cell.attribution):
+            bound = _share_of(cell.attribution, kernel).amdahl_bound
             if bound is not None and (best is None or bound > best[2]):
                 best = (cell, kernel, bound)
     return best
+
+
+def _parts(attribution: Attribution) -> list[str]:
+    """The kernels, and the ops when the run timed them apart (results version 6)."""
+    return [*KERNELS, *(attribution.ops or {})]
+
+
+def _share_of(attribution: Attribution, part: str) -> Share:
+    if part in KERNELS:
+        found: Share = getattr(attribution, part)
+        return found
+    return next(share for op, share in (attribution.ops or {}).items() if op == part)
 
 
 def _targeting(
@@ -316,7 +328,7 @@ def _targeting(
         seen.add(node)
         a = by_id[node]
         text = f"{a.question or ''} {a.varied or ''}".lower()
-        if any(word.lower() in text for word in KERNEL_WORDS[kernel]):
+        if any(word.lower() in text for word in KERNEL_WORDS.get(kernel, (kernel,))):
             found.append(node)
         stack.extend(children.get(node, []))
     return found
