@@ -110,7 +110,7 @@ def test_run_writes_a_whole_run_folder_that_validates(tiny_run, cli) -> None:
         assert cell["ms_per_step"]["min"] <= cell["ms_per_step"]["median"] <= cell["ms_per_step"]["max"]
         attribution = cell["attribution"]
         shares = sum(attribution[k]["share"] for k in ("forward", "backward_da", "backward_db", "other"))
-        assert shares == pytest.approx(1.0)
+        assert shares + sum(op["share"] for op in attribution["ops"].values()) == pytest.approx(1.0)
         assert attribution["bounding_kernel"] in ("forward", "backward_da", "backward_db")
         assert cell["worker"]["threads"]["requested"] == 1
     naive = next(c for c in results["cells"] if c["backend"] == "naive")
