@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from ptreg_backends.numba_step import NumbaStepOps
+
 
 @functools.cache
 def _compiled() -> tuple[Any, Any]:
@@ -42,7 +44,7 @@ def _compiled() -> tuple[Any, Any]:
     return choice, numba_gemm.compile_gemm(choice.tile)
 
 
-class NumbaBackend:
+class NumbaBackend(NumbaStepOps):
     name = "numba"
     description = (
         "numba-compiled register- and cache-blocked loops in naive's order, parallel over output tiles (bit-identical)."
@@ -82,6 +84,7 @@ class NumbaBackend:
 
         self._choice, self._kernel = _compiled()
         self.threads = numba.get_num_threads()
+        self.load_ops()
         self.warm_up()
 
     def runtime_details(self) -> dict[str, Any]:
@@ -104,9 +107,11 @@ class NumbaBackend:
         }
 
     def warm_up(self) -> None:
-        """Run once on tiny arrays so thread-pool start-up is not in the first timed call."""
+        """Run once on tiny arrays so thread-pool start-up, and the ops' compilation (or their
+        load from numba's disk cache), is not in the first timed call."""
         tiny = np.ones((2, 2), dtype=np.float32)
         self._kernel(tiny, tiny, np.empty((2, 2), dtype=np.float32), self.threads)
+        self.warm_up_ops()
 
     def set_threads(self, n: int) -> int:
         import numba
