@@ -17,12 +17,26 @@ Importing this module imports numba.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import prange
 
 from .numba_ops import REASSOCIATE, ZERO, exp32, variants
 
 LANES = 16  # whole vectors of keys (16 float32 is one AVX-512 vector, two AVX2)
+
+
+@numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
+def _pack(
+    qkv: np.ndarray, base: int, T: int, offset: int, hs: int, rows: np.ndarray, columns: np.ndarray
+) -> None:  # pragma: no cover
+    """One head's (T, hs) block of qkv from column ``offset``, as rows (T, hs) and transposed (hs, T)."""
+    for s in range(T):
+        source = qkv[base + s, offset : offset + hs]
+        row = rows[s]
+        for d in range(hs):
+            row[d] = source[d]
+            columns[d, s] = source[d]
 
 
 def _attention_forward(
@@ -32,22 +46,25 @@ def _attention_forward(
     hs = C // NH
     for task in prange(B * NH):
         b, h = task // NH, task % NH
-        base, qo, ko, vo = b * T, h * hs, C + h * hs, 2 * C + h * hs
-        keys = np.empty((hs, T), np.float32)  # kᵀ: scores of one query against keys are a row
-        for s in range(T):
-            for d in range(hs):
-                keys[d, s] = qkv[base + s, ko + d]
+        base = b * T
+        q, keys = np.empty((T, hs), np.float32), np.empty((hs, T), np.float32)  # kᵀ: a query's scores are a row
+        k, v, unused = np.empty((T, hs), np.float32), np.empty((T, hs), np.float32), np.empty((hs, T), np.float32)
+        _pack(qkv, base, T, h * hs, hs, q, unused)
+        _pack(qkv, base, T, C + h * hs, hs, k, keys)
+        _pack(qkv, base, T, 2 * C + h * hs, hs, v, unused)
         scores = np.empty(T, np.float32)
         acc = np.empty(hs, np.float32)
         for t in range(T):
             n = t + 1
             width = min(T, (n + LANES - 1) // LANES * LANES)
+            qt = q[t]
             for s in range(width):
                 scores[s] = ZERO
             for d in range(hs):
-                qd = qkv[base + t, qo + d]
+                qd = qt[d]
+                kd = keys[d]
                 for s in range(width):
-                    scores[s] += qd * keys[d, s]
+                    scores[s] += qd * kd[s]
             top = scores[0] * scale
             for s in range(n):
                 scores[s] *= scale
@@ -57,15 +74,19 @@ def _attention_forward(
                 e = exp32(scores[s] - top)
                 scores[s] = e
                 total += e
+            weights = att[b, h, t]
+            for s in range(n):
+                weights[s] = scores[s] / total
             for d in range(hs):
                 acc[d] = ZERO
             for s in range(n):
-                a = scores[s] / total
-                att[b, h, t, s] = a
+                a = weights[s]
+                vs = v[s]
                 for d in range(hs):
-                    acc[d] += a * qkv[base + s, vo + d]
+                    acc[d] += a * vs[d]
+            row = out[base + t, h * hs : h * hs + hs]
             for d in range(hs):
-                out[base + t, qo + d] = acc[d]
+                row[d] = acc[d]
 
 
 def _attention_backward(
@@ -76,11 +97,14 @@ def _attention_backward(
     hs = C // NH
     for task in prange(B * NH):
         b, h = task // NH, task % NH
-        base, qo, ko, vo = b * T, h * hs, C + h * hs, 2 * C + h * hs
-        values = np.empty((hs, T), np.float32)  # vᵀ, for the weights' gradient as a row
-        for s in range(T):
-            for d in range(hs):
-                values[d, s] = qkv[base + s, vo + d]
+        base = b * T
+        q, k, v = np.empty((T, hs), np.float32), np.empty((T, hs), np.float32), np.empty((T, hs), np.float32)
+        values, unused = np.empty((hs, T), np.float32), np.empty((hs, T), np.float32)  # vᵀ: a row's weights' gradient
+        dy = np.empty((T, hs), np.float32)
+        _pack(qkv, base, T, h * hs, hs, q, unused)
+        _pack(qkv, base, T, C + h * hs, hs, k, unused)
+        _pack(qkv, base, T, 2 * C + h * hs, hs, v, values)
+        _pack(dout, base, T, h * hs, hs, dy, unused)  # head h's output sits in columns h·hs.. of out
         dk = np.zeros((T, hs), np.float32)
         dv = np.zeros((T, hs), np.float32)
         datt = np.empty(T, np.float32)
@@ -88,31 +112,40 @@ def _attention_backward(
         for t in range(T):
             n = t + 1
             width = min(T, (n + LANES - 1) // LANES * LANES)
+            gt, qt = dy[t], q[t]
+            weights = att[b, h, t]
             for s in range(width):
                 datt[s] = ZERO
             for d in range(hs):
-                g = dout[base + t, qo + d]  # head h's output sits in columns h·hs.. of out
+                g = gt[d]
+                vd = values[d]
                 for s in range(width):
-                    datt[s] += g * values[d, s]
+                    datt[s] += g * vd[s]
             dot = ZERO
             for s in range(n):
-                a = att[b, h, t, s]
+                a = weights[s]
                 dot += a * datt[s]
+                dvs = dv[s]
                 for d in range(hs):
-                    dv[s, d] += a * dout[base + t, qo + d]
+                    dvs[d] += a * gt[d]
             for d in range(hs):
                 acc[d] = ZERO
             for s in range(n):
-                g = att[b, h, t, s] * (datt[s] - dot) * scale  # softmax's backward, then the scale
+                g = weights[s] * (datt[s] - dot) * scale  # softmax's backward, then the scale
+                ks, dks = k[s], dk[s]
                 for d in range(hs):
-                    acc[d] += g * qkv[base + s, ko + d]
-                    dk[s, d] += g * qkv[base + t, qo + d]
+                    acc[d] += g * ks[d]
+                    dks[d] += g * qt[d]
+            row = dqkv[base + t, h * hs : h * hs + hs]
             for d in range(hs):
-                dqkv[base + t, qo + d] = acc[d]
+                row[d] = acc[d]
         for s in range(T):
+            rk = dqkv[base + s, C + h * hs : C + h * hs + hs]
+            rv = dqkv[base + s, 2 * C + h * hs : 2 * C + h * hs + hs]
+            dks, dvs = dk[s], dv[s]
             for d in range(hs):
-                dqkv[base + s, ko + d] = dk[s, d]
-                dqkv[base + s, vo + d] = dv[s, d]
+                rk[d] = dks[d]
+                rv[d] = dvs[d]
 
 
 attention_forward = variants(_attention_forward, REASSOCIATE)

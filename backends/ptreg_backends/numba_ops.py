@@ -42,7 +42,7 @@ def variants(fn: Callable[..., Any], fastmath: Any) -> tuple[Any, Any]:
     def build(suffix: str, parallel: bool) -> Any:
         copy = pytypes.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + suffix, fn.__defaults__, fn.__closure__)
         copy.__qualname__ = fn.__qualname__ + suffix
-        return numba.njit(parallel=parallel, fastmath=fastmath, cache=True)(copy)
+        return numba.njit(parallel=parallel, fastmath=fastmath, error_model="numpy", cache=True)(copy)
 
     return build("_serial", False), build("_parallel", True)
 
@@ -80,7 +80,7 @@ def _float_with_bits(typingctx: Any, bits: Any) -> tuple[Any, Callable[..., Any]
     return types.float32(types.int32), codegen
 
 
-@numba.njit(fastmath=False, cache=True, inline="always")
+@numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
 def exp32(x: Any) -> Any:  # pragma: no cover
     """e^x in float32 to about 2 ulp: x = k·ln2 + r, e^r by its Taylor series, times 2^k.
     Range reduction in two steps (Cody and Waite) keeps r exact to float32's precision."""
@@ -99,7 +99,7 @@ def exp32(x: Any) -> Any:  # pragma: no cover
     return p * scale
 
 
-@numba.njit(fastmath=False, cache=True, inline="always")
+@numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
 def tanh32(u: Any) -> Any:  # pragma: no cover
     """tanh in float32: the odd series u - u³/3 + 2u⁵/15 near 0, else (1 - e^-2|u|)/(1 + e^-2|u|)."""
     a = min(abs(u), TANH_SATURATED)
@@ -108,7 +108,7 @@ def tanh32(u: Any) -> Any:  # pragma: no cover
     a2 = a * a
     small = a * (ONE - a2 * (THIRD - a2 * TWO_FIFTEENTHS))
     t = small if a < TANH_SMALL else big
-    return t if u >= ZERO else -t
+    return math.copysign(t, u)
 
 
 # --------------------------------------------------------------------------- GELU
@@ -122,22 +122,26 @@ def _gelu_forward(x: np.ndarray, out: np.ndarray, chunks: int) -> None:  # pragm
     n = x.size
     per = (n + chunks - 1) // chunks
     for c in prange(chunks):
-        for i in range(c * per, min(n, (c + 1) * per)):
-            xi = x[i]
+        lo, hi = c * per, min(n, (c + 1) * per)
+        xs, outs = x[lo:hi], out[lo:hi]
+        for i in range(hi - lo):
+            xi = xs[i]
             t = tanh32(GELU_SCALE * xi * (ONE + GELU_CUBE * (xi * xi)))
-            out[i] = HALF * (xi * (ONE + t))
+            outs[i] = HALF * (xi * (ONE + t))
 
 
 def _gelu_backward(dout: np.ndarray, x: np.ndarray, dx: np.ndarray, chunks: int) -> None:  # pragma: no cover
     n = x.size
     per = (n + chunks - 1) // chunks
     for c in prange(chunks):
-        for i in range(c * per, min(n, (c + 1) * per)):
-            xi = x[i]
+        lo, hi = c * per, min(n, (c + 1) * per)
+        xs, gs, dxs = x[lo:hi], dout[lo:hi], dx[lo:hi]
+        for i in range(hi - lo):
+            xi = xs[i]
             x2 = xi * xi
             t = tanh32(GELU_SCALE * xi * (ONE + GELU_CUBE * x2))
             slope = (ONE - t * t) * xi * (GELU_SCALE * (ONE + GELU_CUBE3 * x2))
-            dx[i] = HALF * (slope + ONE + t) * dout[i]
+            dxs[i] = HALF * (slope + ONE + t) * gs[i]
 
 
 gelu_forward = variants(_gelu_forward, REASSOCIATE)
@@ -157,17 +161,18 @@ def _layernorm_forward(
     inverse = ONE / np.float32(C)
     for c in prange(chunks):
         for i in range(c * per, min(rows, (c + 1) * per)):
+            xr, outr = x[i], out[i]
             total = ZERO
             for j in range(C):
-                total += x[i, j]
+                total += xr[j]
             m = total * inverse
             squares = ZERO
             for j in range(C):
-                d = x[i, j] - m
+                d = xr[j] - m
                 squares += d * d
             s = ONE / np.sqrt(squares * inverse + LN_EPS)
             for j in range(C):
-                out[i, j] = (x[i, j] - m) * s * w[j] + b[j]
+                outr[j] = (xr[j] - m) * s * w[j] + b[j]
             mean[i] = m
             rstd[i] = s
 
@@ -189,22 +194,24 @@ def _layernorm_backward(
     per = (rows + chunks - 1) // chunks
     inverse = ONE / np.float32(C)
     for c in prange(chunks):
+        dw, db = dw_parts[c], db_parts[c]
         for i in range(c * per, min(rows, (c + 1) * per)):
+            xr, gr, dxr = x[i], dout[i], dx[i]
             m, s = mean[i], rstd[i]
             dnorm_sum = ZERO
             dnorm_dot = ZERO
             for j in range(C):
-                norm = (x[i, j] - m) * s
-                dnorm = dout[i, j] * w[j]
+                norm = (xr[j] - m) * s
+                dnorm = gr[j] * w[j]
                 dnorm_sum += dnorm
                 dnorm_dot += dnorm * norm
-                dw_parts[c, j] += dout[i, j] * norm
-                db_parts[c, j] += dout[i, j]
+                dw[j] += gr[j] * norm
+                db[j] += gr[j]
             dnorm_mean = dnorm_sum * inverse
             dnorm_dot_mean = dnorm_dot * inverse
             for j in range(C):
-                norm = (x[i, j] - m) * s
-                dx[i, j] = (dout[i, j] * w[j] - dnorm_mean - norm * dnorm_dot_mean) * s
+                norm = (xr[j] - m) * s
+                dxr[j] = (gr[j] * w[j] - dnorm_mean - norm * dnorm_dot_mean) * s
 
 
 layernorm_forward = variants(_layernorm_forward, REASSOCIATE)
@@ -221,17 +228,18 @@ def _crossentropy_forward(
     per = (rows + chunks - 1) // chunks
     for c in prange(chunks):
         for i in range(c * per, min(rows, (c + 1) * per)):
-            top = logits[i, 0]
-            for j in range(1, V):
-                top = max(top, logits[i, j])
+            row, pr = logits[i], probs[i]
+            top = row[0]
+            for j in range(V):
+                top = max(top, row[j])
             total = ZERO
             for j in range(V):
-                e = exp32(logits[i, j] - top)
-                probs[i, j] = e
+                e = exp32(row[j] - top)
+                pr[j] = e
                 total += e
             for j in range(V):
-                probs[i, j] = probs[i, j] / total
-            logp[i] = (logits[i, targets[i]] - top) - np.float32(math.log(total))
+                pr[j] = pr[j] / total
+            logp[i] = (row[targets[i]] - top) - np.float32(math.log(total))
 
 
 def _crossentropy_backward(
@@ -242,9 +250,10 @@ def _crossentropy_backward(
     scale = ONE / np.float32(rows)
     for c in prange(chunks):
         for i in range(c * per, min(rows, (c + 1) * per)):
+            pr, dr = probs[i], dlogits[i]
             for j in range(V):
-                dlogits[i, j] = probs[i, j] * scale
-            dlogits[i, targets[i]] = (probs[i, targets[i]] - ONE) * scale
+                dr[j] = pr[j] * scale
+            dr[targets[i]] = (pr[targets[i]] - ONE) * scale
 
 
 crossentropy_forward = variants(_crossentropy_forward, REASSOCIATE)
@@ -271,16 +280,26 @@ def _adamw_update(
     n = param.size
     per = (n + chunks - 1) // chunks
     for c in prange(chunks):
-        for i in range(c * per, min(n, (c + 1) * per)):
-            g = grad[i]
-            mi = m[i] * beta1 + keep1 * g
-            vi = v[i] * beta2 + keep2 * (g * g)
-            m[i] = mi
-            v[i] = vi
-            step = (mi / correction1) / (np.sqrt(vi / correction2) + eps)
-            if decay != ZERO:
-                step = step + decay * param[i]
-            param[i] = param[i] - lr * step
+        lo, hi = c * per, min(n, (c + 1) * per)
+        ps, gs, ms, vs = param[lo:hi], grad[lo:hi], m[lo:hi], v[lo:hi]
+        # two loops, the test outside: a branch inside would keep LLVM from vectorising
+        if decay != ZERO:
+            for i in range(hi - lo):
+                g = gs[i]
+                mi = ms[i] * beta1 + keep1 * g
+                vi = vs[i] * beta2 + keep2 * (g * g)
+                ms[i] = mi
+                vs[i] = vi
+                step = (mi / correction1) / (np.sqrt(vi / correction2) + eps) + decay * ps[i]
+                ps[i] = ps[i] - lr * step
+        else:
+            for i in range(hi - lo):
+                g = gs[i]
+                mi = ms[i] * beta1 + keep1 * g
+                vi = vs[i] * beta2 + keep2 * (g * g)
+                ms[i] = mi
+                vs[i] = vi
+                ps[i] = ps[i] - lr * ((mi / correction1) / (np.sqrt(vi / correction2) + eps))
 
 
 def _encoder_forward(
@@ -330,8 +349,9 @@ def _bias_forward(out: np.ndarray, b: np.ndarray, chunks: int) -> None:  # pragm
     per = (rows + chunks - 1) // chunks
     for c in prange(chunks):
         for i in range(c * per, min(rows, (c + 1) * per)):
+            row = out[i]
             for j in range(N):
-                out[i, j] += b[j]
+                row[j] += b[j]
 
 
 def _bias_backward(dout: np.ndarray, db: np.ndarray, chunks: int) -> None:  # pragma: no cover
@@ -342,19 +362,23 @@ def _bias_backward(dout: np.ndarray, db: np.ndarray, chunks: int) -> None:  # pr
     per = (blocks + chunks - 1) // chunks
     for c in prange(chunks):
         j0, j1 = c * per * 64, min(N, (c + 1) * per * 64)
-        for j in range(j0, j1):
-            db[j] = dout[0, j]
+        sums, first = db[j0:j1], dout[0, j0:j1]
+        for j in range(j1 - j0):
+            sums[j] = first[j]
         for i in range(1, rows):
-            for j in range(j0, j1):
-                db[j] += dout[i, j]
+            row = dout[i, j0:j1]
+            for j in range(j1 - j0):
+                sums[j] += row[j]
 
 
 def _residual_add(x: np.ndarray, branch: np.ndarray, out: np.ndarray, chunks: int) -> None:  # pragma: no cover
     n = x.size
     per = (n + chunks - 1) // chunks
     for c in prange(chunks):
-        for i in range(c * per, min(n, (c + 1) * per)):
-            out[i] = x[i] + branch[i]
+        lo, hi = c * per, min(n, (c + 1) * per)
+        xs, bs, outs = x[lo:hi], branch[lo:hi], out[lo:hi]
+        for i in range(hi - lo):
+            outs[i] = xs[i] + bs[i]
 
 
 adamw_update = variants(_adamw_update, False)
