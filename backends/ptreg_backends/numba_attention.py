@@ -47,13 +47,13 @@ def _attention_forward(
     for task in prange(B * NH):
         b, h = task // NH, task % NH
         base = b * T
-        q, keys = np.empty((T, hs), np.float32), np.empty((hs, T), np.float32)  # kᵀ: a query's scores are a row
-        k, v, unused = np.empty((T, hs), np.float32), np.empty((T, hs), np.float32), np.empty((hs, T), np.float32)
+        q, unused = np.empty((T, hs), np.float32), np.empty((hs, T), np.float32)
+        k, keys = np.empty((T, hs), np.float32), np.empty((hs, T), np.float32)  # kᵀ: scores are a row
+        v, values = np.empty((T, hs), np.float32), np.empty((hs, T), np.float32)  # vᵀ: y[t, d] is a dot
         _pack(qkv, base, T, h * hs, hs, q, unused)
         _pack(qkv, base, T, C + h * hs, hs, k, keys)
-        _pack(qkv, base, T, 2 * C + h * hs, hs, v, unused)
+        _pack(qkv, base, T, 2 * C + h * hs, hs, v, values)
         scores = np.empty(T, np.float32)
-        acc = np.empty(hs, np.float32)
         for t in range(T):
             n = t + 1
             width = min(T, (n + LANES - 1) // LANES * LANES)
@@ -77,75 +77,69 @@ def _attention_forward(
             weights = att[b, h, t]
             for s in range(n):
                 weights[s] = scores[s] / total
-            for d in range(hs):
-                acc[d] = ZERO
-            for s in range(n):
-                a = weights[s]
-                vs = v[s]
-                for d in range(hs):
-                    acc[d] += a * vs[d]
             row = out[base + t, h * hs : h * hs + hs]
             for d in range(hs):
-                row[d] = acc[d]
+                vd = values[d]
+                y = ZERO
+                for s in range(n):
+                    y += weights[s] * vd[s]
+                row[d] = y
 
 
 def _attention_backward(
     dout: np.ndarray, qkv: np.ndarray, att: np.ndarray, T: int, NH: int, scale: np.float32, dqkv: np.ndarray
 ) -> None:  # pragma: no cover
+    """Every product as loops over keys s for one (query t, channel d): dK and dV are kept
+    transposed (hs, T), so each is a row updated along s, never a short row of hs per key."""
     B = att.shape[0]
     C = qkv.shape[1] // 3
     hs = C // NH
     for task in prange(B * NH):
         b, h = task // NH, task % NH
         base = b * T
-        q, k, v = np.empty((T, hs), np.float32), np.empty((T, hs), np.float32), np.empty((T, hs), np.float32)
-        values, unused = np.empty((hs, T), np.float32), np.empty((hs, T), np.float32)  # vᵀ: a row's weights' gradient
+        q, unused = np.empty((T, hs), np.float32), np.empty((hs, T), np.float32)
+        k, keys = np.empty((T, hs), np.float32), np.empty((hs, T), np.float32)
+        v, values = np.empty((T, hs), np.float32), np.empty((hs, T), np.float32)
         dy = np.empty((T, hs), np.float32)
         _pack(qkv, base, T, h * hs, hs, q, unused)
-        _pack(qkv, base, T, C + h * hs, hs, k, unused)
+        _pack(qkv, base, T, C + h * hs, hs, k, keys)
         _pack(qkv, base, T, 2 * C + h * hs, hs, v, values)
         _pack(dout, base, T, h * hs, hs, dy, unused)  # head h's output sits in columns h·hs.. of out
-        dk = np.zeros((T, hs), np.float32)
-        dv = np.zeros((T, hs), np.float32)
+        dkeys = np.zeros((hs, T), np.float32)
+        dvalues = np.zeros((hs, T), np.float32)
         datt = np.empty(T, np.float32)
-        acc = np.empty(hs, np.float32)
         for t in range(T):
             n = t + 1
-            width = min(T, (n + LANES - 1) // LANES * LANES)
             gt, qt = dy[t], q[t]
             weights = att[b, h, t]
-            for s in range(width):
+            for s in range(n):
                 datt[s] = ZERO
             for d in range(hs):
                 g = gt[d]
-                vd = values[d]
-                for s in range(width):
+                vd, dvd = values[d], dvalues[d]
+                for s in range(n):
                     datt[s] += g * vd[s]
+                    dvd[s] += weights[s] * g
             dot = ZERO
             for s in range(n):
-                a = weights[s]
-                dot += a * datt[s]
-                dvs = dv[s]
-                for d in range(hs):
-                    dvs[d] += a * gt[d]
-            for d in range(hs):
-                acc[d] = ZERO
+                dot += weights[s] * datt[s]
             for s in range(n):
-                g = weights[s] * (datt[s] - dot) * scale  # softmax's backward, then the scale
-                ks, dks = k[s], dk[s]
-                for d in range(hs):
-                    acc[d] += g * ks[d]
-                    dks[d] += g * qt[d]
+                datt[s] = weights[s] * (datt[s] - dot) * scale  # softmax's backward, then the scale
             row = dqkv[base + t, h * hs : h * hs + hs]
             for d in range(hs):
-                row[d] = acc[d]
+                kd, dkd = keys[d], dkeys[d]
+                qd = qt[d]
+                total = ZERO
+                for s in range(n):
+                    total += datt[s] * kd[s]
+                    dkd[s] += datt[s] * qd
+                row[d] = total
         for s in range(T):
             rk = dqkv[base + s, C + h * hs : C + h * hs + hs]
             rv = dqkv[base + s, 2 * C + h * hs : 2 * C + h * hs + hs]
-            dks, dvs = dk[s], dv[s]
             for d in range(hs):
-                rk[d] = dks[d]
-                rv[d] = dvs[d]
+                rk[d] = dkeys[d, s]
+                rv[d] = dvalues[d, s]
 
 
 attention_forward = variants(_attention_forward, REASSOCIATE)
