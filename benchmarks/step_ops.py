@@ -43,19 +43,25 @@ def _adamw_call(owner: Any, params: dict[str, Any], grads: dict[str, Any], m: di
 
 def child(threads: int, rounds: int, calls: int, ops: list[str]) -> dict[str, Any]:
     """In the fresh process: per op and implementation, the median seconds of a call in each round."""
+    import numba
     import numpy as np
     from threadpoolctl import threadpool_limits
 
     from ptreg.engine import op_parity
-    from ptreg.engine.backends import create, set_backend_threads
     from ptreg.engine.workloads import layers
     from ptreg.engine.workloads.tinygpt import parameter_shapes
     from ptreg.records.configs import CONFIGS
+    from ptreg_backends.numba_step import NumbaStepOps
 
     limiter = threadpool_limits(limits=threads)
-    numba_backend = create("numba")
-    used = set_backend_threads(numba_backend, threads)
-    owners = {"numpy": layers, "numba": numba_backend}
+    # every op's methods, those the backend does not provide too (and not its matmuls)
+    numba_ops = NumbaStepOps()
+    numba_ops.load_ops()
+    numba_ops.warm_up_ops()
+    used = min(threads, numba.config.NUMBA_NUM_THREADS)
+    numba.set_num_threads(used)
+    numba_ops.threads = used
+    owners = {"numpy": layers, "numba": numba_ops}
     xl = CONFIGS["xl"]
     rng = np.random.default_rng(0)
     runs: dict[tuple[str, str], Any] = {}

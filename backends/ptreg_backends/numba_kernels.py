@@ -24,7 +24,7 @@ import functools
 import importlib.util
 import os
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -50,6 +50,14 @@ class NumbaBackend(NumbaStepOps):
         "numba-compiled register- and cache-blocked loops in naive's order, parallel over output tiles (bit-identical)."
     )
     order_preserving = True
+    # Measured and not provided (docs/backends.md, numba's ops): NumPy's residual add and bias
+    # loops are as fast, so the step keeps them; the other ops are numba's own.
+    residual_add = None  # type: ignore[assignment]
+    bias_forward = None  # type: ignore[assignment]
+    bias_backward = None  # type: ignore[assignment]
+    op_tolerances: ClassVar[dict[str, float]] = {
+        op: tolerance for op, tolerance in NumbaStepOps.op_tolerances.items() if op not in ("residual", "bias")
+    }
     thread_control = "numba parallel threads (prange over output tiles), set with numba.set_num_threads"
 
     @staticmethod

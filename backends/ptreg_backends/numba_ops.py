@@ -3,9 +3,9 @@ over float32 arrays, one pass where NumPy makes several with temporaries.
 
 Each kernel comes twice, compiled from one Python function: serial, and parallel over chunks of
 rows or elements (``prange``). The caller picks (``NumbaBackend``): the serial one on one thread
-or for arrays too small to pay a second thread's wake-up. Both compute the same bits: a chunk's
-elements never depend on how the work was split, and reductions over rows are split into
-partial sums only where the op is not declared bit-identical.
+or for arrays too small to pay a second thread's wake-up. Both compute the same bits (an
+element never depends on how the work was split), but for layernorm's dw and db: a sum over
+rows, split into one partial sum per chunk, in an op not declared bit-identical anyway.
 
 Bits. ``adamw``, ``encoder``, ``bias`` and ``residual`` do the reference's float32 operations
 in the reference's order with no fast-math flags (no fused multiply-add, no reassociation), so
