@@ -87,14 +87,15 @@ class NumbaStepOps:
         """Run every op once, serial and parallel, on tiny float32 arrays of each layout the step
         passes: numba compiles per argument type, so no compilation is left for a timed step."""
         from ptreg.engine import op_parity
+        from ptreg.engine.backends import provided_ops
 
         saved = self.threads
         try:
             for threads, least in ((1, PARALLEL_MIN_ELEMENTS), (2, 0)):
                 self.threads, self.parallel_min = threads, least
                 rng = np.random.default_rng(0)
-                for op, run in op_parity.RUNS.items():
-                    run(self, op_parity.op_inputs(op, op_parity.ODD, rng))
+                for op in provided_ops(self):
+                    op_parity.RUNS[op](self, op_parity.op_inputs(op, op_parity.ODD, rng))
         finally:
             self.threads, self.parallel_min = saved, PARALLEL_MIN_ELEMENTS
 
