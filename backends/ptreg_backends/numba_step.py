@@ -21,9 +21,9 @@ from ptreg.engine.workloads import layers
 # thread costs about as much as it saves (docs/backends.md, numba's ops, has the measurement).
 PARALLEL_MIN_ELEMENTS = 1 << 21
 
-# On one thread attention is NumPy's: in the step numba's loops took 163 ms a step against the
-# reference's 146 (its batched products on BLAS), though alone they were faster; on two threads
-# numba's, one (batch, head) per task, was several times faster (docs/backends.md, numba's ops).
+# On one thread attention is NumPy's: in the step numba's loops took 95.5 ms a step against the
+# reference's 82.9 (its batched products on BLAS), though alone they were about as fast; on two
+# threads numba's, one (batch, head) per task, was several times faster (docs/backends.md).
 ATTENTION_MIN_THREADS = 2
 
 F32 = np.dtype(np.float32)
