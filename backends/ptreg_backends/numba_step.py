@@ -36,15 +36,16 @@ def _float32(*arrays: np.ndarray) -> bool:
 class NumbaStepOps:
     """The ops' methods, for ``NumbaBackend`` to inherit; ``threads`` is the backend's."""
 
-    # max |out - ref| / max |ref| allowed per op; why each is what it is: docs/backends.md
+    # max |out - ref| / max |ref| allowed per op: about twice the worst of benchmarks/op_tolerances.py,
+    # and why an op differs at all: docs/backends.md, numba's ops
     op_tolerances: ClassVar[dict[str, float]] = {
         "encoder": 0.0,
-        "layernorm": 1e-5,
-        "attention": 1e-5,
-        "gelu": 2e-6,
+        "layernorm": 4e-6,
+        "attention": 3e-6,
+        "gelu": 3e-6,
         "residual": 0.0,
         "bias": 0.0,
-        "crossentropy": 1e-6,
+        "crossentropy": 2e-6,
         "adamw": 0.0,
     }
     threads = 1
