@@ -5,7 +5,7 @@
 
 The parity gate's own check (``ptreg/engine/op_parity.py``) with every tolerance opened up, so
 that it reports the error instead of failing, on one thread (serial kernels) and two (parallel
-kernels for every size, attention numba's own on both): what each op's declared tolerance in
+kernels for every size): what each op's declared tolerance in
 ``NumbaStepOps.op_tolerances`` is chosen from (about twice the worst, one significant digit).
 """
 
@@ -34,7 +34,7 @@ def main() -> int:
     failures = 0
     for threads in (1, 2):
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-        ops.threads, ops.parallel_min, ops.attention_min_threads = threads, 0 if threads > 1 else 1 << 62, 1
+        ops.threads, ops.parallel_min = threads, 0 if threads > 1 else 1 << 62
         for seed in range(args.seeds):
             for check in op_parity.check_ops(ops, list(CONFIGS), seed=seed):
                 if not check.passed:

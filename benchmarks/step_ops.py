@@ -61,7 +61,6 @@ def child(threads: int, rounds: int, calls: int, ops: list[str]) -> dict[str, An
     used = min(threads, numba.config.NUMBA_NUM_THREADS)
     numba.set_num_threads(used)
     numba_ops.threads = used
-    numba_ops.attention_min_threads = 1  # numba's attention on one thread too, which the step leaves to NumPy
     owners = {"numpy": layers, "numba": numba_ops}
     xl = CONFIGS["xl"]
     rng = np.random.default_rng(0)

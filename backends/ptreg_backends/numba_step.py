@@ -21,11 +21,6 @@ from ptreg.engine.workloads import layers
 # thread costs about as much as it saves (docs/backends.md, numba's ops, has the measurement).
 PARALLEL_MIN_ELEMENTS = 1 << 21
 
-# On one thread attention is NumPy's: in the step numba's loops took 95.5 ms a step against the
-# reference's 82.9 (its batched products on BLAS), though alone they were about as fast; on two
-# threads numba's, one (batch, head) per task, was several times faster (docs/backends.md).
-ATTENTION_MIN_THREADS = 2
-
 F32 = np.dtype(np.float32)
 
 
@@ -50,7 +45,6 @@ class NumbaStepOps:
     }
     threads = 1
     parallel_min = PARALLEL_MIN_ELEMENTS
-    attention_min_threads = ATTENTION_MIN_THREADS
     _kernels: dict[str, tuple[Any, Any]]  # set by load_ops
 
     def load_ops(self) -> None:
@@ -157,7 +151,7 @@ class NumbaStepOps:
 
     def attention_forward(self, qkv: np.ndarray, B: int, T: int, NH: int) -> tuple[np.ndarray, Any]:
         C = qkv.shape[1] // 3
-        if not _float32(qkv) or qkv.shape != (B * T, 3 * C) or C % NH or self.threads < self.attention_min_threads:
+        if not _float32(qkv) or qkv.shape != (B * T, 3 * C) or C % NH:
             return layers.attention_forward(qkv, B, T, NH)
         qkv = np.ascontiguousarray(qkv)
         scale = np.float32(1.0 / math.sqrt(C // NH))

@@ -30,27 +30,13 @@ def step_ops() -> Any:
     return ops
 
 
-def on_threads(ops: Any, threads: int, attention_min: int = 1) -> None:
-    """One thread: the serial kernels. Two: the parallel ones for every size, in two chunks.
-    Attention's own kernel runs on one thread too, unless ``attention_min`` says otherwise."""
+def on_threads(ops: Any, threads: int) -> None:
+    """One thread: the serial kernels. Two: the parallel ones for every size, in two chunks."""
     import numba
 
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     ops.threads = threads
     ops.parallel_min = 0 if threads > 1 else 1 << 62
-    ops.attention_min_threads = attention_min
-
-
-def test_attention_on_one_thread_is_numpys_and_on_two_numbas(step_ops: Any) -> None:
-    from ptreg_backends import numba_step
-
-    inputs = op_parity.op_inputs("attention", CONFIGS["tiny"], np.random.default_rng(0))
-    expected = op_parity.RUNS["attention"](layers, dict(inputs))
-    for threads, same_bits in ((1, True), (2, False)):
-        on_threads(step_ops, threads, attention_min=numba_step.ATTENTION_MIN_THREADS)
-        found = op_parity.RUNS["attention"](step_ops, dict(inputs))
-        bits = [a.tobytes() == b.tobytes() for (_, a), (_, b) in zip(found, expected, strict=True)]
-        assert all(bits) is same_bits
 
 
 @pytest.mark.parametrize("threads", [1, 2])
