@@ -157,7 +157,8 @@ class NumbaStepOps:
         scale = np.float32(1.0 / math.sqrt(C // NH))
         out = np.empty((B * T, C), dtype=F32)
         att = np.empty((B, NH, T, T), dtype=F32)  # above the diagonal never written nor read
-        kernel, _ = self._pick("attention_forward", att.size)
+        # its work is hs multiply-adds a weight (four products of them), not one an element
+        kernel, _ = self._pick("attention_forward", att.size * (C // NH))
         kernel(qkv, B, T, NH, scale, out, att)
         return out, ("numba", qkv, att, T, NH, scale)
 
@@ -166,7 +167,7 @@ class NumbaStepOps:
             return layers.attention_backward(dout, cache)
         _, qkv, att, T, NH, scale = cache
         dqkv: np.ndarray = np.empty_like(qkv)
-        kernel, _ = self._pick("attention_backward", att.size)
+        kernel, _ = self._pick("attention_backward", att.size * (qkv.shape[1] // 3 // NH))
         kernel(np.ascontiguousarray(dout, dtype=F32), qkv, att, T, NH, scale, dqkv)
         return dqkv
 
