@@ -1,18 +1,19 @@
 """The numba backend's attention: causal softmax attention fused per (batch, head), forward and
 backward, on the fused projection qkv (B·T, 3C) as the reference takes it.
 
-Per (b, h), one task: for each query t the scores against keys 0..t only (the reference scores
-all T keys then masks half of them away), the causal softmax, and the weighted sum of values,
-row by row, so nothing of size T × T but the attention weights is ever written. The backward
-does the same per row: the weights' gradient, the softmax's backward and the three products,
-with dK and dV summed in a buffer of the task's own. Every inner loop runs along a contiguous
-axis with no dependence between iterations (keys are transposed into a (hs, T) buffer first),
-so LLVM vectorises them; scores are computed for whole vectors of keys past t, and never read.
+Per (b, h), one task, eight queries at a time: their scores against keys up to the block's last
+query only (the reference scores all T keys then masks half of them away), each row's causal
+softmax (weights past its own query set to zero), and the weighted sums of values; the backward
+the same way, the weights' gradient, the softmax's backward and the three products. Every
+product is a loop along keys for one channel in which each key or value loaded serves the
+block's eight rows; keys and values are packed transposed (hs, T), and dK and dV summed
+transposed in buffers of the task's own, so every inner loop runs along a contiguous axis with
+no dependence between iterations but the sums of dot products, and LLVM vectorises them.
 
 Tasks are independent (each writes only its own head's columns), so the parallel variant runs
-them over threads with no partial sums: both variants give the same bits. Those are not the
-reference's (its products are BLAS's, its exp NumPy's): a tolerance, ``NumbaBackend``.
-Importing this module imports numba.
+them over threads with no partial sums. The bits are not the reference's (its products are
+BLAS's, its exp NumPy's), and the two variants may reassociate their dot products differently:
+a tolerance (``NumbaStepOps.op_tolerances``). Importing this module imports numba.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def _pack(
             columns[d, s] = source[d]
 
 
-ROWS = 4  # queries per block: each key or value loaded once serves four rows
+ROWS = 8  # queries per block: each key or value loaded once serves eight rows
 
 
 def _attention_forward(
@@ -56,7 +57,7 @@ def _attention_forward(
         _pack(qkv, base, T, C + h * hs, hs, k, keys)
         _pack(qkv, base, T, 2 * C + h * hs, hs, v, values)
         block = np.empty((ROWS, Tp), np.float32)
-        w0, w1, w2, w3 = block[0], block[1], block[2], block[3]
+        w0, w1, w2, w3, w4, w5, w6, w7 = block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[7]
         for t0 in range(0, T, ROWS):
             width = t0 + ROWS  # keys 0..t0+3: the block's last row's, zero weights past each row's own
             for s in range(width):
@@ -64,15 +65,32 @@ def _attention_forward(
                 w1[s] = ZERO
                 w2[s] = ZERO
                 w3[s] = ZERO
+                w4[s] = ZERO
+                w5[s] = ZERO
+                w6[s] = ZERO
+                w7[s] = ZERO
             for d in range(hs):
                 kd = keys[d]
-                a0, a1, a2, a3 = q[t0, d], q[t0 + 1, d], q[t0 + 2, d], q[t0 + 3, d]
+                a0, a1, a2, a3, a4, a5, a6, a7 = (
+                    q[t0 + 0, d],
+                    q[t0 + 1, d],
+                    q[t0 + 2, d],
+                    q[t0 + 3, d],
+                    q[t0 + 4, d],
+                    q[t0 + 5, d],
+                    q[t0 + 6, d],
+                    q[t0 + 7, d],
+                )
                 for s in range(width):
                     key = kd[s]
                     w0[s] += a0 * key
                     w1[s] += a1 * key
                     w2[s] += a2 * key
                     w3[s] += a3 * key
+                    w4[s] += a4 * key
+                    w5[s] += a5 * key
+                    w6[s] += a6 * key
+                    w7[s] += a7 * key
             for i in range(ROWS):
                 row = block[i]
                 n = t0 + i + 1
@@ -95,14 +113,18 @@ def _attention_forward(
                         weights[s] = row[s]
             for d in range(hs):
                 vd = values[d]
-                y0, y1, y2, y3 = ZERO, ZERO, ZERO, ZERO
+                y0, y1, y2, y3, y4, y5, y6, y7 = ZERO, ZERO, ZERO, ZERO, ZERO, ZERO, ZERO, ZERO
                 for s in range(width):
                     value = vd[s]
                     y0 += w0[s] * value
                     y1 += w1[s] * value
                     y2 += w2[s] * value
                     y3 += w3[s] * value
-                for i, y in ((0, y0), (1, y1), (2, y2), (3, y3)):
+                    y4 += w4[s] * value
+                    y5 += w5[s] * value
+                    y6 += w6[s] * value
+                    y7 += w7[s] * value
+                for i, y in ((0, y0), (1, y1), (2, y2), (3, y3), (4, y4), (5, y5), (6, y6), (7, y7)):
                     if t0 + i < T:
                         out[base + t0 + i, h * hs + d] = y
 
@@ -132,8 +154,17 @@ def _attention_backward(
         dvalues = np.zeros((hs, Tp), np.float32)
         weights = np.empty((ROWS, Tp), np.float32)
         grads = np.empty((ROWS, Tp), np.float32)
-        w0, w1, w2, w3 = weights[0], weights[1], weights[2], weights[3]
-        g0, g1, g2, g3 = grads[0], grads[1], grads[2], grads[3]
+        w0, w1, w2, w3, w4, w5, w6, w7 = (
+            weights[0],
+            weights[1],
+            weights[2],
+            weights[3],
+            weights[4],
+            weights[5],
+            weights[6],
+            weights[7],
+        )
+        g0, g1, g2, g3, g4, g5, g6, g7 = grads[0], grads[1], grads[2], grads[3], grads[4], grads[5], grads[6], grads[7]
         for t0 in range(0, T, ROWS):
             width = t0 + ROWS
             for i in range(ROWS):
@@ -149,14 +180,36 @@ def _attention_backward(
                     grad[s] = ZERO
             for d in range(hs):
                 vd, dvd = values[d], dvalues[d]
-                a0, a1, a2, a3 = dy[t0, d], dy[t0 + 1, d], dy[t0 + 2, d], dy[t0 + 3, d]
+                a0, a1, a2, a3, a4, a5, a6, a7 = (
+                    dy[t0 + 0, d],
+                    dy[t0 + 1, d],
+                    dy[t0 + 2, d],
+                    dy[t0 + 3, d],
+                    dy[t0 + 4, d],
+                    dy[t0 + 5, d],
+                    dy[t0 + 6, d],
+                    dy[t0 + 7, d],
+                )
                 for s in range(width):
                     value = vd[s]
                     g0[s] += a0 * value
                     g1[s] += a1 * value
                     g2[s] += a2 * value
                     g3[s] += a3 * value
-                    dvd[s] += w0[s] * a0 + w1[s] * a1 + w2[s] * a2 + w3[s] * a3
+                    g4[s] += a4 * value
+                    g5[s] += a5 * value
+                    g6[s] += a6 * value
+                    g7[s] += a7 * value
+                    dvd[s] += (
+                        w0[s] * a0
+                        + w1[s] * a1
+                        + w2[s] * a2
+                        + w3[s] * a3
+                        + w4[s] * a4
+                        + w5[s] * a5
+                        + w6[s] * a6
+                        + w7[s] * a7
+                    )
             for i in range(ROWS):
                 row, grad = weights[i], grads[i]
                 dot = ZERO
@@ -166,16 +219,38 @@ def _attention_backward(
                     grad[s] = row[s] * (grad[s] - dot) * scale  # softmax's backward, then the scale
             for d in range(hs):
                 kd, dkd = keys[d], dkeys[d]
-                a0, a1, a2, a3 = q[t0, d], q[t0 + 1, d], q[t0 + 2, d], q[t0 + 3, d]
-                x0, x1, x2, x3 = ZERO, ZERO, ZERO, ZERO
+                a0, a1, a2, a3, a4, a5, a6, a7 = (
+                    q[t0 + 0, d],
+                    q[t0 + 1, d],
+                    q[t0 + 2, d],
+                    q[t0 + 3, d],
+                    q[t0 + 4, d],
+                    q[t0 + 5, d],
+                    q[t0 + 6, d],
+                    q[t0 + 7, d],
+                )
+                x0, x1, x2, x3, x4, x5, x6, x7 = ZERO, ZERO, ZERO, ZERO, ZERO, ZERO, ZERO, ZERO
                 for s in range(width):
                     key = kd[s]
                     x0 += g0[s] * key
                     x1 += g1[s] * key
                     x2 += g2[s] * key
                     x3 += g3[s] * key
-                    dkd[s] += g0[s] * a0 + g1[s] * a1 + g2[s] * a2 + g3[s] * a3
-                for i, x in ((0, x0), (1, x1), (2, x2), (3, x3)):
+                    x4 += g4[s] * key
+                    x5 += g5[s] * key
+                    x6 += g6[s] * key
+                    x7 += g7[s] * key
+                    dkd[s] += (
+                        g0[s] * a0
+                        + g1[s] * a1
+                        + g2[s] * a2
+                        + g3[s] * a3
+                        + g4[s] * a4
+                        + g5[s] * a5
+                        + g6[s] * a6
+                        + g7[s] * a7
+                    )
+                for i, x in ((0, x0), (1, x1), (2, x2), (3, x3), (4, x4), (5, x5), (6, x6), (7, x7)):
                     if t0 + i < T:
                         dqkv[base + t0 + i, h * hs + d] = x
         for s in range(T):
