@@ -16,6 +16,9 @@ on first use (under a minute) and the fastest remembered. numba is imported only
 backend is instantiated, so listing backends never imports it; compiled code is cached on
 disk (``cache=True``), so later processes load it instead of compiling (5-15 s a tile), and
 ``__init__`` does the loading, outside any timed call.
+
+Six of the step's other ops are the backend's own too (``numba_step.NumbaStepOps``, whose
+kernels are ``numba_ops`` and ``numba_attention``); which, and why, is in docs/backends.md.
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ def _compiled() -> tuple[Any, Any]:
 class NumbaBackend(NumbaStepOps):
     name = "numba"
     description = (
-        "numba-compiled register- and cache-blocked loops in naive's order, parallel over output tiles (bit-identical)."
+        "numba-compiled register- and cache-blocked loops in naive's order, parallel over output tiles (bit-identical); "
+        "six of the step's ops fused, each within its declared tolerance."
     )
     order_preserving = True
     # Measured and not provided (docs/backends.md, numba's ops): NumPy's residual add and bias

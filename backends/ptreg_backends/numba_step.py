@@ -17,8 +17,8 @@ import numpy as np
 
 from ptreg.engine.workloads import layers
 
-# Below this many elements an op runs serially even on several threads: waking the second
-# thread costs about as much as it saves (docs/backends.md, numba's ops, has the measurement).
+# Below this many elements an op runs serially even on several threads: on a machine whose
+# second core is often busy, waking it cost more than it saved (docs/backends.md, numba's ops).
 PARALLEL_MIN_ELEMENTS = 1 << 21
 
 F32 = np.dtype(np.float32)
