@@ -41,6 +41,9 @@ class CheckResult:
     outcome: Outcome
     detail: str  # what the check found
     remedy: str | None = None  # how to satisfy it, when it failed
+    # the other attempts the finding rests on (the alike question, the lineage the issue
+    # scopes, the trailing negatives), so that readmission can name them without parsing text
+    others: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -187,6 +190,7 @@ def fresh_question(
                 FAILED,
                 f"{how} as {other.id} ({scope}, status {other.status}) asked: {other.question!r}",
                 f"read {other.id} (`ptreg show {other.id}`); ask what its result leaves open, or vary it with --varied-from {other.id}",
+                (other.id,),
             )
     detail = f"no alike question among {compared} known in its lineage and family"
     if unknown:
@@ -304,6 +308,7 @@ def scoped_tracking_issue(
             FAILED,
             f"{reference} already scopes {', '.join(outside)}, of another lineage; one tracking issue scopes one lineage",
             f"open a new tracking issue for this question, or vary an attempt of that lineage (--varied-from {outside[0]})",
+            tuple(outside),
         )
     detail = reference + (f" (also scopes {', '.join(sharing)} of this lineage)" if sharing else "")
     return CheckResult(name, PASSED, detail)
@@ -400,4 +405,5 @@ def streak(proposal: Attempt, by_id: Mapping[str, Shaped], objective_chain: Sequ
         FAILED,
         f"{head}, and the proposal uses no method or base they did not",
         'change axis (a method or base none of them used), or give a reason with --override-streak "..." (it is stored)',
+        tuple(a.id for a in trailing),
     )
