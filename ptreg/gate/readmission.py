@@ -22,15 +22,17 @@ A conflict is found, never stored: a resolution (``Attempt.readmissions``, writt
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from ..records.attempt import Attempt
 from ..records.graph import ancestry
 from ..records.ledger import Shaped
+from ..store.directory import load_directory
 from ..views.streaks import streak_chains
-from .checks import CheckResult, fresh_question, scoped_tracking_issue, streak
+from .checks import CheckResult, GateInputs, fresh_question, scoped_tracking_issue, streak
 
 QUESTION = "readmission-question"
 TRACKING_ISSUE = "readmission-tracking-issue"
@@ -246,3 +248,17 @@ def unresolved(readmissions: Readmissions, attempt: Attempt) -> str | None:
         return None
     more = f" (and {len(conflicts) - 1} more: `ptreg gate --all`)" if len(conflicts) > 1 else ""
     return f"{attempt.id}: unresolved conflict [{conflicts[0].rule}]: {conflicts[0].message()}{more}"
+
+
+def read_readmissions(root: Path) -> Readmissions:
+    """Every admission of the registry at ``root`` decided again (a full read of its records)."""
+    return readmit_all(load_directory(root).attempts)
+
+
+def judged_before(inputs: GateInputs, readmissions: Readmissions, attempt_id: str) -> GateInputs:
+    """``inputs`` without the attempts admitted after ``attempt_id``: an admission is judged
+    against what came before it, so a later clash is the later attempt's to resolve."""
+    later = readmissions.admitted_after(attempt_id)
+    if not later:
+        return inputs
+    return replace(inputs, others=[a for a in inputs.others if a.id not in later])

@@ -172,7 +172,7 @@ READMISSION_RULES = (
 )
 ReadmissionRule = Literal[READMISSION_RULES]  # type: ignore[valid-type]
 # What `ptreg readmit` may change to re-pass the gate; the new values are the record's own.
-READMITTED_FIELDS = ("question", "varied_from", "varied", "tracking_issue", "evaluator")
+READMITTED_FIELDS = ("question", "varied_from", "varied", "tracking_issue", "evaluator", "streak_override")
 ReadmittedField = Literal[READMITTED_FIELDS]  # type: ignore[valid-type]
 
 
