@@ -332,7 +332,7 @@ def gate(
     from ..gate.readmission import judged_before, read_readmissions
     from ..records.refs import check_id
     from ..store.full_read import indexed_attempt
-    from .readmitting import print_readmissions
+    from .readmit_commands import print_readmissions
 
     root = registry_dir()
     if every == (attempt_id is not None):
