@@ -38,7 +38,7 @@ def print_readmissions(readmissions: Readmissions, as_json: bool) -> None:
             "every admission holds against those before it"
             if not conflicts
             else f"{counted(len(conflicts), 'conflict')}: each attempt named takes no next step (run, conclude) "
-            "until `ptreg readmit` resolves it"
+            "until its conflict is resolved by the remedy given"
         )
     if conflicts:
         raise typer.Exit(EXIT_CHECK_FAILED)
