@@ -12,6 +12,7 @@ The checks read no file: ``check_gate`` is the one way in, over ``GateInputs`` t
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,11 +130,18 @@ def check_gate(proposal: Attempt, inputs: GateInputs) -> GateReport:
 
 def similarity(a: str, b: str) -> float:
     """1.0 for the same question after normalising; else the Jaccard index of the token sets."""
-    ta, tb = question_tokens(a), question_tokens(b)
+    (ta, sa), (tb, sb) = _tokens(a), _tokens(b)
     if ta == tb:
         return 1.0
-    sa, sb = set(ta), set(tb)
     return len(sa & sb) / len(sa | sb) if sa | sb else 0.0
+
+
+@functools.lru_cache(maxsize=8192)
+def _tokens(question: str) -> tuple[tuple[str, ...], frozenset[str]]:
+    """A question's tokens, kept: re-deciding every admission compares each question with every
+    earlier one, and normalising the same text again was most of its time."""
+    tokens = tuple(question_tokens(question))
+    return tokens, frozenset(tokens)
 
 
 def closest(attempt_id: str, ids: Iterable[str]) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..records.attempt import Attempt
 from ..records.graph import ancestry
-from ..records.ledger import Shaped
+from ..records.ledger import NEGATIVE_STATUSES, STOP_AT, Shaped
 from ..store.directory import load_directory
 from ..views.streaks import streak_chains
 from .checks import CheckResult, GateInputs, fresh_question, scoped_tracking_issue, streak
@@ -141,19 +141,26 @@ def readmit_all(attempts: Iterable[Attempt]) -> Readmissions:
     withdrawn = tuple(i for i in order if by_id[i].withdrawn is not None)
     # context: the records with no admission (and none that could not be placed)
     before: dict[str, Attempt] = {i: a for i, a in by_id.items() if a.admission is None}
+    stopping = _stopping(by_id)
+    streaking = {a.objective for a in before.values() if a.id in stopping}
     for attempt_id in order:
         attempt = by_id[attempt_id]
         if attempt.withdrawn is None:
-            conflicts.extend(decide(attempt, before, by_id))
+            conflicts.extend(decide(attempt, before, by_id, attempt.objective in streaking))
         before[attempt_id] = attempt
+        if attempt_id in stopping:
+            streaking.add(attempt.objective)
     place = {i: n for n, i in enumerate(order)}
     conflicts.sort(key=lambda c: (place.get(c.attempt_id, -1), c.attempt_id, c.rule))
     return Readmissions(order, tuple(conflicts), withdrawn)
 
 
-def decide(attempt: Attempt, before: Mapping[str, Attempt], every: Mapping[str, Attempt]) -> list[Conflict]:
+def decide(
+    attempt: Attempt, before: Mapping[str, Attempt], every: Mapping[str, Attempt], streaking: bool = True
+) -> list[Conflict]:
     """The conflicts of ``attempt`` with ``before``, the attempts admitted before it (and the
-    records with no admission); ``every`` holds the registry, for the attempts it varies."""
+    records with no admission); ``every`` holds the registry, for the attempts it varies.
+    ``streaking``: False when no chain of its objective can end in enough negatives to stop it."""
     lineage = {a.id: a for a in ancestry(attempt.varied_from, every)} if attempt.varied_from else {}
     known = {**before, **{i: a for i, a in lineage.items() if i != attempt.id}}
     standing = {i: a for i, a in known.items() if a.withdrawn is None}
@@ -181,7 +188,7 @@ def decide(attempt: Attempt, before: Mapping[str, Attempt], every: Mapping[str, 
         f"take a new tracking issue (`ptreg readmit {attempt.id} --tracking-issue NEW`), or vary {first} "
         f'(`ptreg readmit {attempt.id} --varies {first} --varied "..."`), or withdraw {attempt.id}',
     )
-    if attempt.objective is not None:
+    if attempt.objective is not None and streaking:
         chains = streak_chains(list(known.values()), attempt.objective)
         chain = [known[i] for i in chains[0][1]] if chains else []
         conflict(
@@ -201,11 +208,12 @@ def _evaluator(attempt: Attempt, standing: Mapping[str, Attempt], every: Mapping
     if ref is None:
         return []
     name, _, _ = ref.partition("@")
-    others = sorted(
-        (a for a in standing.values() if a.evaluator is not None and a.evaluator != ref),
-        key=lambda a: (_sort_time(a), a.id),
-    )
-    clash = [a for a in others if a.evaluator is not None and a.evaluator.partition("@")[0] == name]
+    # ``standing`` holds the records without an admission first, then the admitted in admission order
+    clash = [
+        a
+        for a in standing.values()
+        if a.evaluator is not None and a.evaluator != ref and a.evaluator.partition("@")[0] == name
+    ]
     if not clash:
         return []
     earlier = clash[0]
@@ -223,8 +231,23 @@ def _evaluator(attempt: Attempt, standing: Mapping[str, Attempt], every: Mapping
     return [_conflict(EVALUATOR, attempt, result, remedy, every)]
 
 
-def _sort_time(attempt: Attempt) -> str:
-    return attempt.admission.admitted_at if attempt.admission is not None else ""
+def _stopping(by_id: Mapping[str, Attempt]) -> set[str]:
+    """The attempts that end a run of at least ``STOP_AT`` negatives of one objective up their
+    lineage. A streak ends in such a run, so where none is known before an admission, the
+    streak check cannot refuse it and its chains need not be found (each is a sort of every
+    attempt known: most of the time of a large registry)."""
+    found = set()
+    for attempt in by_id.values():
+        node: Attempt | None = attempt
+        run = 0
+        while node is not None and run < STOP_AT:
+            if node.objective != attempt.objective or node.status not in NEGATIVE_STATUSES:
+                break
+            run += 1
+            node = by_id.get(node.varied_from) if node.varied_from is not None else None
+        if run >= STOP_AT:
+            found.add(attempt.id)
+    return found
 
 
 def _conflict(rule: str, attempt: Attempt, result: CheckResult, remedy: str, every: Mapping[str, Attempt]) -> Conflict:
