@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -213,3 +214,43 @@ def test_a_measured_attempt_keeps_its_question_and_evidence(cli, tmp_path: Path)
     assert record["runs"] == measured["runs"] and record["question"] == QUESTION
     assert (root / HAND_RUN / "results.json").is_file()
     assert cli("-r", root, "validate").code == 0
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_real_git_merge_either_way_gives_the_same_errors(cli, tmp_path: Path) -> None:
+    """Two clones of one repository each admit one tile; `git merge` brings them together
+    without a conflict (different files), and validate names the later one either way."""
+    origin = tmp_path / "origin"
+    root = write_registry(origin / "attempts", [])
+    ref = freeze_evaluator(root)
+    git(origin, "init", "-q", "-b", "main")
+    git(origin, "add", "-A")
+    git(origin, "commit", "-qm", "registry")
+    answers = []
+    for first, second in (("a", "b"), ("b", "a")):
+        clones = {name: tmp_path / f"{first}{second}-{name}" for name in ("a", "b")}
+        for name, clone in clones.items():
+            git(tmp_path, "clone", "-q", str(origin), str(clone))
+            attempt_id = f"tile-{name}"
+            new(cli, clone / "attempts", ref, attempt_id, QUESTION if name == "a" else QUESTION + " ")
+            set_admitted_at(clone / "attempts", attempt_id, f"2026-12-04T10:0{0 if name == 'a' else 5}:00Z")
+            git(clone, "add", "attempts")
+            git(clone, "commit", "-qm", attempt_id)
+        git(clones[first], "pull", "-q", "--no-rebase", str(clones[second]), "main")
+        answers.append(conflicts_of(cli, clones[first] / "attempts"))
+    assert answers[0] == answers[1]
+    assert [(c["attempt_id"], c["rule"]) for c in answers[0]] == [
+        ("tile-b", "readmission-question"),
+        ("tile-b", "readmission-tracking-issue"),
+    ]
