@@ -145,6 +145,9 @@ def test_readmit_resolves_records_the_resolution_and_validate_passes(cli, clones
     assert cli("-r", root, "validate").code == 0
     assert cli("-r", root, "gate", "--all").code == 0
     assert cli("-r", root, "gate", "tile-b").code == 0
+    shown = cli("-r", root, "show", "tile-b").out
+    assert "after readmission-question, readmission-tracking-issue with tile-a, admitted before it" in shown
+    assert "with a new question (was 'Does tiling the loops  speed up the step ?'), varied_from (none before)" in shown
     again = cli("-r", root, "readmit", "tile-b", "--tracking-issue", "#7")
     assert_one_line_error(again, 1, "its admission holds", "nothing to readmit")
 
@@ -155,6 +158,7 @@ def test_a_withdrawn_attempt_is_not_run_or_concluded_again(cli, clones) -> None:
     assert result.code == 0, result.err
     assert result.json()["readmission"]["resolution"] == "withdrawn"
     assert cli("-r", root, "validate").code == 0
+    assert "- Withdrawn at " in cli("-r", root, "show", "tile-b").out
     gate = cli("-r", root, "gate", "tile-b")
     assert gate.code == 1 and "admission withdrawn" in gate.out
     for command in (
