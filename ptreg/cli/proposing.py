@@ -329,7 +329,7 @@ def gate(
     from ..gate.admission import changed_since_admission
     from ..gate.checks import check_gate
     from ..gate.gate_inputs import read_gate_inputs
-    from ..gate.readmission import judged_before, read_readmissions
+    from ..gate.readmission import judged_before, read_readmissions, readmissions_around
     from ..records.refs import check_id
     from ..store.full_read import indexed_attempt
     from .readmit_commands import print_readmissions
@@ -343,8 +343,9 @@ def gate(
     # The checks read the index; the admission's digest covers every file's bytes as it did.
     with closing(load_index()) as index:
         attempt = indexed_attempt(index, check_id(attempt_id))
-        readmissions = read_readmissions(root)
-        report = check_gate(attempt, judged_before(read_gate_inputs(index, attempt, root), readmissions, attempt.id))
+        inputs = read_gate_inputs(index, attempt, root)
+        readmissions = readmissions_around(index, root, attempt, inputs)
+        report = check_gate(attempt, judged_before(inputs, readmissions, attempt.id))
         changed = changed_since_admission(root, attempt, index)
     conflicts = readmissions.of(attempt.id)
     admission = attempt.admission

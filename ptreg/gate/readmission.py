@@ -25,14 +25,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..records.attempt import Attempt
 from ..records.graph import ancestry
 from ..records.ledger import NEGATIVE_STATUSES, STOP_AT, Shaped
 from ..store.directory import load_directory
+from ..store.evaluator_files import evaluator_files
+from ..store.full_read import read_summarized
 from ..views.streaks import streak_chains
 from .checks import CheckResult, GateInputs, fresh_question, scoped_tracking_issue, streak
+
+if TYPE_CHECKING:
+    from ..store.reader import RegistryReader
 
 QUESTION = "readmission-question"
 TRACKING_ISSUE = "readmission-tracking-issue"
@@ -276,6 +281,23 @@ def unresolved(readmissions: Readmissions, attempt: Attempt) -> str | None:
 def read_readmissions(root: Path) -> Readmissions:
     """Every admission of the registry at ``root`` decided again (a full read of its records)."""
     return readmit_all(load_directory(root).attempts)
+
+
+def readmissions_around(index: RegistryReader, root: Path, attempt: Attempt, inputs: GateInputs) -> Readmissions:
+    """``attempt``'s own admission decided again, reading only what the gate's checks of it read
+    (``inputs``: its lineage, tracking issue and family's questions, its objective's chain), as
+    `ptreg gate ID` does to stay quick on a large registry. Where its evaluator's name has more
+    than one frozen spec, every record is read, since any attempt may name the other.
+    `validate`, `gate --all`, `run` and `conclude` decide over every record
+    (``read_readmissions``); a streak that only a chain outside those read would stop is left
+    to them."""
+    if attempt.admission is None:
+        return Readmissions((), (), ())  # no place in the order: nothing to decide, nothing after it
+    name = (attempt.evaluator or "").partition("@")[0]
+    if name and len([p for p in evaluator_files(root) if p.name.startswith(f"{name}@")]) > 1:
+        return read_readmissions(root)
+    ids = sorted({a.id for a in inputs.others} | {a.id for a in inputs.objective_chain} - {attempt.id})
+    return readmit_all([*(read_summarized(root, s) for s in index.summaries_of(ids)), attempt])
 
 
 def judged_before(inputs: GateInputs, readmissions: Readmissions, attempt_id: str) -> GateInputs:

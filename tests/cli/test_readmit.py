@@ -12,7 +12,15 @@ from typing import Any
 
 import pytest
 
-from helpers import HAND_RUN, assert_one_line_error, freeze_evaluator, registry_with_a_run, snapshot, write_registry
+from helpers import (
+    HAND_RUN,
+    assert_one_line_error,
+    complete_record,
+    freeze_evaluator,
+    registry_with_a_run,
+    snapshot,
+    write_registry,
+)
 
 QUESTION = "Does tiling the loops speed up the step?"
 NEW_QUESTION = "How much does tiling dB add once dA is tiled?"
@@ -258,3 +266,42 @@ def test_a_real_git_merge_either_way_gives_the_same_errors(cli, tmp_path: Path) 
         ("tile-b", "readmission-question"),
         ("tile-b", "readmission-tracking-issue"),
     ]
+
+
+def admitted_record(attempt_id: str, at: str, **changes: Any) -> dict[str, Any]:
+    return complete_record(
+        attempt_id,
+        status="not-tried",
+        evidence=None,
+        lesson=None,
+        next_action=None,
+        question=f"What does {attempt_id} change in the step?",
+        budget={"wall_clock_seconds": 600.0},
+        tracking_issue=f"owner/{attempt_id}#1",
+        admission={
+            "admitted_at": at,
+            "ptreg_version": "0.1.0",
+            "registry_state": {"attempts": 0, "evaluators": 1, "sha256": "0" * 64},
+            "checks": [],
+            "precedents": [],
+        },
+        **changes,
+    )
+
+
+def test_one_evaluator_name_frozen_with_two_specs_is_found_by_gate_and_validate(cli, tmp_path: Path) -> None:
+    root = write_registry(tmp_path / "reg", [])
+    first_ref, second_ref = freeze_evaluator(root), freeze_evaluator(root, repeats=7)
+    assert first_ref.split("@")[0] == second_ref.split("@")[0] and first_ref != second_ref
+    for record in (
+        admitted_record("first", "2026-12-04T10:00:00Z", evaluator=first_ref),
+        admitted_record("second", "2026-12-04T10:05:00Z", evaluator=second_ref),
+    ):
+        (root / f"{record['id']}.json").write_text(json.dumps(record, indent=2))
+    assert [(c["attempt_id"], c["rule"]) for c in conflicts_of(cli, root)] == [("second", "readmission-evaluator")]
+    gate = cli("-r", root, "gate", "second")
+    assert gate.code == 1 and "conflict [readmission-evaluator]" in gate.out and second_ref in gate.out
+    assert cli("-r", root, "gate", "first").code == 0
+    _, third_ref = freeze_evaluator(root), freeze_evaluator(root, repeats=7, name="kernels-xl-7")
+    assert cli("-r", root, "readmit", "second", "--evaluator", third_ref).code == 0
+    assert cli("-r", root, "validate").code == 0
