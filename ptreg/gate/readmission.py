@@ -122,24 +122,26 @@ def admission_time(attempt: Attempt) -> datetime | str | None:
     return moment
 
 
-def readmit_all(attempts: Iterable[Attempt]) -> Readmissions:
-    """Every admission of ``attempts`` decided again against those admitted before it. Where an
-    id is given by two files the last one counts, as everywhere (``Registry.by_id``)."""
+def readmit_all(attempts: Iterable[Attempt], only: str | None = None) -> Readmissions:
+    """Every admission of ``attempts`` decided again against those admitted before it (or only
+    that of ``only``, whose conflicts alone are then given). Where an id is given by two files
+    the last one counts, as everywhere (``Registry.by_id``)."""
     by_id = {a.id: a for a in attempts}
     timed: list[tuple[datetime, str]] = []
     conflicts: list[Conflict] = []
     for attempt in by_id.values():
         when = admission_time(attempt)
         if isinstance(when, str):
-            conflicts.append(
-                Conflict(
-                    ADMITTED_AT,
-                    attempt.id,
-                    (),
-                    f"{when}, so its admission cannot be placed in the admission order",
-                    "restore the record's admission from version control (the time ptreg wrote)",
+            if only is None or attempt.id == only:
+                conflicts.append(
+                    Conflict(
+                        ADMITTED_AT,
+                        attempt.id,
+                        (),
+                        f"{when}, so its admission cannot be placed in the admission order",
+                        "restore the record's admission from version control (the time ptreg wrote)",
+                    )
                 )
-            )
         elif when is not None:
             timed.append((when, attempt.id))
     order = tuple(i for _, i in sorted(timed))
@@ -150,8 +152,10 @@ def readmit_all(attempts: Iterable[Attempt]) -> Readmissions:
     streaking = {a.objective for a in before.values() if a.id in stopping}
     for attempt_id in order:
         attempt = by_id[attempt_id]
-        if attempt.withdrawn is None:
+        if attempt.withdrawn is None and (only is None or attempt_id == only):
             conflicts.extend(decide(attempt, before, by_id, attempt.objective in streaking))
+        if attempt_id == only:
+            break
         before[attempt_id] = attempt
         if attempt_id in stopping:
             streaking.add(attempt.objective)
@@ -295,9 +299,9 @@ def readmissions_around(index: RegistryReader, root: Path, attempt: Attempt, inp
         return Readmissions((), (), ())  # no place in the order: nothing to decide, nothing after it
     name = (attempt.evaluator or "").partition("@")[0]
     if name and len([p for p in evaluator_files(root) if p.name.startswith(f"{name}@")]) > 1:
-        return read_readmissions(root)
+        return readmit_all(load_directory(root).attempts, only=attempt.id)
     ids = sorted({a.id for a in inputs.others} | {a.id for a in inputs.objective_chain} - {attempt.id})
-    return readmit_all([*(read_summarized(root, s) for s in index.summaries_of(ids)), attempt])
+    return readmit_all([*(read_summarized(root, s) for s in index.summaries_of(ids)), attempt], only=attempt.id)
 
 
 def judged_before(inputs: GateInputs, readmissions: Readmissions, attempt_id: str) -> GateInputs:

@@ -246,3 +246,18 @@ def test_many_random_orders_of_a_larger_registry_agree() -> None:
     for _ in range(20):
         rng.shuffle(attempts)
         assert readmit_all(attempts) == expected
+
+
+def test_deciding_one_admission_agrees_with_deciding_them_all() -> None:
+    attempts = [
+        *streak_chain(),
+        *tiles(),
+        proposal("tile-c", "2026-12-04T09:00:00Z", question="Does tiling the loops speed up the step!"),
+        proposal("p", "2026-12-04T10:00:01Z", varied_from="n3", varied="c", evaluator=EVALUATOR_B),
+        proposal("odd", "never", question=QUESTION_TEXT),
+    ]
+    every = readmit_all(attempts)
+    for attempt in attempts:
+        one = readmit_all(attempts, only=attempt.id)
+        assert one.of(attempt.id) == every.of(attempt.id) and one.order == every.order
+        assert {c.attempt_id for c in one.conflicts} <= {attempt.id}
