@@ -282,9 +282,10 @@ def unresolved(readmissions: Readmissions, attempt: Attempt) -> str | None:
     return f"{attempt.id}: unresolved conflict [{conflicts[0].rule}]: {conflicts[0].message()}{more}"
 
 
-def read_readmissions(root: Path) -> Readmissions:
-    """Every admission of the registry at ``root`` decided again (a full read of its records)."""
-    return readmit_all(load_directory(root).attempts)
+def read_readmissions(root: Path, only: str | None = None) -> Readmissions:
+    """Every admission of the registry at ``root`` decided again, or only that of ``only`` (a
+    full read of its records)."""
+    return readmit_all(load_directory(root).attempts, only=only)
 
 
 def readmissions_around(index: RegistryReader, root: Path, attempt: Attempt, inputs: GateInputs) -> Readmissions:
@@ -299,7 +300,7 @@ def readmissions_around(index: RegistryReader, root: Path, attempt: Attempt, inp
         return Readmissions((), (), ())  # no place in the order: nothing to decide, nothing after it
     name = (attempt.evaluator or "").partition("@")[0]
     if name and len([p for p in evaluator_files(root) if p.name.startswith(f"{name}@")]) > 1:
-        return readmit_all(load_directory(root).attempts, only=attempt.id)
+        return read_readmissions(root, only=attempt.id)
     ids = sorted({a.id for a in inputs.others} | {a.id for a in inputs.objective_chain} - {attempt.id})
     return readmit_all([*(read_summarized(root, s) for s in index.summaries_of(ids)), attempt], only=attempt.id)
 

@@ -103,7 +103,7 @@ def _conclude(root: Path, registry: Registry, attempt: Attempt, verdict: Verdict
     attempt_id = attempt.id
     if verdict.status == "not-tried":
         raise UnusableInput("--status not-tried is not a verdict; conclude with what the run showed")
-    blocked = unresolved(readmit_all(registry.attempts), attempt)  # its runs stay; the verdict waits
+    blocked = unresolved(readmit_all(registry.attempts, only=attempt_id), attempt)  # its runs stay; the verdict waits
     if blocked is not None:
         raise CheckFailed(blocked)
     runs = attempt.runs or []

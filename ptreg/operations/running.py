@@ -93,7 +93,7 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
             f"{attempt_id} is concluded (status {attempt.status}); a new run needs a new attempt: "
             f"`ptreg new --varied-from {attempt_id}`",
         )
-    readmissions = read_readmissions(root)  # a clone merged in may have admitted a clash
+    readmissions = read_readmissions(root, only=attempt_id)  # a clone merged in may have admitted a clash
     blocked = unresolved(readmissions, attempt)
     if blocked is not None:
         raise CheckFailed(blocked)
