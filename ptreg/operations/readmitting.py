@@ -75,7 +75,7 @@ def readmit(root: Path, attempt_id: str, resolution: Resolution) -> Readmitted:
         attempt = registry.get(attempt_id)
         with run_lock(root, attempt.id, "readmit"):
             every = registry.attempts
-            conflicts = readmit_all(every).of(attempt.id)
+            conflicts = readmit_all(every, only=attempt.id).of(attempt.id)
             gone = attempt.withdrawn
             if gone is not None:
                 raise CheckFailed(f"{attempt.id} was withdrawn at {gone.readmitted_at}; a withdrawal is final")
@@ -153,7 +153,7 @@ def _re_pass(root: Path, updated: Attempt, every: list[Attempt]) -> None:
     still to be run, passes the whole gate against them; else nothing is written."""
     if updated.varied_from is not None and all(a.id != updated.varied_from for a in every):
         raise UnusableInput(f"--varies {updated.varied_from}: no attempt of the registry has that id")
-    readmissions = readmit_all(every)
+    readmissions = readmit_all(every, only=updated.id)
     left = readmissions.of(updated.id)
     if left:
         raise CheckFailed(f"{updated.id} still conflicts; nothing written: [{left[0].rule}] {left[0].message()}")
