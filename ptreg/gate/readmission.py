@@ -153,7 +153,10 @@ def readmit_all(attempts: Iterable[Attempt], only: str | None = None) -> Readmis
     for attempt_id in order:
         attempt = by_id[attempt_id]
         if attempt.withdrawn is None and (only is None or attempt_id == only):
-            conflicts.extend(decide(attempt, before, by_id, attempt.objective in streaking))
+            # its own lineage counts as known whatever its time (``decide``), so its runs too
+            lineage = ancestry(attempt.varied_from, by_id) if attempt.varied_from else []
+            possible = attempt.objective in streaking or any(a.id in stopping for a in lineage)
+            conflicts.extend(decide(attempt, before, by_id, possible))
         if attempt_id == only:
             break
         before[attempt_id] = attempt
