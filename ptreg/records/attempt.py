@@ -185,11 +185,25 @@ class FieldChange(BaseModel):
     before: Text | None = None
 
 
+def _said_how(schema: dict[str, Any]) -> None:
+    """The schema says what ``Readmission._said_how`` checks, for tools without pydantic."""
+    schema["allOf"] = [
+        {
+            "if": {"properties": {"resolution": {"const": "withdrawn"}}, "required": ["resolution"]},
+            "then": {"required": ["reason"], "properties": {"reason": {"type": "string"}}},
+        },
+        {
+            "if": {"properties": {"resolution": {"const": "readmitted"}}, "required": ["resolution"]},
+            "then": {"required": ["changes"], "properties": {"changes": {"minItems": 1}}},
+        },
+    ]
+
+
 class Readmission(BaseModel):
     """How a conflict found after a merge was resolved: the attempt re-passed the gate with
     the changes listed, or was withdrawn for the reason given."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True, json_schema_extra=_said_how)
 
     readmitted_at: Text = Field(description="UTC time, ISO 8601.")
     conflicts: list[ReadmissionRule] = Field(min_length=1, description="The conflicts it resolved.")
