@@ -79,6 +79,11 @@ def readmit(root: Path, attempt_id: str, resolution: Resolution) -> Readmitted:
             gone = attempt.withdrawn
             if gone is not None:
                 raise CheckFailed(f"{attempt.id} was withdrawn at {gone.readmitted_at}; a withdrawal is final")
+            if attempt.admission is None:
+                raise CheckFailed(
+                    f"{attempt.id} has no admission (not proposed through `ptreg new`): it has no place in the "
+                    "admission order, and nothing to readmit"
+                )
             if not conflicts:
                 raise CheckFailed(
                     f"{attempt.id}: its admission holds against every attempt admitted before it; nothing to readmit"
