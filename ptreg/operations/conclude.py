@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from ..clock import utc_now
 from ..errors import CheckFailed, UnusableInput
+from ..gate.readmission import readmit_all, unresolved
 from ..records.attempt import CONFIDENCES, STATUSES, Attempt, ContinueIf
 from ..records.condition import render
 from ..records.condition_grammar import parse
@@ -102,6 +103,9 @@ def _conclude(root: Path, registry: Registry, attempt: Attempt, verdict: Verdict
     attempt_id = attempt.id
     if verdict.status == "not-tried":
         raise UnusableInput("--status not-tried is not a verdict; conclude with what the run showed")
+    blocked = unresolved(readmit_all(registry.attempts, only=attempt_id), attempt)  # its runs stay; the verdict waits
+    if blocked is not None:
+        raise CheckFailed(blocked)
     runs = attempt.runs or []
     if not runs:
         raise CheckFailed(f"{attempt_id} has no run to conclude from; run it first: `ptreg run {attempt_id}`")

@@ -23,6 +23,7 @@ from ..engine.workloads.discovery import workload_named
 from ..errors import CheckFailed, UnusableInput
 from ..gate.checks import check_gate
 from ..gate.gate_inputs import read_gate_inputs
+from ..gate.readmission import judged_before, read_readmissions, unresolved
 from ..records.attempt import Attempt, Budget, RunRef
 from ..records.evaluator import EvaluatorSpec, FrozenEvaluator
 from ..records.run_results import Provenance, RunResults, new_results
@@ -92,9 +93,13 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
             f"{attempt_id} is concluded (status {attempt.status}); a new run needs a new attempt: "
             f"`ptreg new --varied-from {attempt_id}`",
         )
+    readmissions = read_readmissions(root, only=attempt_id)  # a clone merged in may have admitted a clash
+    blocked = unresolved(readmissions, attempt)
+    if blocked is not None:
+        raise CheckFailed(blocked)
     if attempt.evaluator is None or attempt.budget is None:
         raise CheckFailed(f"{attempt_id} has no frozen evaluator or no budget; propose it with `ptreg new`")
-    report = check_gate(attempt, inputs)
+    report = check_gate(attempt, judged_before(inputs, readmissions, attempt_id))
     if not report.admitted or report.evaluator is None:
         failed = "; ".join(f"{c.check}: {c.detail}" for c in report.failures)
         raise CheckFailed(f"{attempt_id}: the gate no longer admits it ({failed}); see `ptreg gate {attempt_id}`")
