@@ -30,6 +30,7 @@ from ..store.evaluator_files import resolve
 from ..store.index import open_index
 from ..store.jsonio import create_text_exclusive, dumps_pretty
 from ..store.locks import registry_lock
+from ..store.vocabulary_files import refuse_old_layout
 from ..views.precedents import Precedent, Shape, precedents
 from .admission import admission
 from .checks import GateReport, check_gate
@@ -156,6 +157,7 @@ def propose(
     if dry_run:
         return _propose(root, proposal, dry_run=True, now=now, progress=progress)
     load_meta(root)  # a missing registry is refused before any lock file is made
+    refuse_old_layout(root)
     with registry_lock(root):
         return _propose(root, proposal, dry_run=False, now=now, progress=progress)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from ...records.ledger import encode_terms, question_tokens
 from ..jsonio import JsonError, read_bytes
-from ..names import RECORD_FILE_MAX_BYTES, REGISTRY_FILE
+from ..names import RECORD_FILE_MAX_BYTES, REGISTRY_FILE, VOCABULARY_DIR
 from ..watch import ask
 from .rows import ATTEMPT_COLUMNS, PROGRESS_EVERY, RACY_NS, Progress, Refresh, Stamp
 
@@ -199,10 +199,59 @@ def check_files(root: Path, db: sqlite3.Connection, progress: Progress | None = 
         result = _check_named(root, db, answer.changed, now, progress)
     else:
         result = _check_every_file(root, db, now, progress)
+    _check_vocabulary(root, db, now)
     if answer is not None and (answer.seq, answer.watcher) != (seq, watcher):
         # the files table now holds at least every change that watcher had seen when it answered
         db.execute("INSERT OR REPLACE INTO meta VALUES ('watched', ?)", (f"{answer.seq} {answer.watcher}",))
     return result
+
+
+def vocabulary_stamp(root: Path, now: int) -> str | None:
+    """One digest of the name and stamp of every entry of the term folder (a few dozen files,
+    whatever the number of records, so always looked at, watcher or not); None when one changed
+    within RACY_NS of ``now``, to be looked at again next time."""
+    digest = hashlib.blake2b(digest_size=20)
+    folders = [root / VOCABULARY_DIR]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as entries:
+                found = sorted((e.name, e.stat(follow_symlinks=False)) for e in entries)
+        except OSError:
+            digest.update(b"\1" + str(folder).encode("utf-8", "surrogateescape"))  # absent or unreadable
+            continue
+        for name, info in found:
+            if info.st_ctime_ns >= now - RACY_NS:
+                return None
+            digest.update(
+                f"{folder}/{name}\0{info.st_mode} {info.st_size} {info.st_mtime_ns} {info.st_ino}\0".encode(
+                    "utf-8", "surrogateescape"
+                )
+            )
+            if stat.S_ISDIR(info.st_mode) and folder == root / VOCABULARY_DIR:
+                folders.append(folder / name)
+    return digest.hexdigest()
+
+
+def _check_vocabulary(root: Path, db: sqlite3.Connection, now: int) -> None:
+    """Read the vocabularies again when a term file was added, removed or changed (by a
+    checkout, a merge or ptreg) since the index last read them; ``registry.json`` itself is a
+    file of the files table."""
+    stamp = vocabulary_stamp(root, now)
+    kept = db.execute("SELECT value FROM meta WHERE key = 'vocabulary'").fetchone()
+    if stamp is not None and kept is not None and kept[0] == stamp:
+        return
+    db.execute("DELETE FROM meta WHERE key = 'vocabulary'")
+    if db.execute("SELECT 1 FROM meta WHERE key = 'registry'").fetchone() is not None:
+        from .. import record_file
+
+        # read before anything is dropped: an unusable term file stops the command, as an
+        # unusable registry.json does
+        meta = record_file.read_meta(root / REGISTRY_FILE)
+        db.execute("DELETE FROM derived")
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('registry', ?)", (json.dumps(meta),))
+    if stamp is not None:
+        db.execute("INSERT INTO meta VALUES ('vocabulary', ?)", (stamp,))
 
 
 def _watched(kept: Any) -> tuple[int | None, str | None]:
