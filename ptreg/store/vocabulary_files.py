@@ -143,11 +143,9 @@ def term_files(root: Path) -> list[tuple[str, Path]]:
     names are a write's staged files, never terms."""
     base = root / VOCABULARY_DIR
     found: list[tuple[str, Path]] = []
-    for vocabulary, is_dir in _listed(base, root):
+    for vocabulary, _ in _listed(base, root):  # each one a real folder: _listed below says so
         if vocabulary not in VOCABULARIES:
             raise UnusableInput(f"{base / vocabulary}: not a vocabulary (one of {', '.join(VOCABULARIES)}); not read")
-        if not is_dir:
-            raise UnusableInput(f"{base / vocabulary}: not a folder of term files; not read")
         for name, is_file in _listed(base / vocabulary, root):
             if not name.endswith(".json") or not is_file:
                 raise UnusableInput(f"{base / vocabulary / name}: not a term file (<term>.json); not read")
