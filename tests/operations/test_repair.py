@@ -246,3 +246,12 @@ def test_a_migration_cut_short_before_its_commit_point_is_made_again(cli, tmp_pa
     assert cli("-r", root, "repair").code == 0
     assert load_meta(root) == before and not (root / ".tmp-vocabulary").exists()
     assert not (root / "vocabulary" / "method" / "stray.json").exists()
+
+
+def test_a_term_file_staged_by_a_killed_vocab_add_is_removed(cli, tmp_path: Path) -> None:
+    root = write_registry(tmp_path / "reg", [complete_record("a")])
+    staged = root / "vocabulary" / "method" / ".fusion.json.x1y2z3.tmp"
+    staged.write_text('{"term": "fusion"', encoding="utf-8")
+    assert ".fusion.json.x1y2z3.tmp: warning" in cli("-r", root, "validate").out
+    assert cli("-r", root, "repair").code == 0
+    assert not staged.exists() and cli("-r", root, "validate").code == 0
