@@ -32,6 +32,7 @@ import os
 import random
 import shutil
 import subprocess
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -412,13 +413,27 @@ def test_two_clones_merge_without_conflict_unless_one_item_changed_in_both(
     assert any(set(o.history.terms["a"]) and set(o.history.terms["b"]) for o in outcomes)
 
 
+def _kind(path: str) -> str:
+    """The kind of item a conflicting file belongs to."""
+    inside = path.removeprefix("attempts/")
+    if inside.startswith(("runs/", "evaluators/", "vocabulary/")):
+        return inside.split("/", 1)[0]
+    return "attempt"
+
+
 @pytest.mark.slow
 def test_many_two_clone_histories(template: tuple[Path, str], tmp_path: Path) -> None:
     count = int(os.environ.get("PTREG_MERGE_HISTORIES", "200"))
     outcomes = run_histories(count, template, tmp_path, max_runs=1)
     conflicted = sum(1 for o in outcomes if o.conflicts)
     pairs = sum(len(expected_conflicts(o.history)) for o in outcomes)
-    print(f"{count} histories, {conflicted} with a conflict, {pairs} admission pairs to re-decide")
+    kinds = Counter(_kind(path) for o in outcomes for path in o.conflicts)
+    refused = sum(len(o.history.refused) for o in outcomes)
+    admitted = sum(len(o.history.admitted) for o in outcomes)
+    print(
+        f"{count} histories, {conflicted} with a conflict (conflicting files: {dict(sorted(kinds.items()))}); "
+        f"{admitted} admitted, {refused} refused by a gate; {pairs} admission pairs to re-decide"
+    )
     assert len(outcomes) == count
 
 
