@@ -27,6 +27,7 @@ from ..records.rules import check_attempt
 from ..store.directory import load_directory, load_meta, record_path, write_attempt
 from ..store.locks import registry_lock, run_lock
 from ..store.runs import check_folder, read_results, run_folder
+from ..store.vocabulary_files import refuse_old_layout
 from ..views.dispositions import latest_complete
 from .running import results_source
 
@@ -70,6 +71,7 @@ def conclude(root: Path, attempt_id: str, verdict: Verdict) -> Concluded:
     """Record the verdict; refused (nothing written) if the registry's rules would not hold, or
     the condition does not parse or names what the latest complete run does not record."""
     load_meta(root)  # a missing registry is refused before any lock file is made
+    refuse_old_layout(root)
     with registry_lock(root):
         registry = load_directory(root)
         attempt = registry.get(attempt_id)

@@ -35,6 +35,7 @@ from ..store.jsonio import refuse_outside
 from ..store.locks import registry_lock, run_lock
 from ..store.runs import RESULTS_FILE, new_run_id, run_folder, runs_dir, write_run
 from ..store.trust import is_trusted
+from ..store.vocabulary_files import refuse_old_layout
 from ..text import shorten
 from ..views.run_report import evidence_line
 
@@ -68,6 +69,7 @@ def run_attempt(
     """
     with interruptible():  # from the start, so that SIGTERM never kills a run without a word
         read_attempt(root, attempt_id)  # no lock file for an attempt or registry that is not there
+        refuse_old_layout(root)  # before measuring, not after: the run could not be linked
         with run_lock(root, attempt_id):
             frozen, budget = _admitted(root, attempt_id)  # as it is now that no other run can start
             executor = make_executor(
