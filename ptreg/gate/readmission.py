@@ -144,7 +144,7 @@ def readmit_all(attempts: Iterable[Attempt], only: str | None = None) -> Readmis
                 )
         elif when is not None:
             timed.append((when, attempt.id))
-    order = tuple(i for _, i in sorted(timed))
+    order = _lineage_first([i for _, i in sorted(timed)], by_id)
     withdrawn = tuple(i for i in order if by_id[i].withdrawn is not None)
     # context: the records with no admission (and none that could not be placed)
     before: dict[str, Attempt] = {i: a for i, a in by_id.items() if a.admission is None}
@@ -165,6 +165,21 @@ def readmit_all(attempts: Iterable[Attempt], only: str | None = None) -> Readmis
     place = {i: n for n, i in enumerate(order)}
     conflicts.sort(key=lambda c: (place.get(c.attempt_id, -1), c.attempt_id, c.rule))
     return Readmissions(order, tuple(conflicts), withdrawn)
+
+
+def _lineage_first(by_time: list[str], by_id: Mapping[str, Attempt]) -> tuple[str, ...]:
+    """``by_time`` with each attempt moved after the attempts it varies: a gate admits a
+    variation only once its parent is known, so two clocks that disagree (or one second shared
+    by both) never put a child before its parent."""
+    placed: list[str] = []
+    seen: set[str] = set()
+    timed = set(by_time)
+    for attempt_id in by_time:
+        for one in (a.id for a in ancestry(attempt_id, by_id)):  # oldest first
+            if one in timed and one not in seen:
+                seen.add(one)
+                placed.append(one)
+    return tuple(placed)
 
 
 def decide(

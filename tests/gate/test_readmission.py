@@ -261,3 +261,22 @@ def test_deciding_one_admission_agrees_with_deciding_them_all() -> None:
         one = readmit_all(attempts, only=attempt.id)
         assert one.of(attempt.id) == every.of(attempt.id) and one.order == every.order
         assert {c.attempt_id for c in one.conflicts} <= {attempt.id}
+
+
+def test_a_variation_comes_after_the_attempt_it_varies_whatever_the_clocks_say() -> None:
+    """Two clones' clocks may disagree, and one second may hold both admissions: a gate admits a
+    variation only once its parent is known, so the parent is first however the times and ids sort."""
+    parent = proposal("zeta", "2026-12-04T10:00:09Z", tracking_issue="#8")
+    child = proposal(
+        "alpha",
+        "2026-12-04T10:00:01Z",
+        tracking_issue="#8",
+        varied_from="zeta",
+        varied="the tile",
+        answers_disposition=None,
+    )
+    for attempts in ([parent, child], [child, parent]):
+        found = readmit_all(attempts)
+        assert found.order == ("zeta", "alpha")
+        assert found.conflicts == ()
+        assert found.admitted_after("zeta") == {"alpha"}

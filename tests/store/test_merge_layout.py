@@ -12,12 +12,13 @@ and no merge driver. What must hold:
   every write touches (the layout's whole point);
 - a merge conflicts exactly on the files of the items both clones changed differently, and both
   directions conflict alike;
-- after a clean merge, both directions give the same tree, `ptreg validate` finds no error, and
-  the query index (kept from before the merge) answers as a full read of the merged files does.
-
-``History`` records what each clone did (ids, questions, tracking issues, lineages, evaluators
-and their specs, the order of admission), and ``expected_conflicts`` names the pairs of
-admissions the merge puts in conflict, for the re-decided admissions of item 2 to be held to.
+- after a clean merge, both directions give the same tree, `ptreg validate` finds no error but
+  the admissions in conflict (item 2), and the query index (kept from before the merge) answers
+  as a full read of the merged files does;
+- the admissions in conflict are the same whichever way the merge went, each a pair across the
+  two clones, and those of a question or a tracking issue are exactly the pairs
+  ``expected_conflicts`` finds from ``History`` (what each clone did: ids, questions, tracking
+  issues, lineages, evaluators and their specs, the order of admission).
 
 The default run takes a few histories; ``PTREG_MERGE_HISTORIES=200 python -m pytest -m slow
 tests/store/test_merge_layout.py`` runs as many as asked.
@@ -331,12 +332,35 @@ def merge(repo: Path, other: str) -> tuple[set[str], str | None]:
     return conflicted, None
 
 
-def check_merged(registry: Path, history: History) -> None:
-    """A clean merge: a valid registry, and an index that follows it."""
+def flagged(registry: Path) -> set[tuple[str, str, str]]:
+    """(earlier id, later id, rule) of every admission `ptreg gate --all` finds in conflict."""
+    code, out, err = ptreg(registry, "gate", "--all", "--json")
+    report = json.loads(out)
+    assert code == (0 if report["holds"] else 1), err
+    return {
+        (earlier["id"], c["id"], c["rule"].removeprefix("readmission-"))
+        for c in report["conflicts"]
+        for earlier in c["earlier"]
+    }
+
+
+def check_merged(registry: Path, history: History) -> set[tuple[str, str, str]]:
+    """A clean merge: a registry valid but for the admissions in conflict, those `validate`
+    names being exactly the ones ``expected_conflicts`` finds, and an index that follows it."""
     code, out, err = ptreg(registry, "validate", "--json")
     report = json.loads(out)
     errors = [p for p in report["problems"] if p["severity"] == "error"]
-    assert errors == [] and code in (0, 1), (errors, err)
+    assert all(p["rule"].startswith("readmission-") for p in errors), (errors, err)
+    assert code == 1 if errors else code in (0, 1), (code, err)  # warnings alone may exit 1
+    found = flagged(registry)
+    assert {(p["attempt_id"], p["rule"]) for p in errors} == {
+        (later, f"readmission-{rule}") for _, later, rule in found
+    }
+    clone_of = {a.attempt_id: a.clone for a in history.admitted}
+    # a clone's own gate decided its own admissions: only a pair across the clones can clash
+    assert all(clone_of.get(first) != clone_of.get(second) for first, second, _ in found), found
+    shown = {f for f in found if f[2] in ("question", "tracking-issue")}
+    assert shown == expected_conflicts(history), (history.seed, sorted(shown), sorted(expected_conflicts(history)))
     ids = {a.attempt_id for a in history.admitted} | {BASE_ID}
     listed = {row["id"] for row in json.loads(must(registry, "list", "--json"))}
     assert listed == ids
@@ -348,12 +372,14 @@ def check_merged(registry: Path, history: History) -> None:
         index.close()
     assert terms <= from_index == set(load_meta(registry).method_vocabulary)
     assert_index_agrees(registry)
+    return found
 
 
 @dataclass
 class Outcome:
     history: History
     conflicts: set[str]
+    flagged: set[tuple[str, str, str]]  # the admissions in conflict after a clean merge
 
 
 def one_history(seed: int, template: tuple[Path, str], top: Path, max_runs: int) -> Outcome:
@@ -388,15 +414,15 @@ def one_history(seed: int, template: tuple[Path, str], top: Path, max_runs: int)
     into_b, tree_b = merge(repos["b"], "refs/remotes/a/main")
     into_a, tree_a = merge(repos["a"], "refs/remotes/b/main")
     assert into_b == into_a == expected, (seed, history.ops, sorted(into_b), sorted(into_a), sorted(expected))
+    flagged: set[tuple[str, str, str]] = set()
     if not expected:
         assert tree_a == tree_b  # the same registry, whichever way the merge went
-        for repo in repos.values():
-            check_merged(repo / "attempts", history)
-    # what the admissions re-decided after a merge are to be held to (issue 38, item 2)
-    pairs = expected_conflicts(history)
-    assert all(first != second for first, second, _ in pairs)
+        # the admissions decided again: the same conflicts whichever way, and exactly those expected
+        answers = [check_merged(repo / "attempts", history) for repo in repos.values()]
+        assert answers[0] == answers[1], (seed, answers)
+        flagged = answers[0]
     shutil.rmtree(work)
-    return Outcome(history, expected)
+    return Outcome(history, expected, flagged)
 
 
 def run_histories(count: int, template: tuple[Path, str], top: Path, max_runs: int) -> list[Outcome]:
@@ -430,9 +456,12 @@ def test_many_two_clone_histories(template: tuple[Path, str], tmp_path: Path) ->
     kinds = Counter(_kind(path) for o in outcomes for path in o.conflicts)
     refused = sum(len(o.history.refused) for o in outcomes)
     admitted = sum(len(o.history.admitted) for o in outcomes)
+    rules = Counter(rule for o in outcomes for _, _, rule in o.flagged)
+    clean = sum(1 for o in outcomes if not o.conflicts)
     print(
         f"{count} histories, {conflicted} with a conflict (conflicting files: {dict(sorted(kinds.items()))}); "
-        f"{admitted} admitted, {refused} refused by a gate; {pairs} admission pairs to re-decide"
+        f"{admitted} admitted, {refused} refused by a gate; {pairs} admission pairs to re-decide; "
+        f"after the {clean} clean merges, admissions in conflict by rule: {dict(sorted(rules.items()))}"
     )
     assert len(outcomes) == count
 
