@@ -8,7 +8,10 @@ wall time from the first start to the last end. The peak is the best variant's m
 Bandwidth: STREAM's triad (a = b + s·c) and copy (a = b) over float32 arrays of at least four
 times the last-level cache each, as numba ``prange`` loops on the thread count asked; GB/s counts
 the bytes the kernel names (triad 3, copy 2 per element), as STREAM does: a store's
-read-for-ownership is not counted. The bandwidth is the better kernel's median.
+read-for-ownership is not counted. The bandwidth is the better kernel's median. Beside it, for
+reading the floors (not in them): the triad over arrays of a sixteenth of the last-level cache,
+as big as a step's activations at xl, whose bandwidth is what a part whose data stays in cache
+can reach.
 
 Every variant at every thread count runs once per round, in an order shuffled per round.
 """
@@ -25,17 +28,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import fp_peak
 import numba
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-
-import fp_peak
 
 Rate = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Samples = Annotated[list[Rate], Field(min_length=1)]
 Load = Annotated[list[Annotated[float, Field(ge=0, allow_inf_nan=False)]], Field(min_length=3, max_length=3)]
 Threads = Annotated[int, Field(ge=1, le=1024)]
 MIN_ARRAY_BYTES = 64 * 2**20  # when the last-level cache is small or unknown
+IN_CACHE_CALLS = 200  # the triad within the cache takes microseconds: many calls per sample
+IN_CACHE = "triad in cache"
 STREAM_BYTES = {"triad": 3, "copy": 2}  # arrays touched per element, as STREAM counts them
 
 
@@ -48,6 +52,7 @@ class AtThreads(_Strict):
 
     compute_gflops: dict[str, Samples] = Field(min_length=1)
     bandwidth_gbs: dict[str, Samples] = Field(min_length=1)
+    cache_gbs: Samples | None = Field(default=None, description="The triad within the last-level cache.")
 
     @property
     def peak_gflops(self) -> float:
@@ -56,6 +61,10 @@ class AtThreads(_Strict):
     @property
     def bandwidth(self) -> float:
         return max(statistics.median(v) for v in self.bandwidth_gbs.values())
+
+    @property
+    def cache_bandwidth(self) -> float | None:
+        return None if self.cache_gbs is None else statistics.median(self.cache_gbs)
 
 
 class LoadAverage(_Strict):
@@ -167,6 +176,7 @@ def measure(thread_counts: list[int], rounds: int, seconds: float, calls: int, a
     cache = last_level_cache()
     nbytes = max(4 * cache, MIN_ARRAY_BYTES) if cache else 4 * MIN_ARRAY_BYTES
     arrays = stream_arrays(nbytes)
+    cached = stream_arrays((cache or 16 * 2**20) // 16)
     samplers: dict[tuple[int, str, str], Callable[[], float]] = {}
     steps = {}
     for name, (lanes, fused) in fp_peak.PEAKS.items():
@@ -177,6 +187,8 @@ def measure(thread_counts: list[int], rounds: int, seconds: float, calls: int, a
     for kernel_name in STREAM_BYTES:
         for n in thread_counts:
             samplers[(n, "bandwidth", kernel_name)] = bandwidth_sampler(kernel_name, n, arrays, calls)
+    for n in thread_counts:
+        samplers[(n, "cache", IN_CACHE)] = bandwidth_sampler("triad", n, cached, calls * IN_CACHE_CALLS)
     for sampler in samplers.values():  # compiles, and warms every thread pool up
         sampler()
     found: dict[tuple[int, str, str], list[float]] = {key: [] for key in samplers}
@@ -199,11 +211,14 @@ def measure(thread_counts: list[int], rounds: int, seconds: float, calls: int, a
             "accumulators": accumulators,
             "stream_calls_per_sample": calls,
             "stream_array_bytes": arrays[0].nbytes,
+            "in_cache_array_bytes": cached[0].nbytes,
+            "in_cache_calls_per_sample": calls * IN_CACHE_CALLS,
         },
         threads={
             n: AtThreads(
                 compute_gflops={name: found[(n, "compute", name)] for name in fp_peak.PEAKS},
                 bandwidth_gbs={name: found[(n, "bandwidth", name)] for name in STREAM_BYTES},
+                cache_gbs=found[(n, "cache", IN_CACHE)],
             )
             for n in thread_counts
         },

@@ -104,7 +104,9 @@ def op_terms(config: GPTConfig, op: str, parameters: int) -> list[Term]:
             # per element: the normalised x again (2), dout·w (1), the two row sums (3), dw and db
             # (3), dx = (dnorm - mean - x̂·mean2)·rstd (4); per row the two divisions. Reads dout,
             # x, mean, rstd, w; writes dx, dw, db.
-            Term("layernorm_backward", calls, calls * (13 * M * C + 2 * M), calls * FLOAT * (3 * M * C + 3 * C + 2 * M)),
+            Term(
+                "layernorm_backward", calls, calls * (13 * M * C + 2 * M), calls * FLOAT * (3 * M * C + 3 * C + 2 * M)
+            ),
         ]
     if op == "attention":
         return [
