@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import step_ceilings
 from pydantic import BaseModel, ConfigDict, ValidationError
 from step_ceilings import AtThreads, Ceilings
 from step_counts import PARTS, Work, step_work
@@ -393,8 +394,6 @@ def run(args: argparse.Namespace) -> int:
     if args.no_measure is not None:
         ceilings = read_ceilings(args.no_measure)
     else:
-        import step_ceilings  # numba compiles only when measuring
-
         wanted = set(args.threads or [1, 2]) | {r.spec.threads for _, r in runs if isinstance(r.spec, EvaluatorSpec)}
         ceilings = step_ceilings.measure(sorted(wanted), args.rounds, args.seconds, args.calls, args.accumulators)
     found = [block for path, results in runs for block in blocks(path, results, ceilings)]
