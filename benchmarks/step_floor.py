@@ -141,7 +141,7 @@ class Block:
     threads: int
     at: AtThreads
     floors: dict[str, Floor]
-    measured: dict[str, dict[str, float | None]]  # by backend, by part
+    measured: dict[str, dict[str, float | None]]  # by backend (as the file names it), by part
     notes: list[str]
 
 
@@ -162,11 +162,12 @@ def blocks(path: Path, results: RunResults, ceilings: Ceilings) -> list[Block]:
         for cell in results.cells:
             if cell.config != name:
                 continue
-            backend = _show(cell.backend)
+            if cell.backend in block.measured:  # a second cell would silently replace the first
+                raise UnusableInput(f"{path}: two cells of backend {shorten(cell.backend)} at config {name}")
             if cell.status != "measured" or not cell.step_samples:
-                block.notes.append(f"{backend}: {cell.status}, no step samples")
+                block.notes.append(f"{_show(cell.backend)}: {cell.status}, no step samples")
                 continue
-            block.measured[backend] = measured_ms(cell)
+            block.measured[cell.backend] = measured_ms(cell)
         found.append(block)
     return found
 
@@ -197,7 +198,7 @@ def machine_lines(ceilings: Ceilings) -> list[str]:
     m, load = ceilings.machine, ceilings.load_average
     cache = m.get("last_level_cache_bytes")
     lines = [
-        f"CPU: {_show(m.get('cpu_model'), 60)}; {m.get('cpu_count')} CPUs, last-level cache "
+        f"CPU: {_show(m.get('cpu_model'), 60)}; {_show(m.get('cpu_count'))} CPUs, last-level cache "
         + (f"{cache / 2**20:g} MiB" if isinstance(cache, int | float) else "unknown"),
         f"OPENBLAS_CORETYPE={_show(m.get('OPENBLAS_CORETYPE'))}, "
         f"OPENBLAS_L2_SIZE={_show(m.get('OPENBLAS_L2_SIZE'))}; numba threading layer "
@@ -281,7 +282,7 @@ def block_lines(block: Block) -> list[str]:
         taken = 0
         for backend in backends:
             measured = block.measured[backend]
-            more = [f"{backend} ms", "x floor"]
+            more = [f"{_show(backend)} ms", "x floor"]
             extra = [[_ms(measured[k]), _times(measured[k], f)] for k, f in zip(keys, floor_ms, strict=True)]
             trial = _render(header + more, [r + e for r, e in zip(rows, extra, strict=True)])
             if taken and max(map(len, trial)) > WIDTH:
@@ -414,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(arguments(argv))
     except PtregError as exc:
-        print(f"step_floor: error: {exc.message}", file=sys.stderr)
+        print(f"step_floor: error: {printable(exc.message)}", file=sys.stderr)
         return exc.exit_code
 
 

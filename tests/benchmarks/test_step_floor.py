@@ -278,6 +278,16 @@ def test_backends_that_do_not_fit_side_by_side_go_below(tmp_path: Path, capsys: 
     assert list(document["blocks"][0]["measured_ms"]) == list(names)
 
 
+def test_a_cell_that_was_not_measured_is_named_below(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = a_run(tmp_path, backends=("numba", "numpy-blas"))
+    results = json.loads(path.read_text())
+    results["cells"][1].update(status="failed", step_samples=None)
+    path.write_text(json.dumps(results))
+    text, document = floor_of(tmp_path, capsys, "--results", str(path))
+    assert list(document["blocks"][0]["measured_ms"]) == ["numba"]
+    assert text.splitlines()[-1] == "numpy-blas: failed, no step samples"
+
+
 def test_ops_a_run_did_not_time_are_unknown_not_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text, document = floor_of(tmp_path, capsys, "--results", str(a_run(tmp_path, ops=False)))
     measured = document["blocks"][0]["measured_ms"]["numba"]
@@ -320,6 +330,7 @@ BAD_RUNS = {
     "an unknown op": lambda p: bad_run(
         p.parent.parent, lambda r: r["cells"][0]["step_samples"][0]["op_seconds"].update(softmax=0.1)
     ),
+    "a backend's second cell": lambda p: bad_run(p.parent.parent, lambda r: r["cells"].append(r["cells"][0])),
     "a kernels run": lambda p: bad_run(
         p.parent.parent, lambda r: r["spec"].update(workload="kernels", metric="gflops")
     ),
