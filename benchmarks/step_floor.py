@@ -38,7 +38,7 @@ from ptreg.records.problems import first_schema_error
 from ptreg.records.run_results import Cell, RunResults
 from ptreg.store.jsonio import atomic_write_text, decode_json, read_bytes
 from ptreg.store.runs import RESULTS_FILE, read_results
-from ptreg.text import printable, shorten
+from ptreg.text import json_type, printable, shorten
 
 WIDTH = 100  # the table's columns, at most
 MAX_SAVED_BYTES = 64 * 2**20
@@ -72,6 +72,8 @@ class _Saved(BaseModel):
 
 def read_ceilings(path: Path) -> Ceilings:
     raw = decode_json(read_bytes(path, MAX_SAVED_BYTES, follow=False), str(path))
+    if not isinstance(raw, dict):
+        raise UnusableInput(f"{path}: expected the JSON object --json writes, got {json_type(raw)}")
     try:
         return _Saved.model_validate(raw).ceilings
     except ValidationError as exc:
@@ -90,7 +92,7 @@ def read_run(path: Path) -> RunResults:
 def _read_named(path: Path) -> RunResults:
     raw = decode_json(read_bytes(path, follow=False), str(path))
     if not isinstance(raw, dict):
-        raise UnusableInput(f"{path}: expected a run's results (a JSON object)")
+        raise UnusableInput(f"{path}: expected a run's results, a JSON object, got {json_type(raw)}")
     try:
         return _checked(RunResults.model_validate(raw), path)
     except ValidationError as exc:

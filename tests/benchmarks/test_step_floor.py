@@ -390,6 +390,24 @@ def test_bad_saved_ceilings_are_one_line_and_exit_2(
     assert_one_line(capsys, code, str(path), "#/ceilings/")
 
 
+def test_a_ceilings_file_that_is_no_json_object_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = saved(tmp_path)
+    cases = {
+        "text.json": lambda p: p.write_text("ceilings"),
+        "nan.json": lambda p: p.write_text(good.read_text().replace("0.6", "NaN", 1)),
+        "list.json": lambda p: p.write_text("[]"),
+        "folder.json": lambda p: p.mkdir(),
+        "link.json": lambda p: p.symlink_to(good),
+    }
+    for name, make in cases.items():
+        path = tmp_path / name
+        make(path)
+        code = step_floor.main(["--no-measure", str(path), "-c", "tiny"])
+        assert_one_line(capsys, code, str(path))
+
+
 def test_the_script_exits_2_with_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "nothing.json"
     done = subprocess.run(
