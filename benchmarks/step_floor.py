@@ -156,7 +156,7 @@ def blocks(path: Path, results: RunResults, ceilings: Ceilings) -> list[Block]:
         raise UnusableInput(
             f"{path}: measured at {spec.threads} thread(s); the ceilings are at {measured_at} (--threads)"
         )
-    source = f"run {results.run_id}" if results.run_id else f"bench of {results.started_at}"
+    source = f"run {results.run_id}" if results.run_id else f"bench of {_show(results.started_at)}"
     found = []
     for name in spec.configs:
         config = CONFIGS[name]
@@ -211,9 +211,9 @@ def machine_lines(ceilings: Ceilings) -> list[str]:
     ]
     counts = sorted(ceilings.threads)
     rows = []
-    first = ceilings.threads[counts[0]]
     for kind, unit in (("compute_gflops", "GFLOP/s"), ("bandwidth_gbs", "GB/s")):
-        for name in getattr(first, kind):
+        names = dict.fromkeys(name for n in counts for name in getattr(ceilings.threads[n], kind))
+        for name in names:
             rows.append(
                 [f"{unit} {_show(name)}", *(_cell(getattr(ceilings.threads[n], kind).get(name, [])) for n in counts)]
             )
@@ -278,7 +278,7 @@ def block_lines(block: Block) -> list[str]:
     lines = ["", title]
     backends = list(block.measured)
     if not backends:
-        return [*lines, *_render(base_header, base_rows), *block.notes]
+        return [*lines, *_render(base_header, base_rows), *cache_lines(block), *block.notes]
     while backends:
         header, rows = list(base_header), [list(r) for r in base_rows]
         taken = 0

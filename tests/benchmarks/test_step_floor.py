@@ -302,6 +302,7 @@ def test_floors_alone_need_no_run(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert block["source"] == "no run" and block["measured_ms"] == {}
     assert block["step_floor_in_cache_ms"] < block["step_floor_ms"]
     assert "xl at 1 thread(s)" in text
+    assert text.splitlines()[-1].endswith(f"the step's floor would be {block['step_floor_in_cache_ms']:.3f} ms")
 
 
 def assert_one_line(capsys: pytest.CaptureFixture[str], code: int, *fragments: str) -> None:
