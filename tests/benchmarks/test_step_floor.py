@@ -270,6 +270,13 @@ def test_a_run_is_measured_part_by_part_against_its_floor(tmp_path: Path, capsys
     assert "CPU: Test CPU" in text and "OPENBLAS_CORETYPE=unknown" in text
 
 
+def test_a_run_folder_reads_as_its_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = a_run(tmp_path)
+    _, by_file = floor_of(tmp_path, capsys, "--results", str(path))
+    _, by_folder = floor_of(tmp_path, capsys, "--results", str(path.parent))
+    assert by_folder["blocks"] == by_file["blocks"]
+
+
 def test_backends_that_do_not_fit_side_by_side_go_below(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     names = ("numba", "numpy-blas", "a-backend-with-a-long-name")
     text, document = floor_of(tmp_path, capsys, "--results", str(a_run(tmp_path, backends=names)))
