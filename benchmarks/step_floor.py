@@ -300,8 +300,8 @@ def block_lines(block: Block) -> list[str]:
 
 
 def cached_floor_ms(block: Block) -> float | None:
-    """The step's floor if every byte came at the in-cache bandwidth instead: what the table's
-    floor would be for a machine whose cache held the whole step (none does; a bound from below)."""
+    """The step's floor if every byte came at the in-cache triad's bandwidth instead: for a
+    reader to weigh the parts whose arrays stay in cache (it models no cache, only swaps a ceiling)."""
     cached = block.at.cache_bandwidth
     if cached is None:
         return None
