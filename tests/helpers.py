@@ -6,6 +6,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -99,6 +100,25 @@ def failed_record(attempt_id: str, **changes: Any) -> dict[str, Any]:
 
 def meta_json() -> dict[str, Any]:
     return default_meta().model_dump(mode="json")
+
+
+def to_old_layout(root: Path, meta: dict[str, Any] | None = None) -> Path:
+    """Turn the registry at ``root`` into one of the layout before term files: every vocabulary
+    inside registry.json (schema_version 2), ``meta`` or the registry's own."""
+    from ptreg.store.directory import load_meta
+
+    body = meta if meta is not None else load_meta(root).model_dump(mode="json")
+    shutil.rmtree(root / "vocabulary", ignore_errors=True)
+    (root / "registry.json").write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+    return root
+
+
+def vocabulary_of(root: Path, vocabulary: str) -> dict[str, str | None]:
+    """The terms of one vocabulary of the registry at ``root``, as ptreg reads them."""
+    from ptreg.store.directory import load_meta
+
+    found: dict[str, str | None] = load_meta(root).model_dump(mode="json")[f"{vocabulary}_vocabulary"]
+    return found
 
 
 def attempts_document(records: list[Any], version: int = 2) -> dict[str, Any]:

@@ -16,6 +16,9 @@ on first use (under a minute) and the fastest remembered. numba is imported only
 backend is instantiated, so listing backends never imports it; compiled code is cached on
 disk (``cache=True``), so later processes load it instead of compiling (5-15 s a tile), and
 ``__init__`` does the loading, outside any timed call.
+
+Six of the step's other ops are the backend's own too (``numba_step.NumbaStepOps``, whose
+kernels are ``numba_ops`` and ``numba_attention``); which, and why, is in docs/backends.md.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ import functools
 import importlib.util
 import os
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+
+from ptreg_backends.numba_step import NumbaStepOps
 
 
 @functools.cache
@@ -42,12 +47,21 @@ def _compiled() -> tuple[Any, Any]:
     return choice, numba_gemm.compile_gemm(choice.tile)
 
 
-class NumbaBackend:
+class NumbaBackend(NumbaStepOps):
     name = "numba"
     description = (
-        "numba-compiled register- and cache-blocked loops in naive's order, parallel over output tiles (bit-identical)."
+        "numba-compiled register- and cache-blocked loops in naive's order, parallel over output tiles (bit-identical); "
+        "six of the step's ops fused, each within its declared tolerance."
     )
     order_preserving = True
+    # Measured and not provided (docs/backends.md, numba's ops): NumPy's residual add and bias
+    # loops are as fast, so the step keeps them; the other ops are numba's own.
+    residual_add = None  # type: ignore[assignment]
+    bias_forward = None  # type: ignore[assignment]
+    bias_backward = None  # type: ignore[assignment]
+    op_tolerances: ClassVar[dict[str, float]] = {
+        op: tolerance for op, tolerance in NumbaStepOps.op_tolerances.items() if op not in ("residual", "bias")
+    }
     thread_control = "numba parallel threads (prange over output tiles), set with numba.set_num_threads"
 
     @staticmethod
@@ -82,6 +96,7 @@ class NumbaBackend:
 
         self._choice, self._kernel = _compiled()
         self.threads = numba.get_num_threads()
+        self.load_ops()
         self.warm_up()
 
     def runtime_details(self) -> dict[str, Any]:
@@ -104,9 +119,11 @@ class NumbaBackend:
         }
 
     def warm_up(self) -> None:
-        """Run once on tiny arrays so thread-pool start-up is not in the first timed call."""
+        """Run once on tiny arrays so thread-pool start-up, and the ops' compilation (or their
+        load from numba's disk cache), is not in the first timed call."""
         tiny = np.ones((2, 2), dtype=np.float32)
         self._kernel(tiny, tiny, np.empty((2, 2), dtype=np.float32), self.threads)
+        self.warm_up_ops()
 
     def set_threads(self, n: int) -> int:
         import numba

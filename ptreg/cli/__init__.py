@@ -22,6 +22,7 @@ from . import (
     measuring,
     proposing,
     reading,
+    readmit_commands,
     serving,
     site,
     suggesting,
@@ -92,6 +93,7 @@ app.command(cls=RegistryCommand)(managing.export)
 app.command(cls=RegistryCommand)(managing.schema)
 app.command(cls=proposing.ProposalCommand)(proposing.new)
 app.command(cls=RegistryCommand)(proposing.gate)
+app.command(cls=RegistryCommand)(readmit_commands.readmit)
 app.command(cls=RegistryCommand)(proposing.precedents)
 app.command("next", cls=RegistryCommand)(suggesting.next_attempts)
 app.add_typer(evaluator_commands.app)

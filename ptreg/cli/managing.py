@@ -94,7 +94,7 @@ def repair(
 ) -> None:
     """Put right what a killed ptreg left (orphaned runs, a cut-short import, staged files), and update an older registry.
 
-    Every write is atomic, so a kill never leaves a partial record; it can leave a complete run folder that its attempt does not link yet, or staged temporary files. `ptreg validate` reports them as warnings. Sources an older ptreg wrote relative to the git repository are rewritten relative to the registry directory. Exit 0 when nothing is left to put right, 1 when something needs a person (the message says what).
+    Every write is atomic, so a kill never leaves a partial record; it can leave a complete run folder that its attempt does not link yet, or staged temporary files. `ptreg validate` reports them as warnings. Sources an older ptreg wrote relative to the git repository are rewritten relative to the registry directory, and the vocabularies of an older registry.json move into one file per term. Exit 0 when nothing is left to put right, 1 when something needs a person (the message says what).
     """
     from ..operations.repair import repair as put_right
 
@@ -106,6 +106,10 @@ def repair(
         verb = "would " if dry_run else ""
         if report.journal_renames:
             say(f"finished an import that was cut short ({report.journal_renames} files)")
+        if report.migrated:
+            say(
+                f"{verb}move the vocabularies of {root / 'registry.json'} into one file per term in {root / 'vocabulary'}"
+            )
         for leftover in report.linked:
             say(f"{verb}link run {leftover.run_id} to {leftover.attempt_id} ({leftover.path})")
         for leftover in report.removed:
@@ -125,6 +129,7 @@ def repair(
             or report.left
             or report.sources
             or report.ignore_file
+            or report.migrated
         ):
             say(f"{root}: nothing to repair")
     if report.left:

@@ -316,32 +316,48 @@ def command_line(given: ProposalInput) -> str:
 
 
 def gate(
-    attempt_id: str = typer.Argument(..., metavar="ID", help="The attempt to check."),
+    attempt_id: str | None = typer.Argument(None, metavar="ID", help="The attempt to check."),
+    every: bool = typer.Option(
+        False, "--all", help="Decide every admission again, in admission order, against those before it."
+    ),
     as_json: bool = JsonFlag,
 ) -> None:
     """Re-check an attempt's admission against the registry as it is now. Exit 1 if a check fails.
 
-    `ptreg run` does the same before it measures anything: an edited evaluator file, a removed budget or a tracking issue now scoping another lineage withdraw the admission.
+    `ptreg run` does the same before it measures anything: an edited evaluator file, a removed budget or a tracking issue now scoping another lineage withdraw the admission. An admission is judged against the attempts admitted before it; with --all, every admission is, as `ptreg validate` does after a merge (docs/gate.md).
     """
     from ..gate.admission import changed_since_admission
     from ..gate.checks import check_gate
     from ..gate.gate_inputs import read_gate_inputs
+    from ..gate.readmission import judged_before, read_readmissions, readmissions_around
     from ..records.refs import check_id
     from ..store.full_read import indexed_attempt
+    from .readmit_commands import print_readmissions
 
     root = registry_dir()
+    if every == (attempt_id is not None):
+        raise UnusableInput("name one attempt (ID) or --all")
+    if attempt_id is None:
+        print_readmissions(read_readmissions(root), as_json)
+        return
     # The checks read the index; the admission's digest covers every file's bytes as it did.
     with closing(load_index()) as index:
         attempt = indexed_attempt(index, check_id(attempt_id))
-        report = check_gate(attempt, read_gate_inputs(index, attempt, root))
+        inputs = read_gate_inputs(index, attempt, root)
+        readmissions = readmissions_around(index, root, attempt, inputs)
+        report = check_gate(attempt, judged_before(inputs, readmissions, attempt.id))
         changed = changed_since_admission(root, attempt, index)
+    conflicts = readmissions.of(attempt.id)
     admission = attempt.admission
+    holds = report.admitted and not conflicts and attempt.withdrawn is None
     if as_json:
         print_json(
             {
                 **report.to_json(),
                 "admitted_at": admission.admitted_at if admission else None,
                 "registry_changed_since_admission": changed,
+                "conflicts": [c.to_json() for c in conflicts],
+                "withdrawn": attempt.withdrawn is not None,
             }
         )
     else:
@@ -355,10 +371,15 @@ def gate(
                 f"(sha256 {then.sha256[:12]}); "
                 + ("the registry has changed since" if changed else "the registry is unchanged since")
             )
-        say(
-            "admission holds" if report.admitted else f"admission does not hold: {len(report.failures)} check(s) failed"
-        )
-    if not report.admitted:
+        for c in conflicts:
+            say(f"conflict [{c.rule}]: {c.message()}", one_line=True)
+        if attempt.withdrawn is not None:
+            say(f"withdrawn at {attempt.withdrawn.readmitted_at}: {attempt.withdrawn.reason}", one_line=True)
+        verdict = f"admission does not hold: {len(report.failures)} check(s) failed"
+        if conflicts:
+            verdict += f", {counted(len(conflicts), 'conflict')} with attempts admitted before it"
+        say("admission holds" if holds else verdict if attempt.withdrawn is None else "admission withdrawn")
+    if not holds:
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 

@@ -9,7 +9,7 @@ from .common import JsonFlag, RegistryCommand, help_when_alone, print_json, regi
 
 app = typer.Typer(
     name="vocab",
-    help="The vocabularies of the registry (registry.json): methods, objectives, kinds, confidences.",
+    help="The vocabularies of the registry (one file per term in vocabulary/): methods, objectives, kinds, confidences.",
     invoke_without_command=True,
     callback=help_when_alone,
 )

@@ -156,6 +156,12 @@ _INPUTS: dict[str, Callable[[GPTConfig, np.random.Generator], Inputs]] = {
     },
 }
 
+
+def op_inputs(op: str, config: GPTConfig, rng: np.random.Generator) -> Inputs:
+    """Random inputs of ``op`` shaped as ``config`` shapes them in the step (what parity checks on)."""
+    return _INPUTS[op](config, rng)
+
+
 # What each op only reads: a change to one of these fails the check.
 READ_ONLY: dict[str, tuple[str, ...]] = {
     "encoder": ("wte", "wpe", "tokens", "dx"),

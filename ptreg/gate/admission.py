@@ -1,7 +1,7 @@
 """The admission: what the gate found when it admitted a proposal, and against which registry.
 
-The registry state is a digest of every file the gate reads (``registry.json``, every record,
-every frozen evaluator), so a later ``ptreg gate`` can say whether the registry has changed
+The registry state is a digest of every file the gate reads (``registry.json`` and the term
+files, every record, every frozen evaluator), so a later ``ptreg gate`` can say whether the registry has changed
 since the admission.
 """
 
@@ -18,6 +18,7 @@ from ..clock import utc_now
 from ..records.attempt import Admission, Attempt, GateCheck, RegistryState
 from ..store.directory import REGISTRY_FILE, attempt_files, record_order
 from ..store.evaluator_files import evaluator_files
+from ..store.vocabulary_files import term_files
 from .checks import CheckResult, GateReport
 
 if TYPE_CHECKING:
@@ -40,7 +41,8 @@ def registry_state(
         records = sorted((n for n in hashes if n != REGISTRY_FILE), key=record_order)
     if exclude is not None:
         records = [n for n in records if n != f"{exclude}.json"]
-    names = [REGISTRY_FILE, *records, *(p.relative_to(root).as_posix() for p in evaluators)]
+    terms = [p.relative_to(root).as_posix() for _, p in term_files(root)]
+    names = [REGISTRY_FILE, *terms, *records, *(p.relative_to(root).as_posix() for p in evaluators)]
     for name in names:
         known = hashes.get(name) if hashes is not None else None
         if known is not None:

@@ -12,6 +12,7 @@ The checks read no file: ``check_gate`` is the one way in, over ``GateInputs`` t
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,9 @@ class CheckResult:
     outcome: Outcome
     detail: str  # what the check found
     remedy: str | None = None  # how to satisfy it, when it failed
+    # the other attempts the finding rests on (the alike question, the lineage the issue
+    # scopes, the trailing negatives), so that readmission can name them without parsing text
+    others: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -126,11 +130,18 @@ def check_gate(proposal: Attempt, inputs: GateInputs) -> GateReport:
 
 def similarity(a: str, b: str) -> float:
     """1.0 for the same question after normalising; else the Jaccard index of the token sets."""
-    ta, tb = question_tokens(a), question_tokens(b)
+    (ta, sa), (tb, sb) = _tokens(a), _tokens(b)
     if ta == tb:
         return 1.0
-    sa, sb = set(ta), set(tb)
     return len(sa & sb) / len(sa | sb) if sa | sb else 0.0
+
+
+@functools.lru_cache(maxsize=8192)
+def _tokens(question: str) -> tuple[tuple[str, ...], frozenset[str]]:
+    """A question's tokens, kept: re-deciding every admission compares each question with every
+    earlier one, and normalising the same text again was most of its time."""
+    tokens = tuple(question_tokens(question))
+    return tokens, frozenset(tokens)
 
 
 def closest(attempt_id: str, ids: Iterable[str]) -> str:
@@ -187,6 +198,7 @@ def fresh_question(
                 FAILED,
                 f"{how} as {other.id} ({scope}, status {other.status}) asked: {other.question!r}",
                 f"read {other.id} (`ptreg show {other.id}`); ask what its result leaves open, or vary it with --varied-from {other.id}",
+                (other.id,),
             )
     detail = f"no alike question among {compared} known in its lineage and family"
     if unknown:
@@ -304,6 +316,7 @@ def scoped_tracking_issue(
             FAILED,
             f"{reference} already scopes {', '.join(outside)}, of another lineage; one tracking issue scopes one lineage",
             f"open a new tracking issue for this question, or vary an attempt of that lineage (--varied-from {outside[0]})",
+            tuple(outside),
         )
     detail = reference + (f" (also scopes {', '.join(sharing)} of this lineage)" if sharing else "")
     return CheckResult(name, PASSED, detail)
@@ -400,4 +413,5 @@ def streak(proposal: Attempt, by_id: Mapping[str, Shaped], objective_chain: Sequ
         FAILED,
         f"{head}, and the proposal uses no method or base they did not",
         'change axis (a method or base none of them used), or give a reason with --override-streak "..." (it is stored)',
+        tuple(a.id for a in trailing),
     )

@@ -21,6 +21,7 @@ from ..store.jsonio import fsync_directory, read_json
 from ..store.locks import registry_lock
 from ..store.runs import RESULTS_FILE, RUNS_DIR
 from ..store.trust import trust
+from ..store.vocabulary_files import refuse_old_layout
 
 
 @dataclass
@@ -71,6 +72,7 @@ def freeze(root: Path, spec_path: Path) -> Frozen:
     identical spec over identical inputs again changes nothing. Freezing an evaluator whose
     workload runs code is this user's consent to run it (``store/trust.py``)."""
     load_meta(root)  # only into a real registry
+    refuse_old_layout(root)
     raw = read_json(spec_path)
     _check_backend_names(raw, str(spec_path))
     spec = parse_spec(raw, str(spec_path))
@@ -88,6 +90,7 @@ def remove(root: Path, ref: str) -> Path:
     attempt names and no run was measured by; refused, naming them, otherwise. A frozen file is
     never rewritten, but one nothing rests on may go (a spec frozen by mistake)."""
     load_meta(root)
+    refuse_old_layout(root)
     with registry_lock(root):
         path = resolve(root, ref)
         exact = path.name.removesuffix(".json")

@@ -25,11 +25,13 @@ from ..records.ledger import Summary
 from ..records.problems import flag_message
 from ..records.refs import check_id
 from ..records.vocabulary import unknown_terms
-from ..store.directory import REGISTRY_FILE, Progress, load_meta, record_path
+from ..store.directory import Progress, load_meta, record_path
 from ..store.evaluator_files import resolve
 from ..store.index import open_index
 from ..store.jsonio import create_text_exclusive, dumps_pretty
 from ..store.locks import registry_lock
+from ..store.names import VOCABULARY_DIR
+from ..store.vocabulary_files import refuse_old_layout
 from ..views.precedents import Precedent, Shape, precedents
 from .admission import admission
 from .checks import GateReport, check_gate
@@ -89,7 +91,7 @@ def _check_vocabulary(proposal: ProposalInput, meta: RegistryMeta, source: str) 
     ]
     unknown = unknown_terms(meta, given)
     if unknown is not None:
-        raise UnusableInput(f"{source}/{REGISTRY_FILE}: {unknown}")
+        raise UnusableInput(f"{source}/{VOCABULARY_DIR}: {unknown}")
     if proposal.kind == INFRASTRUCTURE_KIND:
         by_record = {f.metadata["record"]: f for f in fields(ProposalInput)}
         shaped = [by_record[name].name for name in SHAPE_FIELDS if getattr(proposal, by_record[name].name)]
@@ -156,6 +158,7 @@ def propose(
     if dry_run:
         return _propose(root, proposal, dry_run=True, now=now, progress=progress)
     load_meta(root)  # a missing registry is refused before any lock file is made
+    refuse_old_layout(root)
     with registry_lock(root):
         return _propose(root, proposal, dry_run=False, now=now, progress=progress)
 

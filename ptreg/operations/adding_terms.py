@@ -11,8 +11,10 @@ from ..errors import CheckFailed, UnusableInput
 from ..records.attempt import TERM_MAX_LENGTH, TEXT_MAX_LENGTH, RegistryMeta
 from ..records.refs import ID_RE
 from ..records.vocabulary import EXTENSIBLE, VOCABULARIES, terms
-from ..store.directory import REGISTRY_FILE, load_directory, load_meta, write_meta
+from ..store.directory import load_directory, load_meta
 from ..store.locks import registry_lock
+from ..store.names import VOCABULARY_DIR
+from ..store.vocabulary_files import delete_term, next_order, refuse_old_layout, term_path, write_term
 from ..text import shorten
 
 
@@ -28,6 +30,7 @@ def add_term(root: Path, vocabulary: str, term: str, description: str) -> Regist
     if not description.strip() or len(description) > TEXT_MAX_LENGTH:
         raise UnusableInput(f"--description: say in 1 to {TEXT_MAX_LENGTH} characters what the term means")
     meta = load_meta(root)  # a missing registry is refused before any lock file is made
+    refuse_old_layout(root)
     if term not in terms(meta, vocabulary) and not ID_RE.match(term):
         # a term imported without a definition may be defined as its ledger spelled it
         raise UnusableInput(
@@ -35,16 +38,18 @@ def add_term(root: Path, vocabulary: str, term: str, description: str) -> Regist
             f"e.g. {_slug(term)!r})"
         )
     with registry_lock(root):
+        refuse_old_layout(root)
         meta = load_meta(root)
         known = terms(meta, vocabulary)
         if known.get(term) is not None:  # a term imported without a definition may be given one
             raise CheckFailed(
-                f"{root / REGISTRY_FILE}: {term!r} is already in the {vocabulary} vocabulary: {known[term]!r}",
+                f"{term_path(root, vocabulary, term)}: {term!r} is already in the {vocabulary} vocabulary: "
+                f"{known[term]!r}",
             )
-        raw = meta.model_dump(mode="json")
-        raw[VOCABULARIES[vocabulary]][term] = description
-        updated = RegistryMeta.model_validate(raw)
-        write_meta(root, updated)
+        # a term defined late keeps its place; a new one goes last
+        order = list(known).index(term) if term in known else next_order(meta, vocabulary)
+        write_term(root, vocabulary, term, description, order)
+        updated = load_meta(root)
     return updated
 
 
@@ -65,13 +70,17 @@ def remove_term(root: Path, vocabulary: str, term: str) -> RegistryMeta:
         why = "is fixed by the record format" if vocabulary in VOCABULARIES else "does not exist"
         raise UnusableInput(f"the vocabulary {vocabulary!r} {why}; terms are removed from {', '.join(EXTENSIBLE)}")
     load_meta(root)
+    refuse_old_layout(root)
     with registry_lock(root):
+        refuse_old_layout(root)
         registry = load_directory(root)
         known = terms(registry.meta, vocabulary)
         if term not in known:
             close = difflib.get_close_matches(term, list(known), n=3, cutoff=0.5)
             hint = f" (did you mean: {', '.join(close)}?)" if close else ""
-            raise UnusableInput(f"{root / REGISTRY_FILE}: no term {term!r} in the {vocabulary} vocabulary{hint}")
+            raise UnusableInput(
+                f"{root / VOCABULARY_DIR / vocabulary}: no term {term!r} in the {vocabulary} vocabulary{hint}"
+            )
         field = USED_IN[vocabulary]
         users = [a.id for a in registry.attempts if term in _terms_of(getattr(a, field))]
         if users:
@@ -82,10 +91,8 @@ def remove_term(root: Path, vocabulary: str, term: str) -> RegistryMeta:
                 f"{registry.unusable()} record(s) cannot be read, and may use {term!r}; "
                 "`ptreg validate` names them: put them right first"
             )
-        raw = registry.meta.model_dump(mode="json")
-        del raw[VOCABULARIES[vocabulary]][term]
-        updated = RegistryMeta.model_validate(raw)
-        write_meta(root, updated)
+        delete_term(root, vocabulary, term)
+        updated = load_meta(root)
     return updated
 
 

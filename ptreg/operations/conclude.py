@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from ..clock import utc_now
 from ..errors import CheckFailed, UnusableInput
+from ..gate.readmission import readmit_all, unresolved
 from ..records.attempt import CONFIDENCES, STATUSES, Attempt, ContinueIf
 from ..records.condition import render
 from ..records.condition_grammar import parse
@@ -26,6 +27,7 @@ from ..records.rules import check_attempt
 from ..store.directory import load_directory, load_meta, record_path, write_attempt
 from ..store.locks import registry_lock, run_lock
 from ..store.runs import check_folder, read_results, run_folder
+from ..store.vocabulary_files import refuse_old_layout
 from ..views.dispositions import latest_complete
 from .running import results_source
 
@@ -69,6 +71,7 @@ def conclude(root: Path, attempt_id: str, verdict: Verdict) -> Concluded:
     """Record the verdict; refused (nothing written) if the registry's rules would not hold, or
     the condition does not parse or names what the latest complete run does not record."""
     load_meta(root)  # a missing registry is refused before any lock file is made
+    refuse_old_layout(root)
     with registry_lock(root):
         registry = load_directory(root)
         attempt = registry.get(attempt_id)
@@ -102,6 +105,9 @@ def _conclude(root: Path, registry: Registry, attempt: Attempt, verdict: Verdict
     attempt_id = attempt.id
     if verdict.status == "not-tried":
         raise UnusableInput("--status not-tried is not a verdict; conclude with what the run showed")
+    blocked = unresolved(readmit_all(registry.attempts, only=attempt_id), attempt)  # its runs stay; the verdict waits
+    if blocked is not None:
+        raise CheckFailed(blocked)
     runs = attempt.runs or []
     if not runs:
         raise CheckFailed(f"{attempt_id} has no run to conclude from; run it first: `ptreg run {attempt_id}`")

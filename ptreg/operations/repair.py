@@ -30,6 +30,7 @@ from ..store.journal import recover
 from ..store.leftovers import Leftover, find_leftovers, linked_runs
 from ..store.locks import registry_lock
 from ..store.runs import read_results
+from ..store.vocabulary_files import is_old_layout, migrate
 from .running import link_run
 
 
@@ -52,10 +53,12 @@ class RepairReport:
     left: list[Leftover] = field(default_factory=list)
     sources: list[MovedSource] = field(default_factory=list)
     ignore_file: bool = False  # whether the registry gained its .gitignore
+    migrated: bool = False  # whether its vocabularies moved out of registry.json into term files
 
     def to_json(self) -> dict[str, Any]:
         return {
             "ignore_file": self.ignore_file,
+            "migrated": self.migrated,
             "journal_renames": self.journal_renames,
             "linked": [x.to_json() for x in self.linked],
             "removed": [x.to_json() for x in self.removed],
@@ -66,14 +69,17 @@ class RepairReport:
 
 def repair(root: Path, dry_run: bool = False) -> RepairReport:
     """Finish a cut-short import, link orphaned runs (oldest first), remove staged leftovers,
-    rewrite sources relative to the registry.
+        rewrite sources relative to the registry, move an older registry's vocabularies into term
+    files (``store/vocabulary_files.py:migrate``).
 
-    Under the registry lock, so nothing it removes can belong to a write in progress: every
-    writer stages its files only while it holds that lock.
+        Under the registry lock, so nothing it removes can belong to a write in progress: every
+        writer stages its files only while it holds that lock.
     """
     load_meta(root)  # a registry, not just a directory; finishes a journal first
     with registry_lock(root):
         report = RepairReport(journal_renames=None if dry_run else recover(root))
+        # first: every write below needs the layout with term files
+        report.migrated = is_old_layout(root) if dry_run else migrate(root)
         registry = load_directory(root)
         for leftover in find_leftovers(root, linked_runs(registry.attempts)):
             if not leftover.fixable:

@@ -23,6 +23,7 @@ from ..engine.workloads.discovery import workload_named
 from ..errors import CheckFailed, UnusableInput
 from ..gate.checks import check_gate
 from ..gate.gate_inputs import read_gate_inputs
+from ..gate.readmission import judged_before, read_readmissions, unresolved
 from ..records.attempt import Attempt, Budget, RunRef
 from ..records.evaluator import EvaluatorSpec, FrozenEvaluator
 from ..records.run_results import Provenance, RunResults, new_results
@@ -34,6 +35,7 @@ from ..store.jsonio import refuse_outside
 from ..store.locks import registry_lock, run_lock
 from ..store.runs import RESULTS_FILE, new_run_id, run_folder, runs_dir, write_run
 from ..store.trust import is_trusted
+from ..store.vocabulary_files import refuse_old_layout
 from ..text import shorten
 from ..views.run_report import evidence_line
 
@@ -67,6 +69,7 @@ def run_attempt(
     """
     with interruptible():  # from the start, so that SIGTERM never kills a run without a word
         read_attempt(root, attempt_id)  # no lock file for an attempt or registry that is not there
+        refuse_old_layout(root)  # before measuring, not after: the run could not be linked
         with run_lock(root, attempt_id):
             frozen, budget = _admitted(root, attempt_id)  # as it is now that no other run can start
             executor = make_executor(
@@ -92,9 +95,13 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
             f"{attempt_id} is concluded (status {attempt.status}); a new run needs a new attempt: "
             f"`ptreg new --varied-from {attempt_id}`",
         )
+    readmissions = read_readmissions(root, only=attempt_id)  # a clone merged in may have admitted a clash
+    blocked = unresolved(readmissions, attempt)
+    if blocked is not None:
+        raise CheckFailed(blocked)
     if attempt.evaluator is None or attempt.budget is None:
         raise CheckFailed(f"{attempt_id} has no frozen evaluator or no budget; propose it with `ptreg new`")
-    report = check_gate(attempt, inputs)
+    report = check_gate(attempt, judged_before(inputs, readmissions, attempt_id))
     if not report.admitted or report.evaluator is None:
         failed = "; ".join(f"{c.check}: {c.detail}" for c in report.failures)
         raise CheckFailed(f"{attempt_id}: the gate no longer admits it ({failed}); see `ptreg gate {attempt_id}`")

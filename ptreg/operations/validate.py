@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import UnusableInput
+from ..gate.readmission import readmit_all
 from ..records.attempt import Attempt
 from ..records.problems import Problem
 from ..records.registry import Record, Registry
@@ -37,6 +38,7 @@ def check_registry(registry: Registry, check_sources: Path | None = None, *, str
         problems.extend(_evaluators(registry.root, valid))
         problems.extend(_runs(registry.root, valid))
         problems.extend(_leftovers(registry.root, valid))
+    problems.extend(_readmissions(valid))
     return problems
 
 
@@ -130,6 +132,14 @@ def _leftovers(root: Path, records: list[Record]) -> Iterator[Problem]:
         rule = "orphaned-run" if leftover.kind == "orphaned-run" else "leftover"
         hint = "" if leftover.kind == "orphaned-run" else "; `ptreg repair` removes it"
         yield Problem(rule, leftover.message + hint, leftover.attempt_id, "", str(leftover.path), severity="warning")
+
+
+def _readmissions(records: list[Record]) -> Iterator[Problem]:
+    """Every admission decided again against those before it (``gate/readmission.py``): what
+    clones admitted apart may clash once merged."""
+    files = {attempt.id: record for record, attempt in _valid(records)}
+    for conflict in readmit_all(a for _, a in _valid(records)).conflicts:
+        yield problem_at(files[conflict.attempt_id])(conflict.rule, "admission", conflict.message())
 
 
 def _valid(records: list[Record]) -> Iterator[tuple[Record, Attempt]]:

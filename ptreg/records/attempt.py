@@ -162,6 +162,67 @@ class Admission(BaseModel):
     )
 
 
+# The conflicts ``gate/readmission.py`` finds when it decides every admission again, in
+# admission order, after clones of a registry merge (docs/gate.md#admissions-after-a-merge).
+READMISSION_RULES = (
+    "readmission-question",
+    "readmission-tracking-issue",
+    "readmission-streak",
+    "readmission-evaluator",
+)
+ReadmissionRule = Literal[READMISSION_RULES]  # type: ignore[valid-type]
+# What `ptreg readmit` may change to re-pass the gate; the new values are the record's own.
+READMITTED_FIELDS = ("question", "varied_from", "varied", "tracking_issue", "evaluator", "streak_override")
+ReadmittedField = Literal[READMITTED_FIELDS]  # type: ignore[valid-type]
+
+
+class FieldChange(BaseModel):
+    """One field a readmission changed, with the value it had before (absent: it had none)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    field: ReadmittedField
+    before: Text | None = None
+
+
+def _said_how(schema: dict[str, Any]) -> None:
+    """The schema says what ``Readmission._said_how`` checks, for tools without pydantic."""
+    schema["allOf"] = [
+        {
+            "if": {"properties": {"resolution": {"const": "withdrawn"}}, "required": ["resolution"]},
+            "then": {"required": ["reason"], "properties": {"reason": {"type": "string"}}},
+        },
+        {
+            "if": {"properties": {"resolution": {"const": "readmitted"}}, "required": ["resolution"]},
+            "then": {"required": ["changes"], "properties": {"changes": {"minItems": 1}}},
+        },
+    ]
+
+
+class Readmission(BaseModel):
+    """How a conflict found after a merge was resolved: the attempt re-passed the gate with
+    the changes listed, or was withdrawn for the reason given."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True, json_schema_extra=_said_how)
+
+    readmitted_at: Text = Field(description="UTC time, ISO 8601.")
+    conflicts: list[ReadmissionRule] = Field(min_length=1, description="The conflicts it resolved.")
+    earlier: list[AttemptId] = Field(
+        min_length=1, description="The attempts admitted before it that it conflicted with."
+    )
+    resolution: Literal["readmitted", "withdrawn"]
+    changes: list[FieldChange] = Field(default_factory=list, description="What changed to re-pass the gate.")
+    reason: Text | None = Field(default=None, description="Why it was withdrawn.")
+
+    @model_validator(mode="after")
+    def _said_how(self) -> Readmission:
+        if self.resolution == "withdrawn" and self.reason is None:
+            raise ValueError("a withdrawal says why (reason)")
+        if self.resolution == "readmitted" and not self.changes:
+            raise ValueError("a readmission names what changed (changes)")
+        return self
+
+
 # complete: every planned cell measured; budget-exhausted: the budget stopped a cell;
 # failed: a cell or parity failed, or the engine did (the reason says which); interrupted:
 # stopped by a signal. Finished samples are kept in every case.
@@ -351,6 +412,9 @@ class Attempt(BaseModel):
         default=None, description="Why the proposal goes on although its objective's chain says STOP AND RETHINK."
     )
     admission: Admission | None = None
+    readmissions: list[Readmission] | None = Field(
+        default=None, description="Conflicts found after a merge and how each was resolved, oldest first."
+    )
     runs: list[RunRef] | None = None
     origin: Origin | None = Field(
         default=None, description="Where an imported record comes from; written by `ptreg import`."
@@ -393,6 +457,13 @@ class Attempt(BaseModel):
 
     def lacks(self, field: str) -> bool:
         return lacks(self, field)
+
+    @property
+    def withdrawn(self) -> Readmission | None:
+        """The withdrawal that ended it after a conflict, if one did: it is not run or
+        concluded again."""
+        last = self.readmissions[-1] if self.readmissions else None
+        return last if last is not None and last.resolution == "withdrawn" else None
 
 
 # A term's definition; null when the term came from a ledger that used it without defining it.

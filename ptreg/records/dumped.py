@@ -35,6 +35,9 @@ FIELDS = frozenset(
         "registry_state", "right", "run", "run_id", "runs", "schema_version", "set_at", "sha256", "source",
         "started_at", "status", "streak_override", "text", "tracking_issue", "tree", "value", "varied",
         "varied_from", "wall_clock_seconds",
+        # readmissions after a merge (records/attempt.py Readmission)
+        "before", "changes", "conflicts", "earlier", "field", "readmissions", "readmitted_at", "reason",
+        "resolution",
     }
 )  # fmt: skip
 

@@ -13,12 +13,24 @@ from pydantic import BaseModel
 from .attempt import Attempt, AttemptsFile, RegistryMeta
 from .evaluator import FrozenEvaluator
 from .run_results import RunResults
+from .vocabulary import RegistryLayout, TermFile
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 # name of the file -> (model, what it validates)
 SCHEMAS: dict[str, tuple[type[BaseModel], str]] = {
     "attempt.schema.json": (Attempt, "One attempt record: a <id>.json file of a registry directory."),
-    "registry.schema.json": (RegistryMeta, "registry.json of a registry directory: schema version and vocabularies."),
+    "registry.schema.json": (
+        RegistryLayout,
+        "registry.json of a registry directory: schema version 3, and the folder of its term files.",
+    ),
+    "term.schema.json": (
+        TermFile,
+        "One vocabulary term: vocabulary/<vocabulary>/<term file>.json of a registry directory.",
+    ),
+    "registry-v2.schema.json": (
+        RegistryMeta,
+        "registry.json of an older registry directory (schema version 2, every vocabulary inside it); read, never written.",
+    ),
     "attempts-file.schema.json": (
         AttemptsFile,
         "The single-file interchange format (attempts.json, schema_version 2).",

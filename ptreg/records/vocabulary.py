@@ -1,15 +1,48 @@
-"""The vocabularies: those a new registry starts with, for runtime and training work, and how a
-term is looked up.
+"""The vocabularies: those a new registry starts with, for runtime and training work, how a
+term is looked up, and the two small formats that keep them on disk (``registry.json`` and one
+file per term, ``store/vocabulary_files.py``).
 
-The defaults are a starting point, not a closed list: a registry's own ``registry.json`` is the
-one that counts, and `ptreg vocab add` defines a new term in it.
+The defaults are a starting point, not a closed list: a registry's own term files are the ones
+that count, and `ptreg vocab add` defines a new term there.
 """
 
 from __future__ import annotations
 
 import difflib
+from typing import Annotated, Final, Literal
 
-from .attempt import SCHEMA_VERSION, RegistryMeta
+from pydantic import BaseModel, ConfigDict, Field
+
+from .attempt import SCHEMA_VERSION, RegistryMeta, Term, Text
+
+# registry.json's version from which each term is a file of its own; 2 held every vocabulary
+# inside registry.json (read still, never written). The records keep their own format.
+LAYOUT_VERSION: Final = 3
+
+
+class RegistryLayout(BaseModel):
+    """``registry.json`` of a registry whose terms are files: it names the folder that holds
+    them and nothing that changes, so that two clones never both edit it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    schema_version: Literal[3]
+    vocabularies: Literal["vocabulary"]
+
+
+class TermFile(BaseModel):
+    """One term: ``vocabulary/<vocabulary>/<term file>.json``. ``order`` places it in its
+    vocabulary's listing (ties by term); a null description: imported without one."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    term: Term
+    description: Text | None
+    order: Annotated[int, Field(ge=0, le=2**53)]
+
+
+def layout() -> RegistryLayout:
+    return RegistryLayout(schema_version=LAYOUT_VERSION, vocabularies="vocabulary")
 
 
 def default_meta() -> RegistryMeta:

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..errors import PtregError, UnusableInput
-from ..store.directory import REGISTRY_FILE
 from ..store.evaluator_files import EVALUATORS_DIR
 from ..store.jsonio import atomic_write_text, decode_json, dumps_pretty, replace_text_unsynced, sync_everything
 from ..store.workfiles import ForeignFile, check_working_file, inside, read_working_file
@@ -321,7 +320,8 @@ def _plan(inputs: Inputs, uses: dict[str, Uses]) -> list[Planned]:
     evaluators = ",".join(sorted(inputs.evaluators))  # which evaluator pages exist: dossiers and runs link them
     plan: list[Planned] = []
     tree_files = {
-        root: [inputs.record_name(i) for i in members] + [REGISTRY_FILE] for root, members in inputs.trees.items()
+        root: [inputs.record_name(i) for i in members] + inputs.registry_files()
+        for root, members in inputs.trees.items()
     }
     users: dict[str, set[str]] = {ref: set() for ref in inputs.evaluators}
     run_files: dict[str, list[str]] = {ref: [] for ref in inputs.evaluators}

@@ -21,6 +21,7 @@ from ..store.directory import REGISTRY_FILE, load_meta
 from ..store.evaluator_files import evaluator_files
 from ..store.full_read import read_summarized
 from ..store.runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR, read_results, run_folder
+from ..store.vocabulary_files import term_files
 
 if TYPE_CHECKING:
     from ..store.reader import RegistryReader
@@ -41,6 +42,7 @@ class Inputs:
         self._attempts: dict[str, Attempt | None] = {}
         self._results: dict[tuple[str, str], RunResults | str] = {}
         self._meta: RegistryMeta | None = None
+        self._registry_files: list[str] | None = None
         self._runs: dict[str, list[tuple[str, str]]] = index.all_runs()
         self.evaluators: dict[str, Path] = {p.name.removesuffix(".json"): p for p in evaluator_files(self.root)}
         # each lineage (an attempt, its ancestors, what varies them) keyed by its root's id
@@ -110,4 +112,9 @@ class Inputs:
         return h.hexdigest()
 
     def registry_files(self) -> list[str]:
-        return [REGISTRY_FILE]
+        """The files the vocabularies are read from: ``registry.json`` and every term file, so
+        that a term added, defined or removed rebuilds the pages that show it."""
+        if self._registry_files is None:
+            terms = [p.relative_to(self.root).as_posix() for _, p in term_files(self.root)]
+            self._registry_files = [REGISTRY_FILE, *terms]
+        return self._registry_files

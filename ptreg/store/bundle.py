@@ -24,11 +24,14 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import CheckFailed, UnusableInput
 from ..records.registry import Registry
+from ..records.vocabulary import VOCABULARIES
 from ..text import shorten
 from .directory import IGNORE_FILE, IGNORED, RECORD_FILE_MAX_BYTES, REGISTRY_FILE, attempt_files
 from .evaluator_files import EVALUATOR_FILE_MAX_BYTES, evaluator_files
 from .jsonio import fsync_directory, refuse_outside
+from .names import VOCABULARY_DIR
 from .runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR
+from .vocabulary_files import TERM_FILE_MAX_BYTES, term_files
 
 SUFFIXES = (".tar.gz", ".tgz")
 # The bounds of a bundle, each far above any real registry (docs/registry.md says them): the
@@ -41,12 +44,14 @@ _CHUNK = 1024 * 1024
 _SLUG = r"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*"
 _RUN_FOLDER = rf"{RUNS_DIR}/{_SLUG}/[0-9]{{8}}T[0-9]{{6}}Z(?:-[0-9]+)?"
 # the folders a registry keeps files in, which a tar may list as members of their own
-_FOLDERS = re.compile(rf"evaluators|{RUNS_DIR}|{RUNS_DIR}/{_SLUG}|{_RUN_FOLDER}")
+_VOCABULARY = rf"{VOCABULARY_DIR}/(?:{'|'.join(VOCABULARIES)})"
+_FOLDERS = re.compile(rf"evaluators|{RUNS_DIR}|{RUNS_DIR}/{_SLUG}|{_RUN_FOLDER}|{VOCABULARY_DIR}|{_VOCABULARY}")
 # name -> the most bytes a member of that name may have
 _MEMBERS = (
     (re.compile(re.escape(REGISTRY_FILE)), RECORD_FILE_MAX_BYTES),
     (re.compile(rf"{_SLUG}\.json"), RECORD_FILE_MAX_BYTES),
     (re.compile(rf"evaluators/{_SLUG}@[0-9a-f]{{12}}\.json"), EVALUATOR_FILE_MAX_BYTES),
+    (re.compile(rf"{_VOCABULARY}/(?:{_SLUG}|~[0-9a-f]{{12}})\.json"), TERM_FILE_MAX_BYTES),
     (
         re.compile(rf"{_RUN_FOLDER}/(?:{RESULTS_FILE}|{ENVIRONMENT_FILE})"),
         RUN_FILE_MAX_BYTES,
@@ -92,7 +97,8 @@ def bundle_files(root: Path, registry: Registry) -> list[Path]:
     """The files of the registry at ``root`` that a bundle carries."""
     refuse_unreadable(registry, root)
     runs = sorted(p for p in (root / RUNS_DIR).glob(f"*/*/{RESULTS_FILE}") if not p.parent.name.startswith("."))
-    found = [root / REGISTRY_FILE, *attempt_files(root), *evaluator_files(root)]
+    terms = [path for _, path in term_files(root)]
+    found = [root / REGISTRY_FILE, *terms, *attempt_files(root), *evaluator_files(root)]
     found += [f for results in runs for f in (results, results.parent / ENVIRONMENT_FILE)]
     # What is exported must import whole: a registry past a bundle's bounds is refused here.
     tally = _Tally(str(root), refused="not exported")

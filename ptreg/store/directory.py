@@ -1,4 +1,5 @@
-"""A registry directory: ``registry.json`` and one ``<id>.json`` per attempt.
+"""A registry directory: ``registry.json``, one ``<id>.json`` per attempt and one file per
+vocabulary term (``vocabulary_files.py``).
 
 One file per attempt keeps git diffs and merges per attempt. Reading never stops at the first
 bad record: each record that cannot be used becomes a Problem, and the rest stay usable.
@@ -17,12 +18,13 @@ from ..records.refs import check_id
 from ..records.registry import Record, Registry, parse_record
 from ..records.vocabulary import default_meta
 from .journal import recover
-from .jsonio import atomic_write_text, create_text_exclusive, dumps_pretty, read_json
+from .jsonio import atomic_write_text, create_text_exclusive, dumps_pretty, read_json, refuse_outside
 from .names import RECORD_FILE_MAX_BYTES as RECORD_FILE_MAX_BYTES
 from .names import REGISTRY_FILE as REGISTRY_FILE
 from .record_file import parse_meta as parse_meta
 from .record_file import read_record
 from .record_file import symlink_problem as symlink_problem
+from .vocabulary_files import load_vocabularies, term_layout_files
 
 IGNORE_FILE = ".gitignore"
 # What ptreg keeps beside the records that is not part of them, for git to leave out.
@@ -53,7 +55,7 @@ def load_meta(root: Path) -> RegistryMeta:
     meta_path = root / REGISTRY_FILE
     if not meta_path.exists():
         raise UnusableInput(f"{root}: no {REGISTRY_FILE}, so not a ptreg registry{_where_instead(root)}")
-    return parse_meta(read_json(meta_path), str(meta_path))
+    return load_vocabularies(root)
 
 
 def registries_inside(folder: Path) -> list[Path]:
@@ -147,10 +149,6 @@ def read_attempt(root: Path, attempt_id: str) -> Attempt:
     return record.attempt
 
 
-def write_meta(root: Path, meta: RegistryMeta) -> None:
-    atomic_write_text(root / REGISTRY_FILE, dumps_pretty(meta.model_dump(mode="json")))
-
-
 def write_attempt(root: Path, attempt: Attempt) -> Path:
     path = record_path(root, attempt.id)
     atomic_write_text(path, dumps_pretty(attempt.to_json_dict()))
@@ -172,9 +170,18 @@ def init_registry(root: Path, meta: RegistryMeta | None = None) -> Path:
     existing one."""
     make_directory(root)
     path = root / REGISTRY_FILE
+    if os.path.lexists(path):
+        raise CheckFailed(f"{root}: already a registry ({REGISTRY_FILE} exists)")
+    files = term_layout_files(meta or default_meta())
+    for relative, text in files[1:]:  # the term files first: a registry counts once registry.json is there
+        target = root / relative
+        if not target.parent.is_dir():
+            target.parent.mkdir(parents=True, exist_ok=True)
+        refuse_outside(root, target, "not written")
+        atomic_write_text(target, text)
     try:
         # link(2), not a rename: of two `ptreg init` at once, one creates it and one is refused.
-        create_text_exclusive(path, dumps_pretty((meta or default_meta()).model_dump(mode="json")))
+        create_text_exclusive(path, files[0][1])
     except FileExistsError:
         raise CheckFailed(f"{root}: already a registry ({REGISTRY_FILE} exists)") from None
     write_ignore_file(root)

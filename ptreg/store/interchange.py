@@ -30,6 +30,7 @@ from ..records.problems import Problem, first_schema_error, pointer_join, shown_
 from ..records.registry import Record, Registry, ids_in, parse_record
 from ..records.rules import duplicate_ids
 from ..records.run_results import RunResults
+from ..records.vocabulary import VOCABULARIES
 from ..text import counted, shorten
 from .attempts_file import load_attempts_file
 from .bundle import Bundle, read_bundle, refuse_unreadable
@@ -46,7 +47,9 @@ from .directory import (
 from .journal import commit
 from .jsonio import JsonError, decode_json, discard, dumps_pretty, refuse_outside, stage_text
 from .locks import registry_lock
+from .names import VOCABULARY_DIR
 from .runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR
+from .vocabulary_files import is_term_layout, refuse_old_layout, term_file_name, term_layout_files, vocabularies_of
 
 # The fields a complete record states; a version 1 file lacks most of them.
 _REPORTED_UNKNOWN = (
@@ -150,6 +153,7 @@ def _import(
             # the ledger's own vocabularies (or those taken from its records), never ptreg's defaults
             meta = incoming.meta
         else:
+            refuse_old_layout(root)
             current = load_directory(root, progress)
             existing_ids = set(ids_in(current.records)) | {Path(p.file).stem for p in current.problems if p.file}
             meta = current.meta
@@ -166,9 +170,12 @@ def _import(
         added, conflicts = ({}, []) if created else _merge_vocabularies(meta, incoming)
         files = [(record_path(root, a.id).name, dumps_pretty(a.to_json_dict())) for a in attempts]
         files += sorted(new_extras.items())
-        if created or added:
+        if created:
             # registry.json last: a registry directory only counts as one once it is in place.
-            files.append((REGISTRY_FILE, dumps_pretty(meta.model_dump(mode="json"))))
+            layout = term_layout_files(meta)
+            files += [*layout[1:], layout[0]]
+        else:  # only the terms added: each its own file, so that nothing else is rewritten
+            files += [(f, text) for f, text in term_layout_files(meta)[1:] if f in _term_names(added)]
         stage_and_commit(root, files, progress)
         if created:
             write_ignore_file(root)
@@ -221,9 +228,17 @@ def _stamped(attempts: list[Attempt], held: dict[str, Attempt]) -> list[Attempt]
 
 def _registry_of(bundle: Bundle) -> Registry:
     """The bundle's registry.json and records, read as a registry directory reads them."""
-    meta = parse_meta(
-        decode_json(bundle.files[REGISTRY_FILE], f"{bundle.source}:{REGISTRY_FILE}"), f"{bundle.source}:{REGISTRY_FILE}"
-    )
+    where = f"{bundle.source}:{REGISTRY_FILE}"
+    raw_meta = decode_json(bundle.files[REGISTRY_FILE], where)
+    if is_term_layout(raw_meta):
+        held = [
+            (name.split("/")[1], name.split("/")[2], data, f"{bundle.source}:{name}")
+            for name, data in sorted(bundle.files.items())
+            if name.startswith(f"{VOCABULARY_DIR}/")
+        ]
+        meta = vocabularies_of(raw_meta, held, where, f"{bundle.source}:{VOCABULARY_DIR}")
+    else:  # a bundle of a registry of the older layout
+        meta = parse_meta(raw_meta, where)
     records: list[Record] = []
     problems: list[Problem] = []
     for name in sorted(n for n in bundle.files if "/" not in n and n != REGISTRY_FILE):
@@ -247,6 +262,12 @@ def _registry_of(bundle: Bundle) -> Registry:
             )
         records.append(record)
     return Registry(source=bundle.source, meta=meta, records=records, problems=problems)
+
+
+def _term_names(added: dict[str, list[str]]) -> set[str]:
+    """The term files, relative to the registry, of the terms an import adds or defines."""
+    by_field = {field: vocabulary for vocabulary, field in VOCABULARIES.items()}
+    return {f"{VOCABULARY_DIR}/{by_field[key]}/{term_file_name(t)}" for key, terms in added.items() for t in terms}
 
 
 def _checked_extras(bundle: Bundle, incoming: Registry) -> dict[str, str]:

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ..records.attempt import Attempt
+from ..records.vocabulary import VOCABULARIES
 from .evaluator_files import evaluators_dir
 from .jsonio import STAGED_NAME
+from .names import VOCABULARY_DIR
 from .runs import RUNS_DIR, STAGING_PREFIX, check_folder
 
 
@@ -56,7 +58,9 @@ def _entries(directory: Path) -> list[os.DirEntry[str]]:
 def find_leftovers(root: Path, linked: dict[str, set[str]]) -> list[Leftover]:
     """What killed writes left in ``root``; ``linked`` maps each valid attempt to its linked run ids."""
     found: list[Leftover] = []
-    for directory in (root, evaluators_dir(root)):
+    # a symlinked term folder is never listed: reading the vocabularies refuses it
+    terms = [root / VOCABULARY_DIR / v for v in VOCABULARIES if not (root / VOCABULARY_DIR / v).is_symlink()]
+    for directory in (root, evaluators_dir(root), *([] if (root / VOCABULARY_DIR).is_symlink() else terms)):
         for entry in _entries(directory):
             if STAGED_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
                 found.append(

@@ -207,15 +207,16 @@ def _then_index(lock: AbstractContextManager[None], root: Path, outermost: bool)
 
 def run_lock(root: Path, attempt_id: str, purpose: str = "run") -> AbstractContextManager[None]:
     """Hold the lock that keeps two runs of one attempt apart, and a conclusion from a run in
-    progress (``purpose``: "run" or "conclude"); refuse at once when it is taken."""
+    progress (``purpose``: "run", "conclude" or "readmit"); refuse at once when it is taken."""
     lock_path = root / f".ptreg-run-{check_id(attempt_id)}.lock"
 
     def busy(holder: dict[str, Any] | None, waited: float) -> str:
-        if purpose == "conclude":
+        if purpose in ("conclude", "readmit"):
+            done = "concluded" if purpose == "conclude" else "readmitted"
             return (
-                f"{attempt_id} is being run by {describe_holder(holder)}; it cannot be concluded while its run "
-                f"measures. Conclude it when the run has finished (`ptreg show {attempt_id}` then lists it), "
-                "or stop the run: its finished samples are written as an interrupted run"
+                f"{attempt_id} is being run by {describe_holder(holder)}; it cannot be {done} while its run "
+                f"measures. {purpose.capitalize()} it when the run has finished (`ptreg show {attempt_id}` then "
+                "lists it), or stop the run: its finished samples are written as an interrupted run"
             )
         return (
             f"{attempt_id} is already being run by {describe_holder(holder)}; runs of one attempt "

@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 REGISTRY_FILE = "registry.json"
+# The folder of the term files, vocabulary/<vocabulary>/<term>.json (store/vocabulary_files.py).
+VOCABULARY_DIR = "vocabulary"
 # A record file larger than this is refused unread: its free text is capped at
 # records.attempt.TEXT_MAX_LENGTH characters, so only a broken or hostile file comes near it. The
 # single-file attempts.json holds a whole registry and has no such cap.

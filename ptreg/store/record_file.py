@@ -7,15 +7,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from ..errors import UnusableInput
-from ..records.attempt import SCHEMA_VERSION, RegistryMeta
-from ..records.problems import Problem, every_schema_error, shown_id
+from ..records.problems import Problem, shown_id
 from ..records.registry import Record, parse_record
-from ..text import json_type, shorten
+from ..text import shorten
 from .jsonio import JsonError, decode_json, outside, read_json
 from .names import RECORD_FILE_MAX_BYTES
+from .vocabulary_files import parse_meta as parse_meta
+from .vocabulary_files import read_meta_json
 
 
 def symlink_problem(root: Path, path: Path) -> str | None:
@@ -59,20 +57,7 @@ def read_record(root: Path, path: Path, is_symlink: bool, data: bytes | None = N
     return record, problems
 
 
-def parse_meta(raw: Any, where: str) -> RegistryMeta:
-    if not isinstance(raw, dict):
-        raise UnusableInput(f"{where}: expected a JSON object, got {json_type(raw)}")
-    version = raw.get("schema_version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
-        raise UnusableInput(
-            f"{where}: schema_version {shorten(version)} is newer than this ptreg reads (up to {SCHEMA_VERSION}); upgrade ptreg"
-        )
-    try:
-        return RegistryMeta.model_validate(raw)
-    except ValidationError as exc:
-        raise UnusableInput(every_schema_error(exc, where)) from None
-
-
 def read_meta(path: Path) -> dict[str, Any]:
-    """``registry.json`` validated, as JSON (for the query index to keep)."""
-    return parse_meta(read_json(path), str(path)).model_dump(mode="json")
+    """The vocabularies of the registry whose ``registry.json`` is ``path``, validated, as JSON
+    (for the query index to keep)."""
+    return read_meta_json(path.parent)

@@ -252,6 +252,16 @@ def _admission(a: AttemptView) -> list[str]:
     lines += [f"- {c.check}: {c.outcome}; {_sentence(c.detail)}" for c in admission.checks]
     if admission.precedents:
         lines.append(f"- Precedents shown to the proposer: {', '.join(admission.precedents)}.")
+    for r in a.readmissions or ():
+        # a conflict found after a merge, and how it was resolved (docs/gate.md)
+        why = f"after {', '.join(r.conflicts)} with {', '.join(r.earlier)}, admitted before it"
+        if r.resolution == "withdrawn":
+            lines.append(f"- Withdrawn at {r.readmitted_at} {why}: {_sentence(r.reason)}")
+            continue
+        was = ", ".join(
+            f"{c.field} (" + (f"was '{c.before}')" if c.before is not None else "none before)") for c in r.changes or ()
+        )
+        lines.append(f"- Readmitted at {r.readmitted_at} {why}, with a new {was}.")
     return lines
 
 

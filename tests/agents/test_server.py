@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -236,3 +237,40 @@ def test_without_the_sdk_mcp_is_refused_in_one_line(tmp_path: Path, cli, monkeyp
     monkeypatch.delitem(sys.modules, "ptreg.agents.server", raising=False)
     result = cli("-r", root, "mcp")
     assert result.code == 2 and "ptreg[mcp]" in result.err and len(result.err.strip().splitlines()) == 1
+
+
+def test_run_and_conclude_refuse_an_attempt_whose_admission_conflicts_after_a_merge(tmp_path: Path, cli) -> None:
+    """A clone merged in admitted the same question first: the server's tools refuse the later
+    attempt in one line with the remedy, as `ptreg run` and `ptreg conclude` do."""
+    root, ref = _registry(tmp_path / "registry")
+    clone = tmp_path / "clone"
+    (root / "seed-step.json").unlink()  # neither clone holds the seed: both ask afresh
+    shutil.copytree(root, clone)
+    question = "Does tiling the loops speed up the tiny step?"
+    for where, attempt_id in ((root, "tile-a"), (clone, "tile-b")):
+        made = cli(
+            "-r", where, "new", "--no-input", "--id", attempt_id, "--name", attempt_id, "--family", "runtime-perf",
+            "--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "vectorization",
+            "--question", question, "--evaluator", ref, "--budget-seconds", "600", "--tracking-issue", "#5",
+        )  # fmt: skip
+        assert made.code == 0, made.err
+    record = json.loads((clone / "tile-b.json").read_text())
+    record["admission"]["admitted_at"] = "2999-01-01T00:00:00Z"  # admitted after tile-a, whatever the clock
+    (root / "tile-b.json").write_text(json.dumps(record, indent=2))
+    before = snapshot(root)
+
+    async def walk() -> None:
+        async with _session(root) as session:
+            for tool, arguments in (
+                ("run_attempt", {"attempt_id": "tile-b"}),
+                ("conclude_attempt", {"attempt_id": "tile-b", "status": "worked", "lesson": "x", "next_action": "y"}),
+            ):
+                result = await session.call_tool(tool, arguments)
+                text = result.content[0].text
+                assert result.is_error and "\n" not in text, text
+                assert "tile-b: unresolved conflict [readmission-question]" in text and "remedy:" in text, text
+
+    anyio.run(walk)
+    assert {k: v for k, v in snapshot(root).items() if "index" not in k} == {
+        k: v for k, v in before.items() if "index" not in k
+    }

@@ -30,7 +30,15 @@ from typing import Any
 import pytest
 from bad_bundles import BUNDLE_GENERATORS
 
-from helpers import REPO, attempts_document, complete_record, freeze_evaluator, sample_records, write_registry
+from helpers import (
+    REPO,
+    attempts_document,
+    complete_record,
+    freeze_evaluator,
+    sample_records,
+    to_old_layout,
+    write_registry,
+)
 from ptreg import __version__
 from ptreg.records.run_results import RunResults
 from ptreg.store.evaluator_files import check_file
@@ -348,6 +356,32 @@ def run_lock_symlink(root: Path, outside: Path, work: Path) -> None:
     (root / ".ptreg-run-measured.lock").symlink_to(_victim(outside))
 
 
+# ---- term files (cases-terms.json): each vocabulary term is vocabulary/<vocabulary>/<term>.json
+
+
+def term_symlink_outside(root: Path, outside: Path, work: Path) -> None:
+    (outside / "evil.json").write_text('{"term": "evil", "description": "Planted.", "order": 0}\n', encoding="utf-8")
+    (root / "vocabulary" / "method" / "evil.json").symlink_to(outside / "evil.json")
+
+
+def term_folder_symlink(root: Path, outside: Path, work: Path) -> None:
+    shutil.move(root / "vocabulary", outside / "vocabulary")
+    (root / "vocabulary").symlink_to(outside / "vocabulary")
+
+
+def term_vocabulary_symlink(root: Path, outside: Path, work: Path) -> None:
+    shutil.move(root / "vocabulary" / "method", outside / "method")
+    (root / "vocabulary" / "method").symlink_to(outside / "method")
+
+
+def term_file_is_folder(root: Path, outside: Path, work: Path) -> None:
+    (root / "vocabulary" / "method" / "new-term.json").mkdir()
+
+
+def old_layout(root: Path, outside: Path, work: Path) -> None:
+    to_old_layout(root)
+
+
 def bundle_with_zero_median_run(root: Path, outside: Path, work: Path) -> Path:
     """A bundle of the registry whose run has medians of 0, as an older ptreg exported it."""
     from ptreg.store.bundle import write_bundle
@@ -400,6 +434,11 @@ GENERATORS: dict[str, Generator] = {
         lock_holder_symlink,
         run_lock_symlink,
         bundle_with_zero_median_run,
+        term_symlink_outside,
+        term_folder_symlink,
+        term_vocabulary_symlink,
+        term_file_is_folder,
+        old_layout,
     )
 }
 

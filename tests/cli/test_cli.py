@@ -300,11 +300,11 @@ def test_validate_file_with_duplicate_keys(cli, tmp_path: Path) -> None:
 
 def test_registry_json_newer_version(cli, sample_registry: Path) -> None:
     meta = json.loads((sample_registry / "registry.json").read_text())
-    meta["schema_version"] = 3
+    meta["schema_version"] = 4
     (sample_registry / "registry.json").write_text(json.dumps(meta))
     before = snapshot(sample_registry)
-    assert_one_line_error(cli("--registry", sample_registry, "validate"), 2, "schema_version 3")
-    assert_one_line_error(cli("--registry", sample_registry, "list"), 2, "schema_version 3")
+    assert_one_line_error(cli("--registry", sample_registry, "validate"), 2, "schema_version 4")
+    assert_one_line_error(cli("--registry", sample_registry, "list"), 2, "schema_version 4")
     assert snapshot(sample_registry) == before
 
 

@@ -107,9 +107,8 @@ def hostile(tmp_path: Path, cli) -> Path:
             complete_record("ra", status="not-tried", evidence=None, lesson=None, next_action=None),
         ],
     )
-    meta = json.loads((root / "registry.json").read_text(encoding="utf-8"))
-    meta["method_vocabulary"]["cache-blocking"] = "D" + evil
-    (root / "registry.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    term = root / "vocabulary" / "method" / "cache-blocking.json"
+    term.write_text(json.dumps({"term": "cache-blocking", "description": "D" + evil, "order": 0}), encoding="utf-8")
     freeze_evaluator(root, description="S" + evil)
     cells = [
         step_cell("naive", "xl", ms=10000, shares=(0.32, 0.33, 0.32), vs_naive=1.0, vs_baseline=0.05),

@@ -3,12 +3,11 @@ retires a term no record uses; each refusal is one line and leaves the registry 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from helpers import assert_one_line_error, complete_record, snapshot, write_registry
+from helpers import assert_one_line_error, complete_record, snapshot, vocabulary_of, write_registry
 
 
 @pytest.fixture
@@ -17,8 +16,7 @@ def root(tmp_path: Path) -> Path:
 
 
 def methods(root: Path) -> dict[str, str | None]:
-    found: dict[str, str | None] = json.loads((root / "registry.json").read_text())["method_vocabulary"]
-    return found
+    return vocabulary_of(root, "method")
 
 
 @pytest.mark.parametrize("term", ["Bad Term", "bad_term", "bad/term", "Loop-Tiling"])

@@ -184,7 +184,9 @@ def test_a_plugin_that_provides_ops_is_checked_timed_and_attributed_op_by_op(cli
     assert cells["example-wrong-op"]["status"] == "parity-failed"
     ops = cells["example-own-ops"]["attribution"]["ops"]
     assert set(ops) == set(STEP_OPS) and all(0 <= ops[op]["share"] <= 1 for op in ops)
-    table = cli("bench", "-b", "example-own-ops", "-b", "numpy-blas", "-c", "tiny", "--repeats", "2", "--timed-steps", "1")
+    table = cli(
+        "bench", "-b", "example-own-ops", "-b", "numpy-blas", "-c", "tiny", "--repeats", "2", "--timed-steps", "1"
+    )
     assert "Per-op attribution at tiny" in table.out
     layernorm_row = next(line for line in table.out.splitlines() if line.startswith("layernorm"))
     assert "*" in layernorm_row  # example-own-ops's own op; numpy-blas's is NumPy's

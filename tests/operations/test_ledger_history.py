@@ -14,6 +14,7 @@ import pytest
 
 from helpers import HISTORY_FILES, add_run, complete_record, snapshot, step_cell, step_results, write_attempts_file
 from ptreg.records.vocabulary import default_meta
+from ptreg.store.directory import load_meta
 
 # the statuses the source project's query tool counts as negative
 NEGATIVE = {"failed", "regressed", "inconclusive"}
@@ -104,7 +105,7 @@ def test_missing_vocabularies_come_from_the_records_and_never_from_the_defaults(
     original = raw(ledger)
     root = tmp_path / "reg"
     result = imported(cli, ledger, root)
-    meta = raw(root / "registry.json")
+    meta = load_meta(root).model_dump(mode="json")
     defaults = default_meta().model_dump(mode="json")
     missing = [
         k
@@ -142,7 +143,7 @@ def test_terms_used_without_a_vocabulary_are_imported_without_a_definition(cli, 
     root = tmp_path / "reg"
     result = imported(cli, path, root)
     assert "confidence_vocabulary, method_vocabulary, objective_vocabulary, kind_vocabulary" in result.out
-    meta = raw(root / "registry.json")
+    meta = load_meta(root).model_dump(mode="json")
     assert meta["method_vocabulary"] == {"operator-fusion": None, "hand-tiling": None}
     assert meta["kind_vocabulary"] == {"runtime-benchmark": None}
     assert meta["confidence_vocabulary"] == {"not-applicable": None}
@@ -159,7 +160,7 @@ def test_terms_used_without_a_vocabulary_are_imported_without_a_definition(cli, 
     assert "imported without a definition" in exported.err and "method hand-tiling" in exported.err
     assert list(raw(out)) == ["schema_version", "attempts"], "no definition to write, so no vocabulary"
     assert cli("--registry", root, "vocab", "add", "method", "hand-tiling", "--description", "Tiles by hand.").code == 0
-    assert raw(root / "registry.json")["method_vocabulary"]["hand-tiling"] == "Tiles by hand."
+    assert load_meta(root).model_dump(mode="json")["method_vocabulary"]["hand-tiling"] == "Tiles by hand."
     again = cli("--registry", root, "vocab", "add", "method", "hand-tiling", "--description", "Other.")
     assert again.code == 1, "a defined term is never redefined"
 

@@ -193,3 +193,65 @@ def test_repair_rewrites_sources_written_relative_to_the_repository(tmp_path: Pa
         ("lost", "/evidence_sources/0")
     ]  # found neither way: left for a person
     assert json.loads(cli("-r", root, "repair", "--json").out)["sources"] == []
+
+
+# --------------------------------------------------------------------------- the older layout
+
+
+def _old_copy(tmp_path: Path) -> Path:
+    """This project's own registry, turned back into the layout before term files."""
+    from helpers import REPO, to_old_layout
+
+    root = tmp_path / "old"
+    shutil.copytree(REPO / "attempts", root)
+    return to_old_layout(root)
+
+
+def test_repair_migrates_the_older_layout_once_and_keeps_every_term_in_its_order(cli, tmp_path: Path) -> None:
+    from ptreg.store.directory import load_meta
+
+    root = _old_copy(tmp_path)
+    before = load_meta(root)
+    exported = tmp_path / "before.json"
+    assert cli("-r", root, "export", "-o", exported).code == 0
+    refused = cli("-r", root, "vocab", "add", "method", "fusion", "--description", "Fuse.")
+    assert refused.code == 2 and "run `ptreg repair` to migrate it" in refused.err
+    assert "vocabulary" not in os.listdir(root)
+    first = cli("-r", root, "repair", "--json")
+    assert first.code == 0 and first.json()["migrated"] is True
+    assert json.loads((root / "registry.json").read_text()) == {"schema_version": 3, "vocabularies": "vocabulary"}
+    assert load_meta(root) == before  # every term, its definition and its place
+    migrated = snapshot(root)
+    again = cli("-r", root, "repair", "--json")
+    assert again.code == 0 and again.json()["migrated"] is False
+    assert snapshot(root) == migrated
+    after = tmp_path / "after.json"
+    assert cli("-r", root, "export", "-o", after).code == 0
+    assert after.read_bytes() == exported.read_bytes()  # the single-file ledger, byte for byte
+    assert cli("-r", root, "vocab", "add", "method", "fusion", "--description", "Fuse.").code == 0
+    assert list(load_meta(root).method_vocabulary)[-1] == "fusion"
+
+
+def test_a_migration_cut_short_before_its_commit_point_is_made_again(cli, tmp_path: Path) -> None:
+    """A term folder left by a killed migration (registry.json still of the older layout) is
+    never read as the vocabularies, and the next repair builds it again from registry.json."""
+    from ptreg.store.directory import load_meta
+
+    root = _old_copy(tmp_path)
+    before = load_meta(root)
+    (root / "vocabulary" / "method").mkdir(parents=True)
+    (root / "vocabulary" / "method" / "stray.json").write_text('{"term": "stray"}', encoding="utf-8")
+    (root / ".tmp-vocabulary").mkdir()
+    assert load_meta(root) == before
+    assert cli("-r", root, "repair").code == 0
+    assert load_meta(root) == before and not (root / ".tmp-vocabulary").exists()
+    assert not (root / "vocabulary" / "method" / "stray.json").exists()
+
+
+def test_a_term_file_staged_by_a_killed_vocab_add_is_removed(cli, tmp_path: Path) -> None:
+    root = write_registry(tmp_path / "reg", [complete_record("a")])
+    staged = root / "vocabulary" / "method" / ".fusion.json.x1y2z3.tmp"
+    staged.write_text('{"term": "fusion"', encoding="utf-8")
+    assert ".fusion.json.x1y2z3.tmp: warning" in cli("-r", root, "validate").out
+    assert cli("-r", root, "repair").code == 0
+    assert not staged.exists() and cli("-r", root, "validate").code == 0

@@ -21,7 +21,6 @@ from jsonschema import Draft202012Validator
 
 from helpers import SCHEMAS, complete_record, step_cell, step_results
 from ptreg.engine.backends import OP_METHODS, OPS
-from ptreg.site.charts import PARTS
 from ptreg.records.attempt import Attempt
 from ptreg.records.condition import (
     BACKEND_PATTERN,
@@ -39,6 +38,7 @@ from ptreg.records.decision import WHOLE_STEP_PARTS, decide
 from ptreg.records.refs import ID_PATTERN
 from ptreg.records.registry import parse_record
 from ptreg.records.run_results import KERNELS, STEP_OPS, Cell, KernelTiming, RunResults
+from ptreg.site.charts import PARTS
 
 RUN = "20261201T092700Z"
 
@@ -171,7 +171,7 @@ def test_the_language_names_what_the_formats_name() -> None:
     assert get_args(StepPart) == (*KERNELS, *STEP_OPS, "other")
     assert (*KERNELS, "other") == WHOLE_STEP_PARTS
     assert tuple(OP_METHODS) == STEP_OPS == OPS
-    assert PARTS == (*KERNELS, *STEP_OPS, "other")
+    assert (*KERNELS, *STEP_OPS, "other") == PARTS
     assert get_args(LayerName) == tuple(s.name for s in linear_shapes(CONFIGS["xl"]))
 
 

@@ -3,6 +3,7 @@ JSON Pointer, and every problem of a registry reported in one pass."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -132,9 +133,8 @@ def test_objective_outside_vocabulary(tmp_path: Path) -> None:
 def test_vocabulary_comes_from_the_registry_not_a_builtin_list(tmp_path: Path) -> None:
     root = write_registry(tmp_path / "reg", [complete_record("x", methods=["lora"])])
     assert triples(check_registry(load_directory(root))) == {("vocabulary", "x", "/methods/0")}
-    meta = (root / "registry.json").read_text(encoding="utf-8")
-    (root / "registry.json").write_text(
-        meta.replace('"method_vocabulary": {', '"method_vocabulary": {"lora": "Low rank.",')
+    (root / "vocabulary" / "method" / "lora.json").write_text(
+        json.dumps({"term": "lora", "description": "Low rank.", "order": 0}), encoding="utf-8"
     )
     assert check_registry(load_directory(root)) == []
 

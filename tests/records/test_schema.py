@@ -166,6 +166,11 @@ def test_registry_files_validate_against_their_schemas(shared_registry: Path) ->
         checker = registry if path.name == "registry.json" else attempt
         errors = [e.message for e in checker.iter_errors(data)]
         assert errors == [], (path.name, errors)
+    term = validator("term.schema.json")
+    term_files = sorted(shared_registry.glob("vocabulary/*/*.json"))
+    assert term_files
+    for path in term_files:
+        assert [e.message for e in term.iter_errors(json.loads(path.read_text(encoding="utf-8")))] == [], path
 
 
 def test_synthetic_records_validate_against_the_attempt_schema() -> None:
@@ -245,6 +250,9 @@ def test_registry_schema_rejects_a_newer_version() -> None:
     from helpers import meta_json
 
     meta = meta_json()
-    assert list(validator("registry.schema.json").iter_errors(meta)) == []
+    assert list(validator("registry-v2.schema.json").iter_errors(meta)) == []
     meta["schema_version"] = 3
-    assert list(validator("registry.schema.json").iter_errors(meta)) != []
+    assert list(validator("registry-v2.schema.json").iter_errors(meta)) != []
+    layout = {"schema_version": 3, "vocabularies": "vocabulary"}
+    assert list(validator("registry.schema.json").iter_errors(layout)) == []
+    assert list(validator("registry.schema.json").iter_errors({**layout, "schema_version": 4})) != []

@@ -308,3 +308,17 @@ def test_the_shared_registry_builds(cli: Callable[..., Result], shared_registry:
     assert len(list((out / "attempts").glob("*.html"))) == len(records) - result.json()["broken_records"]
     index = (out / "index.html").read_text()
     assert index.count('<tr data-status="') == len(list((out / "attempts").glob("*.html")))
+
+
+def test_changed_redraws_the_dossiers_when_a_term_changes(cli: Callable[..., Result], tmp_path: Path) -> None:
+    """A term's definition is shown on every dossier: a term file changed by hand, a checkout or
+    a merge redraws them with --changed, as registry.json did when it held the vocabularies."""
+    root = write_registry(tmp_path / "attempts", [complete_record("fine")])
+    out = tmp_path / "out"
+    assert cli("--registry", root, "site", "-o", out).code == 0
+    term = root / "vocabulary" / "kind" / "runtime-benchmark.json"
+    held = json.loads(term.read_text())
+    term.write_text(json.dumps({**held, "description": None}), encoding="utf-8")  # as if imported without one
+    again = cli("--registry", root, "site", "-o", out, "--changed", "--json").json()
+    assert again["rendered"] > 1
+    assert "imported without a definition" in (out / "attempts" / "fine.html").read_text()

@@ -22,6 +22,7 @@ from helpers import (
     tiny_spec,
     write_registry,
 )
+from ptreg.store.directory import load_meta
 
 TINY = tiny_spec("lock-tiny", timed_steps=2, repeats=2)
 
@@ -60,6 +61,53 @@ def test_two_processes_creating_50_attempts_each_end_with_100_valid_records(tmp_
     assert not found["errors"], found["errors"]
     assert found["attempts"] == 101
     assert not list(root.glob("*.tmp"))
+
+
+# A writer process adding terms through the CLI's own entry point, in a loop.
+TERM_ADDER = textwrap.dedent("""
+    import json, sys
+    from ptreg.cli import main
+
+    root, terms = sys.argv[1], json.loads(sys.argv[2])
+    codes = []
+    for term in terms:
+        try:
+            main(["-r", root, "vocab", "add", "method", term, "--description", f"The term {term}."])
+            codes.append(0)
+        except SystemExit as exc:
+            codes.append(exc.code or 0)
+    print(json.dumps(codes))
+""")
+
+
+def test_two_processes_adding_terms_at_once_keep_every_term_and_one_of_each_shared_one(tmp_path: Path) -> None:
+    """Both add 15 terms of their own and the same 5: each own term lands, each shared one is
+    added by exactly one of them (the other is refused: a term is never redefined)."""
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    shared = [f"shared-{i}" for i in range(5)]
+    plans = [[f"{who}-{i}" for i in range(15)] + shared for who in ("alpha", "beta")]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", TERM_ADDER, str(root), json.dumps(plan)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env_without_hooks(),
+        )
+        for plan in plans
+    ]
+    codes = []
+    for writer in writers:
+        code, out, _ = finish(writer)
+        assert code == 0
+        codes.append(json.loads(out.strip().splitlines()[-1]))
+    assert codes[0][:15] == codes[1][:15] == [0] * 15
+    for i in range(15, 20):
+        assert sorted((codes[0][i], codes[1][i])) == [0, 1], (i, codes)
+    methods = load_meta(root).method_vocabulary
+    assert {*plans[0], *plans[1]} <= set(methods)
+    assert sorted(p.name for p in (root / "vocabulary" / "method").iterdir() if p.name.startswith(".")) == []
+    assert not validate(root)["errors"]
 
 
 def test_the_gate_and_the_write_are_one_step_so_two_writers_cannot_share_an_issue(tmp_path: Path) -> None:

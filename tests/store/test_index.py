@@ -995,3 +995,33 @@ def test_reading_the_header_keeps_the_sqlite_locks_this_process_holds(tmp_path: 
     finally:
         db.execute("ROLLBACK")
         db.close()
+
+
+def test_term_files_added_changed_and_removed_behind_its_back_are_followed(tmp_path: Path) -> None:
+    """As a checkout or a merge leaves them: the index's vocabularies follow the term files,
+    whether they changed within the racy window of the last check or long after it."""
+    from ptreg.store.directory import load_meta
+    from ptreg.store.index import open_index
+
+    root = write_registry(tmp_path / "reg", [complete_record("a")])
+    folder = root / "vocabulary" / "method"
+
+    def methods() -> dict[str, str | None]:
+        index = open_index(root)
+        try:
+            found = dict(index.vocabularies().method_vocabulary)
+        finally:
+            index.close()
+        assert found == load_meta(root).method_vocabulary
+        return found
+
+    methods()
+    (folder / "fusion.json").write_text('{"term": "fusion", "description": "Fuse.", "order": 40}', encoding="utf-8")
+    assert methods()["fusion"] == "Fuse."
+    past = 1_000_000_000  # stamps moved well before the last check: not racy
+    os.utime(folder / "fusion.json", ns=(past, past))
+    (folder / "fusion.json").write_text('{"term": "fusion", "description": "Fused.", "order": 40}', encoding="utf-8")
+    assert methods()["fusion"] == "Fused."
+    (folder / "fusion.json").unlink()
+    assert "fusion" not in methods()
+    assert_agrees(root)

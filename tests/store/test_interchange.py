@@ -22,7 +22,7 @@ from helpers import (
 from ptreg.errors import PtregError
 from ptreg.operations.importing import import_into as import_file
 from ptreg.operations.validate import check_registry
-from ptreg.store.directory import init_registry, load_directory
+from ptreg.store.directory import init_registry, load_directory, load_meta
 from ptreg.store.interchange import ImportRefused, export_registry
 
 V1_RECORDS = [
@@ -45,7 +45,7 @@ def test_import_creates_a_registry_of_one_file_per_attempt(tmp_path: Path, sampl
     assert report.created_registry and report.schema_version == 2
     assert sorted(report.imported) == sorted(r["id"] for r in sample_records())
     assert sorted(p.name for p in root.iterdir()) == sorted(
-        [".gitignore", ".ptreg.lock", "registry.json"] + [f"{r['id']}.json" for r in sample_records()]
+        [".gitignore", ".ptreg.lock", "registry.json", "vocabulary"] + [f"{r['id']}.json" for r in sample_records()]
     )
     for position, record in enumerate(sample_records()):
         written = json.loads((root / f"{record['id']}.json").read_text())
@@ -267,7 +267,9 @@ def test_new_vocabulary_terms_are_added(tmp_path: Path, sample_registry: Path) -
     (tmp_path / "v.json").write_text(json.dumps(document))
     report = import_file(sample_registry, tmp_path / "v.json")
     assert report.vocabulary_added == {"method_vocabulary": ["autotune"]}
-    assert "autotune" in json.loads((sample_registry / "registry.json").read_text())["method_vocabulary"]
+    assert "autotune" in load_meta(sample_registry).method_vocabulary
+    added = json.loads((sample_registry / "vocabulary" / "method" / "autotune.json").read_text())
+    assert added == {"term": "autotune", "description": "Search tile sizes at run time.", "order": 13}
     assert check_registry(load_directory(sample_registry)) == []
 
 
@@ -276,7 +278,7 @@ def test_import_into_an_empty_initialised_registry(tmp_path: Path, sample_file: 
     init_registry(root)
     report = import_file(root, sample_file)
     assert not report.created_registry
-    assert json.loads((root / "registry.json").read_text()) == meta_json()
+    assert load_meta(root).model_dump(mode="json") == meta_json()
 
 
 def test_reserved_id_imports_nothing(tmp_path: Path, sample_registry: Path) -> None:

@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from helpers import complete_record, failed_record, snapshot, write_registry
+from helpers import complete_record, failed_record, meta_json, snapshot, to_old_layout, write_registry
 from ptreg.errors import PtregError, UnknownAttempt
 from ptreg.records.attempt import Attempt
 from ptreg.records.refs import check_id
@@ -40,13 +40,15 @@ def test_init_creates_registry_json_with_default_vocabularies(tmp_path: Path) ->
     root = tmp_path / "new" / "registry"
     path = init_registry(root)
     assert path == root / "registry.json"
-    data = json.loads(path.read_text(encoding="utf-8"))
-    assert data["schema_version"] == 2
+    assert json.loads(path.read_text(encoding="utf-8")) == {"schema_version": 3, "vocabularies": "vocabulary"}
+    data = load_meta(root).model_dump(mode="json")
     assert set(data["confidence_vocabulary"]) == {"exact", "inferred", "missing-evidence", "not-applicable"}
     for key in ("method_vocabulary", "objective_vocabulary", "kind_vocabulary"):
         assert data[key], key
     assert "infrastructure" in data["kind_vocabulary"]
-    assert sorted(p.name for p in root.iterdir()) == [".gitignore", "registry.json"]
+    assert sorted(p.name for p in root.iterdir()) == [".gitignore", "registry.json", "vocabulary"]
+    assert sorted(p.name for p in (root / "vocabulary").iterdir()) == ["confidence", "kind", "method", "objective"]
+    assert (root / "vocabulary" / "kind" / "infrastructure.json").is_file()
     ignored = (root / ".gitignore").read_text()
     for pattern in (".ptreg*.lock", ".ptreg*.lock.holder", ".ptreg-journal.json", ".*.tmp", ".tmp-*/"):
         assert pattern in ignored.splitlines()
@@ -94,7 +96,7 @@ def test_write_attempt_is_pretty_stable_and_leaves_no_temp_files(tmp_path: Path)
     assert path.read_bytes() == first
     write_attempt(root, Attempt.model_validate(record))
     assert path.read_bytes() == first
-    assert sorted(p.name for p in root.iterdir()) == [".gitignore", "registry.json", "stable.json"]
+    assert sorted(p.name for p in root.iterdir()) == [".gitignore", "registry.json", "stable.json", "vocabulary"]
 
 
 def test_written_keys_follow_the_model_order(tmp_path: Path) -> None:
@@ -203,13 +205,13 @@ def test_newer_schema_version_is_refused_naming_both(tmp_path: Path) -> None:
     root = tmp_path / "reg"
     init_registry(root)
     meta = json.loads((root / "registry.json").read_text())
-    meta["schema_version"] = 3
+    meta["schema_version"] = 4
     (root / "registry.json").write_text(json.dumps(meta))
     with pytest.raises(PtregError) as caught:
         load_directory(root)
     message = caught.value.message
-    assert "schema_version 3" in message
-    assert re.search(r"\b2\b", message), message
+    assert "schema_version 4" in message
+    assert re.search(r"\b3\b", message), message
     assert caught.value.exit_code == 2
 
 
@@ -225,9 +227,9 @@ def test_newer_schema_version_is_refused_naming_both(tmp_path: Path) -> None:
 def test_broken_registry_json_is_named(tmp_path: Path, change, fragment: str) -> None:
     root = tmp_path / "reg"
     init_registry(root)
-    meta = json.loads((root / "registry.json").read_text())
+    meta = meta_json()  # the older layout, read still: every vocabulary inside registry.json
     change(meta)
-    (root / "registry.json").write_text(json.dumps(meta))
+    to_old_layout(root, meta)
     with pytest.raises(PtregError) as caught:
         load_meta(root)
     assert "registry.json" in caught.value.message and fragment in caught.value.message

@@ -66,7 +66,11 @@ def compare_with_files(root: Path) -> tuple[list[Difference], int]:
             # the last check's digest and listing, the watcher's number and the change counter
             # ptreg left are the index's own
             # bookkeeping, not the files'
-            where = " WHERE key NOT IN ('checked', 'listing', 'watched', 'written')" if table == "meta" else ""
+            where = (
+                " WHERE key NOT IN ('checked', 'listing', 'watched', 'written', 'vocabulary')"
+                if table == "meta"
+                else ""
+            )
             select = f"SELECT {', '.join(columns)} FROM {table}{where}"
             stored = _grouped(db.execute(select).fetchall(), columns.index(key))
             wanted = _grouped(fresh.execute(select).fetchall(), columns.index(key))

@@ -22,7 +22,7 @@ from typing import Any
 
 from ...records.ledger import encode_terms, question_tokens
 from ..jsonio import JsonError, read_bytes
-from ..names import RECORD_FILE_MAX_BYTES, REGISTRY_FILE
+from ..names import RECORD_FILE_MAX_BYTES, REGISTRY_FILE, VOCABULARY_DIR
 from ..watch import ask
 from .rows import ATTEMPT_COLUMNS, PROGRESS_EVERY, RACY_NS, Progress, Refresh, Stamp
 
@@ -199,10 +199,86 @@ def check_files(root: Path, db: sqlite3.Connection, progress: Progress | None = 
         result = _check_named(root, db, answer.changed, now, progress)
     else:
         result = _check_every_file(root, db, now, progress)
+    _check_vocabulary(root, db, now)
     if answer is not None and (answer.seq, answer.watcher) != (seq, watcher):
         # the files table now holds at least every change that watcher had seen when it answered
         db.execute("INSERT OR REPLACE INTO meta VALUES ('watched', ?)", (f"{answer.seq} {answer.watcher}",))
     return result
+
+
+def _vocabulary_entries(root: Path) -> list[tuple[str, os.stat_result | None]]:
+    """(path relative to the registry, lstat) of the term folder and everything in it, two
+    levels deep; None for a folder that is absent or cannot be listed."""
+    found: list[tuple[str, os.stat_result | None]] = []
+    folders = [VOCABULARY_DIR]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(root / folder) as entries:
+                listed = sorted((f"{folder}/{e.name}", e.stat(follow_symlinks=False)) for e in entries)
+        except OSError:
+            found.append((folder, None))
+            continue
+        for name, info in listed:
+            found.append((name, info))
+            if folder == VOCABULARY_DIR and stat.S_ISDIR(info.st_mode):
+                folders.append(name)
+    return found
+
+
+def _vocabulary_stamp(entries: list[tuple[str, os.stat_result | None]], now: int) -> str | None:
+    """One digest of the name and stamp of every entry of the term folder; None when one
+    changed within RACY_NS of ``now`` (its bytes then decide)."""
+    digest = hashlib.blake2b(digest_size=20)
+    for name, info in entries:
+        digest.update(name.encode("utf-8", "surrogateescape") + b"\0")
+        if info is None:
+            digest.update(b"-\0")
+            continue
+        if info.st_ctime_ns >= now - RACY_NS:
+            return None
+        fields = (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+        digest.update(" ".join(map(str, fields)).encode() + b"\0")
+    return digest.hexdigest()
+
+
+def _vocabulary_content(root: Path, entries: list[tuple[str, os.stat_result | None]]) -> str:
+    """One digest of the name and bytes of every term file (and the kind of anything else)."""
+    digest = hashlib.blake2b(digest_size=20)
+    for name, info in entries:
+        digest.update(name.encode("utf-8", "surrogateescape") + b"\0")
+        if info is not None and stat.S_ISREG(info.st_mode):
+            data = record_bytes(root / name)
+            digest.update(b"?" if data is None else hashlib.sha256(data).digest())
+        else:
+            digest.update(b"-" if info is None else str(stat.S_IFMT(info.st_mode)).encode())
+    return digest.hexdigest()
+
+
+def _check_vocabulary(root: Path, db: sqlite3.Connection, now: int) -> None:
+    """Read the vocabularies again when a term file was added, removed or changed (by a
+    checkout, a merge or ptreg) since the index last read them: a few dozen files, whatever the
+    number of records, so looked at by every check, watcher or not (``registry.json`` itself is
+    a file of the files table). Unchanged stamps say "unchanged" without reading a file; when
+    they moved, the files' bytes decide, as for records (a racy file is re-hashed, not re-parsed)."""
+    kept = db.execute("SELECT value FROM meta WHERE key = 'vocabulary'").fetchone()
+    kept_stamp, _, kept_content = str(kept[0] if kept is not None else "").partition(" ")
+    entries = _vocabulary_entries(root)
+    stamp = _vocabulary_stamp(entries, now)
+    if stamp is not None and stamp == kept_stamp:
+        return
+    content = _vocabulary_content(root, entries)
+    if content != kept_content and db.execute("SELECT 1 FROM meta WHERE key = 'registry'").fetchone() is not None:
+        from .. import record_file
+
+        # read before anything is dropped: an unusable term file stops the command, as an
+        # unusable registry.json does
+        meta = record_file.read_meta(root / REGISTRY_FILE)
+        db.execute("DELETE FROM derived")
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('registry', ?)", (json.dumps(meta),))
+    value = f"{stamp or '-'} {content}"
+    if kept is None or str(kept[0]) != value:
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('vocabulary', ?)", (value,))
 
 
 def _watched(kept: Any) -> tuple[int | None, str | None]:
