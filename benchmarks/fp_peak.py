@@ -84,18 +84,19 @@ def _scale_shift(  # pragma: no cover
     return types.void(sums, k, vector_bits, x, y, fused), codegen
 
 
-def build(count: int, lanes: int, fused: bool, prefer_bits: int | None = None) -> Any:
+def build(count: int, lanes: int, fused: bool, prefer_bits: int | None = None, nogil: bool = False) -> Any:
     """The throughput loop: ``count`` accumulator vectors of ``lanes`` float32, read from row k of
     ``start``, updated ``steps`` times, written to row k of ``out`` (both count × lanes).
 
     ``prefer_bits`` is the prefer-vector-width the function is compiled with (default: the
-    vectors' own width); the storage is the same bytes either way.
+    vectors' own width); the storage is the same bytes either way. With ``nogil`` it releases
+    the GIL, so that several Python threads can run it at once (``step_ceilings.py``).
     """
     BITS, FUSED = lanes * 32, int(fused)
     PREFER = prefer_bits or BITS
     SLOTS = count * BITS // PREFER
 
-    @numba.njit(fastmath=False)
+    @numba.njit(fastmath=False, nogil=nogil)
     def peak(steps: int, x: float, y: float, start: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover
         sums = _sums(SLOTS, PREFER)  # type: ignore[call-arg,var-annotated]  # numba passes typingctx itself
         for k in range(count):
