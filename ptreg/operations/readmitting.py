@@ -28,6 +28,7 @@ from ..store.directory import load_directory, load_meta, write_attempt
 from ..store.evaluator_files import resolve
 from ..store.index import open_index
 from ..store.locks import registry_lock, run_lock
+from ..store.vocabulary_files import refuse_old_layout
 
 # the model's field each option sets (``varies``: the attempt it now varies)
 _FIELDS = {
@@ -69,6 +70,7 @@ def readmit(root: Path, attempt_id: str, resolution: Resolution) -> Readmitted:
     """Resolve ``attempt_id``'s conflicts with the attempts admitted before it; refused, with
     nothing written, unless every one of them is resolved."""
     load_meta(root)  # a missing registry is refused before any lock file is made
+    refuse_old_layout(root)
     _check_words(resolution)
     with registry_lock(root):
         registry = load_directory(root)
