@@ -20,7 +20,7 @@ from ptreg.engine.workloads.arms import compare_arms
 from ptreg.engine.workloads.command import placeholders, read_items, read_metrics
 from ptreg.engine.workloads.discovery import spec_problem
 from ptreg.records.evaluator import MetricDeclaration, parse_spec
-from ptreg.records.run_results import MetricSample
+from ptreg.records.run_results import RESULTS_VERSION, MetricSample
 
 TOY = """\
 import argparse, json, os, random
@@ -91,7 +91,7 @@ def test_the_acceptance_spec_freezes_runs_shows_and_concludes(tmp_path: Path) ->
     run = ptreg(project, "run", "toy-level", "--json")
     assert run.returncode == 0, run.stderr
     results = json.loads(run.stdout)["results"]
-    assert results["status"] == "complete" and results["results_version"] == 5
+    assert results["status"] == "complete" and results["results_version"] == RESULTS_VERSION
     cells = {c["backend"]: c for c in results["cells"]}
     assert set(cells) == {"baseline", "candidate"}
     for cell in cells.values():
