@@ -320,8 +320,12 @@ def run(
 
 def conclude(
     attempt_id: str = typer.Argument(..., metavar="ID", help="The attempt to conclude."),
-    status: str = typer.Option(
-        ..., "--status", metavar="STATUS", help="worked, worked-with-caveat, failed, regressed or inconclusive."
+    status: str | None = typer.Option(
+        None,
+        "--status",
+        metavar="STATUS",
+        help="worked, worked-with-caveat, failed, regressed or inconclusive. With an analysis plan, leave it out: the "
+        "plan decides (worked-with-caveat agrees with a plan's worked); another status needs --deviation.",
     ),
     lesson: str = typer.Option(..., "--lesson", metavar="TEXT", help="What the attempt taught."),
     next_action: str = typer.Option(..., "--next-action", metavar="TEXT", help="The retained disposition."),
@@ -358,18 +362,34 @@ def conclude(
         metavar="PATH",
         help="A source of that evidence, relative to the registry (repeatable).",
     ),
+    deviation: str | None = typer.Option(
+        None,
+        "--deviation",
+        metavar="REASON",
+        help="Why the status departs from the analysis plan's decision; recorded and shown as a deviation.",
+    ),
     as_json: bool = JsonFlag,
 ) -> None:
     """Record the verdict after a run, with the registry's rules applied; nothing is written if they fail.
 
-    The disposition is stated whole each time: --next-action in words and, optionally, --continue-if, the condition its numbers decide (it is checked against the latest complete run, and what it is there is stored beside it). Any run can be concluded: a run cut short by its budget or a signal is evidence too, e.g. `--status inconclusive --failure-reason ... --confidence inferred`.
+    An attempt with an analysis plan takes its status from the plan, decided on the runs it names (printed with the values it read); you write the lesson and the next action. A status other than the plan's needs --deviation "why" (exit 1 without one). Attempts admitted before plans existed take --status as given.
+
+    The disposition is stated whole each time: --next-action in words and, optionally, --continue-if, the condition its numbers decide (it is checked against the latest complete run, and what it is there is stored beside it). Any run can be concluded: a run cut short by its budget or a signal is evidence too (its plan, with no complete run to decide on, says inconclusive).
     """
     from ..operations.conclude import Verdict
     from ..operations.conclude import conclude as record_verdict
     from ..records.refs import check_id
 
     verdict = Verdict(
-        status, lesson, next_action, failure_reason, confidence, evidence, tuple(evidence_source), continue_if
+        status,
+        lesson,
+        next_action,
+        failure_reason,
+        confidence,
+        evidence,
+        tuple(evidence_source),
+        continue_if,
+        deviation,
     )
     verdict.check(named=lambda field: "--" + field.replace("_", "-"))
     done = record_verdict(registry_dir(), check_id(attempt_id), verdict)
@@ -377,7 +397,18 @@ def conclude(
     if as_json:
         print_json(updated.model_dump(mode="json", exclude_none=True))
         return
-    say(f"{updated.id}: concluded as {updated.status}; see `ptreg show {updated.id}`")
+    if done.plan is not None:
+        say(f"the plan decides {done.plan.status}: {done.plan.because} ({done.plan.runs_text()})")
+        for line in done.plan.readout:
+            say(f"  {line}")
+    else:
+        say(f"{updated.id} has no analysis plan (admitted before plans existed): its status is the one given")
+    deviated = (
+        f", departing from its plan ({done.plan.status}): {updated.deviation}"
+        if done.plan is not None and updated.deviation
+        else ""
+    )
+    say(f"{updated.id}: concluded as {updated.status}{deviated}; see `ptreg show {updated.id}`")
     if done.decision is not None:
         say(f"continue-if {done.decision.summary()}")
     if done.dropped is not None:

@@ -52,6 +52,10 @@ OPTIONS = {
     "answers_disposition": ("--answers-disposition", "TEXT"),
     "override_streak": ("--override-streak", "REASON"),
     "source": ("--source", "PATH"),
+    "worked_if": ("--worked-if", "COND"),
+    "regressed_if": ("--regressed-if", "COND"),
+    "margins": ("--margin", "METRIC=VALUE"),
+    "decide_on_runs": ("--decide-on-runs", "N"),
 }
 
 
@@ -252,7 +256,7 @@ def _ask_for_missing(given: ProposalInput, registry: Registry) -> bool:
         setattr(
             given,
             question.name,
-            _ask_one(question, given, registry) or ([] if question.name in ("methods", "bases") else None),
+            _ask_one(question, given, registry) or ([] if question.name in ("methods", "bases", "margins") else None),
         )
     if given.varied_from and shown_for != given.varied_from and registry.root is not None:
         _show_disposition(given.varied_from, registry.root)

@@ -19,9 +19,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..records.intervals import LEVEL, t_quantile
 from ..records.run_results import Interval, MetricSummary, Ratio, SignedInterval, Summary
 
-LEVEL = 0.95
 METHOD = "Student's t on log values (interval of the geometric mean), scipy.stats.t"
 # An adaptive plan stops once its intervals look narrow, and stopping on a narrow look selects
 # samples whose spread came out small: its 95% intervals held the truth in only 91-93% of
@@ -30,13 +30,6 @@ METHOD = "Student's t on log values (interval of the geometric mean), scipy.stat
 # docs/measurements.md#adaptive-plans), so the 95% they claim is kept.
 ADAPTIVE_QUANTILE_LEVEL = 0.99
 ADAPTIVE_METHOD = f"{METHOD}; an adaptive plan's, at the 99% quantile so that it covers 95% after the stopping rule"
-
-
-def t_quantile(n: int, level: float = LEVEL) -> float:
-    """The two-sided ``level`` quantile of Student's t for ``n`` values."""
-    from scipy.stats import t  # 0.7 s to import: only where intervals are computed
-
-    return float(t.ppf(0.5 + level / 2, n - 1))
 
 
 def log_interval(values: Sequence[float], adaptive: bool = False) -> tuple[float, float] | None:

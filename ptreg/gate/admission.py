@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from .. import __version__
 from ..clock import utc_now
 from ..records.attempt import Admission, Attempt, GateCheck, RegistryState
+from ..records.plan import Plan, plan_digest
 from ..store.directory import REGISTRY_FILE, attempt_files, record_order
 from ..store.evaluator_files import evaluator_files
 from ..store.vocabulary_files import term_files
@@ -63,14 +64,17 @@ def admission(
     attempts: int,
     now: datetime | None = None,
     hashes: Mapping[str, str | None] | None = None,
+    plan: Plan | None = None,
 ) -> Admission:
-    """The admission of a proposal the gate has just admitted, against the registry at ``root``."""
+    """The admission of a proposal the gate has just admitted, against the registry at ``root``,
+    with the digest of the analysis plan admitted with it."""
     return Admission(
         admitted_at=utc_now(now),
         ptreg_version=__version__,
         registry_state=registry_state(root, attempts, hashes=hashes),
         checks=[_stored(c) for c in report.checks],
         precedents=precedents,
+        plan_sha256=plan_digest(plan) if plan is not None else None,
     )
 
 

@@ -18,16 +18,19 @@ from pydantic import TypeAdapter, ValidationError
 from ..errors import PtregError
 from ..records import tracking
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt, Budget
+from ..records.condition_grammar import parse as parse_condition
 from ..records.graph import lineage_roots
+from ..records.plan import margin_problems, rule_problems
 from ..records.problems import plain_message
 from ..records.refs import check_id
 from ..records.registry import Registry
 from ..records.vocabulary import terms, unknown_terms
 from ..store.directory import record_path
-from ..store.evaluator_files import evaluator_files, resolve
+from ..store.evaluator_files import check_file, evaluator_files, resolve
 from ..views.dispositions import Disposition, decide_disposition
 from .checks import SIMILAR_QUESTION, closest, question_tokens, similarity
-from .proposal_input import ProposalInput
+from .proposal import parse_margin
+from .proposal_input import FieldsRefused, ProposalInput
 
 # The vocabulary each field's terms come from.
 VOCABULARY_OF = {"kind": "kind", "objective": "objective", "methods": "method"}
@@ -102,7 +105,44 @@ def problem(name: str, value: Any, registry: Registry, given: ProposalInput | No
         return None
     if name == "tracking_issue":
         return tracking.problem(value)
+    if name in ("worked_if", "regressed_if", "margins", "decide_on_runs"):
+        return _plan_problem(name, value, registry, given)
     return _field_problem(name, value)
+
+
+def _plan_problem(name: str, value: Any, registry: Registry, given: ProposalInput | None) -> str | None:
+    """Why a part of the analysis plan cannot be used: a rule that does not parse, a margin
+    that is not METRIC=VALUE, or (once the evaluator is known) a metric, arm or cell it lacks."""
+    if name == "decide_on_runs":
+        return None if isinstance(value, int) and 1 <= value <= 20 else "give a whole number from 1 to 20"
+    margins: dict[str, float] = {}
+    try:
+        if name == "margins":
+            margins = dict(parse_margin(item) for item in value)
+        else:
+            tree = parse_condition(value, what=name.replace("_", "-"))
+        for item in given.margins if given is not None and name != "margins" else ():
+            margins.update([parse_margin(item)])
+    except FieldsRefused as exc:
+        return exc.worded(lambda _: "margin")
+    except PtregError as exc:
+        return exc.message
+    spec = _spec(given, registry)
+    if spec is None:
+        return None
+    found = margin_problems(margins, spec) if name == "margins" else rule_problems(tree, spec, margins)
+    return found[0] if found else None
+
+
+def _spec(given: ProposalInput | None, registry: Registry) -> Any:
+    """The spec of the proposal's frozen evaluator, when one is named and verifies."""
+    if given is None or not given.evaluator or registry.root is None:
+        return None
+    try:
+        frozen, _ = check_file(resolve(registry.root, given.evaluator.strip()))
+    except PtregError:
+        return None
+    return frozen.spec if frozen is not None else None
 
 
 def disposition(attempt_id: str, registry: Registry) -> Disposition | None:
@@ -173,6 +213,10 @@ def questions(given: ProposalInput, registry: Registry) -> list[Question]:
             asked.append(Question("answers_disposition", "how this answers that disposition"))
     asked += [
         Question("evaluator", "evaluator"),
+        # the analysis plan, before any number: checked against the evaluator just named
+        Question("margins", "margins (METRIC=VALUE, comma-separated: the smallest effects that matter)", optional=True),
+        Question("worked_if", "worked if (a condition on the run's numbers, e.g. better(score, arm=B, over=A))"),
+        Question("regressed_if", "regressed if (a condition, checked first)", optional=True),
         Question("budget_seconds", "budget: wall-clock seconds at most"),
         Question("tracking_issue", f"tracking issue ({tracking.FORMS})"),
     ]
@@ -209,7 +253,7 @@ def default(name: str, given: ProposalInput, registry: Registry) -> Any:
 def parse(name: str, text: str) -> tuple[Any, str | None]:
     """The typed answer from what was typed, or why it is none: lists are comma-separated, a
     budget is a number of seconds, data rows a whole number."""
-    if name in ("methods", "bases"):
+    if name in ("methods", "bases", "margins"):
         items = [item.strip() for item in text.split(",")]
         if any(not item for item in items):
             return None, "an empty item between commas"

@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..engine.plan import EVALUATOR_VERSION
-from ..engine.workloads.discovery import spec_problem
+from ..engine.workloads.discovery import spec_problem, workload_named
 from ..records import tracking
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt
 from ..records.evaluator import FrozenEvaluator
 from ..records.graph import ancestry, lineage_root, lineage_roots
 from ..records.ledger import CAUTION_AT, STOP_AT, Shaped, trailing_negatives
 from ..records.ledger import question_tokens as question_tokens
+from ..records.plan import margin_problems, margins_text, plan_digest, rule_problems
 from ..text import counted
 
 SIMILAR_QUESTION = 0.8  # token Jaccard at or above which two questions are the same question
@@ -117,6 +118,7 @@ def check_gate(proposal: Attempt, inputs: GateInputs) -> GateReport:
     checks = [
         fresh_question(proposal, by_id, everyone, inputs.known_ids, inputs.unasked),
         evaluator_check,
+        analysis_plan(proposal, frozen),
         explicit_budget(proposal, frozen, inputs.budget_error),
         scoped_tracking_issue(proposal, by_id, everyone, inputs.tracking_error),
         disposition_respected(proposal, by_id, inputs.disposition),
@@ -260,6 +262,60 @@ def frozen_evaluator(proposal: Attempt, file: EvaluatorFile | None) -> tuple[Che
         PASSED,
         f"{proposal.evaluator} verifies ({spec.measures()})",
     ), frozen
+
+
+# --------------------------------------------------------------------------- analysis plan
+
+
+PLAN_FLAGS = "--worked-if COND (and --regressed-if COND, --margin METRIC=VALUE, --decide-on-runs N as needed)"
+
+
+def analysis_plan(proposal: Attempt, frozen: FrozenEvaluator | None) -> CheckResult:
+    """The plan says which numbers decide the status, and names only what the frozen evaluator
+    measures; once admitted, it is the plan that was admitted."""
+    name = "analysis-plan"
+    plan, admission = proposal.plan, proposal.admission
+    if plan is None:
+        if admission is not None and admission.plan_sha256 is None:
+            return CheckResult(
+                name, PASSED, "admitted before analysis plans: no plan; its status is chosen at conclusion"
+            )
+        return CheckResult(
+            name,
+            FAILED,
+            "the proposal registers no analysis plan: nothing says which numbers make it worked, failed or regressed",
+            f"state the decision before the numbers: {PLAN_FLAGS}",
+        )
+    if admission is not None and admission.plan_sha256 != plan_digest(plan):
+        return CheckResult(
+            name,
+            FAILED,
+            "the analysis plan is not the one admitted (edited after admission)",
+            "restore the plan from version control; a new plan is a new proposal",
+        )
+    if frozen is None:
+        return CheckResult(
+            name,
+            FAILED,
+            "the plan cannot be checked without a frozen evaluator that verifies",
+            "see the frozen-evaluator check",
+        )
+    spec = frozen.spec
+    workload_metrics = workload_named(spec.workload).metrics if spec_problem(spec) is None else {}
+    margins = plan.margins or {}
+    problems = margin_problems(margins, spec, workload_metrics)
+    for _, rule in plan.rules():
+        problems += rule_problems(rule.tree, spec, margins, workload_metrics)
+    if problems:
+        more = f" (and {counted(len(problems) - 1, 'more problem')})" if len(problems) > 1 else ""
+        return CheckResult(
+            name,
+            FAILED,
+            f"{problems[0]}{more}",
+            f"name only what {proposal.evaluator} measures (`ptreg evaluator show {proposal.evaluator}`)",
+        )
+    rules = "; ".join(f"{flag} {rule.text}" for flag, rule in plan.rules())
+    return CheckResult(name, PASSED, f"{rules}; margins: {margins_text(plan, spec)}; decided on {plan.deciding()}")
 
 
 # --------------------------------------------------------------------------- explicit budget

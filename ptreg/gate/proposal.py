@@ -10,6 +10,8 @@ both cases nothing is written.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
@@ -20,8 +22,11 @@ from pydantic import ValidationError
 from ..errors import CheckFailed, UnusableInput
 from ..records import tracking
 from ..records.attempt import INFRASTRUCTURE_KIND, SHAPE_FIELDS, Attempt, Budget, RegistryMeta
+from ..records.condition import render
+from ..records.condition_grammar import parse
 from ..records.graph import ancestry
 from ..records.ledger import Summary
+from ..records.plan import MAX_POOLED_RUNS, Plan, PlanRule
 from ..records.problems import flag_message
 from ..records.refs import check_id
 from ..records.vocabulary import unknown_terms
@@ -113,6 +118,52 @@ def check_required(proposal: ProposalInput) -> None:
         )
 
 
+METRIC_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def parse_margin(text: str) -> tuple[str, float]:
+    """``METRIC=VALUE`` as (metric, value); FieldsRefused naming the margins when it is not one."""
+    metric, sep, value = text.partition("=")
+    metric, value = metric.strip(), value.strip()
+    if not sep or not METRIC_NAME.fullmatch(metric):
+        raise FieldsRefused(["margins"], f"{{}} {text!r} is not METRIC=VALUE (a metric name, '=', a number)")
+    try:
+        number = float(value)
+    except ValueError:
+        raise FieldsRefused(["margins"], f"{{}} {text!r}: {value!r} is not a number") from None
+    if not math.isfinite(number) or number <= 0:
+        raise FieldsRefused(["margins"], f"{{}} {text!r}: a margin is a positive, finite number")
+    return metric, number
+
+
+def build_plan(proposal: ProposalInput) -> Plan | None:
+    """The analysis plan the proposal registers; None when it gives no part of one (the gate
+    refuses it then). A rule that does not parse is unusable input, named by its flag."""
+    given = [proposal.worked_if, proposal.regressed_if, proposal.decide_on_runs, *proposal.margins]
+    if all(_blank_to_none(v) is None for v in given):
+        return None
+    if _blank_to_none(proposal.worked_if) is None:
+        raise FieldsRefused(["worked_if"], "an analysis plan needs {}: the condition under which the attempt worked")
+    rules: dict[str, PlanRule] = {}
+    for name in ("worked_if", "regressed_if"):
+        text = _blank_to_none(getattr(proposal, name))
+        if text is not None:
+            tree = parse(text, what=name.replace("_", "-"))
+            rules[name] = PlanRule(text=render(tree), tree=tree)
+    margins: dict[str, float] = {}
+    for item in proposal.margins:
+        metric, value = parse_margin(item)
+        if metric in margins:
+            raise FieldsRefused(["margins"], f"{{}} gives {metric} twice")
+        margins[metric] = value
+    runs = 1 if proposal.decide_on_runs is None else proposal.decide_on_runs
+    if not 1 <= runs <= MAX_POOLED_RUNS:
+        raise FieldsRefused(["decide_on_runs"], f"{{}} {runs}: from 1 (the first complete run) to {MAX_POOLED_RUNS}")
+    return Plan(
+        worked_if=rules["worked_if"], regressed_if=rules.get("regressed_if"), margins=margins or None, runs=runs
+    )
+
+
 def build_attempt(proposal: ProposalInput, root: Path) -> tuple[Attempt, str | None, str | None]:
     """The not-tried record; with why the budget and the tracking issue, if given, are refused."""
     budget, budget_error = _budget(proposal)
@@ -128,6 +179,9 @@ def build_attempt(proposal: ProposalInput, root: Path) -> tuple[Attempt, str | N
         bases=list(proposal.bases) or None,
         budget=budget.model_dump(exclude_none=True) if budget is not None else None,
     )
+    plan = build_plan(proposal)
+    if plan is not None:
+        raw["plan"] = plan.model_dump(mode="json", exclude_none=True)
     tracking_error = tracking.problem(raw["tracking_issue"]) if raw["tracking_issue"] is not None else None
     if tracking_error is not None:
         raw["tracking_issue"] = None
@@ -185,7 +239,7 @@ def _propose(
         index.close()
     if not report.admitted or dry_run:
         return result
-    admitted = admission(report, [p.attempt.id for p in found], root, records, now, hashes)
+    admitted = admission(report, [p.attempt.id for p in found], root, records, now, hashes, attempt.plan)
     result.attempt = attempt.model_copy(update={"admission": admitted})
     path = record_path(root, attempt.id)
     try:

@@ -17,9 +17,12 @@ from typing import Any
 from ..errors import UnusableInput
 
 
-def given(help: str, *, record: str | None = None, budget: str | None = None) -> dict[str, Any]:
-    """A field's metadata: its help, and the record field (or budget limit) it fills."""
-    return {"help": help, "record": record, "budget": budget}
+def given(
+    help: str, *, record: str | None = None, budget: str | None = None, plan: str | None = None
+) -> dict[str, Any]:
+    """A field's metadata: its help, and the record field, budget limit or part of the analysis
+    plan it fills."""
+    return {"help": help, "record": record, "budget": budget, "plan": plan}
 
 
 def _field(help: str, **fills: Any) -> Any:
@@ -77,3 +80,22 @@ class ProposalInput:
         record="streak_override",
     )
     source: str | None = _field("Where the proposal is written up, if anywhere.", record="source")
+    worked_if: str | None = _field(
+        "Analysis plan: the condition on the run's numbers under which the attempt worked (docs/conditions.md).",
+        plan="worked_if",
+    )
+    regressed_if: str | None = _field(
+        "Analysis plan: the condition under which it made things worse (checked first).", plan="regressed_if"
+    )
+    margins: list[str] = field(
+        default_factory=list,
+        metadata=given(
+            "Analysis plan: METRIC=VALUE, the smallest effect of METRIC that matters: in its unit for a difference, "
+            "a factor above 1 for a ratio (repeatable).",
+            plan="margins",
+        ),
+    )
+    decide_on_runs: int | None = _field(
+        "Analysis plan: how many complete runs decide, pooled; 1 (the default) is the first complete run.",
+        plan="runs",
+    )

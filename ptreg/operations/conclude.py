@@ -1,8 +1,13 @@
 """Concluding an attempt: the verdict after its runs, held to the same rules ``validate`` applies.
 
+An attempt with an analysis plan takes its status from the plan, decided on its deciding runs
+(``views/plans.py``): a person writes the lesson and the next action, and a status other than
+the plan's only with a deviation that says why, which is recorded. An attempt admitted before
+plans existed is concluded with the status the person gives, as it always was.
+
 The verdict states the disposition whole: its prose (``next_action``) and, when given, the
-condition that decides it (``continue_if``), checked against the attempt's latest complete run
-before anything is written.
+condition that decides it (``continue_if``), checked against the run the plan decides on (the
+latest complete run, without a plan) before anything is written.
 """
 
 from __future__ import annotations
@@ -21,14 +26,15 @@ from ..records.attempt import CONFIDENCES, STATUSES, Attempt, ContinueIf
 from ..records.condition import render
 from ..records.condition_grammar import parse
 from ..records.decision import Decision, decide
+from ..records.plan import CONSISTENT, PlanDecision
 from ..records.problems import flag_message
 from ..records.registry import Record, Registry, ids_in
 from ..records.rules import check_attempt
 from ..store.directory import load_directory, load_meta, record_path, write_attempt
 from ..store.locks import registry_lock, run_lock
-from ..store.runs import check_folder, read_results, run_folder
+from ..store.runs import check_folder
 from ..store.vocabulary_files import refuse_old_layout
-from ..views.dispositions import latest_complete
+from ..views.plans import PlanOutcome, decide_plan, deciding
 from .running import results_source
 
 
@@ -37,7 +43,7 @@ class Verdict:
     """What the person concluding says: the outcome and, if they have more to say than the run
     does, evidence of their own."""
 
-    status: str
+    status: str | None  # None: the plan's, for an attempt that has one
     lesson: str
     next_action: str
     failure_reason: str | None = None
@@ -45,16 +51,17 @@ class Verdict:
     evidence: str | None = None  # added after the evidence lines the runs wrote
     evidence_sources: tuple[str, ...] = ()
     continue_if: str | None = None  # the condition over the run results that decides next_action
+    deviation: str | None = None  # why the status is not the plan's
 
     def check(self, named: Callable[[str], str] = str) -> None:
         """The verdict's own words, before any file is read: a known status and confidence, and
         no text given empty. ``named`` words a field as the caller's user knows it (a command
         line's flag, a tool's argument)."""
-        if self.status not in STATUSES:
+        if self.status is not None and self.status not in STATUSES:
             raise UnusableInput(f"{named('status')} {self.status!r} is not one of {', '.join(STATUSES)}")
         if self.confidence is not None and self.confidence not in CONFIDENCES:
             raise UnusableInput(f"{named('confidence')} {self.confidence!r} is not one of {', '.join(CONFIDENCES)}")
-        for field_name in ("lesson", "next_action", "failure_reason", "evidence"):
+        for field_name in ("lesson", "next_action", "failure_reason", "evidence", "deviation"):
             value = getattr(self, field_name)
             if value is not None and not value.strip():
                 raise UnusableInput(f"{named(field_name)} is empty; say it in words")
@@ -63,8 +70,9 @@ class Verdict:
 @dataclass(frozen=True)
 class Concluded:
     attempt: Attempt  # as written
-    decision: Decision | None  # the condition decided on the latest complete run, when one is given
+    decision: Decision | None  # the condition decided on its deciding run, when one is given
     dropped: str | None = None  # the condition an earlier conclusion set, which this one does not restate
+    plan: PlanOutcome | None = None  # the plan decided, for an attempt with one
 
 
 def conclude(root: Path, attempt_id: str, verdict: Verdict) -> Concluded:
@@ -83,28 +91,58 @@ def conclude(root: Path, attempt_id: str, verdict: Verdict) -> Concluded:
 
 
 def _condition(root: Path, attempt: Attempt, text: str) -> tuple[ContinueIf, Decision]:
-    """The condition as it will be stored, decided on the attempt's latest complete run."""
+    """The condition as it will be stored, decided on the run the attempt's plan decides on
+    (without a plan, its latest complete run)."""
     parse(text)  # what is wrong with the text itself comes first, whatever the runs
-    ref = latest_complete(attempt)
-    if ref is None:
+    on = deciding(root, attempt)
+    if on.results is None:
         runs = ", ".join(f"{r.run_id} {r.status}" for r in attempt.runs or ())
-        raise CheckFailed(
-            f"{attempt.id} has no complete run to check --continue-if against (its runs: {runs}); nothing written",
-        )
-    results = read_results(run_folder(root, attempt.id, ref.run_id), root)
-    tree = parse(text, against=results)
-    decision = decide(tree, results)
+        raise CheckFailed(f"no run to check --continue-if against: {on.why} (its runs: {runs}); nothing written")
+    tree = parse(text, against=on.results)
+    margins = attempt.plan.margins if attempt.plan is not None else None
+    decision = decide(tree, on.results, margins)
+    if len(on.refs) > 1:
+        decision.run_id = on.label
     # stored in its canonical text: one spelling per condition, which agrees with its tree unparsed
     condition = ContinueIf(
-        text=render(tree), tree=tree, set_at=utc_now(), run=ref.run_id, held_at_conclusion=decision.truth
+        text=render(tree), tree=tree, set_at=utc_now(), run=on.refs[-1].run_id, held_at_conclusion=decision.truth
     )
     return condition, decision
+
+
+def _status(attempt: Attempt, verdict: Verdict, outcome: PlanOutcome | None) -> str:
+    """The status to write: the plan's, or the one given where it agrees with the plan, or one
+    that departs from it with a deviation saying why. Without a plan, the one given."""
+    if outcome is None:
+        if verdict.status is None:
+            raise UnusableInput(
+                f"{attempt.id} was admitted without an analysis plan, so its status is given by hand: --status "
+                f"({', '.join(s for s in STATUSES if s != 'not-tried')})"
+            )
+        if verdict.deviation is not None:
+            raise UnusableInput(
+                f"{attempt.id} has no analysis plan, so there is nothing to deviate from: drop --deviation"
+            )
+        return verdict.status
+    decided = f"its plan decides {outcome.status} ({outcome.because})"
+    status = verdict.status or outcome.status
+    agrees = status in CONSISTENT[outcome.status]
+    if agrees and verdict.deviation is not None:
+        raise UnusableInput(f"{attempt.id}: {decided}, and --status {status} agrees with it: drop --deviation")
+    if not agrees and verdict.deviation is None:
+        raise CheckFailed(
+            f"{attempt.id}: --status {status} is not what {decided}; the numbers decide, so either conclude "
+            f'without --status, or record why you depart from the plan with --deviation "..."; nothing written'
+        )
+    return status
 
 
 def _conclude(root: Path, registry: Registry, attempt: Attempt, verdict: Verdict) -> Concluded:
     attempt_id = attempt.id
     if verdict.status == "not-tried":
         raise UnusableInput("--status not-tried is not a verdict; conclude with what the run showed")
+    outcome = decide_plan(root, attempt)
+    status = _status(attempt, verdict, outcome)
     blocked = unresolved(readmit_all(registry.attempts, only=attempt_id), attempt)  # its runs stay; the verdict waits
     if blocked is not None:
         raise CheckFailed(blocked)
@@ -125,7 +163,7 @@ def _conclude(root: Path, registry: Registry, attempt: Attempt, verdict: Verdict
         confidence = "not-applicable"
     raw: dict[str, Any] = attempt.model_dump(exclude_none=True)
     raw.update(
-        status=verdict.status,
+        status=status,
         lesson=verdict.lesson,
         next_action=verdict.next_action,
         failure_reason_confidence=confidence,
@@ -135,6 +173,18 @@ def _conclude(root: Path, registry: Registry, attempt: Attempt, verdict: Verdict
     raw.pop("continue_if", None)
     if condition is not None:
         raw["continue_if"] = condition.model_dump()
+    raw.pop("plan_decision", None)
+    raw.pop("deviation", None)
+    if outcome is not None:
+        raw["plan_decision"] = PlanDecision(
+            status=outcome.status,
+            because=outcome.because,
+            runs=outcome.runs,
+            readout=outcome.readout,
+            decided_at=utc_now(),
+        ).model_dump()
+        if verdict.deviation is not None:
+            raw["deviation"] = verdict.deviation
     if verdict.failure_reason is not None:
         raw["failure_reason"] = verdict.failure_reason
     if verdict.evidence is not None:
@@ -163,4 +213,4 @@ def _conclude(root: Path, registry: Registry, attempt: Attempt, verdict: Verdict
         )
         raise CheckFailed(f"{attempt_id}: {first.message} (rule {first.rule}){more}; nothing written")
     write_attempt(root, updated)
-    return Concluded(updated, decision, dropped)
+    return Concluded(updated, decision, dropped, outcome)

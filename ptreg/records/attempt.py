@@ -24,6 +24,7 @@ from .ledger import SHAPE_FIELDS as SHAPE_FIELDS
 from .ledger import STATUSES as STATUSES
 from .ledger import LedgerKey, Summary, lacks, ledger_key
 from .ledger import in_ledger_order as in_ledger_order
+from .plan import Plan, PlanDecision
 from .refs import (
     EVALUATOR_REF_PATTERN,
     ID_MAX_LENGTH,
@@ -119,6 +120,7 @@ class Budget(BaseModel):
 GATE_CHECKS = (
     "fresh-question",
     "frozen-evaluator",
+    "analysis-plan",
     "explicit-budget",
     "scoped-tracking-issue",
     "disposition-respected",
@@ -159,6 +161,11 @@ class Admission(BaseModel):
     checks: list[GateCheck]
     precedents: list[AttemptId] = Field(
         description="Ids of the prior attempts shown to the proposer, most alike first."
+    )
+    plan_sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = Field(
+        default=None,
+        description="The sha256 of the analysis plan admitted with the proposal (its canonical JSON); absent for an "
+        "attempt admitted before plans existed.",
     )
 
 
@@ -410,6 +417,13 @@ class Attempt(BaseModel):
     )
     streak_override: Text | None = Field(
         default=None, description="Why the proposal goes on although its objective's chain says STOP AND RETHINK."
+    )
+    plan: Plan | None = Field(
+        default=None, description="The analysis plan registered with the proposal: which numbers decide its status."
+    )
+    plan_decision: PlanDecision | None = Field(default=None, description="What the plan decided at conclusion.")
+    deviation: Text | None = Field(
+        default=None, description="Why the status differs from the plan's decision, in the words of who concluded it."
     )
     admission: Admission | None = None
     readmissions: list[Readmission] | None = Field(

@@ -6,9 +6,11 @@ A disposition may carry a condition over an attempt's run results, e.g.
 describes; reading and deciding it (``decision.py``) needs neither lark nor the text.
 
 Every node is a JSON object named by its ``op``: the boolean nodes ``and``, ``or``, ``not``
-and ``compare``; the operands ``number``, the quantities ``share``, ``amdahl``,
-``ms_per_step``, ``gflops`` and ``speedup``, and the interval bounds ``low`` and ``high`` of
-a quantity. docs/conditions.md documents each.
+and ``compare``, and the verdicts ``better``, ``worse`` and ``equivalent`` of two arms on a
+metric; the operands ``number``, the quantities ``share``, ``amdahl``, ``ms_per_step``,
+``gflops``, ``speedup``, ``metric``, ``diff``, ``ratio`` and the item counts ``won``, ``lost``
+and ``tied``, the interval bounds ``low`` and ``high`` of a quantity, and ``neg``, a quantity
+negated. docs/conditions.md documents each.
 """
 
 from __future__ import annotations
@@ -160,8 +162,25 @@ class MetricRatio(_Node):
         return self
 
 
+class ItemCount(_Node):
+    """How many items (or rounds, where the arms wrote no items) an arm won, lost or tied
+    against another on a metric compared as a difference: a count, never an interval."""
+
+    op: Literal["won", "lost", "tied"]
+    metric: MetricName
+    arm: BackendName
+    over: BackendName
+
+    @model_validator(mode="after")
+    def _two_arms(self) -> ItemCount:
+        if self.arm == self.over:
+            raise ValueError(f"{self.op} compares arm {self.arm} with itself; give two arms")
+        return self
+
+
 Quantity = Annotated[
-    Share | Amdahl | MsPerStep | Gflops | Speedup | MetricValue | Diff | MetricRatio, Field(discriminator="op")
+    Share | Amdahl | MsPerStep | Gflops | Speedup | MetricValue | Diff | MetricRatio | ItemCount,
+    Field(discriminator="op"),
 ]
 
 
@@ -179,13 +198,34 @@ class High(_Node):
     of: Quantity
 
 
+class Neg(_Node):
+    """A quantity negated: its value's sign flipped and its interval's ends swapped."""
+
+    op: Literal["neg"]
+    of: Quantity
+
+
 class Number(_Node):
+    """A literal; negative for a difference that may fall below zero (a non-inferiority margin)."""
+
     op: Literal["number"]
-    value: float = Field(ge=0, allow_inf_nan=False)
+    value: float = Field(allow_inf_nan=False)
 
 
 Operand = Annotated[
-    Number | Share | Amdahl | MsPerStep | Gflops | Speedup | MetricValue | Diff | MetricRatio | Low | High,
+    Number
+    | Share
+    | Amdahl
+    | MsPerStep
+    | Gflops
+    | Speedup
+    | MetricValue
+    | Diff
+    | MetricRatio
+    | ItemCount
+    | Low
+    | High
+    | Neg,
     Field(discriminator="op"),
 ]
 
@@ -207,6 +247,22 @@ class Compare(_Node):
         return self
 
 
+class Verdict(_Node):
+    """How arm stands against over on a metric, its margin taken from the analysis plan:
+    ``better`` or ``worse`` by more than the margin, or ``equivalent`` (within it either way)."""
+
+    op: Literal["better", "worse", "equivalent"]
+    metric: MetricName
+    arm: BackendName
+    over: BackendName
+
+    @model_validator(mode="after")
+    def _two_arms(self) -> Verdict:
+        if self.arm == self.over:
+            raise ValueError(f"{self.op} compares arm {self.arm} with itself; give two arms")
+        return self
+
+
 class And(_Node):
     op: Literal["and"]
     args: list[Condition] = Field(min_length=2)
@@ -222,19 +278,22 @@ class Not(_Node):
     arg: Condition
 
 
-Condition = Annotated[Compare | And | Or | Not, Field(discriminator="op")]
-QuantityNode = Share | Amdahl | MsPerStep | Gflops | Speedup | MetricValue | Diff | MetricRatio
-OperandNode = Number | QuantityNode | Low | High
-ConditionNode = Compare | And | Or | Not
+Condition = Annotated[Compare | Verdict | And | Or | Not, Field(discriminator="op")]
+QuantityNode = Share | Amdahl | MsPerStep | Gflops | Speedup | MetricValue | Diff | MetricRatio | ItemCount
+OperandNode = Number | QuantityNode | Low | High | Neg
+ConditionNode = Compare | Verdict | And | Or | Not
+# What reads two arms on one metric, so that the gate can check it against the evaluator.
+ArmsNode = MetricValue | Diff | MetricRatio | ItemCount | Verdict
 
 
 class ConditionError(UnusableInput):
     """A condition that cannot be used, as one line naming the column of the problem."""
 
-    def __init__(self, column: int, problem: str):
-        super().__init__(f"continue-if condition, column {column}: {problem}")
+    def __init__(self, column: int, problem: str, what: str = "continue-if"):
+        super().__init__(f"{what} condition, column {column}: {problem}")
         self.column = column
         self.problem = problem
+        self.what = what
 
 
 # --------------------------------------------------------------------------- the functions
@@ -259,9 +318,17 @@ FUNCTIONS: Final[dict[str, Signature]] = {
     "metric": Signature(("metric", "arm"), positional=1),
     "diff": Signature(("metric", "arm", "over"), positional=1),
     "ratio": Signature(("metric", "arm", "over"), positional=1),
+    "won": Signature(("metric", "arm", "over"), positional=1),
+    "lost": Signature(("metric", "arm", "over"), positional=1),
+    "tied": Signature(("metric", "arm", "over"), positional=1),
     "low": Signature(("of",), positional=1),
     "high": Signature(("of",), positional=1),
+    "better": Signature(("metric", "arm", "over"), positional=1),
+    "worse": Signature(("metric", "arm", "over"), positional=1),
+    "equivalent": Signature(("metric", "arm", "over"), positional=1),
 }
+# The functions that are a verdict (a condition of their own), not a quantity to compare.
+VERDICTS: Final = ("better", "worse", "equivalent")
 QUANTITY_MODELS: Final[dict[str, type[QuantityNode]]] = {
     "share": Share,
     "amdahl": Amdahl,
@@ -271,6 +338,9 @@ QUANTITY_MODELS: Final[dict[str, type[QuantityNode]]] = {
     "metric": MetricValue,
     "diff": Diff,
     "ratio": MetricRatio,
+    "won": ItemCount,
+    "lost": ItemCount,
+    "tied": ItemCount,
 }
 BOUND_MODELS: Final[dict[str, type[Low | High]]] = {"low": Low, "high": High}
 
@@ -286,11 +356,13 @@ def number_text(value: float) -> str:
     return repr(float(value))
 
 
-def operand_text(node: OperandNode) -> str:
+def operand_text(node: OperandNode | Verdict) -> str:
     if isinstance(node, Number):
         return number_text(node.value)
     if isinstance(node, Low | High):
         return f"{node.op}({operand_text(node.of)})"
+    if isinstance(node, Neg):
+        return f"-{operand_text(node.of)}"
     signature = FUNCTIONS[node.op]
     values = [(p, getattr(node, p)) for p in signature.params if getattr(node, p) is not None]
     args = [v if i < signature.positional else f"{p}={v}" for i, (p, v) in enumerate(values)]
@@ -302,10 +374,12 @@ def render(node: ConditionNode) -> str:
     ``and``, ``or`` or ``not`` is parenthesised, so that no reader needs the precedence rules."""
     if isinstance(node, Compare):
         return f"{operand_text(node.left)} {node.cmp} {operand_text(node.right)}"
+    if isinstance(node, Verdict):
+        return operand_text(node)
     if isinstance(node, Not):
         inner = render(node.arg)
-        return f"not {inner}" if isinstance(node.arg, Compare | Not) else f"not ({inner})"
-    parts = [render(a) if isinstance(a, Compare | Not) else f"({render(a)})" for a in node.args]
+        return f"not {inner}" if isinstance(node.arg, Compare | Verdict | Not) else f"not ({inner})"
+    parts = [render(a) if isinstance(a, Compare | Verdict | Not) else f"({render(a)})" for a in node.args]
     return f" {node.op} ".join(parts)
 
 
@@ -322,7 +396,7 @@ def depth(node: ConditionNode | OperandNode) -> int:
             stack.append((current.arg, level + 1))
         elif isinstance(current, Compare):
             stack.extend(((current.left, level + 1), (current.right, level + 1)))
-        elif isinstance(current, Low | High):
+        elif isinstance(current, Low | High | Neg):
             stack.append((current.of, level + 1))
     return deepest
 
@@ -339,8 +413,23 @@ def quantities(node: ConditionNode) -> list[QuantityNode]:
             stack.append(current.arg)
         elif isinstance(current, Compare):
             stack.extend((current.right, current.left))
-        elif isinstance(current, Low | High):
+        elif isinstance(current, Low | High | Neg):
             stack.append(current.of)
-        elif not isinstance(current, Number):
+        elif not isinstance(current, Number | Verdict):
+            found.append(current)
+    return found
+
+
+def verdicts(node: ConditionNode) -> list[Verdict]:
+    """Every verdict (better, worse, equivalent) the condition asks, left to right."""
+    found: list[Verdict] = []
+    stack: list[ConditionNode] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, And | Or):
+            stack.extend(reversed(current.args))
+        elif isinstance(current, Not):
+            stack.append(current.arg)
+        elif isinstance(current, Verdict):
             found.append(current)
     return found

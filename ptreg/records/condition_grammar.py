@@ -24,18 +24,23 @@ from .condition import (
     MAX_DEPTH,
     MAX_TEXT,
     QUANTITY_MODELS,
+    VERDICTS,
     And,
     BoundedKernel,
     Compare,
     ConditionError,
     ConditionNode,
     GflopsPart,
+    High,
+    Low,
+    Neg,
     Not,
     Number,
     OperandNode,
     Or,
     QuantityNode,
     StepPart,
+    Verdict,
     render,
 )
 from .configs import ConfigName, LayerName
@@ -53,10 +58,12 @@ GRAMMAR = r"""
 ?conjunction: negation ("and" negation)*
 ?negation: "not" negation                -> negated
          | comparison
+         | call                          -> verdict
          | "(" disjunction ")"           -> group
 
 comparison: operand COMPARATOR operand
 ?operand: NUMBER                         -> number
+        | MINUS operand                  -> negative
         | call
 
 call: NAME "(" [argument ("," argument)*] ")"
@@ -66,6 +73,7 @@ call: NAME "(" [argument ("," argument)*] ")"
       | call
 
 COMPARATOR: ">=" | "<=" | ">" | "<"
+MINUS: "-"
 NUMBER.2: /([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?/
 NAME: /[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9-]+)*/
 
@@ -85,10 +93,13 @@ LAYER_CHOICES: tuple[str, ...] = get_args(LayerName)
 BACKEND_RE = re.compile(BACKEND_PATTERN)
 METRIC_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 # The parse-tree nodes that are a level of nesting: every boolean, group, comparison and call.
-LEVELS = frozenset({"disjunction", "conjunction", "negated", "group", "comparison", "call"})
+LEVELS = frozenset({"disjunction", "conjunction", "negated", "group", "comparison", "call", "negative"})
+# The functions whose parameters name arms and a metric (a run of arms).
+ARMS_FUNCTIONS = frozenset({"metric", "diff", "ratio", "won", "lost", "tied", *VERDICTS})
 # How an expected terminal reads in a message.
 TERMINALS = {
     "COMPARATOR": "a comparison (>=, >, <=, <)",
+    "MINUS": "'-'",
     "NUMBER": "a number",
     "NAME": "a name",
     "LPAR": "'('",
@@ -110,9 +121,19 @@ def _parser() -> Lark:
     return Lark(GRAMMAR, parser="lalr", propagate_positions=True, maybe_placeholders=True)
 
 
-def parse(text: str, against: RunResults | None = None) -> ConditionNode:
+def parse(text: str, against: RunResults | None = None, what: str = "continue-if") -> ConditionNode:
     """The tree of ``text``; with ``against``, every cell, layer and ratio it names must be one
-    that run records. Raises ``ConditionError`` naming the column of the first problem."""
+    that run records. Raises ``ConditionError`` naming ``what`` condition it is and the column
+    of the first problem."""
+    try:
+        return _parse(text, against)
+    except ConditionError as exc:
+        if what == exc.what:
+            raise
+        raise ConditionError(exc.column, exc.problem, what) from None
+
+
+def _parse(text: str, against: RunResults | None) -> ConditionNode:
     if not isinstance(text, str):
         raise ConditionError(1, "the condition is not text")
     if len(text) > MAX_TEXT:
@@ -164,7 +185,12 @@ def _lark_tree(text: str) -> Tree[Token]:
         end = exc.token.type == "$END"
         column = len(text) + 1 if end or not isinstance(exc.column, int) else exc.column
         got = "end of the condition" if end else shorten(str(exc.token.value), 40)
-        raise ConditionError(column, f"unexpected {got}{_expected(exc.expected)}") from None
+        hint = (
+            " (the language has no arithmetic: '-' only negates a number or a quantity)"
+            if exc.token.type == "MINUS"
+            else ""
+        )
+        raise ConditionError(column, f"unexpected {got}{_expected(exc.expected)}{hint}") from None
     except UnexpectedEOF as exc:
         raise ConditionError(len(text) + 1, f"unexpected end of the condition{_expected(exc.expected)}") from None
 
@@ -177,7 +203,7 @@ def _outside_hint(rest: str) -> str:
         return " (the language has no attribute access)"
     if rest[:1].isnumeric() and not rest[:1].isascii():
         return " (not an ASCII digit: numbers are written with 0-9 only)"
-    if rest[:1] in "[]{}:;+*/%@|&^~!":
+    if rest[:1] in "[]{}:;+*/%@|&^~!-":
         return " (outside the language: only functions, comparisons, and, or, not and numbers)"
     return ""
 
@@ -234,6 +260,8 @@ class _Builder:
         if kind in ("disjunction", "conjunction"):
             args = [self.condition(c) for c in node.children]  # type: ignore[arg-type]
             return Or(op="or", args=args) if kind == "disjunction" else And(op="and", args=args)
+        if kind == "verdict":
+            return self.verdict(node.children[0])  # type: ignore[arg-type]
         if kind == "comparison":
             left, comparator, right = node.children
             operands = self.operand(left), self.operand(right)  # type: ignore[arg-type]
@@ -243,7 +271,37 @@ class _Builder:
                 raise ConditionError(_column(node), exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
         raise ConditionError(_column(node), "expected a comparison such as share(...) >= 0.3")
 
+    def verdict(self, node: Tree[Token]) -> Verdict:
+        """A call standing alone: it must be a verdict (better, worse, equivalent)."""
+        name, given, column = self._arguments(node)
+        if name not in VERDICTS:
+            raise ConditionError(
+                column,
+                f"{name}(...) is a quantity, not a verdict: compare it with a number, e.g. {name}(...) >= 0.3; "
+                f"only {', '.join(VERDICTS)} stand alone",
+            )
+        values = self._names(name, given)
+        verdict = Verdict.model_validate({"op": name, **values})
+        if self.against is not None:
+            why = missing(verdict, self.against)
+            if why is not None:
+                raise ConditionError(column, why)
+        return verdict
+
     def operand(self, node: Tree[Token]) -> OperandNode:
+        from lark import Tree
+
+        if node.data == "negative":
+            inner = node.children[1]
+            assert isinstance(inner, Tree)
+            if inner.data == "negative":
+                raise ConditionError(_column(inner), "a minus sign twice; write the number or quantity once")
+            operand = self.operand(inner)
+            if isinstance(operand, Number):
+                return Number(op="number", value=-operand.value if operand.value else 0.0)
+            if isinstance(operand, Low | High):
+                raise ConditionError(_column(node), f"'-' takes a number or a quantity, not {operand.op}(...)")
+            return Neg(op="neg", of=operand)  # type: ignore[arg-type]
         if node.data == "number":
             token = node.children[0]
             literal = str(token)
@@ -268,15 +326,14 @@ class _Builder:
         return BOUND_MODELS[name].model_validate({"op": name, "of": self._quantity(inner)})
 
     def _quantity(self, node: Tree[Token]) -> QuantityNode:
-        from lark import Token
-
         name, given, column = self._arguments(node)
-        values: dict[str, str] = {}
-        for param, (value, at) in given.items():
-            if not isinstance(value, Token):
-                raise ConditionError(at, f"{name}'s {param} is a name, not {self._shown(value)}")
-            values[param] = self._name(name, param, str(value), at)
-        if name in ("diff", "ratio") and values["arm"] == values["over"]:
+        if name in VERDICTS:
+            raise ConditionError(
+                column,
+                f"{name}(...) is a verdict, not a number: write it on its own, e.g. {name}(score, arm=A, over=B) and ...",
+            )
+        values = self._names(name, given)
+        if "over" in values and "arm" in values and values["arm"] == values["over"]:
             raise ConditionError(column, f"{name} compares arm {values['arm']} with itself; give two arms")
         quantity: QuantityNode = QUANTITY_MODELS[name].model_validate({"op": name, **values})
         if self.against is not None:
@@ -284,6 +341,17 @@ class _Builder:
             if why is not None:
                 raise ConditionError(column, why)
         return quantity
+
+    def _names(self, name: str, given: dict[str, tuple[Token | Tree[Token], int]]) -> dict[str, str]:
+        """Each parameter's value, which must be a bare name of its kind."""
+        from lark import Token
+
+        values: dict[str, str] = {}
+        for param, (value, at) in given.items():
+            if not isinstance(value, Token):
+                raise ConditionError(at, f"{name}'s {param} is a name, not {self._shown(value)}")
+            values[param] = self._name(name, param, str(value), at)
+        return values
 
     def _arguments(self, node: Tree[Token]) -> tuple[str, dict[str, tuple[Token | Tree[Token], int]], int]:
         """The function's name, each parameter's value and column, and the call's column."""
@@ -343,7 +411,7 @@ class _Builder:
                     f"{shorten(value, 40)} is not a metric name (lowercase letters, digits and '_', a letter first)",
                 )
             return value
-        if param in ("arm", "over") and function in ("metric", "diff", "ratio"):
+        if param in ("arm", "over") and function in ARMS_FUNCTIONS:
             if not BACKEND_RE.fullmatch(value) or len(value) > 128:
                 raise ConditionError(
                     column, f"{shorten(value, 40)} is not an arm name (lowercase letters, digits, '-' and '.')"

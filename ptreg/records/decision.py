@@ -1,4 +1,4 @@
-"""Deciding a continue-if condition on one run's results: true, false, or undecidable and why.
+"""Deciding a condition on one run's results: true, false, or undecidable and why.
 
 A quantity is read as the run recorded it: with its 95% interval where the run recorded one
 (ms per step, speedups and a kernel's GFLOP/s at a layer, from results_version 3 on), as a point
@@ -9,14 +9,32 @@ if it holds for none, and undecidable otherwise (an interval straddles the thres
 interval they are undecidable, never guessed. ``and``, ``or`` and ``not`` follow Kleene's
 three-valued logic: false and anything is false, true or anything is true.
 
+Multiplicity. A condition may read several intervals, and each is a chance to be wrong. Each
+comparison is a one-sided claim, made at most 2.5% of the time when it is not so (the side of a
+95% interval), and the condition keeps that rate as a whole: to call an ``or`` true one of its k
+alternatives must hold at 2.5%/k (Bonferroni; it is the first step of Holm's procedure, and
+decides the ``or`` as Holm's would), while an ``and`` is true only if all of its parts are, so
+each part keeps the full 2.5% (intersection-union: every part must be wrong at once).
+Calling a condition false is the mirror image: an ``and`` splits, an ``or`` does not, and
+``not`` swaps the two. Every interval is taken at the level its place in the tree gives it
+(``intervals.py``); a point (a share, a count) is not a sample and is compared as it is.
+docs/conditions.md#multiplicity states the rule and the simulation that checks it.
+
+Verdicts. ``better``, ``worse`` and ``equivalent`` read two arms' comparison on a metric
+against the metric's margin (the smallest effect that matters, from the analysis plan):
+better or worse when the whole interval lies beyond the margin that way, equivalent (no
+practical difference) when it lies within the margin either way.
+
 Nothing here reads a file or runs code from the condition: the tree is walked, and the results
 it is given are its only input.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from .condition import (
     Amdahl,
@@ -26,21 +44,28 @@ from .condition import (
     Diff,
     Gflops,
     High,
+    ItemCount,
     Low,
     MetricRatio,
     MetricValue,
     MsPerStep,
+    Neg,
     Not,
     Number,
     OperandNode,
+    Or,
     QuantityNode,
     Share,
     Speedup,
+    Verdict,
     number_text,
     operand_text,
     quantities,
+    verdicts,
 )
 from .evaluator import ArmsSpec
+from .intervals import LEVEL, Scale, at_level
+from .plan import Truth, kind_problem, margin_text, value_text
 
 if TYPE_CHECKING:  # the run models are only read here: deciding needs none built, nor does parsing
     from .run_results import Cell, Ratio, RunResults, Summary
@@ -59,9 +84,13 @@ RECORDED_IN: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
-def value_text(value: float) -> str:
-    """A value read from a run: four significant digits, enough to see which side it is on."""
-    return f"{value:.4g}"
+# The one-sided error a claim of the whole condition may make: the side of a 95% interval.
+SIDE = (1 - LEVEL) / 2
+
+
+def level_text(level: float) -> str:
+    """A level as a message writes it: 95%, 97.5%, 98.33%."""
+    return f"{100 * level:.4g}%"
 
 
 @dataclass(frozen=True)
@@ -73,6 +102,16 @@ class Reading:
     low: float | None = None
     high: float | None = None
     unknown: str | None = None  # why no value could be read
+    n: int | None = None  # the values its interval is over, so that it can be taken to another level
+    scale: Scale = "linear"  # the scale its interval is symmetric on
+
+    def interval(self, level: float) -> tuple[float, float] | None:
+        """Its interval at ``level``; None for a point or an unknown value."""
+        if self.value is None or self.low is None or self.high is None:
+            return None
+        if self.n is None:
+            return (self.low, self.high) if level == LEVEL else None
+        return at_level(self.low, self.high, self.n, self.scale, level)
 
     @property
     def shown(self) -> str:
@@ -100,9 +139,6 @@ class Span:
     low: float | None
     high: float | None
     unknown: str | None = None
-
-
-Truth = Literal[True, False] | None
 
 
 @dataclass(frozen=True)
@@ -156,7 +192,9 @@ def _arm(results: RunResults, arm: str) -> Cell | None:
     return next((c for c in results.cells if c.backend == arm), None)
 
 
-def _missing_metric(node: MetricValue | Diff | MetricRatio, results: RunResults, run: str) -> str | None:
+def _missing_metric(
+    node: MetricValue | Diff | MetricRatio | ItemCount | Verdict, results: RunResults, run: str
+) -> str | None:
     spec = results.spec
     if not isinstance(spec, ArmsSpec):
         return f"{node.op} reads a run of arms; {run} measured backends ({spec.workload})"
@@ -171,19 +209,16 @@ def _missing_metric(node: MetricValue | Diff | MetricRatio, results: RunResults,
     if node.metric not in recorded:
         return f"{run} records no metric {node.metric} (its metrics: {', '.join(sorted(recorded))})"
     declaration = declared.get(node.metric)
-    if declaration is not None and not isinstance(node, MetricValue):
-        wanted = "difference" if isinstance(node, Diff) else "ratio"
-        if declaration.compare != wanted:
-            other = "ratio" if wanted == "difference" else "diff"
-            return f"{node.metric} is compared as a {declaration.compare}: read it with {other}(...)"
-    return None
+    if isinstance(node, Verdict) and declaration is None:
+        return f"{node.metric} is not declared by the evaluator, so which way is better is unknown"
+    return kind_problem(node, declaration)
 
 
-def missing(node: QuantityNode, results: RunResults) -> str | None:
-    """Why the run cannot record this quantity at all (a cell, a layer or a ratio it does not
-    have, or another workload's function); None when it can. What ``conclude`` refuses."""
+def missing(node: QuantityNode | Verdict, results: RunResults) -> str | None:
+    """Why the run cannot record this quantity or verdict at all (a cell, a layer or a ratio it
+    does not have, or another workload's function); None when it can. What ``conclude`` refuses."""
     run = f"run {results.run_id}" if results.run_id else "the run"
-    if isinstance(node, MetricValue | Diff | MetricRatio):
+    if isinstance(node, MetricValue | Diff | MetricRatio | ItemCount | Verdict):
         return _missing_metric(node, results, run)
     if isinstance(results.spec, ArmsSpec):
         return f"{node.op} reads a run of backends; {run} measured arms ({results.spec.workload})"
@@ -226,6 +261,8 @@ def read(node: QuantityNode, results: RunResults) -> Reading:
     why = missing(node, results)
     if why is not None:
         return Reading(text, None, unknown=why)
+    if isinstance(node, ItemCount):
+        return _count(text, node, results)
     if isinstance(node, MetricValue | Diff | MetricRatio):
         return _metric(text, node, results)
     cell = _cell(results, node.backend, node.config)
@@ -253,7 +290,7 @@ def read(node: QuantityNode, results: RunResults) -> Reading:
         if ratio is not None:
             interval = ratio.ci
             low, high = (interval.low, interval.high) if interval is not None else (None, None)
-            return Reading(text, ratio.median, low, high)
+            return Reading(text, ratio.median, low, high, n=ratio.n, scale="log")
         point: float | None = getattr(cell, attribute)
         unknown = None if point is not None else f"no speedup is recorded for {node.backend}/{node.config}"
         return Reading(text, point, unknown=unknown)
@@ -270,13 +307,26 @@ def _metric(text: str, node: MetricValue | Diff | MetricRatio, results: RunResul
             return Reading(text, None, unknown=f"{node.arm} has no value of {node.metric} (cell {cell.status})")
         if summary.ci is None:
             return Reading(text, summary.mean)
-        return Reading(text, summary.mean, summary.ci.low, summary.ci.high)
+        return Reading(text, summary.mean, summary.ci.low, summary.ci.high, n=summary.n)
     found = (cell.versus or {}).get(node.over, {}).get(node.metric)
     if found is None:
         return Reading(text, None, unknown=f"no comparison of {node.arm} with {node.over} on {node.metric} is recorded")
     if found.ci is None:
         return Reading(text, found.estimate)
-    return Reading(text, found.estimate, found.ci.low, found.ci.high)
+    scale: Scale = "log" if found.kind == "ratio" else "linear"
+    return Reading(text, found.estimate, found.ci.low, found.ci.high, n=found.n, scale=scale)
+
+
+def _count(text: str, node: ItemCount, results: RunResults) -> Reading:
+    """Items won, lost or tied: a count, read as a point."""
+    found = next((c for c in results.cells if c.backend == node.arm), None)
+    comparison = ((found.versus or {}) if found else {}).get(node.over, {}).get(node.metric)
+    if comparison is None:
+        return Reading(text, None, unknown=f"no comparison of {node.arm} with {node.over} on {node.metric} is recorded")
+    value = getattr(comparison, node.op)
+    if value is None:
+        return Reading(text, None, unknown=f"the run counts no {node.op} {comparison.paired_by}s for {node.metric}")
+    return Reading(text, float(value))
 
 
 def _summary(text: str, summary: Summary | None, why: str) -> Reading:
@@ -284,7 +334,7 @@ def _summary(text: str, summary: Summary | None, why: str) -> Reading:
         return Reading(text, None, unknown=why)
     if summary.ci is None:
         return Reading(text, summary.median)
-    return Reading(text, summary.median, summary.ci.low, summary.ci.high)
+    return Reading(text, summary.median, summary.ci.low, summary.ci.high, n=summary.n, scale="log")
 
 
 def _gflops(text: str, node: Gflops, cell: Cell) -> Reading:
@@ -310,79 +360,206 @@ def _gflops(text: str, node: Gflops, cell: Cell) -> Reading:
 # --------------------------------------------------------------------------- deciding
 
 
-def _span(node: OperandNode, results: RunResults, readings: list[Reading]) -> Span:
+@dataclass(frozen=True)
+class Sides:
+    """The one-sided error a node may make in calling its part true, and in calling it false."""
+
+    true: float = SIDE
+    false: float = SIDE
+
+    def level(self, side: float) -> float:
+        """The two-sided level of an interval one side of which errs at ``side``."""
+        return 1 - 2 * side
+
+
+@dataclass
+class _Context:
+    results: RunResults
+    margins: Mapping[str, float]
+    readings: list[Reading] = field(default_factory=list)
+    found: list[Comparison] = field(default_factory=list)
+
+    def read(self, node: QuantityNode) -> Reading:
+        reading = read(node, self.results)
+        if all(r.quantity != reading.quantity for r in self.readings):  # each once, in the order first read
+            self.readings.append(reading)
+        return reading
+
+
+def _shown(reading: Reading, interval: tuple[float, float] | None, level: float) -> str:
+    if interval is None:
+        return reading.shown
+    assert reading.value is not None
+    return (
+        f"{value_text(reading.value)} ({level_text(level)} CI {value_text(interval[0])} to {value_text(interval[1])})"
+    )
+
+
+def _span(node: OperandNode, context: _Context, level: float) -> Span:
+    """The operand's range of values at ``level``."""
     if isinstance(node, Number):
         return Span(number_text(node.value), node.value, node.value)
-    target = node.of if isinstance(node, Low | High) else node
-    reading = read(target, results)
-    if all(r.quantity != reading.quantity for r in readings):  # each quantity once, in the order first read
-        readings.append(reading)
+    target = node.of if isinstance(node, Low | High | Neg) else node
+    reading = context.read(target)
     if reading.value is None:
         return Span(f"{operand_text(node)} = unknown", None, None, reading.unknown)
+    interval = reading.interval(level)
     if isinstance(node, Low | High):
-        bound = reading.low if isinstance(node, Low) else reading.high
-        if bound is None:
+        if interval is None:
             return Span(
                 f"{operand_text(node)} = unknown",
                 None,
                 None,
                 f"the run records {reading.quantity} = {reading.shown} without an interval",
             )
+        bound = interval[0] if isinstance(node, Low) else interval[1]
         return Span(f"{operand_text(node)} = {value_text(bound)}", bound, bound)
-    low = reading.low if reading.low is not None else reading.value
-    high = reading.high if reading.high is not None else reading.value
-    return Span(f"{reading.quantity} = {reading.shown}", low, high)
+    low, high = interval if interval is not None else (reading.value, reading.value)
+    if isinstance(node, Neg):
+        negated = Reading(reading.quantity, -reading.value, -high, -low) if interval else None
+        shown = _shown(negated, (-high, -low), level) if negated else value_text(-reading.value)
+        return Span(f"{operand_text(node)} = {shown}", -high, -low)
+    return Span(f"{reading.quantity} = {_shown(reading, interval, level)}", low, high)
 
 
-def _compare(node: Compare, results: RunResults, readings: list[Reading], found: list[Comparison]) -> Truth:
-    left, right = _span(node.left, results, readings), _span(node.right, results, readings)
+def _holds(cmp: str, left: Span, right: Span) -> bool:
+    """Whether every value of ``left`` is on the true side of every value of ``right``."""
+    assert left.low is not None and left.high is not None and right.low is not None and right.high is not None
+    if cmp == ">=":
+        return left.low >= right.high
+    if cmp == ">":
+        return left.low > right.high
+    if cmp == "<=":
+        return left.high <= right.low
+    return left.high < right.low
+
+
+def _fails(cmp: str, left: Span, right: Span) -> bool:
+    """Whether no value of ``left`` is on the true side of any value of ``right``."""
+    assert left.low is not None and left.high is not None and right.low is not None and right.high is not None
+    if cmp == ">=":
+        return left.high < right.low
+    if cmp == ">":
+        return left.high <= right.low
+    if cmp == "<=":
+        return left.low > right.high
+    return left.low >= right.high
+
+
+def _compare(node: Compare, context: _Context, sides: Sides) -> Truth:
+    # an interval for calling it true, and one (perhaps at another level) for calling it false
+    true_level, false_level = sides.level(sides.true), sides.level(sides.false)
+    left, right = _span(node.left, context, true_level), _span(node.right, context, true_level)
     phrase = f"{left.text} {node.cmp} {right.text}"
     unknown = left.unknown or right.unknown
     if unknown is not None:
-        found.append(Comparison(f"{phrase} is undecided: {unknown}", None))
+        context.found.append(Comparison(f"{phrase} is undecided: {unknown}", None))
         return None
-    assert left.low is not None and left.high is not None and right.low is not None and right.high is not None
-    # true when every value of the left interval is on the true side of every value of the
-    # right; false when none is
-    truth: Truth
-    if node.cmp == ">=":
-        truth = True if left.low >= right.high else False if left.high < right.low else None
-    elif node.cmp == ">":
-        truth = True if left.low > right.high else False if left.high <= right.low else None
-    elif node.cmp == "<=":
-        truth = True if left.high <= right.low else False if left.low > right.high else None
+    if _holds(node.cmp, left, right):
+        context.found.append(Comparison(phrase, True))
+        return True
+    if false_level != true_level:
+        left, right = _span(node.left, context, false_level), _span(node.right, context, false_level)
+    if _fails(node.cmp, left, right):
+        context.found.append(Comparison(f"{left.text}, not {node.cmp} {right.text}", False))
+        return False
+    context.found.append(Comparison(f"{phrase} is undecided: the interval straddles the threshold", None))
+    return None
+
+
+def _verdict(node: Verdict, context: _Context, sides: Sides) -> Truth:
+    """better, worse or equivalent, on the improvement scale: arm's gain over ``over`` in the
+    metric's good direction (a difference, or the log of a ratio), against the margin."""
+    results = context.results
+    quantity: QuantityNode
+    spec = results.spec
+    declaration = spec.declared().get(node.metric) if isinstance(spec, ArmsSpec) else None
+    head = operand_text(node)
+    why = missing(node, results)
+    if why is not None or declaration is None:
+        context.found.append(Comparison(f"{head} is undecided: {why or 'its metric is not declared'}", None))
+        return None
+    ratio = declaration.compare == "ratio"
+    quantity = (
+        MetricRatio(op="ratio", metric=node.metric, arm=node.arm, over=node.over)
+        if ratio
+        else Diff(op="diff", metric=node.metric, arm=node.arm, over=node.over)
+    )
+    reading = context.read(quantity)
+    margin = context.margins.get(node.metric)
+    if node.op == "equivalent" and margin is None:
+        context.found.append(
+            Comparison(
+                f"{head} is undecided: the plan gives {node.metric} no margin, so no difference is small enough", None
+            )
+        )
+        return None
+    if reading.value is None:
+        context.found.append(Comparison(f"{head} is undecided: {reading.unknown}", None))
+        return None
+    neutral = 1.0 if ratio else 0.0
+    bound = margin if margin is not None else neutral
+    said = f"margin {margin_text(bound, declaration)}" if margin is not None else "no margin"
+
+    def gains(level: float) -> tuple[float, float] | None:
+        interval = reading.interval(level)
+        if interval is None:
+            return None
+        low, high = (math.log(interval[0]), math.log(interval[1])) if ratio else interval
+        return (low, high) if declaration.better == "higher" else (-high, -low)
+
+    m = math.log(bound) if ratio else bound
+    true_level, false_level = sides.level(sides.true), sides.level(sides.false)
+    for_true, for_false = gains(true_level), gains(false_level)
+    if for_true is None or for_false is None:
+        context.found.append(
+            Comparison(f"{head} is undecided: {reading.quantity} = {reading.shown}, no interval", None)
+        )
+        return None
+    if node.op == "better":
+        truth: Truth = True if for_true[0] > m else False if for_false[1] <= m else None
+    elif node.op == "worse":
+        truth = True if for_true[1] < -m else False if for_false[0] >= -m else None
     else:
-        truth = True if left.high < right.low else False if left.low >= right.high else None
-    if truth is True:
-        found.append(Comparison(phrase, True))
-    elif truth is False:
-        found.append(Comparison(f"{left.text}, not {node.cmp} {right.text}", False))
-    else:
-        found.append(Comparison(f"{phrase} is undecided: the interval straddles the threshold", None))
+        truth = (
+            True if -m < for_true[0] and for_true[1] < m else False if for_false[0] >= m or for_false[1] <= -m else None
+        )
+    level = false_level if truth is False else true_level
+    shown = f"{head}: {reading.quantity} = {_shown(reading, reading.interval(level), level)}, {said}"
+    word = {True: "holds", False: "does not hold", None: "is undecided"}[truth]
+    context.found.append(Comparison(f"{shown}: {word}", truth))
     return truth
 
 
-def _truth(node: ConditionNode, results: RunResults, readings: list[Reading], found: list[Comparison]) -> Truth:
+def _truth(node: ConditionNode, context: _Context, sides: Sides) -> Truth:
     if isinstance(node, Compare):
-        return _compare(node, results, readings, found)
+        return _compare(node, context, sides)
+    if isinstance(node, Verdict):
+        return _verdict(node, context, sides)
     if isinstance(node, Not):
-        inner = _truth(node.arg, results, readings, found)
+        inner = _truth(node.arg, context, Sides(true=sides.false, false=sides.true))
         return None if inner is None else not inner
+    k = len(node.args)
+    # calling an or true, or an and false, needs one part: each is held to its share
+    split = (
+        Sides(true=sides.true / k, false=sides.false) if isinstance(node, Or) else Sides(sides.true, sides.false / k)
+    )
     # every operand is decided, so that the message shows every value the condition reads
-    values = [_truth(a, results, readings, found) for a in node.args]
+    values = [_truth(a, context, split) for a in node.args]
     if isinstance(node, And):
         return False if False in values else True if all(v is True for v in values) else None
     return True if True in values else False if all(v is False for v in values) else None
 
 
-def decide(node: ConditionNode, results: RunResults) -> Decision:
-    """The condition's truth on ``results``, with every comparison and value it read."""
-    readings: list[Reading] = []
-    found: list[Comparison] = []
-    truth = _truth(node, results, readings, found)
-    return Decision(truth, results.run_id, found, readings)
+def decide(node: ConditionNode, results: RunResults, margins: Mapping[str, float] | None = None) -> Decision:
+    """The condition's truth on ``results``, with every comparison and value it read; the
+    verdicts read ``margins`` (metric: smallest effect that matters)."""
+    context = _Context(results, margins or {})
+    truth = _truth(node, context, Sides())
+    return Decision(truth, results.run_id, context.found, context.readings)
 
 
-def problems(node: ConditionNode, results: RunResults) -> list[tuple[QuantityNode, str]]:
-    """Each quantity of the condition the run cannot record, with why."""
-    return [(q, why) for q in quantities(node) if (why := missing(q, results)) is not None]
+def problems(node: ConditionNode, results: RunResults) -> list[tuple[QuantityNode | Verdict, str]]:
+    """Each quantity and verdict of the condition the run cannot record, with why."""
+    asked: list[QuantityNode | Verdict] = [*quantities(node), *verdicts(node)]
+    return [(q, why) for q in asked if (why := missing(q, results)) is not None]

@@ -15,8 +15,9 @@ from pydantic import ValidationError
 
 from ..errors import CheckFailed, UnknownAttempt
 from ..text import json_type
-from .attempt import SCHEMA_VERSION, Attempt, RegistryMeta
+from .attempt import SCHEMA_VERSION, Attempt, ContinueIf, RegistryMeta
 from .condition_grammar import disagreement
+from .plan import PlanRule
 from .problems import Problem, pointer_join, schema_problems, shown_id
 
 
@@ -87,12 +88,18 @@ def parse_record(raw: Any, *, file: str | None, pointer: str = "") -> tuple[Reco
     except ValidationError as exc:
         problems = list(schema_problems(exc, attempt_id=attempt_id, pointer=pointer, file=file))
         return Record(raw, None, file, pointer), problems
-    condition = attempt.continue_if
-    wrong = None if condition is None else disagreement(condition.text, condition.tree)
-    if wrong is not None:  # what would be decided is not what is shown: no command may use it
-        field, why = wrong
-        problem = Problem("continue-if", why, attempt_id, pointer_join(pointer, "continue_if", field), file)
-        return Record(raw, None, file, pointer), [problem]
+    # what would be decided is not what is shown: no command may use such a record
+    conditions: list[tuple[str, tuple[str, ...], ContinueIf | PlanRule | None]] = [
+        ("continue-if", ("continue_if",), attempt.continue_if)
+    ]
+    if attempt.plan is not None:
+        conditions += [(f"plan-{name}", ("plan", name.replace("-", "_")), rule) for name, rule in attempt.plan.rules()]
+    for rule, where, condition in conditions:
+        wrong = None if condition is None else disagreement(condition.text, condition.tree)
+        if wrong is not None:
+            field, why = wrong
+            problem = Problem(rule, why, attempt_id, pointer_join(pointer, *where, field), file)
+            return Record(raw, None, file, pointer), [problem]
     return Record(raw, attempt, file, pointer), []
 
 

@@ -19,6 +19,7 @@ from .attempt import (
     RegistryMeta,
 )
 from .graph import find_cycles, lineage_root
+from .plan import CONSISTENT, plan_digest
 from .problems import Problem, pointer_join, shown_id
 from .registry import Record, Registry
 
@@ -104,6 +105,7 @@ def check_attempt(
     yield from _vocabulary(attempt, meta, problem)
     yield from _varied(attempt, known_ids, problem)
     yield from _continue_if(attempt, problem)
+    yield from _plan(attempt, problem)
     if attempt.kind == INFRASTRUCTURE_KIND:
         for name in SHAPE_FIELDS:
             if getattr(attempt, name) is not None:
@@ -185,6 +187,73 @@ def _continue_if(attempt: Attempt, problem: ProblemAt) -> Iterator[Problem]:
             "continue_if",
             f"continue_if was checked against run {condition.run!r}, which is not a complete run of this attempt",
             "run",
+        )
+
+
+def _plan(attempt: Attempt, problem: ProblemAt) -> Iterator[Problem]:
+    """The plan is the one admitted, and the status is its decision, or says why not."""
+    plan, admission, decision = attempt.plan, attempt.admission, attempt.plan_decision
+    kept = admission.plan_sha256 if admission is not None else None
+    if plan is None:
+        if kept is not None:
+            yield problem(
+                "plan-integrity",
+                "plan",
+                "the analysis plan admitted with this attempt is gone; restore it from version control",
+            )
+        for name in ("plan_decision", "deviation"):
+            if getattr(attempt, name) is not None:
+                yield problem("plan-decision", name, f"{name} without an analysis plan")
+        return
+    if admission is not None and kept is None:
+        yield problem(
+            "plan-integrity",
+            "plan",
+            "the analysis plan was added after admission (the admission keeps no digest of a plan); "
+            "a plan is registered with the proposal, before any number",
+        )
+    elif kept is not None and plan_digest(plan) != kept:
+        yield problem(
+            "plan-integrity",
+            "plan",
+            f"the analysis plan was edited after admission (sha256 {plan_digest(plan)[:12]}, admitted "
+            f"{kept[:12]}); restore it from version control, or propose a new attempt with the new plan",
+        )
+    if attempt.status == "not-tried":
+        for name in ("plan_decision", "deviation"):
+            if getattr(attempt, name) is not None:
+                yield problem("plan-decision", name, f"a not-tried attempt has no {name}")
+        return
+    if decision is None:
+        yield problem(
+            "plan-decision",
+            "plan_decision",
+            f"status {attempt.status!r} without the plan's decision; conclude it with `ptreg conclude {attempt.id}`",
+        )
+        return
+    complete = {r.run_id for r in attempt.runs or () if r.status == "complete"}
+    for index, run in enumerate(decision.runs):
+        if run not in complete:
+            yield problem(
+                "plan-decision",
+                "plan_decision",
+                f"decided on run {run!r}, not a complete run of this attempt",
+                "runs",
+                index,
+            )
+    agrees = attempt.status in CONSISTENT[decision.status]
+    if not agrees and attempt.deviation is None:
+        yield problem(
+            "plan-decision",
+            "status",
+            f"status {attempt.status!r} is not the plan's decision ({decision.status}: {decision.because}), "
+            "and no deviation says why",
+        )
+    elif agrees and attempt.deviation is not None:
+        yield problem(
+            "plan-decision",
+            "deviation",
+            f"a deviation is recorded, but status {attempt.status!r} is the plan's decision",
         )
 
 

@@ -1,6 +1,6 @@
-"""Dispositions the numbers decide: an attempt's continue-if condition, decided on its latest
-complete run as the registry holds it now (for the gate, `show`, `list` and
-`ptreg disposition check`)."""
+"""Dispositions the numbers decide: an attempt's continue-if condition, decided on the run its
+plan decides on (``plans.py``; without a plan, its latest complete run) as the registry holds
+it now (for the gate, `show`, `list` and `ptreg disposition check`)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import PtregError
-from ..records.attempt import Attempt, ContinueIf, RunRef
+from ..records.attempt import Attempt, ContinueIf
 from ..records.decision import Decision, decide
-from ..store.runs import read_results, run_folder
-
-
-def latest_complete(attempt: Attempt) -> RunRef | None:
-    """The attempt's last complete run, in the order its runs were linked."""
-    return next((r for r in reversed(attempt.runs or ()) if r.status == "complete"), None)
+from .plans import deciding
 
 
 @dataclass(frozen=True)
@@ -59,19 +53,19 @@ class Disposition:
 
 
 def decide_disposition(root: Path, attempt: Attempt) -> Disposition | None:
-    """The attempt's condition decided on its latest complete run; None without a condition."""
+    """The attempt's condition decided on the run its plan decides on (without a plan, its latest
+    complete run), with its plan's margins; None without a condition."""
     condition = attempt.continue_if
     if condition is None:
         return None
-    ref = latest_complete(attempt)
-    if ref is None:
-        return Disposition(attempt, condition, None, f"{attempt.id} has no complete run")
-    try:
-        results = read_results(run_folder(root, attempt.id, ref.run_id), root)
-    except PtregError as exc:
-        why = f"run {ref.run_id} of {attempt.id} cannot be read: {exc.message}"
-        return Disposition(attempt, condition, None, why, unreadable=True)
-    return Disposition(attempt, condition, decide(condition.tree, results))
+    on = deciding(root, attempt)
+    if on.results is None:
+        return Disposition(attempt, condition, None, on.why, unreadable=on.unreadable)
+    margins = attempt.plan.margins if attempt.plan is not None else None
+    decision = decide(condition.tree, on.results, margins)
+    if len(on.refs) > 1:  # a pool has no run id of its own: it is named by its runs
+        decision.run_id = on.label
+    return Disposition(attempt, condition, decision)
 
 
 def decide_all(root: Path, attempts: Iterable[Attempt]) -> list[Disposition]:

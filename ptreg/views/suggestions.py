@@ -20,7 +20,8 @@ from ..records.ledger import Summary, Vocabularies, in_ledger_order
 from ..records.run_results import KERNELS, Attribution, Cell, RunResults, Share
 from ..store.full_read import read_summarized
 from ..store.runs import read_results, run_folder
-from .dispositions import decide_all, latest_complete
+from .dispositions import decide_all
+from .plans import deciding_refs
 from .streaks import OK, Streak, streak_chains, streaks_of
 
 if TYPE_CHECKING:
@@ -235,7 +236,9 @@ def _headroom(
     found: list[tuple[float, str, Suggestion]] = []
     for summary in summaries:
         attempt = records.get(summary.id)
-        ref = latest_complete(attempt) if attempt is not None else None
+        # the run its plan decides on (without a plan, the latest complete run): later runs are not read
+        refs = deciding_refs(attempt)[0] if attempt is not None else []
+        ref = refs[-1] if refs else None
         if attempt is None or ref is None:
             continue
         try:
