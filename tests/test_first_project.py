@@ -52,6 +52,7 @@ def test_a_first_project_from_init_to_a_restored_bundle(tmp_path: Path) -> None:
         "--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "loop-tiling",
         "--question", "Does tiling the loops change the tiny step time?", "--evaluator", ref,
         "--budget-seconds", "600", "--budget-memory-mb", "1", "--tracking-issue", "#1", "--no-input",
+        "--worked-if", "ms_per_step(backend=naive, config=tiny) > 0",
     )  # fmt: skip
     ran = ptreg("run", "tiled-step", code=1)  # the 1 MB budget stops every worker: nothing measured
     assert "budget-exhausted" in ran.stdout + ran.stderr
@@ -111,6 +112,9 @@ def test_a_first_project_from_init_to_a_restored_bundle(tmp_path: Path) -> None:
     answer("what is varied from tiled-step:", "a memory budget of 512 MB")
     answer("how this answers that disposition:", "Its budget is above a worker's size.")
     answer(f"evaluator [{ref}]:", "")
+    answer("margins (METRIC=VALUE, comma-separated: the smallest effects that matter) (Enter to skip):", "")
+    answer("worked if", "ms_per_step(backend=naive, config=tiny) < 1000")
+    answer("regressed if (a condition, checked first) (Enter to skip):", "")
     answer("budget: wall-clock seconds at most:", "600")
     answer("tracking issue", "#2")
     answer("[Y/n]:", "y")

@@ -5,6 +5,8 @@ Each gives its tool an output schema."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..records.attempt import Attempt
@@ -130,8 +132,13 @@ class RunDone(_Out):
 
 
 class Concluded(_Out):
-    """The concluded record, and its condition decided on the latest complete run."""
+    """The concluded record, its plan decided, and its condition decided on the run its plan decides on."""
 
     attempt: Attempt
-    condition: str | None = Field(description="What the condition is on the latest complete run, when one is given.")
+    condition: str | None = Field(description="What the condition is on the deciding run, when one is given.")
     dropped: str | None = Field(description="The condition an earlier conclusion set, which this one does not restate.")
+    plan: dict[str, Any] | None = Field(
+        default=None,
+        description="The analysis plan decided: status, because (which rule), runs, later_runs (counted, never "
+        "read) and readout (each rule with the values it read); absent for an attempt admitted before plans.",
+    )

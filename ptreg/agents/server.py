@@ -67,7 +67,9 @@ INSTRUCTIONS = (
     "`next_attempts` says what the registry suggests. Propose only through `propose` (try "
     "dry_run first): a refusal names each failed check and how to satisfy it. Then "
     "`run_attempt`, and `conclude_attempt` with a lesson, a next action and, where the numbers "
-    "can decide it, a continue_if condition."
+    "can decide it, a continue_if condition. Every proposal registers an analysis plan (worked_if, "
+    "and regressed_if and margins as needed) before any number exists; at conclusion the plan "
+    "decides the status, and another status needs a deviation saying why."
 )
 
 
@@ -264,6 +266,10 @@ def build(root: Path, runs: Runs | None = None) -> Server:
         answers_disposition: Annotated[str | None, Field(description=_help("answers_disposition"))] = None,
         override_streak: Annotated[str | None, Field(description=_help("override_streak"))] = None,
         source: Annotated[str | None, Field(description=_help("source"))] = None,
+        worked_if: Annotated[str | None, Field(description=_help("worked_if"))] = None,
+        regressed_if: Annotated[str | None, Field(description=_help("regressed_if"))] = None,
+        margins: Annotated[list[str], Field(description=_help("margins"))] = [],  # noqa: B006
+        decide_on_runs: Annotated[int | None, Field(description=_help("decide_on_runs"))] = None,
         dry_run: Annotated[bool, Field(description="Check the gate and find precedents; write nothing.")] = False,
     ) -> models.Proposal:
         """Propose an attempt through the rerun gate (`ptreg new`), under the registry lock: written (status not-tried, with its admission) only when every check holds. A refusal is a tool error naming each failed check and how to satisfy it; nothing is written."""
@@ -290,6 +296,10 @@ def build(root: Path, runs: Runs | None = None) -> Server:
             answers_disposition=answers_disposition,
             override_streak=override_streak,
             source=source,
+            worked_if=worked_if,
+            regressed_if=regressed_if,
+            margins=list(margins),
+            decide_on_runs=decide_on_runs,
         )
         return _answer(lambda: _propose(root, given, dry_run))
 
@@ -315,9 +325,18 @@ def build(root: Path, runs: Runs | None = None) -> Server:
     @server.tool()
     def conclude_attempt(
         attempt_id: Annotated[str, Field(description="The attempt to conclude.")],
-        status: Annotated[str, Field(description="worked, worked-with-caveat, failed, regressed or inconclusive.")],
         lesson: Annotated[str, Field(description="What the attempt taught.")],
         next_action: Annotated[str, Field(description="The retained disposition, in words.")],
+        status: Annotated[
+            str | None,
+            Field(
+                description="worked, worked-with-caveat, failed, regressed or inconclusive. Leave it out for an attempt "
+                "with an analysis plan: the plan decides; another status needs a deviation."
+            ),
+        ] = None,
+        deviation: Annotated[
+            str | None, Field(description="Why the status departs from the analysis plan's decision (recorded).")
+        ] = None,
         continue_if: Annotated[
             str | None,
             Field(
@@ -349,6 +368,7 @@ def build(root: Path, runs: Runs | None = None) -> Server:
                 evidence,
                 tuple(evidence_sources),
                 continue_if,
+                deviation,
             )
             verdict.check()
             done = conclude(root, check_id(attempt_id), verdict)
@@ -356,6 +376,7 @@ def build(root: Path, runs: Runs | None = None) -> Server:
                 attempt=done.attempt,
                 condition=done.decision.summary() if done.decision is not None else None,
                 dropped=done.dropped,
+                plan=done.plan.to_json() if done.plan is not None else None,
             )
 
         return _answer(work)

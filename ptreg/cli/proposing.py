@@ -242,6 +242,8 @@ def _ask_for_missing(given: ProposalInput, registry: Registry) -> bool:
                     answers.Question("varied_from", "varied from (an attempt id)", True), given, registry
                 )
     asked: set[str] = set()
+    if given.worked_if:  # a plan given by flags is given whole: its optional parts are not asked for
+        asked.update(("margins", "regressed_if"))
     shown_for = None  # the varied attempt whose disposition has been shown
     while True:
         pending = [q for q in answers.questions(given, registry) if q.name not in asked]

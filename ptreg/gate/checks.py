@@ -293,13 +293,8 @@ def analysis_plan(proposal: Attempt, frozen: FrozenEvaluator | None) -> CheckRes
             "the analysis plan is not the one admitted (edited after admission)",
             "restore the plan from version control; a new plan is a new proposal",
         )
-    if frozen is None:
-        return CheckResult(
-            name,
-            FAILED,
-            "the plan cannot be checked without a frozen evaluator that verifies",
-            "see the frozen-evaluator check",
-        )
+    if frozen is None:  # the frozen-evaluator check refuses the proposal already: one cause, one failure
+        return CheckResult(name, CAUTION, "not checked: the plan is checked against a frozen evaluator that verifies")
     spec = frozen.spec
     workload_metrics = workload_named(spec.workload).metrics if spec_problem(spec) is None else {}
     margins = plan.margins or {}

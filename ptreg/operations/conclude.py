@@ -141,8 +141,6 @@ def _conclude(root: Path, registry: Registry, attempt: Attempt, verdict: Verdict
     attempt_id = attempt.id
     if verdict.status == "not-tried":
         raise UnusableInput("--status not-tried is not a verdict; conclude with what the run showed")
-    outcome = decide_plan(root, attempt)
-    status = _status(attempt, verdict, outcome)
     blocked = unresolved(readmit_all(registry.attempts, only=attempt_id), attempt)  # its runs stay; the verdict waits
     if blocked is not None:
         raise CheckFailed(blocked)
@@ -153,6 +151,8 @@ def _conclude(root: Path, registry: Registry, attempt: Attempt, verdict: Verdict
         broken = check_folder(root, attempt_id, ref.run_id)
         if broken is not None:
             raise CheckFailed(f"{attempt_id}: run {ref.run_id}: {broken}")
+    outcome = decide_plan(root, attempt)
+    status = _status(attempt, verdict, outcome)
     condition, decision = (
         _condition(root, attempt, verdict.continue_if) if verdict.continue_if is not None else (None, None)
     )
@@ -181,7 +181,6 @@ def _conclude(root: Path, registry: Registry, attempt: Attempt, verdict: Verdict
             because=outcome.because,
             runs=outcome.runs,
             readout=outcome.readout,
-            decided_at=utc_now(),
         ).model_dump()
         if verdict.deviation is not None:
             raw["deviation"] = verdict.deviation

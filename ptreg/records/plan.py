@@ -178,9 +178,6 @@ class PlanDecision(BaseModel):
     readout: list[Annotated[str, StringConstraints(min_length=1, max_length=TEXT_MAX)]] = Field(
         max_length=2, description="Each rule decided, with the values it read."
     )
-    decided_at: Annotated[str, StringConstraints(min_length=1, max_length=100)] = Field(
-        description="UTC time, ISO 8601."
-    )
 
 
 def plan_digest(plan: Plan) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from helpers import complete_record, freeze_evaluator, snapshot, tiny_spec, write_registry
+from helpers import complete_record, freeze_evaluator, plan_flags, snapshot, tiny_spec, write_registry
 
 mcp_client = pytest.importorskip("mcp.client.stdio", reason="the mcp extra is not installed")
 from mcp.client.session import ClientSession  # noqa: E402 - only once the SDK is known to be there
@@ -67,6 +67,7 @@ def _proposal(ref: str, **changes: Any) -> dict[str, Any]:
         "evaluator": ref,
         "budget_seconds": 600,
         "tracking_issue": "owner/repo#34",
+        "worked_if": "ms_per_step(backend=naive, config=tiny) > 0",
         **changes,
     }
 
@@ -252,6 +253,7 @@ def test_run_and_conclude_refuse_an_attempt_whose_admission_conflicts_after_a_me
             "-r", where, "new", "--no-input", "--id", attempt_id, "--name", attempt_id, "--family", "runtime-perf",
             "--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "vectorization",
             "--question", question, "--evaluator", ref, "--budget-seconds", "600", "--tracking-issue", "#5",
+            *plan_flags(where, ref),
         )  # fmt: skip
         assert made.code == 0, made.err
     record = json.loads((clone / "tile-b.json").read_text())

@@ -80,6 +80,11 @@ def test_a_person_finishes_a_proposal_with_every_mistake_caught_on_the_spot(reg)
     answer(child, "question (what this run answers):", "How much of the step does dB take once blocked?")
     answer(child, "hypothesis (the expected answer) (Enter to skip):", "")
     answer(child, f"evaluator [{ref}]:", "")  # a shown default is taken with Enter
+    answer(child, "margins (METRIC=VALUE, comma-separated: the smallest effects that matter) (Enter to skip):", "")
+    answer(child, "worked if", "gflops(step, backend=naive, config=tiny) > 0")
+    child.expect_exact("measures no config tiny")  # checked against the evaluator just named
+    answer(child, "worked if", "gflops(step, backend=naive, config=xl) > -1")
+    answer(child, "regressed if (a condition, checked first) (Enter to skip):", "")
     answer(child, "budget: wall-clock seconds at most:", "ten minutes")
     child.expect_exact("is not a number of seconds")
     answer(child, "budget: wall-clock seconds at most:", "0")
@@ -97,6 +102,7 @@ def test_a_person_finishes_a_proposal_with_every_mistake_caught_on_the_spot(reg)
     record = json.loads((root / "blocked-db.json").read_text())
     assert record["methods"] == ["cache-blocking"] and record["evaluator"] == ref and "bases" not in record
     assert record["budget"] == {"wall_clock_seconds": 600.0} and record["kind"] == "runtime-benchmark"
+    assert record["plan"]["worked_if"]["text"] == "gflops(step, backend=naive, config=xl) > -1"
 
 
 def test_varying_an_attempt_offers_its_values_and_shows_its_disposition(reg) -> None:
@@ -113,6 +119,9 @@ def test_varying_an_attempt_offers_its_values_and_shows_its_disposition(reg) -> 
     answer(child, "what is varied from blocked-da:", "block dB as well")
     answer(child, "how this answers that disposition:", "We measure dB's headroom first.")
     answer(child, f"evaluator [{ref}]:", "")
+    answer(child, "margins (METRIC=VALUE, comma-separated: the smallest effects that matter) (Enter to skip):", "")
+    answer(child, "worked if", "gflops(step, backend=naive, config=xl) > 0")
+    answer(child, "regressed if (a condition, checked first) (Enter to skip):", "")
     answer(child, "budget: wall-clock seconds at most:", "600")
     answer(child, "tracking issue", "owner/ptreg#3")
     answer(child, "[Y/n]:", "")
@@ -141,6 +150,7 @@ def test_declining_writes_nothing_and_prints_the_command_to_start_again(reg) -> 
     before = snapshot(root)
     flags = ["--id", "blocked-db", "--name", "Blocked dB", "--family", "runtime-perf", "--kind", "infrastructure"]
     flags += ["--question", "Does the harness restart?", "--evaluator", ref, "--tracking-issue", "#4"]
+    flags += ["--worked-if", "gflops(step, backend=naive, config=xl) > 0"]
     child = terminal(root, *flags)
     answer(child, "varied from (the id of the attempt it varies) (Enter to skip):", "")
     answer(child, "hypothesis (the expected answer) (Enter to skip):", "")
@@ -203,6 +213,7 @@ def test_a_condition_that_holds_answers_the_disposition_without_a_prompt(cli, tm
     flags += ["--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "cache-blocking"]
     flags += ["--base", "matmul-f32", "--question", "Does blocking dB as well pay off?", "--hypothesis", "yes"]
     flags += ["--varied", "block dB", "--evaluator", ref, "--budget-seconds", "60", "--tracking-issue", "#9"]
+    flags += ["--worked-if", "gflops(step, backend=naive, config=xl) > 0"]
     child = terminal(root, *flags)
     child.expect_exact("it holds: share(backward_db, backend=numba, config=xl) = 0.31 >= 0.3")
     child.expect_exact("the disposition is answered, nothing to add")

@@ -19,6 +19,7 @@ from helpers import (
     complete_record,
     failed_record,
     freeze_evaluator,
+    plan_flags,
     snapshot,
     write_registry,
 )
@@ -52,6 +53,7 @@ def new_args(root: Path, ref: str, **changes: Any) -> list[str]:
         "--evaluator": ref,
         "--budget-seconds": "600",
         "--tracking-issue": "owner/ptreg#3",
+        "--worked-if": plan_flags(root, ref)[1],
     }
     for key, value in changes.items():
         flag = "--" + key.replace("_", "-")
@@ -74,7 +76,7 @@ def test_new_admits_writes_and_validates(cli, reg) -> None:
     record = json.loads((root / "blocked-db.json").read_text())
     assert record["status"] == "not-tried" and record["evaluator"] == ref
     assert record["tracking_issue"] == "owner/ptreg#3" and record["budget"] == {"wall_clock_seconds": 600.0}
-    assert len(record["admission"]["checks"]) == 6
+    assert len(record["admission"]["checks"]) == 7
     assert cli("-r", root, "validate").code == 0
     schema = json.loads((SCHEMAS / "attempt.schema.json").read_text())
     assert list(Draft202012Validator(schema).iter_errors(record)) == []
@@ -96,7 +98,7 @@ def test_new_json(cli, reg) -> None:
     root, ref = reg
     data = cli(*new_args(root, ref, dry_run=True, json=True)).json()
     assert data["admitted"] and not data["written"] and data["path"] is None
-    assert [c["outcome"] for c in data["gate"]["checks"]] == ["passed"] * 6
+    assert [c["outcome"] for c in data["gate"]["checks"]] == ["passed"] * 7
     assert data["precedents"][0]["id"] == "blocked-da"
     assert data["attempt"]["id"] == "blocked-db" and "admission" not in data["attempt"]
     assert not (root / "blocked-db.json").exists()

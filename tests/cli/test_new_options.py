@@ -62,6 +62,12 @@ def test_each_option_fills_the_field_the_model_names(cli, tmp_path: Path) -> Non
         "#12",
         "--source",
         "notes.md",
+        "--worked-if",
+        "gflops(step, backend=naive, config=xl) > 0",
+        "--regressed-if",
+        "gflops(step, backend=numpy-blas, config=xl) < 1",
+        "--decide-on-runs",
+        "2",
         "--no-input",
         "--json",
     )
@@ -73,6 +79,10 @@ def test_each_option_fills_the_field_the_model_names(cli, tmp_path: Path) -> Non
     assert attempt["data_rows"] == 5 and attempt["hypothesis"] == "It does." and attempt["source"] == "notes.md"
     assert attempt["budget"] == {"wall_clock_seconds": 60.0, "max_repeats": 9}
     assert attempt["tracking_issue"] == "#12" and attempt["evaluator"] == ref
+    plan = attempt["plan"]
+    assert plan["worked_if"]["text"] == "gflops(step, backend=naive, config=xl) > 0"
+    assert plan["regressed_if"]["text"] == "gflops(step, backend=numpy-blas, config=xl) < 1"
+    assert plan["runs"] == 2 and "margins" not in plan
 
 
 def test_a_budget_limit_without_seconds_names_the_seconds_flag(cli, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from helpers import (
     assert_one_line_error,
     complete_record,
     freeze_evaluator,
+    plan_flags,
     registry_with_a_run,
     snapshot,
     write_registry,
@@ -31,7 +32,7 @@ def new(cli, root: Path, ref: str, attempt_id: str, question: str, issue: str = 
         "-r", root, "new", "--id", attempt_id, "--name", attempt_id, "--family", "runtime-perf",
         "--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "cache-blocking",
         "--question", question, "--evaluator", ref, "--budget-seconds", "600", "--tracking-issue", issue,
-        "--no-input",
+        *plan_flags(root, ref), "--no-input",
     )  # fmt: skip
     assert result.code == 0, result.err
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import plan_flags
 from ptreg.engine.workloads.arms import compare_arms
 from ptreg.engine.workloads.command import placeholders, read_items, read_metrics
 from ptreg.engine.workloads.discovery import spec_problem
@@ -69,6 +70,7 @@ def propose(project: Path, attempt: str, evaluator: str, issue: int) -> None:
         *("--question", f"Does {attempt} separate the arms, question {issue}?", "--method", "vendor-blas"),
         *("--objective", "command-latency", "--evaluator", evaluator, "--budget-seconds", "200"),
         *("--tracking-issue", f"me/toy#{issue}"),
+        *plan_flags(project / "attempts", evaluator),
     )
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -61,6 +61,7 @@ def given(ref: str, **changes: Any) -> ProposalInput:
         "evaluator": ref,
         "budget_seconds": 600.0,
         "tracking_issue": "#7",
+        "worked_if": "gflops(step, backend=naive, config=xl) > 0",
     }
     values.update(changes)
     return ProposalInput(**values)
@@ -76,10 +77,11 @@ def test_a_complete_proposal_passes_every_check(registry) -> None:
     root, ref = registry
     report = propose(root, given(ref), dry_run=True).report
     assert report.admitted
-    assert [c.outcome for c in report.checks] == ["passed"] * 6
+    assert [c.outcome for c in report.checks] == ["passed"] * 7
     assert [c.check for c in report.checks] == [
         "fresh-question",
         "frozen-evaluator",
+        "analysis-plan",
         "explicit-budget",
         "scoped-tracking-issue",
         "disposition-respected",

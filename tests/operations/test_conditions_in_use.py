@@ -17,6 +17,7 @@ from helpers import (
     assert_one_line_error,
     complete_record,
     freeze_evaluator,
+    plan_flags,
     snapshot,
     step_cell,
     step_results,
@@ -172,6 +173,7 @@ def proposal(ref: str, parent: str, **changes: Any) -> ProposalInput:
         "evaluator": ref,
         "budget_seconds": 600.0,
         "tracking_issue": f"#{ord(parent[0])}",
+        "worked_if": "gflops(step, backend=naive, config=xl) > 0",
     }
     values.update(changes)
     return ProposalInput(**values)
@@ -254,6 +256,7 @@ def test_new_shows_the_condition_beside_the_disposition(cli, root: Path) -> None
     args = ["--id", "x", "--name", "x", "--family", "runtime-perf", "--kind", "runtime-benchmark"]
     args += ["--objective", "training-step-time", "--question", "Is dB worth blocking?", "--varied-from", "b"]
     args += ["--varied", "block dB", "--evaluator", ref, "--budget-seconds", "60", "--tracking-issue", "#9"]
+    args += plan_flags(root, ref)
     done = cli("-r", root, "new", *args, "--no-input", "--dry-run")
     assert done.code == 1
     assert (

@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from helpers import SCHEMAS, assert_one_line_error, complete_record, freeze_evaluator, snapshot, write_registry
+from helpers import (
+    SCHEMAS,
+    assert_one_line_error,
+    complete_record,
+    freeze_evaluator,
+    plan_flags,
+    snapshot,
+    write_registry,
+)
 from ptreg.engine.environment import worker_variables
 from ptreg.engine.plan import round_order
 
@@ -64,6 +72,7 @@ def propose(
                 seconds,
                 "--tracking-issue",
                 issue,
+                *plan_flags(root, ref),
                 "--no-input",
                 *extra,
             ]
@@ -168,6 +177,9 @@ def test_conclude_then_no_second_run(tiny_run, cli) -> None:
     root = tiny_run["root"]
     before = snapshot(root)
     refused = cli("-r", root, "conclude", "tiny-e2e", "--status", "failed", "--lesson", "x", "--next-action", "y")
+    assert_one_line_error(refused, 1, "is not what its plan decides worked", "--deviation")
+    deviating = ["--status", "failed", "--deviation", "Tiny shapes say nothing.", "--lesson", "x", "--next-action", "y"]
+    refused = cli("-r", root, "conclude", "tiny-e2e", *deviating)
     assert_one_line_error(refused, 1, "failure_reason")
     assert snapshot(root) == before
     done = cli(
@@ -175,8 +187,6 @@ def test_conclude_then_no_second_run(tiny_run, cli) -> None:
         root,
         "conclude",
         "tiny-e2e",
-        "--status",
-        "worked",
         "--lesson",
         "BLAS wins at tiny shapes.",
         "--next-action",
@@ -185,6 +195,7 @@ def test_conclude_then_no_second_run(tiny_run, cli) -> None:
     assert done.code == 0, done.err
     record = json.loads((root / "tiny-e2e.json").read_text())
     assert record["status"] == "worked" and record["failure_reason_confidence"] == "not-applicable"
+    assert record["plan_decision"]["status"] == "worked" and "deviation" not in record
     assert record["source"].startswith("runs/tiny-e2e/")
     checked = cli("-r", root, "validate", "--check-sources", root / "tiny-e2e.json")
     assert checked.code == 0, checked.out

@@ -32,6 +32,7 @@ from helpers import (
     assert_index_agrees,
     complete_record,
     freeze_evaluator,
+    plan_flags,
     registry_with_a_run,
     sample_records,
     tiny_spec,
@@ -190,6 +191,7 @@ def template(tmp_path_factory) -> Path:
             "600",
             "--tracking-issue",
             issue,
+            *plan_flags(root, ref),
             "--no-input",
         ]
         with pytest.raises(SystemExit) as exited:
@@ -354,6 +356,7 @@ def test_new_killed_at_every_step_leaves_no_record_or_a_whole_admitted_one(templ
         "600",
         "--tracking-issue",
         "#63",
+        *plan_flags(template, ref),
         "--no-input",
     ]
     before = record_files(template)

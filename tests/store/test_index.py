@@ -26,6 +26,7 @@ from helpers import (
     by_index,
     complete_record,
     failed_record,
+    plan_flags,
     sample_records,
     write_registry,
 )
@@ -557,7 +558,7 @@ def propose_fresh(cli, registry: Path, ref: str) -> None:
         "-r", registry, "new", "--id", "fresh", "--name", "Fresh", "--family", "runtime-perf",
         "--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "vectorization",
         "--question", "Does a fresh question pass?", "--evaluator", ref, "--budget-seconds", "60",
-        "--tracking-issue", "#99", "--no-input",
+        "--tracking-issue", "#99", *plan_flags(registry, ref), "--no-input",
     )  # fmt: skip
     assert result.code == 0, result.err
 

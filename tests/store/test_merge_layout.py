@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from helpers import assert_index_agrees, tiny_spec
+from helpers import assert_index_agrees, plan_flags, tiny_spec
 from ptreg.cli import main
 from ptreg.gate.checks import SIMILAR_QUESTION, similarity
 from ptreg.store.directory import load_meta
@@ -165,6 +165,7 @@ def propose(registry: Path, attempt_id: str, question: str, issue: str, evaluato
         "new", "--id", attempt_id, "--name", attempt_id, "--family", "runtime-perf", "--kind", "runtime-benchmark",
         "--objective", "training-step-time", "--method", "vendor-blas", "--question", question,
         "--evaluator", evaluator, "--budget-seconds", "600", "--tracking-issue", issue, "--no-input", "--json",
+        *plan_flags(registry, evaluator),
     ]  # fmt: skip
     if varied_from is not None:
         args += ["--varied-from", varied_from, "--varied", f"{attempt_id} instead of {varied_from}"]
