@@ -20,7 +20,7 @@ from ..records import tracking
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt, Budget
 from ..records.condition_grammar import parse as parse_condition
 from ..records.graph import lineage_roots
-from ..records.plan import margin_problems, rule_problems
+from ..records.analysis_plan import margin_problems, rule_problems
 from ..records.problems import plain_message
 from ..records.refs import check_id
 from ..records.registry import Registry

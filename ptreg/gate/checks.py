@@ -26,7 +26,7 @@ from ..records.evaluator import FrozenEvaluator
 from ..records.graph import ancestry, lineage_root, lineage_roots
 from ..records.ledger import CAUTION_AT, STOP_AT, Shaped, trailing_negatives
 from ..records.ledger import question_tokens as question_tokens
-from ..records.plan import margin_problems, margins_text, plan_digest, rule_problems
+from ..records.analysis_plan import margin_problems, margins_text, plan_digest, rule_problems
 from ..text import counted
 
 SIMILAR_QUESTION = 0.8  # token Jaccard at or above which two questions are the same question

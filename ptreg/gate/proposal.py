@@ -26,7 +26,7 @@ from ..records.condition import render
 from ..records.condition_grammar import parse
 from ..records.graph import ancestry
 from ..records.ledger import Summary
-from ..records.plan import MAX_POOLED_RUNS, Plan, PlanRule
+from ..records.analysis_plan import MAX_POOLED_RUNS, Plan, PlanRule
 from ..records.problems import flag_message
 from ..records.refs import check_id
 from ..records.vocabulary import unknown_terms

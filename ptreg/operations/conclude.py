@@ -26,7 +26,7 @@ from ..records.attempt import CONFIDENCES, STATUSES, Attempt, ContinueIf
 from ..records.condition import render
 from ..records.condition_grammar import parse
 from ..records.decision import Decision, decide
-from ..records.plan import CONSISTENT, PlanDecision
+from ..records.analysis_plan import CONSISTENT, PlanDecision
 from ..records.problems import flag_message
 from ..records.registry import Record, Registry, ids_in
 from ..records.rules import check_attempt

@@ -24,7 +24,7 @@ from .ledger import SHAPE_FIELDS as SHAPE_FIELDS
 from .ledger import STATUSES as STATUSES
 from .ledger import LedgerKey, Summary, lacks, ledger_key
 from .ledger import in_ledger_order as in_ledger_order
-from .plan import Plan, PlanDecision
+from .analysis_plan import Plan, PlanDecision
 from .refs import (
     EVALUATOR_REF_PATTERN,
     ID_MAX_LENGTH,

@@ -65,7 +65,7 @@ from .condition import (
 )
 from .evaluator import ArmsSpec
 from .intervals import LEVEL, Scale, at_level
-from .plan import Truth, kind_problem, margin_text, value_text
+from .analysis_plan import Truth, kind_problem, margin_text, value_text
 
 if TYPE_CHECKING:  # the run models are only read here: deciding needs none built, nor does parsing
     from .run_results import Cell, Ratio, RunResults, Summary

@@ -17,7 +17,7 @@ from ..errors import CheckFailed, UnknownAttempt
 from ..text import json_type
 from .attempt import SCHEMA_VERSION, Attempt, ContinueIf, RegistryMeta
 from .condition_grammar import disagreement
-from .plan import PlanRule
+from .analysis_plan import PlanRule
 from .problems import Problem, pointer_join, schema_problems, shown_id
 
 

@@ -19,7 +19,7 @@ from .attempt import (
     RegistryMeta,
 )
 from .graph import find_cycles, lineage_root
-from .plan import CONSISTENT, plan_digest
+from .analysis_plan import CONSISTENT, plan_digest
 from .problems import Problem, pointer_join, shown_id
 from .registry import Record, Registry
 

@@ -17,6 +17,7 @@ from helpers import (
     env_without_hooks,
     finish,
     freeze_evaluator,
+    plan_flags,
     propose_for_run,
     proposer,
     tiny_spec,
@@ -177,7 +178,7 @@ def test_a_second_run_of_the_same_attempt_is_refused_while_the_first_goes_on(tmp
     assert len(record["runs"]) == 1
 
 
-CONCLUDE = ("--status", "failed", "--lesson", "l", "--next-action", "n", "--failure-reason", "r", "--confidence", "inferred")  # fmt: skip
+CONCLUDE = ("--status", "failed", "--deviation", "d", "--lesson", "l", "--next-action", "n", "--failure-reason", "r", "--confidence", "inferred")  # fmt: skip
 
 
 def test_a_conclusion_is_refused_while_a_run_of_the_attempt_goes_on(tmp_path: Path) -> None:
@@ -338,7 +339,7 @@ def test_readers_beside_two_writers_always_answer_and_the_index_ends_current(tmp
     logs = [tmp_path / f"writer-{n}.out" for n in range(len(plans))]
     writers = [
         subprocess.Popen(
-            [sys.executable, "-c", PROPOSER, str(root), ref, json.dumps(plan)],
+            [sys.executable, "-c", PROPOSER, str(root), ref, json.dumps(plan), plan_flags(root, ref)[1]],
             stdout=out.open("w"),
             stderr=subprocess.STDOUT,
             env=env_without_hooks(),

@@ -299,6 +299,7 @@ class Clone:
         status = self.rng.choice(["inconclusive", "failed"])
         must(
             self.registry, "conclude", attempt_id, "--status", status, "--evidence", f"Run in clone {self.name}.",
+            "--deviation", "The clone's noise outweighs the plan's bar.",
             "--lesson", "One run says little.", "--next-action", "Measure again.",
             "--failure-reason", f"Clone {self.name} saw noise.", "--confidence", "exact",
         )  # fmt: skip
