@@ -176,6 +176,15 @@ def _warn_problems(problems: list[tuple[str, str]]) -> None:
         )
 
 
+def warn_stray_files(root: Path) -> None:
+    """One warning on stderr for each stray file of the term folder (a README), which the
+    vocabularies were read without."""
+    from ..store.term_folder import STRAY, list_term_folder
+
+    for path in list_term_folder(root).strays:
+        say(f"ptreg: warning: {path}: {STRAY}", err=True, one_line=True)
+
+
 def load_index(*, warn: bool = True) -> RegistryReader:
     """The registry's query index, checked against its files first (``store/index/``), with
     a warning for each record that cannot be used, as ``load`` gives them. Close it when done.
@@ -195,6 +204,7 @@ def load_index(*, warn: bool = True) -> RegistryReader:
             load_meta(root)  # says in one line why this is no registry, or finishes a cut-short import
         with progress_bar() as progress:  # a first build reads every record
             index = open_index(root, progress=progress)
+    warn_stray_files(root)
     if warn:
         _warn_problems(index.problems())
     return index

@@ -210,14 +210,19 @@ def import_(
 
 def export(
     output: Path | None = typer.Option(
-        None, "--output", "-o", metavar="FILE", help="Write to this file (atomically) instead of stdout."
+        None,
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="Write to FILE instead of stdout: a file is replaced whole (atomically, through a symlink to it); "
+        "a device, pipe, socket, - or /dev/stdout is written in place.",
     ),
     bundle: Path | None = typer.Option(
         None,
         "--bundle",
         metavar="FILE",
         help="Write the whole registry instead: records, frozen evaluators and runs, as a .tar.gz file (or a new "
-        "folder) that `ptreg import` restores.",
+        "folder, or a .tar.gz stream to a pipe, -, or /dev/stdout) that `ptreg import` restores.",
     ),
     sort: str | None = typer.Option(
         None,
@@ -245,7 +250,8 @@ def export(
     from ..store.directory import load_directory
     from ..store.evaluator_files import evaluator_files
     from ..store.interchange import export_notes, export_registry
-    from ..store.jsonio import atomic_write_text, dumps_pretty
+    from ..store.jsonio import dumps_pretty
+    from ..store.outputs import open_output
     from ..store.runs import RESULTS_FILE, RUNS_DIR
 
     if bundle is not None and output is not None:
@@ -273,9 +279,8 @@ def export(
     if output is None:  # JSON's own escapes for what a terminal would act on; -o keeps the bytes
         say(printable_json(text), nl=False)
     else:
-        if not output.parent.is_dir():
-            raise PtregError(f"{output}: directory {output.parent} does not exist")
-        atomic_write_text(output, text)
+        with open_output(output) as out:  # a terminal gets what stdout gets: nothing it would act on
+            out.handle.write((printable_json(text) if out.terminal else text).encode("utf-8"))
         say(f"wrote {counted(len(document['attempts']), 'attempt')} to {output}", err=True)
     for note in export_notes(registry, document):
         say(f"ptreg: note: {note}", err=True)

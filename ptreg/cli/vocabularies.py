@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from ..errors import EXIT_UNUSABLE, PtregError
-from .common import JsonFlag, RegistryCommand, help_when_alone, print_json, registry_dir, say
+from .common import JsonFlag, RegistryCommand, help_when_alone, print_json, registry_dir, say, warn_stray_files
 
 app = typer.Typer(
     name="vocab",
@@ -30,6 +30,7 @@ def list_terms(
     if vocabulary is not None and vocabulary not in VOCABULARIES:
         raise PtregError(f"no vocabulary {vocabulary!r}: one of {', '.join(VOCABULARIES)}", EXIT_UNUSABLE)
     meta = load_meta(registry_dir())
+    warn_stray_files(registry_dir())
     chosen = [vocabulary] if vocabulary is not None else list(VOCABULARIES)
     if as_json:
         print_json({name: terms(meta, name) for name in chosen})

@@ -43,9 +43,10 @@ def check_registry(registry: Registry, check_sources: Path | None = None, *, str
 
 
 def load_path(path: Path, progress: Progress | None = None) -> Registry:
-    """A registry directory or a single attempts.json file."""
+    """A registry directory or a single attempts.json file, with every problem its vocabulary
+    files have as problems of the registry."""
     if path.is_dir():
-        return load_directory(path, progress)
+        return load_directory(path, progress, every_problem=True)
     if not path.exists():
         raise UnusableInput(f"{path}: no such file or directory")
     return load_attempts_file(path)
@@ -57,7 +58,7 @@ def validate_path(
     """Validate a registry directory, a single attempts.json file, or one record file of a
     registry (checked in its registry's context, so varied_from and duplicates still resolve)."""
     if path.is_file() and (path.parent / REGISTRY_FILE).is_file():
-        registry = load_directory(path.parent, progress)
+        registry = load_directory(path.parent, progress, every_problem=True)
         problems = check_registry(registry, check_sources, strict=strict)
         if path.name == REGISTRY_FILE:
             return registry, problems

@@ -135,7 +135,12 @@ def flag_message(exc: ValidationError, attempt_id: str | None, flags: dict[str, 
 
 def every_schema_error(exc: ValidationError, where: str) -> str:
     """Every schema error of the file ``where``, in one line: ``file: #/a: why; #/b: why``."""
-    problems = list(schema_problems(exc, attempt_id=None, pointer="", file=where))
+    return one_line(list(schema_problems(exc, attempt_id=None, pointer="", file=where)), where)
+
+
+def one_line(problems: list[Problem], where: str) -> str:
+    """The problems of the file ``where`` in one line: ``file#/a: why`` for one,
+    ``file: 2 problems: #/a: why; #/b: why`` for more."""
     if len(problems) == 1:
         return f"{problems[0].location()}: {problems[0].message}"
     listed = "; ".join(f"#{p.pointer}: {p.message}" if p.pointer else p.message for p in problems)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from ..errors import CheckFailed, UnusableInput
 from ..records.registry import Registry
@@ -30,6 +31,7 @@ from .directory import IGNORE_FILE, IGNORED, RECORD_FILE_MAX_BYTES, REGISTRY_FIL
 from .evaluator_files import EVALUATOR_FILE_MAX_BYTES, evaluator_files
 from .jsonio import fsync_directory, refuse_outside
 from .names import VOCABULARY_DIR
+from .outputs import open_output, output_target
 from .runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR
 from .vocabulary_files import TERM_FILE_MAX_BYTES, term_files
 
@@ -111,47 +113,32 @@ def bundle_files(root: Path, registry: Registry) -> list[Path]:
 
 
 def write_bundle(root: Path, registry: Registry, target: Path, *, overwrite: bool = False) -> int:
-    """Write the bundle of the registry at ``root`` to ``target`` (a .tar.gz file, or a folder
-    that does not exist yet), whole or not at all; how many files it holds. A .tar.gz file
-    already there is replaced only with ``overwrite``: a bundle is often the one copy of a
-    registry carried elsewhere."""
+    """Write the bundle of the registry at ``root`` to ``target``, whole or not at all; how many
+    files it holds. ``target`` is a .tar.gz file, a folder that does not exist yet, or what a
+    user pipes to (``-``, ``/dev/stdout``, a FIFO: the .tar.gz stream, in place; ``outputs.py``).
+    A .tar.gz file already there is replaced only with ``overwrite``: a bundle is often the one
+    copy of a registry carried elsewhere."""
     files = bundle_files(root, registry)
     names = [f.relative_to(root).as_posix() for f in files]
+    if output_target(target).in_place or target.name.endswith(SUFFIXES):
+        with open_output(target, overwrite=overwrite) as out:
+            if out.terminal:
+                raise UnusableInput(f"{target}: a terminal; a bundle is a .tar.gz: give a file, or redirect it")
+            _write_tar(files, names, out.handle)
+        return len(files)
     if not target.parent.is_dir():
         raise UnusableInput(f"{target}: directory {target.parent} does not exist")
-    if target.name.endswith(SUFFIXES):
-        if (target.exists() or target.is_symlink()) and not overwrite:
-            raise UnusableInput(f"{target}: exists; give another file, or --overwrite to replace it")
-        _write_tar(files, names, target, overwrite)
-    else:
-        _write_folder(files, names, target)
+    _write_folder(files, names, target)
     return len(files)
 
 
-def _write_tar(files: list[Path], names: list[str], target: Path, overwrite: bool) -> None:
-    fd, staged = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            with tarfile.open(fileobj=handle, mode="w:gz") as tar:
-                for path, name in zip(files, names, strict=True):
-                    data = path.read_bytes()
-                    info = tarfile.TarInfo(name)
-                    info.size, info.mode = len(data), 0o644
-                    tar.addfile(info, io.BytesIO(data))
-            handle.flush()
-            os.fsync(handle.fileno())
-        if overwrite:
-            os.replace(staged, target)
-        else:
-            try:  # link(2) fails on a name taken meanwhile: never a silent replace
-                os.link(staged, target)
-            except FileExistsError:
-                raise UnusableInput(f"{target}: exists; give another file, or --overwrite to replace it") from None
-            os.unlink(staged)
-    except BaseException:
-        Path(staged).unlink(missing_ok=True)
-        raise
-    fsync_directory(target.parent)
+def _write_tar(files: list[Path], names: list[str], handle: BinaryIO) -> None:
+    with tarfile.open(fileobj=handle, mode="w:gz") as tar:
+        for path, name in zip(files, names, strict=True):
+            data = path.read_bytes()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
 
 
 def _write_folder(files: list[Path], names: list[str], target: Path) -> None:

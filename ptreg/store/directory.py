@@ -24,7 +24,7 @@ from .names import REGISTRY_FILE as REGISTRY_FILE
 from .record_file import parse_meta as parse_meta
 from .record_file import read_record
 from .record_file import symlink_problem as symlink_problem
-from .vocabulary_files import load_vocabularies, term_layout_files
+from .vocabulary_files import load_vocabularies, read_vocabularies, term_layout_files
 
 IGNORE_FILE = ".gitignore"
 # What ptreg keeps beside the records that is not part of them, for git to leave out.
@@ -47,6 +47,13 @@ IGNORED_BEFORE_INDEX = """# ptreg's working files: locks, their holders, an impo
 
 
 def load_meta(root: Path) -> RegistryMeta:
+    """The registry's vocabularies; refused in one line when ``root`` holds no registry, or one
+    of its term files cannot be used."""
+    _require_registry(root)
+    return load_vocabularies(root)
+
+
+def _require_registry(root: Path) -> None:
     if not root.is_dir():
         if root.exists():
             raise UnusableInput(f"{root}: not a registry directory (it is a file)")
@@ -55,7 +62,6 @@ def load_meta(root: Path) -> RegistryMeta:
     meta_path = root / REGISTRY_FILE
     if not meta_path.exists():
         raise UnusableInput(f"{root}: no {REGISTRY_FILE}, so not a ptreg registry{_where_instead(root)}")
-    return load_vocabularies(root)
 
 
 def registries_inside(folder: Path) -> list[Path]:
@@ -108,10 +114,17 @@ Progress = Callable[[str, int, int], None]
 PROGRESS_EVERY = 500
 
 
-def load_directory(root: Path, progress: Progress | None = None) -> Registry:
-    meta = load_meta(root)
-    records: list[Record] = []
+def load_directory(root: Path, progress: Progress | None = None, *, every_problem: bool = False) -> Registry:
+    """Every record of the registry at ``root``, usable or not. With ``every_problem``, as
+    `validate` reads it, a term file that cannot be used is one more problem (its term left out
+    of the vocabularies) and a stray file a warning, instead of stopping the read."""
     problems: list[Problem] = []
+    if every_problem:
+        _require_registry(root)
+        meta, problems = read_vocabularies(root)
+    else:
+        meta = load_meta(root)
+    records: list[Record] = []
     paths = _attempt_entries(root)
     for index, (path, is_symlink) in enumerate(paths):
         if progress is not None and index % PROGRESS_EVERY == 0:

@@ -10,8 +10,9 @@ import os
 import re
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..errors import PtregError, UnusableInput
 from ..text import SHOWN_MAX, shorten
@@ -264,17 +265,19 @@ _NEW_FILE_MODE = _default_mode()
 STAGED_NAME = re.compile(r"\.[^/\x00]+\.tmp")
 
 
-def stage_text(directory: Path, text: str, *, prefix: str, mode: int | None = None) -> str:
-    """Write ``text`` to a new temporary file in ``directory``, flushed and fsynced; return its path.
+@contextlib.contextmanager
+def staged_file(directory: Path, *, prefix: str, mode: int | None = None) -> Iterator[tuple[BinaryIO, str]]:
+    """A new temporary file in ``directory`` to write to, and its path: flushed and fsynced when
+    the block ends, removed when it raises. The caller renames it into place.
 
     The temporary file gets the mode a plain new file would get (mkstemp's 0600 would
     otherwise survive the rename), or ``mode`` when it replaces a file whose mode to keep.
     """
     fd, tmp_name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+        with os.fdopen(fd, "wb") as handle:
             os.fchmod(handle.fileno(), _NEW_FILE_MODE if mode is None else mode)
-            handle.write(text)
+            yield handle, tmp_name
             crash_point()  # written but not flushed: the file may be empty or partial
             handle.flush()
             os.fsync(handle.fileno())
@@ -282,6 +285,12 @@ def stage_text(directory: Path, text: str, *, prefix: str, mode: int | None = No
     except BaseException:
         discard(tmp_name)
         raise
+
+
+def stage_text(directory: Path, text: str, *, prefix: str, mode: int | None = None) -> str:
+    """Write ``text`` to a new temporary file in ``directory``, flushed and fsynced; return its path."""
+    with staged_file(directory, prefix=prefix, mode=mode) as (handle, tmp_name):
+        handle.write(text.encode("utf-8"))
     return tmp_name
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..records.schema import SCHEMAS, generate
-from .jsonio import atomic_write_text, dumps_pretty
+from .jsonio import dumps_pretty
+from .outputs import open_output
 
 
 def render(name: str) -> str:
@@ -17,7 +18,8 @@ def write_schemas(directory: Path) -> list[Path]:
     written = []
     for name in SCHEMAS:
         path = directory / name
-        atomic_write_text(path, render(name))
+        with open_output(path) as out:
+            out.handle.write(render(name).encode("utf-8"))
         written.append(path)
     return written
 

@@ -11,20 +11,20 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import stat
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..errors import UnusableInput
-from ..records.attempt import SCHEMA_VERSION, RegistryMeta
-from ..records.problems import every_schema_error
+from ..records.attempt import CONFIDENCES, SCHEMA_VERSION, RegistryMeta
+from ..records.problems import Problem, every_schema_error, one_line, schema_problems
 from ..records.refs import ID_MAX_LENGTH, ID_RE
 from ..records.vocabulary import LAYOUT_VERSION, VOCABULARIES, RegistryLayout, TermFile, layout
 from ..text import json_type, shorten
-from .jsonio import atomic_write_text, decode_json, dumps_pretty, fsync_directory, read_bytes
+from .jsonio import JsonError, atomic_write_text, decode_json, dumps_pretty, fsync_directory, read_bytes
 from .names import REGISTRY_FILE, VOCABULARY_DIR
+from .term_folder import STRAY, list_term_folder
 
 # A term file is a few hundred bytes; anything near this is not one.
 TERM_FILE_MAX_BYTES = 64 * 1024
@@ -82,14 +82,41 @@ def _read(path: Path, limit: int) -> bytes:
 
 def load_vocabularies(root: Path) -> RegistryMeta:
     """The registry's vocabularies, of either layout: refused in one line naming the file when
-    ``registry.json`` or any term file is unusable."""
+    ``registry.json`` or any term file is unusable. A stray file (``term_folder.py``) is left out."""
+    meta, problems = read_vocabularies(root)
+    refuse_first(problems)
+    return meta
+
+
+def read_vocabularies(root: Path) -> tuple[RegistryMeta, list[Problem]]:
+    """The registry's vocabularies from every term file that can be used, and a problem for each
+    one that cannot (an error) and each stray file (a warning): what `validate` reports in one
+    pass. An unusable ``registry.json`` is refused (its layout says where the terms are)."""
     raw = read_registry_file(root)
+    where = str(root / REGISTRY_FILE)
     if not is_term_layout(raw):
-        return parse_meta(raw, str(root / REGISTRY_FILE))
-    held = [
-        (vocabulary, path.name, _read(path, TERM_FILE_MAX_BYTES), str(path)) for vocabulary, path in term_files(root)
-    ]
-    return vocabularies_of(raw, held, str(root / REGISTRY_FILE), str(root / VOCABULARY_DIR))
+        return parse_meta(raw, where), []
+    _check_layout(raw, where)
+    listing = list_term_folder(root, VOCABULARIES)
+    problems = [Problem("term-file", why, file=str(path)) for path, why in listing.problems]
+    problems += [Problem("stray-file", STRAY, file=str(path), severity="warning") for path in listing.strays]
+    held: list[TermMember] = []
+    for vocabulary, path in listing.terms:
+        try:
+            held.append((vocabulary, path.name, _read(path, TERM_FILE_MAX_BYTES), str(path)))
+        except JsonError as exc:
+            problems.append(Problem("json", exc.problem, None, exc.pointer, str(path)))
+    meta, unusable = _vocabularies(held, str(root / VOCABULARY_DIR))
+    problems += unusable
+    return meta, sorted(problems, key=lambda p: p.file or "")
+
+
+def refuse_first(problems: list[Problem]) -> None:
+    """Raise the first error of ``problems`` (every problem of its file, in one line)."""
+    first = next((p for p in problems if p.severity == "error"), None)
+    if first is not None:
+        where = first.file or ""
+        raise UnusableInput(one_line([p for p in problems if p.file == first.file and p.severity == "error"], where))
 
 
 # (vocabulary, file name, bytes, where to say it is) of one term file
@@ -98,82 +125,83 @@ TermMember = tuple[str, str, bytes, str]
 
 def vocabularies_of(raw: Any, held: list[TermMember], where: str, folder: str) -> RegistryMeta:
     """The vocabularies of a term-layout ``registry.json`` (``raw``, parsed) and its term files,
-    from a registry directory or a bundle alike."""
+    from a bundle: refused in one line at the first term file that cannot be used."""
+    _check_layout(raw, where)
+    meta, problems = _vocabularies(held, folder)
+    refuse_first(problems)
+    return meta
+
+
+def _check_layout(raw: Any, where: str) -> None:
     try:
         RegistryLayout.model_validate(raw)
     except ValidationError as exc:
         raise UnusableInput(every_schema_error(exc, where)) from None
+
+
+def _vocabularies(held: list[TermMember], folder: str) -> tuple[RegistryMeta, list[Problem]]:
+    """The vocabularies of the term files ``held`` that can be used, and the problems of the
+    others, each left out."""
     found: dict[str, dict[str, TermFile]] = {v: {} for v in VOCABULARIES}
+    problems: list[Problem] = []
     for vocabulary, name, data, shown in held:
-        term = _term_of(data, name, shown)
+        term, wrong = _term_of(data, name, shown, vocabulary)
+        problems += wrong
+        if term is None:
+            continue
         if term.term in found[vocabulary]:
-            raise UnusableInput(
-                f"{shown}: holds the term {shorten(term.term)}, which another file of {folder}/{vocabulary} holds too; keep one"
+            problems.append(
+                Problem(
+                    "term-file",
+                    f"holds the term {shorten(term.term)}, which another file of {folder}/{vocabulary} holds too; keep one",
+                    file=shown,
+                )
             )
+            continue
         found[vocabulary][term.term] = term
     fields: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
     for vocabulary, field in VOCABULARIES.items():
         ordered = sorted(found[vocabulary].values(), key=lambda t: (t.order, t.term))
         fields[field] = {t.term: t.description for t in ordered}
     try:
-        return RegistryMeta.model_validate(fields)
-    except ValidationError as exc:  # a confidence term the record format does not know
-        raise UnusableInput(every_schema_error(exc, f"{folder}/confidence")) from None
+        return RegistryMeta.model_validate(fields), problems
+    except ValidationError as exc:  # each term passed TermFile, which holds the same constraints
+        raise UnusableInput(every_schema_error(exc, folder)) from None
 
 
-def _term_of(data: bytes, name: str, where: str) -> TermFile:
-    raw = decode_json(data, where)
+def _term_of(data: bytes, name: str, where: str, vocabulary: str) -> tuple[TermFile | None, list[Problem]]:
+    """The term the file ``where`` holds, or None and every problem that keeps it from use."""
+    try:
+        raw = decode_json(data, where)
+    except JsonError as exc:
+        return None, [Problem("json", exc.problem, None, exc.pointer, where)]
     if not isinstance(raw, dict):
-        raise UnusableInput(f"{where}: expected a JSON object, got {json_type(raw)}")
+        return None, [Problem("schema", f"expected a JSON object, got {json_type(raw)}", file=where)]
     try:
         term = TermFile.model_validate(raw)
     except ValidationError as exc:
-        raise UnusableInput(every_schema_error(exc, where)) from None
+        return None, list(schema_problems(exc, attempt_id=None, pointer="", file=where))
     if term_file_name(term.term) != name:
-        raise UnusableInput(
-            f"{where}#/term: the file holds the term {shorten(term.term)}, which is kept in "
-            f"{term_file_name(term.term)}; rename the file or correct the term"
+        why = (
+            f"the file holds the term {shorten(term.term)}, which is kept in {term_file_name(term.term)}; "
+            "rename the file or correct the term"
         )
-    return term
+        return None, [Problem("term-file", why, None, "/term", where)]
+    if vocabulary == "confidence" and term.term not in CONFIDENCES:
+        why = f"{shorten(term.term)} is not a confidence of the record format (one of {', '.join(CONFIDENCES)})"
+        return None, [Problem("term-file", why, None, "/term", where)]
+    return term, []
 
 
 def term_files(root: Path) -> list[tuple[str, Path]]:
     """(vocabulary, path) of every term file, in name order; refused in one line for anything
-    else in the folder (a symlink, a folder where a file belongs, an unknown vocabulary). Hidden
-    names are a write's staged files, never terms."""
-    base = root / VOCABULARY_DIR
-    found: list[tuple[str, Path]] = []
-    for vocabulary, _ in _listed(base, root):  # each one a real folder: _listed below says so
-        if vocabulary not in VOCABULARIES:
-            raise UnusableInput(f"{base / vocabulary}: not a vocabulary (one of {', '.join(VOCABULARIES)}); not read")
-        for name, is_file in _listed(base / vocabulary, root):
-            if not name.endswith(".json") or not is_file:
-                raise UnusableInput(f"{base / vocabulary / name}: not a term file (<term>.json); not read")
-            found.append((vocabulary, base / vocabulary / name))
-    return found
-
-
-def _listed(folder: Path, root: Path) -> list[tuple[str, bool]]:
-    """(name, is a plain folder or file as expected) of each visible entry of ``folder``; a
-    symlinked ``folder`` is refused, since it could lead out of the registry."""
-    try:
-        info = os.lstat(folder)
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        raise UnusableInput(f"{folder}: cannot read: {exc.strerror}") from None
-    if stat.S_ISLNK(info.st_mode):
-        raise UnusableInput(f"{folder}: a symlink; the vocabularies are read only from the registry itself")
-    if not stat.S_ISDIR(info.st_mode):
-        raise UnusableInput(f"{folder}: not a folder; not read")
-    depth = len(folder.relative_to(root).parts)
-    with os.scandir(folder) as entries:
-        listed = sorted(
-            (e.name, e.is_dir(follow_symlinks=False) if depth == 1 else e.is_file(follow_symlinks=False))
-            for e in entries
-            if not e.name.startswith(".")
-        )
-    return listed
+    that may not be in the folder (a symlink, a folder where a file belongs, an unknown
+    vocabulary). Stray files are no term files, and are left out."""
+    listing = list_term_folder(root, VOCABULARIES)
+    if listing.problems:
+        path, why = listing.problems[0]
+        raise UnusableInput(f"{path}: {why}")
+    return listing.terms
 
 
 def is_old_layout(root: Path) -> bool:

@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 from bad_bundles import BUNDLE_GENERATORS
+from bad_outputs import OUTPUT_GENERATORS
 
 from helpers import (
     REPO,
@@ -447,6 +448,7 @@ GENERATORS: dict[str, Generator] = {
 
 
 GENERATORS.update(BUNDLE_GENERATORS)  # tests/cli/bad_bundles.py
+GENERATORS.update(OUTPUT_GENERATORS)  # tests/cli/bad_outputs.py
 
 
 def test_corpus_is_large_and_consistent() -> None:
