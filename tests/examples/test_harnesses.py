@@ -9,13 +9,16 @@ committed data back byte for byte, since the evaluators freeze those files by di
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
+import random
 import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -24,6 +27,7 @@ from helpers import REPO
 
 WARMUP = REPO / "examples" / "warmup"
 EVAL = REPO / "examples" / "eval"
+CHALLENGER = REPO / "examples" / "challenger" / "challenger.py"
 EVALUATORS = REPO / "benchmarks" / "evaluators"
 
 
@@ -149,7 +153,7 @@ def test_eval_depends_on_the_seed_and_only_on_it(tmp_path: Path) -> None:
     assert outputs[0] == outputs[1] != outputs[2]
 
 
-@pytest.mark.parametrize("name", ["warmup-heldout", "cloze-eval"])
+@pytest.mark.parametrize("name", ["warmup-heldout", "cloze-eval", "challenger-eval"])
 def test_the_evaluators_name_what_exists(name: str) -> None:
     """Every input is in the repository, every placeholder is an arm's parameter or the seed."""
     spec = evaluator(name)
@@ -161,3 +165,154 @@ def test_the_evaluators_name_what_exists(name: str) -> None:
         assert placeholders - {"seed"} == set(arm)
     for metric in spec["metrics"].values():
         assert metric["better"] in ("lower", "higher") and metric["compare"] in ("ratio", "difference")
+
+
+# The ship/reject harness. The challenger runs here on a few items only: its score against the
+# champion is for the registered run to say, not for a test to have looked at first.
+FEW = "3"
+
+
+def primary_ids() -> list[str]:
+    return [item["id"] for item in json_lines(EVAL / "items.jsonl") if item["group"] == "primary"]
+
+
+@pytest.mark.parametrize(("model", "limit"), [("champion", None), ("challenger", FEW)])
+def test_challenger_harness_writes_the_declared_metrics_and_every_item(
+    tmp_path: Path, model: str, limit: str | None
+) -> None:
+    args = [str(CHALLENGER), "--model", model, "--seed", "2", *(["--limit", limit] if limit else [])]
+    done, metrics, items_file = run(args, tmp_path)
+    assert done.stdout == ""  # everything went to the files
+    expected = primary_ids()[: int(limit) if limit else None]
+    rows = json_lines(items_file)
+    assert [row["item"] for row in rows] == expected  # every scored item once, in order
+    assert all(set(row) == {"item", "score"} and row["score"] in (0, 1) for row in rows), rows
+    assert all(isinstance(row["score"], int) for row in rows), rows
+    (aggregate,) = json_lines(metrics)
+    assert set(aggregate) == set(evaluator("challenger-eval")["metrics"])
+    assert all(isinstance(v, float) and math.isfinite(v) for v in aggregate.values()), aggregate
+    assert aggregate["score"] == pytest.approx(sum(row["score"] for row in rows) / len(rows))
+    assert aggregate["latency_ms"] > 0 and aggregate["items_per_second"] > 0
+    # in milliseconds, and of one item: the median item takes no longer than the whole loop
+    assert aggregate["latency_ms"] / 1000 < len(rows) / aggregate["items_per_second"]
+
+
+@pytest.mark.parametrize("seed", ["0", "3"])
+def test_the_champion_answers_every_item_as_the_cloze_trigram(tmp_path: Path, seed: str) -> None:
+    """The champion is the cloze evaluation's trigram, rebuilt: same training half, same
+    smoothing, same scoring of a line, same ties, so the same answer on each primary item."""
+    (tmp_path / "cloze").mkdir()
+    (tmp_path / "champion").mkdir()
+    _, _, cloze_items = run([str(EVAL / "eval.py"), "--model", "trigram", "--seed", seed], tmp_path / "cloze")
+    _, _, champion_items = run([str(CHALLENGER), "--model", "champion", "--seed", seed], tmp_path / "champion")
+    cloze = [row for row in json_lines(cloze_items) if "score" in row]
+    assert json_lines(champion_items) == cloze
+    assert len(cloze) == len(primary_ids())
+
+
+def test_the_harness_depends_on_the_seed_and_only_on_it(tmp_path: Path) -> None:
+    outputs = []
+    for i, seed in enumerate(("0", "0", "1")):
+        (tmp_path / str(i)).mkdir()
+        _, _, items_file = run([str(CHALLENGER), "--model", "champion", "--seed", seed], tmp_path / str(i))
+        outputs.append(items_file.read_text(encoding="utf-8"))
+    assert outputs[0] == outputs[1] != outputs[2]
+    for i, seed in enumerate(("5", "5"), start=3):
+        (tmp_path / str(i)).mkdir()
+        _, _, items_file = run(
+            [str(CHALLENGER), "--model", "challenger", "--seed", seed, "--limit", FEW], tmp_path / str(i)
+        )
+        outputs.append(items_file.read_text(encoding="utf-8"))
+    assert outputs[3] == outputs[4]
+
+
+def test_the_harness_run_by_hand_prints_the_metrics(tmp_path: Path) -> None:
+    args = [str(CHALLENGER), "--model", "challenger", "--seed", "0", "--limit", FEW]
+    done, metrics, items_file = run(args, tmp_path, ptreg_files=False)
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(rows) == 1 and set(rows[0]) == {"score", "latency_ms", "items_per_second"}
+    assert not metrics.exists() and not items_file.exists()
+
+
+def test_the_harness_refuses_an_empty_selection(tmp_path: Path) -> None:
+    done, metrics, _ = run([str(CHALLENGER), "--model", "champion", "--seed", "0", "--limit", "0"], tmp_path, ok=False)
+    assert done.returncode == 2 and "--limit" in done.stderr
+    assert not metrics.exists()
+
+
+def script(path: Path) -> ModuleType:
+    """A script as a module, to reach its models without running an evaluation."""
+    spec = importlib.util.spec_from_file_location(f"example_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def training_half(seed: int) -> list[bytes]:
+    sentences = (WARMUP / "data" / "train.txt").read_bytes().splitlines()
+    return random.Random(seed).sample(sentences, len(sentences) // 2)
+
+
+# a history of padding, a common one, one seen rarely, and ones made of bytes never seen
+HISTORIES = [b"\n\n", b"th", b"e ", b"zq", b"\x00\x01", b"q\xff"]
+
+
+@pytest.mark.parametrize("model", ["champion", "challenger"])
+def test_each_model_is_a_distribution_over_the_next_byte(model: str) -> None:
+    module = script(CHALLENGER)
+    built = module.MODELS[model](training_half(0))
+    for history in HISTORIES:
+        probabilities = [built.prob(history, byte) for byte in range(256)]
+        assert all(p > 0 for p in probabilities), history  # no byte is impossible
+        assert math.fsum(probabilities) == pytest.approx(1.0, abs=1e-12), history
+
+
+def test_the_challenger_is_kneser_ney_not_the_champion() -> None:
+    module = script(CHALLENGER)
+    half = training_half(0)
+    champion, challenger = module.WittenBell(half), module.KneserNey(half)
+    assert len(challenger.discounts) == 3 and all(0 < d <= 1 for d in challenger.discounts)
+    # counted here afresh: after "th", raw counts; after "t", how many distinct bytes came before "t c"
+    after_th: dict[int, int] = {}
+    before_t: dict[int, set[int]] = {}
+    for line in half:
+        padded = b"\n\n" + line + b"\n"
+        for i in range(2, len(padded)):
+            if padded[i - 2 : i] == b"th":
+                after_th[padded[i]] = after_th.get(padded[i], 0) + 1
+            if padded[i - 1] == ord("t"):
+                before_t.setdefault(padded[i], set()).add(padded[i - 2])
+    top, middle = challenger.discounts[2], challenger.discounts[1]
+    trigrams = [n for nxt in module.ngram_counts(half)[2].values() for n in nxt.values()]
+    ones, twos = trigrams.count(1), trigrams.count(2)
+    assert top == ones / (ones + 2 * twos)  # Ney, Essen and Kneser's estimate, from the training half alone
+    kept, weight = challenger.levels[2][b"th"]
+    total = sum(after_th.values())
+    assert kept == pytest.approx({c: (n - top) / total for c, n in after_th.items()})
+    assert weight == pytest.approx(top * len(after_th) / total)
+    kept, weight = challenger.levels[1][b"t"]
+    distinct = sum(len(left) for left in before_t.values())
+    assert distinct < sum(n for n in module.ngram_counts(half)[1][b"t"].values())  # not the raw count
+    assert kept == pytest.approx({c: (len(left) - middle) / distinct for c, left in before_t.items()})
+    assert weight == pytest.approx(middle * len(before_t) / distinct)
+    assert any(champion.prob(h, ord("e")) != challenger.prob(h, ord("e")) for h in HISTORIES)
+    # a function of the seed's training half
+    line = b"The miller bought an angry knife behind the bridge."
+    assert module.line_logprob(challenger, line) == module.line_logprob(module.KneserNey(half), line)
+    assert module.line_logprob(challenger, line) != module.line_logprob(module.KneserNey(training_half(1)), line)
+
+
+def test_the_champion_scores_every_line_as_the_cloze_trigram_does() -> None:
+    """To the last bit: equal likelihoods decide ties, so the champion's must be the cloze
+    evaluation's numbers, not merely close to them."""
+    module, cloze = script(CHALLENGER), script(EVAL / "eval.py")
+    half = training_half(4)
+    champion, trigram = module.WittenBell(half), cloze.NGramModel(3, half)
+    lines = [
+        item["text"].replace("___", option, 1).encode("ascii")
+        for item in json_lines(EVAL / "items.jsonl")
+        if item["group"] == "primary"
+        for option in item["options"]
+    ]
+    assert [module.line_logprob(champion, line) for line in lines] == [trigram.score(line) for line in lines]
