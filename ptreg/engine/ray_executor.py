@@ -90,6 +90,7 @@ def run_unit(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
         progress=lambda event: items.put({"kind": "progress", "event": asdict(event)}),
         listener=lambda label, line: items.put({"kind": "line", "label": label, "line": line}),
         die_with_parent=True,
+        registry=None if payload.get("registry") is None else Path(payload["registry"]),
     )
 
     def body() -> None:
@@ -190,6 +191,7 @@ class RayExecutor:
     units: list[Unit] = field(default_factory=list)  # every unit submitted, for provenance
     connect_seconds: float | None = None
     joined: bool = False  # whether this executor joined the cluster (and so leaves it)
+    registry: Path | None = None  # kept off the workers' import path on a node where it exists too
 
     def start(self) -> None:
         begun = time.monotonic()
@@ -366,7 +368,12 @@ class RayExecutor:
         spec_json = spec.model_dump(mode="json")
         self.units += units
         for unit in units:
-            unit.payload.update(spec=spec_json, deadline=deadline, max_memory_mb=self.max_memory_mb)
+            unit.payload.update(
+                spec=spec_json,
+                deadline=deadline,
+                max_memory_mb=self.max_memory_mb,
+                registry=None if self.registry is None else str(self.registry),
+            )
             if left is not None and left <= 0:
                 self.budget_hit = True
                 unit.stopped, unit.over = ("budget", "the budget's wall clock is used up"), True
