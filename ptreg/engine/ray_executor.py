@@ -41,7 +41,7 @@ from ..records.evaluator import AnySpec, EvaluatorSpec, parse_spec
 from ..records.run_results import Cell, ConfigRounds, ParityOutcome, Roles
 from .environment import fingerprint, machine_environment
 from .executor import Executor, TaskOutcome, TaskProgress, keep
-from .interruption import Interrupted, deferred, signal_of
+from .interruption import HANDLED, Interrupted, deferred, signal_of
 from .measurement import Places, build_cell, config_rounds, parity_outcome, parity_task
 from .plan import NOT_CHECKED, PlannedCell, parity_shapes, round_order
 from .protocol import ParityTask, decode_event
@@ -210,8 +210,8 @@ class RayExecutor:
             _reachable(where)
             # Ray's core writes its warnings to stderr, where ptreg's errors are one line each.
             os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
-            # ray.init sets a SIGTERM handler of its own (exit at once): the run's stays.
-            on_sigterm = signal.getsignal(signal.SIGTERM)
+            # ray.init sets a SIGTERM handler of its own (exit at once): the run's stay.
+            handlers = {s: signal.getsignal(s) for s in HANDLED}
             try:
                 with _quiet_stderr():
                     ray.init(address=where, logging_level=logging.ERROR, log_to_driver=False)
@@ -219,8 +219,10 @@ class RayExecutor:
             except Exception as exc:  # ConnectionError, or Ray's own on a bad address
                 raise UnusableInput(f"--address {where}: cannot join the Ray cluster: {_first_line(exc)}") from None
             finally:
-                if on_sigterm is not None and threading.current_thread() is threading.main_thread():
-                    signal.signal(signal.SIGTERM, on_sigterm)
+                if threading.current_thread() is threading.main_thread():
+                    for signum, handler in handlers.items():
+                        if handler is not None:
+                            signal.signal(signum, handler)
         offering = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(UNIT_RESOURCE)]
         if not offering:
             self.close()
