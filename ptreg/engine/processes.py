@@ -97,6 +97,7 @@ _made = itertools.count()
 _live_roots: set[int] = set()  # roots of this process's trees not yet reaped
 _subreaper = {"on": False}
 _chosen: dict[str, Method] = {}
+_swept: set[Path] = set()  # the folders whose leftover cgroups this process has removed
 
 
 # --------------------------------------------------------------------------- Python workers
@@ -231,13 +232,37 @@ def _hierarchy(method: str) -> Path:
 
 
 def _make_cgroup(method: str) -> Path:
-    folder = _hierarchy(method) / f"ptreg-{os.getpid()}-{next(_made)}-{secrets.token_hex(3)}"
+    parent = _hierarchy(method)
+    if parent not in _swept:
+        _swept.add(parent)
+        _sweep(parent)
+    folder = parent / f"ptreg-{os.getpid()}-{next(_made)}-{secrets.token_hex(3)}"
     folder.mkdir()
     if not (folder / "cgroup.procs").exists():
         with contextlib.suppress(OSError):
             folder.rmdir()
         raise OSError(f"{folder} is not a cgroup")
     return folder
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the empty cgroups a ptreg that died without ending its trees (SIGKILL) left here:
+    ``ptreg-<pid>-...`` whose process is gone. A cgroup that still holds a process stays."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent):
+            owner = entry.name.split("-")
+            if len(owner) < 2 or owner[0] != "ptreg" or not owner[1].isdigit() or not entry.is_dir():
+                continue
+            try:
+                os.kill(int(owner[1]), 0)
+                continue  # alive (or its pid taken again): not ours to judge
+            except ProcessLookupError:
+                pass
+            except OSError:
+                continue
+            for folder, _, _ in os.walk(entry.path, topdown=False):
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
 
 
 # --------------------------------------------------------------------------- memory

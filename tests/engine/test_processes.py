@@ -471,3 +471,25 @@ def test_a_supervision_method_nobody_knows_is_refused_in_one_line_before_anythin
         "ptreg: error: PTREG_SUPERVISION='cgroup-v9' is not one of auto, cgroup-v1, cgroup-v2, process-tree\n"
     )
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "process-tree"])
+def test_cgroups_left_by_a_ptreg_that_was_killed_are_removed_and_no_others(
+    monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(gone.stdout)
+    parent = processes._hierarchy(method)
+    left = parent / f"ptreg-{dead}-0-abcdef"
+    (left / f"ptreg-{dead + 1}-0-012345").mkdir(parents=True)  # what its worker made below it
+    mine = parent / f"ptreg-{os.getpid()}-99-fedcba"
+    mine.mkdir()
+    try:
+        monkeypatch.setattr(processes, "_swept", set())
+        processes._make_cgroup(method).rmdir()
+        assert not left.exists()
+        assert mine.exists()  # its owner is alive
+    finally:
+        for folder in (left / f"ptreg-{dead + 1}-0-012345", left, mine):
+            if folder.exists():
+                folder.rmdir()
