@@ -493,3 +493,20 @@ def test_cgroups_left_by_a_ptreg_that_was_killed_are_removed_and_no_others(
         for folder in (left / f"ptreg-{dead + 1}-0-012345", left, mine):
             if folder.exists():
                 folder.rmdir()
+
+
+def test_a_tree_started_to_die_with_its_parent_does(tmp_path: Path) -> None:
+    """A command dies with its worker even when the worker is killed outright."""
+    parent = (
+        "import sys, time\n"
+        "from ptreg.engine.processes import start\n"
+        "tree = start(['sleep', '600'], cwd='.', env={'PATH': '/usr/bin:/bin'}, die_with_parent=True)\n"
+        "print(tree.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    assert process.stdout is not None
+    child = psutil.Process(int(process.stdout.readline()))
+    process.kill()
+    process.wait()
+    child.wait(timeout=10)  # psutil.TimeoutExpired if it outlived its parent

@@ -223,8 +223,17 @@ class _CommandRun(CellRun):
         started = time.monotonic()
         reading, writing = os.pipe()
         try:
-            # a tree of its own inside the worker's: the timeout kills all it started, wherever it went
-            tree = start(argv, cwd=self.root, env=env, stdin=subprocess.DEVNULL, stdout=writing, stderr=writing)
+            # a tree of its own inside the worker's: the timeout kills all it started, wherever it
+            # went; and the command dies with its worker, should that be killed outright
+            tree = start(
+                argv,
+                cwd=self.root,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=writing,
+                stderr=writing,
+                die_with_parent=True,
+            )
         except (OSError, PtregError) as exc:
             os.close(reading)
             why = exc.message if isinstance(exc, PtregError) else exc.strerror or str(exc)
