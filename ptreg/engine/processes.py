@@ -69,7 +69,7 @@ MB = 1024 * 1024
 MEASURED_BY = {
     "cgroup-v1": "cgroup v1 memory.max_usage_in_bytes of the tree",
     "cgroup-v2": "cgroup v2 memory.peak of the tree",
-    "sampled": f"resident memory of the tree's processes added up, sampled every {SAMPLE_SECONDS:g} s or less often",
+    "sampled": "resident memory of the tree's processes added up, sampled (a spike between samples is missed)",
 }
 BOUNDED_BY = {
     "cgroup-v1": "cgroup v1 memory.limit_in_bytes",
