@@ -288,7 +288,7 @@ def run(
 
     Parity first (a backend that fails it is not timed), then each (config, backend) cell in its own worker process. Writes `runs/<id>/<run-id>/results.json` and `environment.json`, links the run from the attempt and adds an evidence line. Another run of the same attempt is refused while one is in progress; runs of different attempts may go side by side.
 
-    Ctrl-C or SIGTERM stops the workers, writes what finished as a run with status `interrupted` and exits 130 or 143. Exit 0 when the run is complete, 1 when it failed or the budget ran out (what finished is kept), 2 on unusable input.
+    Ctrl-C, SIGTERM or SIGHUP stops the workers with everything they started, writes what finished as a run with status `interrupted` and exits 130, 143 or 129. Exit 0 when the run is complete, 1 when it failed or the budget ran out (what finished is kept), 2 on unusable input.
     """
     from ..operations.running import run_attempt
     from ..records.refs import check_id

@@ -71,10 +71,11 @@ def valgrind_version() -> str | None:
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
-def worker_command(python: str, module: str, folder: Path) -> list[str]:
-    """The command line of a counted worker: Python itself under callgrind (never a launcher
-    script, whose child valgrind would not follow)."""
-    return [valgrind(), *OPTIONS, f"--callgrind-out-file={folder / DUMP_NAME}", python, "-m", module]
+def worker_command(python: list[str], folder: Path) -> list[str]:
+    """The command line of a counted worker: ``python``, the worker's own command line, which
+    starts Python itself (never a launcher script, whose child valgrind would not follow), under
+    callgrind."""
+    return [valgrind(), *OPTIONS, f"--callgrind-out-file={folder / DUMP_NAME}", *python]
 
 
 def counted_environment(folder: Path) -> dict[str, str]:

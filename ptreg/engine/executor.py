@@ -2,9 +2,10 @@
 
 The budget's wall clock counts from ``start()``: a task whose estimated time does not fit what
 is left is not started (``fits``), a worker still running at the deadline is killed, and so is
-one over the memory limit; every event that reached the executor is kept. A worker that
-crashes fails its own task only. A signal (Ctrl-C, SIGTERM) kills the running worker and is
-remembered, so that the caller can kill the others and write what finished.
+one whose process tree reached the memory limit; every event that reached the executor is kept.
+A worker that crashes fails its own task only. A signal (Ctrl-C, SIGTERM, SIGHUP) kills the
+running worker and is remembered, so that the caller can kill the others and write what
+finished. Each worker is started and killed as a whole process tree (``processes.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..records.run_results import KernelSample, MetricSample, ParityOutcome, Ste
 from .callgrind import counted_environment, worker_command
 from .environment import worker_variables
 from .interruption import Interrupted, deferred, raise_if_interrupted, signal_of
+from .processes import METHOD_VARIABLE, Tree, python_argv, python_environment, start, supervision_method
 from .protocol import (
     AnyEvent,
     CellTask,
@@ -38,17 +40,16 @@ from .protocol import (
     ParityTask,
     Progress,
     Ready,
-    Reaped,
     RepeatDone,
     RunRepeat,
     Sample,
-    Spawned,
     Warm,
     decode_event,
     encode,
 )
 
 POLL_SECONDS = 0.2
+EXIT_SECONDS = 5.0  # a worker that closed its output is given this long to exit before it is killed
 WORKER_MODULE = "ptreg.engine.worker"
 
 
@@ -78,20 +79,9 @@ class TaskOutcome:
     ended: str = "not-started"  # done | error | crashed | budget | not-started | interrupted
     reason: str | None = None
     wall_seconds: float | None = None
-    peak_rss_mb: float | None = None
+    peak_memory_mb: float | None = None  # of the worker's whole process tree
+    memory: dict[str, str | None] | None = None  # how that was measured and bounded
     counting: CountedWorker | None = None  # a counted worker's view of valgrind's CPU, once warm
-
-
-def _rss_mb(pid: int) -> float | None:
-    """Resident memory of a process in MB, from /proc (unknown elsewhere)."""
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def _describe_exit(code: int) -> str:
@@ -109,27 +99,31 @@ class Worker:
     """One worker process, what it said so far, and its busy time."""
 
     label: str
-    process: subprocess.Popen[str]
+    tree: Tree
     lines: queue.Queue[str | None]
     stderr: IO[str]
+    folder: Path  # its working directory (and a counted worker's callgrind dumps), removed when it ends
     outcome: TaskOutcome = field(default_factory=TaskOutcome)
     reader: threading.Thread | None = None
     busy: float = 0.0  # seconds the executor waited on it: setup, warm-up, its repeats
     phase: str = ""  # the round it is in, for progress
     ended: bool = False
-    groups: set[int] = field(default_factory=set)  # process groups of commands it started
-    counts: Path | None = None  # a counted worker's folder of callgrind dumps, removed when it ends
+    checked: float = -1e9  # when its memory was last looked at
 
     @property
     def pid(self) -> int:
-        return self.process.pid
+        return self.tree.pid
+
+    @property
+    def process(self) -> subprocess.Popen[str]:
+        return self.tree.process
 
 
 @dataclass
 class Executor:
-    """Runs each task in a fresh ``python -m ptreg.engine.worker`` process: a parity check to
-    its end, a cell kept warm while its repeats are asked for one at a time, interleaved with
-    the other backends' by the caller."""
+    """Runs each task in a fresh worker process (``ptreg.engine.worker`` in an isolated
+    interpreter): a parity check to its end, a cell kept warm while its repeats are asked for
+    one at a time, interleaved with the other backends' by the caller."""
 
     wall_clock_seconds: float | None = None  # None: no budget (ptreg bench)
     max_memory_mb: float | None = None
@@ -145,8 +139,11 @@ class Executor:
     # Kill the workers when the thread that started them dies: on a cluster node a cancelled
     # task's process is killed outright, and its workers must not outlive it.
     die_with_parent: bool = False
+    # The registry directory: like the working directory, nothing in it is on a worker's import path.
+    registry: Path | None = None
 
     def start(self) -> None:
+        supervision_method()  # a method this machine cannot hold trees by is refused before anything runs
         self.started = self.clock()
 
     def budget_left(self) -> float | None:
@@ -227,29 +224,38 @@ class Executor:
         self._finish(worker)
 
     def _start(self, label: str, task: ParityTask | CellTask, *, more_to_say: bool) -> Worker:
-        env = dict(os.environ)
+        method = supervision_method()
+        env = python_environment(dict(os.environ))
         env.update(worker_variables(env))  # the same thread rule for every backend
-        # The worker prints events only; Python's own buffering must not hold them back.
-        env["PYTHONUNBUFFERED"] = "1"
-        command = [self.python, "-m", WORKER_MODULE]
-        counts = None
+        env[METHOD_VARIABLE] = method  # the commands a worker runs are held as it is
+        refused = [Path.cwd()] + ([self.registry] if self.registry is not None else [])
+        command = python_argv(self.python, WORKER_MODULE, sys.path, refused, _script())
+        # a folder of its own to run in, and where a counted worker's callgrind dumps go
+        folder = Path(tempfile.mkdtemp(prefix="ptreg-worker-"))
         if isinstance(task, CellTask) and task.timer == "instructions":
-            # the worker under callgrind, which dumps into a folder of the worker's own
-            counts = Path(tempfile.mkdtemp(prefix="ptreg-counts-"))
-            command = worker_command(self.python, WORKER_MODULE, counts)
-            env.update(counted_environment(counts))
+            command = worker_command(command, folder)
+            env.update(counted_environment(folder))
         stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as the worker; _finish closes it
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            env=env,
-            start_new_session=True,
-            preexec_fn=_die_with_parent if self.die_with_parent else None,
-        )
-        worker = Worker(label, process, queue.Queue(), stderr, counts=counts)
+        try:
+            tree = start(
+                command,
+                cwd=folder,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                memory_limit_mb=self.max_memory_mb,
+                die_with_parent=self.die_with_parent,
+                method=method,
+            )
+        except BaseException:
+            stderr.close()
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        process = tree.process
+        worker = Worker(label, tree, queue.Queue(), stderr, folder)
+        worker.outcome.memory = {"measured_by": tree.measured_by, "bounded_by": tree.bounded_by}
         worker.reader = threading.Thread(target=_read_lines, args=(process, worker.lines), daemon=True)
         worker.reader.start()
         try:
@@ -294,11 +300,17 @@ class Executor:
         if worker.reader is not None:
             worker.reader.join(timeout=5)
         if outcome.ended == "not-started":  # the worker ended on its own
-            worker.process.wait()
-            _ending(outcome, worker.process.returncode, worker.stderr)
+            exited = time.monotonic() + EXIT_SECONDS
+            while not worker.tree.reap() and time.monotonic() < exited:
+                time.sleep(0.01)
+            self._end_tree(worker)  # and whatever it left running
+            if self._over_memory(worker, at_once=True):  # the kernel stopped it at the budget
+                self.budget_hit = True
+                outcome.ended, outcome.reason = "budget", self._memory_reason(worker)
+            else:
+                _ending(outcome, worker.process.returncode or 0, worker.stderr)
         worker.stderr.close()
-        if worker.counts is not None:
-            shutil.rmtree(worker.counts, ignore_errors=True)
+        shutil.rmtree(worker.folder, ignore_errors=True)
         for pipe in (worker.process.stdin, worker.process.stdout):
             with contextlib.suppress(OSError):
                 if pipe is not None:
@@ -310,19 +322,15 @@ class Executor:
         )
 
     def _follow(self, worker: Worker, until: type[AnyEvent] | None) -> bool:
-        process, outcome = worker.process, worker.outcome
         while True:
             raise_if_interrupted()  # a stop asked by another thread, when this one measures off the main thread
             left = self.budget_left()
             if left is not None and left <= 0:
                 self._stop(worker, "killed at the budget's wall-clock limit")
                 return False
-            rss = _rss_mb(process.pid)
-            if rss is not None:
-                outcome.peak_rss_mb = max(rss, outcome.peak_rss_mb or 0.0)
-                if self.max_memory_mb is not None and rss > self.max_memory_mb:
-                    self._stop(worker, f"killed at {rss:.0f} MB resident, over the budget's {self.max_memory_mb:g} MB")
-                    return False
+            if self._over_memory(worker, at_once=False):
+                self._stop(worker, self._memory_reason(worker))
+                return False
             try:
                 line = worker.lines.get(timeout=POLL_SECONDS if left is None else max(0.01, min(POLL_SECONDS, left)))
             except queue.Empty:
@@ -330,8 +338,26 @@ class Executor:
             if line is None:
                 return False
             event = self._take(worker, line)
-            if until is not None and isinstance(event, until):
+            # what the worker says after the kernel held its tree at the budget (a command
+            # killed, a repeat cut short) does not count as done
+            if until is not None and isinstance(event, until) and not self._over_memory(worker, at_once=True):
                 return True
+
+    def _over_memory(self, worker: Worker, *, at_once: bool) -> bool:
+        """Whether the worker's tree reached the budget's memory, looked at (and its memory
+        sampled) every POLL_SECONDS, or now when ``at_once``."""
+        now = time.monotonic()
+        if not at_once and now - worker.checked < POLL_SECONDS:
+            return False
+        worker.checked = now
+        worker.tree.sample()
+        worker.outcome.peak_memory_mb = worker.tree.peak_mb()
+        return self.max_memory_mb is not None and worker.tree.over_limit()
+
+    def _memory_reason(self, worker: Worker) -> str:
+        peak = worker.tree.peak_mb()
+        at = f" at {peak:.0f} MB" if peak is not None else ""
+        return f"its process tree was killed{at}, reaching the budget's {self.max_memory_mb:g} MB of memory"
 
     def _stop(self, worker: Worker, reason: str) -> None:
         """The budget ends the task: kill the worker and keep what it wrote."""
@@ -344,11 +370,7 @@ class Executor:
         if self.listener is not None:
             self.listener(worker.label, line)
         event = decode_event(line)
-        if isinstance(event, Spawned):
-            worker.groups.add(event.pgid)
-        elif isinstance(event, Reaped):
-            worker.groups.discard(event.pgid)
-        elif isinstance(event, Progress):
+        if isinstance(event, Progress):
             phase = f"{worker.phase} {event.phase}".strip()
             self._notify(TaskProgress(worker.label, phase, event.done, event.total, self.budget_left(), worker.pid))
         else:
@@ -366,18 +388,19 @@ class Executor:
                 return
             self._take(worker, line)
 
-    @staticmethod
-    def _kill(worker: Worker) -> None:
-        process = worker.process
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)  # the worker and any helper it started
-        # a command the worker started in a group of its own, which the worker can no longer end
-        for pgid in sorted(worker.groups):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, signal.SIGKILL)
-        worker.groups.clear()
-        process.wait()
+    def _kill(self, worker: Worker) -> None:
+        self._end_tree(worker)
+        self._over_memory(worker, at_once=True)  # its peak, as the tree's end left it
+
+    def _end_tree(self, worker: Worker) -> None:
+        """Kill the worker and every process of its tree, however it regrouped; a process that
+        outlived that is said in the task's reason."""
+        survivors = worker.tree.end()
+        worker.outcome.peak_memory_mb = worker.tree.peak_mb()
+        if survivors:
+            shown = ", ".join(str(pid) for pid in survivors[:5])
+            note = f"{len(survivors)} process(es) of its tree outlived the kill: {shown}"
+            worker.outcome.reason = f"{worker.outcome.reason}; {note}" if worker.outcome.reason else note
 
 
 FAILURE_MAX = 300
@@ -403,13 +426,11 @@ def keep(outcome: TaskOutcome, event: AnyEvent | None) -> None:
         outcome.failure = first if len(first) <= FAILURE_MAX else first[: FAILURE_MAX - 3] + "..."
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: ask Linux to SIGKILL it when its parent thread ends."""
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+def _script() -> str | None:
+    """The script this process was started as (its folder is on sys.path, not a worker's)."""
+    main = sys.modules.get("__main__")
+    found = getattr(main, "__file__", None)
+    return found if isinstance(found, str) else None
 
 
 def _read_lines(process: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:

@@ -1,9 +1,10 @@
-"""Ctrl-C and SIGTERM during a run: stop measuring, keep what finished, write it whole.
+"""Ctrl-C, SIGTERM and SIGHUP during a run: stop measuring, keep what finished, write it whole.
 
-While a run measures, both signals raise ``Interrupted`` in the main thread; the executor
-kills its worker and the run is written with status ``interrupted``. While the run's files
-are written, a signal only waits, so that nothing is half-written. The process then exits
-with 128 + the signal's number (130 for SIGINT, 143 for SIGTERM), as shells expect.
+While a run measures, each of these signals raises ``Interrupted`` in the main thread; the
+executor kills its worker and the run is written with status ``interrupted``. While the run's
+files are written, a signal only waits, so that nothing is half-written. The process then exits
+with 128 + the signal's number (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP: the terminal
+was closed), as shells expect.
 
 A run measured in a thread other than the main one (the MCP server's) cannot be reached by a
 signal handler; ``interrupt`` asks it to stop as that signal would, and the executor, which
@@ -18,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-HANDLED = (signal.SIGINT, signal.SIGTERM)
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Interrupted(BaseException):
@@ -56,7 +57,7 @@ def _handler(signum: int, frame: FrameType | None) -> None:
 
 @contextmanager
 def interruptible() -> Iterator[None]:
-    """Turn SIGINT and SIGTERM into ``Interrupted`` for the length of the block."""
+    """Turn SIGINT, SIGTERM and SIGHUP into ``Interrupted`` for the length of the block."""
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may set handlers; a library caller keeps its own
         return

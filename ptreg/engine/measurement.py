@@ -344,7 +344,9 @@ def build_cell(spec: AnySpec, workload: Workload, planned: PlannedCell, outcome:
         worker["runtime"] = outcome.done.runtime
     if outcome.counting is not None:
         worker["counting"] = outcome.counting.model_dump(mode="json")
-    worker["peak_rss_mb"] = outcome.peak_rss_mb
+    worker["peak_memory_mb"] = outcome.peak_memory_mb
+    if outcome.memory is not None:
+        worker["memory"] = outcome.memory
     cell = Cell(
         backend=planned.backend,
         config=planned.config,

@@ -23,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from ..records.counting import CountedWorker
 from ..records.run_results import KernelSample, MetricSample, ParityOutcome, StepSample
 
-# 3: cells of arms workloads (the spec and the project root in the task; a command's process
-# group announced, so that whoever kills the worker kills the command too)
-PROTOCOL_VERSION: Final = 3
+# 3: cells of arms workloads (the spec and the project root in the task)
+# 4: no command's process group is announced: the executor kills the worker's whole process tree
+PROTOCOL_VERSION: Final = 4
 
 
 class _Message(BaseModel):
@@ -36,7 +36,7 @@ class ParityTask(_Message):
     """Check one backend's kernels on ``shapes`` before any of it is timed."""
 
     kind: Literal["parity"] = "parity"
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     backend: str
     reference: str | None = Field(description="The backend whose bits an order-preserving one must reproduce.")
     shapes: list[tuple[int, int, int]]
@@ -54,7 +54,7 @@ class CellTask(_Message):
     ``timed_steps`` are then asked for one at a time."""
 
     kind: Literal["cell"] = "cell"
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     backend: str = Field(description="The backend, or for an arms workload the arm.")
     workload: str
     config: str
@@ -107,20 +107,6 @@ class Warm(_Message):
     )
 
 
-class Spawned(_Message):
-    """A command started in a process group of its own: kill it with the worker."""
-
-    event: Literal["spawned"] = "spawned"
-    pgid: int
-
-
-class Reaped(_Message):
-    """That process group's leader has been waited for; its group is no longer the worker's."""
-
-    event: Literal["reaped"] = "reaped"
-    pgid: int
-
-
 class RepeatDone(_Message):
     event: Literal["repeat-done"] = "repeat-done"
     repeat: int
@@ -147,10 +133,10 @@ class Failed(_Message):
 
 
 Event = Annotated[
-    Ready | Progress | Warm | Sample | Spawned | Reaped | RepeatDone | ParityDone | Done | Failed,
+    Ready | Progress | Warm | Sample | RepeatDone | ParityDone | Done | Failed,
     Field(discriminator="event"),
 ]
-AnyEvent = Ready | Progress | Warm | Sample | Spawned | Reaped | RepeatDone | ParityDone | Done | Failed
+AnyEvent = Ready | Progress | Warm | Sample | RepeatDone | ParityDone | Done | Failed
 
 # Built on first use: only the executor and the worker speak the protocol.
 _TASK: TypeAdapter[Task] = TypeAdapter(Task, config=ConfigDict(defer_build=True))

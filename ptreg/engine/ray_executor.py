@@ -41,7 +41,7 @@ from ..records.evaluator import AnySpec, EvaluatorSpec, parse_spec
 from ..records.run_results import Cell, ConfigRounds, ParityOutcome, Roles
 from .environment import fingerprint, machine_environment
 from .executor import Executor, TaskOutcome, TaskProgress, keep
-from .interruption import Interrupted, deferred, signal_of
+from .interruption import HANDLED, Interrupted, deferred, signal_of
 from .measurement import Places, build_cell, config_rounds, parity_outcome, parity_task
 from .plan import NOT_CHECKED, PlannedCell, parity_shapes, round_order
 from .protocol import ParityTask, decode_event
@@ -90,6 +90,7 @@ def run_unit(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
         progress=lambda event: items.put({"kind": "progress", "event": asdict(event)}),
         listener=lambda label, line: items.put({"kind": "line", "label": label, "line": line}),
         die_with_parent=True,
+        registry=None if payload.get("registry") is None else Path(payload["registry"]),
     )
 
     def body() -> None:
@@ -190,6 +191,7 @@ class RayExecutor:
     units: list[Unit] = field(default_factory=list)  # every unit submitted, for provenance
     connect_seconds: float | None = None
     joined: bool = False  # whether this executor joined the cluster (and so leaves it)
+    registry: Path | None = None  # kept off the workers' import path on a node where it exists too
 
     def start(self) -> None:
         begun = time.monotonic()
@@ -208,8 +210,8 @@ class RayExecutor:
             _reachable(where)
             # Ray's core writes its warnings to stderr, where ptreg's errors are one line each.
             os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
-            # ray.init sets a SIGTERM handler of its own (exit at once): the run's stays.
-            on_sigterm = signal.getsignal(signal.SIGTERM)
+            # ray.init sets a SIGTERM handler of its own (exit at once): the run's stay.
+            handlers = {s: signal.getsignal(s) for s in HANDLED}
             try:
                 with _quiet_stderr():
                     ray.init(address=where, logging_level=logging.ERROR, log_to_driver=False)
@@ -217,8 +219,10 @@ class RayExecutor:
             except Exception as exc:  # ConnectionError, or Ray's own on a bad address
                 raise UnusableInput(f"--address {where}: cannot join the Ray cluster: {_first_line(exc)}") from None
             finally:
-                if on_sigterm is not None and threading.current_thread() is threading.main_thread():
-                    signal.signal(signal.SIGTERM, on_sigterm)
+                if threading.current_thread() is threading.main_thread():
+                    for signum, handler in handlers.items():
+                        if handler is not None:
+                            signal.signal(signum, handler)
         offering = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(UNIT_RESOURCE)]
         if not offering:
             self.close()
@@ -366,7 +370,12 @@ class RayExecutor:
         spec_json = spec.model_dump(mode="json")
         self.units += units
         for unit in units:
-            unit.payload.update(spec=spec_json, deadline=deadline, max_memory_mb=self.max_memory_mb)
+            unit.payload.update(
+                spec=spec_json,
+                deadline=deadline,
+                max_memory_mb=self.max_memory_mb,
+                registry=None if self.registry is None else str(self.registry),
+            )
             if left is not None and left <= 0:
                 self.budget_hit = True
                 unit.stopped, unit.over = ("budget", "the budget's wall clock is used up"), True

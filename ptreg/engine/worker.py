@@ -1,7 +1,7 @@
 """The worker: measures one task in a process of its own, and reports as it goes.
 
-Started by the executor as ``python -m ptreg.engine.worker`` with a task on stdin; writes
-events on stdout in the worker protocol (``protocol.py``). A task is either a parity check of
+Started by the executor in an isolated interpreter (``processes.py``) with a task on stdin;
+writes events on stdout in the worker protocol (``protocol.py``). A task is either a parity check of
 one backend, or one (backend, config) cell of a workload, which stays warm and times one
 repeat each time the executor asks for one.
 
@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from ..errors import UnusableInput
 from .backends import Backend, create, provided_ops, runtime_details, set_backend_threads
 from .callgrind import stopwatch_for, worker_report
+from .processes import become_subreaper
 from .protocol import (
     PROTOCOL_VERSION,
     AnyEvent,
@@ -151,6 +152,8 @@ def _first(exc: ValidationError) -> str:
 
 
 def main() -> int:
+    # whatever the task starts stays in this worker's tree, even once its own parent is gone
+    become_subreaper()
     try:
         try:
             task = decode_task(sys.stdin.readline())

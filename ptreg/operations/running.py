@@ -77,6 +77,7 @@ def run_attempt(
                 max_memory_mb=budget.max_memory_mb,
                 progress=progress,
                 clock=clock,
+                registry=root,
             )
             return _measure_and_record(root, attempt_id, frozen, budget, command, executor)
 

@@ -1,8 +1,9 @@
-"""Ctrl-C and SIGTERM during `ptreg run`: the workers stop, what finished is written as an
-`interrupted` run, and the exit code is 128 + the signal (130, 143)."""
+"""Ctrl-C, SIGTERM and SIGHUP during `ptreg run`: the workers stop, what finished is written as an
+`interrupted` run, and the exit code is 128 + the signal (130, 143, 129)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -39,7 +40,11 @@ def alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "signum, code",
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+    ids=["SIGINT", "SIGTERM", "SIGHUP"],
+)
 def test_a_signal_mid_cell_writes_an_interrupted_run_and_exits_128_plus_it(
     tmp_path: Path, signum: int, code: int
 ) -> None:
@@ -182,3 +187,92 @@ def test_sigterm_during_a_command_kills_its_group_and_keeps_the_repeats_that_fin
     results = read_results(folder)
     assert results.status == "interrupted"
     assert all(c.metrics and c.metrics["score"].n == 1 for c in results.cells), "round 0 is kept"
+
+
+def test_sighup_kills_a_command_that_regrouped_and_writes_an_interrupted_run(tmp_path: Path) -> None:
+    """A closed terminal (SIGHUP) stops `ptreg run` as SIGTERM does, and nothing the command
+    started outlives it, though it left its session, its group, or was left as a daemon."""
+    import uuid
+
+    import psutil
+
+    from ptreg.store.runs import read_results
+
+    mark = f"ptreg-test-{uuid.uuid4().hex}"
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "arm.py").write_text(
+        "import os, subprocess, sys, time\n"
+        "sleeper = [sys.executable, '-c', 'import time; time.sleep(600)', sys.argv[1]]\n"
+        "subprocess.Popen(sleeper, start_new_session=True)\n"
+        "if os.fork() == 0:\n"
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
+        "        os.execv(sys.executable, sleeper)\n"
+        "    os._exit(0)\n"
+        "open('started', 'w').write('yes')\n"
+        "time.sleep(600)\n"
+    )
+    spec = {
+        "name": "hangs-up",
+        "workload": "command",
+        "command": [sys.executable, "arm.py", mark],
+        "arms": {"one": {}},
+        "baseline": "one",
+        "metrics": {"score": {"better": "higher", "unit": "fraction"}},
+        "repeats": 2,
+        "seed": 0,
+        "timeout_seconds": 600,
+    }
+    (project / "spec.json").write_text(json.dumps(spec))
+    root = write_registry(project / "attempts", [complete_record("seed-record")])
+    env = {k: v for k, v in os.environ.items() if k != "PTREG_CRASH_AT"}
+    frozen = subprocess.run(
+        [sys.executable, "-m", "ptreg", "-r", str(root), "evaluator", "freeze", str(project / "spec.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=project,
+    )
+    assert frozen.returncode == 0, frozen.stderr
+    propose_for_run(root, "hangs-up", "hang-up", "#83")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ptreg", "-r", str(root), "run", "hang-up"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=project,
+    )
+
+    def marked() -> list[psutil.Process]:
+        found = []
+        for candidate in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if candidate.status() != psutil.STATUS_ZOMBIE and mark in " ".join(candidate.cmdline()):
+                    found.append(candidate)
+        return found
+
+    try:
+        deadline = time.monotonic() + 120
+        while not (project / "started").exists() or len(marked()) < 3:
+            assert time.monotonic() < deadline and process.poll() is None, (
+                process.stderr.read() if process.stderr else ""
+            )
+            time.sleep(0.1)
+        process.send_signal(signal.SIGHUP)
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 129, err
+        assert "Traceback" not in err + out
+        end = time.monotonic() + 5
+        while marked() and time.monotonic() < end:
+            time.sleep(0.1)
+        assert not marked(), [p.cmdline() for p in marked()]
+    finally:
+        for left in marked():
+            left.kill()
+    (folder,) = list((root / "runs" / "hang-up").iterdir())
+    results = read_results(folder)
+    assert results.status == "interrupted" and "SIGHUP" in (results.reason or "")
+    record = json.loads((root / "hang-up.json").read_text())
+    assert record["runs"][-1]["status"] == "interrupted"

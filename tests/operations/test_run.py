@@ -378,7 +378,7 @@ def test_a_worker_over_the_memory_budget_is_killed(reg: Path) -> None:
     propose(reg, ref, "tiny-memory", "600", "#6", "--budget-memory-mb", "1")
     results = read_results(run_attempt(reg, "tiny-memory", ["test"]).folder)
     assert results.status == "budget-exhausted"
-    assert all(not p.passed and "MB resident" in p.summary for p in results.parity)
+    assert all(not p.passed and "the budget's 1 MB of memory" in p.summary for p in results.parity)
     assert all(c.status == "parity-failed" for c in results.cells)
 
 

@@ -4,9 +4,10 @@ metrics its evaluator declares.
 Each repeat runs the evaluator's argv (no shell) with the arm's parameters and the round's
 seed put in for ``{name}`` and ``{seed}``, in the project root, with a minimal environment
 plus ``PTREG_ARM``, ``PTREG_SEED``, ``PTREG_METRICS`` and ``PTREG_ITEMS`` (docs/workloads.md).
-The command runs in a process group of its own, which the worker announces, so that the
-timeout, the budget, Ctrl-C and SIGTERM kill all of it; its wall time and peak memory come
-from the kernel (``os.wait4``), so the command need not measure them. Whatever it writes is
+The command runs as a process tree of its own inside its worker's (``processes.py``), so that
+the timeout kills all of it, and the budget, Ctrl-C, SIGTERM and SIGHUP (which kill the
+worker's tree) too; its wall time and its tree's peak memory are measured from outside, so the
+command need not measure them. Whatever it writes is
 hostile: a line that is not a JSON object, a metric nobody declared, a value that is not a
 finite number, is one line naming the arm, the repeat and the problem, recorded with the run.
 """
@@ -24,16 +25,17 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ...errors import PtregError
 from ...records.evaluator import AnySpec, ArmsSpec, MetricDeclaration
 from ...records.run_results import MetricSample
 from ...store.jsonio import JsonError, read_bytes
 from ...text import shorten
 from ..backends import Backend
-from ..protocol import AnyEvent, CellTask, Reaped, Spawned
+from ..processes import Tree, start
+from ..protocol import CellTask
 from .arms import ArmsWorkload, arms_spec
 from .base import CellRun, Record, ReportProgress
 
@@ -200,15 +202,8 @@ class _CommandRun(CellRun):
         assert task.root is not None
         self.task, self.spec, self.declared = task, spec, declared
         self.root = Path(task.root)
-        self.emit: Callable[[AnyEvent], None] = lambda event: None
-
-    def attach(self, emit: Callable[[AnyEvent], None]) -> None:
-        self.emit = emit
 
     def warm_up(self, progress: ReportProgress) -> None:
-        # What a command starts and leaves behind, even in a session of its own (setsid), is
-        # re-parented to this worker rather than to init, so that it can be found and ended.
-        _become_subreaper()
         progress("ready", 1, 1)  # a command has nothing to warm: each repeat is a fresh process
 
     def run_repeat(self, repeat: int, record: Record, progress: ReportProgress) -> None:
@@ -228,34 +223,38 @@ class _CommandRun(CellRun):
         started = time.monotonic()
         reading, writing = os.pipe()
         try:
-            process = subprocess.Popen(
+            # a tree of its own inside the worker's: the timeout kills all it started, wherever it
+            # went; and the command dies with its worker, should that be killed outright
+            tree = start(
                 argv,
                 cwd=self.root,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=writing,
                 stderr=writing,
-                process_group=0,  # a group of its own: the timeout kills the command and all it started
+                die_with_parent=True,
             )
-        except OSError as exc:
+        except (OSError, PtregError) as exc:
             os.close(reading)
-            problem = f"could not start {shorten(argv[0], 80)}: {exc.strerror or exc}"
+            why = exc.message if isinstance(exc, PtregError) else exc.strerror or str(exc)
+            problem = f"could not start {shorten(argv[0], 80)}: {why}"
             return MetricSample(repeat=repeat, seed=seed, values={}, problem=problem)
         finally:
             os.close(writing)
         output = _Tail(reading)
-        pid = process.pid
-        self.emit(Spawned(pgid=pid))
-        status, usage, timed_out = self._wait(pid)
-        _end_orphans()
-        self.emit(Reaped(pgid=pid))
+        timed_out = self._wait(tree)
+        survivors = tree.end()  # whatever it left running, in its cgroup or re-parented to this worker
         wall = time.monotonic() - started
-        peak = usage.ru_maxrss / 1024 if usage.ru_maxrss > 0 else None  # Linux counts KiB
+        peak = tree.peak_mb()
         sample = {"repeat": repeat, "seed": seed, "wall_seconds": wall if wall > 0 else None, "peak_memory_mb": peak}
+        if survivors:
+            shown = ", ".join(str(pid) for pid in survivors[:5])
+            return MetricSample(**sample, values={}, problem=f"{len(survivors)} of its processes outlived it: {shown}")
         if timed_out:
             return MetricSample(
                 **sample, values={}, problem=f"killed at its timeout of {self.spec.timeout_seconds:g} s"
             )
+        status = tree.status if tree.status is not None else 0
         if status != 0:
             return MetricSample(**sample, values={}, problem=_exit_text(status) + output.last_line())
         try:
@@ -265,64 +264,16 @@ class _CommandRun(CellRun):
             return MetricSample(**sample, values={}, problem=str(exc))
         return MetricSample(**sample, values=values, items=per_item)
 
-    def _wait(self, pid: int) -> tuple[int, Any, bool]:
-        """Wait for the command, killing its whole group at the timeout. Reaped by os.wait4,
-        never by Popen, since only wait4 gives the kernel's usage of the process tree."""
+    def _wait(self, tree: Tree) -> bool:
+        """Wait for the command, sampling its tree's memory; True when its timeout came first
+        (the caller then ends the tree, the command with it)."""
         deadline = time.monotonic() + self.spec.timeout_seconds
-        while True:
-            found, status, usage = os.wait4(pid, os.WNOHANG)
-            if found == pid:
-                _kill_group(pid)  # whatever it left running in its group goes with it
-                return status, usage, False
+        while not tree.reap():
             if time.monotonic() >= deadline:
-                _kill_group(pid)
-                _, status, usage = os.wait4(pid, 0)
-                return status, usage, True
+                return True
+            tree.sample()
             time.sleep(POLL_SECONDS)
-
-
-PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
-ORPHAN_ROUNDS = 50  # a tree re-parents a level at a time; far deeper than any real command's
-
-
-def _become_subreaper() -> None:
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def _children() -> list[int]:
-    """This process's children, from /proc (each stat's fourth field is its parent)."""
-    me, found = os.getpid(), []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = Path(entry.path, "stat").read_text()
-            if int(stat.rpartition(")")[2].split()[1]) == me:
-                found.append(int(entry.name))
-    return found
-
-
-def _end_orphans() -> None:
-    """Kill and reap whatever the command left running, level by level as the tree re-parents
-    to this worker (its subreaper): a repeat ends with nothing of it alive."""
-    for _ in range(ORPHAN_ROUNDS):
-        left = _children()
-        if not left:
-            return
-        for pid in left:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        for pid in left:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+        return False
 
 
 class CommandWorkload(ArmsWorkload):
