@@ -377,6 +377,8 @@ def conclude(
     if as_json:
         print_json(updated.model_dump(mode="json", exclude_none=True))
         return
+    for run_id in done.linked:
+        say(f"linked run {run_id} first: it was measured, and written, but not linked yet")
     say(f"{updated.id}: concluded as {updated.status}; see `ptreg show {updated.id}`")
     if done.decision is not None:
         say(f"continue-if {done.decision.summary()}")

@@ -477,3 +477,63 @@ def test_eight_threads_proposing_at_once_leave_every_record_and_a_current_index(
     differences, _ = compare_with_files(root)
     assert differences == [], differences
     assert_index_agrees(root)
+
+
+# --------------------------------------------------------------------------- a run whose end finds the registry busy
+
+
+def _busy_registry_run(tmp_path: Path, attempt_id: str, issue: str) -> tuple[Path, str]:
+    """`ptreg run` of a fresh attempt while another process holds the registry lock past the
+    run's wait: the run's folder, kept whole but not linked, and the run's one-line error."""
+    from helpers import snapshot
+
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    ref = freeze_evaluator(root, **TINY)
+    propose_for_run(root, ref, attempt_id, issue)
+    unlinked = (root / f"{attempt_id}.json").read_bytes()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(root)], stdout=subprocess.PIPE, text=True, env=env_without_hooks()
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code, _, err = finish(ptreg(root, "run", attempt_id, PTREG_LOCK_TIMEOUT="1"))
+        records = {k: v for k, v in snapshot(root).items() if k.endswith(".json") and "/" not in k}
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 1 and "Traceback" not in err, err
+    [folder] = list((root / "runs" / attempt_id).iterdir())
+    error = err.strip().splitlines()[-1]  # after the progress lines a pipe gets
+    assert error.startswith(
+        f"ptreg: error: {attempt_id} was measured, but {root / '.ptreg.lock'} stayed locked by pid {holder.pid}"
+    )
+    assert f"It is kept, written whole to {folder}: `ptreg repair` links it once the lock is free" in error
+    assert json.loads((folder / "results.json").read_text())["status"] == "complete"
+    assert json.loads((folder / "environment.json").read_text())
+    assert records[f"{attempt_id}.json"] == unlinked  # nothing linked while the lock was held
+    problems = validate(root)["problems"]
+    assert [p.rule for p in problems] == ["orphaned-run"], problems
+    return root, folder.name
+
+
+def test_a_run_that_finds_the_registry_busy_at_its_end_keeps_its_run_and_the_next_run_links_it(
+    tmp_path: Path,
+) -> None:
+    root, kept = _busy_registry_run(tmp_path, "run-kept", "#77")
+    code, out, err = finish(ptreg(root, "run", "run-kept", "--json"))
+    assert code == 0, err
+    record = json.loads((root / "run-kept.json").read_text())
+    assert [r["run_id"] for r in record["runs"]] == [kept, json.loads(out)["run_id"]]  # the measured one first
+    assert len(record["evidence"].splitlines()) == 2
+    assert not validate(root)["problems"]
+
+
+def test_a_run_kept_for_a_busy_registry_is_linked_by_the_conclusion_before_its_verdict(tmp_path: Path) -> None:
+    root, kept = _busy_registry_run(tmp_path, "run-then-verdict", "#78")
+    code, out, err = finish(ptreg(root, "conclude", "run-then-verdict", *CONCLUDE))
+    assert code == 0, err
+    assert f"linked run {kept} first" in out
+    record = json.loads((root / "run-then-verdict.json").read_text())
+    assert record["status"] == "failed" and [r["run_id"] for r in record["runs"]] == [kept]
+    assert record["source"] == f"runs/run-then-verdict/{kept}/results.json"
+    assert not validate(root)["problems"]
