@@ -28,13 +28,13 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from pydantic import Field, ValidationError
 
 from .. import __version__
 from ..engine.executor import TaskProgress
 from ..engine.interruption import interrupt, withdraw
-from ..errors import PtregError, UnusableInput
+from ..errors import PtregError, UnknownAttempt, UnusableInput
 from ..gate.proposal import propose as propose_through_gate
 from ..gate.proposal_input import ProposalInput
 from ..operations.conclude import Verdict, conclude
@@ -109,16 +109,26 @@ def one_line(message: str) -> str:
     return printable(" ".join(message.split()), lines=False)
 
 
-def _answer(work: Callable[[], T]) -> T:
-    """``work``'s answer, or its PtregError (or a file that could not be used) as a tool error
-    of one line, as the command line words it."""
+def _tool_error(exc: Exception, message: str) -> Exception:
+    return ToolError(message)
+
+
+def _resource_error(exc: Exception, message: str) -> Exception:
+    """A resource read's failure as the SDK passes it on: its reason, in one line, to the client,
+    and no traceback on the server's stderr (anything but a ``ResourceError`` is a crash to it)."""
+    return ResourceNotFoundError(message) if isinstance(exc, UnknownAttempt) else ResourceError(message)
+
+
+def _answer(work: Callable[[], T], error: Callable[[Exception, str], Exception] = _tool_error) -> T:
+    """``work``'s answer, or its PtregError (or a file that could not be used) as an ``error``
+    (a tool error unless said otherwise) of one line, as the command line words it."""
     try:
         return work()
     except PtregError as exc:
-        raise ToolError(one_line(exc.message)) from None
+        raise error(exc, one_line(exc.message)) from None
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        raise ToolError(one_line(f"{where}{exc.strerror or exc}")) from None
+        raise error(exc, one_line(f"{where}{exc.strerror or exc}")) from None
 
 
 def _open(root: Path) -> RegistryReader:
@@ -367,7 +377,7 @@ def build(root: Path, runs: Runs | None = None) -> Server:
         mime_type="application/json",
     )
     def attempt_resource(attempt_id: str) -> str:
-        return _answer(lambda: _dossier(root, attempt_id)).model_dump_json(indent=2)
+        return _answer(lambda: _dossier(root, attempt_id).model_dump_json(indent=2), _resource_error)
 
     return server
 

@@ -11,7 +11,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import pytest
@@ -42,12 +42,15 @@ def _registry(root: Path, **spec: Any) -> tuple[Path, str]:
 
 
 @asynccontextmanager
-async def _session(root: Path) -> AsyncIterator[ClientSession]:
+async def _session(root: Path, errlog: TextIO = sys.stderr) -> AsyncIterator[ClientSession]:
     env = {k: v for k, v in os.environ.items() if k not in ("PTREG_REGISTRY", "PTREG_CRASH_AT")}
     server = mcp_client.StdioServerParameters(
         command=sys.executable, args=["-m", "ptreg", "mcp", "--registry", str(root)], env=env
     )
-    async with mcp_client.stdio_client(server) as (read, write), ClientSession(read, write) as session:
+    async with (
+        mcp_client.stdio_client(server, errlog=errlog) as (read, write),
+        ClientSession(read, write) as session,
+    ):
         await session.initialize()
         yield session
 
@@ -186,6 +189,32 @@ def test_an_argument_that_cannot_be_used_is_one_line_and_the_server_goes_on(tmp_
     assert {k: v for k, v in snapshot(root).items() if "index" not in k} == {
         k: v for k, v in before.items() if "index" not in k
     }
+
+
+def test_a_resource_that_cannot_be_read_says_why_in_one_line_and_logs_no_traceback(tmp_path: Path) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    root, _ = _registry(tmp_path / "registry")
+    errlog = tmp_path / "server.err"
+
+    async def walk() -> None:
+        with errlog.open("w") as err:
+            async with _session(root, errlog=err) as session:
+                for uri, fragment in (
+                    ("ptreg://attempt/nope", "no attempt 'nope' in"),
+                    ("ptreg://attempt/seed-stp", "(did you mean: seed-step?)"),
+                    ("ptreg://attempt/Not_An_Id", "invalid attempt id"),
+                ):
+                    with pytest.raises(MCPError) as refused:
+                        await session.read_resource(uri)
+                    message = refused.value.error.message
+                    assert fragment in message and "\n" not in message, message
+                    assert "Error creating resource" not in message
+                read = await session.read_resource("ptreg://attempt/seed-step")  # still serving
+                assert json.loads(read.contents[0].text)["attempt"]["id"] == "seed-step"
+
+    anyio.run(walk)
+    assert "Traceback" not in errlog.read_text(), errlog.read_text()
 
 
 def test_a_client_that_leaves_mid_run_leaves_an_interrupted_run(tmp_path: Path, cli) -> None:
