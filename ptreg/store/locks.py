@@ -45,6 +45,7 @@ TIMEOUT_ENV = "PTREG_LOCK_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0  # seconds; every registry write is short, a wait this long means trouble
 
 POLL_S = 0.05  # how often a busy lock is tried again while waiting for it
+HOLDER_WAITS = 4  # polls for the holder file of a lock found busy, to name who holds it
 HOLDER_MAX_BYTES = 64 * 1024
 
 
@@ -170,6 +171,7 @@ def _acquire(lock_path: Path, timeout: float, busy: Callable[[dict[str, Any] | N
     except OSError as exc:
         raise UnusableInput(f"{lock_path}: cannot lock: {exc.strerror or exc}") from None
     begun = time.monotonic()
+    unnamed = 0  # polls past the wait that found no holder file
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -177,8 +179,14 @@ def _acquire(lock_path: Path, timeout: float, busy: Callable[[dict[str, Any] | N
         except BlockingIOError:
             waited = time.monotonic() - begun
             if waited >= timeout:
-                os.close(fd)
                 holder = _holder_of(lock_path)
+                # A holder writes its file just after it takes the lock, and removes it just
+                # before letting go: with no file yet, or none any more, look again a few times.
+                if holder is None and unnamed < HOLDER_WAITS:
+                    unnamed += 1
+                    time.sleep(POLL_S)
+                    continue
+                os.close(fd)
                 raise LockBusy(busy(holder, waited), str(lock_path), describe_holder(holder), waited) from None
             time.sleep(min(POLL_S, max(timeout - waited, 0.001)))
         except OSError as exc:
