@@ -135,3 +135,7 @@ class Concluded(_Out):
     attempt: Attempt
     condition: str | None = Field(description="What the condition is on the latest complete run, when one is given.")
     dropped: str | None = Field(description="The condition an earlier conclusion set, which this one does not restate.")
+    linked: list[str] = Field(
+        description="Runs of the attempt measured but not linked yet (their end found the registry locked), "
+        "linked first, in the same write as the verdict."
+    )

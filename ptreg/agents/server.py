@@ -9,8 +9,12 @@ command's `--json`, with an output schema from the models of ``agents/models.py`
 A run measures in a thread of its own. When the client cancels the call or goes away (the
 SDK cancels a call whose client has closed its end), the run is stopped as a SIGHUP would stop
 `ptreg run` at a terminal: its workers killed, what finished written as an ``interrupted`` run
-and linked. SIGTERM or SIGINT to the server stops a run the same way, as that signal, and then
-the server.
+and linked. SIGTERM or SIGINT to the server stops a run the same way, as that signal, answers
+its call with an error naming the run, answers every other call in flight, and then ends the
+server, even while its client keeps stdin open (``serve``).
+
+Each call runs on a thread of the server and takes the locks its command takes; threads contend
+for them as processes do (``store/locks.py``).
 """
 
 from __future__ import annotations
@@ -411,6 +415,7 @@ def build(root: Path, runs: Runs | None = None) -> Server:
                 attempt=done.attempt,
                 condition=done.decision.summary() if done.decision is not None else None,
                 dropped=done.dropped,
+                linked=list(done.linked),
             )
 
         return _answer(work)

@@ -187,6 +187,7 @@ def test_a_proposal_from_refusal_to_a_conclusion_next_attempts_finds(tmp_path: P
             assert not concluded.is_error, concluded.content
             assert concluded.structured_content["attempt"]["status"] == "worked"
             assert concluded.structured_content["condition"].startswith("holds")
+            assert concluded.structured_content["linked"] == []  # its one run was linked by the run itself
             _valid(cli, root)
 
             found = await session.call_tool("next_attempts", {"limit": 0})
