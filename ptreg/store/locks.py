@@ -236,7 +236,7 @@ def run_in_progress(root: Path, attempt_id: str) -> bool:
         fd = open_working_file(
             _run_lock_path(root, attempt_id), os.O_RDONLY, "remove it; ptreg makes its lock files itself"
         )
-    except (ForeignFile, OSError):  # none, or not ours: no run can hold it (run_lock refuses such a name)
+    except (PtregError, OSError):  # no valid id, no lock file, or not ours: no run can hold it
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

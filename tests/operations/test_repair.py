@@ -153,6 +153,11 @@ def test_the_folder_a_run_stages_under_its_run_lock_is_no_leftover(orphaned: Pat
     assert f"{staging}: warning [leftover]" in cli("-r", orphaned, "validate").out
     assert cli("-r", orphaned, "repair").code == 0
     assert not staging.exists()
+    # under a folder no attempt id could name, no run lock is asked about: still a leftover
+    stray = orphaned / "runs" / "Not An Id" / f".tmp-{RUN_ID}-4242"
+    stray.mkdir(parents=True)
+    checked = cli("-r", orphaned, "validate")
+    assert checked.code == 0 and f"{stray}: warning [leftover]" in checked.out, checked.out + checked.err
 
 
 def test_a_journal_left_by_a_killed_import_is_finished_before_anything_is_read(tmp_path: Path, cli) -> None:
