@@ -82,7 +82,10 @@ def find_leftovers(root: Path, attempts: Iterable[Attempt]) -> list[Leftover]:
 
 
 def orphaned_runs(root: Path, attempt: Attempt) -> list[Leftover]:
-    """The run folders of ``attempt`` that it does not link, oldest first."""
+    """The run folders of ``attempt`` that it does not link, oldest first (none through a
+    symlinked folder, which ``find_leftovers`` never lists either)."""
+    if runs_dir(root, attempt.id).is_symlink():
+        return []
     return [x for x in _in_runs_of(root, attempt.id, attempt) if x.kind == "orphaned-run"]
 
 
