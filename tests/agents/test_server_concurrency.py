@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +77,59 @@ def test_a_second_run_and_a_conclusion_during_a_run_are_refused_on_another_threa
     assert "cannot be concluded while its run measures" in _refused_or_done(answers["conclude"], "conclude")
     record = json.loads((root / "faster-step.json").read_text(encoding="utf-8"))
     assert record["status"] == "not-tried" and len(record["runs"]) == 1
+    _registry_whole(cli, root)
+
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from ptreg.store.locks import registry_lock
+
+with registry_lock(Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_call_waiting_for_the_registry_lock_holds_up_no_other_call(
+    tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds the registry lock: a proposal waits for it on its thread, and a
+    list asked meanwhile is answered at once; the proposal lands when the lock is let go."""
+    from helpers import env_without_hooks
+
+    root, ref = _registry(tmp_path / "registry")
+    monkeypatch.setenv("PTREG_LOCK_TIMEOUT", "60")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(root)], stdout=subprocess.PIPE, text=True, env=env_without_hooks()
+    )
+    order: list[str] = []
+
+    async def walk() -> None:
+        async with _session(root) as session:
+            asked = "How long does the tiny step take when nothing is varied?"
+
+            async def propose() -> None:
+                answer = await session.call_tool("propose", _proposal(ref, question=asked))
+                assert not answer.is_error, answer.content
+                order.append("propose")
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(propose)
+                await anyio.sleep(1)  # let the proposal reach the lock (its answer waits for it either way)
+                listed = await session.call_tool("list_attempts", {})
+                assert not listed.is_error and [a["id"] for a in listed.structured_content["attempts"]] == ["seed-step"]
+                order.append("list")
+                holder.kill()
+
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        anyio.run(walk)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert order == ["list", "propose"]
+    assert json.loads((root / "faster-step.json").read_text(encoding="utf-8"))["status"] == "not-tried"
     _registry_whole(cli, root)
 
 
