@@ -33,6 +33,17 @@ class CheckFailed(PtregError):
         super().__init__(message, EXIT_CHECK_FAILED)
 
 
+class LockBusy(CheckFailed):
+    """A lock another process or thread holds was not freed within the wait; the message names
+    the holder. Its own type so that a caller with work in hand can keep it (a measured run)."""
+
+    def __init__(self, message: str, lock: str, holder: str, waited: float):
+        super().__init__(message)
+        self.lock = lock  # the lock file
+        self.holder = holder  # who holds it, in words
+        self.waited = waited  # seconds
+
+
 class UnknownAttempt(UnusableInput):
     """An id that names no attempt: unusable input (exit 2) for every command that takes one,
     with the closest ids."""

@@ -142,3 +142,7 @@ class Concluded(_Out):
         description="The analysis plan decided: status, because (which rule), runs, later_runs (counted, never "
         "read) and readout (each rule with the values it read); absent for an attempt admitted before plans.",
     )
+    linked: list[str] = Field(
+        description="Runs of the attempt measured but not linked yet (their end found the registry locked), "
+        "linked first, in the same write as the verdict."
+    )

@@ -9,8 +9,12 @@ command's `--json`, with an output schema from the models of ``agents/models.py`
 A run measures in a thread of its own. When the client cancels the call or goes away (the
 SDK cancels a call whose client has closed its end), the run is stopped as a SIGHUP would stop
 `ptreg run` at a terminal: its workers killed, what finished written as an ``interrupted`` run
-and linked. SIGTERM or SIGINT to the server stops a run the same way, as that signal, and then
-the server.
+and linked. SIGTERM or SIGINT to the server stops a run the same way, as that signal, answers
+its call with an error naming the run, answers every other call in flight, and then ends the
+server, even while its client keeps stdin open (``serve``).
+
+Each call runs on a thread of the server and takes the locks its command takes; threads contend
+for them as processes do (``store/locks.py``).
 """
 
 from __future__ import annotations
@@ -22,19 +26,20 @@ from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import fields
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 import anyio
 import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.server.stdio import stdio_server
 from pydantic import Field, ValidationError
 
 from .. import __version__
 from ..engine.executor import TaskProgress
 from ..engine.interruption import interrupt, withdraw
-from ..errors import PtregError, UnusableInput
+from ..errors import PtregError, UnknownAttempt, UnusableInput
 from ..gate.proposal import propose as propose_through_gate
 from ..gate.proposal_input import ProposalInput
 from ..operations.conclude import Verdict, conclude
@@ -56,6 +61,7 @@ from ..views.queries import select
 from ..views.streaks import streak_chains, streaks_of
 from ..views.suggestions import Suggestions, suggestions_of
 from . import models
+from .stdio import Answers, Input
 
 T = TypeVar("T")
 NAME = "ptreg"
@@ -93,6 +99,8 @@ class Runs:
         thread = threading.current_thread()
         with self._lock:
             self._threads.add(thread)
+            if self.stopping is not None:  # began as the server was told to stop: stopped as the others
+                interrupt(thread, self.stopping)
         try:
             yield
         finally:
@@ -101,8 +109,8 @@ class Runs:
             withdraw(thread)
 
     def stop_all(self, signum: int) -> None:
-        self.stopping = signum
         with self._lock:
+            self.stopping = signum
             for thread in self._threads:
                 interrupt(thread, signum)
 
@@ -111,16 +119,26 @@ def one_line(message: str) -> str:
     return printable(" ".join(message.split()), lines=False)
 
 
-def _answer(work: Callable[[], T]) -> T:
-    """``work``'s answer, or its PtregError (or a file that could not be used) as a tool error
-    of one line, as the command line words it."""
+def _tool_error(exc: Exception, message: str) -> Exception:
+    return ToolError(message)
+
+
+def _resource_error(exc: Exception, message: str) -> Exception:
+    """A resource read's failure as the SDK passes it on: its reason, in one line, to the client,
+    and no traceback on the server's stderr (anything but a ``ResourceError`` is a crash to it)."""
+    return ResourceNotFoundError(message) if isinstance(exc, UnknownAttempt) else ResourceError(message)
+
+
+def _answer(work: Callable[[], T], error: Callable[[Exception, str], Exception] = _tool_error) -> T:
+    """``work``'s answer, or its PtregError (or a file that could not be used) as an ``error``
+    (a tool error unless said otherwise) of one line, as the command line words it."""
     try:
         return work()
     except PtregError as exc:
-        raise ToolError(one_line(exc.message)) from None
+        raise error(exc, one_line(exc.message)) from None
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        raise ToolError(one_line(f"{where}{exc.strerror or exc}")) from None
+        raise error(exc, one_line(f"{where}{exc.strerror or exc}")) from None
 
 
 def _open(root: Path) -> RegistryReader:
@@ -133,10 +151,23 @@ def _open(root: Path) -> RegistryReader:
 
 
 class Server(MCPServer):
-    """MCPServer whose argument errors, like every other tool error, are one line."""
+    """MCPServer whose argument errors, like every other tool error, are one line, and which can
+    stop on a signal with every tool call it took answered (``serve``)."""
+
+    def __init__(self, runs: Runs, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.runs = runs
+        self._unanswered: set[str] = set()  # the ids of the tool calls taken and not answered yet
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        request = _request_id(context)
+        if request is not None:
+            self._unanswered.add(request)
         try:
+            if self.runs.stopping is not None:
+                raise ToolError(
+                    f"ptreg mcp is stopping ({signal.Signals(self.runs.stopping).name}); no call is taken now"
+                )
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
@@ -146,12 +177,40 @@ class Server(MCPServer):
                 )
                 raise ToolError(one_line(f"{name}: bad arguments: {problems}")) from None
             raise
+        except anyio.get_cancelled_exc_class():
+            self.answered(request)  # cancelled by its client or by the end of the session: no answer awaited
+            raise
+
+    def answered(self, request: str | None) -> None:
+        self._unanswered.discard(request or "")
+
+    async def all_answered(self) -> None:
+        """Return once every tool call taken has its answer with the transport's writer."""
+        while self._unanswered:
+            await anyio.sleep(0.02)
+
+    async def serve_stdio(self, stdin: Input) -> None:
+        """``run_stdio_async`` with ptreg's own input, which ``serve`` can end, and an output
+        that notes each answer (``stdio.py``)."""
+        async with stdio_server(stdin=cast("anyio.AsyncFile[str]", stdin)) as (read_stream, write_stream):
+            lowlevel = self._lowlevel_server  # as run_stdio_async itself drives it
+            await lowlevel.run(
+                read_stream, Answers(write_stream, self.answered), lowlevel.create_initialization_options()
+            )
+
+
+def _request_id(context: Any) -> str | None:
+    """The id of the request a tool call answers, as its response will carry it (None outside one)."""
+    try:
+        return str(context.request_id) if context is not None else None
+    except ValueError:  # a Context made outside a request
+        return None
 
 
 def build(root: Path, runs: Runs | None = None) -> Server:
     """The server of the registry at ``root``, with every tool and the attempt resources."""
     runs = runs if runs is not None else Runs()
-    server = Server(NAME, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    server = Server(runs, NAME, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
     @server.tool()
     def list_attempts(
@@ -377,6 +436,7 @@ def build(root: Path, runs: Runs | None = None) -> Server:
                 condition=done.decision.summary() if done.decision is not None else None,
                 dropped=done.dropped,
                 plan=done.plan.to_json() if done.plan is not None else None,
+                linked=list(done.linked),
             )
 
         return _answer(work)
@@ -388,7 +448,7 @@ def build(root: Path, runs: Runs | None = None) -> Server:
         mime_type="application/json",
     )
     def attempt_resource(attempt_id: str) -> str:
-        return _answer(lambda: _dossier(root, attempt_id)).model_dump_json(indent=2)
+        return _answer(lambda: _dossier(root, attempt_id).model_dump_json(indent=2), _resource_error)
 
     return server
 
@@ -482,6 +542,14 @@ async def _run(root: Path, attempt_id: str, ctx: Context, runs: Runs) -> models.
         raise
     results = done.results
     assert results.run_id is not None
+    if runs.stopping is not None and done.interrupted_by is not None:
+        # the server was told to stop: the call is answered, as an error, before the server goes
+        raise ToolError(
+            one_line(
+                f"run {results.run_id} of {check} was interrupted by {signal.Signals(done.interrupted_by).name}: "
+                f"ptreg mcp is stopping. What finished is written as an interrupted run in {done.folder}"
+            )
+        )
     return models.RunDone(
         run_id=results.run_id,
         status=results.status,
@@ -493,10 +561,14 @@ async def _run(root: Path, attempt_id: str, ctx: Context, runs: Runs) -> models.
 
 
 def serve(root: Path) -> int | None:
-    """Serve the registry at ``root`` over stdio until the client leaves; the signal that
-    stopped the server, if one did."""
+    """Serve the registry at ``root`` over stdio until the client leaves, or until SIGTERM or
+    SIGINT: then each run in progress stops as that signal would stop `ptreg run` (what finished
+    is written as an interrupted run), every call taken is answered, and the input is ended as
+    if the client had closed it, so that the server ends even while the client keeps stdin open.
+    Returns the signal that stopped the server, if one did."""
     runs = Runs()
     server = build(root, runs)
+    stdin = Input()
 
     async def main() -> None:
         async with anyio.create_task_group() as group:
@@ -504,14 +576,16 @@ def serve(root: Path) -> int | None:
             async def watch() -> None:
                 with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
                     async for signum in received:
-                        runs.stop_all(signum)  # each run writes what finished, then the server ends
-                        group.cancel_scope.cancel()
-                        return
+                        if runs.stopping is None:  # a second signal changes nothing: the stop is under way
+                            runs.stop_all(signum)
+                            await server.all_answered()
+                            stdin.end()
 
             group.start_soon(watch)
-            await server.run_stdio_async()
+            await server.serve_stdio(stdin)
             group.cancel_scope.cancel()
 
+    stdin.claim()
     try:
         anyio.run(main)
     except BaseExceptionGroup as group:
@@ -519,4 +593,6 @@ def serve(root: Path) -> int | None:
         _, rest = group.split((BrokenPipeError, anyio.BrokenResourceError, anyio.ClosedResourceError))
         if rest is not None:
             raise rest from None
+    finally:
+        stdin.release()
     return runs.stopping

@@ -397,6 +397,8 @@ def conclude(
     if as_json:
         print_json(updated.model_dump(mode="json", exclude_none=True))
         return
+    for run_id in done.linked:
+        say(f"linked run {run_id} first: it was measured, and written, but not linked yet")
     if done.plan is not None:
         say(f"the plan decides {done.plan.status}: {done.plan.because} ({done.plan.runs_text()})")
         for line in done.plan.readout:

@@ -43,14 +43,24 @@ def signal_of(exc: BaseException) -> int:
     return getattr(exc, "signum", signal.SIGINT)
 
 
-_state: dict[str, int | None] = {"deferring": 0, "pending": None}
+class _Deferral(threading.local):
+    """Per thread: how deep in ``deferred`` blocks it is, and the signal that came meanwhile.
+    A signal handler runs in the main thread, so it reads and sets the main thread's; a run
+    writing its files in one thread never holds back a stop asked of a run in another."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.pending: int | None = None
+
+
+_deferral = _Deferral()
 _asked: dict[int, int] = {}  # thread ident -> the signal another thread asked it to stop as
 _asked_lock = threading.Lock()
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
-    if _state["deferring"]:
-        _state["pending"] = _state["pending"] or signum
+    if _deferral.depth:
+        _deferral.pending = _deferral.pending or signum
         return
     raise Interrupted(signum)
 
@@ -71,17 +81,18 @@ def interruptible() -> Iterator[None]:
 
 @contextmanager
 def deferred() -> Iterator[None]:
-    """Hold signals back until the block ends; ``pending()`` then says whether one came."""
-    _state["deferring"] = (_state["deferring"] or 0) + 1
+    """Hold signals (and stops asked of this thread) back until the block ends; ``pending()``
+    then says whether a signal came."""
+    _deferral.depth += 1
     try:
         yield
     finally:
-        _state["deferring"] = (_state["deferring"] or 1) - 1
+        _deferral.depth -= 1
 
 
 def pending() -> int | None:
     """The signal that arrived while deferred (and clear it), or None."""
-    signum, _state["pending"] = _state["pending"], None
+    signum, _deferral.pending = _deferral.pending, None
     return signum
 
 
@@ -102,7 +113,7 @@ def withdraw(thread: threading.Thread) -> None:
 def raise_if_interrupted() -> None:
     """Raise ``Interrupted`` in this thread if another thread asked it to stop; while a
     ``deferred`` block writes a run, the request waits, as a signal does."""
-    if _state["deferring"]:
+    if _deferral.depth:
         return
     with _asked_lock:
         signum = _asked.pop(threading.get_ident(), None)

@@ -13,7 +13,7 @@ latest complete run, without a plan) before anything is written.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from ..store.locks import registry_lock, run_lock
 from ..store.runs import check_folder
 from ..store.vocabulary_files import refuse_old_layout
 from ..views.plans import PlanOutcome, decide_plan, deciding
-from .running import results_source
+from .running import results_source, unlinked_runs, with_run
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,7 @@ class Concluded:
     decision: Decision | None  # the condition decided on its deciding run, when one is given
     dropped: str | None = None  # the condition an earlier conclusion set, which this one does not restate
     plan: PlanOutcome | None = None  # the plan decided, for an attempt with one
+    linked: tuple[str, ...] = ()  # runs measured but not linked yet, linked first (``running.py``)
 
 
 def conclude(root: Path, attempt_id: str, verdict: Verdict) -> Concluded:
@@ -87,7 +88,13 @@ def conclude(root: Path, attempt_id: str, verdict: Verdict) -> Concluded:
         # to its evidence: refused at once, as a second run is. (A run holds its run lock and
         # waits for the registry lock; this never waits for the run lock, so neither blocks.)
         with run_lock(root, attempt.id, "conclude"):
-            return _conclude(root, registry, attempt, verdict)
+            # Runs measured but never linked are evidence of this attempt: linked first, in the
+            # same write, since once concluded the record takes no run.
+            earlier = unlinked_runs(root, attempt)
+            for results in earlier:
+                attempt = with_run(root, attempt, results)
+            done = _conclude(root, registry, attempt, verdict)
+            return replace(done, linked=tuple(r.run_id for r in earlier if r.run_id is not None))
 
 
 def _condition(root: Path, attempt: Attempt, text: str) -> tuple[ContinueIf, Decision]:

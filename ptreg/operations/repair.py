@@ -2,7 +2,8 @@
 and bring an older registry up to date.
 
 A cut-short import is finished, an orphaned run is linked exactly as its run would have linked
-it, and staged files and folders that never became part of the registry are removed. Sources
+it (but never into an attempt concluded since: that run is kept apart and reported), and staged
+files and folders that never became part of the registry are removed. Sources
 that older versions wrote relative to the git repository are rewritten relative to the registry
 directory, as every source is now.
 """
@@ -27,11 +28,11 @@ from ..store.directory import (
     write_ignore_file,
 )
 from ..store.journal import recover
-from ..store.leftovers import Leftover, find_leftovers, linked_runs
+from ..store.leftovers import Leftover, find_leftovers
 from ..store.locks import registry_lock
 from ..store.runs import read_results
 from ..store.vocabulary_files import is_old_layout, migrate
-from .running import link_run
+from .running import link_runs
 
 
 @dataclass(frozen=True)
@@ -68,12 +69,14 @@ class RepairReport:
 
 
 def repair(root: Path, dry_run: bool = False) -> RepairReport:
-    """Finish a cut-short import, link orphaned runs (oldest first), remove staged leftovers,
-        rewrite sources relative to the registry, move an older registry's vocabularies into term
-    files (``store/vocabulary_files.py:migrate``).
+    """Finish a cut-short import, link orphaned runs of attempts not concluded (oldest first),
+    remove staged leftovers, rewrite sources relative to the registry, move an older registry's
+    vocabularies into term files (``store/vocabulary_files.py:migrate``).
 
-        Under the registry lock, so nothing it removes can belong to a write in progress: every
-        writer stages its files only while it holds that lock.
+    Under the registry lock, so nothing it removes can belong to a write in progress: every
+    writer stages its files only while it holds that lock, but for a run that found the lock
+    busy at its end, which stages its folder under its run lock, and whose staging folder
+    ``find_leftovers`` therefore leaves out while that lock is held.
     """
     load_meta(root)  # a registry, not just a directory; finishes a journal first
     with registry_lock(root):
@@ -81,13 +84,13 @@ def repair(root: Path, dry_run: bool = False) -> RepairReport:
         # first: every write below needs the layout with term files
         report.migrated = is_old_layout(root) if dry_run else migrate(root)
         registry = load_directory(root)
-        for leftover in find_leftovers(root, linked_runs(registry.attempts)):
+        for leftover in find_leftovers(root, registry.attempts):
             if not leftover.fixable:
                 report.left.append(leftover)
             elif leftover.kind == "orphaned-run":
                 if not dry_run:
                     assert leftover.attempt_id is not None
-                    link_run(root, leftover.attempt_id, read_results(leftover.path))
+                    link_runs(root, leftover.attempt_id, [read_results(leftover.path, root)])
                 report.linked.append(leftover)
             else:
                 if not dry_run:

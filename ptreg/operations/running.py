@@ -3,12 +3,21 @@
 ``run_attempt`` re-checks the gate, measures, writes the run folder whole, then links it from
 the attempt record with an evidence line, in that order (a kill between the last two leaves
 an orphaned run that ``ptreg repair`` links, see ``repair.py``).
+
+What was measured is never thrown away for want of the registry lock: when the lock stays
+busy past its wait at the end, the run folder is still written whole (the attempt's run lock,
+held throughout, keeps every other run of it and ``ptreg repair`` off the folder) and the run
+fails in one line naming the folder. ``ptreg repair`` links it once the lock is free; so do
+``ptreg conclude`` of the attempt and the end of its next run, which link every run of their
+attempt left unlinked, oldest first, before their own change. A concluded attempt never gains a
+run (``with_run``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +29,7 @@ from ..engine.interruption import deferred, interruptible, pending
 from ..engine.measurement import SpreadExecutor, measure
 from ..engine.plan import EVALUATOR_VERSION
 from ..engine.workloads.discovery import workload_named
-from ..errors import CheckFailed, UnusableInput
+from ..errors import CheckFailed, LockBusy, UnusableInput
 from ..gate.checks import check_gate
 from ..gate.gate_inputs import read_gate_inputs
 from ..gate.readmission import judged_before, read_readmissions, unresolved
@@ -32,8 +41,9 @@ from ..store.full_read import indexed_attempt
 from ..store.index import open_index
 from ..store.input_digests import project_root
 from ..store.jsonio import refuse_outside
-from ..store.locks import registry_lock, run_lock
-from ..store.runs import RESULTS_FILE, new_run_id, run_folder, runs_dir, write_run
+from ..store.leftovers import orphaned_runs
+from ..store.locks import TIMEOUT_ENV, registry_lock, run_lock
+from ..store.runs import RESULTS_FILE, new_run_id, read_results, run_folder, runs_dir, write_run
 from ..store.trust import is_trusted
 from ..store.vocabulary_files import refuse_old_layout
 from ..text import shorten
@@ -144,7 +154,8 @@ def _measure_and_record(
     # From here signals wait: the run is written whole and linked, then the process exits.
     with deferred():
         finished = utc_now()
-        with registry_lock(root):
+
+        def write() -> tuple[RunResults, Path]:
             made = Provenance(
                 command,
                 started,
@@ -157,8 +168,22 @@ def _measure_and_record(
                 code=code,
             )
             results = new_results(frozen.spec, found, made)
-            folder = write_run(root, results, environment)
-            attempt = link_run(root, attempt_id, results)
+            return results, write_run(root, results, environment)
+
+        with ExitStack() as held:
+            try:
+                held.enter_context(registry_lock(root))
+            except LockBusy as busy:
+                results, folder = write()  # under the run lock alone, which keeps repair off it
+                raise CheckFailed(
+                    f"{attempt_id} was measured, but {busy.lock} stayed locked by {busy.holder} for "
+                    f"{busy.waited:.0f} s ({TIMEOUT_ENV} sets the wait), so its run is not linked yet. It is kept, "
+                    f"written whole to {folder}: `ptreg repair` links it once the lock is free, as do "
+                    f"`ptreg conclude {attempt_id}` and the end of its next run"
+                ) from None
+            earlier = unlinked_runs(root, read_attempt(root, attempt_id))  # before this run's folder is there
+            results, folder = write()
+            attempt = link_runs(root, attempt_id, [*earlier, results])
     late = pending()
     return RunDone(results, folder, attempt, found.interrupted_by or late)
 
@@ -169,10 +194,15 @@ def results_source(root: Path, attempt_id: str, run_id: str) -> str:
     return (run_folder(root, attempt_id, run_id) / RESULTS_FILE).relative_to(root).as_posix()
 
 
-def link_run(root: Path, attempt_id: str, results: RunResults) -> Attempt:
-    """The attempt gains the run's link, its evidence line and its results file as a source."""
-    attempt = read_attempt(root, attempt_id)  # fresh: the run took a while
+def with_run(root: Path, attempt: Attempt, results: RunResults) -> Attempt:
+    """The attempt gaining the run's link, its evidence line and its results file as a source;
+    refused for a concluded attempt, whose record is closed to new evidence."""
     assert results.run_id is not None
+    if attempt.status != "not-tried":
+        raise CheckFailed(
+            f"{attempt.id} is concluded (status {attempt.status}), and a concluded record gains no run: run "
+            f"{results.run_id} is kept apart, unlinked, in {run_folder(root, attempt.id, results.run_id)}",
+        )
     ref = RunRef(
         run_id=results.run_id,
         status=results.status,
@@ -182,7 +212,7 @@ def link_run(root: Path, attempt_id: str, results: RunResults) -> Attempt:
     )
     line = evidence_line(results)
     evidence = f"{attempt.evidence}\n{line}" if attempt.evidence else line
-    source = results_source(root, attempt_id, results.run_id)
+    source = results_source(root, attempt.id, results.run_id)
     updated = attempt.model_copy(
         update={
             "runs": [*(attempt.runs or []), ref],
@@ -190,6 +220,22 @@ def link_run(root: Path, attempt_id: str, results: RunResults) -> Attempt:
             "evidence_sources": [*(attempt.evidence_sources or []), source],
         }
     )
-    updated = Attempt.model_validate(updated.model_dump(exclude_none=True))
-    write_attempt(root, updated)
-    return updated
+    return Attempt.model_validate(updated.model_dump(exclude_none=True))
+
+
+def link_runs(root: Path, attempt_id: str, runs: Iterable[RunResults]) -> Attempt:
+    """The attempt, read afresh (a run takes a while), gains each run in order, in one write."""
+    attempt = read_attempt(root, attempt_id)
+    for results in runs:
+        attempt = with_run(root, attempt, results)
+    write_attempt(root, attempt)
+    return attempt
+
+
+def unlinked_runs(root: Path, attempt: Attempt) -> list[RunResults]:
+    """The whole runs of a not-concluded attempt that it does not link yet, oldest first: each
+    was written by a run that was killed, or found the registry locked, before its link. Read
+    under the registry lock, by a caller that holds the attempt's run lock too."""
+    if attempt.status != "not-tried":
+        return []  # kept apart: `ptreg validate` and `ptreg repair` report them
+    return [read_results(x.path, root) for x in orphaned_runs(root, attempt) if x.fixable]

@@ -21,7 +21,7 @@ from ..records.rules import check_records, problem_at
 from ..store.attempts_file import load_attempts_file
 from ..store.directory import REGISTRY_FILE, Progress, load_directory
 from ..store.evaluator_files import evaluator_files, evaluators_dir, verify_file
-from ..store.leftovers import find_leftovers, linked_runs
+from ..store.leftovers import find_leftovers
 from ..store.runs import check_folder, read_results, run_folder
 from ..text import shorten
 
@@ -129,7 +129,7 @@ def _runs(root: Path, records: list[Record]) -> Iterator[Problem]:
 
 def _leftovers(root: Path, records: list[Record]) -> Iterator[Problem]:
     """What a killed write left behind: warnings, since none of it is part of the record."""
-    for leftover in find_leftovers(root, linked_runs(a for _, a in _valid(records))):
+    for leftover in find_leftovers(root, (a for _, a in _valid(records))):
         rule = "orphaned-run" if leftover.kind == "orphaned-run" else "leftover"
         hint = "" if leftover.kind == "orphaned-run" else "; `ptreg repair` removes it"
         yield Problem(rule, leftover.message + hint, leftover.attempt_id, "", str(leftover.path), severity="warning")

@@ -2,7 +2,9 @@
 
 Every write is atomic, so a kill never leaves a partial record; what it can leave is:
 - an orphaned run: the run folder is complete (it is renamed into place whole) but the kill
-  came before the attempt's link was written. Linking it is what the run would have done.
+  came before the attempt's link was written, or the run found the registry locked for too
+  long at its end and kept its folder unlinked. Linking it is what the run would have done;
+  but never into an attempt concluded since: such a run is kept apart, unlinked, and reported.
 - a staged file (``.<name>.<random>.tmp``) or a run's staging folder (``.tmp-<run>-<pid>``),
   from a write killed before its rename. It never became part of the registry.
 - an import's journal, which any command finishes on its own (``journal.recover``).
@@ -23,8 +25,9 @@ from ..records.attempt import Attempt
 from ..records.vocabulary import VOCABULARIES
 from .evaluator_files import evaluators_dir
 from .jsonio import STAGED_NAME
+from .locks import run_in_progress
 from .names import VOCABULARY_DIR
-from .runs import RUNS_DIR, STAGING_PREFIX, check_folder
+from .runs import RUNS_DIR, STAGING_PREFIX, check_folder, runs_dir
 
 
 @dataclass
@@ -55,8 +58,8 @@ def _entries(directory: Path) -> list[os.DirEntry[str]]:
         return []
 
 
-def find_leftovers(root: Path, linked: dict[str, set[str]]) -> list[Leftover]:
-    """What killed writes left in ``root``; ``linked`` maps each valid attempt to its linked run ids."""
+def find_leftovers(root: Path, attempts: Iterable[Attempt]) -> list[Leftover]:
+    """What killed writes left in ``root``, given its valid attempts."""
     found: list[Leftover] = []
     # a symlinked term folder is never listed: reading the vocabularies refuses it
     terms = [root / VOCABULARY_DIR / v for v in VOCABULARIES if not (root / VOCABULARY_DIR / v).is_symlink()]
@@ -70,15 +73,33 @@ def find_leftovers(root: Path, linked: dict[str, set[str]]) -> list[Leftover]:
                         "a staged file of a write that was killed before its rename; never part of the registry",
                     )
                 )
+    by_id = {a.id: a for a in attempts}
     for attempt_dir in _entries(root / RUNS_DIR):
         if attempt_dir.name.startswith(".") or not attempt_dir.is_dir(follow_symlinks=False):
             continue
-        attempt_id = attempt_dir.name
-        for run_dir in _entries(Path(attempt_dir.path)):
-            path = Path(run_dir.path)
-            if not run_dir.is_dir(follow_symlinks=False):
-                continue
-            if run_dir.name.startswith(STAGING_PREFIX):
+        found.extend(_in_runs_of(root, attempt_dir.name, by_id.get(attempt_dir.name)))
+    return found
+
+
+def orphaned_runs(root: Path, attempt: Attempt) -> list[Leftover]:
+    """The run folders of ``attempt`` that it does not link, oldest first (none through a
+    symlinked folder, which ``find_leftovers`` never lists either)."""
+    if runs_dir(root, attempt.id).is_symlink():
+        return []
+    return [x for x in _in_runs_of(root, attempt.id, attempt) if x.kind == "orphaned-run"]
+
+
+def _in_runs_of(root: Path, attempt_id: str, attempt: Attempt | None) -> list[Leftover]:
+    """What is left in ``runs/<attempt_id>/``; ``attempt`` is None when no valid attempt has the id."""
+    found: list[Leftover] = []
+    linked = {r.run_id for r in (attempt.runs or ())} if attempt is not None else set()
+    for run_dir in _entries(runs_dir(root, attempt_id)):
+        path = Path(run_dir.path)
+        if not run_dir.is_dir(follow_symlinks=False):
+            continue
+        if run_dir.name.startswith(STAGING_PREFIX):
+            # a run writing its folder holds its run lock: what it stages is no leftover
+            if not run_in_progress(root, attempt_id):
                 found.append(
                     Leftover(
                         "staging-folder",
@@ -87,13 +108,13 @@ def find_leftovers(root: Path, linked: dict[str, set[str]]) -> list[Leftover]:
                         attempt_id,
                     )
                 )
-            elif not run_dir.name.startswith(".") and run_dir.name not in linked.get(attempt_id, set()):
-                found.append(_orphan(root, path, attempt_id, run_dir.name, attempt_id in linked))
+        elif not run_dir.name.startswith(".") and run_dir.name not in linked:
+            found.append(_orphan(root, path, attempt_id, run_dir.name, attempt))
     return found
 
 
-def _orphan(root: Path, path: Path, attempt_id: str, run_id: str, attempt_known: bool) -> Leftover:
-    if not attempt_known:
+def _orphan(root: Path, path: Path, attempt_id: str, run_id: str, attempt: Attempt | None) -> Leftover:
+    if attempt is None:
         return Leftover(
             "orphaned-run",
             path,
@@ -113,15 +134,22 @@ def _orphan(root: Path, path: Path, attempt_id: str, run_id: str, attempt_known:
             run_id,
             fixable=False,
         )
+    if attempt.status != "not-tried":
+        return Leftover(
+            "orphaned-run",
+            path,
+            f"run {run_id} of {attempt_id} is kept apart, unlinked: {attempt_id} was concluded "
+            f"(status {attempt.status}) without it, and a concluded record gains no run. Its numbers "
+            f"count only under a new attempt (`ptreg new --varied-from {attempt_id}`); move the folder away to clear this",
+            attempt_id,
+            run_id,
+            fixable=False,
+        )
     return Leftover(
         "orphaned-run",
         path,
-        f"a complete run that {attempt_id} does not link (the writer was killed "
-        "before the link); `ptreg repair` links it",
+        f"a complete run that {attempt_id} does not link (its writer was killed, or found the registry "
+        "locked, before the link); `ptreg repair` links it",
         attempt_id,
         run_id,
     )
-
-
-def linked_runs(attempts: Iterable[Attempt]) -> dict[str, set[str]]:
-    return {a.id: {r.run_id for r in (a.runs or ())} for a in attempts}

@@ -9,6 +9,12 @@ symlink, never truncated, and refused when its name holds anything but a regular
 (pid, command, time). It is removed on release, so finding one on acquiring means the last
 holder was killed mid-write: ptreg says so and what to check. When a lock stays busy, the
 message names the holder and what to do.
+
+One model for threads and processes alike: a hold is a descriptor of the lock file opened by
+the thread that takes it, and ``flock`` locks belong to that open file description, so two
+threads of one process (the MCP server's tool calls) exclude each other exactly as two
+processes do. Only the thread that holds a lock may take it again (a command that holds the
+registry lock calls library code that takes it too); that re-entrancy is kept per thread.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
@@ -25,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import utc_now
-from ..errors import CheckFailed, PtregError, UnusableInput
+from ..errors import LockBusy, PtregError, UnusableInput
 from ..records.refs import check_id
 from ..text import printable
 from .index import update_after_write
@@ -37,11 +44,20 @@ HOLDER_SUFFIX = ".holder"
 TIMEOUT_ENV = "PTREG_LOCK_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0  # seconds; every registry write is short, a wait this long means trouble
 
-# Locks this process holds: path -> (descriptor, depth). A command that holds the registry
-# lock may call library code that takes it again.
-_held: dict[str, tuple[int, int]] = {}
 POLL_S = 0.05  # how often a busy lock is tried again while waiting for it
+HOLDER_WAITS = 4  # polls for the holder file of a lock found busy, to name who holds it
 HOLDER_MAX_BYTES = 64 * 1024
+
+
+class _Holds(threading.local):
+    """The locks the current thread holds: path -> (descriptor, depth). Never shared between
+    threads: another thread's hold is a lock to wait for, not one to enter again."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, tuple[int, int]] = {}
+
+
+_holds = _Holds()
 
 
 def _warn(message: str) -> None:
@@ -108,19 +124,23 @@ def _locked(
     timeout: float,
     busy: Callable[[dict[str, Any] | None, float], str],
     stale: Callable[[dict[str, Any]], str],
+    released: Callable[[], None] | None = None,
 ) -> Iterator[None]:
+    """Hold ``lock_path``; ``released`` runs before the outermost hold of this thread lets go
+    (so what it does is still covered by the lock)."""
+    held = _holds.held
     key = os.path.realpath(lock_path)
-    if key in _held:
-        fd, depth = _held[key]
-        _held[key] = (fd, depth + 1)
+    if key in held:
+        fd, depth = held[key]
+        held[key] = (fd, depth + 1)
         try:
             yield
         finally:
-            fd, depth = _held[key]
-            _held[key] = (fd, depth - 1)
+            fd, depth = held[key]
+            held[key] = (fd, depth - 1)
         return
     fd = _acquire(lock_path, timeout, busy)
-    _held[key] = (fd, 1)
+    held[key] = (fd, 1)
     written = False
     try:
         previous = _holder_of(lock_path)
@@ -129,8 +149,10 @@ def _locked(
         _write_holder(lock_path)
         written = True
         yield
+        if released is not None:
+            released()
     finally:
-        del _held[key]
+        del held[key]
         if written:  # never what was under the name before (it may not be ours)
             with suppress(OSError):
                 os.unlink(str(lock_path) + HOLDER_SUFFIX)
@@ -149,6 +171,7 @@ def _acquire(lock_path: Path, timeout: float, busy: Callable[[dict[str, Any] | N
     except OSError as exc:
         raise UnusableInput(f"{lock_path}: cannot lock: {exc.strerror or exc}") from None
     begun = time.monotonic()
+    unnamed = 0  # polls past the wait that found no holder file
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -156,8 +179,15 @@ def _acquire(lock_path: Path, timeout: float, busy: Callable[[dict[str, Any] | N
         except BlockingIOError:
             waited = time.monotonic() - begun
             if waited >= timeout:
+                holder = _holder_of(lock_path)
+                # A holder writes its file just after it takes the lock, and removes it just
+                # before letting go: with no file yet, or none any more, look again a few times.
+                if holder is None and unnamed < HOLDER_WAITS:
+                    unnamed += 1
+                    time.sleep(POLL_S)
+                    continue
                 os.close(fd)
-                raise CheckFailed(busy(_holder_of(lock_path), waited)) from None
+                raise LockBusy(busy(holder, waited), str(lock_path), describe_holder(holder), waited) from None
             time.sleep(min(POLL_S, max(timeout - waited, 0.001)))
         except OSError as exc:
             os.close(fd)
@@ -165,12 +195,11 @@ def _acquire(lock_path: Path, timeout: float, busy: Callable[[dict[str, Any] | N
 
 
 def registry_lock(root: Path, timeout: float | None = None) -> AbstractContextManager[None]:
-    """Hold the registry's write lock; wait up to ``timeout`` (default $PTREG_LOCK_TIMEOUT or 60 s).
-    Before the outermost hold is released, the query index is brought up to date with what was
-    written, so that the next reader finds it current (a kill before that leaves it stale, which
-    the next reader's check finds)."""
+    """Hold the registry's write lock; wait up to ``timeout`` (default $PTREG_LOCK_TIMEOUT or 60 s),
+    then raise ``LockBusy``. Before this thread's outermost hold is released, the query index is
+    brought up to date with what was written, so that the next reader finds it current (a kill
+    before that leaves it stale, which the next reader's check finds)."""
     lock_path = root / LOCK_FILE
-    outermost = os.path.realpath(lock_path) not in _held
 
     def busy(holder: dict[str, Any] | None, waited: float) -> str:
         alive = _alive(holder.get("pid")) if holder else None
@@ -192,23 +221,38 @@ def registry_lock(root: Path, timeout: float | None = None) -> AbstractContextMa
             "`ptreg validate` reports anything it left behind and `ptreg repair` clears it"
         )
 
-    return _then_index(
-        _locked(lock_path, timeout_seconds() if timeout is None else timeout, busy, stale), root, outermost
-    )
+    wait = timeout_seconds() if timeout is None else timeout
+    return _locked(lock_path, wait, busy, stale, released=lambda: update_after_write(root))
 
 
-@contextmanager
-def _then_index(lock: AbstractContextManager[None], root: Path, outermost: bool) -> Iterator[None]:
-    with lock:
-        yield
-        if outermost:
-            update_after_write(root)
+def _run_lock_path(root: Path, attempt_id: str) -> Path:
+    return root / f".ptreg-run-{check_id(attempt_id)}.lock"
+
+
+def run_in_progress(root: Path, attempt_id: str) -> bool:
+    """Whether a run of the attempt holds its run lock now, in any process or thread (this one
+    included). Only asks: the lock is let go at once, and no lock file is made."""
+    try:
+        fd = open_working_file(
+            _run_lock_path(root, attempt_id), os.O_RDONLY, "remove it; ptreg makes its lock files itself"
+        )
+    except (PtregError, OSError):  # no valid id, no lock file, or not ours: no run can hold it
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # drops only this description's shared lock, never the holder's
+    return False
 
 
 def run_lock(root: Path, attempt_id: str, purpose: str = "run") -> AbstractContextManager[None]:
     """Hold the lock that keeps two runs of one attempt apart, and a conclusion from a run in
     progress (``purpose``: "run", "conclude" or "readmit"); refuse at once when it is taken."""
-    lock_path = root / f".ptreg-run-{check_id(attempt_id)}.lock"
+    lock_path = _run_lock_path(root, attempt_id)
 
     def busy(holder: dict[str, Any] | None, waited: float) -> str:
         if purpose in ("conclude", "readmit"):

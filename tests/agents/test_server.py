@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import pytest
@@ -19,7 +20,10 @@ import pytest
 from helpers import complete_record, freeze_evaluator, plan_flags, snapshot, tiny_spec, write_registry
 
 mcp_client = pytest.importorskip("mcp.client.stdio", reason="the mcp extra is not installed")
+from anyio.abc import Process  # noqa: E402
 from mcp.client.session import ClientSession  # noqa: E402 - only once the SDK is known to be there
+from mcp.shared.message import SessionMessage  # noqa: E402
+from mcp_types import jsonrpc_message_adapter  # noqa: E402
 
 TOOLS = {
     "list_attempts",
@@ -42,14 +46,59 @@ def _registry(root: Path, **spec: Any) -> tuple[Path, str]:
 
 
 @asynccontextmanager
-async def _session(root: Path) -> AsyncIterator[ClientSession]:
+async def _session(root: Path, errlog: TextIO = sys.stderr) -> AsyncIterator[ClientSession]:
     env = {k: v for k, v in os.environ.items() if k not in ("PTREG_REGISTRY", "PTREG_CRASH_AT")}
     server = mcp_client.StdioServerParameters(
         command=sys.executable, args=["-m", "ptreg", "mcp", "--registry", str(root)], env=env
     )
-    async with mcp_client.stdio_client(server) as (read, write), ClientSession(read, write) as session:
+    async with (
+        mcp_client.stdio_client(server, errlog=errlog) as (read, write),
+        ClientSession(read, write) as session,
+    ):
         await session.initialize()
         yield session
+
+
+@asynccontextmanager
+async def _session_and_server(root: Path) -> AsyncIterator[tuple[ClientSession, Process]]:
+    """A session with `ptreg mcp` over pipes of our own, which the SDK's stdio client keeps to
+    itself: the test signals the server process, and its stdin stays open until the end."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PTREG_REGISTRY", "PTREG_CRASH_AT")}
+    process = await anyio.open_process(
+        [sys.executable, "-m", "ptreg", "mcp", "--registry", str(root)], env=env, stderr=None
+    )
+    to_session, from_server = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    to_server, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def read() -> None:
+        assert process.stdout is not None
+        buffer = b""
+        async with to_session:
+            async for chunk in process.stdout:
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
+                    await to_session.send(SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False)))
+
+    async def write() -> None:
+        assert process.stdin is not None
+        async for message in from_session:
+            await process.stdin.send(
+                (message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode()
+            )
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(read)
+            group.start_soon(write)
+            async with ClientSession(from_server, to_server) as session:
+                await session.initialize()
+                yield session, process
+            group.cancel_scope.cancel()
+    finally:
+        if process.returncode is None:
+            process.kill()
+        with anyio.CancelScope(shield=True):
+            await process.wait()
 
 
 def _proposal(ref: str, **changes: Any) -> dict[str, Any]:
@@ -139,6 +188,7 @@ def test_a_proposal_from_refusal_to_a_conclusion_next_attempts_finds(tmp_path: P
             assert not concluded.is_error, concluded.content
             assert concluded.structured_content["attempt"]["status"] == "worked"
             assert concluded.structured_content["condition"].startswith("holds")
+            assert concluded.structured_content["linked"] == []  # its one run was linked by the run itself
             _valid(cli, root)
 
             found = await session.call_tool("next_attempts", {"limit": 0})
@@ -189,6 +239,32 @@ def test_an_argument_that_cannot_be_used_is_one_line_and_the_server_goes_on(tmp_
     }
 
 
+def test_a_resource_that_cannot_be_read_says_why_in_one_line_and_logs_no_traceback(tmp_path: Path) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    root, _ = _registry(tmp_path / "registry")
+    errlog = tmp_path / "server.err"
+
+    async def walk() -> None:
+        with errlog.open("w") as err:
+            async with _session(root, errlog=err) as session:
+                for uri, fragment in (
+                    ("ptreg://attempt/nope", "no attempt 'nope' in"),
+                    ("ptreg://attempt/seed-stp", "(did you mean: seed-step?)"),
+                    ("ptreg://attempt/Not_An_Id", "invalid attempt id"),
+                ):
+                    with pytest.raises(MCPError) as refused:
+                        await session.read_resource(uri)
+                    message = refused.value.error.message
+                    assert fragment in message and "\n" not in message, message
+                    assert "Error creating resource" not in message
+                read = await session.read_resource("ptreg://attempt/seed-step")  # still serving
+                assert json.loads(read.contents[0].text)["attempt"]["id"] == "seed-step"
+
+    anyio.run(walk)
+    assert "Traceback" not in errlog.read_text(), errlog.read_text()
+
+
 def test_a_client_that_leaves_mid_run_leaves_an_interrupted_run(tmp_path: Path, cli) -> None:
     # enough rounds that the client leaves while the cell measures
     root, ref = _registry(tmp_path / "registry", timed_steps=20, repeats=200)
@@ -218,6 +294,52 @@ def test_a_client_that_leaves_mid_run_leaves_an_interrupted_run(tmp_path: Path, 
     assert results["status"] == "interrupted" and "SIGHUP" in (results["reason"] or "")
     _valid(cli, root)
     assert cli("-r", root, "gate", "faster-step").code == 0  # the lock is free: nothing is left holding it
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_mid_run_answers_the_call_and_ends_the_server_while_stdin_stays_open(
+    tmp_path: Path, cli, signum: int
+) -> None:
+    root, ref = _registry(tmp_path / "registry", timed_steps=20, repeats=200)
+    measuring = anyio.Event()
+    answers: list[Any] = []
+    name = signal.Signals(signum).name
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        if message and "round" in message:
+            measuring.set()
+
+    async def walk() -> None:
+        async with _session_and_server(root) as (session, server):
+            asked = "How long does the tiny step take when nothing is varied?"
+            admitted = await session.call_tool("propose", _proposal(ref, question=asked))
+            assert not admitted.is_error, admitted.content
+
+            async def run() -> None:
+                answers.append(
+                    await session.call_tool("run_attempt", {"attempt_id": "faster-step"}, progress_callback=on_progress)
+                )
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(run)
+                with anyio.fail_after(120):
+                    await measuring.wait()
+                server.send_signal(signum)
+                with anyio.fail_after(60):
+                    await server.wait()  # ends by itself: its stdin is ours, and still open
+            assert server.returncode == 128 + signum
+
+    anyio.run(walk)
+    [run] = json.loads((root / "faster-step.json").read_text(encoding="utf-8"))["runs"]
+    assert run["status"] == "interrupted"
+    [answer] = answers
+    text = answer.content[0].text
+    assert answer.is_error and "\n" not in text, text
+    assert f"run {run['run_id']} of faster-step was interrupted by {name}: ptreg mcp is stopping" in text, text
+    results = json.loads((root / "runs" / "faster-step" / run["run_id"] / "results.json").read_text())
+    assert results["status"] == "interrupted" and name in (results["reason"] or "")
+    _valid(cli, root)
+    assert cli("-r", root, "gate", "faster-step").code == 0  # no lock left held
 
 
 def test_propose_takes_every_field_of_ptreg_new_and_dry_run(tmp_path: Path) -> None:

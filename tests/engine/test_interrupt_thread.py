@@ -60,3 +60,23 @@ def test_a_withdrawn_request_is_forgotten() -> None:
 def test_an_interrupted_carries_its_signal_name() -> None:
     with pytest.raises(Interrupted, match="SIGHUP"):
         raise Interrupted(signal.SIGHUP)
+
+
+def test_a_run_writing_in_one_thread_holds_back_no_stop_asked_of_another() -> None:
+    """Runs of different attempts measure side by side in the MCP server: one writing its files
+    (signals deferred there) must not hold back the stop asked of the other."""
+    writing, written = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with deferred():
+            writing.set()
+            written.wait(30)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert writing.wait(30)
+        assert _in_thread(lambda seen: raise_if_interrupted()) == [signal.SIGHUP]
+    finally:
+        written.set()
+        thread.join()

@@ -70,6 +70,55 @@ def test_an_orphan_of_no_valid_attempt_is_left_for_a_person(orphaned: Path, ran:
     assert (orphaned / "runs" / "ghost").exists()
 
 
+def test_an_orphan_of_an_attempt_concluded_since_is_kept_apart_and_reported(orphaned: Path, ran: dict, cli) -> None:
+    """Measured, then the attempt concluded before the run was linked: a concluded record gains
+    no run, so neither `repair` nor the next conclusion links it; both say which run, which
+    attempt and why, and the record keeps every byte."""
+    record = json.loads(ran["unlinked"])
+    record.update(
+        status="inconclusive",
+        lesson="Concluded before its run was linked.",
+        next_action="Measure again under a new attempt.",
+        failure_reason="The run was not linked when the verdict was given.",
+        failure_reason_confidence="inferred",
+        evidence="None linked when concluded.",
+        evidence_sources=["linked-late.json"],
+        source="linked-late.json",
+    )
+    (orphaned / "linked-late.json").write_text(json.dumps(record, indent=2) + "\n")
+    folder = orphaned / "runs" / "linked-late" / ran["run"]
+    why = f"run {ran['run']} of linked-late is kept apart, unlinked: linked-late was concluded (status inconclusive)"
+    checked = cli("-r", orphaned, "validate")
+    assert checked.code == 0 and f"{folder}: warning [orphaned-run] linked-late: {why}" in checked.out
+    before = {k: v for k, v in snapshot(orphaned).items() if "index" not in k}
+    for args in (("repair",), ("repair", "--dry-run")):
+        result = cli("-r", orphaned, *args)
+        lines = result.out.strip().splitlines()
+        assert result.code == 1 and len(lines) == 1 and lines[0].startswith(f"left alone: {folder}: {why}"), lines
+        assert "a concluded record gains no run" in lines[0]
+    assert {k: v for k, v in snapshot(orphaned).items() if "index" not in k} == before
+
+
+def test_a_concluded_attempt_is_refused_a_run_in_the_one_place_runs_are_linked(orphaned: Path, ran: dict) -> None:
+    from ptreg.errors import CheckFailed
+    from ptreg.operations.running import link_runs, unlinked_runs
+    from ptreg.store.directory import read_attempt
+    from ptreg.store.runs import read_results
+
+    shutil.copyfile(orphaned / "linked-late.json", orphaned.parent / "not-tried.json")
+    (orphaned / "linked-late.json").write_text(
+        json.dumps(complete_record("linked-late", status="worked"), indent=2) + "\n"
+    )
+    assert unlinked_runs(orphaned, read_attempt(orphaned, "linked-late")) == []
+    results = read_results(orphaned / "runs" / "linked-late" / ran["run"])
+    with pytest.raises(
+        CheckFailed, match=r"linked-late is concluded \(status worked\), and a concluded record gains no run"
+    ):
+        link_runs(orphaned, "linked-late", [results])
+    shutil.copyfile(orphaned.parent / "not-tried.json", orphaned / "linked-late.json")
+    assert [r.run_id for r in unlinked_runs(orphaned, read_attempt(orphaned, "linked-late"))] == [ran["run"]]
+
+
 def test_staged_leftovers_are_warnings_and_repair_removes_them(orphaned: Path, cli) -> None:
     (orphaned / "linked-late.json").write_bytes((orphaned / "linked-late.json").read_bytes())
     leftovers = [
@@ -87,6 +136,28 @@ def test_staged_leftovers_are_warnings_and_repair_removes_them(orphaned: Path, c
         assert f"{path}: warning [leftover]" in result.out
     assert cli("-r", orphaned, "repair").code == 0
     assert not any(p.exists() for p in leftovers)
+
+
+def test_the_folder_a_run_stages_under_its_run_lock_is_no_leftover(orphaned: Path, cli) -> None:
+    """A run that found the registry busy at its end writes its folder under its run lock alone:
+    while that lock is held, its staging folder is neither reported nor removed."""
+    from ptreg.store.locks import run_lock
+
+    staging = orphaned / "runs" / "linked-late" / f".tmp-{RUN_ID}-4242"
+    staging.mkdir()
+    (staging / "results.json").write_text("{")
+    with run_lock(orphaned, "linked-late"):
+        assert "[leftover]" not in cli("-r", orphaned, "validate").out
+        assert cli("-r", orphaned, "repair").code == 0
+        assert (staging / "results.json").exists()
+    assert f"{staging}: warning [leftover]" in cli("-r", orphaned, "validate").out
+    assert cli("-r", orphaned, "repair").code == 0
+    assert not staging.exists()
+    # under a folder no attempt id could name, no run lock is asked about: still a leftover
+    stray = orphaned / "runs" / "Not An Id" / f".tmp-{RUN_ID}-4242"
+    stray.mkdir(parents=True)
+    checked = cli("-r", orphaned, "validate")
+    assert checked.code == 0 and f"{stray}: warning [leftover]" in checked.out, checked.out + checked.err
 
 
 def test_a_journal_left_by_a_killed_import_is_finished_before_anything_is_read(tmp_path: Path, cli) -> None:

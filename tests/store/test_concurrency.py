@@ -4,12 +4,16 @@ attempt are kept apart, and a lock left by a killed process neither blocks nor g
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from helpers import (
     PROPOSER,
@@ -364,3 +368,173 @@ def test_readers_beside_two_writers_always_answer_and_the_index_ends_current(tmp
     assert differences == [], differences  # the writers' own updates left it current
     assert_index_agrees(root)
     assert len(json.loads(ptreg(root, "list", "--json").communicate(timeout=60)[0])) == 41
+
+
+# --------------------------------------------------------------------------- threads of one process
+
+
+def _held_in_a_thread(lock) -> tuple[threading.Thread, threading.Event]:
+    """``lock`` (a context manager) taken and held by a thread of its own until the event is set."""
+    taken, release = threading.Event(), threading.Event()
+    failed: list[BaseException] = []
+
+    def hold() -> None:
+        try:
+            with lock:
+                taken.set()
+                release.wait(60)
+        except BaseException as exc:  # said by the test below, not lost in the thread
+            failed.append(exc)
+            taken.set()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert taken.wait(60) and not failed, failed
+    return thread, release
+
+
+def test_two_threads_of_one_process_contend_for_the_registry_lock_as_two_processes_do(tmp_path: Path) -> None:
+    """The MCP server answers tool calls on threads of one process: a second thread's write
+    must wait for the first, never pass for a re-entry of it."""
+    from ptreg.errors import LockBusy
+    from ptreg.store.locks import registry_lock
+
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    thread, release = _held_in_a_thread(registry_lock(root))
+    try:
+        with pytest.raises(LockBusy) as busy, registry_lock(root, timeout=0.3):
+            pass
+        assert f"is being written by pid {os.getpid()}" in busy.value.message
+    finally:
+        release.set()
+        thread.join()
+    with registry_lock(root, timeout=0), registry_lock(root, timeout=0):  # one thread re-enters its own hold
+        assert json.loads((root / ".ptreg.lock.holder").read_text())["pid"] == os.getpid()
+    assert not (root / ".ptreg.lock.holder").exists()
+
+
+def test_a_second_thread_is_refused_the_run_lock_a_first_one_holds(tmp_path: Path) -> None:
+    from ptreg.errors import CheckFailed
+    from ptreg.store.locks import run_in_progress, run_lock
+
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    assert not run_in_progress(root, "seed-record")
+    thread, release = _held_in_a_thread(run_lock(root, "seed-record"))
+    try:
+        assert run_in_progress(root, "seed-record")
+        with pytest.raises(CheckFailed, match="seed-record is already being run by pid"), run_lock(root, "seed-record"):
+            pass
+        concluding = run_lock(root, "seed-record", "conclude")
+        with pytest.raises(CheckFailed, match="cannot be concluded while its run measures"), concluding:
+            pass
+    finally:
+        release.set()
+        thread.join()
+    assert not run_in_progress(root, "seed-record")
+
+
+def test_eight_threads_proposing_at_once_leave_every_record_and_a_current_index(tmp_path: Path) -> None:
+    """Each thread proposes its own attempts and, with the others, the same tracking issues:
+    one issue scopes one lineage, so exactly one proposal per shared issue is admitted; every
+    write takes the lock for real, so the index ends as the files are."""
+    from helpers import assert_index_agrees
+    from ptreg.gate.proposal import propose
+    from ptreg.gate.proposal_input import ProposalInput
+    from ptreg.store.index import compare_with_files, open_index
+
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    ref = freeze_evaluator(root, **TINY)
+    open_index(root).close()  # an index to keep current
+    admitted: dict[str, list[str]] = {}
+    failed: list[BaseException] = []
+
+    def proposer_thread(n: int) -> None:
+        try:
+            propose_all(n)
+        except BaseException as exc:
+            failed.append(exc)
+
+    def propose_all(n: int) -> None:
+        for i in range(4):
+            for attempt_id, issue in ((f"t{n}-{i}", f"#{100 * (n + 1) + i}"), (f"t{n}-shared-{i}", f"#9{i}")):
+                given = ProposalInput(
+                    id=attempt_id, name=attempt_id, family="runtime-perf", kind="runtime-benchmark",
+                    objective="training-step-time", methods=["vendor-blas"], question=f"Does plan {attempt_id.replace('-', 'x')} pay off?",
+                    evaluator=ref, budget_seconds=600, tracking_issue=issue,
+                )  # fmt: skip
+                if propose(root, given).written:
+                    admitted.setdefault(issue, []).append(attempt_id)
+
+    threads = [threading.Thread(target=proposer_thread, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failed, failed
+    assert all(len(admitted[f"#{100 * (n + 1) + i}"]) == 1 for n in range(8) for i in range(4)), admitted
+    assert all(len(admitted[f"#9{i}"]) == 1 for i in range(4)), admitted
+    found = validate(root)
+    assert found["attempts"] == 1 + 32 + 4 and not found["errors"], found["errors"]
+    differences, _ = compare_with_files(root)
+    assert differences == [], differences
+    assert_index_agrees(root)
+
+
+# --------------------------------------------------------------------------- a run whose end finds the registry busy
+
+
+def _busy_registry_run(tmp_path: Path, attempt_id: str, issue: str) -> tuple[Path, str]:
+    """`ptreg run` of a fresh attempt while another process holds the registry lock past the
+    run's wait: the run's folder, kept whole but not linked, and the run's one-line error."""
+    from helpers import snapshot
+
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    ref = freeze_evaluator(root, **TINY)
+    propose_for_run(root, ref, attempt_id, issue)
+    unlinked = (root / f"{attempt_id}.json").read_bytes()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(root)], stdout=subprocess.PIPE, text=True, env=env_without_hooks()
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code, _, err = finish(ptreg(root, "run", attempt_id, PTREG_LOCK_TIMEOUT="1"))
+        records = {k: v for k, v in snapshot(root).items() if k.endswith(".json") and "/" not in k}
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 1 and "Traceback" not in err, err
+    [folder] = list((root / "runs" / attempt_id).iterdir())
+    error = err.strip().splitlines()[-1]  # after the progress lines a pipe gets
+    assert error.startswith(
+        f"ptreg: error: {attempt_id} was measured, but {root / '.ptreg.lock'} stayed locked by pid {holder.pid}"
+    )
+    assert f"It is kept, written whole to {folder}: `ptreg repair` links it once the lock is free" in error
+    assert json.loads((folder / "results.json").read_text())["status"] == "complete"
+    assert json.loads((folder / "environment.json").read_text())
+    assert records[f"{attempt_id}.json"] == unlinked  # nothing linked while the lock was held
+    problems = validate(root)["problems"]
+    assert [p.rule for p in problems] == ["orphaned-run"], problems
+    return root, folder.name
+
+
+def test_a_run_that_finds_the_registry_busy_at_its_end_keeps_its_run_and_the_next_run_links_it(
+    tmp_path: Path,
+) -> None:
+    root, kept = _busy_registry_run(tmp_path, "run-kept", "#77")
+    code, out, err = finish(ptreg(root, "run", "run-kept", "--json"))
+    assert code == 0, err
+    record = json.loads((root / "run-kept.json").read_text())
+    assert [r["run_id"] for r in record["runs"]] == [kept, json.loads(out)["run_id"]]  # the measured one first
+    assert len(record["evidence"].splitlines()) == 2
+    assert not validate(root)["problems"]
+
+
+def test_a_run_kept_for_a_busy_registry_is_linked_by_the_conclusion_before_its_verdict(tmp_path: Path) -> None:
+    root, kept = _busy_registry_run(tmp_path, "run-then-verdict", "#78")
+    code, out, err = finish(ptreg(root, "conclude", "run-then-verdict", *CONCLUDE))
+    assert code == 0, err
+    assert f"linked run {kept} first" in out
+    record = json.loads((root / "run-then-verdict.json").read_text())
+    assert record["status"] == "failed" and [r["run_id"] for r in record["runs"]] == [kept]
+    assert record["source"] == f"runs/run-then-verdict/{kept}/results.json"
+    assert not validate(root)["problems"]
