@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..clock import utc_now
-from ..records.attempt import Admission, Attempt, GateCheck, RegistryState
 from ..records.analysis_plan import Plan, plan_digest
+from ..records.attempt import Admission, Attempt, GateCheck, RegistryState
 from ..store.directory import REGISTRY_FILE, attempt_files, record_order
 from ..store.evaluator_files import evaluator_files
 from ..store.vocabulary_files import term_files

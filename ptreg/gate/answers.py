@@ -17,10 +17,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..errors import PtregError
 from ..records import tracking
+from ..records.analysis_plan import margin_problems, rule_problems
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt, Budget
 from ..records.condition_grammar import parse as parse_condition
 from ..records.graph import lineage_roots
-from ..records.analysis_plan import margin_problems, rule_problems
 from ..records.problems import plain_message
 from ..records.refs import check_id
 from ..records.registry import Registry

@@ -21,12 +21,12 @@ from typing import Any, Literal, Protocol
 from ..engine.plan import EVALUATOR_VERSION
 from ..engine.workloads.discovery import spec_problem, workload_named
 from ..records import tracking
+from ..records.analysis_plan import margin_problems, margins_text, plan_digest, rule_problems
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt
 from ..records.evaluator import FrozenEvaluator
 from ..records.graph import ancestry, lineage_root, lineage_roots
 from ..records.ledger import CAUTION_AT, STOP_AT, Shaped, trailing_negatives
 from ..records.ledger import question_tokens as question_tokens
-from ..records.analysis_plan import margin_problems, margins_text, plan_digest, rule_problems
 from ..text import counted
 
 SIMILAR_QUESTION = 0.8  # token Jaccard at or above which two questions are the same question

@@ -21,12 +21,12 @@ from pydantic import ValidationError
 
 from ..errors import CheckFailed, UnusableInput
 from ..records import tracking
+from ..records.analysis_plan import MAX_POOLED_RUNS, Plan, PlanRule
 from ..records.attempt import INFRASTRUCTURE_KIND, SHAPE_FIELDS, Attempt, Budget, RegistryMeta
 from ..records.condition import render
 from ..records.condition_grammar import parse
 from ..records.graph import ancestry
 from ..records.ledger import Summary
-from ..records.analysis_plan import MAX_POOLED_RUNS, Plan, PlanRule
 from ..records.problems import flag_message
 from ..records.refs import check_id
 from ..records.vocabulary import unknown_terms

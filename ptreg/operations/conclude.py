@@ -22,11 +22,11 @@ from pydantic import ValidationError
 from ..clock import utc_now
 from ..errors import CheckFailed, UnusableInput
 from ..gate.readmission import readmit_all, unresolved
+from ..records.analysis_plan import CONSISTENT, PlanDecision
 from ..records.attempt import CONFIDENCES, STATUSES, Attempt, ContinueIf
 from ..records.condition import render
 from ..records.condition_grammar import parse
 from ..records.decision import Decision, decide
-from ..records.analysis_plan import CONSISTENT, PlanDecision
 from ..records.problems import flag_message
 from ..records.registry import Record, Registry, ids_in
 from ..records.rules import check_attempt

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from .analysis_plan import Plan, PlanDecision
 from .budgets import describe_budget
 from .condition import MAX_DEPTH, MAX_TEXT, Condition, depth
 from .ledger import INFRASTRUCTURE_KIND as INFRASTRUCTURE_KIND
@@ -24,7 +25,6 @@ from .ledger import SHAPE_FIELDS as SHAPE_FIELDS
 from .ledger import STATUSES as STATUSES
 from .ledger import LedgerKey, Summary, lacks, ledger_key
 from .ledger import in_ledger_order as in_ledger_order
-from .analysis_plan import Plan, PlanDecision
 from .refs import (
     EVALUATOR_REF_PATTERN,
     ID_MAX_LENGTH,

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .analysis_plan import Truth, kind_problem, margin_text, value_text
 from .condition import (
     Amdahl,
     And,
@@ -65,7 +66,6 @@ from .condition import (
 )
 from .evaluator import ArmsSpec
 from .intervals import LEVEL, Scale, at_level
-from .analysis_plan import Truth, kind_problem, margin_text, value_text
 
 if TYPE_CHECKING:  # the run models are only read here: deciding needs none built, nor does parsing
     from .run_results import Cell, Ratio, RunResults, Summary

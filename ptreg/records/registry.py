@@ -15,9 +15,9 @@ from pydantic import ValidationError
 
 from ..errors import CheckFailed, UnknownAttempt
 from ..text import json_type
+from .analysis_plan import PlanRule
 from .attempt import SCHEMA_VERSION, Attempt, ContinueIf, RegistryMeta
 from .condition_grammar import disagreement
-from .analysis_plan import PlanRule
 from .problems import Problem, pointer_join, schema_problems, shown_id
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
 from ..text import shorten
+from .analysis_plan import CONSISTENT, plan_digest
 from .attempt import (
     ALWAYS_KNOWN,
     INFRASTRUCTURE_KIND,
@@ -19,7 +20,6 @@ from .attempt import (
     RegistryMeta,
 )
 from .graph import find_cycles, lineage_root
-from .analysis_plan import CONSISTENT, plan_digest
 from .problems import Problem, pointer_join, shown_id
 from .registry import Record, Registry
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from ..engine.workloads.discovery import workload_named
 from ..errors import PtregError
+from ..records.analysis_plan import Plan, PlanStatus, status_of
 from ..records.attempt import Attempt, RunRef
 from ..records.decision import Decision, decide
-from ..records.analysis_plan import Plan, PlanStatus, status_of
 from ..records.run_results import RunResults
 from ..store.runs import read_results, run_folder
 
