@@ -95,7 +95,8 @@ def show(
     ref: str = typer.Argument(..., metavar="NAME[@HASH]", help="An evaluator reference, or a name frozen once."),
     as_json: bool = JsonFlag,
 ) -> None:
-    """One frozen evaluator: identity, verification and the full spec."""
+    """One frozen evaluator: identity, verification, what it froze and the full spec."""
+    from ..gate.consent import consent_note
     from ..store.evaluator_files import check_file, resolve
     from ..store.jsonio import dumps_pretty, read_json
 
@@ -113,11 +114,19 @@ def show(
             if content is not None:
                 say(printable_json(dumps_pretty(content)), nl=False)
         raise typer.Exit(EXIT_CHECK_FAILED)
+    consent = consent_note(frozen)
     if as_json:
-        print_json({"path": str(path), "verified": True, "problem": None, "file": read_json(path)})
+        print_json({"path": str(path), "verified": True, "problem": None, "consent": consent, "file": read_json(path)})
         return
     say(f"{frozen.ref}  ({path})")
     say(f"sha256 {frozen.sha256}, evaluator code version {frozen.evaluator_version}: verifies")
+    for title, digests in (("inputs", frozen.inputs), ("code its command runs", frozen.code)):
+        if digests:
+            say(f"{title}, frozen by content:")
+            for name, digest in digests.items():
+                say(f"  {name}  sha256 {digest}")
+    if consent is not None:
+        say_wrapped(consent)
     say(printable_json(dumps_pretty(frozen.spec.model_dump(mode="json", exclude_none=True))), nl=False)
 
 
@@ -155,9 +164,10 @@ def trust(
 ) -> None:
     """Consent to run an evaluator's command that you did not freeze here (it came by import, a bundle or a pull).
 
-    Read it first with `ptreg evaluator show`. The consent names the evaluator's sha256 (its command, arms and input digests) and is kept in your own configuration ($PTREG_CONFIG_HOME, else $XDG_CONFIG_HOME/ptreg, else ~/.config/ptreg), never in a registry, so no bundle or commit can carry it. Freezing an evaluator is consent already.
+    Read it first with `ptreg evaluator show`. The consent names the evaluator's sha256 (its command, arms, input digests and the digests of the project's files its command runs) and is kept in your own configuration ($PTREG_CONFIG_HOME, else $XDG_CONFIG_HOME/ptreg, else ~/.config/ptreg), never in a registry, so no bundle or commit can carry it. Freezing an evaluator is consent already.
     """
     from ..errors import EXIT_UNUSABLE
+    from ..gate.consent import consent_note
     from ..records.refs import EVALUATOR_REF_PATTERN
     from ..store.evaluator_files import check_file, resolve
     from ..store.trust import trust as record_trust
@@ -172,10 +182,15 @@ def trust(
     if frozen is None:
         raise PtregError(f"{path} does not verify ({mismatch}); nothing trusted", EXIT_CHECK_FAILED)
     added = record_trust(frozen.sha256)
+    consent = consent_note(frozen)
     if as_json:
-        print_json({"ref": frozen.ref, "sha256": frozen.sha256, "added": added, "file": str(trust_file())})
+        print_json(
+            {"ref": frozen.ref, "sha256": frozen.sha256, "added": added, "file": str(trust_file()), "covers": consent}
+        )
         return
     say(f"{'trusted' if added else 'already trusted:'} {frozen.ref} (sha256 {frozen.sha256}) in {trust_file()}")
+    if consent is not None:
+        say_wrapped(consent)
 
 
 @app.command("remove", cls=RegistryCommand)

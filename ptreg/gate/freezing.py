@@ -68,9 +68,10 @@ def _unregistered(names: list[str]) -> list[str]:
 
 
 def freeze(root: Path, spec_path: Path) -> Frozen:
-    """Store the spec under its identity, with the digests of the inputs it reads; freezing an
-    identical spec over identical inputs again changes nothing. Freezing an evaluator whose
-    workload runs code is this user's consent to run it (``store/trust.py``)."""
+    """Store the spec under its identity, with the digests of the inputs it reads and, for a
+    workload that runs code, of the project's files it runs; freezing an identical spec over
+    identical files again changes nothing. Freezing an evaluator whose workload runs code is
+    this user's consent to run it, those files as they are (``store/trust.py``)."""
     load_meta(root)  # only into a real registry
     refuse_old_layout(root)
     raw = read_json(spec_path)
@@ -78,7 +79,9 @@ def freeze(root: Path, spec_path: Path) -> Frozen:
     spec = parse_spec(raw, str(spec_path))
     workload = require_measurable(spec, str(spec_path))
     inputs = digest_inputs(project_root(root), spec.inputs) if isinstance(spec, ArmsSpec) and spec.inputs else None
-    frozen = frozen_from_spec(spec, EVALUATOR_VERSION, inputs)
+    # consent to a command is to the code it runs: those files are frozen with it, by content
+    code = workload.code(spec, root) if workload.runs_code else None
+    frozen = frozen_from_spec(spec, EVALUATOR_VERSION, inputs, code)
     path, created = store_frozen(root, frozen)
     if workload.runs_code:
         trust(frozen.sha256)

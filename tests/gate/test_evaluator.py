@@ -510,6 +510,7 @@ def test_show_by_name_and_by_reference(cli, freeze, registry: Path) -> None:
         "path": str(path),
         "verified": True,
         "problem": None,
+        "consent": None,  # it runs no command
         "file": json.loads(path.read_text(encoding="utf-8")),
     }
 
