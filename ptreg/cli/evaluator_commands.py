@@ -137,22 +137,31 @@ def verify(
     ),
     as_json: bool = JsonFlag,
 ) -> None:
-    """Recompute every hash; name each file that no longer matches what was frozen. Exit 1 if any."""
+    """Recompute every hash and the digests of the project's files each froze (inputs, the code a command runs); name each evaluator that no longer matches what was frozen, and each run whose inputs changed under it. Exit 1 if an evaluator does not verify."""
+    from ..gate.freezing import verify as verify_evaluators
     from ..store.directory import load_meta
-    from ..store.evaluator_files import evaluator_files, resolve, verify_file
+    from ..store.evaluator_files import evaluator_files, resolve
 
     root = registry_dir()
     load_meta(root)
     paths = [resolve(root, r) for r in refs] if refs else evaluator_files(root)
-    results = [(path, verify_file(path)) for path in paths]
-    bad = [(p, m) for p, m in results if m is not None]
+    found = verify_evaluators(root, paths)
+    bad = [(p, m) for p, m in found.checked if m is not None]
     if as_json:
-        print_json({"checked": len(results), "mismatched": [{"path": str(p), "problem": m} for p, m in bad]})
+        print_json(
+            {
+                "checked": len(found.checked),
+                "mismatched": [{"path": str(p), "problem": m} for p, m in bad],
+                "inputs_changed_during_runs": [{"run": r, "changed": c} for r, c in found.changed_under_runs],
+            }
+        )
     else:
         for path, mismatch in bad:
             say(f"{path}: {mismatch}")
+        for run, changed in found.changed_under_runs:
+            say(f"ptreg: warning: run {run} decides nothing: inputs changed during the run ({changed})", err=True)
         verify = "does not verify" if len(bad) == 1 else "do not verify"
-        say(f"{counted(len(results), 'frozen evaluator')} checked, {len(bad)} {verify}")
+        say(f"{counted(len(found.checked), 'frozen evaluator')} checked, {len(bad)} {verify}")
     if bad:
         raise typer.Exit(EXIT_CHECK_FAILED)
 

@@ -24,6 +24,7 @@ from ..records.decision import Decision, decide
 from ..records.problems import flag_message
 from ..records.registry import Record, Registry, ids_in
 from ..records.rules import check_attempt
+from ..records.run_results import run_is_decisive, undecisive
 from ..store.directory import load_directory, load_meta, record_path, write_attempt
 from ..store.locks import registry_lock, run_lock
 from ..store.runs import check_folder, read_results, run_folder
@@ -92,6 +93,8 @@ def _condition(root: Path, attempt: Attempt, text: str) -> tuple[ContinueIf, Dec
             f"{attempt.id} has no complete run to check --continue-if against (its runs: {runs}); nothing written",
         )
     results = read_results(run_folder(root, attempt.id, ref.run_id), root)
+    if not run_is_decisive(results):
+        raise CheckFailed(f"--continue-if cannot be checked: {undecisive(results)}; nothing written")
     tree = parse(text, against=results)
     decision = decide(tree, results)
     # stored in its canonical text: one spelling per condition, which agrees with its tree unparsed

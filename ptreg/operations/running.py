@@ -21,7 +21,7 @@ from ..engine.measurement import SpreadExecutor, measure
 from ..engine.plan import EVALUATOR_VERSION
 from ..errors import CheckFailed
 from ..gate.checks import check_gate
-from ..gate.consent import refuse_unconsented
+from ..gate.consent import frozen_files_change, refuse_unconsented
 from ..gate.gate_inputs import read_gate_inputs
 from ..gate.readmission import judged_before, read_readmissions, unresolved
 from ..records.attempt import Attempt, Budget, RunRef
@@ -123,6 +123,9 @@ def _measure_and_record(
     environment = collect(root)
     code = code_identity(frozen.spec, root)  # before measuring: the code as it was when measured
     found = measure(frozen.spec, executor, round_cap=budget.max_repeats, root=project_root(root))
+    # what the run measured is the frozen evaluator only while its files still are what was
+    # frozen: a repeat that rewrote its own script, or data edited meanwhile, leaves it deciding nothing
+    changed = frozen_files_change(frozen, root)
     if isinstance(frozen.spec, EvaluatorSpec):
         # read after the workers ran: a backend may settle its configuration on first use (numba's tile)
         environment["backend_configuration"] = backend_configuration(list(frozen.spec.backends))
@@ -142,6 +145,7 @@ def _measure_and_record(
                 attempt=attempt_id,
                 run_id=new_run_id(root, attempt_id, started),
                 code=code,
+                inputs_changed=changed,
             )
             results = new_results(frozen.spec, found, made)
             folder = write_run(root, results, environment)

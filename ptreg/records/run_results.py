@@ -489,6 +489,14 @@ def run_is_decisive(results: RunResults) -> bool:
     return results.status == "complete" and results.inputs_changed is None
 
 
+def undecisive(results: RunResults) -> str:
+    """Why a run that is not decisive (``run_is_decisive``) decides nothing, in words."""
+    run = f"run {results.run_id}" + (f" of {results.attempt}" if results.attempt else "")
+    if results.inputs_changed is not None:
+        return f"{run} decides nothing: inputs changed during the run ({results.inputs_changed})"
+    return f"{run} decides nothing: it is {results.status}, not complete"
+
+
 @dataclass
 class Measurement:
     """What measuring an evaluator found (``engine.measurement.measure``): parity, the cells, the

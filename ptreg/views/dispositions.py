@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import PtregError
 from ..records.attempt import Attempt, ContinueIf, RunRef
 from ..records.decision import Decision, decide
+from ..records.run_results import run_is_decisive, undecisive
 from ..store.runs import read_results, run_folder
 
 
@@ -71,6 +72,8 @@ def decide_disposition(root: Path, attempt: Attempt) -> Disposition | None:
     except PtregError as exc:
         why = f"run {ref.run_id} of {attempt.id} cannot be read: {exc.message}"
         return Disposition(attempt, condition, None, why, unreadable=True)
+    if not run_is_decisive(results):
+        return Disposition(attempt, condition, None, undecisive(results))
     return Disposition(attempt, condition, decide(condition.tree, results))
 
 

@@ -494,3 +494,74 @@ def test_too_many_arguments_to_look_at_is_a_spec_problem() -> None:
     )
     problem = spec_problem(spec)
     assert problem is not None and "more than the 1,000,000 ptreg looks at" in problem
+
+
+# --------------------------------------------------------------------------- inputs re-checked after the run
+
+REWRITES_ITSELF = """\
+import os, sys
+if os.environ["PTREG_SEED"] == "0":  # the first repeat edits the harness the evaluator froze
+    with open(__file__, "a") as me:
+        me.write("# tuned during the run\\n")
+with open(os.environ["PTREG_METRICS"], "w") as out:
+    out.write('{"score": 0.5}\\n')
+"""
+
+
+def test_an_input_changed_during_the_run_is_recorded_and_decides_nothing(tmp_path: Path) -> None:
+    spec = {**BENCH_SPEC, "name": "self-editing", "command": ["python3", "cmd.py"], "inputs": ["cmd.py"], "repeats": 2}
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "cmd.py").write_text(REWRITES_ITSELF)
+    frozen_digest = hashlib.sha256(REWRITES_ITSELF.encode()).hexdigest()[:12]
+    (project / "spec.json").write_text(json.dumps(spec))
+    assert ptreg(project, "init").returncode == 0
+    assert ptreg(project, "evaluator", "freeze", "spec.json").returncode == 0
+    propose(project, "edited", "self-editing", 21)
+    run = ptreg(project, "run", "edited", "--json")
+    assert run.returncode == 1, run.stderr
+    results = json.loads(run.stdout)["results"]
+    now = hashlib.sha256((project / "cmd.py").read_bytes()).hexdigest()[:12]
+    assert results["status"] == "failed"
+    assert results["inputs_changed"] == f"input cmd.py changed since it was frozen (sha256 {frozen_digest}, now {now})"
+    assert results["reason"].startswith("inputs changed during the run: input cmd.py")
+    assert all(c["status"] == "measured" for c in results["cells"])  # measured, and decides nothing
+    shown = ptreg(project, "show", "edited").stdout
+    assert "It decides nothing: inputs changed during the run (input cmd.py changed" in " ".join(shown.split())
+    validated = ptreg(project, "validate")
+    assert validated.returncode == 0 and "warning [run-inputs-changed]" in validated.stdout
+    strict = ptreg(project, "validate", "--strict")
+    assert strict.returncode == 1 and "error [run-inputs-changed]" in strict.stdout
+    assert "decides nothing: inputs changed during the run (input cmd.py" in strict.stdout
+    verified = ptreg(project, "evaluator", "verify")
+    assert verified.returncode == 1 and "input cmd.py changed since it was frozen" in verified.stdout
+    assert "decides nothing: inputs changed during the run" in verified.stderr
+    (project / "cmd.py").write_text(REWRITES_ITSELF)  # restored: the evaluator verifies again, the run stays as it was
+    assert ptreg(project, "evaluator", "verify").returncode == 0
+    concluded = ptreg(
+        project,
+        *("conclude", "edited", "--status", "inconclusive", "--lesson", "its harness changed under it"),
+        *("--next-action", "run it again", "--evidence", "x", "--failure-reason", "harness edited"),
+        *("--confidence", "exact", "--continue-if", "metric(score, arm=baseline) >= 0"),
+    )
+    assert concluded.returncode == 1 and "has no complete run" in concluded.stderr
+
+
+def test_a_module_added_beside_the_script_during_the_run_is_named(tmp_path: Path) -> None:
+    adds = (
+        "import os, pathlib\n"
+        "pathlib.Path(__file__).with_name('late.py').write_text('X = 1\\n')\n"
+        "open(os.environ['PTREG_METRICS'], 'w').write('{\"score\": 1}\\n')\n"
+    )
+    spec = {**BENCH_SPEC, "name": "adds-code", "command": ["python3", "tool/run.py"]}
+    project = tmp_path / "project"
+    (project / "tool").mkdir(parents=True)
+    (project / "tool" / "run.py").write_text(adds)
+    (project / "spec.json").write_text(json.dumps(spec))
+    assert ptreg(project, "init").returncode == 0
+    assert ptreg(project, "evaluator", "freeze", "spec.json").returncode == 0
+    propose(project, "adds", "adds-code", 22)
+    run = ptreg(project, "run", "adds", "--json")
+    assert run.returncode == 1
+    changed = json.loads(run.stdout)["results"]["inputs_changed"]
+    assert changed.startswith("tool/late.py: sha256 absent when frozen, ")
