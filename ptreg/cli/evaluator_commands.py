@@ -176,7 +176,7 @@ def trust(
     Read it first with `ptreg evaluator show`. The consent names the evaluator's sha256 (its command, arms, input digests and the digests of the project's files its command runs) and is kept in your own configuration ($PTREG_CONFIG_HOME, else $XDG_CONFIG_HOME/ptreg, else ~/.config/ptreg), never in a registry, so no bundle or commit can carry it. Freezing an evaluator is consent already.
     """
     from ..errors import EXIT_UNUSABLE
-    from ..gate.consent import consent_note
+    from ..gate.consent import code_change, consent_note
     from ..records.refs import EVALUATOR_REF_PATTERN
     from ..store.evaluator_files import check_file, resolve
     from ..store.trust import trust as record_trust
@@ -186,20 +186,31 @@ def trust(
         raise PtregError(
             f"evaluator {ref!r}: give its full reference NAME@HASH, as `ptreg evaluator list` shows", EXIT_UNUSABLE
         )
-    path = resolve(registry_dir(), ref)
+    root = registry_dir()
+    path = resolve(root, ref)
     frozen, mismatch = check_file(path)
     if frozen is None:
         raise PtregError(f"{path} does not verify ({mismatch}); nothing trusted", EXIT_CHECK_FAILED)
     added = record_trust(frozen.sha256)
     consent = consent_note(frozen)
+    differs = code_change(frozen, root) if consent is not None else None
     if as_json:
         print_json(
-            {"ref": frozen.ref, "sha256": frozen.sha256, "added": added, "file": str(trust_file()), "covers": consent}
+            {
+                "ref": frozen.ref,
+                "sha256": frozen.sha256,
+                "added": added,
+                "file": str(trust_file()),
+                "consent": consent,
+                "code_differs": differs,
+            }
         )
         return
     say(f"{'trusted' if added else 'already trusted:'} {frozen.ref} (sha256 {frozen.sha256}) in {trust_file()}")
     if consent is not None:
         say_wrapped(consent)
+    if differs is not None:  # consent is to the code as frozen: `ptreg run` refuses what differs
+        say_wrapped(f"ptreg: warning: the project's code differs from what you consented to: {differs}", err=True)
 
 
 @app.command("remove", cls=RegistryCommand)

@@ -91,7 +91,7 @@ class EvaluatorFile:
     mismatch: str | None = None  # why it does not verify (None: it does, or it is missing)
     changed_inputs: str | None = None  # an input it reads that no longer matches its digest
     changed_code: str | None = None  # a project file its command runs that no longer matches its digest
-    code_note: str | None = None  # for an evaluator that runs code: what consent to it covers
+    consent: str | None = None  # what consent to it covers; None: it runs no command
 
 
 @dataclass(frozen=True)
@@ -264,7 +264,7 @@ def frozen_evaluator(proposal: Attempt, file: EvaluatorFile | None) -> tuple[Che
             f"{proposal.evaluator} runs code that is not what was frozen (and consented to): {file.changed_code}",
             "restore the file (or remove the one added), or freeze the evaluator again over it and propose with it",
         ), None
-    note = f"; {file.code_note}" if file.code_note else ""
+    note = f"; {file.consent}" if file.consent else ""
     return CheckResult(
         name,
         PASSED,

@@ -100,7 +100,9 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
     if attempt.evaluator is None or attempt.budget is None:
         raise CheckFailed(f"{attempt_id} has no frozen evaluator or no budget; propose it with `ptreg new`")
     file = inputs.evaluator
-    if file is not None and file.frozen is not None:  # consent first: a command nobody consented to is unusable
+    if file is not None and file.frozen is not None and file.consent is not None:
+        # a command nobody consented to, or whose code is not what was consented to, is
+        # unusable input, whatever else the gate finds: nothing of it is run
         refuse_unconsented(file.frozen, file.changed_code)
     report = check_gate(attempt, judged_before(inputs, readmissions, attempt_id))
     if not report.admitted or report.evaluator is None:

@@ -368,6 +368,10 @@ def test_consent_to_a_command_covers_the_script_it_runs_not_only_its_spec(tmp_pa
     theirs = hashlib.sha256((other / "bench.py").read_bytes()).hexdigest()[:12]
     assert f"bench.py: sha256 {ours} when frozen, {theirs} now" in line and "nothing run" in line
     assert not list(other.glob("ran-*"))
+    # consenting again is consent to what was frozen, which it says; it runs no other bench.py
+    trusted = ptreg(other, "evaluator", "trust", ref)
+    assert trusted.returncode == 0 and "differs from what you consented to: bench.py" in trusted.stderr
+    assert ptreg(other, "run", "shared").returncode == 2 and not list(other.glob("ran-*"))
     # where the file is what was frozen, the same consent runs it
     ran = ptreg(mine, "run", "shared")
     assert ran.returncode == 0, ran.stderr
