@@ -95,7 +95,8 @@ def show(
     ref: str = typer.Argument(..., metavar="NAME[@HASH]", help="An evaluator reference, or a name frozen once."),
     as_json: bool = JsonFlag,
 ) -> None:
-    """One frozen evaluator: identity, verification and the full spec."""
+    """One frozen evaluator: identity, verification, what it froze and the full spec."""
+    from ..gate.consent import consent_note
     from ..store.evaluator_files import check_file, resolve
     from ..store.jsonio import dumps_pretty, read_json
 
@@ -113,11 +114,19 @@ def show(
             if content is not None:
                 say(printable_json(dumps_pretty(content)), nl=False)
         raise typer.Exit(EXIT_CHECK_FAILED)
+    consent = consent_note(frozen)
     if as_json:
-        print_json({"path": str(path), "verified": True, "problem": None, "file": read_json(path)})
+        print_json({"path": str(path), "verified": True, "problem": None, "consent": consent, "file": read_json(path)})
         return
     say(f"{frozen.ref}  ({path})")
     say(f"sha256 {frozen.sha256}, evaluator code version {frozen.evaluator_version}: verifies")
+    for title, digests in (("inputs", frozen.inputs), ("code its command runs", frozen.code)):
+        if digests:
+            say(f"{title}, frozen by content:")
+            for name, digest in digests.items():
+                say(f"  {name}  sha256 {digest}")
+    if consent is not None:
+        say_wrapped(consent)
     say(printable_json(dumps_pretty(frozen.spec.model_dump(mode="json", exclude_none=True))), nl=False)
 
 
@@ -128,22 +137,31 @@ def verify(
     ),
     as_json: bool = JsonFlag,
 ) -> None:
-    """Recompute every hash; name each file that no longer matches what was frozen. Exit 1 if any."""
+    """Recompute every hash and the digests of the project's files each froze (inputs, the code a command runs); name each evaluator that no longer matches what was frozen, and each run whose inputs changed under it. Exit 1 if an evaluator does not verify."""
+    from ..gate.freezing import verify as verify_evaluators
     from ..store.directory import load_meta
-    from ..store.evaluator_files import evaluator_files, resolve, verify_file
+    from ..store.evaluator_files import evaluator_files, resolve
 
     root = registry_dir()
     load_meta(root)
     paths = [resolve(root, r) for r in refs] if refs else evaluator_files(root)
-    results = [(path, verify_file(path)) for path in paths]
-    bad = [(p, m) for p, m in results if m is not None]
+    found = verify_evaluators(root, paths)
+    bad = [(p, m) for p, m in found.checked if m is not None]
     if as_json:
-        print_json({"checked": len(results), "mismatched": [{"path": str(p), "problem": m} for p, m in bad]})
+        print_json(
+            {
+                "checked": len(found.checked),
+                "mismatched": [{"path": str(p), "problem": m} for p, m in bad],
+                "inputs_changed_during_runs": [{"run": r, "changed": c} for r, c in found.changed_under_runs],
+            }
+        )
     else:
         for path, mismatch in bad:
             say(f"{path}: {mismatch}")
+        for run, changed in found.changed_under_runs:
+            say(f"ptreg: warning: run {run} decides nothing: inputs changed during the run ({changed})", err=True)
         verify = "does not verify" if len(bad) == 1 else "do not verify"
-        say(f"{counted(len(results), 'frozen evaluator')} checked, {len(bad)} {verify}")
+        say(f"{counted(len(found.checked), 'frozen evaluator')} checked, {len(bad)} {verify}")
     if bad:
         raise typer.Exit(EXIT_CHECK_FAILED)
 
@@ -155,9 +173,10 @@ def trust(
 ) -> None:
     """Consent to run an evaluator's command that you did not freeze here (it came by import, a bundle or a pull).
 
-    Read it first with `ptreg evaluator show`. The consent names the evaluator's sha256 (its command, arms and input digests) and is kept in your own configuration ($PTREG_CONFIG_HOME, else $XDG_CONFIG_HOME/ptreg, else ~/.config/ptreg), never in a registry, so no bundle or commit can carry it. Freezing an evaluator is consent already.
+    Read it first with `ptreg evaluator show`. The consent names the evaluator's sha256 (its command, arms, input digests and the digests of the project's files its command runs) and is kept in your own configuration ($PTREG_CONFIG_HOME, else $XDG_CONFIG_HOME/ptreg, else ~/.config/ptreg), never in a registry, so no bundle or commit can carry it. Freezing an evaluator is consent already.
     """
     from ..errors import EXIT_UNUSABLE
+    from ..gate.consent import code_change, consent_note
     from ..records.refs import EVALUATOR_REF_PATTERN
     from ..store.evaluator_files import check_file, resolve
     from ..store.trust import trust as record_trust
@@ -167,15 +186,31 @@ def trust(
         raise PtregError(
             f"evaluator {ref!r}: give its full reference NAME@HASH, as `ptreg evaluator list` shows", EXIT_UNUSABLE
         )
-    path = resolve(registry_dir(), ref)
+    root = registry_dir()
+    path = resolve(root, ref)
     frozen, mismatch = check_file(path)
     if frozen is None:
         raise PtregError(f"{path} does not verify ({mismatch}); nothing trusted", EXIT_CHECK_FAILED)
     added = record_trust(frozen.sha256)
+    consent = consent_note(frozen)
+    differs = code_change(frozen, root) if consent is not None else None
     if as_json:
-        print_json({"ref": frozen.ref, "sha256": frozen.sha256, "added": added, "file": str(trust_file())})
+        print_json(
+            {
+                "ref": frozen.ref,
+                "sha256": frozen.sha256,
+                "added": added,
+                "file": str(trust_file()),
+                "consent": consent,
+                "code_differs": differs,
+            }
+        )
         return
     say(f"{'trusted' if added else 'already trusted:'} {frozen.ref} (sha256 {frozen.sha256}) in {trust_file()}")
+    if consent is not None:
+        say_wrapped(consent)
+    if differs is not None:  # consent is to the code as frozen: `ptreg run` refuses what differs
+        say_wrapped(f"ptreg: warning: the project's code differs from what you consented to: {differs}", err=True)
 
 
 @app.command("remove", cls=RegistryCommand)

@@ -91,6 +91,8 @@ class EvaluatorFile:
     frozen: FrozenEvaluator | None  # None: the file is missing, or does not verify
     mismatch: str | None = None  # why it does not verify (None: it does, or it is missing)
     changed_inputs: str | None = None  # an input it reads that no longer matches its digest
+    changed_code: str | None = None  # a project file its command runs that no longer matches its digest
+    consent: str | None = None  # what consent to it covers; None: it runs no command
 
 
 @dataclass(frozen=True)
@@ -257,10 +259,18 @@ def frozen_evaluator(proposal: Attempt, file: EvaluatorFile | None) -> tuple[Che
             "restore the input from version control, or freeze the evaluator again over the new inputs and propose "
             "with it",
         ), None
+    if file.changed_code is not None:
+        return CheckResult(
+            name,
+            FAILED,
+            f"{proposal.evaluator} runs code that is not what was frozen (and consented to): {file.changed_code}",
+            "restore the file (or remove the one added), or freeze the evaluator again over it and propose with it",
+        ), None
+    note = f"; {file.consent}" if file.consent else ""
     return CheckResult(
         name,
         PASSED,
-        f"{proposal.evaluator} verifies ({spec.measures()})",
+        f"{proposal.evaluator} verifies ({spec.measures()}){note}",
     ), frozen
 
 

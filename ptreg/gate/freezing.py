@@ -15,13 +15,14 @@ from ..errors import CheckFailed, PtregError, UnusableInput
 from ..records.evaluator import ArmsSpec, FrozenEvaluator, frozen_from_spec, parse_spec
 from ..records.refs import ID_PATTERN
 from ..store.directory import load_directory, load_meta
-from ..store.evaluator_files import resolve, store_frozen
+from ..store.evaluator_files import check_file, resolve, store_frozen
 from ..store.input_digests import digest_inputs, project_root
 from ..store.jsonio import fsync_directory, read_json
 from ..store.locks import registry_lock
-from ..store.runs import RESULTS_FILE, RUNS_DIR
+from ..store.runs import RESULTS_FILE, RUNS_DIR, read_results
 from ..store.trust import trust
 from ..store.vocabulary_files import refuse_old_layout
+from .consent import frozen_files_change
 
 
 @dataclass
@@ -68,9 +69,10 @@ def _unregistered(names: list[str]) -> list[str]:
 
 
 def freeze(root: Path, spec_path: Path) -> Frozen:
-    """Store the spec under its identity, with the digests of the inputs it reads; freezing an
-    identical spec over identical inputs again changes nothing. Freezing an evaluator whose
-    workload runs code is this user's consent to run it (``store/trust.py``)."""
+    """Store the spec under its identity, with the digests of the inputs it reads and, for a
+    workload that runs code, of the project's files it runs; freezing an identical spec over
+    identical files again changes nothing. Freezing an evaluator whose workload runs code is
+    this user's consent to run it, those files as they are (``store/trust.py``)."""
     load_meta(root)  # only into a real registry
     refuse_old_layout(root)
     raw = read_json(spec_path)
@@ -78,7 +80,9 @@ def freeze(root: Path, spec_path: Path) -> Frozen:
     spec = parse_spec(raw, str(spec_path))
     workload = require_measurable(spec, str(spec_path))
     inputs = digest_inputs(project_root(root), spec.inputs) if isinstance(spec, ArmsSpec) and spec.inputs else None
-    frozen = frozen_from_spec(spec, EVALUATOR_VERSION, inputs)
+    # consent to a command is to the code it runs: those files are frozen with it, by content
+    code = workload.code(spec, root) if workload.runs_code else None
+    frozen = frozen_from_spec(spec, EVALUATOR_VERSION, inputs, code)
     path, created = store_frozen(root, frozen)
     if workload.runs_code:
         trust(frozen.sha256)
@@ -108,6 +112,42 @@ def remove(root: Path, ref: str) -> Path:
         path.unlink()
         fsync_directory(path.parent)
     return path
+
+
+@dataclass
+class Verified:
+    """What `ptreg evaluator verify` found."""
+
+    checked: list[tuple[Path, str | None]]  # each evaluator's file, and why it does not verify (None: it does)
+    # runs measured by them whose inputs or code changed under them (``attempt/run``, what changed)
+    changed_under_runs: list[tuple[str, str]] = field(default_factory=list)
+
+
+def verify(root: Path, paths: list[Path]) -> Verified:
+    """Each frozen evaluator at ``paths`` checked against its identity and against the project's
+    files it froze (inputs, and the code a command runs), and the runs measured by them that
+    recorded inputs changed under them."""
+    checked: list[tuple[Path, str | None]] = []
+    for path in paths:
+        frozen, mismatch = check_file(path)
+        if frozen is not None:
+            changed = frozen_files_change(frozen, root)
+            mismatch = None if changed is None else f"the project no longer holds what was frozen: {changed}"
+        checked.append((path, mismatch))
+    refs = {p.name.removesuffix(".json") for p in paths}
+    found = []
+    runs = root / RUNS_DIR
+    for results_file in sorted(runs.glob(f"*/*/{RESULTS_FILE}")) if runs.is_dir() else []:
+        folder = results_file.parent
+        if folder.name.startswith("."):
+            continue
+        try:
+            results = read_results(folder, root)
+        except PtregError:
+            continue  # `ptreg validate` names a run that cannot be read
+        if results.evaluator in refs and results.inputs_changed is not None:
+            found.append((f"{folder.parent.name}/{folder.name}", results.inputs_changed))
+    return Verified(checked, found)
 
 
 def _runs_of(root: Path, ref: str) -> tuple[list[str], list[str]]:

@@ -29,6 +29,7 @@ from ..store.input_digests import changed_inputs, project_root
 from ..views.dispositions import Disposition, decide_disposition
 from ..views.streaks import Tip, ranked_tips, streak_chains, trailing_count
 from .checks import EvaluatorFile, GateInputs
+from .consent import code_change, consent_note
 
 if TYPE_CHECKING:
     from ..store.reader import RegistryReader
@@ -61,15 +62,21 @@ def read_gate_inputs(
 
 
 def evaluator_file(proposal: Attempt, root: Path) -> EvaluatorFile | None:
-    """The proposal's frozen evaluator file, read and verified against its identity and inputs."""
+    """The proposal's frozen evaluator file, read and verified against its identity and inputs,
+    and, for one that runs code, the project's files its command runs."""
     if proposal.evaluator is None:
         return None
     path = evaluators_dir(root) / f"{proposal.evaluator}.json"
     if not path.exists():
         return EvaluatorFile(path, None)
     frozen, mismatch = check_file(path)
-    changed = changed_inputs(project_root(root), frozen.inputs) if frozen is not None and frozen.inputs else None
-    return EvaluatorFile(path, frozen, mismatch, changed)
+    if frozen is None:
+        return EvaluatorFile(path, None, mismatch)
+    changed = changed_inputs(project_root(root), frozen.inputs) if frozen.inputs else None
+    note = consent_note(frozen)  # None: it runs no command (or its workload is not here: the check says so)
+    if note is None:
+        return EvaluatorFile(path, frozen, mismatch, changed)
+    return EvaluatorFile(path, frozen, mismatch, changed, code_change(frozen, root), note)
 
 
 def decided_disposition(proposal: Attempt, others: Sequence[Summary], root: Path) -> Disposition | None:

@@ -28,9 +28,9 @@ from ..engine.identity import code_identity
 from ..engine.interruption import deferred, interruptible, pending
 from ..engine.measurement import SpreadExecutor, measure
 from ..engine.plan import EVALUATOR_VERSION
-from ..engine.workloads.discovery import workload_named
-from ..errors import CheckFailed, LockBusy, UnusableInput
+from ..errors import CheckFailed, LockBusy
 from ..gate.checks import check_gate
+from ..gate.consent import frozen_files_change, refuse_unconsented
 from ..gate.gate_inputs import read_gate_inputs
 from ..gate.readmission import judged_before, read_readmissions, unresolved
 from ..records.attempt import Attempt, Budget, RunRef
@@ -44,9 +44,7 @@ from ..store.jsonio import refuse_outside
 from ..store.leftovers import orphaned_runs
 from ..store.locks import TIMEOUT_ENV, registry_lock, run_lock
 from ..store.runs import RESULTS_FILE, new_run_id, read_results, run_folder, runs_dir, write_run
-from ..store.trust import is_trusted
 from ..store.vocabulary_files import refuse_old_layout
-from ..text import shorten
 from ..views.run_report import evidence_line
 
 
@@ -112,26 +110,18 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
         raise CheckFailed(blocked)
     if attempt.evaluator is None or attempt.budget is None:
         raise CheckFailed(f"{attempt_id} has no frozen evaluator or no budget; propose it with `ptreg new`")
+    file = inputs.evaluator
+    if file is not None and file.frozen is not None and file.consent is not None:
+        # a command nobody consented to, or whose code is not what was consented to, is
+        # unusable input, whatever else the gate finds: nothing of it is run
+        refuse_unconsented(file.frozen, file.changed_code)
     report = check_gate(attempt, judged_before(inputs, readmissions, attempt_id))
     if not report.admitted or report.evaluator is None:
         failed = "; ".join(f"{c.check}: {c.detail}" for c in report.failures)
         raise CheckFailed(f"{attempt_id}: the gate no longer admits it ({failed}); see `ptreg gate {attempt_id}`")
     # found now, not after the measurement
     refuse_outside(root, runs_dir(root, attempt_id), "a run is written only inside the registry")
-    refuse_untrusted(report.evaluator)
     return report.evaluator, attempt.budget
-
-
-def refuse_untrusted(frozen: FrozenEvaluator) -> None:
-    """An evaluator that runs a command runs only with this user's consent: given by freezing
-    it here, or by `ptreg evaluator trust` after reading it. Nothing is executed before."""
-    if not workload_named(frozen.spec.workload).runs_code or is_trusted(frozen.sha256):
-        return
-    shown = shorten(" ".join(str(a) for a in frozen.spec.model_dump(mode="json").get("command", [])), 200)
-    raise UnusableInput(
-        f"evaluator {frozen.ref} runs {shown} and was not frozen by you: read it "
-        f"(`ptreg evaluator show {frozen.ref}`), then consent with `ptreg evaluator trust {frozen.ref}`",
-    )
 
 
 def _measure_and_record(
@@ -146,6 +136,9 @@ def _measure_and_record(
     environment = collect(root)
     code = code_identity(frozen.spec, root)  # before measuring: the code as it was when measured
     found = measure(frozen.spec, executor, round_cap=budget.max_repeats, root=project_root(root))
+    # what the run measured is the frozen evaluator only while its files still are what was
+    # frozen: a repeat that rewrote its own script, or data edited meanwhile, leaves it deciding nothing
+    changed = frozen_files_change(frozen, root)
     if isinstance(frozen.spec, EvaluatorSpec):
         # read after the workers ran: a backend may settle its configuration on first use (numba's tile)
         environment["backend_configuration"] = backend_configuration(list(frozen.spec.backends))
@@ -166,6 +159,7 @@ def _measure_and_record(
                 attempt=attempt_id,
                 run_id=new_run_id(root, attempt_id, started),
                 code=code,
+                inputs_changed=changed,
             )
             results = new_results(frozen.spec, found, made)
             return results, write_run(root, results, environment)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import UnusableInput
@@ -18,6 +19,7 @@ from ..records.attempt import Attempt
 from ..records.problems import Problem
 from ..records.registry import Record, Registry
 from ..records.rules import check_records, problem_at
+from ..records.run_results import undecisive
 from ..store.attempts_file import load_attempts_file
 from ..store.directory import REGISTRY_FILE, Progress, load_directory
 from ..store.evaluator_files import evaluator_files, evaluators_dir, verify_file
@@ -36,7 +38,7 @@ def check_registry(registry: Registry, check_sources: Path | None = None, *, str
     valid = [r for r in registry.records if r.attempt is not None]
     if registry.root is not None:
         problems.extend(_evaluators(registry.root, valid))
-        problems.extend(_runs(registry.root, valid))
+        problems.extend(_runs(registry.root, valid, strict))
         problems.extend(_leftovers(registry.root, valid))
     problems.extend(_readmissions(valid))
     return problems
@@ -107,8 +109,10 @@ def _evaluators(root: Path, records: list[Record]) -> Iterator[Problem]:
             yield problem_at(record)("evaluator", "evaluator", f"evaluator {ref!r} is not frozen in {directory}")
 
 
-def _runs(root: Path, records: list[Record]) -> Iterator[Problem]:
-    """Every linked run folder is whole and agrees with its link."""
+def _runs(root: Path, records: list[Record], strict: bool = False) -> Iterator[Problem]:
+    """Every linked run folder is whole and agrees with its link; a run whose inputs changed
+    under it is named (a warning: it is recorded as it happened, and decides nothing; an
+    error with ``strict``)."""
     for record, attempt in _valid(records):
         problem = problem_at(record)
         for index, ref in enumerate(attempt.runs or ()):
@@ -125,6 +129,15 @@ def _runs(root: Path, records: list[Record]) -> Iterator[Problem]:
                     f"but the record says {ref.status} under {ref.evaluator}",
                     index,
                 )
+            if results.inputs_changed is not None:
+                said = undecisive(results)
+                if strict:
+                    yield problem("run-inputs-changed", "runs", said, index)
+                else:
+                    found = problem(
+                        "run-inputs-changed", "runs", f"{said}; `validate --strict` makes this an error", index
+                    )
+                    yield replace(found, severity="warning")
 
 
 def _leftovers(root: Path, records: list[Record]) -> Iterator[Problem]:

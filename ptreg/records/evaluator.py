@@ -211,11 +211,19 @@ PTREG_METRICS: dict[str, MetricDeclaration] = {
 INPUT_PATTERN = r"^[^/\x00-\x1f\\][^\x00-\x1f\\]{0,499}$"
 
 
-def _input_problem(path: str) -> str | None:
+def _input_problem(path: str, what: str = "input") -> str | None:
     parts = path.split("/")
     if any(part in ("", ".", "..") for part in parts):
-        return f"input {path!r} must be a relative path without '.', '..' or empty parts"
+        return f"{what} {path!r} must be a relative path without '.', '..' or empty parts"
     return None
+
+
+# The files of the project a command's evaluator freezes as the code it runs, at most: its
+# script and what Python can import beside it (store/code_digests.py). More is not one script's
+# folder, and would not fit a frozen evaluator's file.
+MAX_CODE_FILES = 1000
+ProjectPath = Annotated[str, StringConstraints(pattern=INPUT_PATTERN)]
+Reason = Annotated[str, StringConstraints(min_length=1, max_length=400, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
 class ArmsSpec(BaseModel):
@@ -244,11 +252,24 @@ class ArmsSpec(BaseModel):
     threads: int | None = Field(
         default=None, ge=1, le=1024, description="When given, the BLAS and OpenMP pools of the command get this many."
     )
+    not_frozen: dict[ProjectPath, Reason] | None = Field(
+        default=None,
+        max_length=64,
+        description="Files or folders of the project that a command names, or that Python imports from beside its "
+        "script, which are not frozen as the code it runs, each with why (a file the command writes, a virtualenv's "
+        "interpreter). Everything else of the kind is frozen with the evaluator.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ArmsSpec:
         if self.baseline not in self.arms:
             raise ValueError(f"baseline {self.baseline!r} is not one of the arms")
+        for path in self.not_frozen or {}:
+            problem = _input_problem(path, "not_frozen path")
+            if problem is not None:
+                raise ValueError(problem)
+            if path in self.inputs:
+                raise ValueError(f"{path!r} is both an input, frozen, and not_frozen")
         taken = sorted(set(self.metrics) & set(MEASURED_BY_PTREG))
         if taken:
             raise ValueError(f"metric {taken[0]!r} is measured by ptreg itself; name yours otherwise")
@@ -336,6 +357,13 @@ class FrozenEvaluator(BaseModel):
     ) = Field(
         default=None, description="Each input of the spec, by its path, with the sha256 of its content when frozen."
     )
+    code: dict[ProjectPath, Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]] | None = Field(
+        default=None,
+        max_length=MAX_CODE_FILES,
+        description="For a workload that runs a command: each file of the project it runs, by its path, with the "
+        "sha256 of its content when frozen (the files its command line names, and what Python imports from beside "
+        "its script). Absent from evaluators frozen before ptreg froze a command's code.",
+    )
 
     @model_validator(mode="after")
     def _a_digest_for_each_input(self) -> FrozenEvaluator:
@@ -347,6 +375,10 @@ class FrozenEvaluator(BaseModel):
             odd = sorted(expected ^ recorded)[0]
             where = "has no recorded digest" if odd in expected else "is no input of the spec"
             raise ValueError(f"input {odd!r} {where}")
+        for path in self.code or {}:
+            problem = _input_problem(path, "code path")
+            if problem is not None:
+                raise ValueError(problem)
         return self
 
     @property
@@ -360,13 +392,18 @@ def canonical_json(value: Any) -> bytes:
     return text.encode("utf-8")
 
 
-def identity(spec: Any, evaluator_version: int, inputs: dict[str, str] | None = None) -> str:
+def identity(
+    spec: Any, evaluator_version: int, inputs: dict[str, str] | None = None, code: dict[str, str] | None = None
+) -> str:
     """sha256 of the spec's canonical JSON together with the interpreting code's version, and
     the content digests of its inputs where it reads any (so a changed data split is a new
-    evaluator)."""
+    evaluator) and of the project's files its command runs (so consent to it, which names this
+    sha256, covers them)."""
     body: dict[str, Any] = {"evaluator_version": evaluator_version, "spec": spec}
     if inputs is not None:
         body["inputs"] = inputs
+    if code is not None:
+        body["code"] = code
     return hashlib.sha256(canonical_json(body)).hexdigest()
 
 
@@ -382,21 +419,24 @@ def parse_spec(raw: Any, where: str) -> AnySpec:
         raise UnusableInput(every_schema_error(exc, where)) from None
 
 
-def frozen_from_spec(spec: AnySpec, evaluator_version: int, inputs: dict[str, str] | None = None) -> FrozenEvaluator:
+def frozen_from_spec(
+    spec: AnySpec, evaluator_version: int, inputs: dict[str, str] | None = None, code: dict[str, str] | None = None
+) -> FrozenEvaluator:
     body = spec.model_dump(mode="json", exclude_none=True)
     return FrozenEvaluator(
         name=spec.name,
-        sha256=identity(body, evaluator_version, inputs),
+        sha256=identity(body, evaluator_version, inputs, code),
         evaluator_version=evaluator_version,
         spec=spec,
         inputs=inputs,
+        code=code,
     )
 
 
 def mismatch(raw: dict[str, Any], frozen: FrozenEvaluator, file_name: str) -> str | None:
     """What no longer matches between a frozen evaluator's file and its identity, or None."""
     # The stored text of the spec, not its re-validation, so that any edit shows.
-    actual = identity(raw["spec"], frozen.evaluator_version, raw.get("inputs"))
+    actual = identity(raw["spec"], frozen.evaluator_version, raw.get("inputs"), raw.get("code"))
     if actual != frozen.sha256:
         return (
             f"its spec hashes to {actual[:HASH_SHOWN]}, not the recorded {frozen.sha256[:HASH_SHOWN]} "

@@ -9,7 +9,11 @@ from the repeats paired by round. Version 4 adds runs of arms on declared metric
 alternatives, or any workload plugin's): each repeat's metric values and per-item results, a
 summary per metric, and every pair of arms compared on every metric. Version 5 records the
 identity of the code measured (``code``), so that a comparison across runs takes as history
-only runs of the same code.
+only runs of the same code. Version 7 keeps the per-item results of arms (and, when
+results.json would pass the one bound of a run's file, the samples) apart from ``results.json``,
+in files each under that bound (``store/runs.py``), named with their digests in ``kept_apart``;
+and it records inputs that changed under the run (``inputs_changed``), which leave it deciding
+nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from .counting import CountedUnder
 from .evaluator import AnySpec, ArmsSpec, EvaluatorSpec, FrozenEvaluator, MetricName, SpecField
 from .refs import INT_MAX, RUN_ID_PATTERN
 
-RESULTS_VERSION = 6
+RESULTS_VERSION = 7
 Kernel = Literal["forward", "backward_da", "backward_db"]
 KERNELS: tuple[Kernel, ...] = ("forward", "backward_da", "backward_db")
 # The training step's other ops, in the order the forward meets them (engine/backends.py
@@ -340,6 +344,13 @@ class ConfigRounds(_Strict):
 
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+# A file of what a run keeps apart from its results.json (version 7): per-item results, or
+# samples (store/runs.py).
+APART_FILE_NAME = r"(?:items|samples)-[1-9][0-9]{0,5}\.jsonl"
+APART_FILE_PATTERN = f"^{APART_FILE_NAME}$"
+MAX_APART_FILES = 10_000
+# The lists of a cell that may be kept apart, each repeat's samples.
+SAMPLE_FIELDS = ("step_samples", "kernel_samples", "metric_samples")
 
 
 class PluginCode(_Strict):
@@ -369,7 +380,7 @@ class CodeIdentity(_Strict):
 class RunResults(_Strict):
     """The file ``results.json``."""
 
-    results_version: Literal[1, 2, 3, 4, 5, 6]
+    results_version: Literal[1, 2, 3, 4, 5, 6, 7]
     run_id: str | None = Field(pattern=RUN_ID_PATTERN, description="Null for an ad hoc `ptreg bench`.")
     attempt: AttemptId | None
     evaluator: str | None = Field(description="name@hash12 of the frozen evaluator; null for bench.")
@@ -393,11 +404,33 @@ class RunResults(_Strict):
     counted: CountedUnder | None = Field(
         default=None, description="Under the instructions timer: how the counts were taken (valgrind, its CPU, BLAS)."
     )
+    kept_apart: dict[Annotated[str, Field(pattern=APART_FILE_PATTERN)], Sha256] | None = Field(
+        default=None,
+        max_length=MAX_APART_FILES,
+        description="Version 7: the files beside results.json that hold what it keeps apart, each with the sha256 "
+        "of its content: every repeat's per-item results (items-N.jsonl) and, where results.json would pass the "
+        "bound of a run file, the cells' samples (samples-N.jsonl).",
+    )
+    inputs_changed: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2000,
+        description="Version 7: the input or code file of the evaluator that no longer had its frozen digest when "
+        "the run ended, with both digests. Such a run is never complete, and decides nothing.",
+    )
 
     @model_validator(mode="after")
     def _roles_by_version(self) -> RunResults:
         if (self.roles is None) != (self.results_version == 1):
             raise ValueError("roles are recorded from results_version 2 on, and only there")
+        return self
+
+    @model_validator(mode="after")
+    def _changed_inputs_decide_nothing(self) -> RunResults:
+        if self.results_version < 7 and (self.kept_apart is not None or self.inputs_changed is not None):
+            raise ValueError("kept_apart and inputs_changed are recorded from results_version 7 on")
+        if self.inputs_changed is not None and self.status == "complete":
+            raise ValueError("a run whose inputs changed under it is not complete")
         return self
 
     @model_validator(mode="after")
@@ -450,6 +483,20 @@ class RunResults(_Strict):
         return self.roles if self.roles is not None else VERSION_1_ROLES
 
 
+def run_is_decisive(results: RunResults) -> bool:
+    """Whether this run may decide a condition: it measured every planned cell, and the inputs
+    and code its evaluator froze were still what was frozen when it ended."""
+    return results.status == "complete" and results.inputs_changed is None
+
+
+def undecisive(results: RunResults) -> str:
+    """Why a run that is not decisive (``run_is_decisive``) decides nothing, in words."""
+    run = f"run {results.run_id}" + (f" of {results.attempt}" if results.attempt else "")
+    if results.inputs_changed is not None:
+        return f"{run} decides nothing: inputs changed during the run ({results.inputs_changed})"
+    return f"{run} decides nothing: it is {results.status}, not complete"
+
+
 @dataclass
 class Measurement:
     """What measuring an evaluator found (``engine.measurement.measure``): parity, the cells, the
@@ -480,6 +527,8 @@ class Provenance:
     attempt: str | None = None
     run_id: str | None = None
     code: CodeIdentity | None = None  # the code that measured, as far as it is known
+    # an input or code file that no longer had its frozen digest when the run ended
+    inputs_changed: str | None = None
 
 
 def new_results(spec: AnySpec, measurement: Measurement, provenance: Provenance) -> RunResults:
@@ -487,6 +536,10 @@ def new_results(spec: AnySpec, measurement: Measurement, provenance: Provenance)
     evaluator, or of an ad hoc bench."""
     found, made = measurement, provenance
     frozen = made.frozen
+    status, reason = found.status, found.reason
+    if made.inputs_changed is not None:  # what it measured is not what the evaluator froze
+        said = f"inputs changed during the run: {made.inputs_changed}"
+        status, reason = ("failed" if status == "complete" else status), (f"{said}; {reason}" if reason else said)
     return RunResults(
         results_version=RESULTS_VERSION,
         run_id=made.run_id,
@@ -500,12 +553,13 @@ def new_results(spec: AnySpec, measurement: Measurement, provenance: Provenance)
         command=made.command,
         started_at=made.started_at,
         finished_at=made.finished_at,
-        status=found.status,
-        reason=found.reason,
+        status=status,
+        reason=reason,
         ptreg_version=__version__,
         parity=found.parity,
         cells=found.cells,
         rounds=found.rounds,
         code=made.code,
         counted=found.counted,
+        inputs_changed=made.inputs_changed,
     )

@@ -20,7 +20,7 @@ from ..records.run_results import RunResults
 from ..store.directory import REGISTRY_FILE, load_meta
 from ..store.evaluator_files import evaluator_files
 from ..store.full_read import read_summarized
-from ..store.runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR, read_results, run_folder
+from ..store.runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR, apart_files_in, read_results, run_folder
 from ..store.vocabulary_files import term_files
 
 if TYPE_CHECKING:
@@ -86,7 +86,8 @@ class Inputs:
 
     def run_files(self, attempt_id: str, run_id: str) -> list[str]:
         folder = f"{RUNS_DIR}/{attempt_id}/{run_id}"
-        return [f"{folder}/{RESULTS_FILE}", f"{folder}/{ENVIRONMENT_FILE}"]
+        apart = apart_files_in(run_folder(self.root, attempt_id, run_id))
+        return [f"{folder}/{RESULTS_FILE}", f"{folder}/{ENVIRONMENT_FILE}", *(f"{folder}/{name}" for name in apart)]
 
     def file_hash(self, name: str) -> str:
         """SHA-256 of a registry file's bytes: as the index has just checked it for a record,

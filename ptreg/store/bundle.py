@@ -25,21 +25,22 @@ from typing import BinaryIO
 
 from ..errors import CheckFailed, UnusableInput
 from ..records.registry import Registry
+from ..records.run_results import APART_FILE_NAME
 from ..records.vocabulary import VOCABULARIES
 from ..text import shorten
 from .directory import IGNORE_FILE, IGNORED, RECORD_FILE_MAX_BYTES, REGISTRY_FILE, attempt_files
 from .evaluator_files import EVALUATOR_FILE_MAX_BYTES, evaluator_files
-from .jsonio import fsync_directory, refuse_outside
+from .jsonio import fsync_directory, read_json, refuse_outside
 from .names import VOCABULARY_DIR
 from .outputs import open_output, output_target
-from .runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR
+from .runs import ENVIRONMENT_FILE, RESULTS_FILE, RUN_FILE_MAX_BYTES, RUNS_DIR, apart_file_names
 from .vocabulary_files import TERM_FILE_MAX_BYTES, term_files
 
 SUFFIXES = (".tar.gz", ".tgz")
 # The bounds of a bundle, each far above any real registry (docs/registry.md says them): the
 # largest run file so far is 0.3 MB, a whole registry 1.6 MB in 34 files. A bundle is read
-# into memory before it is checked whole, so these bound what reading one can cost.
-RUN_FILE_MAX_BYTES = 16 * 1024 * 1024  # a run keeps every sample
+# into memory before it is checked whole, so these bound what reading one can cost. A run's
+# file is held to the bound every run file is written under (store/runs.py).
 BUNDLE_MAX_BYTES = 64 * 1024 * 1024  # all members together
 BUNDLE_MAX_MEMBERS = 100_000  # files and folders
 _CHUNK = 1024 * 1024
@@ -55,7 +56,7 @@ _MEMBERS = (
     (re.compile(rf"evaluators/{_SLUG}@[0-9a-f]{{12}}\.json"), EVALUATOR_FILE_MAX_BYTES),
     (re.compile(rf"{_VOCABULARY}/(?:{_SLUG}|~[0-9a-f]{{12}})\.json"), TERM_FILE_MAX_BYTES),
     (
-        re.compile(rf"{_RUN_FOLDER}/(?:{RESULTS_FILE}|{ENVIRONMENT_FILE})"),
+        re.compile(rf"{_RUN_FOLDER}/(?:{RESULTS_FILE}|{ENVIRONMENT_FILE}|{APART_FILE_NAME})"),
         RUN_FILE_MAX_BYTES,
     ),
 )
@@ -105,11 +106,20 @@ def bundle_files(root: Path, registry: Registry) -> list[Path]:
     # What is exported must import whole: a registry past a bundle's bounds is refused here.
     tally = _Tally(str(root), refused="not exported")
     for path in found:
-        refuse_outside(root, path, "not bundled")
-        name = path.relative_to(root).as_posix()
-        tally.counted(name)
-        tally.file(name, path.is_file(), path.stat().st_size if path.is_file() else 0)
-    return found
+        _tallied(root, path, tally)
+    apart = []
+    for results in runs:  # read only once its size is known to be within the bound
+        apart += [results.parent / name for name in apart_file_names(read_json(results), str(results))]
+    for path in apart:
+        _tallied(root, path, tally)
+    return found + apart
+
+
+def _tallied(root: Path, path: Path, tally: _Tally) -> None:
+    refuse_outside(root, path, "not bundled")
+    name = path.relative_to(root).as_posix()
+    tally.counted(name)
+    tally.file(name, path.is_file(), path.stat().st_size if path.is_file() else 0)
 
 
 def write_bundle(root: Path, registry: Registry, target: Path, *, overwrite: bool = False) -> int:

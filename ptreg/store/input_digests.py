@@ -45,7 +45,8 @@ def _checked(root: Path, relative: str) -> tuple[Path, os.stat_result]:
     return here, found
 
 
-def _file_digest(path: Path) -> str:
+def file_digest(path: Path) -> str:
+    """The sha256 of a regular file's content, never read through a symlink."""
     digest = hashlib.sha256()
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     with os.fdopen(fd, "rb") as handle:
@@ -70,7 +71,7 @@ def _folder_digest(path: Path, relative: str) -> str:
             if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
                 raise CheckFailed(f"input {shorten(relative)}: {full} is not a plain file")
             if stat.S_ISREG(mode):
-                entries.append((full.relative_to(path).as_posix(), _file_digest(full)))
+                entries.append((full.relative_to(path).as_posix(), file_digest(full)))
     digest = hashlib.sha256()
     for name, found in sorted(entries):
         digest.update(f"{name}\0{found}\n".encode())
@@ -83,7 +84,7 @@ def digest_inputs(root: Path, inputs: list[str]) -> dict[str, str]:
     for relative in inputs:
         path, status = _checked(root, relative)
         if stat.S_ISREG(status.st_mode):
-            found[relative] = _file_digest(path)
+            found[relative] = file_digest(path)
         elif stat.S_ISDIR(status.st_mode):
             found[relative] = _folder_digest(path, relative)
         else:

@@ -29,7 +29,6 @@ from ..records.evaluator import FrozenEvaluator, mismatch
 from ..records.problems import Problem, first_schema_error, pointer_join, shown_id
 from ..records.registry import Record, Registry, ids_in, parse_record
 from ..records.rules import duplicate_ids
-from ..records.run_results import RunResults
 from ..records.vocabulary import VOCABULARIES
 from ..text import counted, shorten
 from .attempts_file import load_attempts_file
@@ -48,7 +47,7 @@ from .journal import commit
 from .jsonio import JsonError, decode_json, discard, dumps_pretty, refuse_outside, stage_text
 from .locks import registry_lock
 from .names import VOCABULARY_DIR
-from .runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR
+from .runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR, apart_file_names, parse_results
 from .vocabulary_files import is_term_layout, refuse_old_layout, term_file_name, term_layout_files, vocabularies_of
 
 # The fields a complete record states; a version 1 file lacks most of them.
@@ -291,10 +290,23 @@ def _checked_extras(bundle: Bundle, incoming: Registry) -> dict[str, str]:
             if f"{folder}/{file}" not in bundle.files:
                 raise UnusableInput(f"{bundle.source}:{folder}: a run folder without {file}; nothing imported")
         where = f"{bundle.source}:{folder}/{RESULTS_FILE}"
+        raw = decode_json(bundle.files[f"{folder}/{RESULTS_FILE}"], where)
+        files = [RESULTS_FILE, ENVIRONMENT_FILE, *apart_file_names(raw, where)]
+        stray = sorted(n for n in bundle.files if n.rsplit("/", 1)[0] == folder and n.rsplit("/", 1)[1] not in files)
+        if stray:
+            raise UnusableInput(
+                f"{bundle.source}:{stray[0]}: a file its {RESULTS_FILE} does not name; nothing imported"
+            )
+
+        def apart_file(name: str, folder: str = folder) -> bytes:
+            if f"{folder}/{name}" not in bundle.files:
+                raise UnusableInput(f"{bundle.source}:{folder}/{name}: named by {RESULTS_FILE}, not in the bundle")
+            return bundle.files[f"{folder}/{name}"]
+
         try:
-            results = RunResults.model_validate(decode_json(bundle.files[f"{folder}/{RESULTS_FILE}"], where))
-        except ValidationError as exc:
-            raise UnusableInput(f"{first_schema_error(exc, where)}; nothing imported") from None
+            results = parse_results(raw, where, f"{bundle.source}:{folder}", apart_file)
+        except UnusableInput as exc:
+            raise UnusableInput(f"{exc.message}; nothing imported") from None
         if (results.attempt, results.run_id) != (attempt_id, run_id) or attempt_id not in ids:
             raise CheckFailed(
                 f"{where}: not a run of an attempt the bundle holds, under its own name; nothing imported",
@@ -302,7 +314,7 @@ def _checked_extras(bundle: Bundle, incoming: Registry) -> dict[str, str]:
         environment = f"{folder}/{ENVIRONMENT_FILE}"
         if not isinstance(decode_json(bundle.files[environment], f"{bundle.source}:{environment}"), dict):
             raise UnusableInput(f"{bundle.source}:{environment}: expected a JSON object; nothing imported")
-        for file in (RESULTS_FILE, ENVIRONMENT_FILE):
+        for file in files:
             extras[f"{folder}/{file}"] = bundle.files[f"{folder}/{file}"].decode("utf-8")
     return extras
 

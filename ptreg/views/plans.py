@@ -18,7 +18,7 @@ from ..errors import PtregError
 from ..records.analysis_plan import Plan, PlanStatus, status_of
 from ..records.attempt import Attempt, RunRef
 from ..records.decision import Decision, decide
-from ..records.run_results import RunResults
+from ..records.run_results import RunResults, run_is_decisive, undecisive
 from ..store.runs import read_results, run_folder
 
 
@@ -106,10 +106,13 @@ def deciding(root: Path, attempt: Attempt) -> Deciding:
     found = []
     for ref in refs:
         try:
-            found.append(read_results(run_folder(root, attempt.id, ref.run_id), root))
+            results = read_results(run_folder(root, attempt.id, ref.run_id), root)
         except PtregError as exc:
             why = f"run {ref.run_id} of {attempt.id} cannot be read: {exc.message}"
             return Deciding(refs, later, None, why, unreadable=True)
+        if not run_is_decisive(results):  # its inputs changed under it: it decides nothing
+            return Deciding(refs, later, None, undecisive(results))
+        found.append(results)
     if len(found) == 1:
         return Deciding(refs, later, found[0])
     try:

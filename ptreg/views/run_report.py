@@ -74,6 +74,9 @@ def evidence_line(results: RunResults) -> str:
     parts = workload_named(results.spec.workload).evidence(results)
     run = f"Run {results.run_id}" if results.run_id else "Bench"
     head = f"{run} ({results.evaluator or 'ad hoc'}, {results.status}): "
+    if results.inputs_changed is not None:  # measured, maybe, but not under the evaluator as frozen
+        measured = "; ".join(parts) + ". " if parts else ""
+        return head + f"{measured}It decides nothing: inputs changed during the run ({results.inputs_changed})."
     if not parts:
         return head + "nothing was measured" + (f" ({results.reason})" if results.reason else "") + "."
     return head + "; ".join(parts) + "."

@@ -6,6 +6,7 @@ evaluator that arrived by import runs only once trusted."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -18,9 +19,16 @@ import pytest
 
 from helpers import plan_flags
 from ptreg.engine.workloads.arms import compare_arms
-from ptreg.engine.workloads.command import placeholders, read_items, read_metrics
+from ptreg.engine.workloads.command import (
+    CommandWorkload,
+    named_code,
+    placeholders,
+    python_path,
+    read_items,
+    read_metrics,
+)
 from ptreg.engine.workloads.discovery import spec_problem
-from ptreg.records.evaluator import MetricDeclaration, parse_spec
+from ptreg.records.evaluator import ArmsSpec, MetricDeclaration, parse_spec
 from ptreg.records.run_results import RESULTS_VERSION, MetricSample
 
 TOY = """\
@@ -199,7 +207,8 @@ def test_an_imported_command_evaluator_runs_only_once_trusted(tmp_path: Path) ->
     assert ptreg(source, "export", "--bundle", str(bundle)).returncode == 0
     target = tmp_path / "target"
     target.mkdir()
-    shutil.copy(source / "items.jsonl", target / "items.jsonl")
+    for name in ("items.jsonl", "toy_eval.py"):  # a clone: the same files (Python -c imports from the root)
+        shutil.copy(source / name, target / name)
     assert ptreg(target, "init").returncode == 0
     assert ptreg(target, "import", str(bundle)).returncode == 0
     ref = json.loads(ptreg(target, "evaluator", "list", "--json").stdout)[0]["ref"]
@@ -306,3 +315,259 @@ def test_a_failing_command_is_named_by_its_last_words_however_much_it_printed(tm
     assert run.returncode == 1
     (cell,) = json.loads(run.stdout)["results"]["cells"]
     assert cell["reason"] == "repeat 0 (seed 0): exited with status 3: 'final words'"
+
+
+# --------------------------------------------------------------------------- consent covers the code it runs
+
+BENCH = """\
+import os, pathlib
+pathlib.Path("ran-" + pathlib.Path(__file__).read_text().splitlines()[0].strip("# ")).write_text("x")
+with open(os.environ["PTREG_METRICS"], "w") as out:
+    out.write('{"score": 1}\\n')
+"""
+BENCH_SPEC = {
+    "name": "bench",
+    "workload": "command",
+    "command": ["python3", "bench.py"],
+    "arms": {"baseline": {}},
+    "baseline": "baseline",
+    "metrics": {"score": {"better": "higher", "unit": "fraction"}},
+    "repeats": 1,
+    "seed": 0,
+    "timeout_seconds": 60,
+}
+
+
+def bench_project(tmp_path: Path, name: str, mark: str, spec: dict[str, object] = BENCH_SPEC) -> Path:
+    project = tmp_path / name
+    project.mkdir()
+    (project / "bench.py").write_text(f"# {mark}\n" + BENCH)
+    (project / "spec.json").write_text(json.dumps(spec))
+    assert ptreg(project, "init").returncode == 0
+    return project
+
+
+def test_consent_to_a_command_covers_the_script_it_runs_not_only_its_spec(tmp_path: Path) -> None:
+    """Frozen (and so consented to) in one project with no inputs, the evaluator file copied into
+    another whose bench.py differs: that bench.py is not what was consented to, and is refused
+    like an imported evaluator, nothing run, naming the file and both digests."""
+    mine = bench_project(tmp_path, "mine", "mine")
+    frozen = ptreg(mine, "evaluator", "freeze", "spec.json", "--json")
+    assert frozen.returncode == 0, frozen.stderr
+    ref = json.loads(frozen.stdout)["ref"]
+    code = json.loads((mine / "attempts" / "evaluators" / f"{ref}.json").read_text())["code"]
+    assert set(code) == {"bench.py"}  # the script, and what Python imports beside it
+    propose(mine, "shared", ref, 11)
+    other = bench_project(tmp_path, "other", "other")  # a clone, by git, where bench.py differs
+    shutil.rmtree(other / "attempts")
+    shutil.copytree(mine / "attempts", other / "attempts")
+    gate = ptreg(other, "gate", "shared")
+    assert gate.returncode == 1 and "bench.py: sha256" in gate.stdout
+    refused = ptreg(other, "run", "shared")
+    assert refused.returncode == 2, refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    ours = hashlib.sha256((mine / "bench.py").read_bytes()).hexdigest()[:12]
+    theirs = hashlib.sha256((other / "bench.py").read_bytes()).hexdigest()[:12]
+    assert f"bench.py: sha256 {ours} when frozen, {theirs} now" in line and "nothing run" in line
+    assert not list(other.glob("ran-*"))
+    # consenting again is consent to what was frozen, which it says; it runs no other bench.py
+    trusted = ptreg(other, "evaluator", "trust", ref)
+    assert trusted.returncode == 0 and "differs from what you consented to: bench.py" in trusted.stderr
+    assert ptreg(other, "run", "shared").returncode == 2 and not list(other.glob("ran-*"))
+    # where the file is what was frozen, the same consent runs it
+    ran = ptreg(mine, "run", "shared")
+    assert ran.returncode == 0, ran.stderr
+    assert (mine / "ran-mine").exists()
+
+
+def test_a_module_placed_beside_the_script_is_code_the_command_runs(tmp_path: Path) -> None:
+    """Python imports from the script's folder first: a json.py added there after freezing would
+    run in place of the standard library's. It is refused, named, before anything runs."""
+    spec = {**BENCH_SPEC, "command": ["python3", "harness/eval.py"]}
+    project = tmp_path / "project"
+    (project / "harness").mkdir(parents=True)
+    (project / "harness" / "eval.py").write_text(
+        "import json, os\nopen(os.environ['PTREG_METRICS'], 'w').write(json.dumps({'score': 1}) + '\\n')\n"
+    )
+    (project / "harness" / "helper.py").write_text("X = 1\n")
+    (project / "harness" / "data.txt").write_text("not code\n")
+    (project / "spec.json").write_text(json.dumps(spec))
+    assert ptreg(project, "init").returncode == 0
+    frozen = ptreg(project, "evaluator", "freeze", "spec.json", "--json")
+    assert frozen.returncode == 0, frozen.stderr
+    ref = json.loads(frozen.stdout)["ref"]
+    code = json.loads((project / "attempts" / "evaluators" / f"{ref}.json").read_text())["code"]
+    assert set(code) == {"harness/eval.py", "harness/helper.py"}
+    propose(project, "shadowed", ref, 13)
+    (project / "harness" / "data.txt").write_text("still not code\n")  # not importable: not code
+    (project / "harness" / "json.py").write_text("import pathlib\npathlib.Path('shadowed').write_text('x')\n")
+    refused = ptreg(project, "run", "shadowed")
+    assert refused.returncode == 2
+    assert "harness/json.py: sha256 absent when frozen" in refused.stderr and not (project / "shadowed").exists()
+    (project / "harness" / "json.py").unlink()
+    ran = ptreg(project, "run", "shadowed")
+    assert ran.returncode == 0, ran.stderr
+
+
+def test_a_script_named_through_a_symlink_is_refused_unless_the_spec_says_why(tmp_path: Path) -> None:
+    project = bench_project(tmp_path, "project", "p")
+    (project / "link.py").symlink_to(project / "bench.py")
+    linked = {**BENCH_SPEC, "command": ["python3", "link.py"]}
+    (project / "spec.json").write_text(json.dumps(linked))
+    refused = ptreg(project, "evaluator", "freeze", "spec.json")
+    assert refused.returncode == 1 and "link.py is a symlink; not followed" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert not list((project / "attempts" / "evaluators").glob("bench@*"))
+    said = {**linked, "not_frozen": {"link.py": "points to bench.py, which is frozen beside it"}}
+    (project / "spec.json").write_text(json.dumps(said))
+    frozen = ptreg(project, "evaluator", "freeze", "spec.json", "--json")
+    assert frozen.returncode == 0, frozen.stderr
+    shown = ptreg(project, "evaluator", "show", json.loads(frozen.stdout)["ref"]).stdout
+    assert "points to bench.py, which is frozen beside it" in shown and "bench.py  sha256 " in shown
+
+
+def test_an_evaluator_frozen_before_the_rule_says_what_its_consent_covers(tmp_path: Path) -> None:
+    """An evaluator frozen before ptreg froze a command's code (this project's cloze-eval and
+    warmup-heldout) keeps its identity and runs as before; the gate and `evaluator show` say
+    that its consent covers its spec and inputs only."""
+    from ptreg.records.evaluator import frozen_from_spec
+    from ptreg.store.evaluator_files import store_frozen
+    from ptreg.store.trust import trust
+
+    project = bench_project(tmp_path, "project", "p")
+    old = frozen_from_spec(parse_spec(BENCH_SPEC, "spec.json"), 2)  # as ptreg froze it then: no code
+    store_frozen(project / "attempts", old)
+    trust(old.sha256)
+    propose(project, "older", old.ref, 14)
+    gate = ptreg(project, "gate", "older")
+    assert gate.returncode == 0 and "frozen before ptreg froze the code a command runs" in gate.stdout
+    shown = ptreg(project, "evaluator", "show", old.ref)
+    assert "frozen before ptreg froze the code a command runs" in shown.stdout
+    assert ptreg(project, "run", "older").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["python3", "a/b.py", "--x", "1"], ("a/b.py", None)),
+        (["/usr/bin/python3.11", "-u", "-X", "dev", "-W", "error", "b.py"], ("b.py", None)),
+        (["python", "-Wignore", "-OO", "s.py"], ("s.py", None)),
+        ([".venv/bin/python", "-m", "pkg.tool"], (None, "")),
+        (["python3", "-c", "import json"], (None, "")),
+        (["python3", "-P", "x.py"], (None, None)),
+        (["python3", "-Im", "pkg"], (None, None)),
+        (["env", "OMP_NUM_THREADS=1", "python3", "x.py"], ("x.py", None)),
+        (["python3"], (None, "")),
+        (["bash", "run.sh"], (None, None)),
+        (["python3-config", "x.py"], (None, None)),
+    ],
+)
+def test_where_a_python_command_imports_from(argv: list[str], expected: tuple[str | None, str | None]) -> None:
+    assert python_path(argv) == expected
+
+
+def test_every_argument_of_every_arm_and_seed_is_looked_at(tmp_path: Path) -> None:
+    spec = parse_spec(
+        {
+            **BENCH_SPEC,
+            "command": ["python3", "{script}", "--config={config}", "--data", "split-{seed}.txt"],
+            "arms": {"a": {"script": "one.py", "config": "a.toml"}, "b": {"script": "two.py", "config": "b.toml"}},
+            "baseline": "a",
+            "repeats": 2,
+        },
+        "spec",
+    )
+    assert isinstance(spec, ArmsSpec)
+    named = named_code(spec)
+    assert {"one.py", "two.py", "a.toml", "b.toml", "split-0.txt", "split-1.txt"} <= set(named.arguments)
+    assert named.scripts == ["one.py", "two.py"]
+    for name in ("one.py", "a.toml", "split-1.txt"):
+        (tmp_path / name).write_text(name)
+    registry = tmp_path / "attempts"
+    registry.mkdir()
+    (registry / "stray.py").write_text("the registry holds no code")
+    found = CommandWorkload().code(spec, registry)
+    assert found is not None and set(found) == {"one.py", "a.toml", "split-1.txt"}
+    (tmp_path / "two.py").write_text("appeared")  # a file the command names, there now: different code
+    assert "two.py" in CommandWorkload().code(spec, registry)
+
+
+def test_too_many_arguments_to_look_at_is_a_spec_problem() -> None:
+    spec = parse_spec(
+        {**BENCH_SPEC, "command": ["x", "{seed}"] * 128, "arms": {f"a{i}": {} for i in range(64)}, "baseline": "a0"}
+        | {"repeats": 1000},
+        "spec",
+    )
+    problem = spec_problem(spec)
+    assert problem is not None and "more than the 1,000,000 ptreg looks at" in problem
+
+
+# --------------------------------------------------------------------------- inputs re-checked after the run
+
+REWRITES_ITSELF = """\
+import os, sys
+if os.environ["PTREG_SEED"] == "0":  # the first repeat edits the harness the evaluator froze
+    with open(__file__, "a") as me:
+        me.write("# tuned during the run\\n")
+with open(os.environ["PTREG_METRICS"], "w") as out:
+    out.write('{"score": 0.5}\\n')
+"""
+
+
+def test_an_input_changed_during_the_run_is_recorded_and_decides_nothing(tmp_path: Path) -> None:
+    spec = {**BENCH_SPEC, "name": "self-editing", "command": ["python3", "cmd.py"], "inputs": ["cmd.py"], "repeats": 2}
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "cmd.py").write_text(REWRITES_ITSELF)
+    frozen_digest = hashlib.sha256(REWRITES_ITSELF.encode()).hexdigest()[:12]
+    (project / "spec.json").write_text(json.dumps(spec))
+    assert ptreg(project, "init").returncode == 0
+    assert ptreg(project, "evaluator", "freeze", "spec.json").returncode == 0
+    propose(project, "edited", "self-editing", 21)
+    run = ptreg(project, "run", "edited", "--json")
+    assert run.returncode == 1, run.stderr
+    results = json.loads(run.stdout)["results"]
+    now = hashlib.sha256((project / "cmd.py").read_bytes()).hexdigest()[:12]
+    assert results["status"] == "failed"
+    assert results["inputs_changed"] == f"input cmd.py changed since it was frozen (sha256 {frozen_digest}, now {now})"
+    assert results["reason"].startswith("inputs changed during the run: input cmd.py")
+    assert all(c["status"] == "measured" for c in results["cells"])  # measured, and decides nothing
+    shown = ptreg(project, "show", "edited").stdout
+    assert "It decides nothing: inputs changed during the run (input cmd.py changed" in " ".join(shown.split())
+    validated = ptreg(project, "validate")
+    assert validated.returncode == 0 and "warning [run-inputs-changed]" in validated.stdout
+    strict = ptreg(project, "validate", "--strict")
+    assert strict.returncode == 1 and "error [run-inputs-changed]" in strict.stdout
+    assert "decides nothing: inputs changed during the run (input cmd.py" in strict.stdout
+    verified = ptreg(project, "evaluator", "verify")
+    assert verified.returncode == 1 and "input cmd.py changed since it was frozen" in verified.stdout
+    assert "decides nothing: inputs changed during the run" in verified.stderr
+    (project / "cmd.py").write_text(REWRITES_ITSELF)  # restored: the evaluator verifies again, the run stays as it was
+    assert ptreg(project, "evaluator", "verify").returncode == 0
+    concluded = ptreg(
+        project,
+        *("conclude", "edited", "--status", "inconclusive", "--lesson", "its harness changed under it"),
+        *("--next-action", "run it again", "--evidence", "x", "--failure-reason", "harness edited"),
+        *("--confidence", "exact", "--continue-if", "metric(score, arm=baseline) >= 0"),
+    )
+    assert concluded.returncode == 1 and "has no complete run" in concluded.stderr
+
+
+def test_a_module_added_beside_the_script_during_the_run_is_named(tmp_path: Path) -> None:
+    adds = (
+        "import os, pathlib\n"
+        "pathlib.Path(__file__).with_name('late.py').write_text('X = 1\\n')\n"
+        "open(os.environ['PTREG_METRICS'], 'w').write('{\"score\": 1}\\n')\n"
+    )
+    spec = {**BENCH_SPEC, "name": "adds-code", "command": ["python3", "tool/run.py"]}
+    project = tmp_path / "project"
+    (project / "tool").mkdir(parents=True)
+    (project / "tool" / "run.py").write_text(adds)
+    (project / "spec.json").write_text(json.dumps(spec))
+    assert ptreg(project, "init").returncode == 0
+    assert ptreg(project, "evaluator", "freeze", "spec.json").returncode == 0
+    propose(project, "adds", "adds-code", 22)
+    run = ptreg(project, "run", "adds", "--json")
+    assert run.returncode == 1
+    changed = json.loads(run.stdout)["results"]["inputs_changed"]
+    assert changed.startswith("tool/late.py: sha256 absent when frozen, ")

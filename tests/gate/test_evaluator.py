@@ -438,12 +438,12 @@ def test_verify_all_good(cli, freeze, registry: Path) -> None:
     result = cli("-r", registry, "evaluator", "verify")
     assert result.code == 0 and "2 frozen evaluators checked, 0 do not verify" in result.out
     data = cli("-r", registry, "evaluator", "verify", "--json")
-    assert data.code == 0 and data.json() == {"checked": 2, "mismatched": []}
+    assert data.code == 0 and data.json() == {"checked": 2, "mismatched": [], "inputs_changed_during_runs": []}
 
 
 def test_verify_with_no_evaluators(cli, registry: Path) -> None:
     result = cli("-r", registry, "evaluator", "verify", "--json")
-    assert result.code == 0 and result.json() == {"checked": 0, "mismatched": []}
+    assert result.code == 0 and result.json() == {"checked": 0, "mismatched": [], "inputs_changed_during_runs": []}
 
 
 def test_verify_only_the_named_evaluators(cli, freeze, registry: Path) -> None:
@@ -452,6 +452,7 @@ def test_verify_only_the_named_evaluators(cli, freeze, registry: Path) -> None:
     assert cli("-r", registry, "evaluator", "verify", "kernels-small", "--json").json() == {
         "checked": 1,
         "mismatched": [],
+        "inputs_changed_during_runs": [],
     }
     assert cli("-r", registry, "evaluator", "verify", good.name[: -len(".json")]).code == 0
     assert cli("-r", registry, "evaluator", "verify", "kernels-xl").code == 1
@@ -510,6 +511,7 @@ def test_show_by_name_and_by_reference(cli, freeze, registry: Path) -> None:
         "path": str(path),
         "verified": True,
         "problem": None,
+        "consent": None,  # it runs no command
         "file": json.loads(path.read_text(encoding="utf-8")),
     }
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import ClassVar, Literal, TypeVar
 
 from ...records.counting import UNIT
@@ -88,6 +89,12 @@ class Workload(ABC):
 
     def check_settings(self, spec: AnySpec) -> str | None:
         """Why the spec's own fields cannot be measured (one line), or None."""
+        return None
+
+    def code(self, spec: AnySpec, registry: Path) -> dict[str, str] | None:
+        """For a workload that runs code: the sha256 of each file of the project (the folder
+        holding ``registry``) that the spec makes it run, by its path, frozen with the evaluator
+        so that consent to it covers them; None when it names no such files."""
         return None
 
     @abstractmethod

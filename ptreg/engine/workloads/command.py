@@ -18,6 +18,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import string
@@ -25,12 +26,15 @@ import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ...errors import PtregError
+from ...errors import PtregError, UnusableInput
 from ...records.evaluator import AnySpec, ArmsSpec, MetricDeclaration
 from ...records.run_results import MetricSample
+from ...store.code_digests import code_digests
+from ...store.input_digests import project_root
 from ...store.jsonio import JsonError, read_bytes
 from ...text import shorten
 from ..backends import Backend
@@ -66,6 +70,96 @@ def placeholders(argv: list[str]) -> list[str]:
 def command_line(argv: list[str], params: dict[str, str], seed: int) -> list[str]:
     values = {**params, "seed": str(seed)}
     return [arg.format_map(values) for arg in argv]
+
+
+# A program that is Python, by its name: python, python3, python3.11, pypy3, a virtualenv's.
+PYTHON = re.compile(r"^(?:python|pypy)(?:[0-9]+(?:\.[0-9]+)*)?$")
+# Options of Python's own command line that take the next argument (or the rest of theirs).
+PYTHON_VALUED = "WX"
+PYTHON_LONG_VALUED = ("--check-hash-based-pycs",)
+# Looked at for files at most, over every arm and seed: a command line is a few dozen.
+MAX_ARGUMENTS_LOOKED_AT = 1_000_000
+
+
+@dataclass(frozen=True)
+class NamedCode:
+    """What a command line names of the project, as ``store/code_digests.py`` freezes it."""
+
+    arguments: list[str]  # every argument (and the value of every --flag=value) of every arm and seed
+    scripts: list[str]  # the scripts a Python interpreter runs: their folders are imported from first
+    import_folders: list[str]  # other folders Python imports from ('' is the project root)
+
+
+def command_lines(spec: ArmsSpec) -> list[list[str]]:
+    """Every command line the spec runs: one per arm, and per seed where an argument holds one.
+    ValueError when that is more than is worth looking at."""
+    argv: list[str] = spec.settings["command"]
+    seeds = (
+        range(spec.seed, spec.seed + spec.repeats) if "seed" in placeholders(argv) else range(spec.seed, spec.seed + 1)
+    )
+    if len(spec.arms) * len(seeds) * len(argv) > MAX_ARGUMENTS_LOOKED_AT:
+        raise ValueError(
+            f"command has {len(argv)} arguments over {len(spec.arms)} arms and {len(seeds)} seeds, more than the "
+            f"{MAX_ARGUMENTS_LOOKED_AT:,} ptreg looks at for the files they name"
+        )
+    found = {tuple(command_line(argv, params, seed)) for params in spec.arms.values() for seed in seeds}
+    return [list(line) for line in sorted(found)]
+
+
+def named_code(spec: ArmsSpec) -> NamedCode:
+    """The paths the spec's command lines may name, and where Python imports from when a Python
+    interpreter runs them: what consent to the evaluator must cover."""
+    arguments: set[str] = set()
+    scripts: set[str] = set()
+    folders: set[str] = set()
+    for argv in command_lines(spec):
+        for arg in argv:
+            arguments.add(arg)
+            if arg.startswith("-") and "=" in arg:
+                arguments.add(arg.split("=", 1)[1])
+            if arg.startswith("PYTHONPATH="):  # through env: each folder is imported from
+                folders.update(p for p in arg.removeprefix("PYTHONPATH=").split(":") if p)
+        script, folder = python_path(argv)
+        if script is not None:
+            scripts.add(script)
+        if folder is not None:
+            folders.add(folder)
+    return NamedCode(sorted(arguments), sorted(scripts), sorted(folders))
+
+
+def python_path(argv: list[str]) -> tuple[str | None, str | None]:
+    """Where a Python interpreter in ``argv`` puts first on its import path: (its script, whose
+    folder it is) or (None, '' for the working directory: ``-c``, ``-m``, no script); (None,
+    None) when no Python runs, or ``-I``/``-P`` keeps that folder off the path."""
+    start = next((i for i, arg in enumerate(argv) if PYTHON.fullmatch(os.path.basename(arg))), None)
+    if start is None:
+        return None, None
+    safe, index = False, start + 1
+    while index < len(argv):
+        arg = argv[index]
+        if arg == "--":
+            index += 1
+            break
+        if arg == "-" or not arg.startswith("-"):
+            break
+        if arg.startswith("--"):
+            index += 2 if arg in PYTHON_LONG_VALUED else 1
+            continue
+        flags = arg[1:]
+        for at, flag in enumerate(flags):
+            if flag in "IP":
+                safe = True
+            if flag in "cm":  # the rest is the code or the module: the working directory comes first
+                return None, (None if safe else "")
+            if flag in PYTHON_VALUED:
+                index += 1 if at == len(flags) - 1 else 0  # its value is the next argument, or the rest of this one
+                break
+        index += 1
+    if safe:
+        return None, None
+    if index >= len(argv) or argv[index] == "-":
+        return None, ""
+    return argv[index], None
 
 
 def _number(value: Any) -> float | None:
@@ -306,9 +400,28 @@ class CommandWorkload(ArmsWorkload):
             lacking = [arm for arm, params in spec.arms.items() if name not in params]
             if lacking:
                 return f"command names {{{name}}}, which arm {lacking[0]!r} does not give"
+        try:
+            command_lines(spec)
+        except ValueError as exc:
+            return str(exc)
         return None
 
     def prepare(self, task: CellTask, backend: Backend | None) -> CellRun:
         assert task.spec is not None
         spec = ArmsSpec.model_validate(task.spec)
         return _CommandRun(task, spec, {**self.metrics, **spec.metrics})
+
+    def code(self, spec: AnySpec, registry: Path) -> dict[str, str] | None:
+        spec = arms_spec(spec)
+        try:
+            named = named_code(spec)
+        except ValueError as exc:
+            raise UnusableInput(f"evaluator {spec.name}: {exc}") from None
+        return code_digests(
+            project_root(registry),
+            named.arguments,
+            named.scripts,
+            named.import_folders,
+            spec.not_frozen,
+            registry=registry.absolute().name,
+        )
