@@ -83,7 +83,15 @@ def list_attempts(
     --continuable and --blocked decide each condition on the runs as they are now; an attempt whose condition cannot be decided is in neither.
     """
     from ..records.ledger import STATUSES, Filter
-    from ..views.queries import AWAITS_CONCLUSION, AWAITS_LEGEND, list_row, select, shown_status
+    from ..views.queries import (
+        AWAITS_CONCLUSION,
+        AWAITS_LEGEND,
+        DEVIATES,
+        DEVIATES_LEGEND,
+        list_row,
+        select,
+        shown_status,
+    )
     from ..views.tables import plain
 
     unknown = [s for s in status if s not in STATUSES]
@@ -130,6 +138,8 @@ def list_attempts(
     say(f"{len(rows)} of {counted(total, 'attempt')}")
     if any(r[1] == AWAITS_CONCLUSION for r in rows):
         say(AWAITS_LEGEND)
+    if any(r[1].endswith(DEVIATES) for r in rows):
+        say(DEVIATES_LEGEND)
 
 
 def lineage(

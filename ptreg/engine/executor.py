@@ -28,9 +28,10 @@ from typing import IO
 from ..records.counting import CountedWorker
 from ..records.run_results import KernelSample, MetricSample, ParityOutcome, StepSample
 from .callgrind import counted_environment, worker_command
+from .cgroups import METHOD_VARIABLE, supervision_method
 from .environment import worker_variables
 from .interruption import Interrupted, deferred, raise_if_interrupted, signal_of
-from .processes import METHOD_VARIABLE, Tree, python_argv, python_environment, start, supervision_method
+from .processes import Tree, python_argv, python_environment, start
 from .protocol import (
     AnyEvent,
     CellTask,

@@ -40,7 +40,6 @@ given. The import path is then set explicitly from the caller's own ``sys.path``
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
 import secrets
@@ -50,20 +49,16 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal, cast
+from typing import IO, Any, cast
 
 import psutil
 
 from ..errors import UnusableInput
-from ..text import shorten
+from .cgroups import MB, CgroupMemory, Method, make_cgroup, supervision_method
 
-Method = Literal["cgroup-v1", "cgroup-v2", "process-tree"]
-METHODS: tuple[Method, ...] = ("cgroup-v1", "cgroup-v2", "process-tree")
-METHOD_VARIABLE = "PTREG_SUPERVISION"  # one of METHODS (or "auto"): how trees are held here
 TREE_VARIABLE = "PTREG_TREE"  # the marks of the trees a process belongs to, innermost last
 SAMPLE_SECONDS = 0.1
 END_SECONDS = 10.0
-MB = 1024 * 1024
 
 # How each method counts memory, as a run records it.
 MEASURED_BY = {
@@ -93,11 +88,8 @@ BOOTSTRAP = (
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PR_SET_CHILD_SUBREAPER = 36
 
-_made = itertools.count()
 _live_roots: set[int] = set()  # roots of this process's trees not yet reaped
 _subreaper = {"on": False}
-_chosen: dict[str, Method] = {}
-_swept: set[Path] = set()  # the folders whose leftover cgroups this process has removed
 
 
 # --------------------------------------------------------------------------- Python workers
@@ -160,168 +152,6 @@ def become_subreaper() -> None:
             _subreaper["on"] = True
 
 
-# --------------------------------------------------------------------------- choosing a method
-
-
-def supervision_method() -> Method:
-    """How this process holds its trees: ``PTREG_SUPERVISION`` when it names a method (a worker is
-    given its executor's), else the first this machine offers; found once per process.
-    UnusableInput when the variable names none, or a cgroup this machine does not offer."""
-    asked = os.environ.get(METHOD_VARIABLE, "auto") or "auto"
-    if asked not in _chosen:
-        _chosen[asked] = _choose(asked)
-    return _chosen[asked]
-
-
-def _choose(asked: str) -> Method:
-    if asked == "auto":
-        return _probe()
-    for method in METHODS:
-        if asked == method:
-            if method != "process-tree":
-                try:
-                    _make_cgroup(method).rmdir()
-                except OSError as exc:
-                    raise UnusableInput(
-                        f"{METHOD_VARIABLE}={method}: this machine offers no such cgroup ({exc})"
-                    ) from None
-            return method
-    raise UnusableInput(f"{METHOD_VARIABLE}={shorten(asked, 40)} is not one of auto, {', '.join(METHODS)}")
-
-
-def _probe() -> Method:
-    for method in METHODS[:2]:
-        try:
-            folder = _make_cgroup(method)
-        except OSError:
-            continue
-        with contextlib.suppress(OSError):
-            folder.rmdir()
-        return method
-    return "process-tree"
-
-
-def _hierarchy(method: str) -> Path:
-    """The folder of this process's own cgroup in the hierarchy ``method`` uses; OSError when
-    there is none."""
-    mount = mount_root = None
-    with open("/proc/self/mountinfo") as handle:
-        for line in handle:
-            left, _, right = line.partition(" - ")
-            fields, rest = left.split(), right.split()
-            if len(fields) < 5 or len(rest) < 3:
-                continue
-            if (method == "cgroup-v1" and rest[0] == "cgroup" and "memory" in rest[2].split(",")) or (
-                method == "cgroup-v2" and rest[0] == "cgroup2"
-            ):
-                mount_root, mount = fields[3], fields[4]
-                break
-    own = None
-    with open("/proc/self/cgroup") as handle:
-        for line in handle:
-            number, controllers, path = line.rstrip("\n").split(":", 2)
-            if (method == "cgroup-v1" and "memory" in controllers.split(",")) or (
-                method == "cgroup-v2" and number == "0" and not controllers
-            ):
-                own = path
-    if mount is None or mount_root is None or own is None:
-        raise OSError(f"no {method} hierarchy is mounted for this process")
-    if mount_root != "/" and (own == mount_root or own.startswith(mount_root + "/")):
-        own = own[len(mount_root) :]
-    return Path(mount) / own.lstrip("/")
-
-
-def _make_cgroup(method: str) -> Path:
-    parent = _hierarchy(method)
-    if parent not in _swept:
-        _swept.add(parent)
-        _sweep(parent)
-    folder = parent / f"ptreg-{os.getpid()}-{next(_made)}-{secrets.token_hex(3)}"
-    folder.mkdir()
-    if not (folder / "cgroup.procs").exists():
-        with contextlib.suppress(OSError):
-            folder.rmdir()
-        raise OSError(f"{folder} is not a cgroup")
-    return folder
-
-
-def _sweep(parent: Path) -> None:
-    """Remove the empty cgroups a ptreg that died without ending its trees (SIGKILL) left here:
-    ``ptreg-<pid>-...`` whose process is gone. A cgroup that still holds a process stays."""
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(parent):
-            owner = entry.name.split("-")
-            if len(owner) < 2 or owner[0] != "ptreg" or not owner[1].isdigit() or not entry.is_dir():
-                continue
-            try:
-                os.kill(int(owner[1]), 0)
-                continue  # alive (or its pid taken again): not ours to judge
-            except ProcessLookupError:
-                pass
-            except OSError:
-                continue
-            for folder, _, _ in os.walk(entry.path, topdown=False):
-                with contextlib.suppress(OSError):
-                    os.rmdir(folder)
-
-
-# --------------------------------------------------------------------------- memory
-
-
-@dataclass
-class _CgroupMemory:
-    """The kernel's count of a cgroup's memory: current, peak, limit, and whether it was reached."""
-
-    folder: Path
-    current: str
-    peak: str | None
-    limit: str
-    version: Literal["cgroup-v1", "cgroup-v2"]
-
-    @classmethod
-    def of(cls, folder: Path, version: Method) -> _CgroupMemory | None:
-        if version == "cgroup-v1" and (folder / "memory.max_usage_in_bytes").exists():
-            return cls(folder, "memory.usage_in_bytes", "memory.max_usage_in_bytes", "memory.limit_in_bytes", version)
-        if version == "cgroup-v2" and (folder / "memory.current").exists() and (folder / "memory.peak").exists():
-            return cls(folder, "memory.current", "memory.peak", "memory.max", version)
-        return None
-
-    def read(self, name: str) -> int | None:
-        try:
-            return int((self.folder / name).read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            return None
-
-    def set_limit(self, megabytes: float) -> None:
-        limit = str(int(megabytes * MB))
-        (self.folder / self.limit).write_text(limit)
-        # swap is not a way past the budget
-        for name, value in (("memory.memsw.limit_in_bytes", limit), ("memory.swap.max", "0")):
-            if (self.folder / name).exists():
-                with contextlib.suppress(OSError):
-                    (self.folder / name).write_text(value)
-
-    def reached(self) -> bool:
-        """Whether the kernel refused the tree memory at its limit at least once."""
-        if self.version == "cgroup-v1":
-            # its peak at the limit (hierarchical, so a command's cgroup below counts), or the
-            # kernel's own counts of refusals and of processes killed here
-            peak, limit = self.read(self.peak or ""), self.read(self.limit)
-            if peak is not None and limit is not None and peak >= limit:
-                return True
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                for line in (self.folder / "memory.oom_control").read_text().splitlines():
-                    name, value = line.split()
-                    if name == "oom_kill" and int(value) > 0:
-                        return True
-            return (self.read("memory.failcnt") or 0) > 0
-        try:
-            events = dict(line.split() for line in (self.folder / "memory.events").read_text().splitlines())
-        except (OSError, ValueError):
-            return False
-        return any(int(events.get(name, "0")) > 0 for name in ("max", "oom", "oom_kill"))
-
-
 # --------------------------------------------------------------------------- a tree
 
 
@@ -334,7 +164,7 @@ class Tree:
     token: str
     cgroup: Path | None = None
     limit_mb: float | None = None
-    memory: _CgroupMemory | None = None
+    memory: CgroupMemory | None = None
     status: int | None = None  # the root's wait status, once reaped
     usage: Any = None  # the root's resource usage (os.wait4), once reaped
     sampled_peak: float | None = None
@@ -535,8 +365,8 @@ def start(
     cgroup = memory = None
     if method != "process-tree":
         try:
-            cgroup = _make_cgroup(method)
-            memory = _CgroupMemory.of(cgroup, method)
+            cgroup = make_cgroup(method)
+            memory = CgroupMemory.of(cgroup, method)
             if memory is not None and memory_limit_mb is not None:
                 memory.set_limit(memory_limit_mb)
         except OSError as exc:

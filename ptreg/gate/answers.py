@@ -28,7 +28,7 @@ from ..records.vocabulary import terms, unknown_terms
 from ..store.directory import record_path
 from ..store.evaluator_files import check_file, evaluator_files, resolve
 from ..views.dispositions import Disposition, decide_disposition
-from .checks import SIMILAR_QUESTION, closest, question_tokens, similarity
+from .checks import alike_question, closest, question_tokens
 from .proposal import parse_margin
 from .proposal_input import FieldsRefused, ProposalInput
 
@@ -165,16 +165,14 @@ def _stale_question(question: str, given: ProposalInput, registry: Registry) -> 
     for other in others.values():
         same_lineage = roots.get(other.id) == roots[me.id]
         same_family = given.family is not None and other.family == given.family
-        if other.question is None or not (same_lineage or same_family):
+        if not (same_lineage or same_family):
             continue
-        score = similarity(question, other.question)
-        if score >= SIMILAR_QUESTION:
+        alike = alike_question(question, other)
+        if alike is not None:
+            score, said = alike
             how = "the same question" if score == 1.0 else f"a near-duplicate (similarity {score:.2f})"
             vary = "" if given.varied_from == other.id else f", or vary it (answer {other.id} to 'varied from')"
-            return (
-                f"{how} as {other.id} (status {other.status}) asked: {other.question!r}; "
-                f"ask what its result leaves open{vary}"
-            )
+            return f"{how} as {other.id} (status {other.status}) {said}; ask what its result leaves open{vary}"
     return None
 
 

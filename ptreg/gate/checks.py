@@ -105,7 +105,6 @@ class GateInputs:
     evaluator: EvaluatorFile | None  # None: the proposal names no evaluator
     disposition: DecidedCondition | None  # the varied attempt's condition, decided; None: none
     known_ids: Collection[str] | None = None  # every id, when ``others`` may lack the one varied
-    unasked: int = 0  # attempts of its family that ask no question, left out of ``others``
     # why a value given for the proposal could not even be stored (e.g. a zero budget), so that
     # the check names the real reason; only a proposal being made has one
     budget_error: str | None = None
@@ -118,7 +117,7 @@ def check_gate(proposal: Attempt, inputs: GateInputs) -> GateReport:
     everyone: dict[str, Shaped] = {**by_id, proposal.id: proposal}
     evaluator_check, frozen = frozen_evaluator(proposal, inputs.evaluator)
     checks = [
-        fresh_question(proposal, by_id, everyone, inputs.known_ids, inputs.unasked),
+        fresh_question(proposal, by_id, everyone, inputs.known_ids),
         evaluator_check,
         analysis_plan(proposal, frozen),
         explicit_budget(proposal, frozen, inputs.budget_error),
@@ -159,7 +158,6 @@ def fresh_question(
     by_id: Mapping[str, Shaped],
     everyone: Mapping[str, Shaped],
     known_ids: Collection[str] | None = None,
-    unasked: int = 0,
 ) -> CheckResult:
     name = "fresh-question"
     if proposal.varied_from is not None and proposal.varied_from not in by_id:
@@ -183,32 +181,53 @@ def fresh_question(
         )
     roots = lineage_roots(everyone)
     root = roots[proposal.id]
-    compared, unknown = 0, unasked
+    compared, implied = 0, 0
     for other in by_id.values():
         same_lineage = roots[other.id] == root
         same_family = proposal.family is not None and other.family == proposal.family
         if not (same_lineage or same_family):
             continue
-        if other.question is None:
-            unknown += 1
-            continue
         compared += 1
-        score = similarity(proposal.question, other.question)
-        if score >= SIMILAR_QUESTION:
+        implied += other.question is None
+        alike = alike_question(proposal.question, other)
+        if alike is not None:
+            score, said = alike
             scope = "lineage" if same_lineage else f"family {proposal.family}"
             how = "the same question" if score == 1.0 else f"a near-duplicate (similarity {score:.2f})"
             return CheckResult(
                 name,
                 FAILED,
-                f"{how} as {other.id} ({scope}, status {other.status}) asked: {other.question!r}",
+                f"{how} as {other.id} ({scope}, status {other.status}) {said}",
                 f"read {other.id} (`ptreg show {other.id}`); ask what its result leaves open, or vary it with --varied-from {other.id}",
                 (other.id,),
             )
-    detail = f"no alike question among {compared} known in its lineage and family"
-    if unknown:
-        verb = "records" if unknown == 1 else "record"
-        detail += f" ({counted(unknown, 'attempt')} there {verb} no question: unknown, not compared)"
+    detail = f"no alike question among {compared} in its lineage and family"
+    if implied:
+        verb = "records" if implied == 1 else "record"
+        detail += f" ({counted(implied, 'attempt')} there {verb} no question: compared by name, hypothesis and lesson)"
     return CheckResult(name, PASSED, detail)
+
+
+def asked_by(other: Shaped) -> list[tuple[str, str]]:
+    """What an attempt asked, as (field, text): its question; where it records none (an imported
+    record, or one written before the gate), its name, hypothesis and lesson, each of which says
+    what was asked in other words."""
+    if other.question is not None:
+        return [("question", other.question)]
+    found = [(field, getattr(other, field, None)) for field in ("name", "hypothesis", "lesson")]
+    return [(field, text) for field, text in found if isinstance(text, str) and question_tokens(text)]
+
+
+def alike_question(question: str, other: Shaped) -> tuple[float, str] | None:
+    """The similarity of ``question`` to what ``other`` asked, and what it asked in words, when
+    they are the same question or a near-duplicate; None otherwise."""
+    best: tuple[float, str] | None = None
+    for field, text in asked_by(other):
+        score = similarity(question, text)
+        if score >= SIMILAR_QUESTION and (best is None or score > best[0]):
+            said = f"asked: {text!r}" if field == "question" else f"asks no question, and its {field} says: {text!r}"
+            best = (score, said)
+    return best
 
 
 # --------------------------------------------------------------------------- frozen evaluator

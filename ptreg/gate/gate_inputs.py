@@ -55,7 +55,6 @@ def read_gate_inputs(
         evaluator=evaluator_file(proposal, root),
         disposition=decided_disposition(proposal, others, root),
         known_ids=index.ids() if missing else None,
-        unasked=_unasked(index, proposal, others),
         budget_error=budget_error,
         tracking_error=tracking_error,
     )
@@ -89,14 +88,6 @@ def decided_disposition(proposal: Attempt, others: Sequence[Summary], root: Path
     if parent is None or parent.next_action is None or not parent.has_condition:
         return None
     return decide_disposition(root, read_summarized(root, parent))
-
-
-def _unasked(index: RegistryReader, attempt: Shaped, others: list[Summary]) -> int:
-    """How many attempts of ``attempt``'s family that ask no question ``others`` leave out (as
-    the freshness check would count them: each id as its last file in the ledger gives it)."""
-    if attempt.family is None:
-        return 0
-    return index.unasked(attempt.family, {a.id for a in others} | {attempt.id})
 
 
 def objective_chain(index: RegistryReader, attempt: Shaped) -> list[Summary]:

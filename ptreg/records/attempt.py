@@ -462,6 +462,7 @@ class Attempt(BaseModel):
             None if self.bases is None else list(self.bases),
             self.data_rows, self.varied_from, self.varied, self.question, self.lesson, self.next_action,
             self.tracking_issue, self.ledger, self.continue_if is not None,
+            name=self.name, hypothesis=self.hypothesis, deviates=self.deviation is not None,
         )  # fmt: skip
 
     @property

@@ -45,6 +45,11 @@ FIELDS = frozenset(
 )  # fmt: skip
 
 
+# Fields whose value is a mapping of names to numbers (a plan's margins), read as a dict, as the
+# model holds it, not as an object of fields.
+MAPPINGS = frozenset({"margins"})
+
+
 class Dumped:
     """A JSON object read as a model: ``x.field`` is its value, or None when it is left out;
     an object inside is read the same way."""
@@ -57,7 +62,8 @@ class Dumped:
     def __getattr__(self, name: str) -> Any:
         if name not in FIELDS:  # a method or property of a model, or a typo: never None
             raise AttributeError(f"{type(self).__name__} has no field {name!r}")
-        return _read(self._data.get(name))
+        value = self._data.get(name)
+        return dict(value) if name in MAPPINGS and isinstance(value, dict) else _read(value)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._data!r})"

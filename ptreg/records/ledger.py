@@ -124,6 +124,10 @@ class Summary(NamedTuple):
     has_condition: bool = False
     # the record file's name without ".json", which may differ from the id in a misnamed file
     stem: str | None = None
+    # what the gate compares a new question with where the record asks none (an imported one)
+    name: str | None = None
+    hypothesis: str | None = None
+    deviates: bool = False  # its status departs from its analysis plan's decision
 
 
 class Listed(NamedTuple):
@@ -141,6 +145,7 @@ class Listed(NamedTuple):
     bases: list[str] | None
     has_condition: bool
     stem: str | None
+    deviates: bool = False
 
 
 class Vocabularies(Protocol):
@@ -157,7 +162,9 @@ class Vocabularies(Protocol):
 
 
 def listed(a: Summary) -> Listed:
-    return Listed(a.id, a.status, a.lesson, a.family, a.kind, a.objective, a.methods, a.bases, a.has_condition, a.stem)
+    return Listed(
+        a.id, a.status, a.lesson, a.family, a.kind, a.objective, a.methods, a.bases, a.has_condition, a.stem, a.deviates
+    )
 
 
 @dataclass(frozen=True)

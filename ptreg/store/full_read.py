@@ -4,7 +4,7 @@ kept an index: what ``PTREG_INDEX=off`` gives, and what the tests hold the index
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +51,6 @@ class FullRead(RegistryReader):
 
     def links(self) -> list[Link]:
         return [Link(a.id, a.varied_from, a.objective, a.status, a.ledger) for a in self._summaries]
-
-    def unasked(self, family: str, read: Collection[str]) -> int:
-        last = {a.id: a for a in self._summaries}
-        return sum(1 for i, a in last.items() if a.family == family and a.question is None and i not in read)
 
     def links_up(self, attempt_id: str) -> list[Link]:
         above: set[str] = set()

@@ -4,7 +4,7 @@ the query index (``store/index/``) and by a full read of every file (``store/ful
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -70,10 +70,6 @@ class RegistryReader(Protocol):
 
     def gate_candidates(self, attempt: Shaped) -> list[Summary]:
         """At least the attempts the gate's checks of ``attempt`` read."""
-        ...
-
-    def unasked(self, family: str, read: Collection[str]) -> int:
-        """How many attempts of ``family`` ask no question, but those in ``read``."""
         ...
 
     def ids(self) -> list[str]: ...

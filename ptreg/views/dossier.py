@@ -99,7 +99,13 @@ def sections(
     (``root`` is the registry directory the runs are read from; ``model``, the attempt through
     the models, which the sections of its runs need)."""
     a = attempt
-    disposition: list[str | Table] = [_text(a.next_action), RETAINED_NOTE, f"- Status: {a.status}."]
+    status = f"- Status: {a.status}."
+    if a.deviation is not None and a.plan_decision is not None:
+        status = (
+            f"- Status: {a.status}, which deviates from its plan (the plan decided {a.plan_decision.status}): "
+            f"{_sentence(a.deviation)}"
+        )
+    disposition: list[str | Table] = [_text(a.next_action), RETAINED_NOTE, status]
     if a.continue_if is not None:
         disposition.append(f"- Continue if: {a.continue_if.text}")
     contents: list[Sequence[str | Table]] = [
@@ -119,14 +125,21 @@ def sections(
     admission = _admission(a)
     if admission:
         result.append(Section("Admission", admission))
+    decision = _decision(a)
     if model is not None and model.runs and root is not None:
         # the run models and the workloads cost about 30 ms to import: only for a dossier with runs
-        from .dossier_runs import condition_lines, run_lines
+        from .dossier_runs import condition_lines, plan_lines, run_lines
 
+        if model.plan is not None:  # the plan decided on its runs, as the registry holds them now
+            decision += plan_lines(root, model)
+        if decision:
+            result.append(Section("Decision", decision))
         if model.continue_if is not None:  # decided on the runs, as the registry holds them now
             disposition[3:4] = condition_lines(root, model)
         for run in model.runs:
             result.append(Section(f"Run {run.run_id}", run_lines(root, model.id, run)))
+    elif decision:
+        result.append(Section("Decision", decision))
     return result
 
 
@@ -232,10 +245,53 @@ def _preregistration(a: AttemptView, by_id: Mapping[str, AttemptView]) -> list[s
         lines.append(f"- Answer to the disposition it varies{asked}: {_sentence(a.answers_disposition)}")
     if a.streak_override is not None:
         lines.append(f"- Streak override (went on despite STOP AND RETHINK): {_sentence(a.streak_override)}")
+    lines += _plan(a)
     for run in a.runs or ():
         lines.append(
             f"- Run {run.run_id}: {run.status}" + (f", evaluator {run.evaluator}" if run.evaluator else "") + "."
         )
+    return lines
+
+
+def _plan(a: AttemptView) -> list[str]:
+    """The analysis plan as registered, or that the attempt was admitted before plans existed."""
+    plan = a.plan
+    if plan is None:
+        if a.admission is not None:
+            return [
+                "- Analysis plan: none; it was admitted before plans existed, so its status is the one given at conclusion."
+            ]
+        return []
+    lines = [f"- Worked if: {plan.worked_if.text}"]
+    if plan.regressed_if is not None:
+        lines.append(f"- Regressed if: {plan.regressed_if.text}")
+    margins = plan.margins or {}
+    if margins:
+        lines.append(
+            "- Margins (the smallest effect that matters): " + ", ".join(f"{m} {v:g}" for m, v in margins.items()) + "."
+        )
+    decides = "the first complete run" if plan.runs == 1 else f"the first {plan.runs} complete runs, pooled"
+    lines.append(
+        f"- Decided on: {decides}. Order: regressed if regressed-if holds; worked if worked-if holds and "
+        "regressed-if does not; failed if worked-if does not hold; otherwise inconclusive."
+    )
+    return lines
+
+
+def _decision(a: AttemptView) -> list[str | Table]:
+    """What the plan decided at conclusion, and any deviation from it."""
+    decided = a.plan_decision
+    if decided is None:
+        return []
+    runs = ", ".join(decided.runs) if decided.runs else "no run"
+    lines: list[str | Table] = [f"At conclusion the plan decided {decided.status}: {decided.because} (on {runs})."]
+    lines += [f"- {line}" for line in decided.readout]
+    if a.deviation is not None:
+        lines.append(
+            f"- Deviation: the recorded status is {a.status}, not the plan's {decided.status}: {_sentence(a.deviation)}"
+        )
+    else:
+        lines.append(f"- The recorded status, {a.status}, is the plan's.")
     return lines
 
 

@@ -12,6 +12,7 @@ from ..records.run_results import RunResults
 from ..store.runs import read_environment, read_results, run_folder
 from ..text import Table
 from .dispositions import decide_disposition
+from .plans import decide_plan
 from .run_report import tables, verdict
 
 
@@ -29,6 +30,23 @@ def condition_lines(root: Path, attempt: Attempt) -> list[str]:
     ]
     if decided.decision is not None:
         lines += [f"- Reads {r.quantity} = {r.shown}." for r in decided.decision.readings]
+    return lines
+
+
+def plan_lines(root: Path, attempt: Attempt) -> list[str | Table]:
+    """The plan decided now on its deciding runs: which runs those are, and, before the attempt
+    is concluded, the status it gives with the values it reads."""
+    outcome = decide_plan(root, attempt)
+    if outcome is None:
+        return []
+    lines: list[str | Table] = [f"- Runs: {outcome.runs_text()}."]
+    if attempt.status == "not-tried":
+        lines.append(f"- Not concluded yet; on these runs its plan decides {outcome.status}: {outcome.because}.")
+        lines += [f"- {line}" for line in outcome.readout]
+    elif attempt.plan_decision is not None and outcome.status != attempt.plan_decision.status:
+        lines.append(
+            f"- Decided again now, its plan gives {outcome.status}: {outcome.because} (the runs' files changed)."
+        )
     return lines
 
 

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engine.workloads.discovery import workload_named
+from ..engine.workloads.discovery import spec_problem, workload_named
 from ..errors import PtregError
 from ..records.analysis_plan import Plan, PlanStatus, status_of
 from ..records.attempt import Attempt, RunRef
 from ..records.decision import Decision, decide
+from ..records.evaluator import ArmsSpec
 from ..records.run_results import RunResults, run_is_decisive, undecisive
 from ..store.runs import read_results, run_folder
 
@@ -73,6 +74,19 @@ def pooled(runs: list[RunResults]) -> RunResults:
     return first.model_copy(update={"cells": cells})
 
 
+def with_workload_metrics(results: RunResults) -> RunResults:
+    """The results with their workload's own metrics declared beside the evaluator's, so that a
+    verdict knows which way is better for a metric a plugin declares (``ms`` of a workload, not
+    of its spec); in memory only. A workload that cannot be loaded here adds nothing."""
+    spec = results.spec
+    if not isinstance(spec, ArmsSpec) or spec_problem(spec) is not None:
+        return results
+    own = {k: v for k, v in workload_named(spec.workload).metrics.items() if k not in spec.metrics}
+    if not own:
+        return results
+    return results.model_copy(update={"spec": spec.model_copy(update={"metrics": {**own, **spec.metrics}})})
+
+
 def _status(results: RunResults, backend: str, config: str) -> str | None:
     return next((c.status for c in results.cells if c.backend == backend and c.config == config), None)
 
@@ -112,7 +126,7 @@ def deciding(root: Path, attempt: Attempt) -> Deciding:
             return Deciding(refs, later, None, why, unreadable=True)
         if not run_is_decisive(results):  # its inputs changed under it: it decides nothing
             return Deciding(refs, later, None, undecisive(results))
-        found.append(results)
+        found.append(with_workload_metrics(results))
     if len(found) == 1:
         return Deciding(refs, later, found[0])
     try:

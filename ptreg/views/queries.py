@@ -29,12 +29,18 @@ class Shown(Filtered, Protocol):
     def id(self) -> str: ...
     @property
     def lesson(self) -> str | None: ...
+    @property
+    def deviates(self) -> bool: ...
 
 
 # A not-tried attempt with a run: its record says not-tried until `ptreg conclude`, and a reader
 # must see that a run is there to conclude on (issue 35).
 AWAITS_CONCLUSION = "not-tried (ran)"
 AWAITS_LEGEND = "not-tried (ran): a run is there, and the attempt awaits `ptreg conclude ID`"
+DEVIATES = " (deviates)"
+DEVIATES_LEGEND = (
+    "(deviates): the status departs from what the attempt's analysis plan decided; `ptreg show ID` says why"
+)
 
 
 def shown_status(root: Path, attempt_id: str, status: str) -> str:
@@ -45,7 +51,8 @@ def shown_status(root: Path, attempt_id: str, status: str) -> str:
 def list_row(a: Shown) -> tuple[str, str, str | None, str | None, str, str, str | None]:
     """`list`'s row of an attempt: id, status, family, kind, objective ("" when none), methods
     joined by commas, lesson (``Index.list_rows`` gives the same straight from SQL)."""
-    return (a.id, a.status, a.family, a.kind, a.objective or "", ",".join(a.methods or ()), a.lesson)
+    status = a.status + DEVIATES if a.deviates else a.status
+    return (a.id, status, a.family, a.kind, a.objective or "", ",".join(a.methods or ()), a.lesson)
 
 
 @dataclass

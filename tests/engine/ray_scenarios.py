@@ -74,7 +74,9 @@ def worker_pids(results: Any) -> list[int]:
 def main(work: Path) -> int:
     setup = json.loads((work / "setup.json").read_text())
     report: dict[str, Any] = {}
-    cluster = Cluster(work / "ray")
+    # beside arm.py under a name no import can take: what consent freezes there is code, and Ray's
+    # session folder (with its symlinks) is not
+    cluster = Cluster(work / ".ray")
     started = time.monotonic()
     try:
         cluster.start_head()

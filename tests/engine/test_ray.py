@@ -277,7 +277,7 @@ def test_unlike_machines_are_named_and_no_ratio_crosses_them(report: dict[str, A
 
 def test_no_ray_process_is_left_running(report: dict[str, Any]) -> None:
     assert report["left_running"] == []
-    raylets = subprocess.run(["pgrep", "-f", str(report["root"].parent / "ray")], capture_output=True, text=True)
+    raylets = subprocess.run(["pgrep", "-f", str(report["root"].parent / ".ray")], capture_output=True, text=True)
     assert raylets.stdout.strip() == ""
 
 

@@ -84,6 +84,8 @@ def test_an_orphan_of_an_attempt_concluded_since_is_kept_apart_and_reported(orph
         evidence="None linked when concluded.",
         evidence_sources=["linked-late.json"],
         source="linked-late.json",
+        # what its plan decides with no run linked: nothing to decide on
+        plan_decision={"status": "inconclusive", "because": "nothing to decide on", "runs": [], "readout": []},
     )
     (orphaned / "linked-late.json").write_text(json.dumps(record, indent=2) + "\n")
     folder = orphaned / "runs" / "linked-late" / ran["run"]

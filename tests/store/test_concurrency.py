@@ -454,13 +454,15 @@ def test_eight_threads_proposing_at_once_leave_every_record_and_a_current_index(
         except BaseException as exc:
             failed.append(exc)
 
+    worked_if = plan_flags(root, ref)[1]
+
     def propose_all(n: int) -> None:
         for i in range(4):
             for attempt_id, issue in ((f"t{n}-{i}", f"#{100 * (n + 1) + i}"), (f"t{n}-shared-{i}", f"#9{i}")):
                 given = ProposalInput(
                     id=attempt_id, name=attempt_id, family="runtime-perf", kind="runtime-benchmark",
                     objective="training-step-time", methods=["vendor-blas"], question=f"Does plan {attempt_id.replace('-', 'x')} pay off?",
-                    evaluator=ref, budget_seconds=600, tracking_issue=issue,
+                    evaluator=ref, budget_seconds=600, tracking_issue=issue, worked_if=worked_if,
                 )  # fmt: skip
                 if propose(root, given).written:
                     admitted.setdefault(issue, []).append(attempt_id)

@@ -480,4 +480,5 @@ def _attempt_row(stem: str, record: Any) -> tuple[Any, ...]:
         None if a.question is None else " ".join(question_tokens(a.question)),
         a.lesson, a.next_action, a.tracking_issue, int(a.has_condition),
         time_, made, imported, position, int(record.attempt.is_dumped_as(record.raw)),
+        a.name, a.hypothesis, int(a.deviates),
     )  # fmt: skip

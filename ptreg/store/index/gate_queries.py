@@ -4,7 +4,6 @@ and a count of those it need not read one by one (``gate/inputs.py`` builds its 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
 
 from ...records.ledger import Shaped, Summary
 from .connection import Connected
@@ -17,8 +16,8 @@ class GateQueries(Connected):
     def gate_candidates(self, attempt: Shaped) -> list[Summary]:
         """The valid attempts the gate's checks of ``attempt`` can read, in the ledger's order:
         its lineage (every attempt below the oldest ancestor of it or of what it varies) and its
-        tracking issue, with every ancestor of each, and the attempts of its family that ask a
-        question (those that ask none are counted: ``unasked``; its objective's streak is
+        tracking issue, with every ancestor of each, and every attempt of its family (one that
+        asks no question is compared by its name, hypothesis and lesson; its objective's streak is
         found apart: ``gate/gate_inputs.py``). The checks give the same answer on these as on every
         attempt (tests/store/test_index.py)."""
         sql = f"""
@@ -43,31 +42,8 @@ class GateQueries(Connected):
             SELECT {SUMMARY_COLUMNS} FROM attempts
             WHERE id IS NOT NULL AND (
                 id IN (SELECT id FROM wanted)
-                OR id IN (SELECT id FROM attempts WHERE family = ? AND question IS NOT NULL)
+                OR id IN (SELECT id FROM attempts WHERE family = ?)
             ) ORDER BY {LEDGER_ORDER}"""
         start = [attempt.id] if attempt.varied_from is None else [attempt.id, attempt.varied_from]
         params = (json.dumps(start), attempt.tracking_issue, attempt.family)
         return [summary_of_row(r) for r in self._rows(sql, params)]
-
-    def unasked(self, family: str, read: Collection[str]) -> int:
-        """How many attempts of ``family`` ask no question, but those in ``read``: each id as
-        the last of its files in the ledger's order gives it, as a full read's ``by_id`` holds it."""
-        shared = self.remembered(
-            "ids given by more than one file",
-            lambda: [
-                r[0] for r in self._rows("SELECT id FROM attempts WHERE id IS NOT NULL GROUP BY id HAVING count(*) > 1")
-            ],
-        )
-        skip = json.dumps(sorted({*read, *shared}))
-        alone = self._one(
-            "SELECT count(*) FROM attempts WHERE family = ? AND question IS NULL AND id NOT IN "
-            "(SELECT value FROM json_each(?))",
-            (family, skip),
-        )
-        rows = self._rows(
-            "SELECT id, family, question IS NULL FROM attempts WHERE id IN (SELECT value FROM json_each(?)) "
-            f"ORDER BY {LEDGER_ORDER}",
-            (json.dumps(shared),),
-        )
-        last = {i: (f, unasked) for i, f, unasked in rows}
-        return int(alone[0]) + sum(1 for i, (f, unasked) in last.items() if f == family and unasked and i not in read)

@@ -97,7 +97,7 @@ class Index(GateQueries, RegistryReader):
                 r[0], r[1], r[2], r[3], r[4], r[5],
                 split(m, sep) if m and m[0] != as_json else decode(m),
                 split(b, sep) if b and b[0] != as_json else decode(b),
-                r[8] == 1, r[9],
+                r[8] == 1, r[9], r[10] == 1,
             )
             for r in rows
             for m, b in ((r[6], r[7]),)
@@ -116,7 +116,9 @@ class Index(GateQueries, RegistryReader):
             return None
         where, params = _narrowing(query)
         rows = self._rows(
-            "SELECT id, status, family, kind, coalesce(objective, ''), "
+            # the mark is views.queries.DEVIATES, which list_row writes for a Listed row
+            "SELECT id, CASE WHEN deviates = 1 THEN status || ' (deviates)' ELSE status END, family, kind, "
+            "coalesce(objective, ''), "
             f"coalesce(replace(methods, char(31), ','), ''), lesson FROM attempts WHERE {where} "
             f"ORDER BY {LEDGER_ORDER}",
             params,

@@ -12,8 +12,9 @@ from ...records.ledger import Summary, decode_terms
 
 # PRAGMA user_version: a different one is rebuilt. Raised too when a record is held to a rule
 # it was not (7: a condition's text and tree agree, integers fit SQLite; the counter of changes
-# ptreg made), so that no row an older ptreg vouched for is believed under the new rules.
-INDEX_SCHEMA = 7
+# ptreg made; 8: a record's name, hypothesis and deviation from its plan, and the plan's rules),
+# so that no row an older ptreg vouched for is believed under the new rules.
+INDEX_SCHEMA = 8
 APPLICATION_ID = 0x70747267  # PRAGMA application_id, "ptrg": any other is another program's file, refused
 # A file whose ctime is this close to when the index last looked at it may have changed again in
 # the same clock tick without changing its size or mtime, so it is re-hashed (git's racy clean).
@@ -30,7 +31,8 @@ CREATE TABLE attempts (
     methods TEXT, bases TEXT, data_rows INTEGER, varied_from TEXT, varied TEXT, question TEXT,
     question_tokens TEXT, lesson TEXT, next_action TEXT, tracking_issue TEXT, has_condition INTEGER,
     ledger_time TEXT, ledger_made INTEGER, ledger_import INTEGER, ledger_position INTEGER,
-    dumped INTEGER  -- the file holds exactly what ptreg writes for the record (records/dumped.py)
+    dumped INTEGER,  -- the file holds exactly what ptreg writes for the record (records/dumped.py)
+    name TEXT, hypothesis TEXT, deviates INTEGER
 ) WITHOUT ROWID;
 CREATE INDEX attempts_by_parent ON attempts (varied_from);
 CREATE INDEX attempts_by_id ON attempts (id);
@@ -59,12 +61,14 @@ ATTEMPT_COLUMNS = (
     "stem", "raw_id", "id", "status", "family", "kind", "objective", "methods", "bases", "data_rows",
     "varied_from", "varied", "question", "question_tokens", "lesson", "next_action", "tracking_issue",
     "has_condition", "ledger_time", "ledger_made", "ledger_import", "ledger_position", "dumped",
+    "name", "hypothesis", "deviates",
 )  # fmt: skip
 SUMMARY_COLUMNS = (
     "id, status, family, kind, objective, methods, bases, data_rows, varied_from, varied, question, lesson, "
-    "next_action, tracking_issue, ledger_time, ledger_made, ledger_import, ledger_position, has_condition, stem"
+    "next_action, tracking_issue, ledger_time, ledger_made, ledger_import, ledger_position, has_condition, stem, "
+    "name, hypothesis, deviates"
 )
-LISTED_COLUMNS = "id, status, lesson, family, kind, objective, methods, bases, has_condition, stem"
+LISTED_COLUMNS = "id, status, lesson, family, kind, objective, methods, bases, has_condition, stem, deviates"
 # the file's name last: of two files giving one id at one place, the full read's order (by name)
 LEDGER_ORDER = "ledger_time, ledger_made, ledger_import, ledger_position, id, stem"
 
@@ -101,7 +105,7 @@ def summary_of_row(r: Sequence[Any]) -> Summary:
     terms = decode_terms
     return Summary(
         r[0], r[1], r[2], r[3], r[4], terms(r[5]), terms(r[6]), r[7], r[8], r[9], r[10], r[11], r[12],
-        r[13], (r[14], r[15], r[16], r[17], r[0]), r[18] == 1, r[19],
+        r[13], (r[14], r[15], r[16], r[17], r[0]), r[18] == 1, r[19], r[20], r[21], r[22] == 1,
     )  # fmt: skip
 
 
