@@ -187,7 +187,12 @@ def decide_plan(root: Path, attempt: Attempt) -> PlanOutcome | None:
     plan = attempt.plan
     if plan is None:
         return None
-    on = deciding(root, attempt)
+    return plan_outcome(plan, deciding(root, attempt))
+
+
+def plan_outcome(plan: Plan, on: Deciding) -> PlanOutcome:
+    """The plan decided on the results it is given: its two rules, then the status they give
+    in the plan's order. Without results the plan cannot decide: inconclusive."""
     if on.results is None:
         return PlanOutcome(plan, "inconclusive", f"nothing to decide on: {on.why}", on, readout=[])
     margins = plan.margins or {}
