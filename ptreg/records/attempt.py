@@ -466,6 +466,11 @@ class Attempt(BaseModel):
         )  # fmt: skip
 
     @property
+    def deviates(self) -> bool:
+        """Whether its status departs from its analysis plan's decision (a deviation says why)."""
+        return self.deviation is not None
+
+    @property
     def ledger(self) -> LedgerKey:
         """Where the record stands in the ledger (``ledger_key``)."""
         return ledger_key(self)

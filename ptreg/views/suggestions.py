@@ -21,17 +21,27 @@ from ..records.run_results import KERNELS, Attribution, Cell, RunResults, Share
 from ..store.full_read import read_summarized
 from ..store.runs import read_results, run_folder
 from .dispositions import decide_all
-from .plans import deciding_refs
+from .plans import decide_plan, deciding_refs
 from .streaks import OK, Streak, streak_chains, streaks_of
 
 if TYPE_CHECKING:
     from ..store.reader import RegistryReader
 
-Kind = Literal["conclude", "run", "continue", "stopped", "change-axis", "headroom", "open-next-action"]
+Kind = Literal["conclude", "run", "continue", "stopped", "deviation", "change-axis", "headroom", "open-next-action"]
 # The order the kinds are listed in: evidence already paid for and waiting for a verdict first,
-# then budget already granted, then what the numbers decide, then where the registry says the
-# habit is failing, then measured headroom, then the next actions nobody has taken up.
-KINDS: tuple[Kind, ...] = ("conclude", "run", "continue", "stopped", "change-axis", "headroom", "open-next-action")
+# then budget already granted, then what the numbers decide, then the verdicts a person gave
+# against their plan, then where the registry says the habit is failing, then measured headroom,
+# then the next actions nobody has taken up.
+KINDS: tuple[Kind, ...] = (
+    "conclude",
+    "run",
+    "continue",
+    "stopped",
+    "deviation",
+    "change-axis",
+    "headroom",
+    "open-next-action",
+)
 KERNEL_WORDS = {
     "forward": ("forward",),
     "backward_da": ("backward_da", "backward da", "backward_dA", "backward dA"),
@@ -92,9 +102,10 @@ def suggest(
     children = children_of(summaries)
     unreadable: list[str] = []
     found: list[Suggestion] = []
-    found += _unfinished([records[a.id] for a in summaries if a.status == "not-tried" and a.id in records])
+    found += _unfinished(root, [records[a.id] for a in summaries if a.status == "not-tried" and a.id in records])
     with_condition = [records[a.id] for a in summaries if a.has_condition and a.id in records]
     found += _dispositions(root, with_condition, children, unreadable)
+    found += _deviations([records[a.id] for a in summaries if a.deviates and a.id in records])
     found += _change_axis(streaks, summaries, vocabularies)
     found += _headroom(root, summaries, records, children, unreadable)
     found += _open_next_actions(summaries, children)
@@ -103,19 +114,27 @@ def suggest(
     return Suggestions(suggestions=ranked, total=len(ranked), unreadable=list(dict.fromkeys(unreadable)))
 
 
-def _unfinished(attempts: list[Attempt]) -> list[Suggestion]:
-    """Runs waiting for a verdict, then admitted attempts never run; each in the ledger's order."""
+def _unfinished(root: Path, attempts: list[Attempt]) -> list[Suggestion]:
+    """Runs waiting for a verdict (with what the plan decides on them), then admitted attempts
+    never run; each in the ledger's order."""
     conclude, run = [], []
     for a in attempts:
         runs = [f"{a.id}/{r.run_id}" for r in a.runs or ()]
         if runs:
             statuses = ", ".join(f"{r.run_id} {r.status}" for r in a.runs or ())
+            outcome = decide_plan(root, a)
+            if outcome is None:
+                action = f"ptreg conclude {a.id} --status ... --lesson ... --next-action ..."
+                said = "; it has no analysis plan, so its status is given by hand"
+            else:
+                action = f"ptreg conclude {a.id} --lesson ... --next-action ..."
+                said = f"; its plan decides {outcome.status}: {outcome.because} ({outcome.runs_text()})"
             conclude.append(
                 Suggestion(
                     kind="conclude",
                     rank=0,
-                    action=f"ptreg conclude {a.id} --status ... --lesson ... --next-action ...",
-                    reason=f"{a.id} has {len(runs)} run(s) ({statuses}) and no verdict yet",
+                    action=action,
+                    reason=f"{a.id} has {len(runs)} run(s) ({statuses}) and no verdict yet{said}",
                     attempts=[a.id],
                     runs=runs,
                 )
@@ -142,6 +161,27 @@ def _unfinished(attempts: list[Attempt]) -> list[Suggestion]:
                 )
             )
     return conclude + run
+
+
+def _deviations(attempts: list[Attempt]) -> list[Suggestion]:
+    """Verdicts a person gave against what their plan decided: read why before building on them."""
+    found = []
+    for a in attempts:
+        decided = a.plan_decision
+        if decided is None or a.deviation is None:
+            continue
+        found.append(
+            Suggestion(
+                kind="deviation",
+                rank=0,
+                action=f"ptreg show {a.id}",
+                reason=f"{a.id} is recorded as {a.status}, but its plan decided {decided.status} ({decided.because}): "
+                f"{a.deviation}",
+                attempts=[a.id],
+                runs=[f"{a.id}/{r}" for r in decided.runs],
+            )
+        )
+    return found
 
 
 def _dispositions(

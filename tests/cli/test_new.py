@@ -336,7 +336,7 @@ def test_proposal_varying_the_seed_attempt_on_the_shared_registry(cli, shared_fi
     result = cli(*first)
     assert result.code == 0, result.out
     assert "Only continue matmul blocking if backward_dB" in result.out
-    assert "attempts there record no question: unknown, not compared" in result.out
+    assert "record no question: compared by name, hypothesis and lesson" in result.out
     again = new_args(
         root,
         ref,
@@ -351,3 +351,30 @@ def test_proposal_varying_the_seed_attempt_on_the_shared_registry(cli, shared_fi
     assert refused.code == 1 and "the same question as wasm-backward-db-blocking" in refused.out
     assert snapshot(root) == before
     assert cli("-r", root, "validate").code == 0
+
+
+def test_re_asking_what_an_imported_attempt_asked_is_refused(
+    cli, shared_file: Path, shared_raw, tmp_path: Path
+) -> None:
+    """An imported record asks no question; what it asked is in its name, hypothesis and lesson,
+    and a proposal asking that again, in its family, is a near-duplicate like any other."""
+    root = tmp_path / "shared-reg"
+    assert cli("-r", root, "init").code == 0
+    assert cli("-r", root, "import", shared_file).code == 0
+    ref = freeze_evaluator(root)
+    imported = next(a for a in shared_raw["attempts"] if a["id"] == "sql-public-bmc2-v4")
+    # the lesson, turned into a question: the same words, the same question
+    words = imported["lesson"].rstrip(".").split()
+    asked = f"{words[1].capitalize()} {' '.join(words[2:6])} {words[0].lower()} {' '.join(words[6:])}?"
+    args = new_args(root, ref, id="sql-again", family="sql", varied_from=None, varied=None, answers_disposition=None)
+    args += ["--question", asked]
+    before = snapshot(root)
+    refused = cli(*args)
+    assert refused.code == 1, refused.out
+    assert "FAILED     fresh-question" in refused.out and "sql-public-bmc2-v4" in refused.out
+    assert "asks no question, and its lesson says" in refused.out
+    assert snapshot(root) == before
+    # in words of its own, the question is fresh
+    fresh = new_args(root, ref, id="sql-fresh", family="sql", varied_from=None, varied=None, answers_disposition=None)
+    fresh += ["--question", "Does routing by input keep both gates where one adapter failed?", "--dry-run"]
+    assert "ok         fresh-question" in cli(*fresh).out

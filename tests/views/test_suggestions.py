@@ -8,9 +8,12 @@ from pathlib import Path
 
 from helpers import add_run, complete_record, failed_record, step_cell, step_results, write_registry
 from ptreg.operations.conclude import Verdict, conclude
+from ptreg.records.condition_grammar import parse
 from ptreg.records.ledger import in_ledger_order
 from ptreg.store.index import open_index
 from ptreg.views.suggestions import KINDS, Suggestion, suggestions_of
+
+RULE = "ms_per_step(backend=naive, config=tiny) > 0"
 
 RUN = "20260101T000000Z"
 
@@ -32,6 +35,13 @@ def _registry(root: Path) -> Path:
         complete_record("no-verdict", **waiting),
         complete_record("never-run", **waiting),
         complete_record("named-db", varied_from="holds", varied="block backward dB", next_action="Keep it."),
+        complete_record(
+            "overruled",
+            status="failed",
+            plan={"worked_if": {"text": RULE, "tree": parse(RULE).model_dump(mode="json")}, "runs": 1},
+            plan_decision={"status": "worked", "because": "worked-if holds", "runs": [], "readout": []},
+            deviation="The run measured the wrong build.",
+        ),
     ]
     write_registry(root, records)
     for attempt, db_share in (("holds", 0.5), ("fails", 0.2), ("no-verdict", 0.3)):
@@ -65,6 +75,10 @@ def test_each_kind_is_found_from_the_records_that_say_it(tmp_path: Path) -> None
     assert set(by_kind) == set(KINDS)
     [conclude_it] = by_kind["conclude"]
     assert conclude_it.attempts == ["no-verdict"] and conclude_it.runs == [f"no-verdict/{RUN}"]
+    assert "no analysis plan, so its status is given by hand" in conclude_it.reason
+    [overruled] = by_kind["deviation"]
+    assert overruled.attempts == ["overruled"] and overruled.action == "ptreg show overruled"
+    assert "recorded as failed, but its plan decided worked" in overruled.reason
     [run_it] = by_kind["run"]
     assert run_it.attempts == ["never-run"] and run_it.action == "ptreg gate never-run"  # no admission recorded
     [go] = by_kind["continue"]
@@ -100,7 +114,7 @@ def test_order_is_by_kind_then_stable_and_ranks_count_from_one(tmp_path: Path) -
     with closing(open_index(root)) as index:
         newest_first = [a.id for a in reversed(in_ledger_order(index.summaries()))]
     # what is varied, or has a condition, is left out; the rest newest first
-    assert opened == [i for i in newest_first if i in ("named-db", "try-3")] and len(opened) == 2
+    assert opened == [i for i in newest_first if i in ("named-db", "try-3", "overruled")] and len(opened) == 3
 
 
 def test_an_empty_registry_suggests_nothing(tmp_path: Path) -> None:
