@@ -9,12 +9,14 @@ committed data back byte for byte, since the evaluators freeze those files by di
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import math
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import Any
 import pytest
 
 from helpers import REPO
+from ptreg.records.evaluator import parse_spec
 
 WARMUP = REPO / "examples" / "warmup"
 EVAL = REPO / "examples" / "eval"
@@ -153,7 +156,7 @@ def test_eval_depends_on_the_seed_and_only_on_it(tmp_path: Path) -> None:
     assert outputs[0] == outputs[1] != outputs[2]
 
 
-@pytest.mark.parametrize("name", ["warmup-heldout", "cloze-eval", "challenger-eval"])
+@pytest.mark.parametrize("name", ["warmup-heldout", "cloze-eval", "challenger-eval", "cloze-breadth"])
 def test_the_evaluators_name_what_exists(name: str) -> None:
     """Every input is in the repository, every placeholder is an arm's parameter or the seed."""
     spec = evaluator(name)
@@ -316,3 +319,233 @@ def test_the_champion_scores_every_line_as_the_cloze_trigram_does() -> None:
         for option in item["options"]
     ]
     assert [module.line_logprob(champion, line) for line in lines] == [trigram.score(line) for line in lines]
+
+
+# The breadth evaluation: more items of the cloze evaluation's breadth kind, scored as it scores
+# them. Its two arms are compared by the registered run alone: here the new items are run a few
+# at a time, and the scorer is held to the cloze evaluation on the old breadth items.
+BREADTH = REPO / "examples" / "breadth"
+BREADTH_EVAL = BREADTH / "eval.py"
+VOWELS = "aeiou"
+
+
+def words_in(text: str) -> set[str]:
+    return set(re.findall(r"[a-z]+", text.lower()))
+
+
+def old_breadth_file(tmp_path: Path) -> Path:
+    """The cloze evaluation's 120 breadth items, alone in a file of their own."""
+    lines = (EVAL / "items.jsonl").read_text(encoding="ascii").splitlines(keepends=True)
+    path = tmp_path / "old-breadth.jsonl"
+    path.write_text("".join(line for line in lines if json.loads(line)["group"] == "breadth"), encoding="ascii")
+    return path
+
+
+def misspelling_kinds(word: str, wrong: str) -> set[str]:
+    """Which of the old items' three kinds of misspelling turn the word into this one."""
+    kinds = set()
+    if len(wrong) == len(word) + 1 and any(wrong == word[:i] + word[i] + word[i:] for i in range(1, len(word))):
+        kinds.add("doubled")
+    if len(wrong) == len(word):
+        differ = [i for i in range(len(word)) if word[i] != wrong[i]]
+        if len(differ) == 1 and word[differ[0]] in VOWELS and wrong[differ[0]] in VOWELS:
+            kinds.add("vowel")
+        inside = range(1, len(word) - 2)
+        if any(wrong == word[:i] + word[i + 1] + word[i] + word[i + 2 :] for i in inside):
+            kinds.add("swapped")
+    return kinds
+
+
+def test_make_breadth_items_reproduces_the_committed_items(tmp_path: Path) -> None:
+    run([str(BREADTH / "make_items.py"), "--out", str(tmp_path / "items.jsonl")], tmp_path, ptreg_files=False)
+    assert (tmp_path / "items.jsonl").read_bytes() == (BREADTH / "items.jsonl").read_bytes()
+
+
+def test_the_breadth_items_are_fresh_and_of_the_old_kind() -> None:
+    """Four times the old breadth items at least; words unseen in training; none a word of any
+    old item (text or option, breadth or primary); three misspellings, one of each old kind."""
+    new, old = json_lines(BREADTH / "items.jsonl"), json_lines(EVAL / "items.jsonl")
+    old_breadth = [item for item in old if item["group"] == "breadth"]
+    assert len(new) >= 4 * len(old_breadth) == 480
+    assert len({item["id"] for item in new}) == len(new)
+    assert not {item["id"] for item in new} & {item["id"] for item in old}
+    training = words_in((WARMUP / "data" / "train.txt").read_text(encoding="ascii"))
+    old_words = set().union(*(words_in(" ".join([item["text"], *item["options"]])) for item in old))
+    answers = [item["options"][item["answer"]] for item in new]
+    assert len(set(answers)) == len(answers)
+    for item in new:
+        assert (item["group"], item["kind"], item["text"]) == ("breadth", "spelling", "___"), item["id"]
+        options = item["options"]
+        assert len(options) == len(set(options)) == 4 and 0 <= item["answer"] < 4, item["id"]
+        for option in options:
+            assert option.isascii() and option.isalpha() and option.islower(), item["id"]
+            assert option not in training and option not in old_words, (item["id"], option)
+        word = options[item["answer"]]
+        kinds = [misspelling_kinds(word, wrong) for wrong in options if wrong != word]
+        assert sorted(k for found in kinds for k in found) == ["doubled", "swapped", "vowel"], (item["id"], kinds)
+        assert not set(options) - {word} & set(answers), item["id"]  # no misspelling is another item's word
+    assert {frozenset(item["options"]) for item in new}.isdisjoint(frozenset(item["options"]) for item in old)
+
+
+@pytest.mark.parametrize(("model", "seed"), [("bigram", "2"), ("trigram", "4")])
+def test_the_breadth_scorer_answers_the_old_breadth_items_as_the_cloze_evaluation(
+    tmp_path: Path, model: str, seed: str
+) -> None:
+    """Both scripts on the same file of the 120 old breadth items: every item's answer and the
+    mean are the cloze evaluation's. The seeds are ones where some item ties, so the tie rule
+    (the seed's stream, one draw per item in file order) is exercised too."""
+    old = old_breadth_file(tmp_path)
+    cloze = script(EVAL / "eval.py")
+    half = cloze.NGramModel({"bigram": 2, "trigram": 3}[model], training_half(int(seed)))
+    tied = 0
+    for item in json_lines(old):
+        scores = [half.score(option.encode("ascii")) for option in item["options"]]
+        tied += scores.count(max(scores)) > 1
+    assert tied > 0
+    outputs = []
+    for name, path in (("cloze", EVAL / "eval.py"), ("breadth", BREADTH_EVAL)):
+        (tmp_path / name).mkdir()
+        _, metrics, items_file = run(
+            [str(path), "--model", model, "--seed", seed, "--items", str(old)], tmp_path / name
+        )
+        outputs.append((json_lines(items_file), json_lines(metrics)))
+    assert outputs[0] == outputs[1]
+    assert len(outputs[0][0]) == 120
+
+
+def test_the_breadth_scorer_differs_from_the_frozen_cloze_run_only_where_a_tie_was_drawn(tmp_path: Path) -> None:
+    """On its whole file the cloze evaluation draws a breadth item's tie after 300 primary
+    items' draws; alone in a file the same items draw from the start of the stream. So an
+    answer may differ there, and only on an item whose best options tie."""
+    old = old_breadth_file(tmp_path)
+    (tmp_path / "cloze").mkdir()
+    (tmp_path / "breadth").mkdir()
+    _, _, cloze_items = run([str(EVAL / "eval.py"), "--model", "trigram", "--seed", "1"], tmp_path / "cloze")
+    _, _, breadth_items = run(
+        [str(BREADTH_EVAL), "--model", "trigram", "--seed", "1", "--items", str(old)], tmp_path / "breadth"
+    )
+    cloze = {row["item"]: row["breadth"] for row in json_lines(cloze_items) if "breadth" in row}
+    ours = {row["item"]: row["breadth"] for row in json_lines(breadth_items)}
+    assert set(cloze) == set(ours)
+    model = script(EVAL / "eval.py").NGramModel(3, training_half(1))
+    for item in json_lines(old):
+        if cloze[item["id"]] != ours[item["id"]]:
+            scores = [model.score(option.encode("ascii")) for option in item["options"]]
+            assert scores.count(max(scores)) > 1, item["id"]
+
+
+@pytest.mark.parametrize("order", [2, 3])
+def test_the_breadth_model_scores_every_line_as_the_cloze_evaluation(order: int) -> None:
+    """To the last bit, on every option of the old and the new breadth items: equal
+    likelihoods decide ties, so close is not enough."""
+    mine, cloze = script(BREADTH_EVAL), script(EVAL / "eval.py")
+    half = training_half(3)
+    ours, theirs = mine.WittenBell(order, half), cloze.NGramModel(order, half)
+    items = [item for item in json_lines(EVAL / "items.jsonl") if item["group"] == "breadth"]
+    lines = [
+        option.encode("ascii") for item in items + json_lines(BREADTH / "items.jsonl") for option in item["options"]
+    ]
+    assert [ours.line_logprob(line) for line in lines] == [theirs.score(line) for line in lines]
+
+
+@pytest.mark.parametrize("model", ["bigram", "trigram"])
+def test_breadth_eval_writes_the_declared_metric_and_every_item(tmp_path: Path, model: str) -> None:
+    done, metrics, items_file = run([str(BREADTH_EVAL), "--model", model, "--seed", "100", "--limit", FEW], tmp_path)
+    assert done.stdout == ""  # everything went to the files
+    rows = json_lines(items_file)
+    assert [row["item"] for row in rows] == [item["id"] for item in json_lines(BREADTH / "items.jsonl")][: int(FEW)]
+    assert all(set(row) == {"item", "breadth"} and type(row["breadth"]) is int for row in rows), rows
+    assert all(row["breadth"] in (0, 1) for row in rows), rows
+    (aggregate,) = json_lines(metrics)
+    assert set(aggregate) == set(evaluator("cloze-breadth")["metrics"]) == {"breadth"}
+    assert aggregate["breadth"] == pytest.approx(sum(row["breadth"] for row in rows) / len(rows))
+
+
+def test_breadth_eval_depends_on_the_seed_and_only_on_it(tmp_path: Path) -> None:
+    old = old_breadth_file(tmp_path)
+    outputs = []
+    for i, seed in enumerate(("0", "0", "1")):
+        (tmp_path / str(i)).mkdir()
+        _, _, items_file = run(
+            [str(BREADTH_EVAL), "--model", "trigram", "--seed", seed, "--items", str(old)], tmp_path / str(i)
+        )
+        outputs.append(items_file.read_text(encoding="utf-8"))
+    assert outputs[0] == outputs[1] != outputs[2]
+
+
+def test_breadth_eval_by_hand_prints_the_metric(tmp_path: Path) -> None:
+    done, metrics, items_file = run(
+        [str(BREADTH_EVAL), "--model", "bigram", "--seed", "0", "--limit", FEW], tmp_path, ptreg_files=False
+    )
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(rows) == 1 and set(rows[0]) == {"breadth"}
+    assert not metrics.exists() and not items_file.exists()
+
+
+def test_breadth_eval_needs_nothing_of_the_cloze_evaluation(tmp_path: Path) -> None:
+    """Standard library and NumPy only, and run from a copy that has no examples/eval/ beside
+    it, it answers as it does here."""
+    tree = ast.parse(BREADTH_EVAL.read_text(encoding="utf-8"))
+    imported = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
+    imported |= {
+        node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert imported <= set(sys.stdlib_module_names) | {"numpy"}, imported
+    copy = tmp_path / "project" / "examples"
+    (copy / "breadth").mkdir(parents=True)
+    (copy / "warmup" / "data").mkdir(parents=True)
+    shutil.copy(BREADTH_EVAL, copy / "breadth" / "eval.py")
+    shutil.copy(BREADTH / "items.jsonl", copy / "breadth" / "items.jsonl")
+    shutil.copy(WARMUP / "data" / "train.txt", copy / "warmup" / "data" / "train.txt")
+    outputs = []
+    for name, path in (("here", BREADTH_EVAL), ("copy", copy / "breadth" / "eval.py")):
+        (tmp_path / name).mkdir()
+        _, metrics, items_file = run([str(path), "--model", "trigram", "--seed", "7", "--limit", FEW], tmp_path / name)
+        outputs.append((items_file.read_text(encoding="utf-8"), metrics.read_text(encoding="utf-8")))
+    assert outputs[0] == outputs[1]
+
+
+@pytest.mark.parametrize(
+    ("lines", "named"),
+    [
+        (['{"id": "x", "group": "primary", "text": "a ___", "options": ["a", "b"], "answer": 0}'], "group"),
+        (['{"id": "x", "group": "breadth", "text": "___", "options": ["a", "b"], "answer": 0}'] * 2, "twice"),
+        (['{"id": "x", "group": "breadth", "text": "___", "options": ["a", "b"], "answer": 2}'], "answer"),
+        (['{"id": "x", "group": "breadth", "text": "no blank", "options": ["a", "b"], "answer": 0}'], "___"),
+        (['{"id": "x", "group": "breadth", "text": "___", "options": ["a", "a"], "answer": 0}'], "options"),
+        (["{not json"], "JSON"),
+        (["[1, 2]"], "object"),
+        ([], "no items"),
+    ],
+)
+def test_breadth_eval_refuses_an_unusable_items_file(tmp_path: Path, lines: list[str], named: str) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    done, metrics, items_file = run(
+        [str(BREADTH_EVAL), "--model", "bigram", "--seed", "0", "--items", str(bad)], tmp_path, ok=False
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert len(done.stderr.splitlines()) == 1 and str(bad) in done.stderr and named in done.stderr
+    assert not metrics.exists() and not items_file.exists()
+
+
+def test_the_breadth_evaluator_asks_what_the_cloze_disposition_asks() -> None:
+    """The cloze evaluation's arms, on the new items only, at seeds it never used."""
+    spec, cloze = evaluator("cloze-breadth"), evaluator("cloze-eval")
+    parse_spec(spec, "cloze-breadth.json")  # ptreg would freeze it as it stands
+    assert spec["arms"] == cloze["arms"] == {"baseline": {"model": "bigram"}, "candidate": {"model": "trigram"}}
+    assert spec["baseline"] == "baseline"
+    assert spec["command"][:2] == ["python3", "examples/breadth/eval.py"]
+    assert spec["inputs"] == [
+        "examples/breadth/eval.py",
+        "examples/breadth/items.jsonl",
+        "examples/breadth/make_items.py",
+        "examples/warmup/data/train.txt",
+    ]
+    assert {k: v for k, v in spec["metrics"]["breadth"].items() if k != "description"} == cloze["metrics"]["breadth"]
+    assert set(spec["metrics"]) == {"breadth"}
+    assert (spec["repeats"], spec["threads"]) == (5, 1) and spec["timeout_seconds"] > 0
+    seeds, cloze_seeds = (range(s["seed"], s["seed"] + s["repeats"]) for s in (spec, cloze))
+    assert not set(seeds) & set(cloze_seeds)
