@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -180,14 +180,14 @@ def run_progress() -> Iterator[Callable[[TaskProgress], None]]:
     yield log
 
 
-def print_results(results: RunResults) -> None:
+def print_results(results: RunResults, margins: Mapping[str, float] | None = None) -> None:
     from ..views.run_report import model_line, tables, verdict
     from ..views.tables import plain
 
     sizes = model_line(results)
     if sizes is not None:
         say_wrapped(sizes)
-    for table in tables(results):
+    for table in tables(results, margins):
         say(f"\n{table.title}")
         say(plain(table.rows, table.headers, shrink=table.text_columns, notes=table.note_columns))
     lines = verdict(results)
@@ -309,7 +309,8 @@ def run(
             }
         )
     else:
-        print_results(results)
+        plan = done.attempt.plan if done.attempt is not None else None
+        print_results(results, plan.margins if plan is not None else None)
         say(f"\nrun {results.run_id}: {results.status}" + (f" ({results.reason})" if results.reason else ""))
         say(f"written to {done.folder}; see `ptreg show {attempt_id}`")
     if done.exit_code is not None:  # 130 for Ctrl-C, 143 for SIGTERM, as shells expect

@@ -100,6 +100,30 @@ def kind_problem(
     return f"{node.metric} is compared as a {declaration.compare}: read it with {other}(...)"
 
 
+def gain(low: float, high: float, declaration: MetricDeclaration, margin: float | None) -> tuple[float, float, float]:
+    """An arm's comparison put on one scale where up is better: its interval (a difference, or a
+    ratio's logarithm, turned by which way is better) and the margin on that scale (0 without)."""
+    ratio = declaration.compare == "ratio"
+    lo, hi = (math.log(low), math.log(high)) if ratio else (low, high)
+    if declaration.better != "higher":
+        lo, hi = -hi, -lo
+    bound = 1.0 if ratio else 0.0
+    m = margin if margin is not None else bound
+    return lo, hi, (math.log(m) if ratio else m)
+
+
+def standing(lo: float, hi: float, m: float) -> Literal["better", "worse", "equivalent", "unresolved"]:
+    """Where a gain's interval stands against the margin ``m``: wholly above it, wholly below its
+    negative, wholly within it (no practical difference), or across one of its ends."""
+    if lo > m:
+        return "better"
+    if hi < -m:
+        return "worse"
+    if m > 0 and -m < lo and hi < m:
+        return "equivalent"
+    return "unresolved"
+
+
 def margin_text(margin: float, declaration: MetricDeclaration) -> str:
     if declaration.compare == "ratio":
         return f"{value_text(margin)}x"

@@ -537,7 +537,11 @@ def _truth(node: ConditionNode, context: _Context, sides: Sides) -> Truth:
     if isinstance(node, Verdict):
         return _verdict(node, context, sides)
     if isinstance(node, Not):
+        start = len(context.found)
         inner = _truth(node.arg, context, Sides(true=sides.false, false=sides.true))
+        if isinstance(node.arg, Compare | Verdict) and len(context.found) == start + 1:  # say the not, too
+            said = context.found[start]
+            context.found[start] = Comparison(f"not ({said.text})", None if said.truth is None else not said.truth)
         return None if inner is None else not inner
     k = len(node.args)
     # calling an or true, or an and false, needs one part: each is held to its share

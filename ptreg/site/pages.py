@@ -152,6 +152,12 @@ def index_context(inputs: Inputs, broken_runs: Sequence[tuple[str, str]]) -> dic
     }
 
 
+def _margins(inputs: Inputs, attempt_id: str) -> dict[str, float] | None:
+    """The margins of the attempt's analysis plan, which its runs' tables judge against."""
+    attempt = inputs.attempt(attempt_id)
+    return attempt.plan.margins if attempt is not None and attempt.plan is not None else None
+
+
 def broken_set(broken_runs: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
     return {(label.split("/")[0], label.split("/")[-1]) for label, _ in broken_runs}
 
@@ -345,7 +351,7 @@ def run_context(inputs: Inputs, attempt_id: str, run_id: str, results: RunResult
         "run_id": run_id,
         "results": results,
         "charts": run_charts(results),
-        "details": blocks(run_lines(inputs.root, attempt_id, _ref(results, run_id))),
+        "details": blocks(run_lines(inputs.root, attempt_id, _ref(results, run_id), _margins(inputs, attempt_id))),
         "machine": machine(environment),
         "evaluator_href": evaluator_path(evaluator) if evaluator else None,
     }

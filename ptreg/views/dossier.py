@@ -137,7 +137,8 @@ def sections(
         if model.continue_if is not None:  # decided on the runs, as the registry holds them now
             disposition[3:4] = condition_lines(root, model)
         for run in model.runs:
-            result.append(Section(f"Run {run.run_id}", run_lines(root, model.id, run)))
+            margins = model.plan.margins if model.plan is not None else None
+            result.append(Section(f"Run {run.run_id}", run_lines(root, model.id, run, margins)))
     elif decision:
         result.append(Section("Decision", decision))
     return result

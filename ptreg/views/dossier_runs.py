@@ -3,6 +3,7 @@ disposition's condition, decided on the latest complete run."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,11 @@ def plan_lines(root: Path, attempt: Attempt) -> list[str | Table]:
     return lines
 
 
-def run_lines(root: Path, attempt_id: str, ref: RunRef) -> list[str | Table]:
+def run_lines(
+    root: Path, attempt_id: str, ref: RunRef, margins: Mapping[str, float] | None = None
+) -> list[str | Table]:
+    """A run's section: how it was measured, its tables (each metric of a run of arms judged
+    against the plan's ``margins``), where a step's time goes, and its machine."""
     folder = run_folder(root, attempt_id, ref.run_id)
     try:
         results = read_results(folder, root)
@@ -69,7 +74,7 @@ def run_lines(root: Path, attempt_id: str, ref: RunRef) -> list[str | Table]:
     lines += _environment(root, folder)
     lines.append(_threads(results))
     lines.append("")
-    for table in tables(results):
+    for table in tables(results, margins):
         lines += [f"{table.title}:", "", table]
     for line in verdict(results):
         lines.append(f"- {line}.")

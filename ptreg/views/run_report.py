@@ -6,7 +6,10 @@ workload the run measured.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ..engine.workloads import workload_named
+from ..engine.workloads.arms import ArmsWorkload
 from ..records.configs import CONFIGS
 from ..records.run_results import RunResults
 from ..text import Table
@@ -30,12 +33,14 @@ def model_line(results: RunResults) -> str | None:
     return "Model: " + "; ".join(sizes) if sizes else None
 
 
-def tables(results: RunResults) -> list[Table]:
+def tables(results: RunResults, margins: Mapping[str, float] | None = None) -> list[Table]:
     """Every table that applies to this run, parity first; the machines last, when the cells
-    ran on the nodes of a cluster."""
+    ran on the nodes of a cluster. ``margins``: the attempt's analysis plan's, which a run of arms
+    judges each metric against."""
     workload = workload_named(results.spec.workload)
     checked = [parity_table(results)] if workload.kind == "backends" else []  # arms have no parity to check
-    found = [*checked, *workload.tables(results)]
+    own = workload.tables(results, margins) if isinstance(workload, ArmsWorkload) else workload.tables(results)
+    found = [*checked, *own]
     machines = machines_table(results)
     return [*found, machines] if machines.rows else found
 

@@ -12,6 +12,9 @@ an evaluation's items are its sample, as Miller (2024) argues; otherwise it is p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from ...records.analysis_plan import gain, margin_text, standing
 from ...records.evaluator import ALL_CONFIG, AnySpec, ArmsSpec, MetricDeclaration
 from ...records.run_results import Cell, MetricComparison, MetricSample, Roles, RunResults, SignedInterval
 from ...text import Table
@@ -102,16 +105,18 @@ def compare_arms(
     )
 
 
-def better_word(comparison: MetricComparison, declaration: MetricDeclaration) -> str:
-    """Which way the interval says this arm stands: better, worse, or no difference resolved."""
-    neutral = 1.0 if comparison.kind == "ratio" else 0.0
+def better_word(comparison: MetricComparison, declaration: MetricDeclaration, margin: float | None = None) -> str:
+    """Which way the interval says this arm stands: better, worse, or no difference resolved;
+    with the smallest effect that matters (an analysis plan's margin), better or worse only by
+    more than it, and no practical difference when the interval lies within it."""
     if comparison.ci is None:
         return "unresolved (one pair)"
-    low, high = comparison.ci.low, comparison.ci.high
-    if low <= neutral <= high:
-        return "no difference resolved"
-    above = low > neutral
-    return "better" if above == (declaration.better == "higher") else "worse"
+    stands = standing(*gain(comparison.ci.low, comparison.ci.high, declaration, margin))
+    if stands == "equivalent":
+        return "no practical difference"
+    if stands == "unresolved":
+        return "no difference resolved" if margin is None else "unresolved at the margin"
+    return stands
 
 
 def estimate_text(comparison: MetricComparison | None, declaration: MetricDeclaration) -> str:
@@ -187,10 +192,12 @@ class ArmsWorkload(Workload):
     def headline(self, cell: Cell) -> float | None:
         return None  # an arm has several metrics; the evidence line names each
 
-    def tables(self, results: RunResults) -> list[Table]:
+    def tables(self, results: RunResults, margins: Mapping[str, float] | None = None) -> list[Table]:
         """One table per metric: each arm's mean and interval, and how it stands against the
-        baseline arm, in the metric's own terms."""
+        baseline arm, in the metric's own terms; with an analysis plan's ``margins``, against the
+        smallest effect that matters."""
         spec = arms_spec(results.spec)
+        margins = margins or {}
         found = []
         for metric, declaration in declared(spec, self).items():
             rows = []
@@ -213,14 +220,16 @@ class ArmsWorkload(Workload):
                         if summary and summary.ci
                         else "unknown",
                         "baseline" if cell.backend == spec.baseline else estimate_text(against, declaration),
-                        "" if against is None else better_word(against, declaration),
+                        "" if against is None else better_word(against, declaration, margins.get(metric)),
                         counted,
                         note(cell),
                     ]
                 )
             if not any(row[1] != "0" for row in rows):
                 continue
-            title = f"{metric} ({declaration.unit}, {declaration.better} is better; {declaration.compare} to {spec.baseline})"
+            margin = margins.get(metric)
+            matters = f"; margin {margin_text(margin, declaration)}" if margin is not None else ""
+            title = f"{metric} ({declaration.unit}, {declaration.better} is better; {declaration.compare} to {spec.baseline}{matters})"
             headers = ["arm", "n", "mean", "95% CI", f"vs {spec.baseline} (95% CI)", "verdict", "won/lost/tied", "note"]
             found.append(Table(title, rows, headers, notes=("note",)))
         return found
