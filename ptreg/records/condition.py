@@ -16,7 +16,7 @@ negated. docs/conditions.md documents each.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Final, Literal
+from typing import Annotated, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -122,6 +122,18 @@ class Speedup(_Node):
 MetricName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 
 
+T = TypeVar("T")
+
+
+def _two_arms(node: T) -> T:
+    """``node`` when it reads two arms, refused when it reads one arm against itself: no run
+    records an arm against itself, so such a node is never decidable."""
+    arm, over = getattr(node, "arm", None), getattr(node, "over", None)
+    if arm == over:
+        raise ValueError(f"{getattr(node, 'op', '')} compares arm {arm} with itself; give two arms")
+    return node
+
+
 class MetricValue(_Node):
     """A metric's mean over an arm's repeats, with its 95% interval (a run of arms)."""
 
@@ -141,9 +153,7 @@ class Diff(_Node):
 
     @model_validator(mode="after")
     def _two_arms(self) -> Diff:
-        if self.arm == self.over:  # no run records an arm against itself: never decidable
-            raise ValueError(f"{self.op} compares arm {self.arm} with itself; give two arms")
-        return self
+        return _two_arms(self)
 
 
 class MetricRatio(_Node):
@@ -157,9 +167,7 @@ class MetricRatio(_Node):
 
     @model_validator(mode="after")
     def _two_arms(self) -> MetricRatio:
-        if self.arm == self.over:  # no run records an arm against itself: never decidable
-            raise ValueError(f"{self.op} compares arm {self.arm} with itself; give two arms")
-        return self
+        return _two_arms(self)
 
 
 class ItemCount(_Node):
@@ -173,9 +181,7 @@ class ItemCount(_Node):
 
     @model_validator(mode="after")
     def _two_arms(self) -> ItemCount:
-        if self.arm == self.over:
-            raise ValueError(f"{self.op} compares arm {self.arm} with itself; give two arms")
-        return self
+        return _two_arms(self)
 
 
 Quantity = Annotated[
@@ -258,9 +264,7 @@ class Verdict(_Node):
 
     @model_validator(mode="after")
     def _two_arms(self) -> Verdict:
-        if self.arm == self.over:
-            raise ValueError(f"{self.op} compares arm {self.arm} with itself; give two arms")
-        return self
+        return _two_arms(self)
 
 
 class And(_Node):
