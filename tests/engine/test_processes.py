@@ -341,7 +341,7 @@ def command_attempt(tmp_path: Path, script: str, arms: dict[str, dict[str, str]]
     proposal = ["-r", str(root), "new", "--no-input", "--id", "arms-run", "--name", "arms", "--family", "eval"]
     proposal += ["--kind", "model-evaluation", "--question", "Does the command stay inside its tree?"]
     proposal += ["--method", "vendor-blas", "--objective", "command-latency", "--evaluator", ref]
-    proposal += ["--tracking-issue", "me/procs#1", *budget]
+    proposal += ["--tracking-issue", "me/procs#1", "--worked-if", f"metric(score, arm={next(iter(arms))}) > 0", *budget]
     with pytest.raises(SystemExit) as exited:
         main(proposal)
     assert not exited.value.code
