@@ -15,14 +15,21 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 from test_command_workload import propose, ptreg
+from test_processes import METHODS, command_attempt, no_survivors, run_it, survivors
 
 from helpers import env_without_hooks
+from ptreg.engine import cgroups, processes
+from ptreg.engine.processes import start
 from ptreg.engine.workloads.command import CommandWorkload, environment
 from ptreg.records.evaluator import ArmsSpec, parse_spec
 
@@ -136,6 +143,161 @@ def test_a_module_planted_beside_a_script_run_by_its_shebang_is_refused_and_noth
     (line,) = refused.stderr.strip().splitlines()
     assert "json.py: sha256 absent when frozen" in line and "nothing run" in line
     assert not (project / "planted-ran").exists() and not (project / "ran").exists()
+
+
+# --------------------------------------------------------------------------- the supervisor
+
+CGROUPS = [m for m in METHODS if m != "process-tree"]
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="only root can move a process out of its cgroup")
+
+# Moves itself to the top of its cgroup hierarchy (as root may), then leaves a daemon there.
+ESCAPE = """\
+import os, subprocess, sys, time
+hierarchy, mark, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with open(os.path.join(hierarchy, "cgroup.procs"), "w") as procs:
+    procs.write(str(os.getpid()))
+code = f"import time; b = bytearray({size} << 20); open('started', 'a').write('x\\\\n'); time.sleep(600)"
+subprocess.Popen([sys.executable, "-c", code, mark], start_new_session=True)
+time.sleep(600)
+"""
+
+
+def _top_of(method: str) -> str:
+    folder = cgroups.hierarchy(method)
+    while folder.parent != folder and (folder.parent / "cgroup.procs").exists():
+        folder = folder.parent
+    return str(folder)
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("method", CGROUPS)
+def test_a_process_moved_out_of_its_trees_cgroup_is_still_of_the_tree(tmp_path: Path, method: str) -> None:
+    """Killed with the tree, and its memory counted against the tree's limit."""
+    mark = f"ptreg-test-{uuid.uuid4().hex}"
+    (tmp_path / "escape.py").write_text(ESCAPE)
+    argv = [sys.executable, "escape.py", _top_of(method), mark, "200"]
+    tree = start(argv, cwd=tmp_path, env={"PATH": os.environ["PATH"]}, memory_limit_mb=100, method=method)
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "started").exists():
+            assert time.monotonic() < deadline, "the escaped process never started"
+            time.sleep(0.05)
+        while not tree.over_limit():
+            assert time.monotonic() < deadline, f"never over its limit, at {tree.sample()} MB"
+            tree.sample()
+            time.sleep(0.1)
+        assert (tree.peak_mb() or 0) > 150
+        assert tree.end() == []
+        no_survivors(mark)
+    finally:
+        for process in survivors(mark):
+            process.kill()
+
+
+LEAVES_AND_KILLS_ITS_WORKER = """\
+import os, subprocess, sys, time
+code = "import time; open('started', 'w'); time.sleep(600)"
+# a daemon with no mark in its environment, in a session of its own
+subprocess.Popen(["setsid", "env", "-i", sys.executable, "-c", code, sys.argv[2]])
+while not os.path.exists("started"):
+    time.sleep(0.02)
+os.kill(os.getppid(), 9)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_what_a_command_leaves_when_it_kills_its_worker_is_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    """The worker's orphans go to the executor, which adopts them (a child subreaper) and ends
+    them with the worker's tree, even with no cgroup and no mark to find them by."""
+    monkeypatch.setenv(processes.METHOD_VARIABLE, method)
+    mark = f"ptreg-test-{uuid.uuid4().hex}"
+    root = command_attempt(
+        tmp_path, LEAVES_AND_KILLS_ITS_WORKER, {"a": {"mode": "a", "mark": mark}}, 60, "--budget-seconds", "60"
+    )
+    try:
+        results = run_it(root)
+        assert [c.reason for c in results.cells] == ["worker killed by SIGKILL"]
+        no_survivors(mark)
+    finally:
+        for process in survivors(mark):
+            process.kill()
+
+
+LEAVES_DAEMONS = """\
+import os, subprocess, sys, time
+code = "import time; open('started', 'a').write('x\\\\n'); time.sleep(600)"
+subprocess.Popen(["setsid", sys.executable, "-c", code, sys.argv[2]])
+if os.fork() == 0:
+    os.setsid()
+    os.execve(sys.executable, [sys.executable, "-c", code, sys.argv[2]], {})
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGQUIT])
+def test_nothing_a_run_started_outlives_ptreg_killed_by_a_signal_it_does_not_handle(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    """Each worker is told to end when ptreg dies (its parent-death signal, SIGTERM), and ends
+    its command's tree whole: the command and the daemons it left, with no mark to find them by.
+    SIGQUIT dumps core, and its threads die one by one: the worker hears of it more than once."""
+    mark = f"ptreg-test-{uuid.uuid4().hex}"
+    root = command_attempt(tmp_path, LEAVES_DAEMONS, {"a": {"mode": "a", "mark": mark}}, 60, "--budget-seconds", "60")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "ptreg", "-r", str(root), "run", "arms-run"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env_without_hooks(),
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        started = root.parent / "started"
+        while not (started.exists() and len(started.read_text().splitlines()) >= 2):
+            assert time.monotonic() < deadline and run.poll() is None, "the command never left its daemons"
+            time.sleep(0.05)
+        run.send_signal(stop)
+        run.wait(timeout=60)
+        no_survivors(mark)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        for process in survivors(mark):
+            process.kill()
+
+
+def test_a_worker_told_to_end_twice_ends_its_command_once_and_whole() -> None:
+    """The second SIGTERM (the kernel's parent-death signal again, as the parent's next thread
+    dies) is ignored, so that it cannot cut short the end of the command's tree the first began."""
+    told = (
+        "import signal\n"
+        "from ptreg.engine import worker\n"
+        "signal.signal(signal.SIGTERM, worker._told_to_end)\n"
+        "try:\n"
+        "    signal.raise_signal(signal.SIGTERM)\n"
+        "except SystemExit as ended:\n"
+        "    assert ended.code == 143, ended.code\n"
+        "signal.raise_signal(signal.SIGTERM)\n"
+        "print('still here')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", told], capture_output=True, text=True, env=env_without_hooks())
+    assert done.returncode == 0 and done.stdout == "still here\n", done.stderr
+
+
+def test_the_executor_adopts_no_child_of_its_own_session() -> None:
+    """A process ptreg itself starts and waits for (git, in its own session) is never taken for
+    an orphan of a tree, killed or reaped by a tree's end."""
+    processes.become_subreaper()
+    own = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert own.pid not in processes._adopted()
+        assert psutil.Process(own.pid).status() != psutil.STATUS_ZOMBIE
+    finally:
+        own.kill()
+        own.wait()
 
 
 # --------------------------------------------------------------------------- ptreg itself

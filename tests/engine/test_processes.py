@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from helpers import complete_record, freeze_evaluator, propose_for_run, write_registry
-from ptreg.engine import processes
+from ptreg.engine import cgroups, processes
 from ptreg.engine.processes import import_path, python_argv, start
 
 PTREG_SCRIPT = Path(sys.executable).parent / "ptreg"
@@ -29,7 +29,7 @@ def methods_here() -> list[str]:
     found = []
     for method in processes.METHODS[:2]:
         try:
-            folder = processes._make_cgroup(method)
+            folder = cgroups.make_cgroup(method)
         except OSError:
             continue
         folder.rmdir()
@@ -479,14 +479,14 @@ def test_cgroups_left_by_a_ptreg_that_was_killed_are_removed_and_no_others(
 ) -> None:
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = int(gone.stdout)
-    parent = processes._hierarchy(method)
+    parent = cgroups.hierarchy(method)
     left = parent / f"ptreg-{dead}-0-abcdef"
     (left / f"ptreg-{dead + 1}-0-012345").mkdir(parents=True)  # what its worker made below it
     mine = parent / f"ptreg-{os.getpid()}-99-fedcba"
     mine.mkdir()
     try:
-        monkeypatch.setattr(processes, "_swept", set())
-        processes._make_cgroup(method).rmdir()
+        monkeypatch.setattr(cgroups, "_swept", set())
+        cgroups.make_cgroup(method).rmdir()
         assert not left.exists()
         assert mine.exists()  # its owner is alive
     finally:

@@ -420,8 +420,12 @@ class _CommandRun(CellRun):
         finally:
             os.close(writing)
         output = _Tail(reading)
-        timed_out = self._wait(tree)
-        survivors = tree.end()  # whatever it left running, in its cgroup or re-parented to this worker
+        try:
+            timed_out = self._wait(tree)
+        finally:
+            # whatever it left running, in its cgroup or re-parented to this worker; all of it
+            # when the worker is told to end meanwhile
+            survivors = tree.end()
         wall = time.monotonic() - started
         peak = tree.peak_mb()
         sample = {"repeat": repeat, "seed": seed, "wall_seconds": wall if wall > 0 else None, "peak_memory_mb": peak}
