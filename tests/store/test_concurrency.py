@@ -437,13 +437,14 @@ def test_eight_threads_proposing_at_once_leave_every_record_and_a_current_index(
     """Each thread proposes its own attempts and, with the others, the same tracking issues:
     one issue scopes one lineage, so exactly one proposal per shared issue is admitted; every
     write takes the lock for real, so the index ends as the files are."""
-    from helpers import assert_index_agrees
+    from helpers import assert_index_agrees, evaluator_spec, worked_if_for
     from ptreg.gate.proposal import propose
     from ptreg.gate.proposal_input import ProposalInput
     from ptreg.store.index import compare_with_files, open_index
 
     root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
     ref = freeze_evaluator(root, **TINY)
+    plan = worked_if_for(evaluator_spec(**TINY))  # every proposal registers one
     open_index(root).close()  # an index to keep current
     admitted: dict[str, list[str]] = {}
     failed: list[BaseException] = []
@@ -460,7 +461,7 @@ def test_eight_threads_proposing_at_once_leave_every_record_and_a_current_index(
                 given = ProposalInput(
                     id=attempt_id, name=attempt_id, family="runtime-perf", kind="runtime-benchmark",
                     objective="training-step-time", methods=["vendor-blas"], question=f"Does plan {attempt_id.replace('-', 'x')} pay off?",
-                    evaluator=ref, budget_seconds=600, tracking_issue=issue,
+                    evaluator=ref, budget_seconds=600, tracking_issue=issue, worked_if=plan,
                 )  # fmt: skip
                 if propose(root, given).written:
                     admitted.setdefault(issue, []).append(attempt_id)
