@@ -106,16 +106,28 @@ def describe_holder(holder: dict[str, Any] | None) -> str:
     return f"pid {holder.get('pid')} on {holder.get('host')} (`{command}`, since {holder.get('since')})"
 
 
-def _write_holder(lock_path: Path) -> None:
+def _write_holder(lock_path: Path, fd: int) -> None:
     path = Path(str(lock_path) + HOLDER_SUFFIX)
     check_working_file(path, "remove it; ptreg writes its holder files itself")
+    locked = os.fstat(fd)
     holder = {
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "command": ["ptreg", *sys.argv[1:]],
         "since": utc_now(),
+        "file": [locked.st_dev, locked.st_ino],  # the lock file it holds, which its name may stop naming
     }
     atomic_write_text(path, json.dumps(holder) + "\n")
+
+
+def _holds_another(holder: dict[str, Any], fd: int) -> bool:
+    """Whether a holder file left beside the lock names a live holder of another file than the
+    one ``fd`` locked: the lock file was deleted (or replaced) while it held it, and that holder
+    holds it still."""
+    locked = os.fstat(fd)
+    if holder.get("file") in (None, [locked.st_dev, locked.st_ino]) or holder.get("host") != socket.gethostname():
+        return False
+    return _alive(holder.get("pid")) is True
 
 
 @contextmanager
@@ -154,9 +166,11 @@ def _locked(
     written = False
     try:
         previous = _holder_of(lock_path)
+        if previous is not None and _holds_another(previous, fd):
+            raise LockBusy(busy(previous, time.monotonic() - begun), str(lock_path), describe_holder(previous), 0.0)
         if previous is not None:
             _warn(stale(previous))
-        _write_holder(lock_path)
+        _write_holder(lock_path, fd)
         written = True
         yield
         if released is not None:

@@ -14,7 +14,7 @@ from test_concurrency import _held_in_a_thread
 
 from helpers import complete_record, env_without_hooks, write_registry
 from ptreg.errors import LockBusy
-from ptreg.store.locks import LOCK_FILE, registry_lock
+from ptreg.store.locks import LOCK_FILE, registry_lock, run_lock
 
 HOLDER = """
 import sys, time
@@ -57,4 +57,46 @@ def test_a_lock_file_deleted_while_another_process_holds_it_still_keeps_the_next
         holder.kill()
         holder.wait()
     with registry_lock(root, timeout=0):
+        pass
+
+
+RUN_HOLDER = """
+import sys, time
+from pathlib import Path
+from ptreg.store.locks import run_lock
+
+with run_lock(Path(sys.argv[1]), "seed-record"):
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_run_lock_deleted_while_a_run_holds_it_still_refuses_a_second_run(tmp_path: Path) -> None:
+    """The holder file beside the lock names the file its holder locked: a live holder of
+    another file than the one now under that name holds the lock still (a thread of this
+    process, or another process)."""
+    root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
+    lock = root / ".ptreg-run-seed-record.lock"
+    thread, release = _held_in_a_thread(run_lock(root, "seed-record"))
+    try:
+        lock.unlink()
+        with pytest.raises(LockBusy) as busy, run_lock(root, "seed-record"):
+            pass
+        assert f"seed-record is already being run by pid {os.getpid()}" in busy.value.message
+    finally:
+        release.set()
+        thread.join()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", RUN_HOLDER, str(root)], stdout=subprocess.PIPE, text=True, env=env_without_hooks()
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        lock.unlink()
+        with pytest.raises(LockBusy) as busy, run_lock(root, "seed-record", "conclude"):
+            pass
+        assert f"is being run by pid {holder.pid}" in busy.value.message
+    finally:
+        holder.kill()
+        holder.wait()
+    with run_lock(root, "seed-record"):  # its holder gone: the holder file it left is stale, said so
         pass
