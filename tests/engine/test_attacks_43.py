@@ -317,3 +317,73 @@ def test_ptreg_itself_imports_nothing_from_the_working_directory(tmp_path: Path,
     done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     assert not (tmp_path / "planted-ran").exists()
+
+
+# --------------------------------------------------------------------------- runs too wide to write
+
+
+def _results_with(arms: list[str], metrics: list[str], summary: dict, comparison: dict) -> str:
+    """A results.json shaped as a run writes its arms: each cell's summaries and comparisons."""
+    from ptreg.store.jsonio import dumps_pretty
+
+    cells = [
+        {
+            "backend": arm,
+            "metrics": dict.fromkeys(metrics, summary),
+            "versus": {other: dict.fromkeys(metrics, comparison) for other in arms if other != arm},
+        }
+        for arm in arms
+    ]
+    return dumps_pretty({"results_version": 7, "cells": cells})
+
+
+def test_a_comparison_and_a_summary_take_no_more_than_the_width_bound_counts() -> None:
+    """Each at its longest: names of the longest an arm and a metric may have, numbers of 24
+    characters, the longest interval method, counts of 19 digits; a cell's own lines (a KB at
+    most each, 64 KB for 64 arms) come out of the reserve."""
+    from ptreg.engine.stats import ADAPTIVE_METHOD
+    from ptreg.engine.workloads.arms import COMPARISON_BYTES, SUMMARY_BYTES
+
+    number, count = -1.2345678901234567e-300, 2**63 - 1
+    interval = {"low": number, "high": number, "level": 0.95, "method": ADAPTIVE_METHOD}
+    summary = {"n": count, "mean": number, "median": number, "min": number, "max": number, "ci": interval}
+    comparison = {"kind": "difference", "estimate": number, "ci": interval, "n": count, "paired_by": "round"}
+    comparison |= {"seeds": count, "won": count, "lost": count, "tied": count}
+    arms = [f"{'a' * 126}{n:02d}" for n in range(20)]
+    metrics = [f"m{'x' * 61}{n:02d}" for n in range(64)]
+    for width, depth in ((2, 1), (3, 1), (10, 1), (20, 1), (10, 3), (20, 3), (4, 64)):
+        written = len(_results_with(arms[:width], metrics[:depth], summary, comparison))
+        bound = width * (width - 1) * depth * COMPARISON_BYTES + width * depth * SUMMARY_BYTES + 1024 * width
+        assert written <= bound, (width, depth, written, bound)
+
+
+def test_an_arms_spec_whose_run_could_not_be_written_is_refused_before_it_runs(tmp_path: Path) -> None:
+    """40 arms on 40 metrics made a 34 MB results.json after 80 commands had run, refused at the
+    end with the measurement lost: such a spec is refused when it is frozen, and any narrower
+    one is written."""
+    from ptreg.engine.workloads.discovery import spec_problem
+
+    def spec(arms: int, metrics: int) -> ArmsSpec:
+        found = parse_spec(
+            {
+                **SPEC,
+                "command": ["python3", "bench.py", "{level}"],
+                "arms": {f"a{n}": {"level": str(n)} for n in range(arms)},
+                "baseline": "a0",
+                "metrics": {f"m{n}": {"better": "higher", "unit": "u"} for n in range(metrics)},
+            },
+            "spec",
+        )
+        assert isinstance(found, ArmsSpec)
+        return found
+
+    problem = spec_problem(spec(40, 40))
+    assert problem is not None and "40 arms, each compared with every other on 42 metrics, make 65,520" in problem
+    assert spec_problem(spec(20, 20)) is None
+    project = tmp_path / "wide"
+    project.mkdir()
+    (project / "spec.json").write_text(json.dumps(spec(40, 40).model_dump(mode="json", exclude_none=True)))
+    assert ptreg(project, "init").returncode == 0
+    refused = ptreg(project, "evaluator", "freeze", "spec.json")
+    assert refused.returncode == 2 and "65,520 comparisons" in refused.stderr
+    assert not list((project / "attempts" / "evaluators").glob("*.json"))
