@@ -129,14 +129,19 @@ class OutputExists(UnusableInput):
     """A file is already at the path, and the caller may not replace it."""
 
 
+def leads_into(path: Path, folder: Path) -> bool:
+    """Whether ``path``, followed through its symlinks as a write to it would be (a name not there
+    yet: its folder's), is ``folder`` or lies inside it."""
+    home, lands = os.path.realpath(folder), os.path.realpath(path)
+    return lands == home or lands.startswith(home.rstrip(os.sep) + os.sep)
+
+
 def refuse_in_registry(path: Path, registry: Path | None) -> None:
-    """Refused, in one line, when what ``path`` leads to lies in the ``registry`` directory
-    (followed through its symlinks, as the writer follows them); never a descriptor."""
+    """Refused, in one line, when what ``path`` leads to lies in the ``registry`` directory;
+    never a descriptor."""
     if registry is None or str(path) == "-" or descriptor_named(path) is not None:
         return
-    home = os.path.realpath(registry)
-    lands = os.path.realpath(path)  # a name not there yet: its folder's real path, and the name
-    if lands == home or lands.startswith(home.rstrip(os.sep) + os.sep):
+    if leads_into(path, registry):
         raise UnusableInput(
             f"{path}: leads into the registry {registry}, whose files ptreg writes by its own rules; "
             "nothing written: write it elsewhere"
