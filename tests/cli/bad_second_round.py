@@ -67,3 +67,20 @@ SECOND_ROUND_GENERATORS: dict[str, Callable[[Path, Path, Path], Path | None]] = 
         schemas_into_registry,
     )
 }
+
+
+def run_folder_symlink(root: Path, outside: Path, work: Path) -> None:
+    """A run folder of the measured attempt, moved out and symlinked back under another run id."""
+    import shutil
+
+    shutil.copytree(root / "runs" / "measured" / "20240101T000000Z", outside / "20240102T000000Z")
+    (root / "runs" / "measured" / "20240102T000000Z").symlink_to(outside / "20240102T000000Z")
+
+
+def attempt_runs_symlink(root: Path, outside: Path, work: Path) -> None:
+    """The run folders of an attempt that has none, a symlink to a folder outside."""
+    (outside / "runs-of-plain").mkdir()
+    (root / "runs" / "naive-baseline").symlink_to(outside / "runs-of-plain", target_is_directory=True)
+
+
+SECOND_ROUND_GENERATORS.update({f.__name__: f for f in (run_folder_symlink, attempt_runs_symlink)})
