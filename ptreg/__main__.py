@@ -1,5 +1,22 @@
-"""`python -m ptreg`: the same as the `ptreg` command."""
+"""`python -m ptreg` and the `ptreg` command: take the working directory off the import path,
+then run the command line.
 
-from .cli import main
+Both put it there (`python -m` first of all, the command where PYTHONPATH=. or an empty entry
+says so), and a json.py there would stand in for the standard library's in ptreg itself, which
+imports json with its command line's packages: so the path is set before ptreg imports anything.
+"""
 
-main()
+import sys
+
+from . import without_working_directory
+
+
+def program() -> None:
+    sys.path[:] = without_working_directory(sys.path)
+    from .cli import main
+
+    main()
+
+
+if __name__ == "__main__":
+    program()

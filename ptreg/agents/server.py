@@ -9,7 +9,7 @@ command's `--json`, with an output schema from the models of ``agents/models.py`
 A run measures in a thread of its own. When the client cancels the call or goes away (the
 SDK cancels a call whose client has closed its end), the run is stopped as a SIGHUP would stop
 `ptreg run` at a terminal: its workers killed, what finished written as an ``interrupted`` run
-and linked. SIGTERM or SIGINT to the server stops a run the same way, as that signal, answers
+and linked. SIGTERM, SIGINT or SIGHUP to the server stops a run the same way, as that signal, answers
 its call with an error naming the run, answers every other call in flight, and then ends the
 server, even while its client keeps stdin open (``serve``).
 
@@ -561,8 +561,8 @@ async def _run(root: Path, attempt_id: str, ctx: Context, runs: Runs) -> models.
 
 
 def serve(root: Path) -> int | None:
-    """Serve the registry at ``root`` over stdio until the client leaves, or until SIGTERM or
-    SIGINT: then each run in progress stops as that signal would stop `ptreg run` (what finished
+    """Serve the registry at ``root`` over stdio until the client leaves, or until SIGTERM,
+    SIGINT or SIGHUP: then each run in progress stops as that signal would stop `ptreg run` (what finished
     is written as an interrupted run), every call taken is answered, and the input is ended as
     if the client had closed it, so that the server ends even while the client keeps stdin open.
     Returns the signal that stopped the server, if one did."""
@@ -574,7 +574,8 @@ def serve(root: Path) -> int | None:
         async with anyio.create_task_group() as group:
 
             async def watch() -> None:
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+                # SIGHUP too: whoever started the server went away, as `ptreg run` takes it
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as received:
                     async for signum in received:
                         if runs.stopping is None:  # a second signal changes nothing: the stop is under way
                             runs.stop_all(signum)

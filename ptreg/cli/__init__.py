@@ -6,12 +6,11 @@ into one line on stderr and a stable exit code (0 ok, 1 a check failed, 2 unusab
 
 from __future__ import annotations
 
-import os
 import sys
 
 import typer
 
-from .. import __version__
+from .. import __version__, without_working_directory
 from ..engine.interruption import Interrupted
 from ..errors import EXIT_UNUSABLE, PtregError
 from . import (
@@ -111,20 +110,10 @@ app.command(cls=RegistryCommand)(site.site)
 app.command(cls=RegistryCommand)(serving.mcp)
 
 
-def _without_working_directory(path: list[str]) -> list[str]:
-    """``path`` less the working directory, which ``python -m``, PYTHONPATH=. or an empty entry
-    put on it: a file there must not stand in for a module ptreg imports later (NumPy, a backend)."""
-    try:
-        here = os.path.realpath(os.getcwd())
-    except OSError:  # a working directory removed under it: nothing can be imported from it
-        return [p for p in path if p]
-    return [p for p in path if p and os.path.realpath(p) != here]
-
-
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: every failure becomes one line on stderr and a stable exit code."""
     if argv is None:  # ptreg as a program, not called by other Python code
-        sys.path[:] = _without_working_directory(sys.path)
+        sys.path[:] = without_working_directory(sys.path)
     given = list(sys.argv[1:] if argv is None else argv)
     try:
         code = app(args=argv, prog_name="ptreg", standalone_mode=False, obj=CliState(argv=given))

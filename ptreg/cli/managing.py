@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -209,7 +210,7 @@ def import_(
 
 
 def export(
-    output: Path | None = typer.Option(
+    output: str | None = typer.Option(
         None,
         "--output",
         "-o",
@@ -279,7 +280,11 @@ def export(
     if output is None:  # JSON's own escapes for what a terminal would act on; -o keeps the bytes
         say(printable_json(text), nl=False)
     else:
-        with open_output(output) as out:  # a terminal gets what stdout gets: nothing it would act on
+        if output.endswith(os.sep):  # as `>` refuses it: the name of a folder, not of a file to write
+            raise PtregError(f"{output}: ends in {os.sep}, so names a folder; give the name of a file to write")
+        with open_output(
+            Path(output), registry=root
+        ) as out:  # a terminal gets what stdout gets: nothing it would act on
             out.handle.write((printable_json(text) if out.terminal else text).encode("utf-8"))
         say(f"wrote {counted(len(document['attempts']), 'attempt')} to {output}", err=True)
     for note in export_notes(registry, document):
@@ -307,5 +312,5 @@ def schema(
             raise typer.Exit(EXIT_CHECK_FAILED)
         say(f"{out}: schemas match the models")
         return
-    for path in write_schemas(out):
+    for path in write_schemas(out, registry_dir()):
         say(f"wrote {path}")

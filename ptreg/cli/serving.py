@@ -11,7 +11,7 @@ from .common import registry_dir
 def mcp() -> None:
     """Serve this registry to agents over the Model Context Protocol, on stdin and stdout, until the client leaves.
 
-    Tools: list_attempts, show_attempt, precedents, lineage, streaks, propose, next_attempts, run_attempt, conclude_attempt; each attempt is also a resource, ptreg://attempt/ID. Proposals go through the same gate and locks as `ptreg new`, runs through the same engine and budget as `ptreg run`. A client that cancels a run, or leaves, stops it: what finished is written as an interrupted run. SIGTERM or SIGINT stops every run the same way, answers every call in flight, and ends the server (exit 143 or 130). Needs ptreg's optional `mcp` extra (docs/agents.md).
+    Tools: list_attempts, show_attempt, precedents, lineage, streaks, propose, next_attempts, run_attempt, conclude_attempt; each attempt is also a resource, ptreg://attempt/ID. Proposals go through the same gate and locks as `ptreg new`, runs through the same engine and budget as `ptreg run`. A client that cancels a run, or leaves, stops it: what finished is written as an interrupted run. SIGTERM, SIGINT or SIGHUP stops every run the same way, answers every call in flight, and ends the server (exit 143, 130 or 129). Needs ptreg's optional `mcp` extra (docs/agents.md).
     """
     try:
         # the SDK loads only here, never on the start-up path of the other commands

@@ -1,10 +1,7 @@
-"""How this machine holds a tree of processes, and a cgroup's count of its memory.
-
-The methods, in the order ``supervision_method`` tries them when ``PTREG_SUPERVISION`` names
-none: ``cgroup-v1`` (cgroup v1's memory hierarchy), ``cgroup-v2`` (the unified hierarchy),
-``process-tree`` (no cgroup: psutil). ``processes.py`` says what each means for a tree; this
-module finds the hierarchies, makes and sweeps the cgroups, and reads their memory.
-"""
+"""The cgroups a process tree is held by (``processes.py``): where this process's own cgroup is
+in the hierarchy a method uses, a new cgroup made below it (after removing the empty ones a
+ptreg that died without ending its trees left there), and the kernel's count of a cgroup's
+memory: current, peak, limit, and whether the limit was reached."""
 
 from __future__ import annotations
 
@@ -16,61 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..errors import UnusableInput
-from ..text import shorten
-
-Method = Literal["cgroup-v1", "cgroup-v2", "process-tree"]
-METHODS: tuple[Method, ...] = ("cgroup-v1", "cgroup-v2", "process-tree")
-METHOD_VARIABLE = "PTREG_SUPERVISION"  # one of METHODS (or "auto"): how trees are held here
 MB = 1024 * 1024
 
 _made = itertools.count()
-_chosen: dict[str, Method] = {}
 _swept: set[Path] = set()  # the folders whose leftover cgroups this process has removed
 
 
-# --------------------------------------------------------------------------- choosing a method
-
-
-def supervision_method() -> Method:
-    """How this process holds its trees: ``PTREG_SUPERVISION`` when it names a method (a worker is
-    given its executor's), else the first this machine offers; found once per process.
-    UnusableInput when the variable names none, or a cgroup this machine does not offer."""
-    asked = os.environ.get(METHOD_VARIABLE, "auto") or "auto"
-    if asked not in _chosen:
-        _chosen[asked] = _choose(asked)
-    return _chosen[asked]
-
-
-def _choose(asked: str) -> Method:
-    if asked == "auto":
-        return _probe()
-    for method in METHODS:
-        if asked == method:
-            if method != "process-tree":
-                try:
-                    make_cgroup(method).rmdir()
-                except OSError as exc:
-                    raise UnusableInput(
-                        f"{METHOD_VARIABLE}={method}: this machine offers no such cgroup ({exc})"
-                    ) from None
-            return method
-    raise UnusableInput(f"{METHOD_VARIABLE}={shorten(asked, 40)} is not one of auto, {', '.join(METHODS)}")
-
-
-def _probe() -> Method:
-    for method in METHODS[:2]:
-        try:
-            folder = make_cgroup(method)
-        except OSError:
-            continue
-        with contextlib.suppress(OSError):
-            folder.rmdir()
-        return method
-    return "process-tree"
-
-
-def _hierarchy(method: str) -> Path:
+def hierarchy(method: str) -> Path:
     """The folder of this process's own cgroup in the hierarchy ``method`` uses; OSError when
     there is none."""
     mount = mount_root = None
@@ -101,7 +50,7 @@ def _hierarchy(method: str) -> Path:
 
 
 def make_cgroup(method: str) -> Path:
-    parent = _hierarchy(method)
+    parent = hierarchy(method)
     if parent not in _swept:
         _swept.add(parent)
         _sweep(parent)
@@ -134,9 +83,6 @@ def _sweep(parent: Path) -> None:
                     os.rmdir(folder)
 
 
-# --------------------------------------------------------------------------- memory
-
-
 @dataclass
 class CgroupMemory:
     """The kernel's count of a cgroup's memory: current, peak, limit, and whether it was reached."""
@@ -148,11 +94,13 @@ class CgroupMemory:
     version: Literal["cgroup-v1", "cgroup-v2"]
 
     @classmethod
-    def of(cls, folder: Path, version: Method) -> CgroupMemory | None:
+    def of(cls, folder: Path, version: str) -> CgroupMemory | None:
         if version == "cgroup-v1" and (folder / "memory.max_usage_in_bytes").exists():
-            return cls(folder, "memory.usage_in_bytes", "memory.max_usage_in_bytes", "memory.limit_in_bytes", version)
+            return cls(
+                folder, "memory.usage_in_bytes", "memory.max_usage_in_bytes", "memory.limit_in_bytes", "cgroup-v1"
+            )
         if version == "cgroup-v2" and (folder / "memory.current").exists() and (folder / "memory.peak").exists():
-            return cls(folder, "memory.current", "memory.peak", "memory.max", version)
+            return cls(folder, "memory.current", "memory.peak", "memory.max", "cgroup-v2")
         return None
 
     def read(self, name: str) -> int | None:

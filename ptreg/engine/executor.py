@@ -28,10 +28,17 @@ from typing import IO
 from ..records.counting import CountedWorker
 from ..records.run_results import KernelSample, MetricSample, ParityOutcome, StepSample
 from .callgrind import counted_environment, worker_command
-from .cgroups import METHOD_VARIABLE, supervision_method
 from .environment import worker_variables
 from .interruption import Interrupted, deferred, raise_if_interrupted, signal_of
-from .processes import Tree, python_argv, python_environment, start
+from .processes import (
+    METHOD_VARIABLE,
+    Tree,
+    become_subreaper,
+    python_argv,
+    python_environment,
+    start,
+    supervision_method,
+)
 from .protocol import (
     AnyEvent,
     CellTask,
@@ -137,14 +144,18 @@ class Executor:
     # Every line a worker writes, with the worker's label: how an executor on a cluster node
     # streams them on to the driver as they come.
     listener: Callable[[str, str], None] | None = None
-    # Kill the workers when the thread that started them dies: on a cluster node a cancelled
-    # task's process is killed outright, and its workers must not outlive it.
-    die_with_parent: bool = False
+    # End the workers when the thread that started them dies, however it died (ptreg killed by a
+    # signal it does not handle, or by SIGKILL; on a cluster node, a cancelled task's process
+    # killed outright): each is told by SIGTERM, and ends its command's tree whole before it goes.
+    die_with_parent: bool = True
     # The registry directory: like the working directory, nothing in it is on a worker's import path.
     registry: Path | None = None
 
     def start(self) -> None:
         supervision_method()  # a method this machine cannot hold trees by is refused before anything runs
+        # what a worker's tree leaves when the worker dies (a command that killed it) is adopted
+        # here, and so stays within reach of the tree's end
+        become_subreaper()
         self.started = self.clock()
 
     def budget_left(self) -> float | None:
@@ -248,6 +259,7 @@ class Executor:
                 text=True,
                 memory_limit_mb=self.max_memory_mb,
                 die_with_parent=self.die_with_parent,
+                death_signal=signal.SIGTERM,
                 method=method,
             )
         except BaseException:

@@ -8,17 +8,22 @@ command's tree is a tree inside its worker's.
 
 How a tree is held, the first of these the machine offers (``PTREG_SUPERVISION`` names one):
 
-- ``cgroup-v1``: a cgroup of its own in cgroup v1's memory hierarchy, made under the caller's
-  own cgroup and joined by the child before it runs anything of its own. Its members are the
-  processes in it and in the cgroups below it. Its memory is what the kernel charges it (the
+- ``cgroup-v1``: a cgroup of its own in cgroup v1's memory hierarchy (``cgroups.py``), made
+  under the caller's own cgroup and joined by the child before it runs anything of its own. Its
+  members are the processes in it and in the cgroups below it, and, since root may move a
+  process out of its cgroup, their descendants and the root's too, and what this process
+  adopted as a child subreaper. Its memory is what the kernel charges it (the
   resident pages of its processes and the page cache they brought in), its peak
   ``memory.max_usage_in_bytes``, and a budget is ``memory.limit_in_bytes``: the kernel never
-  lets the tree past it, and a tree that has reached it (``memory.failcnt``) is over budget.
+  lets the tree past it, and a tree that has reached it (``memory.failcnt``) is over budget;
+  the resident memory of a member moved out of the cgroup is added, sampled every
+  ``STRAY_SECONDS``.
 - ``cgroup-v2``: the same on the unified hierarchy (``memory.current``, ``memory.peak``,
   ``memory.max``, ``memory.events``) when the memory controller is enabled for the new cgroup;
   without it, the cgroup still gives the members, and memory is sampled as below.
 - ``process-tree``: no cgroup. The members are the root and its descendants (psutil), the
-  orphans adopted by this process when it is a child subreaper (a worker), and, when the tree is
+  orphans adopted by this process when it is a child subreaper (a worker, and the executor,
+  which adopts what a worker's tree leaves when the worker dies), and, when the tree is
   ended, any process whose environment still carries the tree's mark (``PTREG_TREE``). Memory is
   the members' resident memory added up, sampled at most every ``SAMPLE_SECONDS`` (as often as
   the caller polls): a spike between two samples is missed, and a page two members share counts
@@ -49,15 +54,23 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, Literal, cast
 
 import psutil
 
 from ..errors import UnusableInput
-from .cgroups import MB, CgroupMemory, Method, make_cgroup, supervision_method
+from ..text import shorten
+from .cgroups import MB, CgroupMemory, make_cgroup
 
+Method = Literal["cgroup-v1", "cgroup-v2", "process-tree"]
+METHODS: tuple[Method, ...] = ("cgroup-v1", "cgroup-v2", "process-tree")
+METHOD_VARIABLE = "PTREG_SUPERVISION"  # one of METHODS (or "auto"): how trees are held here
 TREE_VARIABLE = "PTREG_TREE"  # the marks of the trees a process belongs to, innermost last
 SAMPLE_SECONDS = 0.1
+# With a cgroup, how often the tree's processes outside it (root moved them out) are looked for
+# and their memory sampled: a listing of every process, too dear to take as often as the cgroup's
+# own count is read.
+STRAY_SECONDS = 1.0
 END_SECONDS = 10.0
 
 # How each method counts memory, as a run records it.
@@ -90,6 +103,7 @@ PR_SET_CHILD_SUBREAPER = 36
 
 _live_roots: set[int] = set()  # roots of this process's trees not yet reaped
 _subreaper = {"on": False}
+_chosen: dict[str, Method] = {}
 
 
 # --------------------------------------------------------------------------- Python workers
@@ -152,6 +166,47 @@ def become_subreaper() -> None:
             _subreaper["on"] = True
 
 
+# --------------------------------------------------------------------------- choosing a method
+
+
+def supervision_method() -> Method:
+    """How this process holds its trees: ``PTREG_SUPERVISION`` when it names a method (a worker is
+    given its executor's), else the first this machine offers; found once per process.
+    UnusableInput when the variable names none, or a cgroup this machine does not offer."""
+    asked = os.environ.get(METHOD_VARIABLE, "auto") or "auto"
+    if asked not in _chosen:
+        _chosen[asked] = _choose(asked)
+    return _chosen[asked]
+
+
+def _choose(asked: str) -> Method:
+    if asked == "auto":
+        return _probe()
+    for method in METHODS:
+        if asked == method:
+            if method != "process-tree":
+                try:
+                    make_cgroup(method).rmdir()
+                except OSError as exc:
+                    raise UnusableInput(
+                        f"{METHOD_VARIABLE}={method}: this machine offers no such cgroup ({exc})"
+                    ) from None
+            return method
+    raise UnusableInput(f"{METHOD_VARIABLE}={shorten(asked, 40)} is not one of auto, {', '.join(METHODS)}")
+
+
+def _probe() -> Method:
+    for method in METHODS[:2]:
+        try:
+            folder = make_cgroup(method)
+        except OSError:
+            continue
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+        return method
+    return "process-tree"
+
+
 # --------------------------------------------------------------------------- a tree
 
 
@@ -171,6 +226,10 @@ class Tree:
     sampled_last: float | None = None
     sampled_at: float = field(default=-1e9)
     peak_seen: float | None = None  # the cgroup's peak as last read (the cgroup goes with the tree)
+    # with a cgroup: its memory with that of the tree's processes outside it, when there were any, sampled
+    strays_last: float = 0.0
+    strays_peak: float | None = None
+    strays_at: float = field(default=-1e9)
     reached: bool = False  # whether it reached its limit, kept once seen (the cgroup goes with the tree)
     ended: bool = False
 
@@ -211,7 +270,12 @@ class Tree:
         if self.memory is not None:
             current = self.memory.read(self.memory.current)
             self.peak_mb()
-            return None if current is None else current / MB
+            if current is None:
+                return None
+            total = current / MB + self._strays_mb()
+            if self.strays_last:
+                self.strays_peak = max(total, self.strays_peak or 0.0)
+            return total
         now = time.monotonic()
         if now - self.sampled_at >= SAMPLE_SECONDS:
             self.sampled_at = now
@@ -223,6 +287,20 @@ class Tree:
             self.sampled_peak = max(self.sampled_last, self.sampled_peak or 0.0)
         return self.sampled_last
 
+    def _strays_mb(self) -> float:
+        """The resident memory of the tree's processes outside its cgroup (root may move a
+        process out of it), in MB, sampled every ``STRAY_SECONDS``; 0 when there are none."""
+        now = time.monotonic()
+        if now - self.strays_at >= STRAY_SECONDS:
+            self.strays_at = now
+            in_cgroup, related = self._membership()
+            total = 0
+            for pid in related - in_cgroup:
+                with contextlib.suppress(psutil.Error):
+                    total += psutil.Process(pid).memory_info().rss
+            self.strays_last = total / MB
+        return self.strays_last
+
     def peak_mb(self) -> float | None:
         """The tree's peak memory so far, in MB; None when nothing measured it."""
         if self.memory is not None:
@@ -230,7 +308,8 @@ class Tree:
                 peak = self.memory.read(self.memory.peak) if self.memory.peak else None
                 if peak is not None:
                     self.peak_seen = peak / MB
-            return self.peak_seen
+            found = [v for v in (self.peak_seen, self.strays_peak) if v is not None]
+            return max(found) if found else None
         # a sample can miss a short-lived process; the kernel's largest resident size of any
         # process reaped below the root cannot (when the root was reaped with its usage)
         largest = self.usage.ru_maxrss / 1024 if self.usage is not None and self.usage.ru_maxrss > 0 else None
@@ -242,33 +321,41 @@ class Tree:
         if self.limit_mb is None or self.reached or self.ended:
             return self.reached
         if self.memory is not None:
-            self.reached = self.memory.reached()
+            strays = self.strays_peak is not None and self.strays_peak > self.limit_mb
+            self.reached = strays or self.memory.reached()
         else:
             self.reached = self.sampled_last is not None and self.sampled_last > self.limit_mb
         return self.reached
 
     def members(self, scan: bool = False) -> set[int]:
-        """The tree's processes now (never this one); ``scan`` adds, for a tree without a cgroup,
-        every process whose environment carries its mark."""
-        me = os.getpid()
-        found: set[int] = set()
+        """The tree's processes now (never this one): those in its cgroup, and, whatever a
+        process did to its cgroup (root may move one out of it), the root's descendants, what
+        this process adopted as a child subreaper, and their descendants; ``scan`` adds every
+        process whose environment carries the tree's mark."""
+        in_cgroup, related = self._membership()
+        found = in_cgroup | related
+        if scan:
+            found.update(_marked(self.token))
+        found.discard(os.getpid())
+        return found
+
+    def _membership(self) -> tuple[set[int], set[int]]:
+        """(the processes in the tree's cgroup, those and the root and what this process
+        adopted with all their descendants), never this process."""
+        in_cgroup: set[int] = set()
         if self.cgroup is not None:
             for folder, _, _ in os.walk(self.cgroup):
                 with contextlib.suppress(OSError, ValueError):
-                    found.update(int(p) for p in Path(folder, "cgroup.procs").read_text().split())
-        else:
-            roots = [] if self.status is not None else [self.pid]
-            if _subreaper["on"]:  # what this process adopted is of the tree that left it
-                with contextlib.suppress(psutil.Error):
-                    roots += [c.pid for c in psutil.Process(me).children() if c.pid not in _live_roots]
-            for root in roots:
-                with contextlib.suppress(psutil.Error):
-                    found.add(root)
-                    found.update(c.pid for c in psutil.Process(root).children(recursive=True))
-            if scan:
-                found.update(_marked(self.token))
-        found.discard(me)
-        return found
+                    in_cgroup.update(int(p) for p in Path(folder, "cgroup.procs").read_text().split())
+        children = _children_by_parent()
+        roots = in_cgroup | set(_adopted(children))
+        if self.status is None:
+            roots.add(self.pid)
+        related = _descendants(roots, children)
+        me = os.getpid()
+        in_cgroup.discard(me)
+        related.discard(me)
+        return in_cgroup, related
 
     def end(self) -> list[int]:
         """Kill the whole tree and reap what is this process's to reap; the pids of any member
@@ -353,12 +440,13 @@ def start(
     text: bool = False,
     memory_limit_mb: float | None = None,
     die_with_parent: bool = False,
+    death_signal: int = signal.SIGKILL,
     method: Method | None = None,
 ) -> Tree:
     """Start ``argv`` as the root of a tree held by ``method`` (default: ``supervision_method``),
-    in a session of its own; its memory bounded by ``memory_limit_mb`` when given, and killed
-    with this thread when ``die_with_parent``. OSError when it cannot be started; UnusableInput
-    when the method cannot hold it here."""
+    in a session of its own; its memory bounded by ``memory_limit_mb`` when given, and sent
+    ``death_signal`` when this thread dies, when ``die_with_parent``. OSError when it cannot be
+    started; UnusableInput when the method cannot hold it here."""
     method = method or supervision_method()
     token = secrets.token_hex(8)
     env = {**env, TREE_VARIABLE: " ".join(filter(None, [os.environ.get(TREE_VARIABLE), token]))}
@@ -382,7 +470,7 @@ def start(
         if procs is not None:
             os.write(procs, b"0")  # "0": the writing process joins the tree's cgroup
         if prctl is not None:
-            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            prctl(PR_SET_PDEATHSIG, death_signal)
 
     try:
         process = subprocess.Popen(
@@ -443,12 +531,48 @@ def _marked(token: str) -> set[int]:
     return found
 
 
-def _reap_adopted() -> None:
-    """Reap the zombies this subreaper adopted (its trees' killed orphans); never a live root."""
+def _children_by_parent() -> dict[int, list[int]]:
+    """Every process's children, from one listing of the processes."""
+    children: dict[int, list[int]] = {}
+    for process in psutil.process_iter(["ppid"]):
+        ppid = process.info.get("ppid")
+        if isinstance(ppid, int):
+            children.setdefault(ppid, []).append(process.pid)
+    return children
+
+
+def _descendants(roots: set[int], children: dict[int, list[int]]) -> set[int]:
+    found, pending = set(), list(roots)
+    while pending:
+        pid = pending.pop()
+        if pid not in found:
+            found.add(pid)
+            pending += children.get(pid, [])
+    return found
+
+
+def _adopted(children: dict[int, list[int]] | None = None) -> list[int]:
+    """The processes this child subreaper adopted: its children that are no tree's root and
+    run in a session other than its own (every tree starts one, and no process joins another
+    session), so never a child it started itself (``git``, ``valgrind``) or a tree not ended yet."""
     if not _subreaper["on"]:
-        return
-    with contextlib.suppress(psutil.Error):
-        for child in psutil.Process().children():
-            if child.pid not in _live_roots and _state(child.pid) == "Z":
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(child.pid, os.WNOHANG)
+        return []
+    me = os.getpid()
+    own = os.getsid(0)
+    found = []
+    for pid in (children if children is not None else _children_by_parent()).get(me, []):
+        if pid in _live_roots:
+            continue
+        with contextlib.suppress(OSError):
+            if os.getsid(pid) != own:
+                found.append(pid)
+    return found
+
+
+def _reap_adopted() -> None:
+    """Reap the zombies this subreaper adopted (its trees' killed orphans); never a live root
+    nor a child another part of this process waits for."""
+    for pid in _adopted():
+        if _state(pid) == "Z":
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)

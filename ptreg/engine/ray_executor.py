@@ -89,7 +89,6 @@ def run_unit(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
         max_memory_mb=payload["max_memory_mb"],
         progress=lambda event: items.put({"kind": "progress", "event": asdict(event)}),
         listener=lambda label, line: items.put({"kind": "line", "label": label, "line": line}),
-        die_with_parent=True,
         registry=None if payload.get("registry") is None else Path(payload["registry"]),
     )
 

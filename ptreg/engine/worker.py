@@ -12,8 +12,10 @@ another's numbers, and a crash from losing anyone else's results.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
+from types import FrameType
 from typing import Any, TextIO
 
 from pydantic import ValidationError
@@ -151,9 +153,20 @@ def _first(exc: ValidationError) -> str:
     return f"{'.'.join(str(part) for part in first['loc']) or 'message'}: {first['msg']}"
 
 
+def _told_to_end(signum: int, frame: FrameType | None) -> None:
+    # SIGTERM: the executor's thread died (its parent-death signal) or someone asked; raised
+    # as SystemExit, which no ``except Exception`` takes, so that a command running now has its
+    # whole tree ended on the way out. Told once: the kernel sends the parent-death signal again
+    # each time the worker passes to another of a dying process's threads, and a second one
+    # must not cut that end short.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise SystemExit(128 + signum)
+
+
 def main() -> int:
     # whatever the task starts stays in this worker's tree, even once its own parent is gone
     become_subreaper()
+    signal.signal(signal.SIGTERM, _told_to_end)
     try:
         try:
             task = decode_task(sys.stdin.readline())

@@ -143,6 +143,9 @@ def _runs(root: Path, records: list[Record], strict: bool = False) -> Iterator[P
 def _leftovers(root: Path, records: list[Record]) -> Iterator[Problem]:
     """What a killed write left behind: warnings, since none of it is part of the record."""
     for leftover in find_leftovers(root, (a for _, a in _valid(records))):
+        if leftover.kind == "symlink":  # planted, not left: what a bundle of the registry would refuse
+            yield Problem("symlink", leftover.message, leftover.attempt_id, "", str(leftover.path))
+            continue
         rule = "orphaned-run" if leftover.kind == "orphaned-run" else "leftover"
         hint = "" if leftover.kind == "orphaned-run" else "; `ptreg repair` removes it"
         yield Problem(rule, leftover.message + hint, leftover.attempt_id, "", str(leftover.path), severity="warning")

@@ -26,6 +26,7 @@ from .. import __version__
 from ..errors import PtregError, UnusableInput
 from ..store.evaluator_files import EVALUATORS_DIR
 from ..store.jsonio import atomic_write_text, decode_json, dumps_pretty, replace_text_unsynced, sync_everything
+from ..store.outputs import leads_into
 from ..store.workfiles import ForeignFile, check_working_file, inside, read_working_file
 from ..text import shorten
 from .pages import (
@@ -150,8 +151,7 @@ def check_output(out: Path, force: bool, registry: Path) -> dict[str, Any] | Non
     and, forced or not, one that holds the registry or lies inside it (the site's own folders,
     attempts/ and runs/, would land among the records). A forced build into a directory whose
     manifest is not ptreg's removes nothing: only the pages of a manifest ptreg wrote are removed."""
-    site, root = out.resolve(), registry.resolve()
-    if site == root or root in site.parents or site in root.parents:
+    if leads_into(out, registry) or leads_into(registry, out):
         raise UnusableInput(
             f"{out}: holds the registry {registry} or lies inside it; give an output directory beside it",
         )

@@ -3,7 +3,8 @@
 Only what the build wrote is served: the pages its manifest lists and the static files, each
 opened without following a symlink (``workfiles.inside`` for the folders on the way,
 ``O_NOFOLLOW`` for the page), so nothing else in the folder and nothing a symlink leads to
-reaches the browser. Only a request addressed to a loopback name is answered: a page of any
+reaches the browser. Only a request addressed to a loopback name is answered (by its one Host
+header, or by its target when that names a host, as a proxy's request does): a page of any
 other site that points a name of its own at 127.0.0.1 (DNS rebinding) gets 421, not the pages.
 """
 
@@ -75,10 +76,14 @@ class _SiteHandler(BaseHTTPRequestHandler):
 
     def _answer(self, *, body: bool) -> None:
         port = self.server.server_address[1]
-        if not loopback_host(self.headers.get("Host"), int(port)):
+        target, hosts = urlsplit(self.path), self.headers.get_all("Host") or []
+        # the host a request is for: an absolute-form target's own (it overrides Host), else its
+        # one Host header; two of them name no one host
+        asked = target.netloc if target.scheme else (hosts[0] if len(hosts) == 1 else None)
+        if len(hosts) > 1 or not loopback_host(asked, int(port)):
             self._refuse(HTTPStatus.MISDIRECTED_REQUEST, "this server answers only http://127.0.0.1 or localhost")
             return
-        data = self._page(unquote(urlsplit(self.path).path).lstrip("/") or "index.html")
+        data = self._page(unquote(target.path).lstrip("/") or "index.html")
         if data is None:
             self._refuse(HTTPStatus.NOT_FOUND, "not a page of this site")
             return

@@ -32,7 +32,7 @@ from .directory import IGNORE_FILE, IGNORED, RECORD_FILE_MAX_BYTES, REGISTRY_FIL
 from .evaluator_files import EVALUATOR_FILE_MAX_BYTES, evaluator_files
 from .jsonio import fsync_directory, read_json, refuse_outside
 from .names import VOCABULARY_DIR
-from .outputs import open_output, output_target
+from .outputs import open_output, output_target, refuse_in_registry
 from .runs import ENVIRONMENT_FILE, RESULTS_FILE, RUN_FILE_MAX_BYTES, RUNS_DIR, apart_file_names
 from .vocabulary_files import TERM_FILE_MAX_BYTES, term_files
 
@@ -128,10 +128,11 @@ def write_bundle(root: Path, registry: Registry, target: Path, *, overwrite: boo
     user pipes to (``-``, ``/dev/stdout``, a FIFO: the .tar.gz stream, in place; ``outputs.py``).
     A .tar.gz file already there is replaced only with ``overwrite``: a bundle is often the one
     copy of a registry carried elsewhere."""
+    refuse_in_registry(target, root)  # the bundle would be in what it bundles
     files = bundle_files(root, registry)
     names = [f.relative_to(root).as_posix() for f in files]
     if output_target(target).in_place or target.name.endswith(SUFFIXES):
-        with open_output(target, overwrite=overwrite) as out:
+        with open_output(target, overwrite=overwrite, registry=root) as out:
             if out.terminal:
                 raise UnusableInput(f"{target}: a terminal; a bundle is a .tar.gz: give a file, or redirect it")
             _write_tar(files, names, out.handle)

@@ -24,6 +24,7 @@ no code and is not walked.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterable, Mapping
 from importlib.machinery import all_suffixes
@@ -67,60 +68,94 @@ def code_digests(
     import_folders: Iterable[str],
     not_frozen: Mapping[str, str] | None = None,
     registry: str | None = None,
+    maybe_scripts: Iterable[str] = (),
 ) -> dict[str, str]:
     """The sha256 of each project file a command runs, by its path relative to ``root``: each
     of ``named`` (arguments as the command line gives them) that is a regular file inside the
-    root, and each importable file of ``import_folders`` and of each of ``scripts``' folders (a
-    script that is a folder is run from itself). ``registry``: the name of the registry directory
-    in the root, never walked. CheckFailed naming the file for a symlink or a walk past its
-    bounds."""
+    root, and each importable file of ``import_folders``, of each of ``scripts``' folders (a
+    script that is a folder is run from itself), and of the folder of each of ``maybe_scripts``
+    (arguments of a command line that names no Python interpreter) that is a Python script
+    (``runs_as_python``: run by its ``#!`` line, or by a program that runs Python scripts).
+    ``registry``: the name of the registry directory in the root, never walked. CheckFailed
+    naming the file for a symlink or a walk past its bounds."""
     exempt = _Exempt(not_frozen or {})
+    real_root = os.path.realpath(root)
     found: dict[str, str] = {}
-    for argument in sorted(set(named)):
-        place = _resolve(root, argument, exempt)
-        if place is not None and stat.S_ISREG(place[1].st_mode):
-            found[place[0]] = _digest(root, place[0])
     folders: set[str] = set()
+    maybe = set(maybe_scripts)
+    for argument in sorted(set(named) | maybe):
+        place = _resolve(real_root, argument, exempt)
+        if place is not None and place[0] and stat.S_ISREG(place[1].st_mode):
+            found[place[0]] = _digest(root, place[0])
+            if argument in maybe and runs_as_python(root / place[0]):
+                folders.add(str(PurePosixPath(place[0]).parent))
     for script in set(scripts):
-        place = _resolve(root, script, exempt)
+        place = _resolve(real_root, script, exempt)
         if place is not None and stat.S_ISDIR(place[1].st_mode):
             folders.add(place[0])
+        elif place is not None:
+            folders.add(str(PurePosixPath(place[0]).parent))
         else:
             folders.add(str(PurePosixPath(script).parent))
     walk = _Walk(root, exempt, registry, found)
     for folder in sorted(folders | set(import_folders)):
-        place = _resolve(root, folder, exempt) if folder not in ("", ".") else ("", os.lstat(root))
+        place = _resolve(real_root, folder, exempt)
         if place is not None and stat.S_ISDIR(place[1].st_mode):
             walk.folder(place[0])
     return dict(sorted(found.items()))
 
 
-def _resolve(root: Path, argument: str, exempt: _Exempt) -> tuple[str, os.stat_result] | None:
-    """Where an argument leads inside ``root``, as a relative path and its lstat; None when it
-    names nothing there (a flag, a number, a file outside the project, a path not there). Each
-    folder on the way is a real folder, so '..' is taken as written."""
+# A first line that runs Python: ``#!/usr/bin/python3``, ``#!/usr/bin/env python3 -u``, ``#!.venv/bin/pypy3``;
+# then the options it is given.
+SHEBANG = re.compile(rb"^#![ \t]*(?:\S*/)?(?:env[ \t]+(?:-\S+[ \t]+)*)?(?:\S*/)?(?:python|pypy)[0-9.]*(?=[ \t]|$)(.*)")
+# -I or -P among them: Python puts no script folder on its path
+SHEBANG_SAFE = re.compile(rb"(?:^|[ \t])-[A-Za-z]*[IP]")
+
+
+def runs_as_python(path: Path) -> bool:
+    """Whether a file that a command line names, where it names no Python interpreter, is a
+    Python script that puts its folder first on the import path: by its ``#!`` line when it is
+    run as a program, or by its name (``.py``) when a program that runs Python scripts is given
+    it (``torchrun train.py``, ``coverage run t.py``). Not when its ``#!`` line asks for -I or -P."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return path.name.endswith(".py")
+    with os.fdopen(fd, "rb") as handle:
+        first = handle.read(256).split(b"\n", 1)[0]
+    line = SHEBANG.match(first)
+    if line is not None:
+        return not SHEBANG_SAFE.search(line.group(1))
+    return path.name.endswith(".py")
+
+
+def _resolve(real_root: str, argument: str, exempt: _Exempt) -> tuple[str, os.stat_result] | None:
+    """Where an argument leads inside the project (``real_root``, its real path), as a path
+    relative to it ('' for the root itself) and its lstat; None when it names nothing there (a
+    flag, a number, a file outside the project, a path not there). Taken as the kernel takes it:
+    from the root, or from '/' for an absolute path; outside the project through whatever
+    symlinks lie there, so that '../<project>/bench.py' and an absolute path through a symlinked
+    folder lead back in; inside it, each folder on the way must be a real folder, and a symlink
+    is refused."""
     path = PurePosixPath(argument)
-    if path.is_absolute():
-        try:
-            path = path.relative_to(root.as_posix())
-        except ValueError:
-            return None  # outside the project: not its code
-    kept: list[str] = []
-    found: os.stat_result | None = None
-    parts = [p for p in path.parts if p not in ("", ".")]
+    here = "/" if path.is_absolute() else real_root
+    parts = [p for p in path.parts if p not in ("", ".", "/")]
     for index, part in enumerate(parts):
         if part == "..":
-            if not kept:
-                return None
-            kept.pop()
-            found = None
+            here = os.path.dirname(here)  # a real path: its parent is the kernel's '..'
             continue
-        kept.append(part)
-        relative = "/".join(kept)
+        following = os.path.join(here, part)
+        if not _within(here, real_root):
+            try:
+                here = os.path.realpath(following)  # outside the project: not its to judge
+            except (OSError, ValueError):
+                return None
+            continue
+        relative = os.path.relpath(following, real_root)
         if exempt(relative):
             return None
         try:
-            found = os.lstat(root / relative)
+            found = os.lstat(following)
         except (OSError, ValueError):  # not there, a name too long, a NUL: names nothing
             return None
         if stat.S_ISLNK(found.st_mode):
@@ -130,11 +165,20 @@ def _resolve(root: Path, argument: str, exempt: _Exempt) -> tuple[str, os.stat_r
             )
         if index < len(parts) - 1 and not stat.S_ISDIR(found.st_mode):
             return None
-    if not kept:
+        here = following
+    if not _within(here, real_root):
+        return None  # outside the project: not its code
+    relative = "" if here == real_root else os.path.relpath(here, real_root)
+    if relative and exempt(relative):
         return None
-    if found is None:  # ended on '..': the folder it leads back to
-        found = os.lstat(root / "/".join(kept))
-    return "/".join(kept), found
+    try:
+        return relative, os.lstat(here)
+    except (OSError, ValueError):
+        return None
+
+
+def _within(path: str, real_root: str) -> bool:
+    return path == real_root or path.startswith(real_root.rstrip("/") + "/")
 
 
 class _Walk:

@@ -10,7 +10,8 @@ Every write is atomic, so a kill never leaves a partial record; what it can leav
 - an import's journal, which any command finishes on its own (``journal.recover``).
 
 `ptreg validate` reports these as warnings, never errors: none of them blocks work, and
-`ptreg repair` (``operations/repair.py``) puts them right.
+`ptreg repair` (``operations/repair.py``) puts them right. A symlink where run folders are kept
+is no leftover of ptreg's but planted: an error, which repair leaves for a person.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from .runs import RUNS_DIR, STAGING_PREFIX, check_folder, runs_dir
 
 @dataclass
 class Leftover:
-    kind: str  # orphaned-run | staged-file | staging-folder
+    kind: str  # orphaned-run | staged-file | staging-folder | symlink
     path: Path
     message: str
     attempt_id: str | None = None
@@ -74,11 +75,27 @@ def find_leftovers(root: Path, attempts: Iterable[Attempt]) -> list[Leftover]:
                     )
                 )
     by_id = {a.id: a for a in attempts}
+    if (root / RUNS_DIR).is_symlink():
+        return [*found, _foreign(root / RUNS_DIR, "the runs folder")]
     for attempt_dir in _entries(root / RUNS_DIR):
+        if attempt_dir.is_symlink() and not attempt_dir.name.startswith("."):
+            found.append(_foreign(Path(attempt_dir.path), f"the run folders of {attempt_dir.name!r}"))
         if attempt_dir.name.startswith(".") or not attempt_dir.is_dir(follow_symlinks=False):
             continue
         found.extend(_in_runs_of(root, attempt_dir.name, by_id.get(attempt_dir.name)))
     return found
+
+
+def _foreign(path: Path, where: str) -> Leftover:
+    """A symlink where ptreg keeps run folders: never written by ptreg, never followed (nor
+    bundled: ``export --bundle`` refuses it), and not ptreg's to remove."""
+    return Leftover(
+        "symlink",
+        path,
+        f"a symlink where ptreg keeps {where}, to {os.readlink(path)}; ptreg never follows one (and "
+        "`export --bundle` refuses it): move it away, and put what it leads to in its place if it is this registry's",
+        fixable=False,
+    )
 
 
 def orphaned_runs(root: Path, attempt: Attempt) -> list[Leftover]:
@@ -95,6 +112,8 @@ def _in_runs_of(root: Path, attempt_id: str, attempt: Attempt | None) -> list[Le
     linked = {r.run_id for r in (attempt.runs or ())} if attempt is not None else set()
     for run_dir in _entries(runs_dir(root, attempt_id)):
         path = Path(run_dir.path)
+        if run_dir.is_symlink() and not run_dir.name.startswith("."):
+            found.append(_foreign(path, f"a run folder of {attempt_id!r}"))
         if not run_dir.is_dir(follow_symlinks=False):
             continue
         if run_dir.name.startswith(STAGING_PREFIX):

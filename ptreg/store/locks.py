@@ -106,16 +106,28 @@ def describe_holder(holder: dict[str, Any] | None) -> str:
     return f"pid {holder.get('pid')} on {holder.get('host')} (`{command}`, since {holder.get('since')})"
 
 
-def _write_holder(lock_path: Path) -> None:
+def _write_holder(lock_path: Path, fd: int) -> None:
     path = Path(str(lock_path) + HOLDER_SUFFIX)
     check_working_file(path, "remove it; ptreg writes its holder files itself")
+    locked = os.fstat(fd)
     holder = {
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "command": ["ptreg", *sys.argv[1:]],
         "since": utc_now(),
+        "file": [locked.st_dev, locked.st_ino],  # the lock file it holds, which its name may stop naming
     }
     atomic_write_text(path, json.dumps(holder) + "\n")
+
+
+def _holds_another(holder: dict[str, Any], fd: int) -> bool:
+    """Whether a holder file left beside the lock names a live holder of another file than the
+    one ``fd`` locked: the lock file was deleted (or replaced) while it held it, and that holder
+    holds it still."""
+    locked = os.fstat(fd)
+    if holder.get("file") in (None, [locked.st_dev, locked.st_ino]) or holder.get("host") != socket.gethostname():
+        return False
+    return _alive(holder.get("pid")) is True
 
 
 @contextmanager
@@ -125,9 +137,11 @@ def _locked(
     busy: Callable[[dict[str, Any] | None, float], str],
     stale: Callable[[dict[str, Any]], str],
     released: Callable[[], None] | None = None,
+    folder: Path | None = None,
 ) -> Iterator[None]:
-    """Hold ``lock_path``; ``released`` runs before the outermost hold of this thread lets go
-    (so what it does is still covered by the lock)."""
+    """Hold ``lock_path`` (and, when given, ``folder`` too, locked after it); ``released`` runs
+    before the outermost hold of this thread lets go (so what it does is still covered by the
+    lock)."""
     held = _holds.held
     key = os.path.realpath(lock_path)
     if key in held:
@@ -139,14 +153,24 @@ def _locked(
             fd, depth = held[key]
             held[key] = (fd, depth - 1)
         return
+    begun = time.monotonic()
     fd = _acquire(lock_path, timeout, busy)
+    folder_fd = None
+    if folder is not None:
+        try:
+            folder_fd = _acquire_folder(folder, lock_path, timeout, busy, begun)
+        except BaseException:
+            os.close(fd)
+            raise
     held[key] = (fd, 1)
     written = False
     try:
         previous = _holder_of(lock_path)
+        if previous is not None and _holds_another(previous, fd):
+            raise LockBusy(busy(previous, time.monotonic() - begun), str(lock_path), describe_holder(previous), 0.0)
         if previous is not None:
             _warn(stale(previous))
-        _write_holder(lock_path)
+        _write_holder(lock_path, fd)
         written = True
         yield
         if released is not None:
@@ -156,6 +180,8 @@ def _locked(
         if written:  # never what was under the name before (it may not be ours)
             with suppress(OSError):
                 os.unlink(str(lock_path) + HOLDER_SUFFIX)
+        if folder_fd is not None:
+            os.close(folder_fd)
         os.close(fd)  # releases the flock
 
 
@@ -170,12 +196,39 @@ def _acquire(lock_path: Path, timeout: float, busy: Callable[[dict[str, Any] | N
         raise
     except OSError as exc:
         raise UnusableInput(f"{lock_path}: cannot lock: {exc.strerror or exc}") from None
-    begun = time.monotonic()
+    _wait_for(fd, lock_path, timeout, busy)
+    return fd
+
+
+def _acquire_folder(
+    folder: Path, lock_path: Path, timeout: float, busy: Callable[[dict[str, Any] | None, float], str], begun: float
+) -> int:
+    """A descriptor of ``folder``, flocked exclusively after ``lock_path`` was: a lock file can
+    be deleted while it is held (by hand, as a stale one), and the next writer would lock the
+    new file of that name beside the first; a folder that holds the registry cannot be."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise UnusableInput(f"{folder}: cannot lock: {exc.strerror or exc}") from None
+    _wait_for(fd, lock_path, timeout, busy, begun)
+    return fd
+
+
+def _wait_for(
+    fd: int,
+    lock_path: Path,
+    timeout: float,
+    busy: Callable[[dict[str, Any] | None, float], str],
+    begun: float | None = None,
+) -> None:
+    """``flock`` ``fd`` exclusively, waiting until ``timeout`` seconds after ``begun`` (now when
+    not given); LockBusy naming the holder of ``lock_path`` then (``fd`` closed)."""
+    begun = time.monotonic() if begun is None else begun
     unnamed = 0  # polls past the wait that found no holder file
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
+            return
         except BlockingIOError:
             waited = time.monotonic() - begun
             if waited >= timeout:
@@ -206,8 +259,8 @@ def registry_lock(root: Path, timeout: float | None = None) -> AbstractContextMa
         if alive is False:
             return (
                 f"{lock_path}: still locked after {waited:.0f} s, but its recorded holder, "
-                f"{describe_holder(holder)}, is not running; a process it started may hold it. "
-                f"If no ptreg is running, delete {lock_path} and retry"
+                f"{describe_holder(holder)}, is not running; a process it started may hold it: "
+                "stop that process and retry"
             )
         return (
             f"{lock_path}: the registry is being written by {describe_holder(holder)}; waited {waited:.0f} s. "
@@ -222,7 +275,7 @@ def registry_lock(root: Path, timeout: float | None = None) -> AbstractContextMa
         )
 
     wait = timeout_seconds() if timeout is None else timeout
-    return _locked(lock_path, wait, busy, stale, released=lambda: update_after_write(root))
+    return _locked(lock_path, wait, busy, stale, released=lambda: update_after_write(root), folder=root)
 
 
 def _run_lock_path(root: Path, attempt_id: str) -> Path:

@@ -14,7 +14,10 @@ written:
 - a symlink is followed, since the user named it: to a regular file, that file is replaced
   whole and the link stays (``cp`` too writes through a link to the file it names); a link
   that leads nowhere is refused rather than made a file;
-- a directory, a block device and anything else are refused in one line, nothing written.
+- a directory, a block device and anything else are refused in one line, nothing written;
+- a path that leads into the registry directory (its own name, a folder or a symlink on the
+  way) is refused, nothing written: the registry's files are ptreg's own, written by its rules,
+  and an export there would replace a record or be a stray file every command stops at.
 
 This is for paths the user chose. ptreg's own files go through ``jsonio`` and ``workfiles``,
 which follow no symlink at all.
@@ -126,11 +129,32 @@ class OutputExists(UnusableInput):
     """A file is already at the path, and the caller may not replace it."""
 
 
+def leads_into(path: Path, folder: Path) -> bool:
+    """Whether ``path``, followed through its symlinks as a write to it would be (a name not there
+    yet: its folder's), is ``folder`` or lies inside it."""
+    home, lands = os.path.realpath(folder), os.path.realpath(path)
+    return lands == home or lands.startswith(home.rstrip(os.sep) + os.sep)
+
+
+def refuse_in_registry(path: Path, registry: Path | None) -> None:
+    """Refused, in one line, when what ``path`` leads to lies in the ``registry`` directory;
+    never a descriptor."""
+    if registry is None or str(path) == "-" or descriptor_named(path) is not None:
+        return
+    if leads_into(path, registry):
+        raise UnusableInput(
+            f"{path}: leads into the registry {registry}, whose files ptreg writes by its own rules; "
+            "nothing written: write it elsewhere"
+        )
+
+
 @contextlib.contextmanager
-def open_output(path: Path, *, overwrite: bool = True) -> Iterator[Output]:
+def open_output(path: Path, *, overwrite: bool = True, registry: Path | None = None) -> Iterator[Output]:
     """``path`` open for writing as the module says. What is written reaches the path when the
     block ends without an error; for a file, nothing does otherwise. Without ``overwrite``, a
-    regular file already there is refused (OutputExists), and one created meanwhile too."""
+    regular file already there is refused (OutputExists), and one created meanwhile too. A
+    path into ``registry`` is refused."""
+    refuse_in_registry(path, registry)
     target = output_target(path)
     if target.kind == "directory":
         raise UnusableInput(f"{path}: is a directory; give the name of a file to write")

@@ -6,19 +6,21 @@ from pathlib import Path
 
 from ..records.schema import SCHEMAS, generate
 from .jsonio import dumps_pretty
-from .outputs import open_output
+from .outputs import open_output, refuse_in_registry
 
 
 def render(name: str) -> str:
     return dumps_pretty(generate(name))
 
 
-def write_schemas(directory: Path) -> list[Path]:
+def write_schemas(directory: Path, registry: Path | None = None) -> list[Path]:
+    """Each schema file into ``directory`` (made when missing), never into ``registry``."""
+    refuse_in_registry(directory, registry)
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for name in SCHEMAS:
         path = directory / name
-        with open_output(path) as out:
+        with open_output(path, registry=registry) as out:
             out.handle.write(render(name).encode("utf-8"))
         written.append(path)
     return written

@@ -296,7 +296,7 @@ def test_a_client_that_leaves_mid_run_leaves_an_interrupted_run(tmp_path: Path, 
     assert cli("-r", root, "gate", "faster-step").code == 0  # the lock is free: nothing is left holding it
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"])
 def test_a_signal_mid_run_answers_the_call_and_ends_the_server_while_stdin_stays_open(
     tmp_path: Path, cli, signum: int
 ) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 from bad_bundles import BUNDLE_GENERATORS
 from bad_outputs import OUTPUT_GENERATORS
+from bad_second_round import SECOND_ROUND_GENERATORS
 
 from helpers import (
     REPO,
@@ -463,6 +464,7 @@ GENERATORS: dict[str, Generator] = {
 
 GENERATORS.update(BUNDLE_GENERATORS)  # tests/cli/bad_bundles.py
 GENERATORS.update(OUTPUT_GENERATORS)  # tests/cli/bad_outputs.py
+GENERATORS.update(SECOND_ROUND_GENERATORS)  # tests/cli/bad_second_round.py
 
 
 def test_corpus_is_large_and_consistent() -> None:

@@ -27,7 +27,7 @@ PTREG_SCRIPT = Path(sys.executable).parent / "ptreg"
 def methods_here() -> list[str]:
     """The methods this machine can hold a tree by (process-tree always)."""
     found = []
-    for method in cgroups.METHODS[:2]:
+    for method in processes.METHODS[:2]:
         try:
             folder = cgroups.make_cgroup(method)
         except OSError:
@@ -341,13 +341,7 @@ def command_attempt(tmp_path: Path, script: str, arms: dict[str, dict[str, str]]
     proposal = ["-r", str(root), "new", "--no-input", "--id", "arms-run", "--name", "arms", "--family", "eval"]
     proposal += ["--kind", "model-evaluation", "--question", "Does the command stay inside its tree?"]
     proposal += ["--method", "vendor-blas", "--objective", "command-latency", "--evaluator", ref]
-    proposal += [
-        "--tracking-issue",
-        "me/procs#1",
-        *budget,
-        "--worked-if",
-        f"metric(score, arm={next(iter(arms))}) > -1",
-    ]
+    proposal += ["--tracking-issue", "me/procs#1", "--worked-if", f"metric(score, arm={next(iter(arms))}) > 0", *budget]
     with pytest.raises(SystemExit) as exited:
         main(proposal)
     assert not exited.value.code
@@ -367,7 +361,7 @@ def run_it(root: Path):
 def test_a_command_that_regroups_dies_whole_at_its_timeout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str, leaves: str
 ) -> None:
-    monkeypatch.setenv(cgroups.METHOD_VARIABLE, method)
+    monkeypatch.setenv(processes.METHOD_VARIABLE, method)
     mark = f"ptreg-test-{uuid.uuid4().hex}"
     root = command_attempt(tmp_path, REGROUP, {"sleeps": {"mode": leaves, "mark": mark}}, 2, "--budget-seconds", "40")
     try:
@@ -384,7 +378,7 @@ def test_a_command_that_regroups_dies_whole_at_its_timeout(
 def test_a_command_that_regroups_dies_whole_at_the_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
 ) -> None:
-    monkeypatch.setenv(cgroups.METHOD_VARIABLE, method)
+    monkeypatch.setenv(processes.METHOD_VARIABLE, method)
     mark = f"ptreg-test-{uuid.uuid4().hex}"
     root = command_attempt(
         tmp_path, REGROUP, {"sleeps": {"mode": "child-group", "mark": mark}}, 600, "--budget-seconds", "4"
@@ -439,7 +433,7 @@ open(os.environ["PTREG_METRICS"], "w").write(json.dumps({"score": 1}) + "\\n")
 def test_a_commands_peak_memory_is_its_whole_trees(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
 ) -> None:
-    monkeypatch.setenv(cgroups.METHOD_VARIABLE, method)
+    monkeypatch.setenv(processes.METHOD_VARIABLE, method)
     root = command_attempt(tmp_path, MEMORY, {"two": {"mode": "two", "mark": "-"}}, 60, "--budget-seconds", "60")
     results = run_it(root)
     (cell,) = results.cells
@@ -453,7 +447,7 @@ def test_a_commands_peak_memory_is_its_whole_trees(
 def test_the_memory_budget_bounds_the_commands_whole_tree(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
 ) -> None:
-    monkeypatch.setenv(cgroups.METHOD_VARIABLE, method)
+    monkeypatch.setenv(processes.METHOD_VARIABLE, method)
     arms = {"grows": {"mode": "grows", "mark": "-"}}
     root = command_attempt(tmp_path, MEMORY, arms, 60, "--budget-seconds", "60", "--budget-memory-mb", "100")
     results = run_it(root)
@@ -469,7 +463,7 @@ def test_a_supervision_method_nobody_knows_is_refused_in_one_line_before_anythin
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env={**os.environ, cgroups.METHOD_VARIABLE: "cgroup-v9"},
+        env={**os.environ, processes.METHOD_VARIABLE: "cgroup-v9"},
         timeout=120,
     )
     assert done.returncode == 2
@@ -485,7 +479,7 @@ def test_cgroups_left_by_a_ptreg_that_was_killed_are_removed_and_no_others(
 ) -> None:
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = int(gone.stdout)
-    parent = cgroups._hierarchy(method)
+    parent = cgroups.hierarchy(method)
     left = parent / f"ptreg-{dead}-0-abcdef"
     (left / f"ptreg-{dead + 1}-0-012345").mkdir(parents=True)  # what its worker made below it
     mine = parent / f"ptreg-{os.getpid()}-99-fedcba"

@@ -17,11 +17,22 @@ from collections.abc import Mapping
 from ...records.analysis_plan import gain, margin_text, standing
 from ...records.evaluator import ALL_CONFIG, AnySpec, ArmsSpec, MetricDeclaration
 from ...records.run_results import Cell, MetricComparison, MetricSample, Roles, RunResults, SignedInterval
+from ...store.runs import RUN_FILE_MAX_BYTES
 from ...text import Table
 from ..stats import paired_difference, paired_ratio, summarize_metric
 from .base import AnySample, Workload, note
 
 PROBLEM_MAX = 300
+
+# A run's results.json holds a summary of each (arm, metric) and a comparison of each arm with
+# every other on each metric, arms x (arms - 1) x metrics of them, and no run file may pass the
+# bound a bundle holds it to (store/runs.py). Each takes at most these bytes as results.json
+# writes it (its indentation, the longest names, numbers of 24 characters; held to by
+# tests/engine/test_attacks_43.py), and the rest of the file (the spec, the rounds, the
+# provenance) fits in the reserve. A spec that could not be written is refused before it runs.
+COMPARISON_BYTES = 1000
+SUMMARY_BYTES = 700
+RESERVED_BYTES = 2 * 1024 * 1024
 
 # How a difference or a ratio is shown: enough digits for a score of a few hundred items.
 DIGITS = 4
@@ -36,6 +47,21 @@ def arms_spec(spec: AnySpec) -> ArmsSpec:
 def declared(spec: AnySpec, workload: Workload) -> dict[str, MetricDeclaration]:
     """Every metric of a run: the workload's own, the evaluator's, then what ptreg measures."""
     return {**workload.metrics, **arms_spec(spec).declared()}
+
+
+def too_wide(spec: AnySpec, workload: Workload) -> str | None:
+    """Why a run of the spec could not be written, its comparisons being too many for a run
+    file; None when they fit."""
+    arms, metrics = len(arms_spec(spec).arms), len(declared(spec, workload))
+    comparisons = arms * (arms - 1) * metrics
+    needed = comparisons * COMPARISON_BYTES + arms * metrics * SUMMARY_BYTES + RESERVED_BYTES
+    if needed <= RUN_FILE_MAX_BYTES:
+        return None
+    return (
+        f"{arms} arms, each compared with every other on {metrics} metrics, make {comparisons:,} comparisons: "
+        f"more than the results of one run can hold within the {RUN_FILE_MAX_BYTES // (1024 * 1024)} MiB a run "
+        "file may have; give fewer arms or metrics, or split the experiment"
+    )
 
 
 def _good(samples: list[MetricSample]) -> list[MetricSample]:

@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import signal
 import string
@@ -26,7 +27,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -58,12 +59,12 @@ def placeholders(argv: list[str]) -> list[str]:
     """The ``{name}`` fields of a command line, in order; ValueError for anything else in braces."""
     names = []
     for arg in argv:
-        for _, field, spec, conversion in string.Formatter().parse(arg):
-            if field is None:
+        for _, name, spec, conversion in string.Formatter().parse(arg):
+            if name is None:
                 continue
-            if spec or conversion or not field.isidentifier() or not field.isascii():
-                raise ValueError(f"{{{field}}} is not a plain {{name}}")
-            names.append(field)
+            if spec or conversion or not name.isidentifier() or not name.isascii():
+                raise ValueError(f"{{{name}}} is not a plain {{name}}")
+            names.append(name)
     return names
 
 
@@ -88,6 +89,9 @@ class NamedCode:
     arguments: list[str]  # every argument (and the value of every --flag=value) of every arm and seed
     scripts: list[str]  # the scripts a Python interpreter runs: their folders are imported from first
     import_folders: list[str]  # other folders Python imports from ('' is the project root)
+    # arguments of command lines that name no Python interpreter: one that is a Python script
+    # (by its #! line, or its name) has its folder imported from first, whatever runs it
+    maybe_scripts: list[str] = field(default_factory=list)
 
 
 def command_lines(spec: ArmsSpec) -> list[list[str]]:
@@ -108,23 +112,99 @@ def command_lines(spec: ArmsSpec) -> list[list[str]]:
 
 def named_code(spec: ArmsSpec) -> NamedCode:
     """The paths the spec's command lines may name, and where Python imports from when a Python
-    interpreter runs them: what consent to the evaluator must cover."""
+    interpreter runs them: what consent to the evaluator must cover. A shell given a command as
+    one string (``bash -c "python3 bench.py"``) is looked into: the words of each command in
+    that string are named too."""
     arguments: set[str] = set()
     scripts: set[str] = set()
     folders: set[str] = set()
-    for argv in command_lines(spec):
-        for arg in argv:
-            arguments.add(arg)
-            if arg.startswith("-") and "=" in arg:
-                arguments.add(arg.split("=", 1)[1])
-            if arg.startswith("PYTHONPATH="):  # through env: each folder is imported from
-                folders.update(p for p in arg.removeprefix("PYTHONPATH=").split(":") if p)
-        script, folder = python_path(argv)
-        if script is not None:
-            scripts.add(script)
-        if folder is not None:
-            folders.add(folder)
-    return NamedCode(sorted(arguments), sorted(scripts), sorted(folders))
+    maybe: set[str] = set()
+    lines = command_lines(spec)
+    split = ShellStrings()  # each once: arms and seeds repeat most of them
+    for depth in range(SHELL_DEPTH + 1):
+        inner: list[list[str]] = []
+        for argv in lines:
+            for arg in argv:
+                arguments.add(arg)
+                if arg.startswith("-") and "=" in arg:
+                    arguments.add(arg.split("=", 1)[1])
+                if arg.startswith("PYTHONPATH="):  # through env: each folder is imported from
+                    folders.update(p for p in arg.removeprefix("PYTHONPATH=").split(":") if p)
+            script, folder = python_path(argv)
+            if script is not None:
+                scripts.add(script)
+            if folder is not None:
+                folders.add(folder)
+            if not names_python(argv):
+                maybe.update(arg for arg in argv if not arg.startswith("-"))
+            if depth < SHELL_DEPTH:
+                inner += shell_commands(argv, split)
+        lines = inner
+    return NamedCode(sorted(arguments), sorted(scripts), sorted(folders), sorted(maybe))
+
+
+# A program that runs a command line given as one string: sh -c '...', bash -lc '...'.
+SHELL = re.compile(r"^(?:sh|bash|dash|zsh|ksh|mksh|ash|busybox)$")
+SHELL_OPERATORS = frozenset("();<>|&")
+SHELL_DEPTH = 3  # a shell's string that runs a shell, and so on: deeper is not a command line anyone writes
+MAX_SHELL_CHARS = 1_000_000  # of distinct strings given to shells, over every arm and seed
+
+
+@dataclass
+class ShellStrings:
+    """The strings given to shells, split into commands, each once; bounded in characters."""
+
+    commands: dict[str, list[list[str]]] = field(default_factory=dict)
+    chars: int = 0
+
+    def of(self, text: str) -> list[list[str]]:
+        if text not in self.commands:
+            self.chars += len(text)
+            if self.chars > MAX_SHELL_CHARS:
+                raise ValueError(f"command gives a shell more than the {MAX_SHELL_CHARS:,} characters ptreg looks into")
+            self.commands[text] = _shell_split(text)
+        return self.commands[text]
+
+
+def shell_commands(argv: list[str], split: ShellStrings | None = None) -> list[list[str]]:
+    """The commands a shell in ``argv`` is given as strings, each split into its words at the
+    shell's operators (``a && b; c | d`` is four): every argument after the shell that is no
+    option is taken as such a string, a script's name included (one word). What the shell
+    expands (``$VAR``, ``cd``) is not followed. ValueError when ``split``, the strings split so
+    far, adds up to more than is worth looking at."""
+    start = next((i for i, arg in enumerate(argv) if SHELL.fullmatch(os.path.basename(arg))), None)
+    if start is None:
+        return []
+    split = ShellStrings() if split is None else split
+    found: list[list[str]] = []
+    for arg in argv[start + 1 :]:
+        if not arg.startswith(("-", "+")):
+            found += split.of(arg)
+    return found
+
+
+def _shell_split(text: str) -> list[list[str]]:
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:  # an unclosed quote: the shell refuses it too; its words as written
+        words = text.split()
+    commands: list[list[str]] = []
+    command: list[str] = []
+    for word in [*words, ";"]:
+        if word and set(word) <= SHELL_OPERATORS:
+            if command:
+                commands.append(command)
+            command = []
+        else:
+            command.append(word)
+    return commands
+
+
+def names_python(argv: list[str]) -> bool:
+    """Whether ``argv`` names a Python interpreter to run (``python_path`` then says what it imports)."""
+    return any(PYTHON.fullmatch(os.path.basename(arg)) for arg in argv)
 
 
 def python_path(argv: list[str]) -> tuple[str | None, str | None]:
@@ -250,6 +330,10 @@ def environment(spec: ArmsSpec, arm: str, seed: int, metrics: Path, items: Path)
     """A minimal environment: nothing of the caller's but what finds programs and speaks its
     locale, the thread count when the evaluator fixes one, and ptreg's four variables."""
     env = {k: os.environ[k] for k in KEPT_VARIABLES if k in os.environ}
+    if "PATH" in env:
+        # a relative entry (or an empty one, the working directory) finds programs in the
+        # project the command runs in, which no consent covers
+        env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if os.path.isabs(p))
     if spec.threads is not None:
         env.update(dict.fromkeys(THREAD_VARIABLES, str(spec.threads)))
     env.update(PTREG_ARM=arm, PTREG_SEED=str(seed), PTREG_METRICS=str(metrics), PTREG_ITEMS=str(items))
@@ -336,8 +420,12 @@ class _CommandRun(CellRun):
         finally:
             os.close(writing)
         output = _Tail(reading)
-        timed_out = self._wait(tree)
-        survivors = tree.end()  # whatever it left running, in its cgroup or re-parented to this worker
+        try:
+            timed_out = self._wait(tree)
+        finally:
+            # whatever it left running, in its cgroup or re-parented to this worker; all of it
+            # when the worker is told to end meanwhile
+            survivors = tree.end()
         wall = time.monotonic() - started
         peak = tree.peak_mb()
         sample = {"repeat": repeat, "seed": seed, "wall_seconds": wall if wall > 0 else None, "peak_memory_mb": peak}
@@ -424,4 +512,5 @@ class CommandWorkload(ArmsWorkload):
             named.import_folders,
             spec.not_frozen,
             registry=registry.absolute().name,
+            maybe_scripts=named.maybe_scripts,
         )

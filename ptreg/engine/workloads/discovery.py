@@ -20,6 +20,7 @@ from ...errors import PtregError, UnusableInput
 from ...records.evaluator import AnySpec, ArmsSpec, EvaluatorSpec, MetricDeclaration
 from ...text import shorten
 from ..plugins import PluginEntry, call_problem, plugin_entries
+from .arms import too_wide
 from .base import Workload
 
 ENTRY_POINT_GROUP = "ptreg.workloads"
@@ -195,6 +196,9 @@ def spec_problem(spec: AnySpec) -> str | None:
             return f"metric {clash[0]!r} is declared by workload {spec.workload!r} itself"
         if not spec.metrics and not workload.metrics:
             return f"workload {spec.workload!r} declares no metrics: the spec must (metrics)"
+        wide = too_wide(spec, workload)
+        if wide is not None:
+            return wide
     try:
         return workload.check_settings(spec)
     except Exception as exc:  # a plugin's check, hostile like its metadata
