@@ -17,6 +17,8 @@ JOURNAL_FILE = ".ptreg-journal.json"
 INDEX_FILE = ".ptreg-index.sqlite"
 # The change watcher's socket (store/watch.py): exists while `ptreg index watch` runs.
 SOCKET_FILE = ".ptreg-watch.sock"
+# Held by the one watcher of a directory; a lock file of its own, since writers lock the directory.
+WATCH_LOCK_FILE = ".ptreg-watch.lock"
 # The folder of an attempt's runs, runs/<attempt id>/<run id> (store/runs.py reads them).
 RUNS_DIR = "runs"
 

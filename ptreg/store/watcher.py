@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UnusableInput
-from .names import SOCKET_FILE
+from .names import SOCKET_FILE, WATCH_LOCK_FILE
 from .watch import ASK_TIMEOUT_S, REQUEST_MAX_BYTES, Answer, directory, is_count, read_line, socket_path
-from .workfiles import ForeignFile, problem_with
+from .workfiles import ForeignFile, open_working_file, problem_with
 
 # inotify's event bits (linux/inotify.h, the kernel's ABI)
 IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE = 0x2, 0x4, 0x8
@@ -154,14 +154,19 @@ def serve(root: Path, ready: Callable[[str], None] | None = None, stop: threadin
         raise UnusableInput(f"{root}: on a {kind} file system, whose changes from other machines inotify never sees")
     try:
         with directory(root) as fd:
+            # one watcher per directory, by a lock file of its own: the registry lock's writers
+            # lock the directory itself, and a watcher must never hold them up
+            mine = open_working_file(root / WATCH_LOCK_FILE, os.O_RDWR | os.O_CREAT, "remove it; ptreg makes it")
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held while watching; dropped at exit
+                fcntl.flock(mine, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held while watching; dropped at exit
             except BlockingIOError:
+                os.close(mine)
                 raise UnusableInput(f"{root}: another watcher already watches it") from None
             inotify = _Inotify(root)  # watching before anyone can ask: no change falls between
             try:
                 return _answer_until_stopped(root, fd, inotify, ready, stop)
             finally:
+                os.close(mine)
                 inotify.close()
                 with contextlib.suppress(OSError):
                     if _own_socket(os.stat(SOCKET_FILE, dir_fd=fd, follow_symlinks=False)):

@@ -159,8 +159,10 @@ def main(work: Path) -> int:
                     lost["name"] = name
                     os.kill(cluster.raylet_pid(name), signal.SIGKILL)
 
+        # rounds long enough that the kill lands mid-run on a loaded machine (at 3 steps a round,
+        # the last four rounds could end before the log line reached this process)
         report["lost"] = follow(
-            ["bench", *BENCH, "-c", "tiny", "-c", "small", "--timed-steps", "3", "--repeats", "6", "--json", *on_ray],
+            ["bench", *BENCH, "-c", "tiny", "-c", "small", "--timed-steps", "30", "--repeats", "6", "--json", *on_ray],
             ("small rounds on node", "round 2 "),
             kill_node,
         )
