@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
+from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError, UnusableInput
 from ..text import printable
 from .common import JsonFlag, command_line, print_json, registry_dir, say, say_wrapped
 
@@ -282,6 +282,13 @@ def run(
     attempt_id: str = typer.Argument(..., metavar="ID", help="The attempt to measure."),
     executor: str = ExecutorOption,
     address: str | None = AddressOption,
+    fail_on_regression: bool = typer.Option(
+        False,
+        "--fail-on-regression",
+        help="A CI gate: after the run, decide the attempt's analysis plan and exit 1 when it decides regressed, "
+        "or cannot decide (inconclusive: a gate never passes on nothing); worked and failed exit 0. "
+        "An attempt without a plan is refused before anything runs.",
+    ),
     as_json: bool = JsonFlag,
 ) -> None:
     """Measure an attempt under its frozen evaluator and budget, after re-checking its gate.
@@ -295,27 +302,43 @@ def run(
 
     root = registry_dir()
     make_executor = executor_maker(executor, address)
+    if fail_on_regression:
+        from ..store.directory import read_attempt
+
+        if read_attempt(root, check_id(attempt_id)).plan is None:
+            raise UnusableInput(
+                f"--fail-on-regression: {attempt_id} has no analysis plan to decide; a gate needs one "
+                "(`ptreg new ... --worked-if ... --regressed-if ...`)"
+            )
     with run_progress() as show:
         done = run_attempt(root, check_id(attempt_id), command_line(), progress=show, make_executor=make_executor)
     results = done.results
+    outcome = None
+    if fail_on_regression and done.attempt is not None and done.exit_code is None:
+        from ..views.plans import decide_plan
+
+        outcome = decide_plan(root, done.attempt)
     if as_json:
-        print_json(
-            {
-                "run_id": results.run_id,
-                "folder": str(done.folder),
-                "status": results.status,
-                "reason": results.reason,
-                "results": results.model_dump(mode="json"),
-            }
-        )
+        found = {
+            "run_id": results.run_id,
+            "folder": str(done.folder),
+            "status": results.status,
+            "reason": results.reason,
+            "results": results.model_dump(mode="json"),
+        }
+        print_json(found if outcome is None else {**found, "plan": outcome.to_json()})
     else:
         plan = done.attempt.plan if done.attempt is not None else None
         print_results(results, plan.margins if plan is not None else None)
         say(f"\nrun {results.run_id}: {results.status}" + (f" ({results.reason})" if results.reason else ""))
         say(f"written to {done.folder}; see `ptreg show {attempt_id}`")
+        if outcome is not None:
+            say(f"the plan decides {outcome.summary()} ({outcome.runs_text()})")
     if done.exit_code is not None:  # 130 for Ctrl-C, 143 for SIGTERM, as shells expect
         raise typer.Exit(done.exit_code)
     if results.status != "complete":
+        raise typer.Exit(EXIT_CHECK_FAILED)
+    if outcome is not None and outcome.status in ("regressed", "inconclusive"):
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
