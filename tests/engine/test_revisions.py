@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -256,3 +258,27 @@ def test_a_revision_that_is_not_a_plain_rev_is_refused_by_the_spec(revision: str
     with pytest.raises(Exception) as caught:
         parse_spec(spec, "spec.json")
     assert "is not a plain git revision: " + problem in str(caught.value)
+
+
+def test_an_interrupted_run_leaves_no_checkout_behind(tmp_path: Path) -> None:
+    project, tmp = repository(tmp_path, 5, 5, {**SPEC, "repeats": 3})
+    propose(project, tmp, "cut")
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    running = subprocess.Popen(
+        [sys.executable, "-m", "ptreg", "run", "cut"],
+        cwd=project,
+        env={**os.environ, "PATH": path, "TMPDIR": str(tmp)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list(tmp.glob("ptreg-command-*")):  # an arm's command is running, in its checkout
+        assert time.monotonic() < deadline and running.poll() is None
+        time.sleep(0.05)
+    assert len(left_behind(project, tmp)) == 3  # two worktrees, and their folder
+    running.send_signal(signal.SIGINT)
+    out, err = running.communicate(timeout=120)
+    assert running.returncode == 128 + signal.SIGINT, out + err
+    assert "Traceback" not in out + err
+    assert left_behind(project, tmp) == []
