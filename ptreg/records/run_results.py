@@ -30,7 +30,16 @@ from .. import __version__
 from ..text import shorten
 from .attempt import AttemptId, Budget, RunStatus
 from .counting import CountedUnder
-from .evaluator import MAX_CODE_FILES, AnySpec, ArmsSpec, EvaluatorSpec, FrozenEvaluator, MetricName, SpecField
+from .evaluator import (
+    MAX_CODE_FILES,
+    AnySpec,
+    ArmsSpec,
+    EvaluatorSpec,
+    FrozenEvaluator,
+    MetricName,
+    ProjectPath,
+    SpecField,
+)
 from .refs import INT_MAX, RUN_ID_PATTERN
 
 RESULTS_VERSION = 8
@@ -383,10 +392,8 @@ class ArmRevision(_Strict):
 
     revision: str = Field(min_length=1, max_length=1000, description="The revision as the evaluator names it.")
     commit: str = Field(pattern=r"^[0-9a-f]{40,64}$", description="The commit it resolved to when the run started.")
-    code: dict[Annotated[str, Field(min_length=1, max_length=500)], Sha256] = Field(
-        max_length=MAX_CODE_FILES,
-        description="Each file of the checkout that the arm's command runs, by its path relative to the project "
-        "root, with its sha256 (what the evaluator freezes of the working tree's code, taken of the revision's).",
+    code: dict[ProjectPath, Sha256] = Field(
+        max_length=MAX_CODE_FILES, description="Each file of the checkout its command ran, with its sha256."
     )
 
 
@@ -431,11 +438,7 @@ class RunResults(_Strict):
         description="Version 7: the input or code file of the evaluator that no longer had its frozen digest when "
         "the run ended, with both digests. Such a run is never complete, and decides nothing.",
     )
-    revisions: dict[str, ArmRevision] | None = Field(
-        default=None,
-        description="Version 8: each arm that names a git revision, with the commit its command ran at and the "
-        "digests of the code it ran there.",
-    )
+    revisions: dict[str, ArmRevision] | None = Field(default=None, description="Version 8: each revision arm's code.")
 
     @model_validator(mode="after")
     def _roles_by_version(self) -> RunResults:
