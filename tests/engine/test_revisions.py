@@ -19,7 +19,9 @@ import pytest
 
 from helpers import snapshot
 from ptreg.engine.revisions import resolve
+from ptreg.engine.workloads import discovery
 from ptreg.engine.workloads.arms import better_word
+from ptreg.engine.workloads.discovery import spec_problem
 from ptreg.errors import UnusableInput
 from ptreg.records.evaluator import PTREG_METRICS, MetricDeclaration, parse_spec
 from ptreg.records.run_results import RESULTS_VERSION, MetricComparison
@@ -340,3 +342,12 @@ def test_the_engine_passes_no_revision_git_could_read_as_an_option(tmp_path: Pat
     # past the spec's check, git still takes what follows --end-of-options as a revision
     with pytest.raises(UnusableInput, match="names no commit"):
         resolve(project, "e", "a", "HEAD --all")
+
+
+def test_only_a_workload_that_checks_revisions_out_may_be_given_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fake_workloads import Fine
+
+    monkeypatch.setattr(discovery, "workload_named", lambda name: Fine())
+    spec = parse_spec({k: v for k, v in SPEC.items() if k != "command"} | {"workload": "fake"}, "spec.json")
+    assert spec_problem(spec) == "arm 'after' names a git revision, which workload 'fake' does not check out"
