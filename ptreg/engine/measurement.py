@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import signal
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -79,18 +80,26 @@ class SpreadExecutor(Protocol):
 
 
 def measure(
-    spec: AnySpec, executor: Executor | SpreadExecutor, round_cap: int | None = None, root: Path | None = None
+    spec: AnySpec,
+    executor: Executor | SpreadExecutor,
+    round_cap: int | None = None,
+    root: Path | None = None,
+    arm_roots: Mapping[str, Path] | None = None,
 ) -> Measurement:
     """Parity (for a workload of backends), then every config's cells in interleaved rounds.
     ``round_cap`` is the most rounds the budget allows a config (its ``max_repeats``), when it
-    says; ``root`` is the project root, where an arms workload's commands run."""
+    says; ``root`` is the project root, where an arms workload's commands run, and
+    ``arm_roots`` the project root of each arm that runs elsewhere (a checkout of its revision)."""
     workload = require_measurable(spec, f"evaluator {spec.name}")
+    if arm_roots and not isinstance(executor, Executor):
+        # a checkout lives on this machine only, for this run only
+        raise UnusableInput(f"evaluator {spec.name}: its arms name git revisions, which run on this machine only")
     counts = isinstance(spec, EvaluatorSpec) and spec.counts_instructions
     if counts:
         valgrind()  # refused before anything runs when it is missing
     executor.start()
     ratio_roles = roles(describe_all()) if workload.kind == "backends" else Roles(reference=None, peer=None)
-    places = Places(root)
+    places = Places(root, dict(arm_roots or {}))
     parity: list[ParityOutcome] = []
     measured: list[Cell] = []
     rounds: list[ConfigRounds] = []
@@ -171,6 +180,7 @@ class Places:
     """Where a cell's worker is told its work lives: the project root, for arms workloads."""
 
     root: Path | None
+    arm_roots: dict[str, Path] = field(default_factory=dict)  # an arm's own, where it is not ``root``
 
 
 def _measure_cells(
@@ -316,7 +326,8 @@ def cell_task(spec: AnySpec, config: str, backend: str, places: Places) -> CellT
             threads=spec.threads,
             timer="instructions" if spec.counts_instructions else "wall",
         )
-    if places.root is None:
+    root = places.arm_roots.get(backend, places.root)
+    if root is None:
         raise UnusableInput(f"evaluator {spec.name} runs in a project root, and none was given")
     return CellTask(
         backend=backend,
@@ -327,7 +338,7 @@ def cell_task(spec: AnySpec, config: str, backend: str, places: Places) -> CellT
         seed=spec.seed,
         threads=spec.threads,
         spec=spec.model_dump(mode="json", exclude_none=True),
-        root=str(places.root),
+        root=str(root),
     )
 
 

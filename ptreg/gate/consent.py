@@ -9,6 +9,13 @@ is not what was consented to, and is refused like an evaluator nobody consented 
 executed. An evaluator frozen before ptreg froze a command's code has no such digests: its
 consent covers its spec and inputs only, and ``evaluator show``, ``evaluator trust`` and the gate
 say so.
+
+An arm that names a git revision (``"revision": "HEAD~1"``) runs that revision's code, checked out
+for the run, not the working tree's: its files cannot be frozen by content, since the point of
+``HEAD`` is that it moves. Consent to such an evaluator covers the revisions by name, in this
+repository, whatever code they hold when it runs; what ran is not lost, for each run records the
+commit each revision resolved to and the digests of the files its command ran there. The working
+tree's files are frozen for the arms that name no revision only.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from pathlib import Path
 
 from ..engine.workloads.discovery import workload_named
 from ..errors import PtregError, UnusableInput
-from ..records.evaluator import FrozenEvaluator
+from ..records.evaluator import ArmsSpec, FrozenEvaluator
 from ..store.code_digests import changed_code
 from ..store.input_digests import changed_inputs, project_root
 from ..store.trust import is_trusted
@@ -70,6 +77,20 @@ def covers(frozen: FrozenEvaluator) -> str:
     if frozen.code is None:
         return BEFORE_THE_RULE
     inputs = len(frozen.inputs or {})
+    spec = frozen.spec
+    revisions = spec.revisions if isinstance(spec, ArmsSpec) else {}
+    if isinstance(spec, ArmsSpec) and revisions:
+        named = ", ".join(f"{revision} (arm {arm})" for arm, revision in revisions.items())
+        working = (
+            f", {len(frozen.code)} file(s) of the working tree its other arms run, by content,"
+            if len(revisions) < len(spec.arms)
+            else ""
+        )
+        return (
+            f"consent to it covers its spec, {inputs} input(s){working} and whatever code the revisions {named} of "
+            "this repository hold when it runs, by name: each run records the commit each resolved to and the "
+            "digests of the code it ran there"
+        )
     return (
         f"consent to it covers its spec, {inputs} input(s) and {len(frozen.code)} file(s) of the project its "
         "command runs, by content"

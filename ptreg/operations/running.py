@@ -28,6 +28,7 @@ from ..engine.identity import code_identity
 from ..engine.interruption import deferred, interruptible, pending
 from ..engine.measurement import SpreadExecutor, measure
 from ..engine.plan import EVALUATOR_VERSION
+from ..engine.revisions import changed_under, checked_out
 from ..errors import CheckFailed, LockBusy
 from ..gate.checks import check_gate
 from ..gate.consent import frozen_files_change, refuse_unconsented
@@ -35,7 +36,7 @@ from ..gate.gate_inputs import read_gate_inputs
 from ..gate.readmission import judged_before, read_readmissions, unresolved
 from ..records.attempt import Attempt, Budget, RunRef
 from ..records.evaluator import EvaluatorSpec, FrozenEvaluator
-from ..records.run_results import Provenance, RunResults, new_results
+from ..records.run_results import ArmRevision, Provenance, RunResults, new_results
 from ..store.directory import load_meta, read_attempt, write_attempt
 from ..store.full_read import indexed_attempt
 from ..store.index import open_index
@@ -135,10 +136,17 @@ def _measure_and_record(
     started = utc_now()
     environment = collect(root)
     code = code_identity(frozen.spec, root)  # before measuring: the code as it was when measured
-    found = measure(frozen.spec, executor, round_cap=budget.max_repeats, root=project_root(root))
-    # what the run measured is the frozen evaluator only while its files still are what was
-    # frozen: a repeat that rewrote its own script, or data edited meanwhile, leaves it deciding nothing
-    changed = frozen_files_change(frozen, root)
+    with checked_out(project_root(root), frozen.spec, root.absolute().name, frozen.inputs) as checkouts:
+        arm_roots = {arm: c.root for arm, c in checkouts.items()}
+        found = measure(
+            frozen.spec, executor, round_cap=budget.max_repeats, root=project_root(root), arm_roots=arm_roots
+        )
+        # what the run measured is the frozen evaluator only while its files still are what was
+        # frozen: a repeat that rewrote its own script, or data edited meanwhile, leaves it deciding nothing
+        changed = frozen_files_change(frozen, root) or changed_under(
+            frozen.spec, checkouts, root.absolute().name, frozen.inputs
+        )
+    revisions = {arm: ArmRevision(revision=c.revision, commit=c.commit, code=c.code) for arm, c in checkouts.items()}
     if isinstance(frozen.spec, EvaluatorSpec):
         # read after the workers ran: a backend may settle its configuration on first use (numba's tile)
         environment["backend_configuration"] = backend_configuration(list(frozen.spec.backends))
@@ -160,6 +168,7 @@ def _measure_and_record(
                 run_id=new_run_id(root, attempt_id, started),
                 code=code,
                 inputs_changed=changed,
+                revisions=revisions or None,
             )
             results = new_results(frozen.spec, found, made)
             return results, write_run(root, results, environment)

@@ -53,6 +53,22 @@ PEAK_MEMORY = "peak_memory_mb"
 MEASURED_BY_PTREG = (WALL_SECONDS, PEAK_MEMORY)
 # The one config of a workload that compares arms: its cells are (arm, ALL_CONFIG).
 ALL_CONFIG = "all"
+# The parameter by which an arm names a git revision of the project: its command runs in a
+# checkout of that revision (engine/revisions.py), not in the working tree.
+REVISION = "revision"
+
+
+def revision_problem(revision: str) -> str | None:
+    """Why ``revision`` is not a plain git revision that can be passed to git safely, or None.
+    One starting with '-' could be read as an option, and control characters have no place in
+    a revision's name; git itself says whether the rest resolves."""
+    if not revision.strip():
+        return "is empty"
+    if revision.startswith("-"):
+        return "starts with '-' (it would read as an option)"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in revision):
+        return "holds a control character"
+    return None
 
 
 class Tolerance(BaseModel):
@@ -270,6 +286,13 @@ class ArmsSpec(BaseModel):
                 raise ValueError(problem)
             if path in self.inputs:
                 raise ValueError(f"{path!r} is both an input, frozen, and not_frozen")
+        for arm, params in self.arms.items():
+            if REVISION in params:
+                problem = revision_problem(params[REVISION])
+                if problem is not None:
+                    raise ValueError(
+                        f"arm {arm!r}: revision {params[REVISION]!r} is not a plain git revision: {problem}"
+                    )
         taken = sorted(set(self.metrics) & set(MEASURED_BY_PTREG))
         if taken:
             raise ValueError(f"metric {taken[0]!r} is measured by ptreg itself; name yours otherwise")
@@ -284,6 +307,11 @@ class ArmsSpec(BaseModel):
     @property
     def arm_names(self) -> list[str]:
         return list(self.arms)
+
+    @property
+    def revisions(self) -> dict[str, str]:
+        """The arms that name a git revision of the project, with the revision each names."""
+        return {arm: params[REVISION] for arm, params in self.arms.items() if REVISION in params}
 
     def measures(self) -> str:
         return f"workload {self.workload}, arms {', '.join(self.arms)}, metrics {', '.join(self.metrics) or 'its own'}"

@@ -13,7 +13,8 @@ only runs of the same code. Version 7 keeps the per-item results of arms (and, w
 results.json would pass the one bound of a run's file, the samples) apart from ``results.json``,
 in files each under that bound (``store/runs.py``), named with their digests in ``kept_apart``;
 and it records inputs that changed under the run (``inputs_changed``), which leave it deciding
-nothing.
+nothing. Version 8 records, for each arm that names a git revision, the commit it resolved to
+and the digests of the code its command ran there (``revisions``).
 """
 
 from __future__ import annotations
@@ -29,10 +30,19 @@ from .. import __version__
 from ..text import shorten
 from .attempt import AttemptId, Budget, RunStatus
 from .counting import CountedUnder
-from .evaluator import AnySpec, ArmsSpec, EvaluatorSpec, FrozenEvaluator, MetricName, SpecField
+from .evaluator import (
+    MAX_CODE_FILES,
+    AnySpec,
+    ArmsSpec,
+    EvaluatorSpec,
+    FrozenEvaluator,
+    MetricName,
+    ProjectPath,
+    SpecField,
+)
 from .refs import INT_MAX, RUN_ID_PATTERN
 
-RESULTS_VERSION = 7
+RESULTS_VERSION = 8
 Kernel = Literal["forward", "backward_da", "backward_db"]
 KERNELS: tuple[Kernel, ...] = ("forward", "backward_da", "backward_db")
 # The training step's other ops, in the order the forward meets them (engine/backends.py
@@ -377,10 +387,20 @@ class CodeIdentity(_Strict):
     )
 
 
+class ArmRevision(_Strict):
+    """Version 8: the git revision an arm named, as the run checked it out."""
+
+    revision: str = Field(min_length=1, max_length=1000, description="The revision as the evaluator names it.")
+    commit: str = Field(pattern=r"^[0-9a-f]{40,64}$", description="The commit it resolved to when the run started.")
+    code: dict[ProjectPath, Sha256] = Field(
+        max_length=MAX_CODE_FILES, description="Each file of the checkout its command ran, with its sha256."
+    )
+
+
 class RunResults(_Strict):
     """The file ``results.json``."""
 
-    results_version: Literal[1, 2, 3, 4, 5, 6, 7]
+    results_version: Literal[1, 2, 3, 4, 5, 6, 7, 8]
     run_id: str | None = Field(pattern=RUN_ID_PATTERN, description="Null for an ad hoc `ptreg bench`.")
     attempt: AttemptId | None
     evaluator: str | None = Field(description="name@hash12 of the frozen evaluator; null for bench.")
@@ -418,6 +438,7 @@ class RunResults(_Strict):
         description="Version 7: the input or code file of the evaluator that no longer had its frozen digest when "
         "the run ended, with both digests. Such a run is never complete, and decides nothing.",
     )
+    revisions: dict[str, ArmRevision] | None = Field(default=None, description="Version 8: each revision arm's code.")
 
     @model_validator(mode="after")
     def _roles_by_version(self) -> RunResults:
@@ -431,6 +452,16 @@ class RunResults(_Strict):
             raise ValueError("kept_apart and inputs_changed are recorded from results_version 7 on")
         if self.inputs_changed is not None and self.status == "complete":
             raise ValueError("a run whose inputs changed under it is not complete")
+        return self
+
+    @model_validator(mode="after")
+    def _revisions_are_the_specs(self) -> RunResults:
+        """The revisions recorded are exactly those the spec's arms name, each as named."""
+        if self.revisions is not None and self.results_version < 8:
+            raise ValueError("revisions are recorded from results_version 8 on")
+        named = self.spec.revisions if isinstance(self.spec, ArmsSpec) and self.results_version >= 8 else {}
+        if {a: r.revision for a, r in (self.revisions or {}).items()} != named:
+            raise ValueError("revisions are not the arms' revisions as the run's spec names them")
         return self
 
     @model_validator(mode="after")
@@ -469,7 +500,8 @@ class RunResults(_Strict):
             return None
         parts: list[str | None] = [code.workload.target, code.workload.digest]
         if code.repository_code:
-            parts.append(code.commit if code.dirty is False else None)
+            checked_out = (self.revisions or {}).get(arm)  # a clean checkout of its revision's commit
+            parts.append(checked_out.commit if checked_out else code.commit if code.dirty is False else None)
         if isinstance(self.spec, EvaluatorSpec):
             mine = code.arms.get(arm)
             parts.extend([None] if mine is None else [mine.target, mine.digest])
@@ -529,6 +561,7 @@ class Provenance:
     code: CodeIdentity | None = None  # the code that measured, as far as it is known
     # an input or code file that no longer had its frozen digest when the run ended
     inputs_changed: str | None = None
+    revisions: dict[str, ArmRevision] | None = None  # each revision arm's commit and code
 
 
 def new_results(spec: AnySpec, measurement: Measurement, provenance: Provenance) -> RunResults:
@@ -562,4 +595,5 @@ def new_results(spec: AnySpec, measurement: Measurement, provenance: Provenance)
         code=made.code,
         counted=found.counted,
         inputs_changed=made.inputs_changed,
+        revisions=made.revisions,
     )

@@ -41,8 +41,21 @@ def tables(results: RunResults, margins: Mapping[str, float] | None = None) -> l
     checked = [parity_table(results)] if workload.kind == "backends" else []  # arms have no parity to check
     own = workload.tables(results, margins) if isinstance(workload, ArmsWorkload) else workload.tables(results)
     found = [*checked, *own]
+    if results.revisions:
+        found.append(revisions_table(results))
     machines = machines_table(results)
     return [*found, machines] if machines.rows else found
+
+
+def revisions_table(results: RunResults) -> Table:
+    """The commit each arm that names a git revision ran at, and how many of the checkout's
+    files its command ran (their digests are in the results)."""
+    rows = [
+        [arm, found.revision, found.commit[:12], str(len(found.code))]
+        for arm, found in sorted((results.revisions or {}).items())
+    ]
+    title = "Revisions: each arm ran in a checkout of its commit"
+    return Table(title, rows, ["arm", "revision", "commit", "code files"], text=("revision",))
 
 
 def machines_table(results: RunResults) -> Table:

@@ -83,6 +83,9 @@ class Workload(ABC):
     spec_fields: ClassVar[dict[str, str]] = {}
     # whether an evaluator of it runs code the spec names (then trusted only where frozen)
     runs_code: ClassVar[bool] = False
+    # Whether an arm may name a git revision of the project (``"revision": "HEAD~1"``), its
+    # command then run in a checkout of that revision (engine/revisions.py).
+    checks_out_revisions: ClassVar[bool] = False
     # whether its cells time every region through ``CellRun.stopwatch``, and so can count
     # instructions (an evaluator's ``"timer": "instructions"``)
     counts_instructions: ClassVar[bool] = False

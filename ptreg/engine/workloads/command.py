@@ -468,6 +468,7 @@ class CommandWorkload(ArmsWorkload):
         "parameter, {seed} the round's seed"
     }
     runs_code = True
+    checks_out_revisions = True
 
     def check_settings(self, spec: AnySpec) -> str | None:
         spec = arms_spec(spec)
@@ -501,6 +502,10 @@ class CommandWorkload(ArmsWorkload):
 
     def code(self, spec: AnySpec, registry: Path) -> dict[str, str] | None:
         spec = arms_spec(spec)
+        # an arm that names a git revision runs that revision's files, not the working tree's:
+        # what it runs is recorded with each run (engine/revisions.py), and consent covers the
+        # revisions by name
+        spec = spec.model_copy(update={"arms": {a: p for a, p in spec.arms.items() if a not in spec.revisions}})
         try:
             named = named_code(spec)
         except ValueError as exc:

@@ -196,6 +196,9 @@ def spec_problem(spec: AnySpec) -> str | None:
             return f"metric {clash[0]!r} is declared by workload {spec.workload!r} itself"
         if not spec.metrics and not workload.metrics:
             return f"workload {spec.workload!r} declares no metrics: the spec must (metrics)"
+        checked_out = sorted(spec.revisions)
+        if checked_out and not workload.checks_out_revisions:
+            return f"arm {checked_out[0]!r} names a git revision, which workload {spec.workload!r} does not check out"
         wide = too_wide(spec, workload)
         if wide is not None:
             return wide
