@@ -13,7 +13,10 @@ only runs of the same code. Version 7 keeps the per-item results of arms (and, w
 results.json would pass the one bound of a run's file, the samples) apart from ``results.json``,
 in files each under that bound (``store/runs.py``), named with their digests in ``kept_apart``;
 and it records inputs that changed under the run (``inputs_changed``), which leave it deciding
-nothing.
+nothing. Version 8 says what each interval of a metric is over (``variance``): a metric with
+per-item results carries the variance of its items and of its seeds (each seed trains a model
+of its own), and one seed's interval, over its items only, leaves the seed's variance unknown
+and gives no verdict; a positive metric's (a time, memory) is taken on the log scale.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ from ..text import shorten
 from .attempt import AttemptId, Budget, RunStatus
 from .counting import CountedUnder
 from .evaluator import AnySpec, ArmsSpec, EvaluatorSpec, FrozenEvaluator, MetricName, SpecField
+from .intervals import VARIANCE_FROM_VERSION, VarianceOf
 from .refs import INT_MAX, RUN_ID_PATTERN
 
-RESULTS_VERSION = 7
+RESULTS_VERSION = 8
 Kernel = Literal["forward", "backward_da", "backward_db"]
 KERNELS: tuple[Kernel, ...] = ("forward", "backward_da", "backward_db")
 # The training step's other ops, in the order the forward meets them (engine/backends.py
@@ -224,7 +228,8 @@ class MetricSample(_Strict):
 
 
 class MetricSummary(_Strict):
-    """One metric of one arm over its repeats: the mean with its 95% t-interval, and the spread."""
+    """One metric of one arm over its repeats: the mean with its 95% t-interval, and the spread.
+    From version 8 a metric with per-item results is summarised over its items and seeds."""
 
     n: Count
     mean: Finite
@@ -232,6 +237,22 @@ class MetricSummary(_Strict):
     min: Finite
     max: Finite
     ci: SignedInterval | None = Field(description="95% interval of the mean; unknown with one repeat.")
+    variance: VarianceOf | None = Field(
+        default=None, description="Version 8: what the interval's variance is over; unknown before."
+    )
+    df: Positive | None = Field(
+        default=None, description="Version 8: the t quantile's degrees of freedom, where they are not n - 1."
+    )
+    scale: Literal["linear", "log"] | None = Field(
+        default=None,
+        description="Version 8: log for a positive metric's interval, of the geometric mean (a time, memory).",
+    )
+    items: Count | None = Field(
+        default=None, description="Version 8: the items the mean is over, each present in every seed."
+    )
+    items_left_out: Index | None = Field(
+        default=None, description="Version 8: items left out, for missing from a seed."
+    )
 
 
 class MetricComparison(_Strict):
@@ -247,6 +268,15 @@ class MetricComparison(_Strict):
     won: Index | None = Field(default=None, description="Pairs where this arm was better.")
     lost: Index | None = Field(default=None, description="Pairs where the other arm was better.")
     tied: Index | None = None
+    variance: VarianceOf | None = Field(
+        default=None, description="Version 8: what the interval's variance is over; unknown before."
+    )
+    df: Positive | None = Field(
+        default=None, description="Version 8: the t quantile's degrees of freedom, where they are not n - 1."
+    )
+    items_left_out: Index | None = Field(
+        default=None, description="Version 8: items left out, for missing from a seed of either arm."
+    )
 
 
 class Share(_Strict):
@@ -380,7 +410,7 @@ class CodeIdentity(_Strict):
 class RunResults(_Strict):
     """The file ``results.json``."""
 
-    results_version: Literal[1, 2, 3, 4, 5, 6, 7]
+    results_version: Literal[1, 2, 3, 4, 5, 6, 7, 8]
     run_id: str | None = Field(pattern=RUN_ID_PATTERN, description="Null for an ad hoc `ptreg bench`.")
     attempt: AttemptId | None
     evaluator: str | None = Field(description="name@hash12 of the frozen evaluator; null for bench.")
@@ -431,6 +461,21 @@ class RunResults(_Strict):
             raise ValueError("kept_apart and inputs_changed are recorded from results_version 7 on")
         if self.inputs_changed is not None and self.status == "complete":
             raise ValueError("a run whose inputs changed under it is not complete")
+        return self
+
+    @model_validator(mode="after")
+    def _variance_from_version_8(self) -> RunResults:
+        """What an interval is over is recorded from version 8 on, and read only there: an
+        older run claiming it was not written by ptreg."""
+        if self.results_version >= VARIANCE_FROM_VERSION:
+            return self
+        for n, cell in enumerate(self.cells):
+            said: list[MetricSummary | MetricComparison] = [
+                *(cell.metrics or {}).values(),
+                *(c for v in (cell.versus or {}).values() for c in v.values()),
+            ]
+            if any(x.variance is not None or x.df is not None or x.items_left_out is not None for x in said):
+                raise ValueError(f"cells/{n}: what an interval is over is recorded from results_version 8 on")
         return self
 
     @model_validator(mode="after")

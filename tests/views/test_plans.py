@@ -177,8 +177,9 @@ def test_equivalence_without_a_margin_is_undecided_not_guessed() -> None:
 def test_an_or_holds_each_alternative_to_its_share_of_the_error() -> None:
     # a difference whose 95% interval clears 0 but whose 97.5% interval does not (t = 2.65 on 7
     # degrees of freedom, between 2.36 and 2.84)
-    champion = [{f"q{i}": 0.0 for i in range(8)}]
-    challenger = [{f"q{i}": (1.0 if i < 4 else 0.0) for i in range(8)}]
+    # (two seeds that agree item for item: the seeds add no variance, and the items' gives the t)
+    champion = [{f"q{i}": 0.0 for i in range(8)}] * 2
+    challenger = [{f"q{i}": (1.0 if i < 4 else 0.0) for i in range(8)}] * 2
     results = arms_run({"champion": champion, "challenger": challenger})
     alone = decide(parse(f"diff(score, {CANDIDATE}) > 0"), results)
     assert alone.truth is True, alone.summary()
@@ -236,9 +237,10 @@ def add_arms_run(root: Path, attempt_id: str, run_id: str, results: RunResults) 
 
 WIN = {"champion": scores([0.0] * 20), "challenger": scores([1.0] * 20)}
 LOSS = {"champion": scores([1.0] * 20), "challenger": scores([0.0] * 20)}
-NOISE = {  # one seed each way: the pair of runs pooled leaves the difference straddling zero
-    "champion": [{f"q{i}": 0.0 for i in range(20)}, {f"q{i}": 1.0 for i in range(20)}],
-    "challenger": [{f"q{i}": 1.0 for i in range(20)}, {f"q{i}": 0.0 for i in range(20)}],
+ZEROS, ONES = {f"q{i}": 0.0 for i in range(20)}, {f"q{i}": 1.0 for i in range(20)}
+NOISE = {  # two rounds each way, the runs' seeds the same: pooled, every item of every seed ties
+    "champion": [ZEROS, ZEROS, ONES, ONES],
+    "challenger": [ONES, ONES, ZEROS, ZEROS],
 }
 
 
@@ -266,17 +268,17 @@ def test_a_second_run_never_changes_the_decision_of_a_plan_on_the_first(tmp_path
 
 def test_a_plan_that_pools_runs_waits_for_them_and_decides_on_the_pool(tmp_path: Path) -> None:
     root = write_registry(tmp_path / "reg", [plan_record("pooled", f"better(score, {CANDIDATE})", runs=2)])
-    add_arms_run(root, "pooled", "20261201T000000Z", arms_run({k: v[:1] for k, v in NOISE.items()}))
+    add_arms_run(root, "pooled", "20261201T000000Z", arms_run({k: v[:2] for k, v in NOISE.items()}))
 
     def outcome() -> Any:
         return decide_plan(root, Attempt.model_validate(json.loads((root / "pooled.json").read_text())))
 
     waiting = outcome()
     assert waiting.status == "inconclusive" and "1 complete run(s) of the 2 its plan pools" in waiting.because
-    add_arms_run(root, "pooled", "20261202T000000Z", arms_run({k: v[1:] for k, v in NOISE.items()}))
+    add_arms_run(root, "pooled", "20261202T000000Z", arms_run({k: v[2:] for k, v in NOISE.items()}))
     pooled = outcome()
     assert pooled.runs == ["20261201T000000Z", "20261202T000000Z"]
-    # one seed each way: every item ties once pooled, so not better; the first run alone said worked
+    # each seed's items averaged over the two runs tie, so not better; the first run alone said worked
     assert pooled.status == "failed" and "(pooled)" in pooled.readout[0], pooled.readout
     add_arms_run(root, "pooled", "20261203T000000Z", arms_run(WIN))
     assert outcome().runs == pooled.runs  # a third run is counted, never read
