@@ -11,7 +11,7 @@ only where a quantile is computed.
 from __future__ import annotations
 
 import math
-from functools import cache
+from functools import cache, lru_cache
 from typing import Literal
 
 LEVEL = 0.95  # the level of every interval a run records
@@ -42,7 +42,7 @@ def t_quantile(n: int, level: float = LEVEL) -> float:
     return float(t.ppf(0.5 + level / 2, n - 1))
 
 
-@cache
+@lru_cache(maxsize=1024)  # degrees of freedom that need not be whole take many values: a bounded cache
 def t_quantile_df(df: float, level: float = LEVEL) -> float:
     """The two-sided ``level`` quantile of Student's t with ``df`` degrees of freedom, which
     need not be whole (Satterthwaite's, for a variance made of several parts)."""

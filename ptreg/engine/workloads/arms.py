@@ -124,14 +124,23 @@ def items_by_seed(samples: list[MetricSample], metric: str) -> dict[int, dict[st
     """Each seed's per-item values of a metric, from the repeats that wrote items for it. A seed
     taken twice (runs pooled, each starting at the spec's seed) gives each item the mean of its
     values: the same seed trains the same model."""
-    found: dict[int, dict[str, list[float]]] = {}
+    found: dict[int, list[dict[str, float]]] = {}
     for s in _good(samples):
         items = (s.items or {}).get(metric)
         if items:
-            seed = found.setdefault(s.seed, {})
-            for item, value in items.items():
-                seed.setdefault(item, []).append(value)
-    return {seed: {item: sum(v) / len(v) for item, v in items.items()} for seed, items in found.items()}
+            found.setdefault(s.seed, []).append(items)
+    return {seed: _averaged(taken) for seed, taken in found.items()}
+
+
+def _averaged(taken: list[dict[str, float]]) -> dict[str, float]:
+    """Each item's mean over the repeats of one seed that scored it."""
+    if len(taken) == 1:
+        return dict(taken[0])
+    values: dict[str, list[float]] = {}
+    for items in taken:
+        for item, value in items.items():
+            values.setdefault(item, []).append(value)
+    return {item: sum(v) / len(v) for item, v in values.items()}
 
 
 def complete_items(by_seed: list[dict[str, float]]) -> tuple[list[str], int]:
@@ -416,7 +425,7 @@ class ArmsWorkload(Workload):
                 "intervals over",
                 "note",
             ]
-            found.append(Table(title, rows, headers, notes=("note",)))
+            found.append(Table(title, rows, headers, notes=("intervals over", "note")))
         return found
 
     def evidence(self, results: RunResults) -> list[str]:
