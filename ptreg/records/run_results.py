@@ -474,7 +474,11 @@ class RunResults(_Strict):
                 *(cell.metrics or {}).values(),
                 *(c for v in (cell.versus or {}).values() for c in v.values()),
             ]
-            if any(x.variance is not None or x.df is not None or x.items_left_out is not None for x in said):
+            if any(
+                v is not None
+                for x in said
+                for v in (x.variance, x.df, x.items_left_out, getattr(x, "scale", None), getattr(x, "items", None))
+            ):
                 raise ValueError(f"cells/{n}: what an interval is over is recorded from results_version 8 on")
         return self
 
