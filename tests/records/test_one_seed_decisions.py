@@ -121,3 +121,13 @@ def test_an_or_splits_a_two_way_interval_at_its_degrees_of_freedom() -> None:
     assert comparison.ci is not None
     wider = at_level(comparison.ci.low, comparison.ci.high, comparison.n, "linear", 0.975, comparison.df)
     assert reading.interval(0.975) == pytest.approx(wider)
+
+
+def test_the_table_says_what_the_intervals_are_over_and_gives_no_verdict_for_one_seed() -> None:
+    (score,) = [t for t in CommandWorkload().tables(run(CLEAR)) if t.title.startswith("score")]
+    assert score.headers[-2] == "intervals over"
+    challenger = score.rows[1]
+    assert challenger[-2] == "items only; seed variance unknown"
+    assert challenger[5] == f"no verdict: {ONE_SEED}"
+    (old,) = [t for t in CommandWorkload().tables(run(CLEAR, version=7)) if t.title.startswith("score")]
+    assert "intervals over" not in old.headers and old.rows[1][5] == "better"  # as version 7 said
