@@ -264,7 +264,10 @@ class MetricComparison(_Strict):
     ci: SignedInterval | None = Field(description="95% interval; unknown with fewer than 2 pairs.")
     n: Count = Field(description="Pairs: items or rounds.")
     paired_by: Literal["item", "round"]
-    seeds: Count = Field(description="Repeats (seeds) averaged within each item, when paired by item.")
+    seeds: Count = Field(
+        description="Paired by item: the seeds the items were scored in (from version 8, those both arms scored "
+        "items in, crossed with the items; before, averaged within each item); paired by round: the rounds."
+    )
     won: Index | None = Field(default=None, description="Pairs where this arm was better.")
     lost: Index | None = Field(default=None, description="Pairs where the other arm was better.")
     tied: Index | None = None
