@@ -18,8 +18,17 @@ from ptreg.records.condition import render
 from ptreg.records.condition_grammar import parse
 from ptreg.records.decision import decide
 from ptreg.records.evaluator import ArmsSpec, parse_spec
-from ptreg.records.run_results import Cell, Measurement, MetricSample, Provenance, Roles, RunResults, new_results
-from ptreg.views.plans import decide_plan
+from ptreg.records.run_results import (
+    RESULTS_VERSION,
+    Cell,
+    Measurement,
+    MetricSample,
+    Provenance,
+    Roles,
+    RunResults,
+    new_results,
+)
+from ptreg.views.plans import decide_plan, pooled
 
 SPEC = parse_spec(
     {
@@ -47,8 +56,10 @@ def arms_run(
     latency: dict[str, list[float]] | None = None,
     run_id: str | None = None,
     attempt: str | None = None,
+    version: int = RESULTS_VERSION,
 ) -> RunResults:
-    """A run of the two arms: each repeat's items (score 0..1), peak memory and latency."""
+    """A run of the two arms: each repeat's items (score 0..1), peak memory and latency, as runs
+    of ``version`` record it."""
     assert isinstance(SPEC, ArmsSpec)
     workload = CommandWorkload()
     cells = []
@@ -68,14 +79,15 @@ def arms_run(
             for r, scored in enumerate(repeats)
         ]
         cell = Cell(backend=arm, config="all", status="measured")
-        workload.summarize(SPEC, cell, list(samples))
+        workload.summarize(SPEC, cell, list(samples), results_version=version)
         cells.append(cell)
-    workload.compare(SPEC, cells, Roles(reference=None, peer=None))
-    return new_results(
+    workload.compare(SPEC, cells, Roles(reference=None, peer=None), results_version=version)
+    made = new_results(
         SPEC,
         Measurement([], cells, Roles(reference=None, peer=None), [], "complete", None),
         Provenance(["ptreg", "run"], "2026-12-02T00:00:00Z", "2026-12-02T00:01:00Z", 2, attempt=attempt, run_id=run_id),
     )
+    return RunResults.model_validate({**made.model_dump(), "results_version": version})
 
 
 def scores(values: list[float], repeats: int = 3) -> list[dict[str, float]]:
@@ -327,3 +339,21 @@ def test_a_plan_edited_after_admission_is_caught(tmp_path: Path, cli) -> None:
     path.write_text(json.dumps(body))
     checked = cli("-r", root, "validate")
     assert checked.code == 1 and "[plan-integrity]" in checked.out and "edited after admission" in checked.out
+
+
+def test_a_pool_of_runs_before_version_8_is_decided_as_they_were_recorded() -> None:
+    # one seed in each run, the same seed: version 7 paired the items, version 8 gives no verdict
+    one = {"champion": [ZEROS], "challenger": [ONES]}
+    old = [arms_run(one, version=7) for _ in range(2)]
+    for run in old:  # as version 7 recorded them
+        for cell in run.cells:
+            for summary in (cell.metrics or {}).values():
+                assert summary.variance is None
+    pool = pooled(old)
+    assert pool.results_version == 7
+    versus = (pool.cells[1].versus or {})["champion"]["score"]
+    assert versus.variance is None and versus.ci is not None  # items averaged over the repeats
+    assert decide(parse(f"better(score, {CANDIDATE})"), pool).truth is True
+    new = pooled([arms_run(one), arms_run(one)])
+    assert (new.cells[1].versus or {})["champion"]["score"].variance == "items only"
+    assert decide(parse(f"better(score, {CANDIDATE})"), new).truth is None
