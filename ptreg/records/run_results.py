@@ -13,8 +13,12 @@ only runs of the same code. Version 7 keeps the per-item results of arms (and, w
 results.json would pass the one bound of a run's file, the samples) apart from ``results.json``,
 in files each under that bound (``store/runs.py``), named with their digests in ``kept_apart``;
 and it records inputs that changed under the run (``inputs_changed``), which leave it deciding
-nothing. Version 8 records, for each arm that names a git revision, the commit it resolved to
-and the digests of the code its command ran there (``revisions``).
+nothing. Version 8 says what each interval of a metric is over (``variance``): a metric with
+per-item results carries the variance of its items and of its seeds (each seed trains a model
+of its own), and one seed's interval, over its items only, leaves the seed's variance unknown
+and gives no verdict; a positive metric's (a time, memory) is taken on the log scale. It also
+records, for each arm that names a git revision, the commit it resolved to and the digests of
+the code its command ran there (``revisions``).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from .evaluator import (
     ProjectPath,
     SpecField,
 )
+from .intervals import VARIANCE_FROM_VERSION, VarianceOf
 from .refs import INT_MAX, RUN_ID_PATTERN
 
 RESULTS_VERSION = 8
@@ -234,7 +239,8 @@ class MetricSample(_Strict):
 
 
 class MetricSummary(_Strict):
-    """One metric of one arm over its repeats: the mean with its 95% t-interval, and the spread."""
+    """One metric of one arm over its repeats: the mean with its 95% t-interval, and the spread.
+    From version 8 a metric with per-item results is summarised over its items and seeds."""
 
     n: Count
     mean: Finite
@@ -242,6 +248,22 @@ class MetricSummary(_Strict):
     min: Finite
     max: Finite
     ci: SignedInterval | None = Field(description="95% interval of the mean; unknown with one repeat.")
+    variance: VarianceOf | None = Field(
+        default=None, description="Version 8: what the interval's variance is over; unknown before."
+    )
+    df: Positive | None = Field(
+        default=None, description="Version 8: the t quantile's degrees of freedom, where they are not n - 1."
+    )
+    scale: Literal["linear", "log"] | None = Field(
+        default=None,
+        description="Version 8: log for a positive metric's interval, of the geometric mean (a time, memory).",
+    )
+    items: Count | None = Field(
+        default=None, description="Version 8: the items the mean is over, each present in every seed."
+    )
+    items_left_out: Index | None = Field(
+        default=None, description="Version 8: items left out, for missing from a seed."
+    )
 
 
 class MetricComparison(_Strict):
@@ -253,10 +275,22 @@ class MetricComparison(_Strict):
     ci: SignedInterval | None = Field(description="95% interval; unknown with fewer than 2 pairs.")
     n: Count = Field(description="Pairs: items or rounds.")
     paired_by: Literal["item", "round"]
-    seeds: Count = Field(description="Repeats (seeds) averaged within each item, when paired by item.")
+    seeds: Count = Field(
+        description="Paired by item: the seeds the items were scored in (from version 8, those both arms scored "
+        "items in, crossed with the items; before, averaged within each item); paired by round: the rounds."
+    )
     won: Index | None = Field(default=None, description="Pairs where this arm was better.")
     lost: Index | None = Field(default=None, description="Pairs where the other arm was better.")
     tied: Index | None = None
+    variance: VarianceOf | None = Field(
+        default=None, description="Version 8: what the interval's variance is over; unknown before."
+    )
+    df: Positive | None = Field(
+        default=None, description="Version 8: the t quantile's degrees of freedom, where they are not n - 1."
+    )
+    items_left_out: Index | None = Field(
+        default=None, description="Version 8: items left out, for missing from a seed of either arm."
+    )
 
 
 class Share(_Strict):
@@ -462,6 +496,25 @@ class RunResults(_Strict):
         named = self.spec.revisions if isinstance(self.spec, ArmsSpec) and self.results_version >= 8 else {}
         if {a: r.revision for a, r in (self.revisions or {}).items()} != named:
             raise ValueError("revisions are not the arms' revisions as the run's spec names them")
+        return self
+
+    @model_validator(mode="after")
+    def _variance_from_version_8(self) -> RunResults:
+        """What an interval is over is recorded from version 8 on, and read only there: an
+        older run claiming it was not written by ptreg."""
+        if self.results_version >= VARIANCE_FROM_VERSION:
+            return self
+        for n, cell in enumerate(self.cells):
+            said: list[MetricSummary | MetricComparison] = [
+                *(cell.metrics or {}).values(),
+                *(c for v in (cell.versus or {}).values() for c in v.values()),
+            ]
+            if any(
+                v is not None
+                for x in said
+                for v in (x.variance, x.df, x.items_left_out, getattr(x, "scale", None), getattr(x, "items", None))
+            ):
+                raise ValueError(f"cells/{n}: what an interval is over is recorded from results_version 8 on")
         return self
 
     @model_validator(mode="after")
