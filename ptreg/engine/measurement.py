@@ -28,11 +28,13 @@ from .plan import (
     estimate_round,
     interrupted_reason,
     narrow_enough,
+    order_seed,
     parity_shapes,
     round_order,
     run_status,
 )
 from .protocol import CellTask, ParityTask
+from .stats import ADAPTIVE_MIN_ROUNDS
 from .workloads.base import Workload, backends_spec
 from .workloads.discovery import require_measurable
 
@@ -79,18 +81,23 @@ class SpreadExecutor(Protocol):
 
 
 def measure(
-    spec: AnySpec, executor: Executor | SpreadExecutor, round_cap: int | None = None, root: Path | None = None
+    spec: AnySpec,
+    executor: Executor | SpreadExecutor,
+    round_cap: int | None = None,
+    root: Path | None = None,
+    seed_of_orders: int | None = None,
 ) -> Measurement:
     """Parity (for a workload of backends), then every config's cells in interleaved rounds.
     ``round_cap`` is the most rounds the budget allows a config (its ``max_repeats``), when it
-    says; ``root`` is the project root, where an arms workload's commands run."""
+    says; ``root`` is the project root, where an arms workload's commands run;
+    ``seed_of_orders`` seeds the rounds' orders, drawn afresh for the run when not given."""
     workload = require_measurable(spec, f"evaluator {spec.name}")
     counts = isinstance(spec, EvaluatorSpec) and spec.counts_instructions
     if counts:
         valgrind()  # refused before anything runs when it is missing
     executor.start()
     ratio_roles = roles(describe_all()) if workload.kind == "backends" else Roles(reference=None, peer=None)
-    places = Places(root)
+    places = Places(root, order_seed() if seed_of_orders is None else seed_of_orders)
     parity: list[ParityOutcome] = []
     measured: list[Cell] = []
     rounds: list[ConfigRounds] = []
@@ -168,9 +175,11 @@ def parity_outcome(backend: str, outcome: TaskOutcome) -> ParityOutcome:
 
 @dataclass(frozen=True)
 class Places:
-    """Where a cell's worker is told its work lives: the project root, for arms workloads."""
+    """Where a cell's worker is told its work lives: the project root, for arms workloads; and
+    the run's own seed of the rounds' orders (``plan.round_order``)."""
 
     root: Path | None
+    order_seed: int
 
 
 def _measure_cells(
@@ -260,7 +269,7 @@ def config_rounds(
             if not live:
                 stopped = "no backend left to measure"
                 break
-            if spec.target_ci is not None and number >= spec.least_repeats:
+            if spec.target_ci is not None and number >= max(spec.least_repeats, ADAPTIVE_MIN_ROUNDS):
                 so_far = _cells(spec, workload, config, workers)
                 workload.compare(spec, so_far, ratio_roles)
                 if narrow_enough(so_far, spec.target_ci):
@@ -271,7 +280,7 @@ def config_rounds(
                 stopped = f"stopped by the budget: {why}"
                 executor.budget_hit = True
                 break
-            order = [b for b in round_order(spec.seed, config, number, backends) if b in live]
+            order = [b for b in round_order(places.order_seed, config, number, backends) if b in live]
             orders.append(order)
             executor.announce(f"{config} rounds", "round", number, most)
             begun = time.monotonic()
@@ -296,7 +305,7 @@ def config_rounds(
                 executor.kill(worker, "budget", "stopped with the rest of its round by the budget")
             else:
                 executor.close(worker)
-    taken = ConfigRounds(config=config, order_seed=spec.seed, orders=orders, stopped=stopped)
+    taken = ConfigRounds(config=config, order_seed=places.order_seed, orders=orders, stopped=stopped)
     if orders:
         executor.announce(f"{config} rounds", "finished", len(orders), most, stopped, time.monotonic() - opened)
     return _cells(spec, workload, config, workers), taken
