@@ -200,7 +200,7 @@ def _measure_cells(
         if not runnable:
             continue
         estimate = estimate_round(round_seconds, config, spec)
-        allowed, why = executor.fits(None if estimate is None else estimate * spec.least_repeats)
+        allowed, why = executor.fits(None if estimate is None else estimate * least_rounds(spec))
         if not allowed:
             measured += [Cell(backend=b, config=config, status="not-started", reason=why) for b in runnable]
             continue
@@ -230,6 +230,14 @@ def _runnable(spec: AnySpec, config: str, parity: list[ParityOutcome], measured:
 def _in_plan_order(spec: AnySpec, measured: list[Cell]) -> None:
     order: dict[tuple[str, str], int] = {(p.config, p.backend): i for i, p in enumerate(cells(spec))}
     measured.sort(key=lambda c: order[(c.config, c.backend)])
+
+
+def least_rounds(spec: AnySpec) -> int:
+    """The rounds a config takes at least: the plan's, and under an adaptive plan never fewer
+    than its stopping rule's floor (``stats.ADAPTIVE_MIN_ROUNDS``), up to its ceiling."""
+    if spec.target_ci is None:
+        return spec.least_repeats
+    return min(spec.most_repeats, max(spec.least_repeats, ADAPTIVE_MIN_ROUNDS))
 
 
 def config_rounds(
@@ -269,7 +277,7 @@ def config_rounds(
             if not live:
                 stopped = "no backend left to measure"
                 break
-            if spec.target_ci is not None and number >= max(spec.least_repeats, ADAPTIVE_MIN_ROUNDS):
+            if spec.target_ci is not None and number >= least_rounds(spec):
                 so_far = _cells(spec, workload, config, workers)
                 workload.compare(spec, so_far, ratio_roles)
                 if narrow_enough(so_far, spec.target_ci):

@@ -251,3 +251,16 @@ def test_bench_spec_refuses_unusable_options_in_one_line(changes: dict[str, Any]
         bench_spec(**options)
     assert caught.value.exit_code == EXIT_UNUSABLE and field in caught.value.message
     assert "\n" not in caught.value.message
+
+
+def test_an_adaptive_plan_takes_at_least_its_stopping_rules_floor_of_rounds() -> None:
+    from ptreg.engine.measurement import least_rounds
+    from ptreg.engine.stats import ADAPTIVE_MIN_ROUNDS
+
+    def adaptive(least: int, most: int) -> EvaluatorSpec:
+        return spec(repeats=None, min_repeats=least, max_repeats=most, target_ci=0.05)
+
+    assert least_rounds(spec(repeats=3)) == 3  # a fixed plan is its own
+    assert least_rounds(adaptive(2, 40)) == ADAPTIVE_MIN_ROUNDS
+    assert least_rounds(adaptive(ADAPTIVE_MIN_ROUNDS + 2, 40)) == ADAPTIVE_MIN_ROUNDS + 2
+    assert least_rounds(adaptive(2, ADAPTIVE_MIN_ROUNDS - 2)) == ADAPTIVE_MIN_ROUNDS - 2  # up to its ceiling
