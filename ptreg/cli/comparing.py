@@ -191,7 +191,7 @@ def history(
     ),
     as_json: bool = JsonFlag,
 ) -> None:
-    """Every complete run under one evaluator, oldest first, per cell: median, the 95% interval of the geometric mean over repeats, and the median against the first run's (an orientation; `ptreg compare` tests)."""
+    """Every complete run under one evaluator, oldest first, per cell: median, the 95% interval of the typical value over repeats, and the median against the first run's (an orientation; `ptreg compare` tests)."""
     from ..errors import PtregError
     from ..views.comparison import arms_history, evaluator_history
     from ..views.tables import plain

@@ -5,15 +5,19 @@ A machine shared with others is noisy, so a cell is summarised by its median and
 trust. Its center and every ratio carry a 95% interval.
 
 The interval is Student's t on the logarithms of the values (for a ratio, of the per-round
-ratios), i.e. an interval of their geometric mean, with the quantile from ``scipy.stats.t``.
-Timing noise is multiplicative, and at the 3 to 12 repeats ptreg takes a percentile bootstrap
-of the median covers the truth in only 76-93% of draws where this holds at 94-97%, heavy
-tails included (docs/measurements.md#intervals). Nothing here times anything or imports
-NumPy; the summaries are part of the results record (``records/run_results.py``).
+ratios), with the quantile from ``scipy.stats.t``. Timing noise is multiplicative, and at the
+3 to 12 repeats ptreg takes a percentile bootstrap of the median covers the truth in only
+76-93% of draws where this holds at 94-97%, heavy tails included
+(docs/measurements.md#intervals). It is an interval of the typical value (the unloaded truth,
+and the median): when busy moments only ever slow a repeat, the geometric mean is pulled up
+with them and the interval covers it less often than 95%, so it is not labelled as one.
+Nothing here times anything or imports NumPy; the summaries are part of the results record
+(``records/run_results.py``).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -22,33 +26,76 @@ from dataclasses import dataclass
 from ..records.intervals import LEVEL, VarianceOf, t_quantile, t_quantile_df
 from ..records.run_results import Interval, MetricSummary, Ratio, SignedInterval, Summary
 
-METHOD = "Student's t on log values (interval of the geometric mean), scipy.stats.t"
+METHOD = "Student's t on log values (interval of the typical value: true and median), scipy.stats.t"
+# Rounds of one run are not independent: a load that lasts several rounds, or a drift, moves
+# neighbouring rounds' ratios together, and an interval that treats them as independent is too
+# narrow. The per-round log ratios' variance adds their lag-1 autocovariance (Newey and West,
+# 1987, with the truncated kernel of lag 1), never going below the independent variance
+# (benchmarks/interleaving.py; docs/measurements.md#interleaved-rounds).
+PAIRED_METHOD = (
+    "Student's t on per-round log ratios, lag-1 autocovariance added, never below independent "
+    "(interval of the typical ratio: true and median), scipy.stats.t"
+)
 # An adaptive plan stops once its intervals look narrow, and stopping on a narrow look selects
-# samples whose spread came out small: its 95% intervals held the truth in only 91-93% of
-# simulated plans. Taken at the 99% quantile, for the stopping rule and the record alike, they
-# held it in at least 97.6% of every setting simulated (benchmarks/adaptive_coverage.py;
-# docs/measurements.md#adaptive-plans), so the 95% they claim is kept.
+# samples whose spread came out small. At the plain 95% quantile its intervals held the truth in
+# only 91-93% of simulated plans, and after an early stop (3 to 5 rounds) under harsh noise in
+# 64%. So the rule may not stop before ADAPTIVE_MIN_ROUNDS rounds, and its intervals, for the
+# rule and the record alike, are taken at a quantile that depends on when it stopped: wider the
+# earlier (benchmarks/adaptive_coverage.py; docs/measurements.md#adaptive-plans).
+ADAPTIVE_MIN_ROUNDS = 6
 ADAPTIVE_QUANTILE_LEVEL = 0.99
-ADAPTIVE_METHOD = f"{METHOD}; an adaptive plan's, at the 99% quantile so that it covers 95% after the stopping rule"
+EARLY_QUANTILE_LEVEL = 0.999
+EARLY_ROUNDS = 15  # below this many rounds, the early level
 
 
-def log_interval(values: Sequence[float], adaptive: bool = False) -> tuple[float, float] | None:
-    """The 95% interval of the geometric mean of positive values, as (low, high); unknown with
-    fewer than two values or a value that is not positive. ``adaptive``: taken from a plan
-    that stopped when its intervals looked narrow (``ADAPTIVE_QUANTILE_LEVEL``)."""
+def adaptive_level(rounds: int) -> float:
+    """The quantile level an adaptive plan's interval is taken at after ``rounds`` rounds."""
+    return EARLY_QUANTILE_LEVEL if rounds < EARLY_ROUNDS else ADAPTIVE_QUANTILE_LEVEL
+
+
+ADAPTIVE_NOTE = (
+    f"; adaptive: no stop before {ADAPTIVE_MIN_ROUNDS} rounds, quantile {100 * EARLY_QUANTILE_LEVEL:g}% below "
+    f"{EARLY_ROUNDS} rounds, else {100 * ADAPTIVE_QUANTILE_LEVEL:g}%"
+)
+ADAPTIVE_METHOD = METHOD + ADAPTIVE_NOTE
+ADAPTIVE_PAIRED_METHOD = PAIRED_METHOD + ADAPTIVE_NOTE
+
+
+def _dependent_variance(logs: Sequence[float]) -> float:
+    """The variance of values taken one after another, for the interval of their mean: the
+    sample variance plus twice the lag-1 autocovariance (on the same n - 1 scale), or the
+    sample variance when that is larger (a negative autocovariance, as alternating orders can
+    give, is not allowed to narrow the interval)."""
+    independent = statistics.variance(logs)
+    centre = statistics.fmean(logs)
+    lag1 = sum((a - centre) * (b - centre) for a, b in itertools.pairwise(logs)) / (len(logs) - 1)
+    return max(independent, independent + 2 * lag1)
+
+
+def log_interval(values: Sequence[float], adaptive: bool = False, in_order: bool = False) -> tuple[float, float] | None:
+    """The 95% interval of the typical value of positive values, as (low, high); unknown with
+    fewer than two values or a value that is not positive. ``adaptive``: taken from a plan that
+    stopped when its intervals looked narrow (``adaptive_level``); ``in_order``: the values
+    are in the order they were taken, one a round, and may not be independent
+    (``_dependent_variance``)."""
     if len(values) < 2 or any(not v > 0 for v in values):
         return None
     logs = [math.log(v) for v in values]
-    level = ADAPTIVE_QUANTILE_LEVEL if adaptive else LEVEL
-    half = t_quantile(len(logs), level) * statistics.stdev(logs) / math.sqrt(len(logs))
+    level = adaptive_level(len(logs)) if adaptive else LEVEL
+    variance = _dependent_variance(logs) if in_order else statistics.variance(logs)
+    half = t_quantile(len(logs), level) * math.sqrt(variance / len(logs))
     center = statistics.fmean(logs)
     return math.exp(center - half), math.exp(center + half)
 
 
-def _interval(found: tuple[float, float] | None, adaptive: bool) -> Interval | None:
+def _interval(found: tuple[float, float] | None, adaptive: bool, paired: bool = False) -> Interval | None:
     if found is None:
         return None
-    return Interval(low=found[0], high=found[1], level=LEVEL, method=ADAPTIVE_METHOD if adaptive else METHOD)
+    if paired:
+        method = ADAPTIVE_PAIRED_METHOD if adaptive else PAIRED_METHOD
+    else:
+        method = ADAPTIVE_METHOD if adaptive else METHOD
+    return Interval(low=found[0], high=found[1], level=LEVEL, method=method)
 
 
 def center_interval(values: Sequence[float], adaptive: bool = False) -> Interval | None:
@@ -81,12 +128,13 @@ def paired_ratio(
     numerator: Mapping[int, float], denominator: Mapping[int, float], adaptive: bool = False
 ) -> Ratio | None:
     """``numerator / denominator`` round by round, over the rounds both have: the median of the
-    per-round ratios and its 95% interval. Unknown when no round has both."""
+    per-round ratios and its 95% interval, the ratios taken in round order as they may not be
+    independent. Unknown when no round has both."""
     rounds = sorted(set(numerator) & set(denominator))
     ratios = [numerator[r] / denominator[r] for r in rounds if denominator[r] > 0]
     if not ratios:
         return None
-    ci = _interval(log_interval(ratios, adaptive), adaptive)
+    ci = _interval(log_interval(ratios, adaptive, in_order=True), adaptive, paired=True)
     return Ratio(median=statistics.median(ratios), n=len(ratios), ci=ci)
 
 

@@ -299,7 +299,7 @@ def run_charts(results: RunResults) -> list[Chart]:
     of = measured.seconds_of if isinstance(measured, BackendsWorkload) else "repeat"
     unit = f"{'instructions' if counted else 'ms'} per {of}"
     what = "Instructions (under valgrind)" if counted else "Time"
-    title = f"{what} per step, per config and backend (bar: median; whisker: 95% interval of the geometric mean)"
+    title = f"{what} per step, per config and backend (bar: median; whisker: 95% interval of the typical value)"
     charts.append(bar_chart("time", title, unit, time_bars))
     roles = results.ratio_roles
     for name, title, attr in (

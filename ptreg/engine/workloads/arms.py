@@ -263,12 +263,15 @@ def summarize_arm_metric(
 
 def better_word(comparison: MetricComparison, declaration: MetricDeclaration, margin: float | None = None) -> str:
     """Which way the interval says this arm stands: better, worse, or no difference resolved;
-    with the smallest effect that matters (an analysis plan's margin), better or worse only by
-    more than it, and no practical difference when the interval lies within it."""
+    with the smallest effect that matters (an analysis plan's margin, else the metric's
+    declared one), better or worse only by more than it, and no practical difference when the
+    interval lies within it."""
     if comparison.ci is None:
         return "unresolved (one pair)"
     if comparison.variance == "items only":  # one seed: how far another seed's model lands is unknown
         return f"no verdict: {ONE_SEED}"
+    if margin is None:
+        margin = declaration.smallest_effect()
     stands = standing(*gain(comparison.ci.low, comparison.ci.high, declaration, margin))
     if stands == "equivalent":
         return "no practical difference"
@@ -411,7 +414,7 @@ class ArmsWorkload(Workload):
                 )
             if not any(row[1] != "0" for row in rows):
                 continue
-            margin = margins.get(metric)
+            margin = margins.get(metric, declaration.smallest_effect())
             matters = f"; margin {margin_text(margin, declaration)}" if margin is not None else ""
             title = f"{metric} ({declaration.unit}, {declaration.better} is better; {declaration.compare} to {spec.baseline}{matters})"
             headers = [
