@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from ptreg.engine.workloads.command import CommandWorkload
@@ -35,9 +36,18 @@ SPEC = parse_spec(
 )
 
 
-def run(scores: dict[str, list[dict[str, float]]], seconds: float, commit: str | None = "c" * 40) -> RunResults:
+RUN_HOURS = itertools.count()
+
+
+def run(
+    scores: dict[str, list[dict[str, float]]], seconds: float, commit: str | None = "c" * 40, hour: int | None = None
+) -> RunResults:
     """A run whose arms scored these items, repeat by repeat, of the command at ``commit``
-    (clean; None: unknown)."""
+    (clean; None: unknown), started at ``hour`` (by default, an hour after the previous run:
+    each run a batch of its own, as a history taken over days is)."""
+    at = next(RUN_HOURS) if hour is None else hour
+    started = f"2026-12-{2 + at // 24:02d}T{at % 24:02d}:00:00Z"
+    finished = f"2026-12-{2 + at // 24:02d}T{at % 24:02d}:01:00Z"
     assert isinstance(SPEC, ArmsSpec)
     workload = CommandWorkload()
     cells = []
@@ -62,8 +72,8 @@ def run(scores: dict[str, list[dict[str, float]]], seconds: float, commit: str |
         Measurement([], cells, Roles(reference=None, peer=None), [], "complete", None),
         Provenance(
             ["ptreg", "run"],
-            "2026-12-02T00:00:00Z",
-            "2026-12-02T00:01:00Z",
+            started,
+            finished,
             2,
             code=CodeIdentity(
                 ptreg_version="0.1.0",
