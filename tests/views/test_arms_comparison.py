@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
+
 from ptreg.engine.workloads.command import CommandWorkload
 from ptreg.records.evaluator import ArmsSpec, parse_spec
 from ptreg.records.run_results import (
@@ -141,3 +143,48 @@ def test_history_lists_every_arm_and_metric_of_every_run() -> None:
     assert {(r.arm, r.metric) for r in rows} == {
         (arm, metric) for arm in ("baseline", "candidate") for metric in ("score", "wall_seconds", "peak_memory_mb")
     }
+
+
+def test_every_arm_metric_is_adjusted_together() -> None:
+    """One metric moved by a difference whose own p is about 0.03: alone it is worse; among
+    two metrics, Holm's adjustment (p x 2) leaves it unresolved, so --fail-on-regression does
+    not count it. Ten metrics of the same arm compared A/A are one family too."""
+
+    def runs(metrics: int) -> tuple[RunResults, RunResults]:
+        spec = parse_spec(
+            {
+                **SPEC.model_dump(exclude_none=True),
+                "arms": {"only": {"level": "1"}},
+                "baseline": "only",
+                "metrics": {f"m{i}": {"better": "higher", "unit": "fraction"} for i in range(metrics)},
+            },
+            "spec",
+        )
+        made = []
+        for shift in ([0.0] * 5, [-0.02, -0.05, -0.10, -0.15, -0.18]):
+            samples = [
+                MetricSample(
+                    repeat=r,
+                    seed=r,
+                    values={f"m{i}": 0.5 + (shift[r] if i == 0 else 0.0) for i in range(metrics)},
+                    wall_seconds=1.0,
+                    peak_memory_mb=30.0,
+                )
+                for r in range(5)
+            ]
+            cell = Cell(backend="only", config="all", status="measured")
+            CommandWorkload().summarize(spec, cell, list(samples))
+            made.append(
+                new_results(
+                    spec,
+                    Measurement([], [cell], Roles(reference=None, peer=None), [], "complete", None),
+                    Provenance(["ptreg", "run"], f"2026-12-0{len(made) + 3}T00:00:00Z", "2026-12-05T00:01:00Z", 2),
+                )
+            )
+        return made[0], made[1]
+
+    alone = {m.metric: m for m in metric_shifts(*runs(1), earlier=[], threshold=0.05, same_machine=True)}
+    assert alone["m0"].verdict == "worse" and alone["m0"].p is not None and 0.02 < alone["m0"].p < 0.05
+    assert alone["m0"].q == alone["m0"].p  # a family of one
+    two = {m.metric: m for m in metric_shifts(*runs(2), earlier=[], threshold=0.05, same_machine=True)}
+    assert two["m0"].q == pytest.approx(2 * two["m0"].p) and two["m0"].verdict == "no difference resolved"

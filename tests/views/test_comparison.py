@@ -487,3 +487,87 @@ def test_two_counted_runs_compare_by_their_repeats(root: Path, cli) -> None:
     assert not found["same_machine"] and any("SkylakeX" in d for d in found["machine_differences"])
     assert {c["verdict"] for c in found["cells"]} == {"not comparable: different machines"}
     assert_one_line_error(cli("-r", root, "compare", a, same, "--history", other), 2, "run against run")
+
+
+def minute(n: int) -> str:
+    return f"2026-12-01T10:{n:02d}:00Z"
+
+
+def test_a_history_taken_back_to_back_is_one_batch_and_gives_no_verdict(root: Path, cli) -> None:
+    """Four runs a minute apart, then A: one session, whose shared state none of them can show
+    apart from the code. No verdict, and the output says why; the same runs named with
+    --history are grouped too. Runs of the same code on four other days give verdicts."""
+    rng = random.Random(41)
+    session = [synthetic_run(root, "base", minute(n), rng, noise=0.001) for n in range(4)]
+    a = synthetic_run(root, "before", minute(4), rng, noise=0.001)
+    b = synthetic_run(root, "after", hour(20), rng, noise=0.001, slower={("tiny", "naive"): 3.0}, changed={"naive"})
+    found = json.loads(cli("-r", root, "compare", a, b, "--json", "--fail-on-regression").out)
+    reason = "no verdict: history is 1 batch of 5 runs taken back to back; 4 batches needed (3 more runs, each apart)"
+    assert {c["verdict"] for c in found["cells"]} == {reason}
+    assert {(c["batches"], len(c["history"]), c["runs_needed"]) for c in found["cells"]} == {(1, 5, 3)}
+    assert found["slower"] == 0 and found["without_verdict"] == 12
+    assert cli("-r", root, "compare", a, b, "--fail-on-regression").code == 0
+    named = json.loads(cli("-r", root, "compare", a, b, "--json", *[f"--history={r}" for r in session]).out)
+    assert {c["verdict"] for c in named["cells"]} == {reason}
+    for day in (12, 13, 14):  # three more sessions, an hour or more apart: four batches with A's
+        synthetic_run(root, "base", hour(day), rng, noise=0.001)
+    found = json.loads(cli("-r", root, "compare", a, b, "--json").out)
+    assert {c["batches"] for c in found["cells"]} == {4} and found["slower"] == 1
+
+
+def test_a_heavy_tailed_run_effect_does_not_raise_an_alarm() -> None:
+    """Run effects drawn from t(2) (5% scale), 12 cells, ten runs of history a day apart, B
+    drawn like them, through judge_cell and decide: at most 5% of 600 comparisons flag any
+    cell. Student's t on the mean and spread of the runs flagged 19% here: a run as wild as
+    t(2) draws, one in a few dozen, looks like a change to it."""
+    from ptreg.views.comparison import HistoryRun, decide, judge_cell
+
+    alarms = 0
+    for seed in range(600):
+        rng = random.Random(seed)
+
+        def centre(rng: random.Random = rng) -> float:
+            return 0.05 * rng.gauss(0, 1) / math.sqrt(rng.gammavariate(1, 2) / 2)
+
+        cells = []
+        for cell in range(12):
+            history = [HistoryRun(f"r{n}", [0.01 * math.exp(centre())] * 3, hour(n), hour(n)) for n in range(10)]
+            cells.append(judge_cell("c", str(cell), history, [0.01 * math.exp(centre())] * 3, 0.05))
+        decide(cells, same_machine=True)
+        alarms += any(c.verdict in ("slower", "faster") for c in cells)
+    assert alarms / 600 <= 0.05
+
+
+def test_holm_not_benjamini_hochberg_decides_which_cells_moved() -> None:
+    """Four cells with p 0.01, 0.02, 0.03 and 0.04: Benjamini-Hochberg would call all four
+    (every q is 0.04), which lets unchanged cells through whenever others changed. Holm calls
+    the first only (its adjusted p's: 0.04, 0.06, 0.06, 0.06)."""
+    from ptreg.views.comparison import CellShift, decide
+
+    cells = [
+        CellShift("c", str(i), 1.0, 1.2, 5, 5, history=list("abcd"), batches=4, ratio=1.2, p=p)
+        for i, p in enumerate((0.01, 0.02, 0.03, 0.04))
+    ]
+    decide(cells, same_machine=True)
+    assert [c.verdict for c in cells] == ["slower"] + ["no difference resolved"] * 3
+    assert [c.q for c in cells] == pytest.approx([0.04, 0.06, 0.06, 0.06])
+
+
+def test_counted_runs_default_to_a_1_percent_threshold(root: Path, cli) -> None:
+    """Counts resolve 1%: a 2% change in the work one cell counts is slower by default, and no
+    difference at an explicit 5% threshold, which still wins."""
+    rng = random.Random(32)
+    counting: dict[str, Any] = {"spec_changes": {"timer": "instructions", "threads": 1}, "counted": counted_under()}
+    a = synthetic_run(root, "counted", hour(1), rng, **counting)
+    b = synthetic_run(root, "more", hour(2), rng, slower={("small", "numba"): 1.02}, **counting)
+    found = json.loads(cli("-r", root, "compare", a, b, "--json").out)
+    verdicts = {(c["config"], c["backend"]): c["verdict"] for c in found["cells"]}
+    assert found["threshold"] == 0.01 and verdicts.pop(("small", "numba")) == "slower"
+    assert set(verdicts.values()) == {"no difference resolved"}
+    assert "at a 1% threshold" in cli("-r", root, "compare", a, b).out
+    explicit = json.loads(cli("-r", root, "compare", a, b, "--json", "--threshold", "0.05").out)
+    assert explicit["threshold"] == 0.05 and explicit["slower"] == 0
+    # times keep 5%
+    c = synthetic_run(root, "timed", hour(3), rng)
+    d = synthetic_run(root, "timed", hour(4), rng)
+    assert json.loads(cli("-r", root, "compare", c, d, "--json").out)["threshold"] == 0.05
