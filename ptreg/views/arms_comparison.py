@@ -116,7 +116,8 @@ def metric_shifts(
 def _adjust(rows: list[MetricShift]) -> None:
     """Holm across the comparison's (arm, metric)s: a better or worse stands only when its
     adjusted p is below 5%; one that does not is no difference resolved."""
-    tested = [r for r in rows if r.p is not None and r.verdict in ("better", "worse", "no difference resolved")]
+    judged = ("no verdict", "not comparable", "unknown", "unresolved (one pair)")
+    tested = [r for r in rows if r.p is not None and not r.verdict.startswith(judged)]
     for row, q in zip(tested, holm([r.p for r in tested if r.p is not None]), strict=True):
         row.q = q
         if row.verdict in ("better", "worse") and q >= 0.05:

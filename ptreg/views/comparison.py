@@ -536,7 +536,8 @@ def _compare_arms(
     machines = machine_differences(a, b)
     term = (
         "differences paired by item or by round (the seeds agree under one evaluator); ratios (times, rates) "
-        "with runs as the unit, B's centre against the runs of A's code for that arm, as backends' times are"
+        "with batches of runs as the unit, B's centre against the batches of runs of A's code for that arm, as "
+        "backends' times are; every (arm, metric) adjusted together (Holm)"
     )
     comparison = Comparison(a, b, threshold, not same_evaluator, differing, machines, term)
     earlier = [r.results for r in history(root, a, leave_out=b) if r.folder != a.folder]

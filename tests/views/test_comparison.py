@@ -571,3 +571,21 @@ def test_counted_runs_default_to_a_1_percent_threshold(root: Path, cli) -> None:
     c = synthetic_run(root, "timed", hour(3), rng)
     d = synthetic_run(root, "timed", hour(4), rng)
     assert json.loads(cli("-r", root, "compare", c, d, "--json").out)["threshold"] == 0.05
+
+
+def test_runs_are_grouped_into_batches_by_their_times_and_a_forged_time_shows_no_gap() -> None:
+    """Runs less than 30 minutes apart (from the end of one to the start of the next) are one
+    batch. A time that cannot be read, or a run that ends before it starts, cannot show a gap:
+    the run after it joins its batch (a forged time never splits a session into more)."""
+    from ptreg.engine.stats import batches
+
+    at = "2026-12-01T{}Z".format
+    assert batches([(at("10:00:00"), at("10:10:00")), (at("10:20:00"), at("10:30:00"))]) == [[0, 1]]
+    assert batches([(at("10:00:00"), at("10:10:00")), (at("10:40:00"), at("10:50:00"))]) == [[0], [1]]
+    assert batches([(at("10:00:00"), "yesterday"), (at("12:00:00"), at("12:05:00"))]) == [[0, 1]]
+    assert batches([(at("10:00:00"), at("09:00:00")), (at("12:00:00"), at("12:05:00"))]) == [[0, 1]]
+    assert batches([("soon", "later"), (at("12:00:00"), at("12:05:00")), (at("14:00:00"), at("14:01:00"))]) == [
+        [0, 1],
+        [2],
+    ]
+    assert batches([(at("10:00:00"), "2026-12-01T10:05:00"), (at("12:00:00"), at("12:05:00"))]) == [[0, 1]]  # no zone
