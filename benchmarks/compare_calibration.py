@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ptreg.engine.stats import HISTORY_TAILS
-from ptreg.views.comparison import HistoryRun, decide, judge_cell
+from ptreg.views.cell_verdicts import HistoryRun, decide, judge_cell
 
 FACTORS = (1.1, 1.5, 2.0)
 DAY = 86400.0

@@ -78,7 +78,7 @@ def compare(
 
     Batches of runs are the unit: the runs of A's code (A and the earlier runs whose recorded code for the cell is A's, or the runs given with --history) are grouped into batches by their times (runs taken back to back are one batch), and each cell of B is judged against the median and robust spread of the batches' centres, with a tail calibrated for heavy-tailed run effects; with fewer than 4 batches no verdict is given, and the output says why and how many more runs would give one. The verdicts are adjusted together (Holm), so an unchanged cell is flagged in at most 5% of comparisons. Machines that differ are listed first, and then no verdict is given. Exit 1 when the runs were made under different evaluators (unless --across-evaluators), or, with --fail-on-regression, when a cell is slower.
     """
-    from ..views.comparison import ADJUSTMENT, FAMILY_ERROR_RATE
+    from ..views.cell_verdicts import ADJUSTMENT, FAMILY_ERROR_RATE
     from ..views.comparison import compare as compare_runs
     from ..views.tables import plain
 

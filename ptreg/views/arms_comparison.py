@@ -25,6 +25,7 @@ from ..engine.workloads.arms import better_word, compare_arms, declared, metric_
 from ..records.evaluator import ArmsSpec, MetricDeclaration
 from ..records.intervals import t_quantile
 from ..records.run_results import Cell, RunResults
+from .cell_verdicts import FAMILY_ERROR_RATE
 
 
 @dataclass
@@ -115,12 +116,12 @@ def metric_shifts(
 
 def _adjust(rows: list[MetricShift]) -> None:
     """Holm across the comparison's (arm, metric)s: a better or worse stands only when its
-    adjusted p is below 5%; one that does not is no difference resolved."""
+    adjusted p is below ``FAMILY_ERROR_RATE``; one that does not is no difference resolved."""
     judged = ("no verdict", "not comparable", "unknown", "unresolved (one pair)")
     tested = [r for r in rows if r.p is not None and not r.verdict.startswith(judged)]
     for row, q in zip(tested, holm([r.p for r in tested if r.p is not None]), strict=True):
         row.q = q
-        if row.verdict in ("better", "worse") and q >= 0.05:
+        if row.verdict in ("better", "worse") and q >= FAMILY_ERROR_RATE:
             row.verdict = "no difference resolved"
 
 

@@ -209,7 +209,7 @@ def test_compare_reads_real_counts_as_no_difference_and_ten_percent_more_as_slow
 ) -> None:
     """The counts of the runs above, judged by compare's own code: two runs of unchanged code
     are no difference, and the backend doing 10% more calls is slower."""
-    from ptreg.views.comparison import HistoryRun, decide, judge_cell
+    from ptreg.views.cell_verdicts import HistoryRun, decide, judge_cell
 
     (_, a), (_, b) = unchanged
     more = more_work

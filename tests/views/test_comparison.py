@@ -520,7 +520,7 @@ def test_a_heavy_tailed_run_effect_does_not_raise_an_alarm() -> None:
     drawn like them, through judge_cell and decide: at most 5% of 600 comparisons flag any
     cell. Student's t on the mean and spread of the runs flagged 19% here: a run as wild as
     t(2) draws, one in a few dozen, looks like a change to it."""
-    from ptreg.views.comparison import HistoryRun, decide, judge_cell
+    from ptreg.views.cell_verdicts import HistoryRun, decide, judge_cell
 
     alarms = 0
     for seed in range(600):
@@ -542,7 +542,7 @@ def test_holm_not_benjamini_hochberg_decides_which_cells_moved() -> None:
     """Four cells with p 0.01, 0.02, 0.03 and 0.04: Benjamini-Hochberg would call all four
     (every q is 0.04), which lets unchanged cells through whenever others changed. Holm calls
     the first only (its adjusted p's: 0.04, 0.06, 0.06, 0.06)."""
-    from ptreg.views.comparison import CellShift, decide
+    from ptreg.views.cell_verdicts import CellShift, decide
 
     cells = [
         CellShift("c", str(i), 1.0, 1.2, 5, 5, history=list("abcd"), batches=4, ratio=1.2, p=p)
