@@ -1,7 +1,7 @@
 """How often `ptreg compare` cries wolf, and what it finds, where the truth is known.
 
 Simulated runs go through ptreg's own comparison code, exactly as `ptreg compare` calls it on
-runs read from disk: ``views/comparison.py`` ``judge_cell`` for each cell (the history grouped
+runs read from disk: ``views/cell_verdicts.py`` ``judge_cell`` for each cell (the history grouped
 into batches by the runs' times, B against the batch centres) and ``decide`` for the verdicts
 (Holm across the cells); runs of arms through ``views/arms_comparison.py`` ``metric_shifts``
 (Holm across every arm's metric). Each scenario is the harsh noise a review of the comparison

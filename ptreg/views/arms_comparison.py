@@ -5,7 +5,7 @@ Runs under one evaluator give round r the same seed, so a difference metric is p
 the runs as it is within one: by item where both runs wrote items (each item averaged over the
 seeds), else by round. A deterministic command run twice shows a difference of exactly zero. A
 ratio metric (a time, a throughput, memory) moves with the machine's load between runs, so it
-is judged as backends' times are (``comparison.py``): batches of runs as the unit, B's centre
+is judged as backends' times are (``cell_verdicts.py``): batches of runs as the unit, B's centre
 against the batches of runs of A's code for that arm, with no verdict from fewer than
 ``MIN_HISTORY`` batches; and across machines no verdict is given. Each interval is at 95%, one
 per (arm, metric); the verdicts are adjusted across every (arm, metric) of the comparison
