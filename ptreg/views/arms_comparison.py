@@ -25,6 +25,7 @@ from ..engine.workloads.arms import better_word, compare_arms, declared, metric_
 from ..records.evaluator import ArmsSpec, MetricDeclaration
 from ..records.intervals import t_quantile
 from ..records.run_results import Cell, RunResults
+from ..text import counted
 from .cell_verdicts import FAMILY_ERROR_RATE
 
 
@@ -117,8 +118,8 @@ def metric_shifts(
 def _adjust(rows: list[MetricShift]) -> None:
     """Holm across the comparison's (arm, metric)s: a better or worse stands only when its
     adjusted p is below ``FAMILY_ERROR_RATE``; one that does not is no difference resolved."""
-    judged = ("no verdict", "not comparable", "unknown", "unresolved (one pair)")
-    tested = [r for r in rows if r.p is not None and not r.verdict.startswith(judged)]
+    unjudged = ("no verdict", "not comparable", "unknown", "unresolved (one pair)")
+    tested = [r for r in rows if r.p is not None and not r.verdict.startswith(unjudged)]
     for row, q in zip(tested, holm([r.p for r in tested if r.p is not None]), strict=True):
         row.q = q
         if row.verdict in ("better", "worse") and q >= FAMILY_ERROR_RATE:
@@ -184,8 +185,8 @@ def _decide(
             row.verdict = f"no verdict: {len(history)} run(s) of A's code, {MIN_HISTORY} needed ({more} more)"
         else:
             row.verdict = (
-                f"no verdict: history is {len(grouped)} batch(es) of {len(history)} runs taken back to back; "
-                f"{MIN_HISTORY} batches needed ({more} more runs, each apart)"
+                f"no verdict: history is {counted(len(grouped), 'batch', 'batches')} of {len(history)} runs taken back "
+                f"to back; {MIN_HISTORY} batches needed ({counted(more, 'more run')}, each apart)"
             )
     elif moved is None:
         row.verdict = "unknown: a value that is not positive"

@@ -48,7 +48,7 @@ class CellShift:
     batches: int = 0  # the batches those runs form (runs taken back to back are one): the unit
     same_code: bool | None = None  # whether B measured the code A did in this cell; None when unknown
     drift: float | None = None  # the spread of the history's centres (log units): this cell's own
-    ratio: float | None = None  # B over the history's geometric mean, of time per step: above 1 is slower
+    ratio: float | None = None  # B over the median of the batches' centres, of time per step: above 1 is slower
     low: float | None = None
     high: float | None = None
     p: float | None = None
@@ -69,7 +69,7 @@ class CellShift:
             return f"{counted(len(self.history), 'run')} of A's code, {MIN_HISTORY} needed ({self.runs_needed} more)"
         return (
             f"history is {counted(self.batches, 'batch', 'batches')} of {counted(len(self.history), 'run')} taken "
-            f"back to back; {MIN_HISTORY} batches needed ({self.runs_needed} more runs, each apart)"
+            f"back to back; {MIN_HISTORY} batches needed ({counted(self.runs_needed, 'more run')}, each apart)"
         )
 
     def to_json(self) -> dict[str, Any]:

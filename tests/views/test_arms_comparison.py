@@ -188,3 +188,17 @@ def test_every_arm_metric_is_adjusted_together() -> None:
     assert alone["m0"].q == alone["m0"].p  # a family of one
     two = {m.metric: m for m in metric_shifts(*runs(2), earlier=[], threshold=0.05, same_machine=True)}
     assert two["m0"].q == pytest.approx(2 * two["m0"].p) and two["m0"].verdict == "no difference resolved"
+
+
+def test_runs_of_arms_taken_back_to_back_are_one_batch() -> None:
+    """Four runs of the same commit started in the same hour: one batch, so a wall time three
+    times A's gets no verdict, and the row says why."""
+    a = run({"baseline": ITEMS, "candidate": ITEMS}, 1.0, hour=500)
+    b = run({"baseline": ITEMS, "candidate": ITEMS}, 3.0, hour=600)
+    session = [run({"baseline": ITEMS, "candidate": ITEMS}, s, hour=500) for s in (0.98, 1.03, 1.01)]
+    shifts = metric_shifts(a, b, earlier=session, threshold=0.05, same_machine=True)
+    wall = next(m for m in shifts if m.arm == "baseline" and m.metric == "wall_seconds")
+    assert wall.batches == 1 and wall.p is None
+    assert wall.verdict == (
+        "no verdict: history is 1 batch of 4 runs taken back to back; 4 batches needed (3 more runs, each apart)"
+    )
