@@ -199,7 +199,8 @@ BATCH_GAP_SECONDS = 30 * 60
 # degrees of freedom at this scale, per number of batches k. Fitted by simulation over run
 # effects from normal to t(2) (t(2), the heaviest, sets every quantile), so that each fitted
 # quantile from 20% down to 0.05% is at or above the worst family's
-# (`python benchmarks/compare_calibration.py --table`; docs/comparing.md#calibration).
+# (`python benchmarks/compare_calibration.py --table --table-draws 2000000 --seed 2026`;
+# docs/comparing.md#calibration).
 HISTORY_TAILS: dict[int, tuple[float, float]] = {
     4: (1.75, 1.5588),
     5: (1.75, 2.4999),

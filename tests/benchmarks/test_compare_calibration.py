@@ -33,3 +33,17 @@ def test_ten_metrics_of_runs_of_arms_are_one_family() -> None:
     """Unadjusted, 10 metrics at 5% each flag 40% of A/A comparisons; adjusted, about 5%."""
     found = metrics_row(10, aa=300, seed=8)
     assert found["false_alarm_rate"] == pytest.approx(0.05, abs=0.035)
+
+
+def test_the_tail_table_is_what_the_simulation_gives() -> None:
+    """HISTORY_TAILS refitted from 400,000 draws of t(2) for 4 and 5 batches: the quantile it
+    sets at 0.1% (two-sided) is within 15% of the table's (the table's own fit took 2,000,000)."""
+    from compare_calibration import fit_tails
+    from scipy.stats import t
+
+    from ptreg.engine.stats import HISTORY_TAILS
+
+    for k, (df, scale) in fit_tails(400_000, 5, seed=11).items():
+        table_df, table_scale = HISTORY_TAILS[k]
+        ours, theirs = scale * t.ppf(0.9995, df), table_scale * t.ppf(0.9995, table_df)
+        assert ours == pytest.approx(theirs, rel=0.15)
