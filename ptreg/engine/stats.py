@@ -22,6 +22,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from ..records.intervals import LEVEL, VarianceOf, t_quantile, t_quantile_df
 from ..records.run_results import Interval, MetricSummary, Ratio, SignedInterval, Summary
@@ -342,11 +343,57 @@ class Paired:
 # --------------------------------------------------------------------------- across runs
 
 
-# A verdict across runs needs the spread of a cell's centre from run to run, and k runs estimate
-# it with k - 1 degrees of freedom. With 3, load that persists through a whole run raised a false
-# alarm in 5.5% of simulated A/A comparisons (more than the 5% the test promises); from 4 on,
-# at most 4.9% (benchmarks/compare_calibration.py; docs/comparing.md#calibration).
+# A verdict across runs needs the spread of a cell's centre from batch to batch, and k batches
+# estimate it from k values. Fewer than 4 give no verdict: the older test's false alarms
+# passed 5% at 3 runs, and the tail below is fitted from 4 on.
 MIN_HISTORY = 4
+# The calibration (HISTORY_TAILS) goes to 30 batches; a longer history uses its latest 30.
+MAX_HISTORY = 30
+# Runs taken one after another share whatever the machine was doing then (its load, its
+# temperature, a build cache, a neighbour's job), and a history made of such runs measures
+# none of the spread between one session and the next. Consecutive runs are one batch when the
+# next starts less than this after the previous one finished.
+BATCH_GAP_SECONDS = 30 * 60
+# How far B's centre may lie from the history's median, in units of the history's spread (the
+# raw Qn, ``spread``), when nothing changed: the tail of that ratio is Student's t with these
+# degrees of freedom at this scale, per number of batches k. Fitted by simulation over run
+# effects from normal to t(2) (t(2), the heaviest, sets every quantile), so that each fitted
+# quantile from 20% down to 0.05% is at or above the worst family's
+# (`python benchmarks/compare_calibration.py --table --table-draws 2000000 --seed 2026`;
+# docs/comparing.md#calibration).
+HISTORY_TAILS: dict[int, tuple[float, float]] = {
+    4: (1.75, 1.5588),
+    5: (1.75, 2.4999),
+    6: (2.0, 1.5924),
+    7: (2.0, 2.1818),
+    8: (2.0, 1.4219),
+    9: (2.0, 1.8505),
+    10: (2.0, 1.4326),
+    11: (2.0, 1.7496),
+    12: (2.0, 1.4489),
+    13: (2.0, 1.6985),
+    14: (2.0, 1.4529),
+    15: (2.0, 1.6702),
+    16: (2.0, 1.4491),
+    17: (2.0, 1.6605),
+    18: (2.0, 1.4776),
+    19: (2.0, 1.6584),
+    20: (2.0, 1.4869),
+    21: (2.0, 1.6361),
+    22: (2.0, 1.5006),
+    23: (2.0, 1.6315),
+    24: (2.0, 1.4937),
+    25: (2.0, 1.6400),
+    26: (2.0, 1.5336),
+    27: (2.0, 1.6357),
+    28: (2.0, 1.5044),
+    29: (2.0, 1.6627),
+    30: (2.0, 1.5225),
+}
+RUNS_METHOD = (
+    "B's centre against the median of the history's batch centres, in units of their Qn spread "
+    "(Rousseeuw & Croux 1993), with a tail calibrated for run effects up to t(2)"
+)
 
 
 def run_centre(values: Sequence[float]) -> float | None:
@@ -358,10 +405,49 @@ def run_centre(values: Sequence[float]) -> float | None:
     return math.log(statistics.median(values))
 
 
+def _moment(text: str) -> datetime | None:
+    try:
+        found = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return None
+    return found if found.tzinfo is not None else None
+
+
+def batches(spans: Sequence[tuple[str, str]]) -> list[list[int]]:
+    """Runs grouped into batches, given each run's (started_at, finished_at) in time order:
+    indices of consecutive runs, the next starting less than ``BATCH_GAP_SECONDS`` after the
+    previous finished. A time that cannot be read (or a run that ends before it starts) shows
+    no gap: the run after it joins its batch."""
+    grouped: list[list[int]] = []
+    finished: datetime | None = None
+    for index, (start, end) in enumerate(spans):
+        begun, ended = _moment(start), _moment(end)
+        apart = finished is not None and begun is not None and (begun - finished).total_seconds() >= BATCH_GAP_SECONDS
+        if not grouped or apart:
+            grouped.append([index])
+        else:
+            grouped[-1].append(index)
+        if ended is None or begun is None or ended < begun:
+            finished = None  # when this run ended is not known: the next cannot be shown apart from it
+        else:
+            finished = ended if finished is None else max(finished, ended)
+    return grouped
+
+
+def spread(centres: Sequence[float]) -> float:
+    """The raw Qn of Rousseeuw & Croux (1993): the (h choose 2)-th smallest distance between
+    two of the k values, h = k // 2 + 1. Half the values may be wild before it is; its
+    constant is left out, since ``HISTORY_TAILS`` is calibrated on this raw value."""
+    k = len(centres)
+    h = k // 2 + 1
+    distances = sorted(abs(a - b) for i, a in enumerate(centres) for b in centres[i + 1 :])
+    return distances[h * (h - 1) // 2 - 1]
+
+
 @dataclass(frozen=True)
 class RunsShift:
-    """Run B's centre against the centres of ``runs`` runs of the code A measured: the ratio
-    (B over their geometric mean), its 95% interval, and the two-sided p-value that B's code
+    """Run B's centre against the centres of ``runs`` batches of runs of the code A measured:
+    the ratio (B over their median), its 95% interval, and the two-sided p-value that B's code
     differs from theirs by more than the threshold."""
 
     ratio: float
@@ -372,26 +458,34 @@ class RunsShift:
 
 
 def shift_from_history(history: Sequence[float], b: float, threshold: float) -> RunsShift | None:
-    """Runs are the unit: ``history`` holds the centres (``run_centre``) of k runs of unchanged
-    code, ``b`` the centre of the run under test. Whatever moves a run's centre (a busy hour, a
-    drift of this one cell, outliers inside the run) is in the spread of those k centres, so B
-    is judged against it: Student's t with k - 1 degrees of freedom, the prediction interval of
-    one new run, ``(b - mean) / (s * sqrt(1 + 1/k))``. The test is two-sided, against "B is
-    within ``threshold`` of the history either way": it rejects when B is beyond the threshold
-    in either direction, at its level. Unknown with fewer than ``MIN_HISTORY`` runs."""
+    """Batches are the unit: ``history`` holds the centres of k batches of runs of unchanged
+    code (each the median of its runs' ``run_centre``), ``b`` the centre of the run under test.
+    Whatever moves a batch's centre (a busy session, a drift of this one cell, a run slowed
+    whole) is in the spread of those k centres, so B is judged against it. Run effects on a
+    shared machine have heavy tails, and a mean and standard deviation of 4 to 10 of them
+    follow one wild run (Student's t there raised 7-19% false alarms under t(2) effects): so
+    ``(b - median) / spread`` instead, whose tail under every run effect from normal to t(2)
+    lies within Student's t of ``HISTORY_TAILS[k]`` (a prediction interval for one more batch,
+    Hahn & Meeker 1991, calibrated by simulation). Two-sided, against "B is within
+    ``threshold`` of the history either way". Unknown with fewer than ``MIN_HISTORY`` or more
+    than ``MAX_HISTORY`` centres."""
     from scipy.stats import t  # 0.7 s to import: only where runs are compared
 
     k = len(history)
-    if k < MIN_HISTORY:
+    if k not in HISTORY_TAILS:
         return None
-    centre = statistics.fmean(history)
+    centre = statistics.median(history)
     d = b - centre
-    se = statistics.stdev(history) * math.sqrt(1 + 1 / k)
     bound = math.log1p(threshold)
-    if se == 0:  # identical centres (instruction counts can be): beyond the bound or not at all
-        exact = 0.0 if abs(d) > bound else 1.0
-        return RunsShift(math.exp(d), math.exp(d), math.exp(d), exact, k)
-    df = k - 1
+    scale = spread(history)
+    if scale == 0:
+        if max(history) == min(history):  # identical centres (a deterministic metric): beyond the bound or not
+            exact = 0.0 if abs(d) > bound else 1.0
+            return RunsShift(math.exp(d), math.exp(d), math.exp(d), exact, k)
+        # ties hide the spread: the widest distance instead, which only errs towards no verdict
+        scale = max(history) - min(history)
+    df, factor = HISTORY_TAILS[k]
+    se = scale * factor
     half = float(t.ppf(0.5 + LEVEL / 2, df)) * se
     beyond_slower = float(t.sf((d - bound) / se, df))
     beyond_faster = float(t.cdf((d + bound) / se, df))
@@ -429,10 +523,15 @@ def shift_of_counts(a: Sequence[float], b: Sequence[float], threshold: float) ->
     return RunsShift(math.exp(d), math.exp(d - half), math.exp(d + half), p, 2)
 
 
-def false_discovery(pvalues: Sequence[float]) -> list[float]:
-    """Benjamini-Hochberg adjusted p-values (scipy.stats.false_discovery_control)."""
-    if not pvalues:
-        return []
-    from scipy.stats import false_discovery_control
-
-    return [float(q) for q in false_discovery_control(list(pvalues), method="bh")]
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's (1979) step-down adjusted p-values: a hypothesis is rejected at level alpha when
+    its adjusted p is below it, and the chance that any true one is rejected stays within alpha
+    whatever the others are (BH's false discovery rate does not: with half of 60 cells changed,
+    an unchanged one was flagged in 31% of comparisons)."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    adjusted = [1.0] * len(pvalues)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
