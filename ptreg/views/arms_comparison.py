@@ -23,7 +23,7 @@ from ..engine.stats import MAX_HISTORY, MIN_HISTORY, batches, holm, run_centre, 
 from ..engine.workloads import workload_named
 from ..engine.workloads.arms import better_word, compare_arms, declared, metric_values
 from ..records.evaluator import ArmsSpec, MetricDeclaration
-from ..records.intervals import t_quantile
+from ..records.intervals import t_quantile_df
 from ..records.run_results import Cell, RunResults
 from ..text import counted
 from .cell_verdicts import FAMILY_ERROR_RATE
@@ -126,16 +126,17 @@ def _adjust(rows: list[MetricShift]) -> None:
             row.verdict = "no difference resolved"
 
 
-def _p_of_interval(estimate: float, low: float, high: float, n: int) -> float:
-    """The two-sided p-value that a difference is zero, read off its 95% interval of ``n``
-    pairs as the Student's t interval it is: the half-width towards zero over the t quantile
-    is its standard error (``records/intervals.py``)."""
+def _p_of_interval(estimate: float, low: float, high: float, df: float) -> float:
+    """The two-sided p-value that a difference is zero, read off its 95% interval as the
+    Student's t interval it is, with its own degrees of freedom (n - 1 pairs, or Satterthwaite's
+    over items and seeds): the half-width towards zero over the t quantile is its standard error
+    (``records/intervals.py``)."""
     from scipy.stats import t
 
     half = estimate - low if estimate > 0 else high - estimate
-    if n < 2 or half <= 0:
+    if df < 1 or half <= 0:
         return 0.0 if estimate != 0 else 1.0
-    return float(2 * t.sf(abs(estimate) / (half / t_quantile(n)), n - 1))
+    return float(2 * t.sf(abs(estimate) / (half / t_quantile_df(df)), df))
 
 
 def _decide(
@@ -155,7 +156,8 @@ def _decide(
         if found.ci is not None:
             row.low, row.high = found.ci.low, found.ci.high
             if all(math.isfinite(v) for v in (found.estimate, found.ci.low, found.ci.high)):
-                row.p = _p_of_interval(found.estimate, found.ci.low, found.ci.high, found.n)
+                df = found.df if found.df is not None else found.n - 1
+                row.p = _p_of_interval(found.estimate, found.ci.low, found.ci.high, df)
         row.verdict = better_word(found, declaration)
         return
     ordered = sorted(history, key=lambda run: run[0].started_at)
