@@ -438,11 +438,7 @@ class RunResults(_Strict):
         description="Version 7: the input or code file of the evaluator that no longer had its frozen digest when "
         "the run ended, with both digests. Such a run is never complete, and decides nothing.",
     )
-    revisions: dict[str, ArmRevision] | None = Field(
-        default=None,
-        description="Version 8: each revision arm's code; for a backends evaluator, each of its revisions' (the files "
-        "its backends taken there can import, by their path in the repository).",
-    )
+    revisions: dict[str, ArmRevision] | None = Field(default=None, description="Version 8: each revision's code.")
 
     @model_validator(mode="after")
     def _roles_by_version(self) -> RunResults:

@@ -121,10 +121,10 @@ class Project:
         frozen = self.ptreg("evaluator", "freeze", "spec.json")
         assert frozen.returncode == 0, frozen.stderr
 
-    def ptreg(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def ptreg(self, *args: str, **variables: str) -> subprocess.CompletedProcess[str]:
         path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
         python_path = os.pathsep.join([*self.path, os.environ.get("PYTHONPATH", "")])
-        env = {**os.environ, "PATH": path, "TMPDIR": str(self.tmp), "PYTHONPATH": python_path}
+        env = {**os.environ, "PATH": path, "TMPDIR": str(self.tmp), "PYTHONPATH": python_path, **variables}
         found = subprocess.run(
             [sys.executable, "-m", "ptreg", *args],
             capture_output=True,
@@ -192,20 +192,36 @@ def test_a_later_revision_slower_is_found_and_each_worker_ran_its_own_revision(t
     ratio = found["tiny@after"]["vs_baseline_ratio"]  # type: ignore[index]
     assert ratio["ci"]["high"] < 1, ratio  # three times the work: slower over the whole interval
     assert project.plan_decides("slower") == "regressed"
+    shown = project.ptreg("show", "slower").stdout
+    assert "Revisions: each backend taken at a revision was imported from a checkout of its commit" in shown
+    assert heads["before"][:12] in shown and heads["after"][:12] in shown
     assert project.left_behind() == []
+
+
+def a_and_a(tmp_path: Path, runs: int) -> None:
+    """Runs of one evaluator whose two revisions hold the same backend code: each run's plan
+    (a change of 10% either way) decides neither worked nor regressed."""
+    project = Project(tmp_path, (1, "one"))
+    project.propose("same")  # one attempt, run again and again: a CI job per commit
+    for n in range(runs):
+        results = project.run("same")
+        assert results["status"] == "complete", results.get("reason")
+        recorded = results["revisions"]
+        assert recorded["before"]["code"] == recorded["after"]["code"] != {}  # type: ignore[index]
+        ratio = cells(results)["tiny@after"]["vs_baseline_ratio"]  # type: ignore[index]
+        assert 0.8 < ratio["median"] < 1.25, (n, ratio)
+        # the plan decides on the latest complete run: neither worked nor regressed
+        assert project.plan_decides("same") in ("failed", "inconclusive"), (n, ratio)
+        assert project.left_behind() == []
 
 
 def test_unchanged_code_at_two_revisions_gives_no_verdict(tmp_path: Path) -> None:
-    project = Project(tmp_path, (1, "one"))
-    project.propose("same")
-    results = project.run("same")
-    assert results["status"] == "complete", results.get("reason")
-    recorded = results["revisions"]
-    assert recorded["before"]["code"] == recorded["after"]["code"] != {}  # type: ignore[index]
-    ratio = cells(results)["tiny@after"]["vs_baseline_ratio"]  # type: ignore[index]
-    assert 0.8 < ratio["median"] < 1.25, ratio
-    assert project.plan_decides("same") in ("failed", "inconclusive")  # neither worked nor regressed
-    assert project.left_behind() == []
+    a_and_a(tmp_path, 1)
+
+
+@pytest.mark.slow
+def test_unchanged_code_at_two_revisions_gives_no_verdict_in_20_runs(tmp_path: Path) -> None:
+    a_and_a(tmp_path, 20)
 
 
 def test_a_backend_imported_from_outside_the_repository_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -221,6 +237,20 @@ def test_a_backend_imported_from_outside_the_repository_is_refused_in_one_line(t
     assert "backend example-transpose@after: its module ptreg_example_backend is imported from " in lines[0]
     assert "outside the repository at " in lines[0] and "cannot be told apart" in lines[0]
     assert snapshot(project.project / "attempts") == before
+    assert project.left_behind() == []
+
+
+def test_consent_covers_the_revisions_by_name_and_a_stranger_is_refused(tmp_path: Path) -> None:
+    project = Project(tmp_path, (1, "one"))
+    frozen = json.loads(next((project.project / "attempts" / "evaluators").glob("tiny-at-two@*.json")).read_text())
+    assert frozen["code"] == {}  # the revisions' code is consented to by name, not by content
+    ref = frozen["name"] + "@" + frozen["sha256"][:12]
+    shown = project.ptreg("evaluator", "show", ref).stdout
+    assert "whatever code the revisions HEAD~1 (before), HEAD (after) of this repository hold" in shown
+    project.propose("stranger")
+    # another user (another configuration folder) never consented to the revisions' code
+    done = project.ptreg("run", "stranger", PTREG_CONFIG_HOME=str(tmp_path / "someone-else"))
+    assert done.returncode == 2 and "was not frozen by you" in done.stderr, done.stdout + done.stderr
     assert project.left_behind() == []
 
 
