@@ -24,7 +24,7 @@ from pathlib import Path
 from ..clock import utc_now
 from ..engine.environment import backend_configuration, collect
 from ..engine.executor import Executor, TaskProgress
-from ..engine.identity import code_identity
+from ..engine.identity import code_identity, revision_code
 from ..engine.interruption import deferred, interruptible, pending
 from ..engine.measurement import SpreadExecutor, measure
 from ..engine.plan import EVALUATOR_VERSION
@@ -139,6 +139,7 @@ def _measure_and_record(
     with checked_out(project_root(root), frozen.spec, root.absolute().name, frozen.inputs) as checkouts:
         arm_roots = {arm: c.root for arm, c in checkouts.items() if not c.imports}
         imports = {backend: folder for c in checkouts.values() for backend, folder in c.imports.items()}
+        code.arms.update(revision_code(frozen.spec, {label: c.code for label, c in checkouts.items()}))
         found = measure(
             frozen.spec,
             executor,

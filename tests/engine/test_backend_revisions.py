@@ -189,6 +189,9 @@ def test_a_later_revision_slower_is_found_and_each_worker_ran_its_own_revision(t
     assert {label: r["commit"] for label, r in recorded.items()} == heads  # type: ignore[attr-defined]
     assert list(recorded["before"]["code"]) == ["src/tinyback/__init__.py"]  # type: ignore[index]
     assert recorded["before"]["code"] != recorded["after"]["code"]  # type: ignore[index]
+    # the code a comparison across runs takes each cell to have measured: the revision's
+    identity = results["code"]["arms"]  # type: ignore[index]
+    assert identity["tiny@before"]["digest"] != identity["tiny@after"]["digest"] is not None
     ratio = found["tiny@after"]["vs_baseline_ratio"]  # type: ignore[index]
     assert ratio["ci"]["high"] < 1, ratio  # three times the work: slower over the whole interval
     assert project.plan_decides("slower") == "regressed"
@@ -208,6 +211,8 @@ def a_and_a(tmp_path: Path, runs: int) -> None:
         assert results["status"] == "complete", results.get("reason")
         recorded = results["revisions"]
         assert recorded["before"]["code"] == recorded["after"]["code"] != {}  # type: ignore[index]
+        identity = results["code"]["arms"]  # type: ignore[index]
+        assert identity["tiny@before"]["digest"] == identity["tiny@after"]["digest"] is not None
         ratio = cells(results)["tiny@after"]["vs_baseline_ratio"]  # type: ignore[index]
         assert 0.8 < ratio["median"] < 1.25, (n, ratio)
         # the plan decides on the latest complete run: neither worked nor regressed
