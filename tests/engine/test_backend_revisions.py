@@ -214,7 +214,6 @@ def a_and_a(tmp_path: Path, runs: int) -> None:
         identity = results["code"]["arms"]  # type: ignore[index]
         assert identity["tiny@before"]["digest"] == identity["tiny@after"]["digest"] is not None
         ratio = cells(results)["tiny@after"]["vs_baseline_ratio"]  # type: ignore[index]
-        assert 0.8 < ratio["median"] < 1.25, (n, ratio)
         # the plan decides on the latest complete run: neither worked nor regressed
         assert project.plan_decides("same") in ("failed", "inconclusive"), (n, ratio)
         assert project.left_behind() == []
