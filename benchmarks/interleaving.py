@@ -32,8 +32,8 @@ from timing import interleaved, table
 from ptreg.engine.backends import describe_all, roles
 from ptreg.engine.environment import BEHAVIOUR_VARIABLES, cpu_model, usable_cores
 from ptreg.engine.executor import Executor
-from ptreg.engine.measurement import build_cell, cell_task, measure
-from ptreg.engine.plan import PlannedCell, bench_spec, round_order
+from ptreg.engine.measurement import Places, build_cell, cell_task, measure
+from ptreg.engine.plan import PlannedCell, bench_spec, order_seed, round_order
 from ptreg.engine.workloads import workload_named
 from ptreg.records.evaluator import EvaluatorSpec
 
@@ -73,9 +73,10 @@ def fresh(spec: EvaluatorSpec) -> list[Any]:
     executor.start()
     config = spec.configs[0]
     outcomes: dict[str, Any] = {}
+    places = Places(None, order_seed())  # a seed of the run's own, as measure draws one
     for number in range(spec.most_repeats):
-        for backend in round_order(spec.seed, config, number, spec.backends):
-            worker = executor.open(f"{backend}/{config}", cell_task(spec, config, backend))
+        for backend in round_order(places.order_seed, config, number, spec.backends):
+            worker = executor.open(f"{backend}/{config}", cell_task(spec, config, backend, places))
             executor.run_repeat(worker, number, spec.most_repeats)
             outcome = executor.close(worker)
             kept = outcomes.setdefault(backend, outcome)

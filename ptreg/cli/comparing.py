@@ -39,8 +39,12 @@ def compare(
         ..., metavar="A", help="The run compared against: ATTEMPT/RUN_ID, or ATTEMPT for its latest complete run."
     ),
     b: str = typer.Argument(..., metavar="B", help="The run compared: ATTEMPT/RUN_ID, or ATTEMPT."),
-    threshold: float = typer.Option(
-        0.05, "--threshold", metavar="FRACTION", help="The change that counts, as a fraction: 0.05 is 5%."
+    threshold: float | None = typer.Option(
+        None,
+        "--threshold",
+        metavar="FRACTION",
+        help="The change that counts, as a fraction: 0.05 is 5%. Default: 1% for instruction counts (their "
+        "resolution), 5% for times and arms' metrics.",
     ),
     across_evaluators: bool = typer.Option(
         False,
@@ -65,15 +69,16 @@ def compare(
     fail_on_regression: bool = typer.Option(
         False,
         "--fail-on-regression",
-        help="Exit 1 when any cell of B is slower than A beyond the threshold, or any arm's metric is worse.",
+        help="Exit 1 when any cell of B is slower than A beyond the threshold, or any arm's metric is worse, after "
+        "Holm's adjustment across them all.",
     ),
     as_json: bool = JsonFlag,
 ) -> None:
     """Is run B slower (or worse) than run A? Per cell: both medians, B against the runs of A's code with its 95% interval, and a verdict; for runs of arms, per arm and metric, in the metric's own terms.
 
-    Runs are the unit: each cell of B is judged against the spread of that cell's centre over the runs of A's code (A and the earlier runs whose recorded code for the cell is A's, or the runs given with --history), with one degree of freedom less than those runs; with fewer than 3 no verdict is given, and the output says how many more runs would give one. The cells' p-values are adjusted together (Benjamini-Hochberg). Machines that differ are listed first, and then no verdict is given. Exit 1 when the runs were made under different evaluators (unless --across-evaluators), or, with --fail-on-regression, when a cell is slower.
+    Batches of runs are the unit: the runs of A's code (A and the earlier runs whose recorded code for the cell is A's, or the runs given with --history) are grouped into batches by their times (runs taken back to back are one batch), and each cell of B is judged against the median and robust spread of the batches' centres, with a tail calibrated for heavy-tailed run effects; with fewer than 4 batches no verdict is given, and the output says why and how many more runs would give one. The verdicts are adjusted together (Holm), so an unchanged cell is flagged in at most 5% of comparisons. Machines that differ are listed first, and then no verdict is given. Exit 1 when the runs were made under different evaluators (unless --across-evaluators), or, with --fail-on-regression, when a cell is slower.
     """
-    from ..views.comparison import FALSE_DISCOVERY_RATE
+    from ..views.cell_verdicts import ADJUSTMENT, FAMILY_ERROR_RATE
     from ..views.comparison import compare as compare_runs
     from ..views.tables import plain
 
@@ -126,20 +131,23 @@ def compare(
         if found.metrics:
             say(plain([_metric_row(m) for m in found.metrics], METRIC_HEADERS, shrink=(1, 4)))
             say_wrapped(
-                f"{counted(len(found.metrics), 'arm metric')} compared, each at 95%: "
-                f"{found.moved('worse')} worse, {found.moved('better')} better in B"
+                f"{counted(len(found.metrics), 'arm metric')} compared, each interval at 95%: "
+                f"{found.moved('worse')} worse, {found.moved('better')} better in B "
+                f"({ADJUSTMENT} across them: any unchanged one flagged at most {100 * FAMILY_ERROR_RATE:g}% of the time)"
             )
         else:
             say_wrapped(
-                f"{counted(len(found.cells), 'cell')} compared at a {100 * threshold:g}% threshold: "
+                f"{counted(len(found.cells), 'cell')} compared at a {100 * found.threshold:g}% threshold: "
                 f"{found.moved('slower')} slower, {found.moved('faster')} faster "
-                f"(Benjamini-Hochberg at a false discovery rate of {100 * FALSE_DISCOVERY_RATE:g}%)"
+                f"({ADJUSTMENT} across the cells: any unchanged one flagged at most {100 * FAMILY_ERROR_RATE:g}% "
+                "of the time)"
             )
             if found.without_verdict:
                 most = max(c.runs_needed for c in found.cells)
                 say_wrapped(
-                    f"{counted(found.without_verdict, 'cell')} without a verdict: too few runs of A's code to judge "
-                    f"B against; {counted(most, 'more run')} of A's code (or --history RUN ...) would give one"
+                    f"{counted(found.without_verdict, 'cell')} without a verdict: too few batches of runs of A's code "
+                    f"to judge B against (runs taken back to back are one); {counted(most, 'more run')} of A's code, "
+                    "each apart from the others (or --history RUN ...), would give one"
                 )
     if fail_on_regression and found.regressed:
         raise typer.Exit(EXIT_CHECK_FAILED)
@@ -191,7 +199,7 @@ def history(
     ),
     as_json: bool = JsonFlag,
 ) -> None:
-    """Every complete run under one evaluator, oldest first, per cell: median, the 95% interval of the geometric mean over repeats, and the median against the first run's (an orientation; `ptreg compare` tests)."""
+    """Every complete run under one evaluator, oldest first, per cell: median, the 95% interval of the typical value over repeats, and the median against the first run's (an orientation; `ptreg compare` tests)."""
     from ..errors import PtregError
     from ..views.comparison import arms_history, evaluator_history
     from ..views.tables import plain

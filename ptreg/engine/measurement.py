@@ -29,11 +29,13 @@ from .plan import (
     estimate_round,
     interrupted_reason,
     narrow_enough,
+    order_seed,
     parity_shapes,
     round_order,
     run_status,
 )
 from .protocol import CellTask, ParityTask
+from .stats import ADAPTIVE_MIN_ROUNDS
 from .workloads.base import Workload, backends_spec
 from .workloads.discovery import require_measurable
 
@@ -86,12 +88,14 @@ def measure(
     root: Path | None = None,
     arm_roots: Mapping[str, Path] | None = None,
     import_folders: Mapping[str, Path] | None = None,
+    seed_of_orders: int | None = None,
 ) -> Measurement:
     """Parity (for a workload of backends), then every config's cells in interleaved rounds.
     ``round_cap`` is the most rounds the budget allows a config (its ``max_repeats``), when it
     says; ``root`` is the project root, where an arms workload's commands run, and
     ``arm_roots`` the project root of each arm that runs elsewhere (a checkout of its revision);
-    ``import_folders`` the folder of a checkout each backend taken at a revision is imported from."""
+    ``import_folders`` the folder of a checkout each backend taken at a revision is imported from;
+    ``seed_of_orders`` seeds the rounds' orders, drawn afresh for the run when not given."""
     workload = require_measurable(spec, f"evaluator {spec.name}")
     if (arm_roots or import_folders) and not isinstance(executor, Executor):
         # a checkout lives on this machine only, for this run only
@@ -102,7 +106,8 @@ def measure(
         valgrind()  # refused before anything runs when it is missing
     executor.start()
     ratio_roles = roles(describe_all()) if workload.kind == "backends" else Roles(reference=None, peer=None)
-    places = Places(root, dict(arm_roots or {}), dict(import_folders or {}))
+    orders = order_seed() if seed_of_orders is None else seed_of_orders
+    places = Places(root, orders, dict(arm_roots or {}), dict(import_folders or {}))
     parity: list[ParityOutcome] = []
     measured: list[Cell] = []
     rounds: list[ConfigRounds] = []
@@ -188,9 +193,11 @@ def parity_outcome(backend: str, outcome: TaskOutcome) -> ParityOutcome:
 
 @dataclass(frozen=True)
 class Places:
-    """Where a cell's worker is told its work lives: the project root, for arms workloads."""
+    """Where a cell's worker is told its work lives: the project root, for arms workloads; and
+    the run's own seed of the rounds' orders (``plan.round_order``)."""
 
     root: Path | None
+    order_seed: int
     arm_roots: dict[str, Path] = field(default_factory=dict)  # an arm's own, where it is not ``root``
     # a backend taken at a revision: the folder of the checkout its worker imports it from
     import_folders: dict[str, Path] = field(default_factory=dict)
@@ -214,7 +221,7 @@ def _measure_cells(
         if not runnable:
             continue
         estimate = estimate_round(round_seconds, config, spec)
-        allowed, why = executor.fits(None if estimate is None else estimate * spec.least_repeats)
+        allowed, why = executor.fits(None if estimate is None else estimate * least_rounds(spec))
         if not allowed:
             measured += [Cell(backend=b, config=config, status="not-started", reason=why) for b in runnable]
             continue
@@ -244,6 +251,14 @@ def _runnable(spec: AnySpec, config: str, parity: list[ParityOutcome], measured:
 def _in_plan_order(spec: AnySpec, measured: list[Cell]) -> None:
     order: dict[tuple[str, str], int] = {(p.config, p.backend): i for i, p in enumerate(cells(spec))}
     measured.sort(key=lambda c: order[(c.config, c.backend)])
+
+
+def least_rounds(spec: AnySpec) -> int:
+    """The rounds a config takes at least: the plan's, and under an adaptive plan never fewer
+    than its stopping rule's floor (``stats.ADAPTIVE_MIN_ROUNDS``), up to its ceiling."""
+    if spec.target_ci is None:
+        return spec.least_repeats
+    return min(spec.most_repeats, max(spec.least_repeats, ADAPTIVE_MIN_ROUNDS))
 
 
 def config_rounds(
@@ -283,7 +298,7 @@ def config_rounds(
             if not live:
                 stopped = "no backend left to measure"
                 break
-            if spec.target_ci is not None and number >= spec.least_repeats:
+            if spec.target_ci is not None and number >= least_rounds(spec):
                 so_far = _cells(spec, workload, config, workers)
                 workload.compare(spec, so_far, ratio_roles)
                 if narrow_enough(so_far, spec.target_ci):
@@ -294,7 +309,7 @@ def config_rounds(
                 stopped = f"stopped by the budget: {why}"
                 executor.budget_hit = True
                 break
-            order = [b for b in round_order(spec.seed, config, number, backends) if b in live]
+            order = [b for b in round_order(places.order_seed, config, number, backends) if b in live]
             orders.append(order)
             executor.announce(f"{config} rounds", "round", number, most)
             begun = time.monotonic()
@@ -319,7 +334,7 @@ def config_rounds(
                 executor.kill(worker, "budget", "stopped with the rest of its round by the budget")
             else:
                 executor.close(worker)
-    taken = ConfigRounds(config=config, order_seed=spec.seed, orders=orders, stopped=stopped)
+    taken = ConfigRounds(config=config, order_seed=places.order_seed, orders=orders, stopped=stopped)
     if orders:
         executor.announce(f"{config} rounds", "finished", len(orders), most, stopped, time.monotonic() - opened)
     return _cells(spec, workload, config, workers), taken

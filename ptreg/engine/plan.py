@@ -3,14 +3,15 @@ cell is expected to take, and what status a run ends with. Nothing here runs any
 
 Parity comes first, one task per backend; then, config by config in the evaluator's order,
 the repeats of all its backends in interleaved rounds: round r takes repeat r of every
-backend, in an order drawn afresh for each round from the evaluator's seed, so that a slow
-drift of the machine lands on every backend alike and each ratio pairs repeats taken seconds
-apart.
+backend, in an order balanced over the rounds (each backend in each place equally often) and
+drawn from a seed of the run's own, recorded, so that a slow drift of the machine lands on every
+backend alike and each ratio pairs repeats taken seconds apart.
 """
 
 from __future__ import annotations
 
 import random
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from ..errors import UnusableInput
 from ..records.configs import CONFIGS, linear_shapes, step_flops
 from ..records.evaluator import AnySpec, EvaluatorSpec
 from ..records.problems import flag_message
+from ..records.refs import INT_MAX
 from ..records.run_results import Cell, ParityOutcome, RunStatus
 from .workloads.discovery import workload_named
 
@@ -81,9 +83,23 @@ def cells(spec: AnySpec) -> list[PlannedCell]:
 
 
 def round_order(seed: int, config: str, round_number: int, backends: list[str]) -> list[str]:
-    """The order the backends take their repeat in one round: drawn from the evaluator's seed,
-    the config and the round alone, so that any run's order can be drawn again."""
-    return random.Random(f"{seed}/{config}/{round_number}").sample(backends, len(backends))
+    """The order the backends take their repeat in one round, balanced over the rounds: rounds
+    come in blocks of as many rounds as there are backends, each block the rotations of one
+    permutation drawn for it, so within every whole block each backend takes each place once
+    (for two, AB BA or BA AB). Drawn from the run's order seed, the config and the block alone,
+    so that a run's orders can be drawn again from what it recorded."""
+    size = len(backends)
+    if size == 0:
+        return []
+    block, turn = divmod(round_number, size)
+    drawn = random.Random(f"{seed}/{config}/{block}").sample(backends, size)
+    return drawn[turn:] + drawn[:turn]
+
+
+def order_seed() -> int:
+    """A run's own order seed, drawn afresh for each run (so two runs of one evaluator do not
+    repeat one order sequence) and recorded with its rounds."""
+    return secrets.randbelow(INT_MAX + 1)  # the record's integer field holds it
 
 
 def estimate_round(round_seconds: dict[str, float], config: str, spec: AnySpec) -> float | None:

@@ -128,7 +128,7 @@ def _unit_result(payload: dict[str, Any], executor: Executor) -> dict[str, Any]:
         ratio_roles,
         payload["round_cap"],
         {},
-        Places(Path(root) if root is not None else None),
+        Places(Path(root) if root is not None else None, payload["order_seed"]),
     )
     return {
         "kind": "cells",
@@ -278,7 +278,12 @@ class RayExecutor:
     ) -> list[tuple[list[Cell], ConfigRounds]]:
         # an arms workload's commands run in the project root, which each node must hold too
         root = str(places.root) if places.root is not None else None
-        shared = {"roles": ratio_roles.model_dump(mode="json"), "round_cap": round_cap, "root": root}
+        shared = {
+            "roles": ratio_roles.model_dump(mode="json"),
+            "round_cap": round_cap,
+            "root": root,
+            "order_seed": places.order_seed,
+        }
         # Largest config first: Ray starts units in the order they come, and the longest ones
         # started first leave the shortest to fill in (the makespan stays near its bound).
 
@@ -302,12 +307,17 @@ class RayExecutor:
                         for b in unit.backends
                     ]
                     found.append(
-                        (cells, ConfigRounds(config=config, order_seed=spec.seed, orders=[], stopped=unit.stopped[1]))
+                        (
+                            cells,
+                            ConfigRounds(
+                                config=config, order_seed=places.order_seed, orders=[], stopped=unit.stopped[1]
+                            ),
+                        )
                     )
                 elif unit.lost is not None:
                     cells = [Cell(backend=b, config=config, status="failed", reason=unit.lost) for b in unit.backends]
                     found.append(
-                        (cells, ConfigRounds(config=config, order_seed=spec.seed, orders=[], stopped=unit.lost))
+                        (cells, ConfigRounds(config=config, order_seed=places.order_seed, orders=[], stopped=unit.lost))
                     )
                 continue
             if unit.result is not None and unit.result.get("kind") == "cells":
@@ -461,9 +471,10 @@ class RayExecutor:
                 begun.setdefault(sample.repeat, set()).add(cell.backend)
             for kernel_sample in cell.kernel_samples or []:
                 begun.setdefault(kernel_sample.repeat, set()).add(cell.backend)
-        orders = [[b for b in round_order(spec.seed, config, r, unit.backends) if b in begun[r]] for r in sorted(begun)]
+        seed: int = unit.payload["order_seed"]
+        orders = [[b for b in round_order(seed, config, r, unit.backends) if b in begun[r]] for r in sorted(begun)]
         why = unit.stopped[1] if unit.stopped is not None else unit.lost or "the unit ended without a result"
-        return ConfigRounds(config=config, order_seed=spec.seed, orders=orders, stopped=why)
+        return ConfigRounds(config=config, order_seed=seed, orders=orders, stopped=why)
 
     def _notify(self, event: TaskProgress) -> None:
         if self.progress is not None:

@@ -65,7 +65,7 @@ from .condition import (
     verdicts,
 )
 from .evaluator import ArmsSpec
-from .intervals import LEVEL, Scale, at_level
+from .intervals import LEVEL, ONE_SEED, VARIANCE_FROM_VERSION, Scale, at_level
 
 if TYPE_CHECKING:  # the run models are only read here: deciding needs none built, nor does parsing
     from .run_results import Cell, Ratio, RunResults, Summary
@@ -104,6 +104,7 @@ class Reading:
     unknown: str | None = None  # why no value could be read
     n: int | None = None  # the values its interval is over, so that it can be taken to another level
     scale: Scale = "linear"  # the scale its interval is symmetric on
+    df: float | None = None  # its t quantile's degrees of freedom, where they are not n - 1
 
     def interval(self, level: float) -> tuple[float, float] | None:
         """Its interval at ``level``; None for a point or an unknown value."""
@@ -111,7 +112,7 @@ class Reading:
             return None
         if self.n is None:
             return (self.low, self.high) if level == LEVEL else None
-        return at_level(self.low, self.high, self.n, self.scale, level)
+        return at_level(self.low, self.high, self.n, self.scale, level, self.df)
 
     @property
     def shown(self) -> str:
@@ -301,20 +302,35 @@ def _metric(text: str, node: MetricValue | Diff | MetricRatio, results: RunResul
     """A metric of an arm, or its comparison with another arm, as the run recorded it."""
     cell = _arm(results, node.arm)
     assert cell is not None
+    # From version 8 an interval says what it is over; one over a single seed's items leaves the
+    # seeds' variance unknown, and unknown stays unknown (older runs are read as they were).
+    said = results.results_version >= VARIANCE_FROM_VERSION
     if isinstance(node, MetricValue):
         summary = (cell.metrics or {}).get(node.metric)
         if summary is None:
             return Reading(text, None, unknown=f"{node.arm} has no value of {node.metric} (cell {cell.status})")
+        if said and summary.variance == "items only":
+            return Reading(text, None, unknown=f"{node.arm}'s {node.metric} is over {ONE_SEED}")
         if summary.ci is None:
             return Reading(text, summary.mean)
-        return Reading(text, summary.mean, summary.ci.low, summary.ci.high, n=summary.n)
+        scale: Scale = "log" if said and summary.scale == "log" else "linear"
+        return Reading(
+            text, summary.mean, summary.ci.low, summary.ci.high, n=summary.n, scale=scale, df=_df(said, summary.df)
+        )
     found = (cell.versus or {}).get(node.over, {}).get(node.metric)
     if found is None:
         return Reading(text, None, unknown=f"no comparison of {node.arm} with {node.over} on {node.metric} is recorded")
+    if said and found.variance == "items only":
+        return Reading(text, None, unknown=f"{node.arm} against {node.over} on {node.metric} is over {ONE_SEED}")
     if found.ci is None:
         return Reading(text, found.estimate)
-    scale: Scale = "log" if found.kind == "ratio" else "linear"
-    return Reading(text, found.estimate, found.ci.low, found.ci.high, n=found.n, scale=scale)
+    scale = "log" if found.kind == "ratio" else "linear"
+    return Reading(text, found.estimate, found.ci.low, found.ci.high, n=found.n, scale=scale, df=_df(said, found.df))
+
+
+def _df(said: bool, df: float | None) -> float | None:
+    """An interval's own degrees of freedom, read from runs that record them (version 8)."""
+    return df if said else None
 
 
 def _count(text: str, node: ItemCount, results: RunResults) -> Reading:

@@ -247,13 +247,46 @@ class MetricDeclaration(BaseModel):
         "unit, for scores, losses and rates. A difference unless declared: a ratio of two accuracies misleads.",
     )
     description: Annotated[str, StringConstraints(min_length=1, max_length=400)] | None = None
+    margin: float | None = Field(
+        default=None,
+        gt=0,
+        le=1e12,
+        allow_inf_nan=False,
+        description="The smallest effect that matters: a fraction for a ratio (0.05: 5% either way), a value in the "
+        "unit for a difference. An interval within it reads 'no practical difference'; an analysis plan's own margin "
+        "takes its place.",
+    )
+
+    @model_validator(mode="after")
+    def _margin_of_its_kind(self) -> MetricDeclaration:
+        if self.compare == "ratio" and self.margin is not None and self.margin >= 1:
+            raise ValueError(f"margin {self.margin}: a ratio's margin is a fraction below 1 (0.05 for 5%)")
+        return self
+
+    def smallest_effect(self) -> float | None:
+        """The declared margin as an analysis plan gives one: a factor above 1 for a ratio (a
+        fraction of 0.05 is 1.05x), the value itself for a difference; None when not declared."""
+        if self.margin is None:
+            return None
+        return 1 + self.margin if self.compare == "ratio" else self.margin
 
 
+# The smallest effects that matter of what ptreg measures itself (docs/comparing.md#within-one-run):
+# identical arms' wall times differ by a few percent within one run on a shared machine, and
+# their peak memory by a fraction of a percent, run after run.
+WALL_MARGIN = 0.05
+MEMORY_MARGIN = 0.01
 # The metrics ptreg records of every arm itself (os.wait4 of the command's process tree).
 PTREG_METRICS: dict[str, MetricDeclaration] = {
-    WALL_SECONDS: MetricDeclaration(better="lower", unit="s", compare="ratio", description="wall time of a repeat"),
+    WALL_SECONDS: MetricDeclaration(
+        better="lower", unit="s", compare="ratio", description="wall time of a repeat", margin=WALL_MARGIN
+    ),
     PEAK_MEMORY: MetricDeclaration(
-        better="lower", unit="MB", compare="ratio", description="peak resident memory of the repeat's process tree"
+        better="lower",
+        unit="MB",
+        compare="ratio",
+        description="peak resident memory of the repeat's process tree",
+        margin=MEMORY_MARGIN,
     ),
 }
 # A relative path; that it names no '.' or '..' and does not start at / is checked below (the

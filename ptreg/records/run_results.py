@@ -13,8 +13,12 @@ only runs of the same code. Version 7 keeps the per-item results of arms (and, w
 results.json would pass the one bound of a run's file, the samples) apart from ``results.json``,
 in files each under that bound (``store/runs.py``), named with their digests in ``kept_apart``;
 and it records inputs that changed under the run (``inputs_changed``), which leave it deciding
-nothing. Version 8 records, for each arm that names a git revision, the commit it resolved to
-and the digests of the code its command ran there (``revisions``).
+nothing. Version 8 says what each interval of a metric is over (``variance``): a metric with
+per-item results carries the variance of its items and of its seeds (each seed trains a model
+of its own), and one seed's interval, over its items only, leaves the seed's variance unknown
+and gives no verdict; a positive metric's (a time, memory) is taken on the log scale. It also
+records, for each arm that names a git revision, the commit it resolved to and the digests of
+the code its command ran there (``revisions``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from .. import __version__
 from ..text import shorten
@@ -40,223 +44,100 @@ from .evaluator import (
     ProjectPath,
     SpecField,
 )
+from .intervals import VARIANCE_FROM_VERSION
+from .measured import (
+    KERNELS as KERNELS,
+)
+from .measured import (
+    SAMPLE_SECONDS_MAX as SAMPLE_SECONDS_MAX,
+)
+from .measured import (
+    SAMPLE_SECONDS_MIN as SAMPLE_SECONDS_MIN,
+)
+from .measured import (
+    STEP_OPS as STEP_OPS,
+)
+from .measured import (
+    VERSION_1_ROLES as VERSION_1_ROLES,
+)
+from .measured import (
+    Bound as Bound,
+)
+from .measured import (
+    CellStatus as CellStatus,
+)
+from .measured import (
+    Count as Count,
+)
+from .measured import (
+    Finite as Finite,
+)
+from .measured import (
+    Fraction as Fraction,
+)
+from .measured import (
+    Index as Index,
+)
+from .measured import (
+    Interval as Interval,
+)
+from .measured import (
+    Kernel as Kernel,
+)
+from .measured import (
+    KernelSample as KernelSample,
+)
+from .measured import (
+    MetricComparison as MetricComparison,
+)
+from .measured import (
+    MetricSample as MetricSample,
+)
+from .measured import (
+    MetricSummary as MetricSummary,
+)
+from .measured import (
+    NonNegative as NonNegative,
+)
+from .measured import (
+    OpParityCheck as OpParityCheck,
+)
+from .measured import (
+    ParityCheck as ParityCheck,
+)
+from .measured import (
+    ParityOutcome as ParityOutcome,
+)
+from .measured import (
+    Positive as Positive,
+)
+from .measured import (
+    Ratio as Ratio,
+)
+from .measured import (
+    Roles as Roles,
+)
+from .measured import (
+    SampleSeconds as SampleSeconds,
+)
+from .measured import (
+    SignedInterval as SignedInterval,
+)
+from .measured import (
+    StepOp as StepOp,
+)
+from .measured import (
+    StepSample as StepSample,
+)
+from .measured import (
+    Summary as Summary,
+)
+from .measured import (
+    _Strict as _Strict,
+)
 from .refs import INT_MAX, RUN_ID_PATTERN
 
 RESULTS_VERSION = 8
-Kernel = Literal["forward", "backward_da", "backward_db"]
-KERNELS: tuple[Kernel, ...] = ("forward", "backward_da", "backward_db")
-# The training step's other ops, in the order the forward meets them (engine/backends.py
-# OP_METHODS names each one's methods; a test holds the two equal).
-StepOp = Literal["encoder", "layernorm", "attention", "gelu", "residual", "bias", "crossentropy", "adamw"]
-STEP_OPS: tuple[StepOp, ...] = (
-    "encoder",
-    "layernorm",
-    "attention",
-    "gelu",
-    "residual",
-    "bias",
-    "crossentropy",
-    "adamw",
-)
-CellStatus = Literal["measured", "failed", "parity-failed", "budget-exhausted", "not-started", "interrupted"]
-
-# What the readers of a run rely on, stated once for every number of it: a timing, a rate and a
-# ratio of them are finite and positive (each is divided by, and a logarithm taken of), every
-# other number is finite, and an integer fits the stores (INT_MAX). The engine only ever
-# produces such values; a file that holds others was not written by it, and is refused whole.
-Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Finite = Annotated[float, Field(allow_inf_nan=False)]
-Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
-# An Amdahl bound, 1 / (1 - share): at least 1.
-Bound = Annotated[float, Field(ge=1, allow_inf_nan=False)]
-Count = Annotated[int, Field(ge=1, le=INT_MAX)]
-Index = Annotated[int, Field(ge=0, le=INT_MAX)]
-# A sample's seconds, between a picosecond (no clock ptreg reads resolves less than a
-# nanosecond) and about 30 years: so that the ratio of any two sums of samples, and its logarithm, stay far
-# inside a double where compare and history take them (engine/stats.py shift).
-SAMPLE_SECONDS_MIN = 1e-12
-SAMPLE_SECONDS_MAX = 1e9
-SampleSeconds = Annotated[float, Field(ge=SAMPLE_SECONDS_MIN, le=SAMPLE_SECONDS_MAX, allow_inf_nan=False)]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class Interval(_Strict):
-    """A 95% confidence interval, and how it was taken."""
-
-    low: Positive
-    high: Positive
-    level: float = Field(gt=0, lt=1)
-    method: str
-
-    @model_validator(mode="after")
-    def _ordered(self) -> Interval:
-        if self.low > self.high:
-            raise ValueError(f"the interval's low {self.low!r} is above its high {self.high!r}")
-        return self
-
-
-class SignedInterval(_Strict):
-    """A 95% confidence interval of a quantity that may be zero or negative: a mean score, a
-    difference between arms."""
-
-    low: Finite
-    high: Finite
-    level: float = Field(gt=0, lt=1)
-    method: str
-
-    @model_validator(mode="after")
-    def _ordered(self) -> SignedInterval:
-        if self.low > self.high:
-            raise ValueError(f"the interval's low {self.low!r} is above its high {self.high!r}")
-        return self
-
-
-class Ratio(_Strict):
-    """A ratio between two cells of one run, taken round by round from their paired repeats."""
-
-    median: Positive = Field(description="The median of the per-round ratios.")
-    n: Count = Field(description="Rounds in which both cells finished a repeat.")
-    ci: Interval | None = Field(description="95% interval of the ratio; unknown with fewer than 2 rounds.")
-
-
-class Summary(_Strict):
-    """Median and spread of a non-empty list of values."""
-
-    n: Count
-    median: Positive
-    min: Positive
-    max: Positive
-    q1: Positive = Field(description="First quartile (inclusive method).")
-    q3: Positive = Field(description="Third quartile (inclusive method).")
-    relative_spread: NonNegative | None = Field(description="(max - min) / median; unknown when there is one value.")
-    ci: Interval | None = Field(
-        default=None, description="Version 3: 95% interval of the center; unknown with one value."
-    )
-
-
-class Roles(_Strict):
-    """Which backends the ratios of a run are taken over, as their metadata declared them."""
-
-    reference: str | None = Field(
-        description="The backend whose accumulation order order-preserving backends reproduce bit for bit; "
-        "speedups are quoted over it (vs_naive). Unknown when no single backend declares the role."
-    )
-    peer: str | None = Field(
-        description="The library a user would pick instead; every kernel is also compared with it (vs_peer)."
-    )
-
-
-# What version 1 files compared with, by name, before roles were recorded.
-VERSION_1_ROLES = Roles(reference="naive", peer="numpy-blas")
-
-
-class ParityCheck(_Strict):
-    kernel: Kernel
-    shape: list[Count] = Field(min_length=3, max_length=3, description="M, K, N of the product.")
-    mode: Literal["bit-identical", "tolerance"]
-    passed: bool
-    max_abs_error: NonNegative | None
-    max_scaled_error: NonNegative | None
-    detail: str
-
-
-class OpParityCheck(_Strict):
-    """One op of the step, as a backend provides it, against the NumPy reference at one shape."""
-
-    op: StepOp
-    shape: str = Field(max_length=200, description="The configuration whose shapes the inputs had, e.g. 'xl'.")
-    mode: Literal["bit-identical", "tolerance"]
-    tolerance: NonNegative = Field(description="As the backend declares it: max |out - ref| <= tolerance · max |ref|.")
-    passed: bool
-    max_relative_error: NonNegative | None = Field(description="max |out - ref| / max |ref| over the op's outputs.")
-    detail: str
-
-
-class ParityOutcome(_Strict):
-    backend: str
-    passed: bool
-    summary: str = Field(description="One line; names the worst mismatch when it failed.")
-    checks: list[ParityCheck]
-    op_checks: list[OpParityCheck] | None = Field(
-        default=None, description="Version 6: each op the backend provides, checked before timing."
-    )
-
-
-class StepSample(_Strict):
-    """One timed training step."""
-
-    repeat: Index
-    step: Index
-    seconds: SampleSeconds
-    kernel_seconds: dict[Kernel, Annotated[float, Field(ge=0, le=SAMPLE_SECONDS_MAX, allow_inf_nan=False)]]
-    op_seconds: dict[StepOp, Annotated[float, Field(ge=0, le=SAMPLE_SECONDS_MAX, allow_inf_nan=False)]] | None = Field(
-        default=None, description="Version 6: seconds in each op of the step, whoever provided it."
-    )
-    loss: Finite
-    instructions: Count | None = Field(
-        default=None,
-        description="Under the instructions timer: the step's instructions executed (seconds is then "
-        "wall time under valgrind).",
-    )
-
-
-class KernelSample(_Strict):
-    """One repeat of ``calls`` back-to-back calls of one kernel at one layer's shape."""
-
-    repeat: Index
-    layer: str
-    kernel: Kernel
-    calls: Count
-    seconds_per_call: SampleSeconds
-    instructions_per_call: Positive | None = Field(
-        default=None, description="Under the instructions timer: instructions executed per call."
-    )
-
-
-class MetricSample(_Strict):
-    """One repeat of one arm: the metrics it wrote, its items, and what ptreg measured of it."""
-
-    repeat: Index
-    seed: Index
-    values: dict[MetricName, Finite] = Field(description="The last value written of each metric.")
-    items: dict[MetricName, dict[str, Finite]] | None = Field(
-        default=None, description="Per-item results, by metric, then by item id."
-    )
-    wall_seconds: Positive | None = None
-    peak_memory_mb: Positive | None = None
-    problem: str | None = Field(
-        default=None, description="Why this repeat gave no values (exit status, timeout, malformed output)."
-    )
-
-
-class MetricSummary(_Strict):
-    """One metric of one arm over its repeats: the mean with its 95% t-interval, and the spread."""
-
-    n: Count
-    mean: Finite
-    median: Finite
-    min: Finite
-    max: Finite
-    ci: SignedInterval | None = Field(description="95% interval of the mean; unknown with one repeat.")
-
-
-class MetricComparison(_Strict):
-    """One arm against another on one metric, paired (by item where both wrote items, else by
-    round): this arm's value over the other's, as the metric is declared to be compared."""
-
-    kind: Literal["ratio", "difference"]
-    estimate: Finite = Field(description="ratio: median of per-round ratios; difference: mean of paired differences.")
-    ci: SignedInterval | None = Field(description="95% interval; unknown with fewer than 2 pairs.")
-    n: Count = Field(description="Pairs: items or rounds.")
-    paired_by: Literal["item", "round"]
-    seeds: Count = Field(description="Repeats (seeds) averaged within each item, when paired by item.")
-    won: Index | None = Field(default=None, description="Pairs where this arm was better.")
-    lost: Index | None = Field(default=None, description="Pairs where the other arm was better.")
-    tied: Index | None = None
 
 
 class Share(_Strict):
@@ -462,6 +343,25 @@ class RunResults(_Strict):
         named = (self.spec.revisions or {}) if self.results_version >= 8 else {}
         if {a: r.revision for a, r in (self.revisions or {}).items()} != named:
             raise ValueError("revisions are not the arms' revisions as the run's spec names them")
+        return self
+
+    @model_validator(mode="after")
+    def _variance_from_version_8(self) -> RunResults:
+        """What an interval is over is recorded from version 8 on, and read only there: an
+        older run claiming it was not written by ptreg."""
+        if self.results_version >= VARIANCE_FROM_VERSION:
+            return self
+        for n, cell in enumerate(self.cells):
+            said: list[MetricSummary | MetricComparison] = [
+                *(cell.metrics or {}).values(),
+                *(c for v in (cell.versus or {}).values() for c in v.values()),
+            ]
+            if any(
+                v is not None
+                for x in said
+                for v in (x.variance, x.df, x.items_left_out, getattr(x, "scale", None), getattr(x, "items", None))
+            ):
+                raise ValueError(f"cells/{n}: what an interval is over is recorded from results_version 8 on")
         return self
 
     @model_validator(mode="after")

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..engine.stats import center_interval
 from ..engine.workloads import workload_named
-from ..engine.workloads.arms import declared
+from ..engine.workloads.arms import declared, intervals_over
 from ..engine.workloads.base import BackendsWorkload
 from ..errors import PtregError
 from ..records.attempt import Attempt, RunRef
@@ -210,8 +210,13 @@ def arms_run_charts(results: RunResults) -> list[Chart]:
     charts: list[Chart] = []
     for n, (metric, declaration) in enumerate(declared(spec, workload_named(spec.workload)).items()):
         bars, against = [], []
+        over: dict[str, None] = {}  # what the intervals are over (version 8), each said once
         for cell in results.cells:
             summary = (cell.metrics or {}).get(metric)
+            versus = (cell.versus or {}).get(spec.baseline, {}).get(metric)
+            said = intervals_over(summary, versus if cell.backend != spec.baseline else None)
+            if said:
+                over[said] = None
             ci = summary.ci if summary is not None else None
             bars.append(
                 Bar(
@@ -222,7 +227,6 @@ def arms_run_charts(results: RunResults) -> list[Chart]:
                     ci.high if ci else None,
                 )
             )
-            versus = (cell.versus or {}).get(spec.baseline, {}).get(metric)
             if versus is not None and cell.backend != spec.baseline:
                 vci = versus.ci
                 against.append(
@@ -231,7 +235,8 @@ def arms_run_charts(results: RunResults) -> list[Chart]:
         if not any(b.value is not None for b in bars):
             continue
         direction = f"{declaration.better} is better"
-        title = f"{metric}: each arm's mean, 95% interval ({direction})"
+        said = f"; intervals over {' / '.join(over)}" if over else ""
+        title = f"{metric}: each arm's mean, 95% interval ({direction}{said})"
         charts.append(bar_chart(f"metric-{n}", title, declaration.unit, bars, labels=ARM_LABELS))
         if against:
             if declaration.compare == "ratio":
@@ -294,7 +299,7 @@ def run_charts(results: RunResults) -> list[Chart]:
     of = measured.seconds_of if isinstance(measured, BackendsWorkload) else "repeat"
     unit = f"{'instructions' if counted else 'ms'} per {of}"
     what = "Instructions (under valgrind)" if counted else "Time"
-    title = f"{what} per step, per config and backend (bar: median; whisker: 95% interval of the geometric mean)"
+    title = f"{what} per step, per config and backend (bar: median; whisker: 95% interval of the typical value)"
     charts.append(bar_chart("time", title, unit, time_bars))
     roles = results.ratio_roles
     for name, title, attr in (

@@ -5,22 +5,28 @@ Runs under one evaluator give round r the same seed, so a difference metric is p
 the runs as it is within one: by item where both runs wrote items (each item averaged over the
 seeds), else by round. A deterministic command run twice shows a difference of exactly zero. A
 ratio metric (a time, a throughput, memory) moves with the machine's load between runs, so it
-is judged as backends' times are (``comparison.py``): runs as the unit, B's centre against the
-centres of the runs of A's code for that arm, with no verdict from fewer than ``MIN_HISTORY``;
-and across machines no verdict is given. Each interval is at 95%, one per (arm, metric), not
-adjusted across them.
+is judged as backends' times are (``cell_verdicts.py``): batches of runs as the unit, B's centre
+against the batches of runs of A's code for that arm, with no verdict from fewer than
+``MIN_HISTORY`` batches; and across machines no verdict is given. Each interval is at 95%, one
+per (arm, metric); the verdicts are adjusted across every (arm, metric) of the comparison
+(Holm), so that an unchanged one is called better or worse in at most 5% of comparisons.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine.stats import MIN_HISTORY, run_centre, shift_from_history
+from ..engine.stats import MAX_HISTORY, MIN_HISTORY, batches, holm, run_centre, shift_from_history
 from ..engine.workloads import workload_named
 from ..engine.workloads.arms import better_word, compare_arms, declared, metric_values
 from ..records.evaluator import ArmsSpec, MetricDeclaration
+from ..records.intervals import t_quantile_df
 from ..records.run_results import Cell, RunResults
+from ..text import counted
+from .cell_verdicts import FAMILY_ERROR_RATE
 
 
 @dataclass
@@ -41,6 +47,9 @@ class MetricShift:
     high: float | None = None
     paired_by: str | None = None  # item, round, or runs (a ratio judged against the runs of A's code)
     history: list[str] | None = None  # a ratio metric: the runs of A's code B was judged against, A first
+    batches: int | None = None  # a ratio metric: the batches those runs form (runs back to back are one)
+    p: float | None = None  # that B differs from A (a ratio: beyond the threshold), before adjustment
+    q: float | None = None  # after Holm's adjustment across the comparison's (arm, metric)s
     verdict: str = "unknown"
 
     def to_json(self) -> dict[str, Any]:
@@ -99,15 +108,40 @@ def metric_shifts(
             )
             code = a.cell_code(arm)
             ours = [r for r in earlier if code is not None and r.cell_code(arm) == code]
-            history = [(_label(a), cell_a), *((_label(r), c) for r in ours if (c := _cells(r).get(arm)) is not None)]
+            history = [(a, cell_a), *((r, c) for r in ours if (c := _cells(r).get(arm)) is not None)]
             _decide(row, history, cell_b, declaration, threshold, same_machine)
             found.append(row)
+    _adjust(found)
     return found
+
+
+def _adjust(rows: list[MetricShift]) -> None:
+    """Holm across the comparison's (arm, metric)s: a better or worse stands only when its
+    adjusted p is below ``FAMILY_ERROR_RATE``; one that does not is no difference resolved."""
+    unjudged = ("no verdict", "not comparable", "unknown", "unresolved (one pair)")
+    tested = [r for r in rows if r.p is not None and not r.verdict.startswith(unjudged)]
+    for row, q in zip(tested, holm([r.p for r in tested if r.p is not None]), strict=True):
+        row.q = q
+        if row.verdict in ("better", "worse") and q >= FAMILY_ERROR_RATE:
+            row.verdict = "no difference resolved"
+
+
+def _p_of_interval(estimate: float, low: float, high: float, df: float) -> float:
+    """The two-sided p-value that a difference is zero, read off its 95% interval as the
+    Student's t interval it is, with its own degrees of freedom (n - 1 pairs, or Satterthwaite's
+    over items and seeds): the half-width towards zero over the t quantile is its standard error
+    (``records/intervals.py``)."""
+    from scipy.stats import t
+
+    half = estimate - low if estimate > 0 else high - estimate
+    if df < 1 or half <= 0:
+        return 0.0 if estimate != 0 else 1.0
+    return float(2 * t.sf(abs(estimate) / (half / t_quantile_df(df)), df))
 
 
 def _decide(
     row: MetricShift,
-    history: list[tuple[str, Cell]],
+    history: list[tuple[RunResults, Cell]],
     cell_b: Cell,
     declaration: MetricDeclaration,
     threshold: float,
@@ -121,26 +155,47 @@ def _decide(
         row.estimate, row.paired_by = found.estimate, found.paired_by
         if found.ci is not None:
             row.low, row.high = found.ci.low, found.ci.high
+            if all(math.isfinite(v) for v in (found.estimate, found.ci.low, found.ci.high)):
+                df = found.df if found.df is not None else found.n - 1
+                row.p = _p_of_interval(found.estimate, found.ci.low, found.ci.high, df)
         row.verdict = better_word(found, declaration)
         return
-    row.paired_by, row.history = "runs", [label for label, _ in history]
-    centres = [run_centre(list(metric_values(c.metric_samples or [], row.metric).values())) for _, c in history]
+    ordered = sorted(history, key=lambda run: run[0].started_at)
+    grouped = batches([(r.started_at, r.finished_at) for r, _ in ordered])[-MAX_HISTORY:]
+    row.paired_by, row.batches = "runs", len(grouped)
+    used = {_label(ordered[i][0]) for batch in grouped for i in batch}
+    row.history = [label for label in (_label(r) for r, _ in history) if label in used]
+    centres = []
+    for batch in grouped:
+        known = [
+            c
+            for i in batch
+            if (c := run_centre(list(metric_values(ordered[i][1].metric_samples or [], row.metric).values())))
+            is not None
+        ]
+        if known:
+            centres.append(statistics.median(known))
     b_centre = run_centre(list(metric_values(cell_b.metric_samples or [], row.metric).values()))
-    known = [c for c in centres if c is not None]
-    moved = None if b_centre is None else shift_from_history(known, b_centre, threshold)
+    moved = None if b_centre is None else shift_from_history(centres, b_centre, threshold)
     if moved is not None:
-        row.estimate, row.low, row.high = moved.ratio, moved.low, moved.high
+        row.estimate, row.low, row.high, row.p = moved.ratio, moved.low, moved.high, moved.p
     if not same_machine:
         row.verdict = "not comparable: different machines"
-    elif len(history) < MIN_HISTORY:
-        more = MIN_HISTORY - len(history)
-        row.verdict = f"no verdict: {len(history)} run(s) of A's code, {MIN_HISTORY} needed ({more} more)"
+    elif len(grouped) < MIN_HISTORY:
+        more = MIN_HISTORY - len(grouped)
+        if len(grouped) == len(history):
+            row.verdict = f"no verdict: {len(history)} run(s) of A's code, {MIN_HISTORY} needed ({more} more)"
+        else:
+            row.verdict = (
+                f"no verdict: history is {counted(len(grouped), 'batch', 'batches')} of {len(history)} runs taken back "
+                f"to back; {MIN_HISTORY} batches needed ({counted(more, 'more run')}, each apart)"
+            )
     elif moved is None:
         row.verdict = "unknown: a value that is not positive"
-    elif moved.p >= 0.05:
-        row.verdict = "no difference resolved"
     else:
-        row.verdict = "better" if (moved.ratio > 1) == (declaration.better == "higher") else "worse"
+        row.verdict = "no difference resolved"
+        if moved.p < 0.05:
+            row.verdict = "better" if (moved.ratio > 1) == (declaration.better == "higher") else "worse"
 
 
 @dataclass

@@ -5,11 +5,14 @@ do not; how far a cell's centre moves from run to run differs from cell to cell 
 read off the repeats of one run. So each cell of B is judged against the centres of earlier
 runs of the code A measured in that cell (its history: A and every complete run under the same
 frozen evaluator on the same machine whose code identity for the cell equals A's, or the runs
-named with ``--history``), with Student's t on those k centres (k - 1 degrees of freedom,
-``engine/stats.py shift_from_history``). With fewer than three such runs no verdict is given,
-and the output says how many more would give one. The cells of one comparison are many
-questions at once: their p-values are adjusted together (Benjamini-Hochberg) before any cell
-is called slower or faster.
+named with ``--history``). Runs taken back to back share their session, so they are grouped
+into batches by their times, and the batch is the unit: B's centre against the median of the
+batches' centres, in units of their robust spread, with a tail calibrated for heavy-tailed
+run effects (``engine/stats.py shift_from_history``). With fewer than ``MIN_HISTORY`` batches
+no verdict is given, and the output says why and how many more runs would give one. The cells
+of one comparison are many questions at once: their p-values are adjusted together (Holm's
+step-down) before any cell is called slower or faster, so that an unchanged cell is flagged
+in at most 5% of comparisons whatever the other cells did.
 
 Only runs made under the same frozen evaluator are compared, unless asked to compare across
 evaluators, and then only the cells whose workload, config, backend, threads and step plan
@@ -27,14 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.environment import machine, measuring_environment
-from ..engine.stats import (
-    MIN_HISTORY,
-    center_interval,
-    false_discovery,
-    run_centre,
-    shift_from_history,
-    shift_of_counts,
-)
+from ..engine.stats import BATCH_GAP_SECONDS, RUNS_METHOD, center_interval
 from ..engine.workloads import workload_named
 from ..engine.workloads.base import BackendsWorkload, repeat_unit
 from ..errors import CheckFailed, PtregError, UnknownAttempt, UnusableInput
@@ -45,10 +41,14 @@ from ..store.directory import attempt_files, record_path
 from ..store.evaluator_files import evaluator_files
 from ..store.jsonio import read_json
 from ..store.runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR, read_results
-from ..text import counted
 from .arms_comparison import MetricHistoryRow, MetricShift, is_arms_run, metric_history, metric_shifts
+from .cell_verdicts import ADJUSTMENT, FAMILY_ERROR_RATE, CellShift, HistoryRun, decide, judge_cell
 
-FALSE_DISCOVERY_RATE = 0.05
+# The change that counts, unless --threshold says otherwise: a time moves by a few percent from
+# run to run on a quiet machine, an instruction count of unchanged code by under 0.1%
+# (engine/stats.py COUNT_DRIFT), so a 1% change is what counts resolve.
+TIMES_THRESHOLD = 0.05
+COUNTS_THRESHOLD = 0.01
 # What must agree for a cell to be compared across two evaluators.
 STEP_PLAN = ("workload", "threads", "warmup_steps", "timed_steps")
 
@@ -158,97 +158,6 @@ def cell_values(results: RunResults, relative_to: str | None = None) -> dict[tup
 
 
 @dataclass
-class CellShift:
-    config: str
-    backend: str
-    a_seconds: float | None  # median over repeats (a ratio to the --relative-to backend, with one)
-    b_seconds: float | None
-    a_repeats: int
-    b_repeats: int
-    history: list[str] = field(default_factory=list)  # the runs of A's code B is judged against, A first
-    same_code: bool | None = None  # whether B measured the code A did in this cell; None when unknown
-    drift: float | None = None  # the spread of the history's centres (log units): this cell's own
-    ratio: float | None = None  # B over the history's geometric mean, of time per step: above 1 is slower
-    low: float | None = None
-    high: float | None = None
-    p: float | None = None
-    q: float | None = None  # after the false-discovery adjustment across the comparison's cells
-    verdict: str = "unknown"
-    counted: bool = False  # instruction counts: judged by the two runs' repeats (stats.shift_of_counts)
-
-    @property
-    def runs_needed(self) -> int:
-        """How many more runs of A's code would give this cell a verdict (none for counts)."""
-        return 0 if self.counted else max(MIN_HISTORY - len(self.history), 0)
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.__dict__, "runs_needed": self.runs_needed}
-
-
-def judge_cell(
-    config: str,
-    backend: str,
-    history: list[tuple[str, list[float]]],
-    b_values: list[float],
-    threshold: float,
-    counted: bool = False,
-) -> CellShift:
-    """One cell of B against its history: ``(label, values)`` of each run of A's code, A first
-    (its values are each repeat's time, or ratio with ``--relative-to``). The verdict is left
-    to ``decide``, which sees every cell of the comparison."""
-    a_values = history[0][1]
-    cell = CellShift(
-        config,
-        backend,
-        statistics.median(a_values) if a_values else None,
-        statistics.median(b_values) if b_values else None,
-        len(a_values),
-        len(b_values),
-        history=[label for label, _ in history],
-        counted=counted,
-    )
-    if counted:  # counts do not drift between runs: the two runs' repeats are the evidence
-        cell.history = cell.history[:1]
-        found = shift_of_counts(a_values, b_values, threshold)
-        if found is not None:
-            cell.ratio, cell.low, cell.high, cell.p = found.ratio, found.low, found.high, found.p
-        return cell
-    centres = [c for _, values in history if (c := run_centre(values)) is not None]
-    b_centre = run_centre(b_values)
-    if len(centres) >= 2:
-        cell.drift = statistics.stdev(centres)
-    if b_centre is not None:
-        found = shift_from_history(centres, b_centre, threshold)
-        if found is not None:
-            cell.ratio, cell.low, cell.high, cell.p = found.ratio, found.low, found.high, found.p
-    return cell
-
-
-def decide(cells: list[CellShift], same_machine: bool) -> None:
-    """Slower or faster only when the adjusted p-value says so at the false discovery rate; no
-    verdict at all across machines, nor where the history is too short."""
-    tested = [c for c in cells if c.p is not None]
-    for cell, q in zip(tested, false_discovery([c.p for c in tested if c.p is not None]), strict=True):
-        cell.q = q
-    for cell in cells:
-        if cell.a_repeats == 0 or cell.b_repeats == 0:
-            cell.verdict = "unknown: no whole repeat on a side"
-        elif not same_machine:
-            cell.verdict = "not comparable: different machines"
-        elif cell.runs_needed:
-            cell.verdict = (
-                f"no verdict: {counted(len(cell.history), 'run')} of A's code, "
-                f"{MIN_HISTORY} needed ({cell.runs_needed} more)"
-            )
-        elif cell.p is None:
-            cell.verdict = "unknown: a value that is not positive"
-        elif cell.q is not None and cell.q < FALSE_DISCOVERY_RATE:
-            cell.verdict = "slower" if (cell.ratio or 1.0) > 1 else "faster"
-        else:
-            cell.verdict = "no difference resolved"
-
-
-@dataclass
 class Comparison:
     a: FoundRun
     b: FoundRun
@@ -290,7 +199,8 @@ class Comparison:
             "same_machine": self.same_machine,
             "machine_differences": self.machine_differences,
             "threshold": self.threshold,
-            "false_discovery_rate": FALSE_DISCOVERY_RATE,
+            "adjustment": ADJUSTMENT,
+            "family_error_rate": FAMILY_ERROR_RATE,
             "method": self.method,
             "relative_to": self.relative_to,
             "unit": self.unit,
@@ -365,15 +275,16 @@ def compare(
     a_ref: str,
     b_ref: str,
     *,
-    threshold: float = 0.05,
+    threshold: float | None = None,
     across_evaluators: bool = False,
     relative_to: str | None = None,
     history_refs: list[str] | None = None,
 ) -> Comparison:
     """Run B against run A, cell by cell (see the module's text); with ``relative_to``, each
     cell's time as a ratio to that backend's in the same round; with ``history_refs``, the
-    history is those runs (and A) for every cell instead of the runs of A's code."""
-    if not 0 < threshold < 1:
+    history is those runs (and A) for every cell instead of the runs of A's code. Without a
+    ``threshold``, 1% for instruction counts and 5% for times and arms' metrics."""
+    if threshold is not None and not 0 < threshold < 1:
         raise UnusableInput(f"--threshold must be between 0 and 1 (a fraction such as 0.05), not {threshold}")
     a, b = find_run(root, a_ref), find_run(root, b_ref)
     if a.folder == b.folder:
@@ -396,8 +307,12 @@ def compare(
     if is_arms_run(a.results) or is_arms_run(b.results):
         if history_refs:
             raise UnusableInput("--history takes runs of backends; runs of arms compare in their own terms")
-        return _compare_arms(root, a, b, threshold, same_evaluator, differing, relative_to)
+        return _compare_arms(
+            root, a, b, TIMES_THRESHOLD if threshold is None else threshold, same_evaluator, differing, relative_to
+        )
     counted = a.results.counted is not None or b.results.counted is not None
+    if threshold is None:
+        threshold = COUNTS_THRESHOLD if counted else TIMES_THRESHOLD
     if counted and history_refs:
         raise UnusableInput("--history: instruction counts are compared run against run, with no history")
     named = None if not history_refs else named_history(root, a, b, history_refs)
@@ -423,7 +338,7 @@ def compare(
     keys = [k for k in values_a if k in values_b] if plan_agrees else []
     for config, backend in keys:
         ours = [
-            (run.label, values[(config, backend)])
+            _history_run(run, values[(config, backend)])
             for run, values in earlier
             if (config, backend) in values
             and (named is not None or _same_code(run.results, a.results, backend, relative_to) is True)
@@ -431,7 +346,7 @@ def compare(
         cell = judge_cell(
             config,
             backend,
-            [(a.label, values_a[(config, backend)]), *ours],
+            [_history_run(a, values_a[(config, backend)]), *ours],
             values_b[(config, backend)],
             threshold,
             counted,
@@ -442,17 +357,22 @@ def compare(
     return comparison
 
 
+def _history_run(run: FoundRun, values: list[float]) -> HistoryRun:
+    return HistoryRun(run.label, values, run.results.started_at, run.results.finished_at)
+
+
 METHOD = (
-    "runs as the unit: each cell's centre in B (the median of its repeats) against the centres of the runs of "
-    "A's code in that cell, Student's t with one degree of freedom less than those runs, two-sided at the "
-    "threshold; the cells' p-values adjusted together (Benjamini-Hochberg)"
+    f"batches of runs as the unit (runs less than {BATCH_GAP_SECONDS // 60} minutes apart are one batch): "
+    "each cell's centre in B "
+    f"(the median of its repeats) against the runs of A's code in that cell, {RUNS_METHOD}, two-sided at the "
+    "threshold; the cells' p-values adjusted together (Holm)"
 )
 
 
 COUNTS_METHOD = (
     "instruction counts: each cell's repeats in B against A's (Welch's t on their logarithms, with an allowance "
     "of 0.1% between runs, since counts of the same code counted the same way do not drift), two-sided at the "
-    "threshold; the cells' p-values adjusted together (Benjamini-Hochberg)"
+    "threshold; the cells' p-values adjusted together (Holm)"
 )
 
 
@@ -473,7 +393,8 @@ def _compare_arms(
     machines = machine_differences(a, b)
     term = (
         "differences paired by item or by round (the seeds agree under one evaluator); ratios (times, rates) "
-        "with runs as the unit, B's centre against the runs of A's code for that arm, as backends' times are"
+        "with batches of runs as the unit, B's centre against the batches of runs of A's code for that arm, as "
+        "backends' times are; every (arm, metric) adjusted together (Holm)"
     )
     comparison = Comparison(a, b, threshold, not same_evaluator, differing, machines, term)
     earlier = [r.results for r in history(root, a, leave_out=b) if r.folder != a.folder]

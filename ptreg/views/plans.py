@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engine.workloads.arms import ArmsWorkload
 from ..engine.workloads.discovery import spec_problem, workload_named
 from ..errors import PtregError
 from ..records.analysis_plan import Plan, PlanStatus, status_of
@@ -68,9 +69,16 @@ def pooled(runs: list[RunResults]) -> RunResults:
             }
             | {"status": status}
         )
-        workload.summarize(first.spec, blank, keyed.get((cell.backend, cell.config), []))
+        samples = keyed.get((cell.backend, cell.config), [])
+        if isinstance(workload, ArmsWorkload):  # a pool of older runs is decided as they were recorded
+            workload.summarize(first.spec, blank, samples, results_version=first.results_version)
+        else:
+            workload.summarize(first.spec, blank, samples)
         cells.append(blank)
-    workload.compare(first.spec, cells, first.ratio_roles)
+    if isinstance(workload, ArmsWorkload):
+        workload.compare(first.spec, cells, first.ratio_roles, results_version=first.results_version)
+    else:
+        workload.compare(first.spec, cells, first.ratio_roles)
     return first.model_copy(update={"cells": cells})
 
 

@@ -341,11 +341,11 @@ def test_a_comparison_and_a_summary_take_no_more_than_the_width_bound_counts() -
     """Each at its longest: names of the longest an arm and a metric may have, numbers of 24
     characters, the longest interval method, counts of 19 digits; a cell's own lines (a KB at
     most each, 64 KB for 64 arms) come out of the reserve."""
-    from ptreg.engine.stats import ADAPTIVE_METHOD
+    from ptreg.engine.stats import ADAPTIVE_PAIRED_METHOD
     from ptreg.engine.workloads.arms import COMPARISON_BYTES, SUMMARY_BYTES
 
     number, count = -1.2345678901234567e-300, 2**63 - 1
-    interval = {"low": number, "high": number, "level": 0.95, "method": ADAPTIVE_METHOD}
+    interval = {"low": number, "high": number, "level": 0.95, "method": ADAPTIVE_PAIRED_METHOD}
     summary = {"n": count, "mean": number, "median": number, "min": number, "max": number, "ci": interval}
     comparison = {"kind": "difference", "estimate": number, "ci": interval, "n": count, "paired_by": "round"}
     comparison |= {"seeds": count, "won": count, "lost": count, "tied": count}

@@ -279,7 +279,7 @@ def test_only_the_worker_of_a_backend_at_a_revision_gets_the_checkout_first_on_i
         evaluator_spec(backends=["naive", "naive@before"], baseline="naive", revisions={"before": "HEAD~1"}), "s"
     )
     assert isinstance(spec, EvaluatorSpec)
-    places = Places(None, {}, {"naive@before": Path("/checkout/backends")})
+    places = Places(None, 0, {}, {"naive@before": Path("/checkout/backends")})
     assert cell_task(spec, "xl", "naive@before", places).import_folder == "/checkout/backends"
     assert cell_task(spec, "xl", "naive", places).import_folder is None
     roles = Roles(reference="naive", peer=None)

@@ -110,8 +110,11 @@ def test_the_acceptance_spec_freezes_runs_shows_and_concludes(tmp_path: Path) ->
     versus = cells["candidate"]["versus"]["baseline"]["score"]
     assert versus["paired_by"] == "item" and versus["n"] == 60 and versus["seeds"] == 3
     assert versus["won"] + versus["lost"] + versus["tied"] == 60
+    assert versus["variance"] == "items and seeds" and versus["items_left_out"] == 0
+    assert cells["baseline"]["metrics"]["wall_seconds"]["scale"] == "log"
     shown = ptreg(project, "show", "toy-level").stdout
     assert "score (fraction, higher is better; difference to baseline)" in shown
+    assert "items and seeds" in shown and "rounds; geometric mean" in shown
     concluded = ptreg(
         project,
         *("conclude", "toy-level", "--status", "worked", "--lesson", "level 6 scores higher"),
@@ -124,7 +127,7 @@ def test_the_acceptance_spec_freezes_runs_shows_and_concludes(tmp_path: Path) ->
     built = ptreg(project, "site", "-o", "site")
     assert built.returncode == 0, built.stderr
     page = next((project / "site" / "runs" / "toy-level").glob("*.html")).read_text(encoding="utf-8")
-    assert "score: each arm&#39;s mean, 95% interval (higher is better)" in page
+    assert "score: each arm&#39;s mean, 95% interval (higher is better; intervals over items and seeds)" in page
     assert "score: each arm minus baseline, paired (higher is better; 0 is no change)" in page
     assert "wall_seconds: each arm over baseline (lower is better; 1 is no change)" in page
     # and compare reads two runs of arms metric by metric

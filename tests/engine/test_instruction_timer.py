@@ -209,12 +209,13 @@ def test_compare_reads_real_counts_as_no_difference_and_ten_percent_more_as_slow
 ) -> None:
     """The counts of the runs above, judged by compare's own code: two runs of unchanged code
     are no difference, and the backend doing 10% more calls is slower."""
-    from ptreg.views.comparison import decide, judge_cell
+    from ptreg.views.cell_verdicts import HistoryRun, decide, judge_cell
 
     (_, a), (_, b) = unchanged
     more = more_work
-    same = judge_cell("tiny", BACKEND, [("a", a)], b, 0.05, counted=True)
-    slower = judge_cell("tiny", BACKEND, [("a", a)], more, 0.05, counted=True)
+    history = [HistoryRun("a", a, "2026-12-01T00:00:00Z", "2026-12-01T00:01:00Z")]
+    same = judge_cell("tiny", BACKEND, history, b, 0.05, counted=True)
+    slower = judge_cell("tiny", BACKEND, history, more, 0.05, counted=True)
     decide([same], same_machine=True)
     decide([slower], same_machine=True)
     assert same.verdict == "no difference resolved" and slower.verdict == "slower"

@@ -17,6 +17,7 @@ from ptreg.engine.plan import (
     estimate_round,
     interrupted_reason,
     narrow_enough,
+    order_seed,
     parity_shapes,
     round_order,
     run_status,
@@ -88,6 +89,29 @@ def test_each_rounds_order_is_drawn_again_from_the_seed_alone() -> None:
     assert len({tuple(o) for o in orders}) > 1  # the order changes from round to round
     assert orders == [round_order(0, "small", r, backends) for r in range(8)]
     assert orders != [round_order(1, "small", r, backends) for r in range(8)]
+
+
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_every_backend_takes_every_place_equally_often_in_each_block_of_rounds(size: int) -> None:
+    """Over any whole number of blocks (as many rounds as backends), each backend goes first,
+    second, ... exactly as often as any other; whatever the seed. Two arms go AB BA or BA AB."""
+    backends = [f"b{i}" for i in range(size)]
+    for seed in range(20):
+        for blocks in (1, 3):
+            orders = [round_order(seed, "c", r, backends) for r in range(size * blocks)]
+            for place in range(size):
+                assert sorted(o[place] for o in orders) == sorted(backends * blocks), (seed, orders)
+    firsts = {
+        tuple(round_order(seed, "c", 0, ["a", "b"]) + round_order(seed, "c", 1, ["a", "b"])) for seed in range(40)
+    }
+    assert firsts == {("a", "b", "b", "a"), ("b", "a", "a", "b")}
+
+
+def test_a_runs_order_seed_is_drawn_afresh_and_fits_the_record() -> None:
+    from ptreg.records.refs import INT_MAX
+
+    seeds = {order_seed() for _ in range(20)}
+    assert len(seeds) == 20 and all(0 <= s <= INT_MAX for s in seeds)
 
 
 def test_a_rounds_time_is_its_own_last_round_else_the_earlier_configs_scaled_by_work() -> None:
@@ -227,3 +251,16 @@ def test_bench_spec_refuses_unusable_options_in_one_line(changes: dict[str, Any]
         bench_spec(**options)
     assert caught.value.exit_code == EXIT_UNUSABLE and field in caught.value.message
     assert "\n" not in caught.value.message
+
+
+def test_an_adaptive_plan_takes_at_least_its_stopping_rules_floor_of_rounds() -> None:
+    from ptreg.engine.measurement import least_rounds
+    from ptreg.engine.stats import ADAPTIVE_MIN_ROUNDS
+
+    def adaptive(least: int, most: int) -> EvaluatorSpec:
+        return spec(repeats=None, min_repeats=least, max_repeats=most, target_ci=0.05)
+
+    assert least_rounds(spec(repeats=3)) == 3  # a fixed plan is its own
+    assert least_rounds(adaptive(2, 40)) == ADAPTIVE_MIN_ROUNDS
+    assert least_rounds(adaptive(ADAPTIVE_MIN_ROUNDS + 2, 40)) == ADAPTIVE_MIN_ROUNDS + 2
+    assert least_rounds(adaptive(2, ADAPTIVE_MIN_ROUNDS - 2)) == ADAPTIVE_MIN_ROUNDS - 2  # up to its ceiling

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import statistics
+
 import pytest
 
 from ptreg.engine.stats import center_interval, inverted, paired_ratio, resolved, summarize, too_wide
 from ptreg.engine.workloads.training import TrainingWorkload, attribution
+from ptreg.records.intervals import t_quantile
 from ptreg.records.run_results import Cell, Roles, StepSample
 
 
@@ -125,7 +129,7 @@ def test_intervals_cover_the_truth_in_about_95_percent_of_draws() -> None:
 
 
 def test_an_adaptive_plan_records_its_interval_at_the_quantile_that_keeps_95_percent() -> None:
-    from ptreg.engine.stats import ADAPTIVE_METHOD, LEVEL
+    from ptreg.engine.stats import ADAPTIVE_METHOD, ADAPTIVE_PAIRED_METHOD, LEVEL
 
     values = [1.0, 1.1, 0.95, 1.05, 1.02]
     fixed, adaptive = summarize(values), summarize(values, adaptive=True)
@@ -133,4 +137,48 @@ def test_an_adaptive_plan_records_its_interval_at_the_quantile_that_keeps_95_per
     assert adaptive.ci.low < fixed.ci.low and adaptive.ci.high > fixed.ci.high
     assert adaptive.ci.level == fixed.ci.level == LEVEL and adaptive.ci.method == ADAPTIVE_METHOD
     ratio = paired_ratio({0: 2.0, 1: 2.2, 2: 1.9}, {0: 1.0, 1: 1.0, 2: 1.0}, adaptive=True)
-    assert ratio is not None and ratio.ci is not None and ratio.ci.method == ADAPTIVE_METHOD
+    assert ratio is not None and ratio.ci is not None and ratio.ci.method == ADAPTIVE_PAIRED_METHOD
+
+
+def test_an_adaptive_interval_is_wider_the_earlier_the_plan_stopped() -> None:
+    """The quantile depends on the stopping round: an interval after few rounds is taken at the
+    early level, one after many at the later; the record says both, and the floor of rounds."""
+    from ptreg.engine.stats import (
+        ADAPTIVE_METHOD,
+        ADAPTIVE_MIN_ROUNDS,
+        ADAPTIVE_QUANTILE_LEVEL,
+        EARLY_QUANTILE_LEVEL,
+        EARLY_ROUNDS,
+        adaptive_level,
+        log_interval,
+    )
+
+    assert adaptive_level(ADAPTIVE_MIN_ROUNDS) == EARLY_QUANTILE_LEVEL > ADAPTIVE_QUANTILE_LEVEL
+    assert adaptive_level(EARLY_ROUNDS) == ADAPTIVE_QUANTILE_LEVEL
+    for n in (ADAPTIVE_MIN_ROUNDS, EARLY_ROUNDS + 2):
+        values = [1.0 + 0.01 * (i % 3) for i in range(n)]
+        found, plain = log_interval(values, adaptive=True), log_interval(values)
+        assert found is not None and plain is not None
+        widened = math.log(found[1] / found[0]) / math.log(plain[1] / plain[0])
+        assert widened == pytest.approx(t_quantile(n, adaptive_level(n)) / t_quantile(n))
+    assert f"no stop before {ADAPTIVE_MIN_ROUNDS} rounds" in ADAPTIVE_METHOD
+
+
+def test_rounds_that_move_together_widen_a_ratios_interval_and_alternating_ones_do_not_narrow_it() -> None:
+    """Per-round ratios that drift (each near the last) carry less information than as many
+    independent ones: the interval adds their lag-1 autocovariance. Ratios that alternate
+    (negative autocovariance) keep the independent interval, never a narrower one."""
+    from ptreg.engine.stats import PAIRED_METHOD
+
+    ones = dict.fromkeys(range(6), 1.0)
+    drifting = dict(enumerate([1.00, 1.02, 1.04, 1.06, 1.08, 1.10]))
+    shuffled = dict(enumerate([1.04, 1.10, 1.00, 1.06, 1.02, 1.08]))  # the same values, no drift
+    slow, quick = paired_ratio(drifting, ones), paired_ratio(shuffled, ones)
+    assert slow is not None and quick is not None and slow.ci is not None and quick.ci is not None
+    assert math.log(slow.ci.high / slow.ci.low) > 1.3 * math.log(quick.ci.high / quick.ci.low)
+    alternating = dict(enumerate([1.00, 1.10, 1.00, 1.10, 1.00, 1.10]))
+    found = paired_ratio(alternating, ones)
+    assert found is not None and found.ci is not None and found.ci.method == PAIRED_METHOD
+    logs = [math.log(v) for v in alternating.values()]
+    half = t_quantile(6) * statistics.stdev(logs) / math.sqrt(6)
+    assert math.log(found.ci.high / found.ci.low) / 2 == pytest.approx(half)

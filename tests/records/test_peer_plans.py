@@ -27,6 +27,7 @@ from ptreg.records.condition import render
 from ptreg.records.condition_grammar import parse
 from ptreg.records.evaluator import ALL_CONFIG, ArmsSpec, parse_spec
 from ptreg.records.run_results import (
+    RESULTS_VERSION,
     Cell,
     CodeIdentity,
     Measurement,
@@ -94,10 +95,16 @@ def plan_of(entry: dict[str, Any]) -> Plan:
     return Plan(worked_if=worked, regressed_if=rule("regressed_if"), margins=written["margins"])
 
 
-def run_of(entry: dict[str, Any], spec: ArmsSpec) -> RunResults:
+# The ledger's figures are one evaluation each, one seed: its runs are taken as runs of results
+# version 7, which paired items within one seed; from version 8 one seed decides nothing.
+LEDGER_VERSION = 7
+
+
+def run_of(entry: dict[str, Any], spec: ArmsSpec, version: int = LEDGER_VERSION) -> RunResults:
     """One round of the entry's arms, scoring what the ledger records: a share of n items as
     that many items, the first k of them right (so arms agree on as many items as their counts
-    allow), a value without items as that value; what the ledger does not record is absent."""
+    allow), a value without items as that value; what the ledger does not record is absent;
+    summarised and compared as runs of ``version`` were."""
     workload = CommandWorkload()
     cells = []
     for arm in spec.arms:
@@ -112,10 +119,10 @@ def run_of(entry: dict[str, Any], spec: ArmsSpec) -> RunResults:
                 values[metric] = figure["value"]
         sample = MetricSample(repeat=0, seed=0, values=values, items=items or None)
         cell = Cell(backend=arm, config=ALL_CONFIG, status="measured")
-        workload.summarize(spec, cell, [sample])
+        workload.summarize(spec, cell, [sample], results_version=version)
         cells.append(cell)
     roles = Roles(reference=None, peer=None)
-    workload.compare(spec, cells, roles)
+    workload.compare(spec, cells, roles, results_version=version)
     code = CodeIdentity(
         ptreg_version="0.1.0",
         commit=None,
@@ -138,12 +145,13 @@ def run_of(entry: dict[str, Any], spec: ArmsSpec) -> RunResults:
         run_id=RUN_ID,
         code=code,
     )
-    return new_results(spec, Measurement([], cells, roles, [], "complete", None), made)
+    found = new_results(spec, Measurement([], cells, roles, [], "complete", None), made)
+    return RunResults.model_validate({**found.model_dump(), "results_version": version})
 
 
-def decided(entry: dict[str, Any]) -> str:
+def decided(entry: dict[str, Any], version: int = LEDGER_VERSION) -> str:
     spec = spec_of(entry)
-    on = Deciding([RunRef(run_id=RUN_ID, status="complete")], [], run_of(entry, spec))
+    on = Deciding([RunRef(run_id=RUN_ID, status="complete")], [], run_of(entry, spec, version))
     return plan_outcome(plan_of(entry), on).status
 
 
@@ -202,6 +210,14 @@ def test_a_plan_checks_the_numbers_it_is_given() -> None:
     won["run"]["raw"]["val_exact"]["value"] = 0.17  # past the frozen gate of +10 points
     won["run"]["guarded"]["game_wins"]["correct"] = 4
     assert decided(won) == "worked"
+
+
+def test_from_version_8_one_seed_of_the_ledger_decides_nothing() -> None:
+    """The ledger's runs are one seed each: a run of today's ptreg with one round leaves the
+    seeds' variance unknown, and a plan over items decided on it is inconclusive."""
+    entry = next(e for e in ENTRIES if e["id"] == "sql-toy-sft-r4")
+    assert decided(entry) == "worked"
+    assert decided(entry, version=RESULTS_VERSION) == "inconclusive"
 
 
 def test_the_page_gives_the_counts_this_file_holds() -> None:

@@ -254,4 +254,4 @@ def test_the_run_page_draws_no_interval_the_record_does_not_have(version: int, d
     [time_chart] = [c for c in run_charts(results) if c.name == "time"]
     [row] = time_chart.rows
     assert ("unknown" not in row.cells) == drawn
-    assert "geometric mean" in time_chart.title
+    assert "interval of the typical value" in time_chart.title

@@ -18,8 +18,17 @@ from ptreg.records.condition import render
 from ptreg.records.condition_grammar import parse
 from ptreg.records.decision import decide
 from ptreg.records.evaluator import ArmsSpec, parse_spec
-from ptreg.records.run_results import Cell, Measurement, MetricSample, Provenance, Roles, RunResults, new_results
-from ptreg.views.plans import decide_plan
+from ptreg.records.run_results import (
+    RESULTS_VERSION,
+    Cell,
+    Measurement,
+    MetricSample,
+    Provenance,
+    Roles,
+    RunResults,
+    new_results,
+)
+from ptreg.views.plans import decide_plan, pooled
 
 SPEC = parse_spec(
     {
@@ -47,8 +56,10 @@ def arms_run(
     latency: dict[str, list[float]] | None = None,
     run_id: str | None = None,
     attempt: str | None = None,
+    version: int = RESULTS_VERSION,
 ) -> RunResults:
-    """A run of the two arms: each repeat's items (score 0..1), peak memory and latency."""
+    """A run of the two arms: each repeat's items (score 0..1), peak memory and latency, as runs
+    of ``version`` record it."""
     assert isinstance(SPEC, ArmsSpec)
     workload = CommandWorkload()
     cells = []
@@ -68,14 +79,15 @@ def arms_run(
             for r, scored in enumerate(repeats)
         ]
         cell = Cell(backend=arm, config="all", status="measured")
-        workload.summarize(SPEC, cell, list(samples))
+        workload.summarize(SPEC, cell, list(samples), results_version=version)
         cells.append(cell)
-    workload.compare(SPEC, cells, Roles(reference=None, peer=None))
-    return new_results(
+    workload.compare(SPEC, cells, Roles(reference=None, peer=None), results_version=version)
+    made = new_results(
         SPEC,
         Measurement([], cells, Roles(reference=None, peer=None), [], "complete", None),
         Provenance(["ptreg", "run"], "2026-12-02T00:00:00Z", "2026-12-02T00:01:00Z", 2, attempt=attempt, run_id=run_id),
     )
+    return RunResults.model_validate({**made.model_dump(), "results_version": version})
 
 
 def scores(values: list[float], repeats: int = 3) -> list[dict[str, float]]:
@@ -177,8 +189,9 @@ def test_equivalence_without_a_margin_is_undecided_not_guessed() -> None:
 def test_an_or_holds_each_alternative_to_its_share_of_the_error() -> None:
     # a difference whose 95% interval clears 0 but whose 97.5% interval does not (t = 2.65 on 7
     # degrees of freedom, between 2.36 and 2.84)
-    champion = [{f"q{i}": 0.0 for i in range(8)}]
-    challenger = [{f"q{i}": (1.0 if i < 4 else 0.0) for i in range(8)}]
+    # (two seeds that agree item for item: the seeds add no variance, and the items' gives the t)
+    champion = [{f"q{i}": 0.0 for i in range(8)}] * 2
+    challenger = [{f"q{i}": (1.0 if i < 4 else 0.0) for i in range(8)}] * 2
     results = arms_run({"champion": champion, "challenger": challenger})
     alone = decide(parse(f"diff(score, {CANDIDATE}) > 0"), results)
     assert alone.truth is True, alone.summary()
@@ -236,9 +249,10 @@ def add_arms_run(root: Path, attempt_id: str, run_id: str, results: RunResults) 
 
 WIN = {"champion": scores([0.0] * 20), "challenger": scores([1.0] * 20)}
 LOSS = {"champion": scores([1.0] * 20), "challenger": scores([0.0] * 20)}
-NOISE = {  # one seed each way: the pair of runs pooled leaves the difference straddling zero
-    "champion": [{f"q{i}": 0.0 for i in range(20)}, {f"q{i}": 1.0 for i in range(20)}],
-    "challenger": [{f"q{i}": 1.0 for i in range(20)}, {f"q{i}": 0.0 for i in range(20)}],
+ZEROS, ONES = {f"q{i}": 0.0 for i in range(20)}, {f"q{i}": 1.0 for i in range(20)}
+NOISE = {  # two rounds each way, the runs' seeds the same: pooled, every item of every seed ties
+    "champion": [ZEROS, ZEROS, ONES, ONES],
+    "challenger": [ONES, ONES, ZEROS, ZEROS],
 }
 
 
@@ -266,17 +280,17 @@ def test_a_second_run_never_changes_the_decision_of_a_plan_on_the_first(tmp_path
 
 def test_a_plan_that_pools_runs_waits_for_them_and_decides_on_the_pool(tmp_path: Path) -> None:
     root = write_registry(tmp_path / "reg", [plan_record("pooled", f"better(score, {CANDIDATE})", runs=2)])
-    add_arms_run(root, "pooled", "20261201T000000Z", arms_run({k: v[:1] for k, v in NOISE.items()}))
+    add_arms_run(root, "pooled", "20261201T000000Z", arms_run({k: v[:2] for k, v in NOISE.items()}))
 
     def outcome() -> Any:
         return decide_plan(root, Attempt.model_validate(json.loads((root / "pooled.json").read_text())))
 
     waiting = outcome()
     assert waiting.status == "inconclusive" and "1 complete run(s) of the 2 its plan pools" in waiting.because
-    add_arms_run(root, "pooled", "20261202T000000Z", arms_run({k: v[1:] for k, v in NOISE.items()}))
+    add_arms_run(root, "pooled", "20261202T000000Z", arms_run({k: v[2:] for k, v in NOISE.items()}))
     pooled = outcome()
     assert pooled.runs == ["20261201T000000Z", "20261202T000000Z"]
-    # one seed each way: every item ties once pooled, so not better; the first run alone said worked
+    # each seed's items averaged over the two runs tie, so not better; the first run alone said worked
     assert pooled.status == "failed" and "(pooled)" in pooled.readout[0], pooled.readout
     add_arms_run(root, "pooled", "20261203T000000Z", arms_run(WIN))
     assert outcome().runs == pooled.runs  # a third run is counted, never read
@@ -325,3 +339,21 @@ def test_a_plan_edited_after_admission_is_caught(tmp_path: Path, cli) -> None:
     path.write_text(json.dumps(body))
     checked = cli("-r", root, "validate")
     assert checked.code == 1 and "[plan-integrity]" in checked.out and "edited after admission" in checked.out
+
+
+def test_a_pool_of_runs_before_version_8_is_decided_as_they_were_recorded() -> None:
+    # one seed in each run, the same seed: version 7 paired the items, version 8 gives no verdict
+    one = {"champion": [ZEROS], "challenger": [ONES]}
+    old = [arms_run(one, version=7) for _ in range(2)]
+    for run in old:  # as version 7 recorded them
+        for cell in run.cells:
+            for summary in (cell.metrics or {}).values():
+                assert summary.variance is None
+    pool = pooled(old)
+    assert pool.results_version == 7
+    versus = (pool.cells[1].versus or {})["champion"]["score"]
+    assert versus.variance is None and versus.ci is not None  # items averaged over the repeats
+    assert decide(parse(f"better(score, {CANDIDATE})"), pool).truth is True
+    new = pooled([arms_run(one), arms_run(one)])
+    assert (new.cells[1].versus or {})["champion"]["score"].variance == "items only"
+    assert decide(parse(f"better(score, {CANDIDATE})"), new).truth is None

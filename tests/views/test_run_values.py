@@ -27,8 +27,9 @@ from ptreg.records.decision import decide
 from ptreg.records.refs import INT_MAX
 from ptreg.records.run_results import KERNELS, RunResults
 from ptreg.views import tables as render
-from ptreg.views.comparison import cell_values, judge_cell
-from ptreg.views.comparison import decide as decide_cells
+from ptreg.views.cell_verdicts import HistoryRun, judge_cell
+from ptreg.views.cell_verdicts import decide as decide_cells
+from ptreg.views.comparison import cell_values
 from ptreg.views.run_report import evidence_line, tables, verdict
 
 KERNELS_RUN = json.loads((REPO / "tests" / "data" / "bad" / "values-run-good.json").read_text(encoding="utf-8"))
@@ -106,7 +107,11 @@ def read_everything(results: RunResults, unchanged: RunResults) -> None:
             judge_cell(
                 config,
                 backend,
-                [(r, before.get((config, backend), values)) for r in "abc"] + [("d", values)],
+                [
+                    HistoryRun(r, before.get((config, backend), values), f"2026-12-0{n + 1}T00:00:00Z", "?")
+                    for n, r in enumerate("abc")
+                ]
+                + [HistoryRun("d", values, "2026-12-09T00:00:00Z", "2026-12-09T00:01:00Z")],
                 values,
                 0.05,
             )

@@ -6,20 +6,44 @@ arm once, in an order drawn afresh, all with the round's seed, so a round is a p
 tuple) of runs that differ only by arm. A metric says which way is better and whether two arms
 are compared as a ratio (times, throughput, memory) or as a difference in its own unit (scores,
 losses, rates). When both arms wrote per-item results for a metric, the difference is paired
-by item (each item's value averaged over the seeds first), with the items won, lost and tied:
-an evaluation's items are its sample, as Miller (2024) argues; otherwise it is paired by round.
+by item and by seed, with the items won, lost and tied: an evaluation's items are its sample,
+as Miller (2024) argues, and so are its seeds, each of which trains a model of its own, so the
+interval carries the variance of both (``stats.crossed_mean``); otherwise it is paired by
+round. One seed's interval is over its items only and gives no verdict. Runs before results
+version 8 (a pool of them, decided again) keep the way they were recorded: items averaged over
+the seeds, Student's t over the items.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
+from dataclasses import replace
 
 from ...records.analysis_plan import gain, margin_text, standing
 from ...records.evaluator import ALL_CONFIG, AnySpec, ArmsSpec, MetricDeclaration
-from ...records.run_results import Cell, MetricComparison, MetricSample, Roles, RunResults, SignedInterval
+from ...records.intervals import ONE_SEED, VARIANCE_FROM_VERSION, variance_text
+from ...records.run_results import (
+    RESULTS_VERSION,
+    Cell,
+    MetricComparison,
+    MetricSample,
+    MetricSummary,
+    Roles,
+    RunResults,
+    SignedInterval,
+)
 from ...store.runs import RUN_FILE_MAX_BYTES
 from ...text import Table
-from ..stats import paired_difference, paired_ratio, summarize_metric
+from ..stats import (
+    Paired,
+    crossed_difference,
+    crossed_mean,
+    paired_difference,
+    paired_ratio,
+    summarize_metric,
+    summarize_positive,
+)
 from .base import AnySample, Workload, note
 
 PROBLEM_MAX = 300
@@ -82,8 +106,8 @@ def metric_values(samples: list[MetricSample], metric: str) -> dict[int, float]:
 
 
 def _items(samples: list[MetricSample], metric: str) -> tuple[dict[str, float], int]:
-    """Each item's value of a metric averaged over the repeats that scored it, and how many
-    repeats wrote items for it."""
+    """Before version 8: each item's value of a metric averaged over the repeats that scored
+    it, and how many repeats wrote items for it."""
     sums: dict[str, list[float]] = {}
     seeds = 0
     for s in _good(samples):
@@ -96,26 +120,99 @@ def _items(samples: list[MetricSample], metric: str) -> tuple[dict[str, float], 
     return {item: sum(v) / len(v) for item, v in sums.items()}, seeds
 
 
+def items_by_seed(samples: list[MetricSample], metric: str) -> dict[int, dict[str, float]]:
+    """Each seed's per-item values of a metric, from the repeats that wrote items for it. A seed
+    taken twice (runs pooled, each starting at the spec's seed) gives each item the mean of its
+    values: the same seed trains the same model."""
+    found: dict[int, list[dict[str, float]]] = {}
+    for s in _good(samples):
+        items = (s.items or {}).get(metric)
+        if items:
+            found.setdefault(s.seed, []).append(items)
+    return {seed: _averaged(taken) for seed, taken in found.items()}
+
+
+def _averaged(taken: list[dict[str, float]]) -> dict[str, float]:
+    """Each item's mean over the repeats of one seed that scored it."""
+    if len(taken) == 1:
+        return dict(taken[0])
+    values: dict[str, list[float]] = {}
+    for items in taken:
+        for item, value in items.items():
+            values.setdefault(item, []).append(value)
+    return {item: sum(v) / len(v) for item, v in values.items()}
+
+
+def complete_items(by_seed: list[dict[str, float]]) -> tuple[list[str], int]:
+    """The items present in every one of these seeds, in order, and how many others some seed
+    had: those are left out (a grid of items crossed with seeds has no holes), never filled in."""
+    seen = set().union(*by_seed) if by_seed else set()
+    kept = sorted(set.intersection(*(set(s) for s in by_seed))) if by_seed else []
+    return kept, len(seen) - len(kept)
+
+
+def _crossed(
+    mine: list[MetricSample], theirs: list[MetricSample], metric: str, higher: bool
+) -> tuple[Paired | None, int, int | None]:
+    """The difference by item and by seed over the seeds both arms scored items in and the
+    items every one of those seeds has on both sides: the paired result (None when no item is
+    complete), the seeds, and the items left out (None when neither arm wrote items)."""
+    my_seeds, their_seeds = items_by_seed(mine, metric), items_by_seed(theirs, metric)
+    if not my_seeds and not their_seeds:
+        return None, 0, None
+    seeds = sorted(set(my_seeds) & set(their_seeds))
+    kept, _ = complete_items([my_seeds[s] for s in seeds] + [their_seeds[s] for s in seeds])
+    seen: set[str] = set().union(*my_seeds.values(), *their_seeds.values())
+    if not kept:
+        return None, len(seeds), len(seen)
+    paired = crossed_difference(
+        {i: [my_seeds[s][i] for s in seeds] for i in kept},
+        {i: [their_seeds[s][i] for s in seeds] for i in kept},
+        higher,
+    )
+    return paired, len(seeds), len(seen) - len(kept)
+
+
 def compare_arms(
-    mine: list[MetricSample], theirs: list[MetricSample], metric: str, declaration: MetricDeclaration
+    mine: list[MetricSample],
+    theirs: list[MetricSample],
+    metric: str,
+    declaration: MetricDeclaration,
+    results_version: int = RESULTS_VERSION,
 ) -> MetricComparison | None:
-    """This arm over the other on one metric, as the metric is declared to be compared."""
+    """This arm over the other on one metric, as the metric is declared to be compared; as runs
+    of ``results_version`` compare them (a pool of older runs is decided as they were)."""
     higher = declaration.better == "higher"
+    said = results_version >= VARIANCE_FROM_VERSION
     if declaration.compare == "ratio":
         found = paired_ratio(metric_values(mine, metric), metric_values(theirs, metric))
         if found is None:
             return None
         ci = SignedInterval(**found.ci.model_dump()) if found.ci is not None else None
-        return MetricComparison(kind="ratio", estimate=found.median, ci=ci, n=found.n, paired_by="round", seeds=found.n)
-    my_items, my_seeds = _items(mine, metric)
-    their_items, their_seeds = _items(theirs, metric)
-    if set(my_items) & set(their_items):
-        paired = paired_difference(my_items, their_items, higher)
-        paired_by, seeds = "item", min(my_seeds, their_seeds)
+        return MetricComparison(
+            kind="ratio",
+            estimate=found.median,
+            ci=ci,
+            n=found.n,
+            paired_by="round",
+            seeds=found.n,
+            variance="rounds" if said else None,
+        )
+    left_out: int | None = None
+    if said:
+        paired, seeds, left_out = _crossed(mine, theirs, metric, higher)
+        paired_by = "item"
     else:
+        my_items, my_seeds = _items(mine, metric)
+        their_items, their_seeds = _items(theirs, metric)
+        paired = paired_difference(my_items, their_items, higher) if set(my_items) & set(their_items) else None
+        paired_by, seeds = "item", min(my_seeds, their_seeds)
+    if paired is None:
         by_round = {str(r): v for r, v in metric_values(mine, metric).items()}
         paired = paired_difference(by_round, {str(r): v for r, v in metric_values(theirs, metric).items()}, higher)
         paired_by, seeds = "round", paired.n if paired else 1
+        if paired is not None and said:
+            paired = replace(paired, variance="seeds")
     if paired is None:
         return None
     return MetricComparison(
@@ -128,15 +225,53 @@ def compare_arms(
         won=paired.won,
         lost=paired.lost,
         tied=paired.tied,
+        variance=paired.variance,
+        df=paired.df,
+        items_left_out=left_out,
     )
+
+
+def summarize_arm_metric(
+    samples: list[MetricSample], metric: str, declaration: MetricDeclaration | None, results_version: int
+) -> MetricSummary | None:
+    """One arm's metric over its repeats; unknown when no repeat gave a value. From version 8,
+    a metric with per-item results is summarised over its items and seeds (the items every seed
+    scored; the rest counted as left out), and a positive one (compared as a ratio) on the log
+    scale; before, over the repeats' values."""
+    values = list(metric_values(samples, metric).values())
+    if results_version < VARIANCE_FROM_VERSION:
+        return summarize_metric(values) if values else None
+    if declaration is not None and declaration.compare == "ratio":  # compared over rounds, as a ratio
+        return summarize_positive(values) if values else None
+    by_seed = items_by_seed(samples, metric)
+    if by_seed:
+        seeds = sorted(by_seed)
+        kept, left_out = complete_items([by_seed[s] for s in seeds])
+        if kept:
+            found = crossed_mean([[by_seed[s][i] for s in seeds] for i in kept])
+            per_seed = [statistics.fmean(by_seed[s][i] for i in kept) for s in seeds]
+            return summarize_metric(per_seed, found.variance).model_copy(
+                update={
+                    "ci": found.ci,
+                    "df": found.df,
+                    "items": len(kept),
+                    "items_left_out": left_out,
+                }
+            )
+    return summarize_metric(values, "seeds") if values else None
 
 
 def better_word(comparison: MetricComparison, declaration: MetricDeclaration, margin: float | None = None) -> str:
     """Which way the interval says this arm stands: better, worse, or no difference resolved;
-    with the smallest effect that matters (an analysis plan's margin), better or worse only by
-    more than it, and no practical difference when the interval lies within it."""
+    with the smallest effect that matters (an analysis plan's margin, else the metric's
+    declared one), better or worse only by more than it, and no practical difference when the
+    interval lies within it."""
     if comparison.ci is None:
         return "unresolved (one pair)"
+    if comparison.variance == "items only":  # one seed: how far another seed's model lands is unknown
+        return f"no verdict: {ONE_SEED}"
+    if margin is None:
+        margin = declaration.smallest_effect()
     stands = standing(*gain(comparison.ci.low, comparison.ci.high, declaration, margin))
     if stands == "equivalent":
         return "no practical difference"
@@ -166,6 +301,27 @@ def comparison_text(comparison: MetricComparison | None, declaration: MetricDecl
     return f"{estimate_text(comparison, declaration)}: {better_word(comparison, declaration)}"
 
 
+def intervals_over(summary: MetricSummary | None, against: MetricComparison | None) -> str:
+    """What an arm's intervals are over, as its row says it: its own interval's and its
+    comparison's, once when they agree (empty for a run before version 8, which did not say)."""
+    said = []
+    if summary is not None and summary.variance is not None:
+        said.append(variance_text(summary.variance) + ("; geometric mean" if summary.scale == "log" else ""))
+    if against is not None and against.variance is not None:
+        theirs = variance_text(against.variance)
+        if not said or theirs != said[0]:
+            said.append(f"vs: {theirs}" if said else theirs)
+    if summary is not None and summary.items_left_out:
+        said.append(f"{summary.items_left_out} item(s) left out")
+    if (
+        against is not None
+        and against.items_left_out
+        and against.items_left_out != (summary and summary.items_left_out)
+    ):
+        said.append(f"{against.items_left_out} item(s) left out of the comparison")
+    return "; ".join(said)
+
+
 def value_text(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.{DIGITS}g}"
 
@@ -177,14 +333,18 @@ class ArmsWorkload(Workload):
     kind = "arms"
     unit = "as each metric declares"
 
-    def summarize(self, spec: AnySpec, cell: Cell, samples: list[AnySample]) -> None:
+    def summarize(
+        self, spec: AnySpec, cell: Cell, samples: list[AnySample], results_version: int = RESULTS_VERSION
+    ) -> None:
+        """``results_version``: summarise as runs of that version do (a pool of older runs is
+        decided as they were recorded)."""
         measured = [s for s in samples if isinstance(s, MetricSample)]
         cell.metric_samples = measured
         summaries = {}
-        for metric in declared(spec, self):
-            values = list(metric_values(measured, metric).values())
-            if values:
-                summaries[metric] = summarize_metric(values)
+        for metric, declaration in declared(spec, self).items():
+            found = summarize_arm_metric(measured, metric, declaration, results_version)
+            if found is not None:
+                summaries[metric] = found
         cell.metrics = summaries or None
         problems = [s for s in measured if s.problem is not None]
         if problems and cell.status == "measured":
@@ -196,8 +356,8 @@ class ArmsWorkload(Workload):
             problem = problem if len(problem) <= PROBLEM_MAX else problem[: PROBLEM_MAX - 3] + "..."
             cell.reason = f"repeat {first.repeat} (seed {first.seed}): {problem}{more}"
 
-    def compare(self, spec: AnySpec, cells: list[Cell], roles: Roles) -> None:
-        """Every arm against every other, on every metric."""
+    def compare(self, spec: AnySpec, cells: list[Cell], roles: Roles, results_version: int = RESULTS_VERSION) -> None:
+        """Every arm against every other, on every metric, as runs of ``results_version`` do."""
         metrics = declared(spec, self)
         for cell in cells:
             versus: dict[str, dict[str, MetricComparison]] = {}
@@ -207,7 +367,7 @@ class ArmsWorkload(Workload):
                 found = {}
                 for metric, declaration in metrics.items():
                     comparison = compare_arms(
-                        cell.metric_samples or [], other.metric_samples or [], metric, declaration
+                        cell.metric_samples or [], other.metric_samples or [], metric, declaration, results_version
                     )
                     if comparison is not None:
                         found[metric] = comparison
@@ -248,16 +408,30 @@ class ArmsWorkload(Workload):
                         "baseline" if cell.backend == spec.baseline else estimate_text(against, declaration),
                         "" if against is None else better_word(against, declaration, margins.get(metric)),
                         counted,
+                        intervals_over(summary, against),
                         note(cell),
                     ]
                 )
             if not any(row[1] != "0" for row in rows):
                 continue
-            margin = margins.get(metric)
+            margin = margins.get(metric, declaration.smallest_effect())
             matters = f"; margin {margin_text(margin, declaration)}" if margin is not None else ""
             title = f"{metric} ({declaration.unit}, {declaration.better} is better; {declaration.compare} to {spec.baseline}{matters})"
-            headers = ["arm", "n", "mean", "95% CI", f"vs {spec.baseline} (95% CI)", "verdict", "won/lost/tied", "note"]
-            found.append(Table(title, rows, headers, notes=("note",)))
+            headers = [
+                "arm",
+                "n",
+                "mean",
+                "95% CI",
+                f"vs {spec.baseline} (95% CI)",
+                "verdict",
+                "won/lost/tied",
+                "intervals over",
+                "note",
+            ]
+            if not any(row[-2] for row in rows):  # a run before version 8 did not say: no empty column
+                headers.pop(-2)
+                rows = [[*row[:-2], row[-1]] for row in rows]
+            found.append(Table(title, rows, headers, notes=("intervals over", "note")))
         return found
 
     def evidence(self, results: RunResults) -> list[str]:

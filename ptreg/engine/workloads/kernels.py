@@ -274,4 +274,6 @@ class KernelsWorkload(BackendsWorkload):
             headers.append(f"vs {results.spec.baseline}")
         if peer is not None:
             headers.append(f"vs {peer}")
-        return Table("Kernels at each layer shape: medians; each 95% CI is of the geometric mean", rows, headers)
+        return Table(
+            "Kernels at each layer shape: medians; each 95% CI is of the typical value (true and median)", rows, headers
+        )

@@ -296,7 +296,7 @@ class TrainingWorkload(BackendsWorkload):
         return without_twin(
             results,
             Table(
-                "Training step: medians over repeats; each 95% CI is of the geometric mean",
+                "Training step: medians over repeats; each 95% CI is of the typical value (true and median)",
                 rows,
                 headers,
                 notes=("note",),
