@@ -241,7 +241,9 @@ class Executor:
         env.update(worker_variables(env))  # the same thread rule for every backend
         env[METHOD_VARIABLE] = method  # the commands a worker runs are held as it is
         refused = [Path.cwd()] + ([self.registry] if self.registry is not None else [])
-        command = python_argv(self.python, WORKER_MODULE, sys.path, refused, _script())
+        # a backend taken at a revision: that checkout's folder first, for this task's worker only
+        first = [task.import_folder] if task.import_folder is not None else []
+        command = python_argv(self.python, WORKER_MODULE, sys.path, refused, _script(), first)
         # a folder of its own to run in, and where a counted worker's callgrind dumps go
         folder = Path(tempfile.mkdtemp(prefix="ptreg-worker-"))
         if isinstance(task, CellTask) and task.timer == "instructions":

@@ -6,7 +6,8 @@ run of changed code in the history widens the spread and hides the next regressi
 
 The code behind an entry point is its module's source files: the ``.py`` files of the package
 directory that holds the module (not its subpackages), or the module's one file when it stands
-alone at the top of ``sys.path`` (a whole ``site-packages`` is no one's code). A backend's
+alone at the top of ``sys.path`` (a whole ``site-packages`` is no one's code); for a backend
+taken at a git revision, the files of the revision's checkout it could import. A backend's
 helpers usually live beside it, and ptreg's own workloads share ``engine/workloads/``. A
 command's code is the project's repository, known only at a clean commit.
 """
@@ -14,11 +15,13 @@ command's code is the project's repository, known only at a clean commit.
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Mapping
 from importlib.util import find_spec
 from pathlib import Path
 
 from .. import __version__
-from ..records.evaluator import AnySpec, EvaluatorSpec
+from ..records.evaluator import AnySpec, EvaluatorSpec, backend_at
 from ..records.run_results import CodeIdentity, PluginCode
 from .backends import entries as backend_entries
 from .environment import git_state
@@ -91,3 +94,26 @@ def code_identity(spec: AnySpec, project: Path) -> CodeIdentity:
         # a workload that runs code its spec names measures the project's code, not its own
         repository_code=workload_named(spec.workload).runs_code if workload is not None else False,
     )
+
+
+def revision_code(spec: AnySpec, code: Mapping[str, Mapping[str, str]]) -> dict[str, PluginCode]:
+    """Each backend ``spec`` takes at a revision, as code: its registered entry point, and a
+    digest of the files of the revision's checkout it could import (``code``: their sha256, by
+    revision label), so that a comparison across runs knows runs of the same code."""
+    if not isinstance(spec, EvaluatorSpec):
+        return {}
+    known = backend_entries()
+    found: dict[str, PluginCode] = {}
+    for name in spec.backends:
+        backend, label = backend_at(name)
+        if label is None or backend not in known or label not in code:
+            continue
+        entry = known[backend]
+        files = json.dumps(sorted(code[label].items())).encode()
+        found[name] = PluginCode(
+            target=entry.target,
+            distribution=entry.distribution,
+            version=entry.distribution_version,
+            digest=hashlib.sha256(files).hexdigest(),
+        )
+    return found

@@ -87,30 +87,34 @@ def measure(
     round_cap: int | None = None,
     root: Path | None = None,
     arm_roots: Mapping[str, Path] | None = None,
+    import_folders: Mapping[str, Path] | None = None,
     seed_of_orders: int | None = None,
 ) -> Measurement:
     """Parity (for a workload of backends), then every config's cells in interleaved rounds.
     ``round_cap`` is the most rounds the budget allows a config (its ``max_repeats``), when it
     says; ``root`` is the project root, where an arms workload's commands run, and
     ``arm_roots`` the project root of each arm that runs elsewhere (a checkout of its revision);
+    ``import_folders`` the folder of a checkout each backend taken at a revision is imported from;
     ``seed_of_orders`` seeds the rounds' orders, drawn afresh for the run when not given."""
     workload = require_measurable(spec, f"evaluator {spec.name}")
-    if arm_roots and not isinstance(executor, Executor):
+    if (arm_roots or import_folders) and not isinstance(executor, Executor):
         # a checkout lives on this machine only, for this run only
-        raise UnusableInput(f"evaluator {spec.name}: its arms name git revisions, which run on this machine only")
+        what = "its arms name" if arm_roots else "its backends are taken at"
+        raise UnusableInput(f"evaluator {spec.name}: {what} git revisions, which run on this machine only")
     counts = isinstance(spec, EvaluatorSpec) and spec.counts_instructions
     if counts:
         valgrind()  # refused before anything runs when it is missing
     executor.start()
     ratio_roles = roles(describe_all()) if workload.kind == "backends" else Roles(reference=None, peer=None)
-    places = Places(root, order_seed() if seed_of_orders is None else seed_of_orders, dict(arm_roots or {}))
+    orders = order_seed() if seed_of_orders is None else seed_of_orders
+    places = Places(root, orders, dict(arm_roots or {}), dict(import_folders or {}))
     parity: list[ParityOutcome] = []
     measured: list[Cell] = []
     rounds: list[ConfigRounds] = []
     try:
         if isinstance(executor, Executor):
             if workload.kind == "backends":
-                _check_parity(backends_spec(spec), executor, ratio_roles, parity)
+                _check_parity(backends_spec(spec), executor, ratio_roles, parity, places)
             if executor.interrupted is None:
                 _measure_cells(spec, workload, executor, parity, ratio_roles, measured, rounds, round_cap, places)
         else:
@@ -143,7 +147,9 @@ def _counting(cell: Cell) -> tuple[str, str, dict[str, Any] | None]:
     return cell.backend, cell.config, report if isinstance(report, dict) else None
 
 
-def _check_parity(spec: EvaluatorSpec, executor: Executor, ratio_roles: Roles, parity: list[ParityOutcome]) -> None:
+def _check_parity(
+    spec: EvaluatorSpec, executor: Executor, ratio_roles: Roles, parity: list[ParityOutcome], places: Places
+) -> None:
     """One parity task per backend; returns early once a signal has stopped the executor."""
     shapes = parity_shapes(spec)
     for backend in spec.backends:
@@ -151,14 +157,19 @@ def _check_parity(spec: EvaluatorSpec, executor: Executor, ratio_roles: Roles, p
         if not allowed:
             parity.append(ParityOutcome(backend=backend, passed=False, summary=f"{NOT_CHECKED}: {why}", checks=[]))
             continue
-        outcome = executor.execute(f"parity {backend}", parity_task(spec, backend, ratio_roles, shapes))
+        task = parity_task(spec, backend, ratio_roles, shapes, places.import_folders.get(backend))
+        outcome = executor.execute(f"parity {backend}", task)
         if executor.interrupted is not None:
             return  # a parity check cut short establishes nothing
         parity.append(parity_outcome(backend, outcome))
 
 
 def parity_task(
-    spec: EvaluatorSpec, backend: str, ratio_roles: Roles, shapes: list[tuple[int, int, int]]
+    spec: EvaluatorSpec,
+    backend: str,
+    ratio_roles: Roles,
+    shapes: list[tuple[int, int, int]],
+    import_folder: Path | None = None,
 ) -> ParityTask:
     return ParityTask(
         backend=backend,
@@ -169,6 +180,7 @@ def parity_task(
         seed=spec.seed,
         threads=spec.threads,
         op_configs=list(spec.configs),
+        import_folder=None if import_folder is None else str(import_folder),
     )
 
 
@@ -187,6 +199,8 @@ class Places:
     root: Path | None
     order_seed: int
     arm_roots: dict[str, Path] = field(default_factory=dict)  # an arm's own, where it is not ``root``
+    # a backend taken at a revision: the folder of the checkout its worker imports it from
+    import_folders: dict[str, Path] = field(default_factory=dict)
 
 
 def _measure_cells(
@@ -339,6 +353,7 @@ def cell_task(spec: AnySpec, config: str, backend: str, places: Places) -> CellT
             seed=spec.seed,
             threads=spec.threads,
             timer="instructions" if spec.counts_instructions else "wall",
+            import_folder=str(places.import_folders[backend]) if backend in places.import_folders else None,
         )
     root = places.arm_roots.get(backend, places.root)
     if root is None:

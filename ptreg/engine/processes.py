@@ -142,11 +142,16 @@ def _installed_into(folder: str) -> bool:
 
 
 def python_argv(
-    python: str, module: str, path: Sequence[str], refused: Iterable[Path], script: str | None
+    python: str,
+    module: str,
+    path: Sequence[str],
+    refused: Iterable[Path],
+    script: str | None,
+    first: Sequence[str] = (),
 ) -> list[str]:
     """The command line that runs ``module`` in an isolated interpreter with the import path
-    ``import_path`` allows."""
-    chosen = json.dumps([list(path), import_path(path, refused, script)])
+    ``import_path`` allows, after ``first`` (a backend's folder of a revision's checkout)."""
+    chosen = json.dumps([[*first, *path], [*first, *import_path(path, refused, script)]])
     return [python, *PYTHON_SWITCHES, "-c", BOOTSTRAP, chosen, module]
 
 

@@ -25,7 +25,12 @@ from ..records.run_results import KernelSample, MetricSample, ParityOutcome, Ste
 
 # 3: cells of arms workloads (the spec and the project root in the task)
 # 4: no command's process group is announced: the executor kills the worker's whole process tree
-PROTOCOL_VERSION: Final = 4
+# 5: a backend taken at a git revision: the checkout's folder its worker imports it from
+PROTOCOL_VERSION: Final = 5
+IMPORT_FOLDER = (
+    "A backend taken at a git revision: the folder of the revision's checkout its module is imported from, which "
+    "the executor puts first on the worker's import path."
+)
 
 
 class _Message(BaseModel):
@@ -36,7 +41,7 @@ class ParityTask(_Message):
     """Check one backend's kernels on ``shapes`` before any of it is timed."""
 
     kind: Literal["parity"] = "parity"
-    protocol_version: Literal[4] = PROTOCOL_VERSION
+    protocol_version: Literal[5] = PROTOCOL_VERSION
     backend: str
     reference: str | None = Field(description="The backend whose bits an order-preserving one must reproduce.")
     shapes: list[tuple[int, int, int]]
@@ -47,6 +52,7 @@ class ParityTask(_Message):
     op_configs: list[str] = Field(
         default_factory=list, description="The configs whose shapes the ops the backend provides are checked at."
     )
+    import_folder: str | None = Field(default=None, description=IMPORT_FOLDER)
 
 
 class CellTask(_Message):
@@ -54,7 +60,7 @@ class CellTask(_Message):
     ``timed_steps`` are then asked for one at a time."""
 
     kind: Literal["cell"] = "cell"
-    protocol_version: Literal[4] = PROTOCOL_VERSION
+    protocol_version: Literal[5] = PROTOCOL_VERSION
     backend: str = Field(description="The backend, or for an arms workload the arm.")
     workload: str
     config: str
@@ -67,6 +73,7 @@ class CellTask(_Message):
     timer: Literal["wall", "instructions"] = Field(
         default="wall", description="instructions: the worker runs under callgrind and counts each timed region."
     )
+    import_folder: str | None = Field(default=None, description=IMPORT_FOLDER)
 
 
 class RunRepeat(_Message):

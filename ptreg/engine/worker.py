@@ -21,6 +21,7 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from ..errors import UnusableInput
+from ..records.evaluator import backend_at
 from .backends import Backend, create, provided_ops, runtime_details, set_backend_threads
 from .callgrind import stopwatch_for, worker_report
 from .processes import become_subreaper
@@ -66,10 +67,28 @@ def set_threads(backend: Backend, threads: int) -> tuple[ThreadState, Any]:
     return ThreadState(requested=threads, backend=used, pools=pools), limiter
 
 
+def create_taken(name: str, import_folder: str | None) -> Backend:
+    """The backend a task names, created; one taken at a git revision (``numba@before``) is the
+    registered backend, whose module must then have come from the checkout's folder put first
+    on this worker's import path (a module imported before, or from elsewhere, is refused)."""
+    registered, label = backend_at(name)
+    backend = create(registered)
+    if label is not None:
+        module = sys.modules.get(type(backend).__module__)
+        where = getattr(module, "__file__", None)
+        folder = os.path.realpath(import_folder) if import_folder is not None else None
+        if folder is None or where is None or not os.path.realpath(where).startswith(folder.rstrip("/") + "/"):
+            raise UnusableInput(
+                f"backend {name}: its module came from {where or 'nowhere on disk'}, not from the checkout of "
+                f"revision {label} ({import_folder or 'none given'})"
+            )
+    return backend
+
+
 def run_parity(task: ParityTask) -> None:
     from .parity import check_parity  # NumPy, which only a parity worker needs at once
 
-    backend = create(task.backend)
+    backend = create_taken(task.backend, task.import_folder)
     order_preserving = bool(getattr(backend, "order_preserving", False))
     reference = create(task.reference) if order_preserving and task.reference is not None else None
     _, _limiter = set_threads(backend, task.threads)  # the limiter holds the limit
@@ -108,7 +127,7 @@ def run_cell(task: CellTask, orders: TextIO) -> None:
     workload = workload_named(task.workload)
     backend: Backend | None = None
     if workload.kind == "backends":
-        backend = create(task.backend)
+        backend = create_taken(task.backend, task.import_folder)
         assert task.threads is not None  # a backends spec always names its threads
         threads, _limiter = set_threads(backend, task.threads)  # the limiter holds the limit
     else:  # an arm's threads are its command's to set, through the environment it is given

@@ -15,7 +15,9 @@ for the run, not the working tree's: its files cannot be frozen by content, sinc
 ``HEAD`` is that it moves. Consent to such an evaluator covers the revisions by name, in this
 repository, whatever code they hold when it runs; what ran is not lost, for each run records the
 commit each revision resolved to and the digests of the files its command ran there. The working
-tree's files are frozen for the arms that name no revision only.
+tree's files are frozen for the arms that name no revision only. A backends evaluator that takes a
+backend at a revision (``numba@before``) runs that revision's code the same way, and needs the
+same consent, by name.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from ..engine.workloads.discovery import workload_named
 from ..errors import PtregError, UnusableInput
-from ..records.evaluator import ArmsSpec, FrozenEvaluator
+from ..records.evaluator import ArmsSpec, EvaluatorSpec, FrozenEvaluator
 from ..store.code_digests import changed_code
 from ..store.input_digests import changed_inputs, project_root
 from ..store.trust import is_trusted
@@ -37,8 +39,9 @@ BEFORE_THE_RULE = (
 
 
 def runs_code(frozen: FrozenEvaluator) -> bool:
-    """Whether running the evaluator executes a command it names (and so needs consent)."""
-    return workload_named(frozen.spec.workload).runs_code
+    """Whether running the evaluator executes code it names (and so needs consent): a command,
+    or the code git revisions of the project hold."""
+    return workload_named(frozen.spec.workload).runs_code or bool(frozen.spec.revisions)
 
 
 def code_change(frozen: FrozenEvaluator, registry: Path) -> str | None:
@@ -78,7 +81,14 @@ def covers(frozen: FrozenEvaluator) -> str:
         return BEFORE_THE_RULE
     inputs = len(frozen.inputs or {})
     spec = frozen.spec
-    revisions = spec.revisions if isinstance(spec, ArmsSpec) else {}
+    revisions = spec.revisions or {}
+    if isinstance(spec, EvaluatorSpec) and revisions:
+        named = ", ".join(f"{revision} ({label})" for label, revision in revisions.items())
+        return (
+            f"consent to it covers its spec and whatever code the revisions {named} of this repository hold when it "
+            "runs, by name: each run records the commit each resolved to and the digests of the code its backends "
+            "were imported from there"
+        )
     if isinstance(spec, ArmsSpec) and revisions:
         named = ", ".join(f"{revision} (arm {arm})" for arm, revision in revisions.items())
         working = (

@@ -12,8 +12,7 @@ from ..engine.backends import entries
 from ..engine.plan import EVALUATOR_VERSION
 from ..engine.workloads.discovery import require_measurable
 from ..errors import CheckFailed, PtregError, UnusableInput
-from ..records.evaluator import ArmsSpec, FrozenEvaluator, frozen_from_spec, parse_spec
-from ..records.refs import ID_PATTERN
+from ..records.evaluator import BACKEND_PATTERN, ArmsSpec, FrozenEvaluator, backend_at, frozen_from_spec, parse_spec
 from ..store.directory import load_directory, load_meta
 from ..store.evaluator_files import check_file, resolve, store_frozen
 from ..store.input_digests import digest_inputs, project_root
@@ -51,9 +50,10 @@ def _check_backend_names(raw: object, where: str) -> None:
     the registered name it was probably meant as, before the schema's pattern error."""
     registered = sorted(entries())
     for i, name in enumerate(_backend_names(raw)):
-        if not re.fullmatch(ID_PATTERN, name):
+        if not re.fullmatch(BACKEND_PATTERN, name):
             raise UnusableInput(
-                f"{where}#/backends/{i}: {name!r} is not a backend name (lowercase letters, digits and '-')"
+                f"{where}#/backends/{i}: {name!r} is not a backend name (lowercase letters, digits and '-', and "
+                "'@LABEL' for one taken at a revision)"
                 f"{_closest_backends(name, registered)}; registered here: {', '.join(registered) or 'none'}"
             )
 
@@ -63,7 +63,7 @@ def _unregistered(names: list[str]) -> list[str]:
     return [
         f"backend {name!r} is not registered here{_closest_backends(name, registered)}: `ptreg run` refuses it "
         f"until it is installed (registered here: {', '.join(registered) or 'none'})"
-        for name in names
+        for name in dict.fromkeys(backend_at(n)[0] for n in names)  # numba@before is numba, at a revision
         if name not in registered
     ]
 
@@ -80,11 +80,13 @@ def freeze(root: Path, spec_path: Path) -> Frozen:
     spec = parse_spec(raw, str(spec_path))
     workload = require_measurable(spec, str(spec_path))
     inputs = digest_inputs(project_root(root), spec.inputs) if isinstance(spec, ArmsSpec) and spec.inputs else None
-    # consent to a command is to the code it runs: those files are frozen with it, by content
-    code = workload.code(spec, root) if workload.runs_code else None
+    # consent to a command is to the code it runs: those files are frozen with it, by content;
+    # backends taken at revisions run the revisions' code, which is consented to by name (none frozen)
+    runs = workload.runs_code or bool(spec.revisions)
+    code = (workload.code(spec, root) if workload.runs_code else {}) if runs else None
     frozen = frozen_from_spec(spec, EVALUATOR_VERSION, inputs, code)
     path, created = store_frozen(root, frozen)
-    if workload.runs_code:
+    if runs:
         trust(frozen.sha256)
     return Frozen(frozen, path, created, _unregistered(_backend_names(raw) if workload.kind == "backends" else []))
 

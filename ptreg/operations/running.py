@@ -24,7 +24,7 @@ from pathlib import Path
 from ..clock import utc_now
 from ..engine.environment import backend_configuration, collect
 from ..engine.executor import Executor, TaskProgress
-from ..engine.identity import code_identity
+from ..engine.identity import code_identity, revision_code
 from ..engine.interruption import deferred, interruptible, pending
 from ..engine.measurement import SpreadExecutor, measure
 from ..engine.plan import EVALUATOR_VERSION
@@ -35,7 +35,7 @@ from ..gate.consent import frozen_files_change, refuse_unconsented
 from ..gate.gate_inputs import read_gate_inputs
 from ..gate.readmission import judged_before, read_readmissions, unresolved
 from ..records.attempt import Attempt, Budget, RunRef
-from ..records.evaluator import EvaluatorSpec, FrozenEvaluator
+from ..records.evaluator import ArmsSpec, EvaluatorSpec, FrozenEvaluator
 from ..records.run_results import ArmRevision, Provenance, RunResults, new_results
 from ..store.directory import load_meta, read_attempt, write_attempt
 from ..store.full_read import indexed_attempt
@@ -137,9 +137,16 @@ def _measure_and_record(
     environment = collect(root)
     code = code_identity(frozen.spec, root)  # before measuring: the code as it was when measured
     with checked_out(project_root(root), frozen.spec, root.absolute().name, frozen.inputs) as checkouts:
-        arm_roots = {arm: c.root for arm, c in checkouts.items()}
+        arm_roots = {arm: c.root for arm, c in checkouts.items() if not c.imports}
+        imports = {backend: folder for c in checkouts.values() for backend, folder in c.imports.items()}
+        code.arms.update(revision_code(frozen.spec, {label: c.code for label, c in checkouts.items()}))
         found = measure(
-            frozen.spec, executor, round_cap=budget.max_repeats, root=project_root(root), arm_roots=arm_roots
+            frozen.spec,
+            executor,
+            round_cap=budget.max_repeats,
+            root=project_root(root),
+            arm_roots=arm_roots if isinstance(frozen.spec, ArmsSpec) else None,
+            import_folders=imports,
         )
         # what the run measured is the frozen evaluator only while its files still are what was
         # frozen: a repeat that rewrote its own script, or data edited meanwhile, leaves it deciding nothing
@@ -149,6 +156,7 @@ def _measure_and_record(
     revisions = {arm: ArmRevision(revision=c.revision, commit=c.commit, code=c.code) for arm, c in checkouts.items()}
     if isinstance(frozen.spec, EvaluatorSpec):
         # read after the workers ran: a backend may settle its configuration on first use (numba's tile)
+        # a backend taken at a revision is not the installed one: its configuration stays unknown (null)
         environment["backend_configuration"] = backend_configuration(list(frozen.spec.backends))
     if not isinstance(executor, Executor):  # the machines the cells ran on, beside the driver's
         environment.update(executor.provenance())

@@ -29,8 +29,9 @@ MAX_TEXT: Final = 2000
 MAX_DEPTH: Final = 32
 
 # A backend is named as an evaluator names it, by a slug (records/attempt.py ID_PATTERN; a test
-# holds the two equal: attempt.py imports this module, so it cannot be imported here).
-BACKEND_PATTERN: Final = r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9-]+)*$"
+# holds the two equal: attempt.py imports this module, so it cannot be imported here), and one
+# taken at a git revision by the slug, '@' and the revision's label (``numba@before``).
+BACKEND_PATTERN: Final = r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9-]+)*(@[a-z0-9][a-z0-9-]*)?$"
 BackendName = Annotated[str, StringConstraints(pattern=BACKEND_PATTERN, max_length=128)]
 
 # The parts of a training step a share names: the three kernels and the step's other ops

@@ -75,7 +75,7 @@ call: NAME "(" [argument ("," argument)*] ")"
 COMPARATOR: ">=" | "<=" | ">" | "<"
 MINUS: "-"
 NUMBER.2: /([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?/
-NAME: /[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9-]+)*/
+NAME: /[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9-]+)*(@[a-z0-9][a-z0-9-]*)?/
 
 %ignore /[ \t]+/
 """

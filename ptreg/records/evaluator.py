@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from ..errors import UnusableInput
+from .condition import BACKEND_PATTERN
 from .configs import ConfigName
 from .problems import UNION_TAG, every_schema_error
 from .refs import ID_MAX_LENGTH, ID_PATTERN, INT_MAX
@@ -56,6 +57,22 @@ ALL_CONFIG = "all"
 # The parameter by which an arm names a git revision of the project: its command runs in a
 # checkout of that revision (engine/revisions.py), not in the working tree.
 REVISION = "revision"
+
+
+# A backend at a git revision of the project: ``numba@before`` is the backend ``numba`` whose
+# module is imported from the checkout of the revision the spec names ``before``
+# (engine/revisions.py). The name before '@' is a registered backend's, the label after it a key
+# of the spec's ``revisions``.
+BACKEND_AT = "@"
+BackendName = Annotated[str, StringConstraints(pattern=BACKEND_PATTERN, max_length=ID_MAX_LENGTH)]
+RevisionText = Annotated[str, StringConstraints(max_length=1000)]
+
+
+def backend_at(name: str) -> tuple[str, str | None]:
+    """The registered backend a spec's backend name names, and the label of the revision it is
+    taken at (None: as installed)."""
+    backend, at, label = name.partition(BACKEND_AT)
+    return backend, label if at else None
 
 
 def revision_problem(revision: str) -> str | None:
@@ -89,8 +106,15 @@ class EvaluatorSpec(BaseModel):
     description: Annotated[str, StringConstraints(min_length=1)] | None = None
     workload: WorkloadName
     configs: list[ConfigName] = Field(min_length=1)
-    backends: list[Slug] = Field(min_length=1)
-    baseline: Slug = Field(description="The backend every other is compared with, besides the reference.")
+    backends: list[BackendName] = Field(min_length=1)
+    baseline: BackendName = Field(description="The backend every other is compared with, besides the reference.")
+    revisions: dict[Slug, RevisionText] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=16,
+        description="Git revisions of the project by label: a backend named NAME@LABEL is NAME's module imported from "
+        "the checkout of that revision.",
+    )
     warmup_steps: int = Field(ge=0, le=10_000)
     timed_steps: int = Field(ge=1, le=1_000_000)
     repeats: int | None = Field(
@@ -169,6 +193,16 @@ class EvaluatorSpec(BaseModel):
                 raise ValueError(f"{field} names an entry twice")
         if self.baseline not in self.backends:
             raise ValueError(f"baseline {self.baseline!r} is not one of the backends")
+        labels = {label for _, label in map(backend_at, self.backends) if label is not None}
+        for label, revision in (self.revisions or {}).items():
+            problem = revision_problem(revision)
+            if problem is not None:
+                raise ValueError(f"revision {label!r}: {revision!r} is not a plain git revision: {problem}")
+            if label not in labels:
+                raise ValueError(f"revision {label!r} is taken by no backend (name one NAME@{label})")
+        unknown = sorted(labels - set(self.revisions or {}))
+        if unknown:
+            raise ValueError(f"a backend is taken at revision {unknown[0]!r}, which revisions does not name")
         if self.counts_instructions and self.threads != 1:
             # another thread's instructions would land in the count whenever the scheduler let it run
             raise ValueError(f"timer 'instructions' counts one thread: threads must be 1, not {self.threads}")

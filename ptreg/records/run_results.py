@@ -319,7 +319,7 @@ class RunResults(_Strict):
         description="Version 7: the input or code file of the evaluator that no longer had its frozen digest when "
         "the run ended, with both digests. Such a run is never complete, and decides nothing.",
     )
-    revisions: dict[str, ArmRevision] | None = Field(default=None, description="Version 8: each revision arm's code.")
+    revisions: dict[str, ArmRevision] | None = Field(default=None, description="Version 8: each revision's code.")
 
     @model_validator(mode="after")
     def _roles_by_version(self) -> RunResults:
@@ -340,7 +340,7 @@ class RunResults(_Strict):
         """The revisions recorded are exactly those the spec's arms name, each as named."""
         if self.revisions is not None and self.results_version < 8:
             raise ValueError("revisions are recorded from results_version 8 on")
-        named = self.spec.revisions if isinstance(self.spec, ArmsSpec) and self.results_version >= 8 else {}
+        named = (self.spec.revisions or {}) if self.results_version >= 8 else {}
         if {a: r.revision for a, r in (self.revisions or {}).items()} != named:
             raise ValueError("revisions are not the arms' revisions as the run's spec names them")
         return self

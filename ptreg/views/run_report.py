@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from ..engine.workloads import workload_named
 from ..engine.workloads.arms import ArmsWorkload
 from ..records.configs import CONFIGS
+from ..records.evaluator import EvaluatorSpec
 from ..records.run_results import RunResults
 from ..text import Table
 
@@ -49,11 +50,15 @@ def tables(results: RunResults, margins: Mapping[str, float] | None = None) -> l
 
 def revisions_table(results: RunResults) -> Table:
     """The commit each arm that names a git revision ran at, and how many of the checkout's
-    files its command ran (their digests are in the results)."""
+    files its command ran (their digests are in the results); for backends taken at revisions,
+    the commit of each revision and how many files its backends could import there."""
     rows = [
         [arm, found.revision, found.commit[:12], str(len(found.code))]
         for arm, found in sorted((results.revisions or {}).items())
     ]
+    if isinstance(results.spec, EvaluatorSpec):
+        title = "Revisions: each backend taken at a revision was imported from a checkout of its commit"
+        return Table(title, rows, ["label", "revision", "commit", "code files"], text=("revision",))
     title = "Revisions: each arm ran in a checkout of its commit"
     return Table(title, rows, ["arm", "revision", "commit", "code files"], text=("revision",))
 

@@ -166,7 +166,8 @@ def test_the_canonical_text_parses_back_to_the_same_tree(text: str) -> None:
 
 
 def test_the_language_names_what_the_formats_name() -> None:
-    assert BACKEND_PATTERN == ID_PATTERN
+    # a backend is a slug, or one taken at a revision's label (numba@before)
+    assert ID_PATTERN.removesuffix("$") + "(@[a-z0-9][a-z0-9-]*)?$" == BACKEND_PATTERN
     assert get_args(BoundedKernel) == (*KERNELS, *STEP_OPS)
     assert get_args(StepPart) == (*KERNELS, *STEP_OPS, "other")
     assert (*KERNELS, "other") == WHOLE_STEP_PARTS
