@@ -6,10 +6,11 @@ Each simulated attempt runs two arms, baseline and candidate, whose true differe
 the row, and decides the row's plan on them through ptreg's own path: per repeat (one seed) a
 ``MetricSample`` of each arm, with a 0/1 score per item for an item-level metric and one value
 per round for a latency, a throughput or a memory; the ``command`` workload's ``summarize`` and
-``compare`` (so a score is paired by item, each item averaged over seeds, and a ratio by round,
-with its 95% t-interval); a ``RunResults`` of an arms evaluator; ``decide`` on the trees
-``parse`` gives; ``status_of``; and, for a plan that pools runs, ``pooled``. Nothing is
-vectorised past the drawing of the numbers: every decision is ptreg's.
+``compare`` as a run of the current results version records them (a score taken over its items
+crossed with its seeds, a ratio paired by round with its rounds in order, each with its 95%
+t-interval); a ``RunResults`` of an arms evaluator made by ``new_results``, so of that version;
+``decide`` on the trees ``parse`` gives; ``status_of``; and, for a plan that pools runs,
+``pooled``. Nothing is vectorised past the drawing of the numbers: every decision is ptreg's.
 
 The world, unless a row says otherwise: 400 items, each with its own chance of being answered
 (0.15 to 0.85) and its own gain under the candidate (uniform within 0.05 of the row's effect,
