@@ -139,10 +139,9 @@ def estimates(results: dict[str, object]) -> dict[str, float]:
     return {m: cells["after"]["versus"]["before"][m]["estimate"] for m in ("wall_seconds", "work_ms")}
 
 
-def a_and_a(tmp_path: Path, runs: int, strict: bool) -> None:
-    """Runs of one evaluator whose two revisions hold the same code. ``strict``: no verdict of
-    change at a 5% margin in any run (the acceptance of the CI gate); else only what holds
-    whatever the within-run intervals are: no change the size of a 1.5x slowdown is estimated."""
+def a_and_a(tmp_path: Path, runs: int) -> None:
+    """Runs of one evaluator whose two revisions hold the same code: no verdict of change at a
+    5% margin in any run (the acceptance of the CI gate; a flag count, not a timing)."""
     project, tmp = repository(tmp_path, 0.05, 0.05)
     heads = {"before": git(project, "rev-parse", "HEAD~1"), "after": git(project, "rev-parse", "HEAD")}
     propose(project, tmp, "same")  # one attempt, run again and again: a CI job per commit
@@ -153,22 +152,20 @@ def a_and_a(tmp_path: Path, runs: int, strict: bool) -> None:
         assert {arm: found["commit"] for arm, found in recorded.items()} == heads  # type: ignore[attr-defined]
         # the same work.py at both commits: the same code, by content
         assert recorded["before"]["code"] == recorded["after"]["code"] != {}  # type: ignore[index]
-        assert all(0.8 < ratio < 1.25 for ratio in estimates(results).values()), (n, estimates(results))
-        if strict:
-            found = verdicts(results, MARGIN)
-            assert not {"better", "worse"} & set(found.values()), (n, found)
-            if n == 0:  # the plan decides on the first complete run
-                assert plan_decides(project, tmp, "same") in ("failed", "inconclusive")
+        found = verdicts(results, MARGIN)
+        assert not {"better", "worse"} & set(found.values()), (n, found, estimates(results))
+        if n == 0:  # the plan decides on the first complete run
+            assert plan_decides(project, tmp, "same") in ("failed", "inconclusive")
         assert left_behind(project, tmp) == []
 
 
 def test_unchanged_code_between_two_revisions_gives_no_verdict_of_change(tmp_path: Path) -> None:
-    a_and_a(tmp_path, 3, strict=False)
+    a_and_a(tmp_path, 3)
 
 
 @pytest.mark.slow
 def test_unchanged_code_between_two_revisions_gives_no_verdict_of_change_in_20_runs(tmp_path: Path) -> None:
-    a_and_a(tmp_path, 20, strict=True)
+    a_and_a(tmp_path, 20)
 
 
 def test_a_later_revision_1_5x_slower_is_found_worse_and_shown(tmp_path: Path) -> None:
