@@ -114,7 +114,9 @@ def verdict(found: stats.Ratio, margin: float | None) -> str:
     return better_word(comparison, declaration)
 
 
-POWER_SPREADS = (0.03, 0.043, 0.06, 0.086)  # per-round sd of the log ratio: a quiet run, the kernels evaluator's median (measured), the recorded tinygpt range's middle, median
+# per-round sd of the log ratio: a quiet run, the kernels evaluator's median (measured), the
+# recorded tinygpt runs' middle and median
+POWER_SPREADS = (0.03, 0.043, 0.06, 0.086)
 
 
 def power(draws: int, rounds: int) -> list[dict[str, Any]]:
