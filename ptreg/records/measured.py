@@ -220,7 +220,7 @@ class MetricSummary(_Strict):
     )
     scale: Literal["linear", "log"] | None = Field(
         default=None,
-        description="Version 8: log for a positive metric's interval, of the geometric mean (a time, memory).",
+        description="Version 8: log for a positive metric's interval, of the typical value (a time, memory).",
     )
     items: Count | None = Field(
         default=None, description="Version 8: the items the mean is over, each present in every seed."

@@ -413,7 +413,7 @@ class HistoryRow:
     config: str
     backend: str
     seconds: float  # median over whole repeats, per step's worth of work (instructions, when counted)
-    low: float | None  # the 95% interval of the geometric mean over repeats
+    low: float | None  # the 95% interval of the typical value over repeats
     high: float | None
     repeats: int
     versus_first: float | None = None  # this median over the first run's
@@ -429,7 +429,7 @@ class HistoryRow:
             "seconds": self.seconds,
             "unit": self.unit,
             "ci": None if self.low is None else [self.low, self.high],
-            "ci_of": "geometric mean",
+            "ci_of": "typical value (true and median)",
             "repeats": self.repeats,
             "versus_first": self.versus_first,
         }

@@ -163,7 +163,7 @@ def test_a_positive_metrics_interval_stays_positive() -> None:
     assert now.scale == "log" and now.variance == "rounds" and "on log values" in now.ci.method
     geometric = math.exp(statistics.fmean(math.log(w) for w in walls))
     assert math.sqrt(now.ci.low * now.ci.high) == pytest.approx(geometric)
-    assert intervals_over(now, None) == "rounds; geometric mean"
+    assert intervals_over(now, None) == "rounds; log scale"
 
 
 def test_the_workload_summarises_a_pool_of_older_runs_as_they_were() -> None:

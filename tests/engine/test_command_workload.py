@@ -114,7 +114,7 @@ def test_the_acceptance_spec_freezes_runs_shows_and_concludes(tmp_path: Path) ->
     assert cells["baseline"]["metrics"]["wall_seconds"]["scale"] == "log"
     shown = ptreg(project, "show", "toy-level").stdout
     assert "score (fraction, higher is better; difference to baseline)" in shown
-    assert "items and seeds" in shown and "rounds; geometric mean" in shown
+    assert "items and seeds" in shown and "rounds; log scale" in shown
     concluded = ptreg(
         project,
         *("conclude", "toy-level", "--status", "worked", "--lesson", "level 6 scores higher"),

@@ -101,16 +101,19 @@ def propose(project: Path, tmp: Path, attempt: str) -> None:
         *("--kind", "runtime-benchmark", "--question", f"Is HEAD slower than HEAD~1 ({attempt})?"),
         *("--method", "vendor-blas", "--objective", "command-latency", "--evaluator", "ci-gate"),
         *("--budget-seconds", "300", "--tracking-issue", "me/ci#1"),
-        *("--worked-if", "better(wall_seconds, arm=after, over=before)"),
-        *("--regressed-if", "worse(wall_seconds, arm=after, over=before)"),
+        # the plan of docs/comparing.md's CI recipe: rules on the interval's ends always decide
+        *("--worked-if", f"high(ratio(wall_seconds, arm=after, over=before)) < {MARGIN}"),
+        *("--regressed-if", f"low(ratio(wall_seconds, arm=after, over=before)) > {MARGIN}"),
         *("--margin", f"wall_seconds={MARGIN}", "--margin", f"work_ms={MARGIN}"),
     )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def run(project: Path, tmp: Path, attempt: str) -> dict[str, object]:
-    done = ptreg(project, tmp, "run", attempt, "--json")
-    assert done.returncode == 0, done.stdout + done.stderr
+def run(project: Path, tmp: Path, attempt: str, gate: int | None = None) -> dict[str, object]:
+    """A run of the attempt; with ``gate``, as the CI recipe runs it (``--fail-on-regression``),
+    expecting that exit code."""
+    done = ptreg(project, tmp, "run", attempt, "--json", *(["--fail-on-regression"] if gate is not None else []))
+    assert done.returncode == (gate or 0), done.stdout + done.stderr
     results: dict[str, object] = json.loads(done.stdout)["results"]
     return results
 
@@ -146,7 +149,7 @@ def a_and_a(tmp_path: Path, runs: int) -> None:
     heads = {"before": git(project, "rev-parse", "HEAD~1"), "after": git(project, "rev-parse", "HEAD")}
     propose(project, tmp, "same")  # one attempt, run again and again: a CI job per commit
     for n in range(runs):
-        results = run(project, tmp, "same")
+        results = run(project, tmp, "same", gate=0 if n == 0 else None)  # the gate passes unchanged code
         assert results["status"] == "complete" and results["results_version"] == RESULTS_VERSION
         recorded = results["revisions"]
         assert {arm: found["commit"] for arm, found in recorded.items()} == heads  # type: ignore[attr-defined]
@@ -155,7 +158,7 @@ def a_and_a(tmp_path: Path, runs: int) -> None:
         found = verdicts(results, MARGIN)
         assert not {"better", "worse"} & set(found.values()), (n, found, estimates(results))
         if n == 0:  # the plan decides on the first complete run
-            assert plan_decides(project, tmp, "same") in ("failed", "inconclusive")
+            assert plan_decides(project, tmp, "same") in ("failed", "worked")
         assert left_behind(project, tmp) == []
 
 
@@ -173,7 +176,7 @@ def test_a_later_revision_1_5x_slower_is_found_worse_and_shown(tmp_path: Path) -
     # (about 0.07 s here, noisy on a loaded machine), which dilutes 1.5x to about 1.3x
     project, tmp = repository(tmp_path, 0.1, 0.15, {**SPEC, "repeats": 8})
     propose(project, tmp, "slower")
-    results = run(project, tmp, "slower")
+    results = run(project, tmp, "slower", gate=1)  # the gate fails it
     assert results["status"] == "complete"
     assert verdicts(results, MARGIN) == {"wall_seconds": "worse", "work_ms": "worse"}
     assert verdicts(results, None) == {"wall_seconds": "worse", "work_ms": "worse"}

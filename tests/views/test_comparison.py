@@ -344,7 +344,7 @@ def test_history_lists_every_run_of_the_evaluator_oldest_first(root: Path, cli) 
     naive = [r for r in rows if (r["config"], r["backend"]) == ("tiny", "naive")]
     assert [r["started_at"] for r in naive] == [hour(0), hour(1), hour(2)]
     assert naive[0]["versus_first"] is None and naive[2]["versus_first"] == pytest.approx(2.0, rel=0.05)
-    assert naive[0]["ci_of"] == "geometric mean"
+    assert naive[0]["ci_of"] == "typical value (true and median)"
     assert json.loads(cli("-r", root, "history", "history", "--json").out) == rows
     shown = cli("-r", root, "history", "history")
     assert shown.code == 0 and "3 complete runs" in shown.out

@@ -306,7 +306,7 @@ def intervals_over(summary: MetricSummary | None, against: MetricComparison | No
     comparison's, once when they agree (empty for a run before version 8, which did not say)."""
     said = []
     if summary is not None and summary.variance is not None:
-        said.append(variance_text(summary.variance) + ("; geometric mean" if summary.scale == "log" else ""))
+        said.append(variance_text(summary.variance) + ("; log scale" if summary.scale == "log" else ""))
     if against is not None and against.variance is not None:
         theirs = variance_text(against.variance)
         if not said or theirs != said[0]:
