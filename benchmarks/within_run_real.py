@@ -28,22 +28,24 @@ with open(os.environ["PTREG_METRICS"], "w") as out:
 """
 
 
+def nap_spec(a: str, b: str, repeats: int = 6) -> dict[str, object]:
+    """A command evaluator of two arms that sleep ``a`` and ``b`` seconds (the tests use it too)."""
+    return {
+        "name": "naps",
+        "workload": "command",
+        "command": ["python3", "nap.py", "{seconds}"],
+        "arms": {"a": {"seconds": a}, "b": {"seconds": b}},
+        "baseline": "a",
+        "inputs": ["nap.py"],
+        "metrics": {"slept": {"better": "lower", "unit": "s"}},
+        "repeats": repeats,
+        "seed": 0,
+        "timeout_seconds": 30,
+    }
+
+
 def runs(root: Path, a: str, b: str, count: int, repeats: int) -> list[dict[str, Any]]:
-    spec = parse_spec(
-        {
-            "name": "naps",
-            "workload": "command",
-            "command": ["python3", "nap.py", "{seconds}"],
-            "arms": {"a": {"seconds": a}, "b": {"seconds": b}},
-            "baseline": "a",
-            "inputs": ["nap.py"],
-            "metrics": {"slept": {"better": "lower", "unit": "s"}},
-            "repeats": repeats,
-            "seed": 0,
-            "timeout_seconds": 30,
-        },
-        "spec",
-    )
+    spec = parse_spec(nap_spec(a, b, repeats), "spec")
     found = []
     for _ in range(count):
         measured = measure(spec, Executor(), root=root)

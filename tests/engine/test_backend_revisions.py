@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_revisions import git
 
 from helpers import evaluator_spec, snapshot
 from ptreg.engine.measurement import Places, cell_task, parity_task
@@ -78,19 +79,6 @@ SPEC = {
     "max_relative_spread": 10,
     "metric": "gflops",
 }
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.com",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.com",
-}
-
-
-def git(project: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(project), *args], capture_output=True, text=True, env={**os.environ, **GIT_ENV}, check=True
-    )
-    return done.stdout.strip()
 
 
 def commit(project: Path, message: str, factor: float, code: str) -> None:

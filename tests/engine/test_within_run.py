@@ -5,38 +5,22 @@ difference. A flag rate, never a timing: each test counts verdicts, not seconds.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
+from helpers import REPO
 from ptreg.engine.executor import Executor
 from ptreg.engine.measurement import measure
 from ptreg.engine.workloads.arms import better_word
 from ptreg.records.evaluator import PEAK_MEMORY, PTREG_METRICS, WALL_SECONDS, MetricDeclaration, parse_spec
 from ptreg.records.run_results import MetricComparison, SignedInterval
 
-NAP = """\
-import json, os, sys, time
-time.sleep(float(sys.argv[1]))
-with open(os.environ["PTREG_METRICS"], "w") as out:
-    out.write(json.dumps({"slept": float(sys.argv[1])}) + "\\n")
-"""
+sys.path.insert(0, str(REPO / "benchmarks"))
 
-
-def nap_spec(a: str, b: str, repeats: int = 6) -> dict[str, object]:
-    return {
-        "name": "naps",
-        "workload": "command",
-        "command": ["python3", "nap.py", "{seconds}"],
-        "arms": {"a": {"seconds": a}, "b": {"seconds": b}},
-        "baseline": "a",
-        "inputs": ["nap.py"],
-        "metrics": {"slept": {"better": "lower", "unit": "s"}},
-        "repeats": repeats,
-        "seed": 0,
-        "timeout_seconds": 30,
-    }
+from within_run_real import NAP, nap_spec  # the evaluator the benchmark runs: one text for both
 
 
 def wall_verdicts(tmp_path: Path, a: str, b: str, runs: int, repeats: int = 6) -> list[str]:
