@@ -15,6 +15,7 @@ finite number, is one line naming the arm, the repeat and the problem, recorded 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -32,10 +33,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ...errors import PtregError, UnusableInput
-from ...records.evaluator import AnySpec, ArmsSpec, MetricDeclaration
-from ...records.run_results import MetricSample
+from ...records.evaluator import AnySpec, ArmsSpec, MetricDeclaration, canonical_json
+from ...records.refs import ID_MAX_LENGTH, ID_RE
+from ...records.run_results import MetricSample, StageRecord
 from ...store.code_digests import code_digests
-from ...store.input_digests import project_root
+from ...store.input_digests import digest_inputs, project_root
 from ...store.jsonio import JsonError, read_bytes
 from ...text import shorten
 from ..backends import Backend
@@ -68,9 +70,103 @@ def placeholders(argv: list[str]) -> list[str]:
     return names
 
 
-def command_line(argv: list[str], params: dict[str, str], seed: int) -> list[str]:
-    values = {**params, "seed": str(seed)}
+def command_line(argv: list[str], params: dict[str, str], seed: int, arm: str | None = None) -> list[str]:
+    """The argv with the arm's parameters, its name (``{arm}``, unless it gives a parameter of
+    that name) and the seed put in."""
+    values = {**({} if arm is None else {ARM: arm}), **params, SEED: str(seed)}
     return [arg.format_map(values) for arg in argv]
+
+
+ARM, SEED = "arm", "seed"  # the placeholders ptreg fills in itself
+ONCE, EACH = "once", "each"
+STAGE_FIELDS = ("name", "command", "outputs", "repeat")
+MAX_STAGES = 16
+MAX_OUTPUTS = 64
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of a staged command: ``once`` per arm and seed, before that seed's repeats
+    (training a model, building a cache), or ``each`` repeat (what is measured)."""
+
+    name: str
+    argv: list[str]
+    outputs: list[str]
+    repeat: str
+
+
+def stages_of(settings: dict[str, Any]) -> list[Stage]:
+    """The stages a checked spec runs: its ``stages``, or its ``command`` as one ``each`` stage."""
+    if "stages" not in settings:
+        return [Stage("command", list(settings["command"]), [], EACH)]
+    return [Stage(s["name"], list(s["command"]), list(s.get("outputs", [])), s["repeat"]) for s in settings["stages"]]
+
+
+def stage_problem(settings: dict[str, Any]) -> str | None:
+    """Why a spec's ``command`` or ``stages`` is not one ptreg can run, in one line, or None."""
+    if ("command" in settings) == ("stages" in settings):
+        return "give command (one command line) or stages (a list of them), not both and not neither"
+    if "command" in settings:
+        return _argv_problem(settings["command"], "command")
+    stages = settings["stages"]
+    if not isinstance(stages, list) or not 0 < len(stages) <= MAX_STAGES:
+        return f"stages must be a list of 1 to {MAX_STAGES} stages"
+    names: set[str] = set()
+    seen_each = False
+    for index, stage in enumerate(stages):
+        if not isinstance(stage, dict):
+            return f"stages[{index}] must be an object with name, command, repeat and (once) outputs"
+        unknown = sorted(set(stage) - set(STAGE_FIELDS))
+        if unknown:
+            return f"stages[{index}] has the field {shorten(str(unknown[0]), 40)}, not one of {', '.join(STAGE_FIELDS)}"
+        name = stage.get("name")
+        if not isinstance(name, str) or len(name) > ID_MAX_LENGTH or not ID_RE.fullmatch(name):
+            return f"stages[{index}] needs a name: a slug (lower-case letters, digits and '-')"
+        if name in names:
+            return f"stage {name} is named twice"
+        names.add(name)
+        if stage.get("repeat") not in (ONCE, EACH):
+            return f"stage {name}: repeat must be 'once' (per arm and seed) or 'each' (every repeat)"
+        if stage["repeat"] == ONCE and seen_each:
+            return f"stage {name} is once after an each stage: once stages come first, as they run"
+        seen_each = seen_each or stage["repeat"] == EACH
+        problem = _argv_problem(stage.get("command"), f"stage {name}: command")
+        if problem is not None:
+            return problem
+        outputs = stage.get("outputs", [])
+        if outputs and stage["repeat"] == EACH:
+            return f"stage {name}: outputs are recorded of once stages only"
+        if not isinstance(outputs, list) or len(outputs) > MAX_OUTPUTS or not all(isinstance(o, str) for o in outputs):
+            return f"stage {name}: outputs must be a list of at most {MAX_OUTPUTS} paths"
+        if len(set(outputs)) != len(outputs):
+            return f"stage {name}: outputs names a path twice"
+        for output in outputs:
+            problem = output_problem(output)
+            if problem is not None:
+                return f"stage {name}: output {shorten(output, 80)} {problem}"
+    if not seen_each:
+        return "stages has no each stage: nothing would be measured in a repeat"
+    return None
+
+
+def _argv_problem(argv: Any, what: str) -> str | None:
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        return f"{what} must be a non-empty list of strings (an argv, run without a shell)"
+    if len(argv) > MAX_ARGV or any(len(a) > MAX_ARG_CHARS or "\x00" in a for a in argv):
+        return f"{what} has more than {MAX_ARGV} arguments, one over {MAX_ARG_CHARS} characters, or a NUL"
+    return None
+
+
+def output_problem(path: str) -> str | None:
+    """Why an output path (as written, or filled in) does not name a place inside the project
+    root, or None."""
+    if not path or len(path) > MAX_ARG_CHARS or path.startswith("/") or "\\" in path:
+        return "must be a relative path inside the project root"
+    if any(ord(c) < 0x20 for c in path):
+        return "holds a control character"
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        return "must be a relative path without '.', '..' or empty parts"
+    return None
 
 
 # A program that is Python, by its name: python, python3, python3.11, pypy3, a virtualenv's.
@@ -95,18 +191,20 @@ class NamedCode:
 
 
 def command_lines(spec: ArmsSpec) -> list[list[str]]:
-    """Every command line the spec runs: one per arm, and per seed where an argument holds one.
-    ValueError when that is more than is worth looking at."""
-    argv: list[str] = spec.settings["command"]
-    seeds = (
-        range(spec.seed, spec.seed + spec.repeats) if "seed" in placeholders(argv) else range(spec.seed, spec.seed + 1)
-    )
-    if len(spec.arms) * len(seeds) * len(argv) > MAX_ARGUMENTS_LOOKED_AT:
-        raise ValueError(
-            f"command has {len(argv)} arguments over {len(spec.arms)} arms and {len(seeds)} seeds, more than the "
-            f"{MAX_ARGUMENTS_LOOKED_AT:,} ptreg looks at for the files they name"
+    """Every command line the spec runs, of every stage: one per arm, and per seed where an
+    argument holds one. ValueError when that is more than is worth looking at."""
+    found: set[tuple[str, ...]] = set()
+    every_seed = spec.seed_values()
+    for stage in stages_of(spec.settings):
+        seeds = every_seed if SEED in placeholders(stage.argv) else every_seed[:1]
+        if len(spec.arms) * len(seeds) * len(stage.argv) > MAX_ARGUMENTS_LOOKED_AT:
+            raise ValueError(
+                f"{stage.name} has {len(stage.argv)} arguments over {len(spec.arms)} arms and {len(seeds)} seeds, "
+                f"more than the {MAX_ARGUMENTS_LOOKED_AT:,} ptreg looks at for the files they name"
+            )
+        found.update(
+            tuple(command_line(stage.argv, params, seed, arm)) for arm, params in spec.arms.items() for seed in seeds
         )
-    found = {tuple(command_line(argv, params, seed)) for params in spec.arms.values() for seed in seeds}
     return [list(line) for line in sorted(found)]
 
 
@@ -284,6 +382,24 @@ def _lines(path: Path, what: str) -> list[tuple[int, dict[str, Any]]]:
 
 
 def read_metrics(path: Path, declared: dict[str, MetricDeclaration]) -> dict[str, float]:
+    """A command's metrics file, which holds a value of every declared metric."""
+    values = written_metrics(path, declared)
+    problem = _missing(values, declared)
+    if problem is not None:
+        raise ValueError(problem)
+    return values
+
+
+def _missing(values: dict[str, float], declared: dict[str, MetricDeclaration]) -> str | None:
+    """Why a repeat's metrics are not whole: none written, or a declared one not."""
+    if not values:
+        return "it wrote no metrics"
+    missing = [m for m in declared if m not in values]
+    return f"it wrote no value of {missing[0]}" if missing else None
+
+
+def written_metrics(path: Path, declared: dict[str, MetricDeclaration]) -> dict[str, float]:
+    """The declared metrics a file gives a value of (a stage may write some of them)."""
     values: dict[str, float] = {}
     for number, line in _lines(path, "metrics"):
         for name, value in line.items():
@@ -295,11 +411,6 @@ def read_metrics(path: Path, declared: dict[str, MetricDeclaration]) -> dict[str
             if found is None:
                 raise ValueError(f"line {number} of its metrics: {name} is not a finite number")
             values[name] = found  # the last value written stands
-    missing = [m for m in declared if m not in values]
-    if not values:
-        raise ValueError("it wrote no metrics")
-    if missing:
-        raise ValueError(f"it wrote no value of {missing[0]}")
     return values
 
 
@@ -375,27 +486,201 @@ class _Tail:
         return ": " + shorten(lines[-1].strip(), 200) if lines else ""
 
 
+@dataclass
+class _Execution:
+    """How one command line ran, measured from outside; what it wrote, when it ended well."""
+
+    wall: float | None
+    peak: float | None
+    exit_code: int | None = None
+    problem: str | None = None
+    values: dict[str, float] = field(default_factory=dict)
+    items: dict[str, dict[str, float]] | None = None
+
+
+@dataclass
+class _Written:
+    """A repeat's metrics and items as its stages write them, each metric by one stage only."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    items: dict[str, dict[str, float]] = field(default_factory=dict)
+    by: dict[str, str] = field(default_factory=dict)  # which stage wrote each metric
+
+    def add(self, stage: str, values: dict[str, float], items: dict[str, dict[str, float]] | None) -> str | None:
+        """Take a stage's metrics and items; the problem when another stage wrote one of them."""
+        for name in [*values, *(items or {})]:
+            if self.by.get(name, stage) != stage:
+                return f"stage {stage} wrote {name}, which stage {self.by[name]} wrote too"
+        for name in [*values, *(items or {})]:
+            self.by[name] = stage
+        self.values.update(values)
+        self.items.update(items or {})
+        return None
+
+
+def stage_key(
+    argv: list[str], arm: str, seed: int, outputs: list[str], inputs: dict[str, str], upstream: list[dict[str, str]]
+) -> str:
+    """What a once stage's result depends on, as one sha256: its command line, the arm and seed
+    it runs for (its environment names them), its outputs, the inputs' digests and the artifacts
+    of the once stages before it."""
+    body = {"argv": argv, "arm": arm, "seed": seed, "outputs": outputs, "inputs": inputs, "upstream": upstream}
+    return hashlib.sha256(canonical_json(body)).hexdigest()
+
+
 class _CommandRun(CellRun):
     def __init__(self, task: CellTask, spec: ArmsSpec, declared: dict[str, MetricDeclaration]):
         assert task.root is not None
         self.task, self.spec, self.declared = task, spec, declared
         self.root = Path(task.root)
+        self.stages = stages_of(spec.settings)
+        self.staged = "stages" in spec.settings
+        # the once stages that stand for this arm, by (stage, seed): run or reused in this worker
+        self.standing: dict[tuple[str, int], StageRecord] = {}
+        self.earlier = [r for r in task.reuse_stages or [] if r.repeat == ONCE and r.problem is None]
+        self._inputs: dict[str, str] | None = None
 
     def warm_up(self, progress: ReportProgress) -> None:
         progress("ready", 1, 1)  # a command has nothing to warm: each repeat is a fresh process
 
     def run_repeat(self, repeat: int, record: Record, progress: ReportProgress) -> None:
-        seed = self.spec.seed + repeat
+        seed = self.spec.round_seed(repeat)
         scratch = Path(tempfile.mkdtemp(prefix="ptreg-command-"))
         try:
-            record(self._run(repeat, seed, scratch))
+            record(self._repeat(repeat, seed, scratch))
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         progress("command", 1, 1)
 
-    def _run(self, repeat: int, seed: int, scratch: Path) -> MetricSample:
+    def _repeat(self, repeat: int, seed: int, scratch: Path) -> MetricSample:
         arm = self.task.backend
-        argv = command_line(self.spec.settings["command"], self.spec.arms[arm], seed)
+        params = self.spec.arms[arm]
+        records: list[StageRecord] = []
+        written = _Written()
+        upstream: list[dict[str, str]] = []
+        problem: str | None = None
+        for index, stage in enumerate(s for s in self.stages if s.repeat == ONCE):
+            found, fresh = self._once(stage, arm, params, seed, upstream, scratch / f"once-{index}")
+            if fresh:
+                records.append(found)
+            if found.problem is not None:
+                problem = f"stage {stage.name} (once, seed {seed}): {found.problem}"
+                break
+            upstream.append(found.artifacts or {})
+            problem = written.add(stage.name, found.values or {}, found.items)
+            if problem is not None:
+                break
+        walls: list[float | None] = []
+        peaks: list[float] = []
+        for index, stage in enumerate(s for s in self.stages if s.repeat == EACH):
+            if problem is not None:
+                break
+            done = self._execute(command_line(stage.argv, params, seed, arm), arm, seed, scratch / f"each-{index}")
+            walls.append(done.wall)
+            peaks += [done.peak] if done.peak is not None else []
+            records.append(
+                StageRecord(
+                    name=stage.name,
+                    repeat=EACH,
+                    wall_seconds=done.wall,
+                    peak_memory_mb=done.peak,
+                    exit_code=done.exit_code,
+                    problem=done.problem,
+                )
+            )
+            if done.problem is not None:
+                problem = f"stage {stage.name}: {done.problem}" if self.staged else done.problem
+                break
+            problem = written.add(stage.name, done.values, done.items)
+        if problem is None:
+            problem = _missing(written.values, self.declared)
+        measured: dict[str, Any] = {
+            "repeat": repeat,
+            "seed": seed,
+            # the repeat is its each stages: their time added up, the largest of their peaks
+            "wall_seconds": sum(w for w in walls if w is not None) if walls and None not in walls else None,
+            "peak_memory_mb": max(peaks) if peaks else None,
+            "stages": records if self.staged else None,
+        }
+        if problem is not None:
+            return MetricSample(**measured, values={}, problem=problem)
+        return MetricSample(**measured, values=written.values, items=written.items or None)
+
+    def _once(
+        self, stage: Stage, arm: str, params: dict[str, str], seed: int, upstream: list[dict[str, str]], scratch: Path
+    ) -> tuple[StageRecord, bool]:
+        """The record a once stage stands on for this arm and seed, and whether it is new to this
+        repeat: the one already standing in this worker, an earlier run's of the same key whose
+        artifacts still match (reused), or the stage run now."""
+        argv = command_line(stage.argv, params, seed, arm)
+        outputs = command_line(stage.outputs, params, seed, arm)
+        try:
+            inputs = self.inputs()
+        except PtregError as exc:
+            return StageRecord(name=stage.name, repeat=ONCE, problem=exc.message), True
+        key = stage_key(argv, arm, seed, outputs, inputs, upstream)
+        standing = self.standing.get((stage.name, seed))
+        # a failed once stage fails its seed's repeats; a good one stands while its artifacts do
+        if (
+            standing is not None
+            and standing.key == key
+            and (standing.problem is not None or self._still(standing, outputs))
+        ):
+            return standing, False
+        for earlier in self.earlier:
+            if earlier.name == stage.name and earlier.key == key and self._still(earlier, outputs):
+                reused = StageRecord(
+                    name=stage.name,
+                    repeat=ONCE,
+                    key=key,
+                    artifacts=earlier.artifacts,
+                    values=earlier.values,
+                    items=earlier.items,
+                    reused=True,
+                )
+                self.standing[stage.name, seed] = reused
+                return reused, True
+        done = self._execute(argv, arm, seed, scratch)
+        artifacts, problem = None, done.problem
+        if problem is None:
+            try:
+                artifacts = digest_inputs(self.root, outputs, what="output")
+            except PtregError as exc:
+                problem = exc.message
+        ran = StageRecord(
+            name=stage.name,
+            repeat=ONCE,
+            wall_seconds=done.wall,
+            peak_memory_mb=done.peak,
+            exit_code=done.exit_code,
+            problem=problem,
+            key=key,
+            artifacts=artifacts,
+            values=(done.values or None) if problem is None else None,
+            items=done.items if problem is None else None,
+        )
+        self.standing[stage.name, seed] = ran
+        return ran, True
+
+    def inputs(self) -> dict[str, str]:
+        """The spec's inputs by content, taken once: ``ptreg run`` checks them against the frozen
+        digests before and after measuring."""
+        if self._inputs is None:
+            self._inputs = digest_inputs(self.root, self.spec.inputs)
+        return self._inputs
+
+    def _still(self, found: StageRecord, outputs: list[str]) -> bool:
+        """Whether a once stage's record names exactly these outputs and every one still has the
+        content it recorded (a record handed in is believed no further than the disk agrees)."""
+        if found.problem is not None or found.artifacts is None or sorted(found.artifacts) != sorted(outputs):
+            return False
+        try:
+            return digest_inputs(self.root, outputs, what="output") == found.artifacts
+        except PtregError:
+            return False
+
+    def _execute(self, argv: list[str], arm: str, seed: int, scratch: Path) -> _Execution:
+        scratch.mkdir(mode=0o700)
         metrics, items = scratch / "metrics.jsonl", scratch / "items.jsonl"
         env = environment(self.spec, arm, seed, metrics, items)
         started = time.monotonic()
@@ -415,8 +700,7 @@ class _CommandRun(CellRun):
         except (OSError, PtregError) as exc:
             os.close(reading)
             why = exc.message if isinstance(exc, PtregError) else exc.strerror or str(exc)
-            problem = f"could not start {shorten(argv[0], 80)}: {why}"
-            return MetricSample(repeat=repeat, seed=seed, values={}, problem=problem)
+            return _Execution(None, None, problem=f"could not start {shorten(argv[0], 80)}: {why}")
         finally:
             os.close(writing)
         output = _Tail(reading)
@@ -427,24 +711,26 @@ class _CommandRun(CellRun):
             # when the worker is told to end meanwhile
             survivors = tree.end()
         wall = time.monotonic() - started
-        peak = tree.peak_mb()
-        sample = {"repeat": repeat, "seed": seed, "wall_seconds": wall if wall > 0 else None, "peak_memory_mb": peak}
+        measured = _Execution(wall if wall > 0 else None, tree.peak_mb())
         if survivors:
             shown = ", ".join(str(pid) for pid in survivors[:5])
-            return MetricSample(**sample, values={}, problem=f"{len(survivors)} of its processes outlived it: {shown}")
+            measured.problem = f"{len(survivors)} of its processes outlived it: {shown}"
+            return measured
         if timed_out:
-            return MetricSample(
-                **sample, values={}, problem=f"killed at its timeout of {self.spec.timeout_seconds:g} s"
-            )
+            measured.problem = f"killed at its timeout of {self.spec.timeout_seconds:g} s"
+            return measured
         status = tree.status if tree.status is not None else 0
+        if os.WIFEXITED(status):
+            measured.exit_code = os.WEXITSTATUS(status)
         if status != 0:
-            return MetricSample(**sample, values={}, problem=_exit_text(status) + output.last_line())
+            measured.problem = _exit_text(status) + output.last_line()
+            return measured
         try:
-            values = read_metrics(metrics, self.declared)
-            per_item = read_items(items, self.declared)
+            measured.values = written_metrics(metrics, self.declared)
+            measured.items = read_items(items, self.declared)
         except ValueError as exc:
-            return MetricSample(**sample, values={}, problem=str(exc))
-        return MetricSample(**sample, values=values, items=per_item)
+            measured.problem = str(exc)
+        return measured
 
     def _wait(self, tree: Tree) -> bool:
         """Wait for the command, sampling its tree's memory; True when its timeout came first
@@ -465,34 +751,57 @@ class CommandWorkload(ArmsWorkload):
     )
     spec_fields: ClassVar[dict[str, str]] = {
         "command": "the command line, a list of arguments run without a shell; {name} is the arm's value of that "
-        "parameter, {seed} the round's seed"
+        "parameter, {seed} the round's seed",
+        "stages": "in place of command: a list of {name, command, outputs, repeat}, each command run without a "
+        "shell, once per arm and seed (repeat 'once', its outputs digested as artifacts) or each repeat ('each')",
     }
+    # one of the two is given, never both (check_settings)
+    optional_fields: ClassVar[frozenset[str]] = frozenset({"command", "stages"})
     runs_code = True
     checks_out_revisions = True
 
     def check_settings(self, spec: AnySpec) -> str | None:
         spec = arms_spec(spec)
-        argv = spec.settings.get("command")
-        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-            return "command must be a non-empty list of strings (an argv, run without a shell)"
-        if len(argv) > MAX_ARGV or any(len(a) > MAX_ARG_CHARS or "\x00" in a for a in argv):
-            return f"command has more than {MAX_ARGV} arguments, one over {MAX_ARG_CHARS} characters, or a NUL"
+        problem = stage_problem(spec.settings)
+        if problem is not None:
+            return problem
         if not spec.metrics:
             return "a command evaluator declares its metrics (metrics: {name: {better, unit}})"
-        try:
-            names = placeholders(argv)
-        except ValueError as exc:
-            return f"command: {exc}"
-        for name in names:
-            if name == "seed":
-                continue
-            lacking = [arm for arm, params in spec.arms.items() if name not in params]
-            if lacking:
-                return f"command names {{{name}}}, which arm {lacking[0]!r} does not give"
+        stages = stages_of(spec.settings)
+        staged = "stages" in spec.settings
+        for stage in stages:
+            what = f"stage {stage.name}" if staged else "command"
+            try:
+                names = placeholders(stage.argv) + placeholders(stage.outputs)
+            except ValueError as exc:
+                return f"{what}: {exc}"
+            for name in names:
+                if name == SEED or (name == ARM and staged):
+                    continue
+                lacking = [arm for arm, params in spec.arms.items() if name not in params]
+                if lacking:
+                    return f"{what} names {{{name}}}, which arm {lacking[0]!r} does not give"
+            problem = self._outputs_problem(spec, stage)
+            if problem is not None:
+                return problem
         try:
             command_lines(spec)
         except ValueError as exc:
             return str(exc)
+        return None
+
+    @staticmethod
+    def _outputs_problem(spec: ArmsSpec, stage: Stage) -> str | None:
+        """Why an output, filled in for some arm and seed, would leave the project root; or None."""
+        if not stage.outputs:
+            return None
+        seeds = spec.seed_values() if SEED in placeholders(stage.outputs) else spec.seed_values()[:1]
+        for arm, params in spec.arms.items():
+            for seed in seeds:
+                for output in command_line(stage.outputs, params, seed, arm):
+                    problem = output_problem(output)
+                    if problem is not None:
+                        return f"stage {stage.name}: output {shorten(output, 80)} (arm {arm}, seed {seed}) {problem}"
         return None
 
     def prepare(self, task: CellTask, backend: Backend | None) -> CellRun:

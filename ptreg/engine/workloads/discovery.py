@@ -188,7 +188,7 @@ def spec_problem(spec: AnySpec) -> str | None:
         if unknown:
             own = ", ".join(workload.spec_fields) or "none"
             return f"field {unknown[0]!r} is not one of workload {spec.workload!r}'s own (its fields: {own})"
-        missing = [f for f in workload.spec_fields if f not in given]
+        missing = [f for f in workload.spec_fields if f not in given and f not in workload.optional_fields]
         if missing:
             return f"workload {spec.workload!r} needs the field {missing[0]!r}: {workload.spec_fields[missing[0]]}"
         clash = sorted(set(spec.metrics) & set(workload.metrics))
