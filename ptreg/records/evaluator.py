@@ -294,7 +294,8 @@ PTREG_METRICS: dict[str, MetricDeclaration] = {
 INPUT_PATTERN = r"^[^/\x00-\x1f\\][^\x00-\x1f\\]{0,499}$"
 
 
-def _input_problem(path: str, what: str = "input") -> str | None:
+def path_problem(path: str, what: str = "input") -> str | None:
+    """Why a path of the project, as a record gives it, does not stay inside the root; or None."""
     parts = path.split("/")
     if any(part in ("", ".", "..") for part in parts):
         return f"{what} {path!r} must be a relative path without '.', '..' or empty parts"
@@ -361,7 +362,7 @@ class ArmsSpec(BaseModel):
         if self.baseline not in self.arms:
             raise ValueError(f"baseline {self.baseline!r} is not one of the arms")
         for path in self.not_frozen or {}:
-            problem = _input_problem(path, "not_frozen path")
+            problem = path_problem(path, "not_frozen path")
             if problem is not None:
                 raise ValueError(problem)
             if path in self.inputs:
@@ -381,7 +382,7 @@ class ArmsSpec(BaseModel):
         if self.seeds is not None and len(set(self.seeds)) != len(self.seeds):
             raise ValueError("seeds names a seed twice")
         for path in self.inputs:
-            problem = _input_problem(path)
+            problem = path_problem(path)
             if problem is not None:
                 raise ValueError(problem)
         return self
@@ -402,7 +403,9 @@ class ArmsSpec(BaseModel):
 
     def procedure(self) -> str:
         threads = f"{self.threads} thread(s)" if self.threads is not None else "threads as the command sets them"
-        return f"{self.plan()}, each repeat killed at {self.timeout_seconds:g} s, {threads}"
+        # a staged command's timeout is each stage's, once or each (engine/workloads/command.py)
+        killed = "each stage's run" if "stages" in self.settings else "each repeat"
+        return f"{self.plan()}, {killed} killed at {self.timeout_seconds:g} s, {threads}"
 
     @property
     def config_names(self) -> list[str]:
@@ -504,7 +507,7 @@ class FrozenEvaluator(BaseModel):
             where = "has no recorded digest" if odd in expected else "is no input of the spec"
             raise ValueError(f"input {odd!r} {where}")
         for path in self.code or {}:
-            problem = _input_problem(path, "code path")
+            problem = path_problem(path, "code path")
             if problem is not None:
                 raise ValueError(problem)
         return self

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .evaluator import INPUT_PATTERN, MetricName, Slug
+from .evaluator import INPUT_PATTERN, MetricName, Slug, path_problem
 from .intervals import VarianceOf
 from .refs import INT_MAX
 
@@ -229,6 +229,10 @@ class StageRecord(_Strict):
             raise ValueError(f"stage {self.name}: key, artifacts, values, items and reused belong to once stages")
         if self.reused and self.key is None:
             raise ValueError(f"stage {self.name}: a reused stage names the key it was reused by")
+        for path in self.artifacts or {}:
+            problem = path_problem(path, f"stage {self.name}: artifact")
+            if problem is not None:
+                raise ValueError(problem)
         return self
 
 
