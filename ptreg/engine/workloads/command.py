@@ -9,21 +9,19 @@ the timeout kills all of it, and the budget, Ctrl-C, SIGTERM and SIGHUP (which k
 worker's tree) too; its wall time and its tree's peak memory are measured from outside, so the
 command need not measure them. Whatever it writes is
 hostile: a line that is not a JSON object, a metric nobody declared, a value that is not a
-finite number, is one line naming the arm, the repeat and the problem, recorded with the run.
+finite number, is one line naming the arm, the repeat and the problem, recorded with the run
+(``command_output.py``). A spec may give ``stages`` in place of the one command line
+(``stages.py``): each stage runs as a command does, ``once`` per arm and seed or ``each`` repeat.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
-import math
 import os
 import re
 import shlex
 import shutil
 import signal
-import string
 import subprocess
 import tempfile
 import threading
@@ -33,140 +31,37 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ...errors import PtregError, UnusableInput
-from ...records.evaluator import AnySpec, ArmsSpec, MetricDeclaration, canonical_json
-from ...records.refs import ID_MAX_LENGTH, ID_RE
+from ...records.evaluator import AnySpec, ArmsSpec, MetricDeclaration
 from ...records.run_results import MetricSample, StageRecord
 from ...store.code_digests import code_digests
 from ...store.input_digests import digest_inputs, project_root
-from ...store.jsonio import JsonError, read_bytes
 from ...text import shorten
 from ..backends import Backend
 from ..processes import Tree, start
 from ..protocol import CellTask
 from .arms import ArmsWorkload, arms_spec
 from .base import CellRun, Record, ReportProgress
+from .command_output import missing_metric, read_items, written_metrics
+from .stages import (
+    ARM,
+    EACH,
+    ONCE,
+    SEED,
+    OnceRecords,
+    Stage,
+    Written,
+    command_line,
+    outputs_problem,
+    placeholders,
+    stage_key,
+    stage_problem,
+    stages_of,
+)
 
 # Kept from the caller's environment: what finds programs, the home and the locale.
 KEPT_VARIABLES = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "VIRTUAL_ENV")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
-MAX_ARGV = 256
-MAX_ARG_CHARS = 4096
-# What a command may write before it is not believed: far above any real metric or item file.
-MAX_METRICS_BYTES = 16 * 1024 * 1024
-MAX_ITEM_ID = 200
 POLL_SECONDS = 0.02
-
-
-def placeholders(argv: list[str]) -> list[str]:
-    """The ``{name}`` fields of a command line, in order; ValueError for anything else in braces."""
-    names = []
-    for arg in argv:
-        for _, name, spec, conversion in string.Formatter().parse(arg):
-            if name is None:
-                continue
-            if spec or conversion or not name.isidentifier() or not name.isascii():
-                raise ValueError(f"{{{name}}} is not a plain {{name}}")
-            names.append(name)
-    return names
-
-
-def command_line(argv: list[str], params: dict[str, str], seed: int, arm: str | None = None) -> list[str]:
-    """The argv with the arm's parameters, its name (``{arm}``, unless it gives a parameter of
-    that name) and the seed put in."""
-    values = {**({} if arm is None else {ARM: arm}), **params, SEED: str(seed)}
-    return [arg.format_map(values) for arg in argv]
-
-
-ARM, SEED = "arm", "seed"  # the placeholders ptreg fills in itself
-ONCE, EACH = "once", "each"
-STAGE_FIELDS = ("name", "command", "outputs", "repeat")
-MAX_STAGES = 16
-MAX_OUTPUTS = 64
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One step of a staged command: ``once`` per arm and seed, before that seed's repeats
-    (training a model, building a cache), or ``each`` repeat (what is measured)."""
-
-    name: str
-    argv: list[str]
-    outputs: list[str]
-    repeat: str
-
-
-def stages_of(settings: dict[str, Any]) -> list[Stage]:
-    """The stages a checked spec runs: its ``stages``, or its ``command`` as one ``each`` stage."""
-    if "stages" not in settings:
-        return [Stage("command", list(settings["command"]), [], EACH)]
-    return [Stage(s["name"], list(s["command"]), list(s.get("outputs", [])), s["repeat"]) for s in settings["stages"]]
-
-
-def stage_problem(settings: dict[str, Any]) -> str | None:
-    """Why a spec's ``command`` or ``stages`` is not one ptreg can run, in one line, or None."""
-    if ("command" in settings) == ("stages" in settings):
-        return "give command (one command line) or stages (a list of them), not both and not neither"
-    if "command" in settings:
-        return _argv_problem(settings["command"], "command")
-    stages = settings["stages"]
-    if not isinstance(stages, list) or not 0 < len(stages) <= MAX_STAGES:
-        return f"stages must be a list of 1 to {MAX_STAGES} stages"
-    names: set[str] = set()
-    seen_each = False
-    for index, stage in enumerate(stages):
-        if not isinstance(stage, dict):
-            return f"stages[{index}] must be an object with name, command, repeat and (once) outputs"
-        unknown = sorted(set(stage) - set(STAGE_FIELDS))
-        if unknown:
-            return f"stages[{index}] has the field {shorten(str(unknown[0]), 40)}, not one of {', '.join(STAGE_FIELDS)}"
-        name = stage.get("name")
-        if not isinstance(name, str) or len(name) > ID_MAX_LENGTH or not ID_RE.fullmatch(name):
-            return f"stages[{index}] needs a name: a slug (lower-case letters, digits and '-')"
-        if name in names:
-            return f"stage {name} is named twice"
-        names.add(name)
-        if stage.get("repeat") not in (ONCE, EACH):
-            return f"stage {name}: repeat must be 'once' (per arm and seed) or 'each' (every repeat)"
-        if stage["repeat"] == ONCE and seen_each:
-            return f"stage {name} is once after an each stage: once stages come first, as they run"
-        seen_each = seen_each or stage["repeat"] == EACH
-        problem = _argv_problem(stage.get("command"), f"stage {name}: command")
-        if problem is not None:
-            return problem
-        outputs = stage.get("outputs", [])
-        if outputs and stage["repeat"] == EACH:
-            return f"stage {name}: outputs are recorded of once stages only"
-        if not isinstance(outputs, list) or len(outputs) > MAX_OUTPUTS or not all(isinstance(o, str) for o in outputs):
-            return f"stage {name}: outputs must be a list of at most {MAX_OUTPUTS} paths"
-        if len(set(outputs)) != len(outputs):
-            return f"stage {name}: outputs names a path twice"
-        for output in outputs:
-            problem = output_problem(output)
-            if problem is not None:
-                return f"stage {name}: output {shorten(output, 80)} {problem}"
-    if not seen_each:
-        return "stages has no each stage: nothing would be measured in a repeat"
-    return None
-
-
-def _argv_problem(argv: Any, what: str) -> str | None:
-    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-        return f"{what} must be a non-empty list of strings (an argv, run without a shell)"
-    if len(argv) > MAX_ARGV or any(len(a) > MAX_ARG_CHARS or "\x00" in a for a in argv):
-        return f"{what} has more than {MAX_ARGV} arguments, one over {MAX_ARG_CHARS} characters, or a NUL"
-    return None
-
-
-def output_problem(path: str) -> str | None:
-    """Why an output path (as written, or filled in) does not name a place inside the project
-    root, or None."""
-    if not path or len(path) > MAX_ARG_CHARS or path.startswith("/") or "\\" in path:
-        return "must be a relative path inside the project root"
-    if any(ord(c) < 0x20 for c in path):
-        return "holds a control character"
-    if any(part in ("", ".", "..") for part in path.split("/")):
-        return "must be a relative path without '.', '..' or empty parts"
-    return None
 
 
 # A program that is Python, by its name: python, python3, python3.11, pypy3, a virtualenv's.
@@ -340,103 +235,6 @@ def python_path(argv: list[str]) -> tuple[str | None, str | None]:
     return argv[index], None
 
 
-def _number(value: Any) -> float | None:
-    """A finite JSON number; None for anything else (a bool is not a number here)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # an integer of hundreds of digits
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _lines(path: Path, what: str) -> list[tuple[int, dict[str, Any]]]:
-    """The JSON objects of a file the command wrote, with their line numbers; ValueError naming
-    the line and the problem otherwise."""
-    # Read without following a symlink, refusing anything but a regular file, and bounded: a
-    # child the command left running (in a session of its own) may swap or grow the file.
-    if not os.path.lexists(path):
-        return []
-    try:
-        data = read_bytes(path, MAX_METRICS_BYTES, follow=False)
-    except JsonError as exc:
-        raise ValueError(f"its {what} file: {exc.problem}") from None
-    found = []
-    text = data.decode("utf-8", errors="replace")
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line, parse_constant=lambda c: None)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"line {number} of its {what} is not JSON ({exc.msg})") from None
-        except ValueError:  # a number too long to convert
-            raise ValueError(f"line {number} of its {what} is not JSON") from None
-        except RecursionError:
-            raise ValueError(f"line {number} of its {what} is nested too deeply") from None
-        if not isinstance(value, dict):
-            raise ValueError(f"line {number} of its {what} is not a JSON object")
-        found.append((number, value))
-    return found
-
-
-def read_metrics(path: Path, declared: dict[str, MetricDeclaration]) -> dict[str, float]:
-    """A command's metrics file, which holds a value of every declared metric."""
-    values = written_metrics(path, declared)
-    problem = _missing(values, declared)
-    if problem is not None:
-        raise ValueError(problem)
-    return values
-
-
-def _missing(values: dict[str, float], declared: dict[str, MetricDeclaration]) -> str | None:
-    """Why a repeat's metrics are not whole: none written, or a declared one not."""
-    if not values:
-        return "it wrote no metrics"
-    missing = [m for m in declared if m not in values]
-    return f"it wrote no value of {missing[0]}" if missing else None
-
-
-def written_metrics(path: Path, declared: dict[str, MetricDeclaration]) -> dict[str, float]:
-    """The declared metrics a file gives a value of (a stage may write some of them)."""
-    values: dict[str, float] = {}
-    for number, line in _lines(path, "metrics"):
-        for name, value in line.items():
-            if name not in declared:
-                raise ValueError(
-                    f"line {number} of its metrics names {shorten(name, 40)}, which the evaluator does not declare"
-                )
-            found = _number(value)
-            if found is None:
-                raise ValueError(f"line {number} of its metrics: {name} is not a finite number")
-            values[name] = found  # the last value written stands
-    return values
-
-
-def read_items(path: Path, declared: dict[str, MetricDeclaration]) -> dict[str, dict[str, float]] | None:
-    items: dict[str, dict[str, float]] = {}
-    for number, line in _lines(path, "items"):
-        item = line.get("item")
-        if not isinstance(item, str) or not 0 < len(item) <= MAX_ITEM_ID:
-            raise ValueError(f"line {number} of its items has no item id (a string of 1 to {MAX_ITEM_ID} characters)")
-        for name, value in line.items():
-            if name == "item":
-                continue
-            if name not in declared:
-                raise ValueError(
-                    f"line {number} of its items names {shorten(name, 40)}, which the evaluator does not declare"
-                )
-            found = _number(value)
-            if found is None:
-                raise ValueError(f"line {number} of its items: {name} of {shorten(item, 40)} is not a finite number")
-            by_item = items.setdefault(name, {})
-            if item in by_item:
-                raise ValueError(f"line {number} of its items scores {shorten(item, 40)} on {name} a second time")
-            by_item[item] = found
-    return items or None
-
-
 def environment(spec: ArmsSpec, arm: str, seed: int, metrics: Path, items: Path) -> dict[str, str]:
     """A minimal environment: nothing of the caller's but what finds programs and speaks its
     locale, the thread count when the evaluator fixes one, and ptreg's four variables."""
@@ -498,36 +296,6 @@ class _Execution:
     items: dict[str, dict[str, float]] | None = None
 
 
-@dataclass
-class _Written:
-    """A repeat's metrics and items as its stages write them, each metric by one stage only."""
-
-    values: dict[str, float] = field(default_factory=dict)
-    items: dict[str, dict[str, float]] = field(default_factory=dict)
-    by: dict[str, str] = field(default_factory=dict)  # which stage wrote each metric
-
-    def add(self, stage: str, values: dict[str, float], items: dict[str, dict[str, float]] | None) -> str | None:
-        """Take a stage's metrics and items; the problem when another stage wrote one of them."""
-        for name in [*values, *(items or {})]:
-            if self.by.get(name, stage) != stage:
-                return f"stage {stage} wrote {name}, which stage {self.by[name]} wrote too"
-        for name in [*values, *(items or {})]:
-            self.by[name] = stage
-        self.values.update(values)
-        self.items.update(items or {})
-        return None
-
-
-def stage_key(
-    argv: list[str], arm: str, seed: int, outputs: list[str], inputs: dict[str, str], upstream: list[dict[str, str]]
-) -> str:
-    """What a once stage's result depends on, as one sha256: its command line, the arm and seed
-    it runs for (its environment names them), its outputs, the inputs' digests and the artifacts
-    of the once stages before it."""
-    body = {"argv": argv, "arm": arm, "seed": seed, "outputs": outputs, "inputs": inputs, "upstream": upstream}
-    return hashlib.sha256(canonical_json(body)).hexdigest()
-
-
 class _CommandRun(CellRun):
     def __init__(self, task: CellTask, spec: ArmsSpec, declared: dict[str, MetricDeclaration]):
         assert task.root is not None
@@ -535,10 +303,7 @@ class _CommandRun(CellRun):
         self.root = Path(task.root)
         self.stages = stages_of(spec.settings)
         self.staged = "stages" in spec.settings
-        # the once stages that stand for this arm, by (stage, seed): run or reused in this worker
-        self.standing: dict[tuple[str, int], StageRecord] = {}
-        self.earlier = [r for r in task.reuse_stages or [] if r.repeat == ONCE and r.problem is None]
-        self._inputs: dict[str, str] | None = None
+        self.once = OnceRecords(self.root, spec.inputs, task.reuse_stages or [])
 
     def warm_up(self, progress: ReportProgress) -> None:
         progress("ready", 1, 1)  # a command has nothing to warm: each repeat is a fresh process
@@ -556,7 +321,7 @@ class _CommandRun(CellRun):
         arm = self.task.backend
         params = self.spec.arms[arm]
         records: list[StageRecord] = []
-        written = _Written()
+        written = Written()
         upstream: list[dict[str, str]] = []
         problem: str | None = None
         for index, stage in enumerate(s for s in self.stages if s.repeat == ONCE):
@@ -593,7 +358,7 @@ class _CommandRun(CellRun):
                 break
             problem = written.add(stage.name, done.values, done.items)
         if problem is None:
-            problem = _missing(written.values, self.declared)
+            problem = missing_metric(written.values, self.declared)
         measured: dict[str, Any] = {
             "repeat": repeat,
             "seed": seed,
@@ -610,36 +375,16 @@ class _CommandRun(CellRun):
         self, stage: Stage, arm: str, params: dict[str, str], seed: int, upstream: list[dict[str, str]], scratch: Path
     ) -> tuple[StageRecord, bool]:
         """The record a once stage stands on for this arm and seed, and whether it is new to this
-        repeat: the one already standing in this worker, an earlier run's of the same key whose
-        artifacts still match (reused), or the stage run now."""
+        repeat: one standing already or reused (``OnceRecords``), or the stage run now."""
         argv = command_line(stage.argv, params, seed, arm)
         outputs = command_line(stage.outputs, params, seed, arm)
         try:
-            inputs = self.inputs()
+            key = stage_key(argv, arm, seed, outputs, self.once.inputs(), upstream)
         except PtregError as exc:
             return StageRecord(name=stage.name, repeat=ONCE, problem=exc.message), True
-        key = stage_key(argv, arm, seed, outputs, inputs, upstream)
-        standing = self.standing.get((stage.name, seed))
-        # a failed once stage fails its seed's repeats; a good one stands while its artifacts do
-        if (
-            standing is not None
-            and standing.key == key
-            and (standing.problem is not None or self._still(standing, outputs))
-        ):
-            return standing, False
-        for earlier in self.earlier:
-            if earlier.name == stage.name and earlier.key == key and self._still(earlier, outputs):
-                reused = StageRecord(
-                    name=stage.name,
-                    repeat=ONCE,
-                    key=key,
-                    artifacts=earlier.artifacts,
-                    values=earlier.values,
-                    items=earlier.items,
-                    reused=True,
-                )
-                self.standing[stage.name, seed] = reused
-                return reused, True
+        found = self.once.standing_for(stage.name, seed, key, outputs)
+        if found is not None:
+            return found
         done = self._execute(argv, arm, seed, scratch)
         artifacts, problem = None, done.problem
         if problem is None:
@@ -659,25 +404,8 @@ class _CommandRun(CellRun):
             values=(done.values or None) if problem is None else None,
             items=done.items if problem is None else None,
         )
-        self.standing[stage.name, seed] = ran
+        self.once.keep(seed, ran)
         return ran, True
-
-    def inputs(self) -> dict[str, str]:
-        """The spec's inputs by content, taken once: ``ptreg run`` checks them against the frozen
-        digests before and after measuring."""
-        if self._inputs is None:
-            self._inputs = digest_inputs(self.root, self.spec.inputs)
-        return self._inputs
-
-    def _still(self, found: StageRecord, outputs: list[str]) -> bool:
-        """Whether a once stage's record names exactly these outputs and every one still has the
-        content it recorded (a record handed in is believed no further than the disk agrees)."""
-        if found.problem is not None or found.artifacts is None or sorted(found.artifacts) != sorted(outputs):
-            return False
-        try:
-            return digest_inputs(self.root, outputs, what="output") == found.artifacts
-        except PtregError:
-            return False
 
     def _execute(self, argv: list[str], arm: str, seed: int, scratch: Path) -> _Execution:
         scratch.mkdir(mode=0o700)
@@ -781,27 +509,13 @@ class CommandWorkload(ArmsWorkload):
                 lacking = [arm for arm, params in spec.arms.items() if name not in params]
                 if lacking:
                     return f"{what} names {{{name}}}, which arm {lacking[0]!r} does not give"
-            problem = self._outputs_problem(spec, stage)
+            problem = outputs_problem(spec, stage)
             if problem is not None:
                 return problem
         try:
             command_lines(spec)
         except ValueError as exc:
             return str(exc)
-        return None
-
-    @staticmethod
-    def _outputs_problem(spec: ArmsSpec, stage: Stage) -> str | None:
-        """Why an output, filled in for some arm and seed, would leave the project root; or None."""
-        if not stage.outputs:
-            return None
-        seeds = spec.seed_values() if SEED in placeholders(stage.outputs) else spec.seed_values()[:1]
-        for arm, params in spec.arms.items():
-            for seed in seeds:
-                for output in command_line(stage.outputs, params, seed, arm):
-                    problem = output_problem(output)
-                    if problem is not None:
-                        return f"stage {stage.name}: output {shorten(output, 80)} (arm {arm}, seed {seed}) {problem}"
         return None
 
     def prepare(self, task: CellTask, backend: Backend | None) -> CellRun:
