@@ -271,8 +271,9 @@ def test_a_staged_evaluator_freezes_runs_and_shows_its_stages(tmp_path: Path) ->
     project.mkdir()
     (project / "train.py").write_text(TRAIN)
     (project / "evaluate.py").write_text(EVALUATE)
-    raw = {**STAGED, "repeats": 2, "not_frozen": {"out": "the models the train stage writes"}}
-    (project / "spec.json").write_text(json.dumps(raw))
+    (project / "out").mkdir()
+    (project / "out" / "small-4.model").write_text("left from a trial")  # named by evaluate's argv: not code
+    (project / "spec.json").write_text(json.dumps({**STAGED, "repeats": 2}))
     assert ptreg(project, "init").returncode == 0
     frozen = ptreg(project, "evaluator", "freeze", "spec.json", "--json")
     assert frozen.returncode == 0, frozen.stdout + frozen.stderr
@@ -280,7 +281,9 @@ def test_a_staged_evaluator_freezes_runs_and_shows_its_stages(tmp_path: Path) ->
     run = ptreg(project, "run", "staged-run", "--json")
     assert run.returncode == 0, run.stdout + run.stderr
     results = json.loads(run.stdout)["results"]
-    assert results["results_version"] == 9 and results["status"] == "complete"
+    assert results["results_version"] == 9 and results["status"] == "complete", results["reason"]
+    frozen_code = json.loads(next((project / "attempts" / "evaluators").glob("staged@*.json")).read_text())["code"]
+    assert "out/small-4.model" not in frozen_code and "evaluate.py" in frozen_code
     for arm in ("small", "large"):
         for seed in (4, 9):
             assert (project / f"ran-{arm}-{seed}.log").read_text() == "x\n"

@@ -51,6 +51,8 @@ from .stages import (
     Stage,
     Written,
     command_line,
+    filled_outputs,
+    not_frozen,
     outputs_problem,
     placeholders,
     stage_key,
@@ -514,6 +516,7 @@ class CommandWorkload(ArmsWorkload):
                 return problem
         try:
             command_lines(spec)
+            filled_outputs(spec)
         except ValueError as exc:
             return str(exc)
         return None
@@ -531,6 +534,7 @@ class CommandWorkload(ArmsWorkload):
         spec = spec.model_copy(update={"arms": {a: p for a, p in spec.arms.items() if a not in spec.revisions}})
         try:
             named = named_code(spec)
+            unfrozen = not_frozen(spec)
         except ValueError as exc:
             raise UnusableInput(f"evaluator {spec.name}: {exc}") from None
         return code_digests(
@@ -538,7 +542,7 @@ class CommandWorkload(ArmsWorkload):
             named.arguments,
             named.scripts,
             named.import_folders,
-            spec.not_frozen,
+            unfrozen,
             registry=registry.absolute().name,
             maybe_scripts=named.maybe_scripts,
         )

@@ -137,6 +137,36 @@ def output_problem(path: str) -> str | None:
     return None
 
 
+# Outputs of once stages filled in over every arm and seed, at most: each is kept out of the
+# code a command runs, and that is looked up for every path the command names.
+MAX_FILLED_OUTPUTS = 10_000
+
+
+def filled_outputs(spec: ArmsSpec) -> dict[str, str]:
+    """Every output of the spec's once stages, filled in for each arm and seed, with the stage
+    that writes it. ValueError when they are more than ptreg keeps track of."""
+    found: dict[str, str] = {}
+    every_seed = spec.seed_values()
+    for stage in stages_of(spec.settings):
+        seeds = every_seed if SEED in placeholders(stage.outputs) else every_seed[:1]
+        for arm, params in spec.arms.items():
+            for seed in seeds:
+                found.update(dict.fromkeys(command_line(stage.outputs, params, seed, arm), stage.name))
+                if len(found) > MAX_FILLED_OUTPUTS:
+                    raise ValueError(
+                        f"stage {stage.name}: its outputs filled in for every arm and seed are more than the "
+                        f"{MAX_FILLED_OUTPUTS:,} ptreg keeps track of"
+                    )
+    return found
+
+
+def not_frozen(spec: ArmsSpec) -> dict[str, str]:
+    """The spec's ``not_frozen``, and every output of its once stages: what a stage writes is
+    its artifact, digested after it runs, never code the evaluator freezes."""
+    written = {path: f"written by stage {stage}" for path, stage in filled_outputs(spec).items()}
+    return {**written, **(spec.not_frozen or {})}
+
+
 def outputs_problem(spec: ArmsSpec, stage: Stage) -> str | None:
     """Why an output, filled in for some arm and seed, would leave the project root; or None."""
     if not stage.outputs:
