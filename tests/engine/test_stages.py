@@ -11,7 +11,7 @@ import pytest
 from test_command_workload import propose, ptreg
 
 from ptreg.engine.protocol import CellTask
-from ptreg.engine.workloads.arms import items_by_seed, summarize_arm_metric
+from ptreg.engine.workloads.arms import compare_arms, items_by_seed, summarize_arm_metric
 from ptreg.engine.workloads.command import CommandWorkload, command_lines, named_code
 from ptreg.engine.workloads.discovery import spec_problem
 from ptreg.errors import UnusableInput
@@ -298,3 +298,24 @@ def test_a_staged_evaluator_freezes_runs_and_shows_its_stages(tmp_path: Path) ->
     assert built.returncode == 0, built.stderr
     page = next((project / "site" / "runs" / "staged-run").glob("*.html")).read_text(encoding="utf-8")
     assert "Stages: once stages run before their seed&#39;s repeats" in page and "evaluate" in page
+
+
+def test_a_metric_without_items_counts_seeds_not_their_repeats() -> None:
+    def sample(repeat: int, seed: int, score: float) -> MetricSample:
+        return MetricSample(repeat=repeat, seed=seed, values={"score": score})
+
+    mine = [sample(0, 4, 1.0), sample(1, 4, 3.0), sample(2, 9, 5.0), sample(3, 9, 7.0)]
+    theirs = [sample(0, 4, 0.0), sample(1, 4, 0.0), sample(2, 9, 1.0), sample(3, 9, 1.0)]
+    declared = MetricDeclaration(better="higher", unit="x")
+    summary = summarize_arm_metric(mine, "score", declared, 9)
+    assert summary is not None and summary.n == 2 and summary.mean == 4.0  # seed means 2 and 6
+    against = compare_arms(mine, theirs, "score", declared, 9)
+    assert (
+        against is not None and against.n == 2 and against.seeds == 2 and against.estimate == 3.5
+    )  # seed differences 2 and 5
+    # a run before version 9 (no seeds beside repeats) is decided as it was: by round
+    older = compare_arms(mine, theirs, "score", declared, 8)
+    assert older is not None and older.n == 4
+    # and one seed per round, as without seeds, is by round as before
+    single = [sample(r, r, float(r)) for r in range(4)]
+    assert compare_arms(single, [sample(r, r, 0.0) for r in range(4)], "score", declared, 9).n == 4  # type: ignore[union-attr]
