@@ -81,6 +81,7 @@ def cell(root: Path, spec: ArmsSpec, arm: str, reuse: list[StageRecord] | None =
         root=str(root),
         reuse_stages=reuse,
     )
+    assert CellTask.model_validate_json(task.model_dump_json()) == task  # as the worker reads it
     return CommandWorkload().prepare(task, None)
 
 
@@ -319,3 +320,15 @@ def test_a_metric_without_items_counts_seeds_not_their_repeats() -> None:
     # and one seed per round, as without seeds, is by round as before
     single = [sample(r, r, float(r)) for r in range(4)]
     assert compare_arms(single, [sample(r, r, 0.0) for r in range(4)], "score", declared, 9).n == 4  # type: ignore[union-attr]
+
+
+def test_a_stage_is_killed_at_the_timeout_with_what_it_started(tmp_path: Path) -> None:
+    raw = json.loads(json.dumps(STAGED))
+    hang = "import subprocess, time; c = subprocess.Popen(['sleep', '60']); open('child', 'w').write(str(c.pid)); time.sleep(60)"
+    raw["stages"][0] = {"name": "train", "command": ["python3", "-c", hang], "repeat": "once"}
+    samples = run_rounds(
+        tmp_path, spec_of({**raw, "seeds": [4], "repeats": 1, "timeout_seconds": 1}), "small", range(1)
+    )
+    assert samples[0].problem == "stage train (once, seed 4): killed at its timeout of 1 s"
+    child = int((tmp_path / "child").read_text())
+    assert not Path(f"/proc/{child}").exists() or Path(f"/proc/{child}/stat").read_text().split(") ")[-1][:1] == "Z"
