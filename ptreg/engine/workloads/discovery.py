@@ -85,6 +85,9 @@ def _metadata(target: str, factory: Any) -> dict[str, Any]:
         raise ValueError(f"{target}: metrics must map names to MetricDeclaration")
     if not isinstance(fields, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in fields.items()):
         raise ValueError(f"{target}: spec_fields must map field names to what each is")
+    optional: object = getattr(factory, "optional_fields", frozenset())
+    if not isinstance(optional, frozenset) or not optional <= set(fields):
+        raise ValueError(f"{target}: optional_fields must be a frozenset of its spec_fields")
     runs_code = getattr(factory, "runs_code", False)
     if not isinstance(runs_code, bool):
         raise ValueError(f"{target}: runs_code must be True or False")
