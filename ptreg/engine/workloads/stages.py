@@ -23,6 +23,11 @@ from ...text import shorten
 
 MAX_ARGV = 256
 MAX_ARG_CHARS = 4096
+ARM, SEED = "arm", "seed"  # the placeholders ptreg fills in itself
+ONCE, EACH = "once", "each"
+STAGE_FIELDS = ("name", "command", "outputs", "repeat")
+MAX_STAGES = 16
+MAX_OUTPUTS = 64
 
 
 def placeholders(argv: list[str]) -> list[str]:
@@ -43,13 +48,6 @@ def command_line(argv: list[str], params: dict[str, str], seed: int, arm: str | 
     that name) and the seed put in."""
     values = {**({} if arm is None else {ARM: arm}), **params, SEED: str(seed)}
     return [arg.format_map(values) for arg in argv]
-
-
-ARM, SEED = "arm", "seed"  # the placeholders ptreg fills in itself
-ONCE, EACH = "once", "each"
-STAGE_FIELDS = ("name", "command", "outputs", "repeat")
-MAX_STAGES = 16
-MAX_OUTPUTS = 64
 
 
 @dataclass(frozen=True)
