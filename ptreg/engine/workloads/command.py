@@ -42,6 +42,7 @@ from ..protocol import CellTask
 from .arms import ArmsWorkload, arms_spec
 from .base import CellRun, Record, ReportProgress
 from .command_output import missing_metric, read_items, written_metrics
+from .command_output import read_metrics as read_metrics  # where harness tests and plugins have read it from
 from .stages import (
     ARM,
     EACH,
