@@ -168,6 +168,9 @@ def _runs_that_measured_nothing(root: Path, attempt: Attempt) -> list[str]:
 
 def _check_words(resolution: Resolution) -> None:
     given = resolution.given()
+    for name, value in [*given.items(), ("withdraw", resolution.withdraw), ("reason", resolution.reason)]:
+        if value is not None and not value.strip():
+            raise UnusableInput(f"--{name.replace('_', '-')} is empty; say it in words")
     if resolution.withdraw is not None and given:
         raise UnusableInput("--withdraw stands alone: a withdrawn attempt changes nothing else")
     if resolution.withdraw is None and not given:
@@ -177,9 +180,6 @@ def _check_words(resolution: Resolution) -> None:
             "say how the conflict is resolved: --question, --varies with --varied, --tracking-issue, --evaluator, "
             "--override-streak, or --withdraw REASON"
         )
-    for name, value in [*given.items(), ("withdraw", resolution.withdraw), ("reason", resolution.reason)]:
-        if value is not None and not value.strip():
-            raise UnusableInput(f"--{name.replace('_', '-')} is empty; say it in words")
     if (resolution.varies is None) != (resolution.varied is None):
         raise UnusableInput("--varies and --varied go together: which attempt it varies, and what it varies")
     if resolution.tracking_issue is not None:
