@@ -21,7 +21,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from ..records.counting import CountedWorker
-from ..records.run_results import KernelSample, MetricSample, ParityOutcome, StepSample
+from ..records.run_results import KernelSample, MetricSample, ParityOutcome, StageRecord, StepSample
 
 # 3: cells of arms workloads (the spec and the project root in the task)
 # 4: no command's process group is announced: the executor kills the worker's whole process tree
@@ -74,6 +74,11 @@ class CellTask(_Message):
         default="wall", description="instructions: the worker runs under callgrind and counts each timed region."
     )
     import_folder: str | None = Field(default=None, description=IMPORT_FOLDER)
+    reuse_stages: list[StageRecord] | None = Field(
+        default=None,
+        description="A staged command: once-stage records of earlier samples (a run resumed); a once stage of the same "
+        "key whose artifacts still match on disk is not rerun.",
+    )
 
 
 class RunRepeat(_Message):

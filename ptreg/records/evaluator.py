@@ -294,7 +294,8 @@ PTREG_METRICS: dict[str, MetricDeclaration] = {
 INPUT_PATTERN = r"^[^/\x00-\x1f\\][^\x00-\x1f\\]{0,499}$"
 
 
-def _input_problem(path: str, what: str = "input") -> str | None:
+def path_problem(path: str, what: str = "input") -> str | None:
+    """Why a path of the project, as a record gives it, does not stay inside the root; or None."""
     parts = path.split("/")
     if any(part in ("", ".", "..") for part in parts):
         return f"{what} {path!r} must be a relative path without '.', '..' or empty parts"
@@ -329,8 +330,21 @@ class ArmsSpec(BaseModel):
         description="Files or folders, relative to the project root, whose content is frozen with the evaluator.",
     )
     metrics: dict[MetricName, MetricDeclaration] = Field(default_factory=dict, max_length=64)
-    repeats: int = Field(ge=1, le=1000, description="Rounds: every arm once per round, each round its own seed.")
-    seed: int = Field(ge=0, le=2**32 - 1, description="Round r runs with seed + r, the same for every arm.")
+    repeats: int = Field(
+        ge=1,
+        le=1000,
+        description="Rounds: every arm once per round, each round its own seed; with seeds, the rounds of each seed.",
+    )
+    seed: int = Field(
+        ge=0, le=2**32 - 1, description="Without seeds, round r runs with seed + r, the same for every arm."
+    )
+    seeds: list[Annotated[int, Field(ge=0, le=2**32 - 1)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1000,
+        description="Seeds apart from repeats: each seed is taken repeats times in a row, so round r runs with "
+        "seeds[r // repeats]; len(seeds) x repeats rounds.",
+    )
     timeout_seconds: float = Field(gt=0, le=7 * 24 * 3600, allow_inf_nan=False)
     threads: int | None = Field(
         default=None, ge=1, le=1024, description="When given, the BLAS and OpenMP pools of the command get this many."
@@ -348,7 +362,7 @@ class ArmsSpec(BaseModel):
         if self.baseline not in self.arms:
             raise ValueError(f"baseline {self.baseline!r} is not one of the arms")
         for path in self.not_frozen or {}:
-            problem = _input_problem(path, "not_frozen path")
+            problem = path_problem(path, "not_frozen path")
             if problem is not None:
                 raise ValueError(problem)
             if path in self.inputs:
@@ -365,8 +379,10 @@ class ArmsSpec(BaseModel):
             raise ValueError(f"metric {taken[0]!r} is measured by ptreg itself; name yours otherwise")
         if len(set(self.inputs)) != len(self.inputs):
             raise ValueError("inputs names an entry twice")
+        if self.seeds is not None and len(set(self.seeds)) != len(self.seeds):
+            raise ValueError("seeds names a seed twice")
         for path in self.inputs:
-            problem = _input_problem(path)
+            problem = path_problem(path)
             if problem is not None:
                 raise ValueError(problem)
         return self
@@ -387,7 +403,9 @@ class ArmsSpec(BaseModel):
 
     def procedure(self) -> str:
         threads = f"{self.threads} thread(s)" if self.threads is not None else "threads as the command sets them"
-        return f"{self.plan()}, each repeat killed at {self.timeout_seconds:g} s, {threads}"
+        # a staged command's timeout is each stage's, once or each (engine/workloads/command.py)
+        killed = "each stage's run" if "stages" in self.settings else "each repeat"
+        return f"{self.plan()}, {killed} killed at {self.timeout_seconds:g} s, {threads}"
 
     @property
     def config_names(self) -> list[str]:
@@ -399,16 +417,34 @@ class ArmsSpec(BaseModel):
         return dict(self.model_extra or {})
 
     @property
+    def rounds(self) -> int:
+        """How many rounds the plan takes: repeats of each seed when seeds are given."""
+        return self.repeats * (len(self.seeds) if self.seeds is not None else 1)
+
+    def round_seed(self, round_number: int) -> int:
+        """The seed of a round, the same for every arm: the one home of that rule."""
+        if self.seeds is not None:
+            return self.seeds[round_number // self.repeats]
+        return self.seed + round_number
+
+    def seed_values(self) -> list[int]:
+        """Every seed the plan's rounds take, in the order they come."""
+        return list(self.seeds) if self.seeds is not None else list(range(self.seed, self.seed + self.repeats))
+
+    @property
     def most_repeats(self) -> int:
-        return self.repeats
+        return self.rounds
 
     @property
     def least_repeats(self) -> int:
-        return self.repeats
+        return self.rounds
 
-    target_ci: None = None  # no adaptive plan: rounds are seeds, a fixed number of them
+    target_ci: None = None  # no adaptive plan: a fixed number of rounds
 
     def plan(self) -> str:
+        if self.seeds is not None:
+            shown = ", ".join(str(s) for s in self.seeds[:8]) + (", ..." if len(self.seeds) > 8 else "")
+            return f"{self.rounds} rounds ({self.repeats} repeat(s) of each of seeds {shown})"
         return f"{self.repeats} rounds (seeds {self.seed} to {self.seed + self.repeats - 1})"
 
     def declared(self) -> dict[str, MetricDeclaration]:
@@ -471,7 +507,7 @@ class FrozenEvaluator(BaseModel):
             where = "has no recorded digest" if odd in expected else "is no input of the spec"
             raise ValueError(f"input {odd!r} {where}")
         for path in self.code or {}:
-            problem = _input_problem(path, "code path")
+            problem = path_problem(path, "code path")
             if problem is not None:
                 raise ValueError(problem)
         return self

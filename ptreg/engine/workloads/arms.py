@@ -25,6 +25,7 @@ from ...records.evaluator import ALL_CONFIG, AnySpec, ArmsSpec, MetricDeclaratio
 from ...records.intervals import ONE_SEED, VARIANCE_FROM_VERSION, variance_text
 from ...records.run_results import (
     RESULTS_VERSION,
+    STAGES_FROM_VERSION,
     Cell,
     MetricComparison,
     MetricSample,
@@ -208,8 +209,9 @@ def compare_arms(
         paired = paired_difference(my_items, their_items, higher) if set(my_items) & set(their_items) else None
         paired_by, seeds = "item", min(my_seeds, their_seeds)
     if paired is None:
-        by_round = {str(r): v for r, v in metric_values(mine, metric).items()}
-        paired = paired_difference(by_round, {str(r): v for r, v in metric_values(theirs, metric).items()}, higher)
+        by_round = {str(r): v for r, v in by_seed_or_round(mine, metric, results_version).items()}
+        their_rounds = by_seed_or_round(theirs, metric, results_version)
+        paired = paired_difference(by_round, {str(r): v for r, v in their_rounds.items()}, higher)
         paired_by, seeds = "round", paired.n if paired else 1
         if paired is not None and said:
             paired = replace(paired, variance="seeds")
@@ -258,7 +260,22 @@ def summarize_arm_metric(
                     "items_left_out": left_out,
                 }
             )
-    return summarize_metric(values, "seeds") if values else None
+    per_seed = list(by_seed_or_round(samples, metric, results_version).values())
+    return summarize_metric(per_seed, "seeds") if per_seed else None
+
+
+def by_seed_or_round(samples: list[MetricSample], metric: str, results_version: int) -> dict[int, float]:
+    """A metric's values by round; from version 9, where rounds share a seed (a spec's seeds
+    beside its repeats), by seed instead, each seed's rounds averaged: they measure one model,
+    and its seeds, not its repeats, are the sample the interval is over."""
+    found = metric_values(samples, metric)
+    seed_of = {s.repeat: s.seed for s in _good(samples)}
+    if results_version < STAGES_FROM_VERSION or len(set(seed_of.values())) == len(seed_of):
+        return found
+    taken: dict[int, list[float]] = {}
+    for round_number, value in found.items():
+        taken.setdefault(seed_of[round_number], []).append(value)
+    return {seed: statistics.fmean(values) for seed, values in taken.items()}
 
 
 def better_word(comparison: MetricComparison, declaration: MetricDeclaration, margin: float | None = None) -> str:
