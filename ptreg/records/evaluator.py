@@ -306,6 +306,43 @@ def _input_problem(path: str, what: str = "input") -> str | None:
 # folder, and would not fit a frozen evaluator's file.
 MAX_CODE_FILES = 1000
 ProjectPath = Annotated[str, StringConstraints(pattern=INPUT_PATTERN)]
+# The name of an environment variable a command may see: upper case, as the convention has it.
+VariableName = Annotated[str, StringConstraints(pattern=r"^[A-Z_][A-Z0-9_]{0,127}$")]
+# Variables that change what code runs (a library preloaded, another import path, a shell's or
+# an interpreter's startup file): consent covers the files the evaluator freezes, not these.
+CODE_VARIABLES = frozenset(
+    [
+        "BASH_ENV",
+        "ENV",
+        "GCONV_PATH",
+        "IFS",
+        "SHELLOPTS",
+        "PS4",
+        "NODE_OPTIONS",
+        "NODE_PATH",
+        "PERL5LIB",
+        "PERL5OPT",
+        "PERLLIB",
+        "RUBYLIB",
+        "RUBYOPT",
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+        "JDK_JAVA_OPTIONS",
+    ]
+)
+CODE_VARIABLE_PREFIXES = ("LD_", "DYLD_", "PYTHON", "PTREG_")
+
+
+def variable_problem(name: str) -> str | None:
+    """Why a command may not be given the variable ``name``; None when it may. ``PTREG_*`` are
+    ptreg's own; the others change what code the command runs."""
+    if name.startswith("PTREG_"):
+        return f"env: {name} is ptreg's own, set by ptreg"
+    if name in CODE_VARIABLES or name.startswith(CODE_VARIABLE_PREFIXES):
+        return f"env: {name} changes what code the command runs, which consent to the evaluator does not cover"
+    return None
+
+
 Reason = Annotated[str, StringConstraints(min_length=1, max_length=400, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
@@ -335,6 +372,12 @@ class ArmsSpec(BaseModel):
     threads: int | None = Field(
         default=None, ge=1, le=1024, description="When given, the BLAS and OpenMP pools of the command get this many."
     )
+    env: list[VariableName] | None = Field(
+        default=None,
+        max_length=64,
+        description="Names of the caller's environment variables the command is given (their values are recorded "
+        "with the run, secret-looking ones redacted); a variable not set is not given.",
+    )
     not_frozen: dict[ProjectPath, Reason] | None = Field(
         default=None,
         max_length=64,
@@ -363,6 +406,13 @@ class ArmsSpec(BaseModel):
         taken = sorted(set(self.metrics) & set(MEASURED_BY_PTREG))
         if taken:
             raise ValueError(f"metric {taken[0]!r} is measured by ptreg itself; name yours otherwise")
+        if self.env is not None:
+            if len(set(self.env)) != len(self.env):
+                raise ValueError("env names a variable twice")
+            for name in self.env:
+                problem = variable_problem(name)
+                if problem is not None:
+                    raise ValueError(problem)
         if len(set(self.inputs)) != len(self.inputs):
             raise ValueError("inputs names an entry twice")
         for path in self.inputs:

@@ -328,8 +328,10 @@ def read_items(path: Path, declared: dict[str, MetricDeclaration]) -> dict[str, 
 
 def environment(spec: ArmsSpec, arm: str, seed: int, metrics: Path, items: Path) -> dict[str, str]:
     """A minimal environment: nothing of the caller's but what finds programs and speaks its
-    locale, the thread count when the evaluator fixes one, and ptreg's four variables."""
+    locale, the variables the evaluator names in ``env`` that are set (one not set stays
+    unset), the thread count when the evaluator fixes one, and ptreg's four variables."""
     env = {k: os.environ[k] for k in KEPT_VARIABLES if k in os.environ}
+    env.update({k: os.environ[k] for k in spec.env or () if k in os.environ})
     if "PATH" in env:
         # a relative entry (or an empty one, the working directory) finds programs in the
         # project the command runs in, which no consent covers
@@ -479,6 +481,9 @@ class CommandWorkload(ArmsWorkload):
             return f"command has more than {MAX_ARGV} arguments, one over {MAX_ARG_CHARS} characters, or a NUL"
         if not spec.metrics:
             return "a command evaluator declares its metrics (metrics: {name: {better, unit}})"
+        set_here = sorted(set(spec.env or ()) & {*KEPT_VARIABLES, *THREAD_VARIABLES})
+        if set_here:
+            return f"env: {set_here[0]} is set by ptreg itself (kept from the caller, or by threads)"
         try:
             names = placeholders(argv)
         except ValueError as exc:
