@@ -35,6 +35,14 @@ children, and starts over until none is left, for at most ``END_SECONDS`` (a tim
 of rounds, so that no depth of nested daemons outlasts it); what is still alive then is
 returned by pid, for the caller to report.
 
+On macOS there is no cgroup and no child subreaper: a tree is held by ``process-tree``, and an
+orphan (re-parented to launchd, so no one's descendant) is found by the tree's mark, looked for
+every ``STRAY_SECONDS`` while the tree runs (``psutil.Process.environ``, which macOS allows for
+the user's own processes) and at its end; a command does not die with its worker when the
+worker is killed outright (no ``PR_SET_PDEATHSIG``), but the worker's tree's end kills it.
+Process states come from psutil there, from /proc on Linux. Windows is refused in one line: it
+has no sessions, signals or fork to hold a tree by.
+
 Python workers start with ``python_argv``: ``python -P -s`` (no working directory or script
 folder on ``sys.path``, no user site) with no ``PYTHON*`` variable of the caller's, which is what
 ``-I`` does but for ``-E``: ``-E`` would also drop the ``PYTHONHASHSEED`` a counted worker is
@@ -50,6 +58,7 @@ import os
 import secrets
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -100,6 +109,9 @@ BOOTSTRAP = (
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PR_SET_CHILD_SUBREAPER = 36
+
+# Where trees can be held: Linux (cgroups, a subreaper, /proc) and macOS (psutil alone).
+PLATFORMS = ("linux", "darwin")
 
 _live_roots: set[int] = set()  # roots of this process's trees not yet reaped
 _subreaper = {"on": False}
@@ -164,6 +176,8 @@ def python_environment(environ: dict[str, str]) -> dict[str, str]:
 def become_subreaper() -> None:
     """Whatever this process starts stays its descendant when its parent dies (re-parented to
     this process, not to init), so that a tree can be found and ended whole."""
+    if not _linux():
+        return  # no such thing on macOS: orphans are found by their mark (``Tree.members``)
     import ctypes
 
     with contextlib.suppress(OSError, AttributeError):
@@ -174,10 +188,24 @@ def become_subreaper() -> None:
 # --------------------------------------------------------------------------- choosing a method
 
 
+def _linux() -> bool:
+    return sys.platform.startswith("linux")
+
+
+def refuse_platform() -> None:
+    """UnusableInput on a platform where a process tree cannot be held (Windows)."""
+    if not sys.platform.startswith(PLATFORMS):
+        raise UnusableInput(
+            f"ptreg cannot run processes on {sys.platform}: it holds a command's process tree on Linux and macOS only"
+        )
+
+
 def supervision_method() -> Method:
     """How this process holds its trees: ``PTREG_SUPERVISION`` when it names a method (a worker is
     given its executor's), else the first this machine offers; found once per process.
-    UnusableInput when the variable names none, or a cgroup this machine does not offer."""
+    UnusableInput when the variable names none, or a cgroup this machine does not offer, or on
+    a platform where no tree can be held."""
+    refuse_platform()
     asked = os.environ.get(METHOD_VARIABLE, "auto") or "auto"
     if asked not in _chosen:
         _chosen[asked] = _choose(asked)
@@ -201,6 +229,8 @@ def _choose(asked: str) -> Method:
 
 
 def _probe() -> Method:
+    if not _linux():
+        return "process-tree"
     for method in METHODS[:2]:
         try:
             folder = make_cgroup(method)
@@ -230,6 +260,9 @@ class Tree:
     sampled_peak: float | None = None
     sampled_last: float | None = None
     sampled_at: float = field(default=-1e9)
+    # without a subreaper: the processes found by the tree's mark, looked for every STRAY_SECONDS
+    marked: set[int] = field(default_factory=set)
+    marked_at: float = field(default=-1e9)
     peak_seen: float | None = None  # the cgroup's peak as last read (the cgroup goes with the tree)
     # with a cgroup: its memory with that of the tree's processes outside it, when there were any, sampled
     strays_last: float = 0.0
@@ -317,7 +350,7 @@ class Tree:
             return max(found) if found else None
         # a sample can miss a short-lived process; the kernel's largest resident size of any
         # process reaped below the root cannot (when the root was reaped with its usage)
-        largest = self.usage.ru_maxrss / 1024 if self.usage is not None and self.usage.ru_maxrss > 0 else None
+        largest = self.usage.ru_maxrss / maxrss_units() if self.usage is not None and self.usage.ru_maxrss > 0 else None
         found = [v for v in (self.sampled_peak, largest) if v is not None]
         return max(found) if found else None
 
@@ -344,6 +377,19 @@ class Tree:
         found.discard(os.getpid())
         return found
 
+    def _orphans(self) -> set[int]:
+        """Without a subreaper (macOS), what the tree's processes left when they died is
+        re-parented to init, no one's descendant: those found by the tree's mark, looked for
+        every ``STRAY_SECONDS`` (a listing of every process's environment, too dear to take at
+        every sample). Nothing with a subreaper, which adopts them."""
+        if _subreaper["on"]:
+            return set()
+        now = time.monotonic()
+        if now - self.marked_at >= STRAY_SECONDS:
+            self.marked_at = now
+            self.marked = _marked(self.token)
+        return self.marked
+
     def _membership(self) -> tuple[set[int], set[int]]:
         """(the processes in the tree's cgroup, those and the root and what this process
         adopted with all their descendants), never this process."""
@@ -353,7 +399,7 @@ class Tree:
                 with contextlib.suppress(OSError, ValueError):
                     in_cgroup.update(int(p) for p in Path(folder, "cgroup.procs").read_text().split())
         children = _children_by_parent()
-        roots = in_cgroup | set(_adopted(children))
+        roots = in_cgroup | set(_adopted(children)) | self._orphans()
         if self.status is None:
             roots.add(self.pid)
         related = _descendants(roots, children)
@@ -452,6 +498,7 @@ def start(
     in a session of its own; its memory bounded by ``memory_limit_mb`` when given, and sent
     ``death_signal`` when this thread dies, when ``die_with_parent``. OSError when it cannot be
     started; UnusableInput when the method cannot hold it here."""
+    refuse_platform()
     method = method or supervision_method()
     token = secrets.token_hex(8)
     env = {**env, TREE_VARIABLE: " ".join(filter(None, [os.environ.get(TREE_VARIABLE), token]))}
@@ -468,7 +515,7 @@ def start(
                     cgroup.rmdir()
             raise UnusableInput(f"cannot hold a process tree in a {method} cgroup here: {exc}") from None
     procs = os.open(cgroup / "cgroup.procs", os.O_WRONLY) if cgroup is not None else None
-    prctl = _prctl() if die_with_parent else None
+    prctl = _prctl() if die_with_parent and _linux() else None  # macOS has no parent-death signal
 
     def in_the_child() -> None:
         # after fork, before exec: only calls that take no lock
@@ -512,8 +559,25 @@ def _prctl() -> Callable[..., int]:
     return cast(Callable[..., int], ctypes.CDLL(None, use_errno=True).prctl)
 
 
+# psutil's names of the states that matter here, as /proc writes them.
+STATE_LETTERS = {psutil.STATUS_ZOMBIE: "Z", psutil.STATUS_STOPPED: "T", psutil.STATUS_RUNNING: "R"}
+
+
+def maxrss_units() -> int:
+    """``ru_maxrss`` units in a MB: Linux counts kilobytes, macOS bytes."""
+    return 1024 if _linux() else MB
+
+
 def _state(pid: int) -> str | None:
     """A process's state letter (R, S, T, Z, ...), None when there is no such process."""
+    if not _linux():
+        try:
+            status = psutil.Process(pid).status()
+        except psutil.NoSuchProcess:
+            return None
+        except psutil.Error:
+            return "S"  # there, but not ours to look at: alive, as far as anyone can tell
+        return None if status == psutil.STATUS_DEAD else STATE_LETTERS.get(status, "S")
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:

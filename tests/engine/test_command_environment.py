@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from command_projects import ATTEMPT, command_attempt
 
-from helpers import complete_record, write_registry
 from ptreg.engine.environment import REDACTED, command_variables, looks_like_key, recorded_value
 from ptreg.engine.workloads.command import CommandWorkload, environment
 from ptreg.engine.workloads.discovery import spec_problem
@@ -44,31 +44,18 @@ def spec(**changes: object) -> dict[str, object]:
 def test_declared_variables_reach_the_command_and_undeclared_ones_do_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ptreg.cli import main
-    from ptreg.gate.freezing import freeze
     from ptreg.operations.running import run_attempt
     from ptreg.store.runs import read_environment
 
     project = tmp_path / "project"
-    project.mkdir()
-    (project / "sees.py").write_text(SEES)
-    root = write_registry(project / "attempts", [complete_record("seed-record")])
-    (project / "spec.json").write_text(json.dumps(spec(env=["ENVTEST_SEEN", "ENVTEST_UNSET", "HF_TOKEN"])))
-    ref = freeze(root, project / "spec.json").evaluator.ref
-    proposal = ["-r", str(root), "new", "--no-input", "--id", "sees-run", "--name", "sees", "--family", "eval"]
-    proposal += ["--kind", "model-evaluation", "--question", "Which variables does the command see?"]
-    proposal += ["--method", "vendor-blas", "--objective", "command-latency", "--evaluator", ref]
-    proposal += ["--tracking-issue", "me/env#1", "--worked-if", "metric(score, arm=only) > 0"]
-    proposal += ["--budget-seconds", "60"]
-    with pytest.raises(SystemExit) as exited:
-        main(proposal)
-    assert not exited.value.code
+    env = ["ENVTEST_SEEN", "ENVTEST_UNSET", "HF_TOKEN"]
+    root = command_attempt(project, SEES, {"only": {}}, env=env, not_frozen={"seen.json": "the command writes it"})
 
     monkeypatch.setenv("ENVTEST_SEEN", "/data/cache")
     monkeypatch.setenv("ENVTEST_HIDDEN", "not for the command")
     monkeypatch.delenv("ENVTEST_UNSET", raising=False)
     monkeypatch.setenv("HF_TOKEN", "hf_abc")
-    done = run_attempt(root, "sees-run", ["test"])
+    done = run_attempt(root, ATTEMPT, ["test"])
     assert done.results.status == "complete", [c.reason for c in done.results.cells]
 
     seen = json.loads((project / "seen.json").read_text())

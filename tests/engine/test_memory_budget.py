@@ -4,13 +4,11 @@ budget below it, under every supervision method this machine offers (the sampled
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import pytest
+from command_projects import ATTEMPT, command_attempt
 
-from helpers import complete_record, write_registry
 from ptreg.engine import cgroups, processes
 
 TWO_CHILDREN = """\
@@ -37,37 +35,11 @@ def methods_here() -> list[str]:
 
 def measured(tmp_path: Path, mb: int, *budget: str):
     """Run an arm whose command starts two children of ``mb`` MB each, under ``budget``."""
-    from ptreg.cli import main
-    from ptreg.gate.freezing import freeze
     from ptreg.operations.running import run_attempt
     from ptreg.store.runs import read_results
 
-    project = tmp_path / "project"
-    project.mkdir(parents=True)
-    (project / "two.py").write_text(TWO_CHILDREN)
-    root = write_registry(project / "attempts", [complete_record("seed-record")])
-    spec = {
-        "name": "two-children",
-        "workload": "command",
-        "command": [sys.executable, "two.py", "{mb}"],
-        "arms": {"pair": {"mb": str(mb)}},
-        "baseline": "pair",
-        "metrics": {"score": {"better": "higher", "unit": "fraction"}},
-        "repeats": 1,
-        "seed": 0,
-        "timeout_seconds": 60,
-    }
-    (project / "spec.json").write_text(json.dumps(spec))
-    ref = freeze(root, project / "spec.json").evaluator.ref
-    proposal = ["-r", str(root), "new", "--no-input", "--id", "two-run", "--name", "two", "--family", "eval"]
-    proposal += ["--kind", "model-evaluation", "--question", "Is the whole tree's memory counted and bounded?"]
-    proposal += ["--method", "vendor-blas", "--objective", "command-latency", "--evaluator", ref]
-    proposal += ["--tracking-issue", "me/mem#1", "--worked-if", "metric(score, arm=pair) > 0"]
-    proposal += ["--budget-seconds", "120", *budget]
-    with pytest.raises(SystemExit) as exited:
-        main(proposal)
-    assert not exited.value.code
-    return read_results(run_attempt(root, "two-run", ["test"]).folder)
+    root = command_attempt(tmp_path / "project", TWO_CHILDREN, {"pair": {"mb": str(mb)}}, *budget)
+    return read_results(run_attempt(root, ATTEMPT, ["test"]).folder)
 
 
 def check(tmp_path: Path, mb: int, budget_mb: int) -> None:
