@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from .accelerators import machine_facts
 from .backends import describe, entries
 
 # Variables that change how BLAS, OpenMP or numba behave (threads, kernels, cache sizes).
@@ -248,6 +249,8 @@ def machine_environment() -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "variables": {name: os.environ.get(name) for name in BEHAVIOUR_VARIABLES},
         "worker_variables": worker_variables(),
+        # only where NVML sees a device: a machine without one records what it always did
+        **({"accelerators": found} if (found := machine_facts()) is not None else {}),
     }
 
 

@@ -69,6 +69,7 @@ import psutil
 
 from ..errors import UnusableInput
 from ..text import shorten
+from .accelerators import AcceleratorUse
 from .cgroups import MB, CgroupMemory, make_cgroup
 
 Method = Literal["cgroup-v1", "cgroup-v2", "process-tree"]
@@ -270,6 +271,7 @@ class Tree:
     strays_at: float = field(default=-1e9)
     reached: bool = False  # whether it reached its limit, kept once seen (the cgroup goes with the tree)
     ended: bool = False
+    accelerators: AcceleratorUse | None = None  # what it takes of the machine's GPUs, when asked and there are any
 
     @property
     def pid(self) -> int:
@@ -305,6 +307,8 @@ class Tree:
         ``SAMPLE_SECONDS`` old (so a caller may poll faster than it samples)."""
         if self.ended:
             return None
+        if self.accelerators is not None:
+            self.accelerators.sample(self.members())
         if self.memory is not None:
             current = self.memory.read(self.memory.current)
             self.peak_mb()
@@ -493,11 +497,14 @@ def start(
     die_with_parent: bool = False,
     death_signal: int = signal.SIGKILL,
     method: Method | None = None,
+    measure_accelerators: bool = False,
 ) -> Tree:
     """Start ``argv`` as the root of a tree held by ``method`` (default: ``supervision_method``),
     in a session of its own; its memory bounded by ``memory_limit_mb`` when given, and sent
-    ``death_signal`` when this thread dies, when ``die_with_parent``. OSError when it cannot be
-    started; UnusableInput when the method cannot hold it here."""
+    ``death_signal`` when this thread dies, when ``die_with_parent``; with
+    ``measure_accelerators``, what it takes of the machine's NVIDIA GPUs is sampled with its
+    memory (``accelerators.py``). OSError when it cannot be started; UnusableInput when the
+    method cannot hold it here."""
     refuse_platform()
     method = method or supervision_method()
     token = secrets.token_hex(8)
@@ -550,7 +557,10 @@ def start(
         if procs is not None:
             os.close(procs)
     _live_roots.add(process.pid)
-    return Tree(process, method, token, cgroup, memory_limit_mb, memory)
+    tree = Tree(process, method, token, cgroup, memory_limit_mb, memory)
+    if measure_accelerators:
+        tree.accelerators = AcceleratorUse.here()
+    return tree
 
 
 def _prctl() -> Callable[..., int]:

@@ -51,7 +51,10 @@ ParamName = Annotated[str, StringConstraints(pattern=METRIC_PATTERN)]
 # What ptreg itself measures of every arm's repeat, without the command doing anything.
 WALL_SECONDS = "wall_seconds"
 PEAK_MEMORY = "peak_memory_mb"
-MEASURED_BY_PTREG = (WALL_SECONDS, PEAK_MEMORY)
+# Measured of an accelerator (engine/accelerators.py), on a machine where NVML sees one.
+ACCELERATOR_MEMORY = "accelerator_memory_mb"
+ACCELERATOR_UTILISATION = "accelerator_utilisation"
+MEASURED_BY_PTREG = (WALL_SECONDS, PEAK_MEMORY, ACCELERATOR_MEMORY, ACCELERATOR_UTILISATION)
 # The one config of a workload that compares arms: its cells are (arm, ALL_CONFIG).
 ALL_CONFIG = "all"
 # The parameter by which an arm names a git revision of the project: its command runs in a
@@ -287,6 +290,23 @@ PTREG_METRICS: dict[str, MetricDeclaration] = {
         compare="ratio",
         description="peak resident memory of the repeat's process tree",
         margin=MEMORY_MARGIN,
+    ),
+}
+# Recorded only where an accelerator was measured: a run on a machine without one has none of
+# them, so they are declared for a run only when one of its repeats has them.
+ACCELERATOR_METRICS: dict[str, MetricDeclaration] = {
+    ACCELERATOR_MEMORY: MetricDeclaration(
+        better="lower",
+        unit="MB",
+        compare="ratio",
+        description="peak accelerator memory of the repeat's process tree (NVML)",
+        margin=MEMORY_MARGIN,
+    ),
+    ACCELERATOR_UTILISATION: MetricDeclaration(
+        better="higher",
+        unit="%",
+        compare="difference",
+        description="mean busy percent of the accelerators the repeat's process tree used (NVML)",
     ),
 }
 # A relative path; that it names no '.' or '..' and does not start at / is checked below (the

@@ -413,6 +413,7 @@ class _CommandRun(CellRun):
                 stdout=writing,
                 stderr=writing,
                 die_with_parent=True,
+                measure_accelerators=True,
             )
         except (OSError, PtregError) as exc:
             os.close(reading)
@@ -431,6 +432,8 @@ class _CommandRun(CellRun):
         wall = time.monotonic() - started
         peak = tree.peak_mb()
         sample = {"repeat": repeat, "seed": seed, "wall_seconds": wall if wall > 0 else None, "peak_memory_mb": peak}
+        if tree.accelerators is not None:  # a GPU was there to measure: what the tree took of it
+            sample.update(tree.accelerators.measured())
         if survivors:
             shown = ", ".join(str(pid) for pid in survivors[:5])
             return MetricSample(**sample, values={}, problem=f"{len(survivors)} of its processes outlived it: {shown}")
