@@ -54,6 +54,10 @@ def check(tmp_path: Path, mb: int, budget_mb: int) -> None:
     assert results.status == "budget-exhausted", cell.reason
     assert cell.backend == "pair" and cell.status == "budget-exhausted"
     assert f"reaching the budget's {budget_mb} MB of memory" in (cell.reason or "")
+    # the run says so itself, naming the arm and the MB
+    assert results.reason is not None
+    assert "pair/all: its process tree was killed at " in results.reason
+    assert f"reaching the budget's {budget_mb} MB of memory" in results.reason
     assert cell.worker is not None and cell.worker["memory"]["bounded_by"]
 
 
