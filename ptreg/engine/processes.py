@@ -35,13 +35,7 @@ children, and starts over until none is left, for at most ``END_SECONDS`` (a tim
 of rounds, so that no depth of nested daemons outlasts it); what is still alive then is
 returned by pid, for the caller to report.
 
-On macOS there is no cgroup and no child subreaper: a tree is held by ``process-tree``, and an
-orphan (re-parented to launchd, so no one's descendant) is found by the tree's mark, looked for
-every ``STRAY_SECONDS`` while the tree runs (``psutil.Process.environ``, which macOS allows for
-the user's own processes) and at its end; a command does not die with its worker when the
-worker is killed outright (no ``PR_SET_PDEATHSIG``), but the worker's tree's end kills it.
-Process states come from psutil there, from /proc on Linux. Windows is refused in one line: it
-has no sessions, signals or fork to hold a tree by.
+On macOS and Windows, see ``platforms.py``.
 
 Python workers start with ``python_argv``: ``python -P -s`` (no working directory or script
 folder on ``sys.path``, no user site) with no ``PYTHON*`` variable of the caller's, which is what
@@ -58,7 +52,6 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -71,6 +64,7 @@ from ..errors import UnusableInput
 from ..text import shorten
 from .accelerators import AcceleratorUse
 from .cgroups import MB, CgroupMemory, make_cgroup
+from .platforms import alive, children_by_parent, descendants, linux, maxrss_units, refuse_platform, state
 
 Method = Literal["cgroup-v1", "cgroup-v2", "process-tree"]
 METHODS: tuple[Method, ...] = ("cgroup-v1", "cgroup-v2", "process-tree")
@@ -110,9 +104,6 @@ BOOTSTRAP = (
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PR_SET_CHILD_SUBREAPER = 36
-
-# Where trees can be held: Linux (cgroups, a subreaper, /proc) and macOS (psutil alone).
-PLATFORMS = ("linux", "darwin")
 
 _live_roots: set[int] = set()  # roots of this process's trees not yet reaped
 _subreaper = {"on": False}
@@ -177,7 +168,7 @@ def python_environment(environ: dict[str, str]) -> dict[str, str]:
 def become_subreaper() -> None:
     """Whatever this process starts stays its descendant when its parent dies (re-parented to
     this process, not to init), so that a tree can be found and ended whole."""
-    if not _linux():
+    if not linux():
         return  # no such thing on macOS: orphans are found by their mark (``Tree.members``)
     import ctypes
 
@@ -187,18 +178,6 @@ def become_subreaper() -> None:
 
 
 # --------------------------------------------------------------------------- choosing a method
-
-
-def _linux() -> bool:
-    return sys.platform.startswith("linux")
-
-
-def refuse_platform() -> None:
-    """UnusableInput on a platform where a process tree cannot be held (Windows)."""
-    if not sys.platform.startswith(PLATFORMS):
-        raise UnusableInput(
-            f"ptreg cannot run processes on {sys.platform}: it holds a command's process tree on Linux and macOS only"
-        )
 
 
 def supervision_method() -> Method:
@@ -230,7 +209,7 @@ def _choose(asked: str) -> Method:
 
 
 def _probe() -> Method:
-    if not _linux():
+    if not linux():
         return "process-tree"
     for method in METHODS[:2]:
         try:
@@ -402,11 +381,11 @@ class Tree:
             for folder, _, _ in os.walk(self.cgroup):
                 with contextlib.suppress(OSError, ValueError):
                     in_cgroup.update(int(p) for p in Path(folder, "cgroup.procs").read_text().split())
-        children = _children_by_parent()
+        children = children_by_parent()
         roots = in_cgroup | set(_adopted(children)) | self._orphans()
         if self.status is None:
             roots.add(self.pid)
-        related = _descendants(roots, children)
+        related = descendants(roots, children)
         me = os.getpid()
         in_cgroup.discard(me)
         related.discard(me)
@@ -422,17 +401,17 @@ class Tree:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
             self._reap_all(stopped, deadline)
-            alive = _alive(self.members(scan=True))
-            if not alive or time.monotonic() >= deadline:
+            left = alive(self.members(scan=True))
+            if not left or time.monotonic() >= deadline:
                 break
-        if not self.reap() and _state(self.pid) in (None, "Z"):
+        if not self.reap() and state(self.pid) in (None, "Z"):
             self.reap(block=True)
         _reap_adopted()
         self.peak_mb()  # read once more before the cgroup goes
         self.over_limit()
         self.ended = True
         self._remove_cgroup(deadline)
-        return sorted(alive)
+        return sorted(left)
 
     def _stop_all(self, deadline: float) -> set[int]:
         """SIGSTOP every member, the root first, until a listing finds no new one."""
@@ -463,7 +442,7 @@ class Tree:
                 try:
                     found, _ = os.waitpid(pid, os.WNOHANG)
                 except ChildProcessError:
-                    if _state(pid) in (None, "Z"):
+                    if state(pid) in (None, "Z"):
                         pending.discard(pid)
                     continue
                 if found:
@@ -522,7 +501,7 @@ def start(
                     cgroup.rmdir()
             raise UnusableInput(f"cannot hold a process tree in a {method} cgroup here: {exc}") from None
     procs = os.open(cgroup / "cgroup.procs", os.O_WRONLY) if cgroup is not None else None
-    prctl = _prctl() if die_with_parent and _linux() else None  # macOS has no parent-death signal
+    prctl = _prctl() if die_with_parent and linux() else None  # macOS has no parent-death signal
 
     def in_the_child() -> None:
         # after fork, before exec: only calls that take no lock
@@ -569,37 +548,6 @@ def _prctl() -> Callable[..., int]:
     return cast(Callable[..., int], ctypes.CDLL(None, use_errno=True).prctl)
 
 
-# psutil's names of the states that matter here, as /proc writes them.
-STATE_LETTERS = {psutil.STATUS_ZOMBIE: "Z", psutil.STATUS_STOPPED: "T", psutil.STATUS_RUNNING: "R"}
-
-
-def maxrss_units() -> int:
-    """``ru_maxrss`` units in a MB: Linux counts kilobytes, macOS bytes."""
-    return 1024 if _linux() else MB
-
-
-def _state(pid: int) -> str | None:
-    """A process's state letter (R, S, T, Z, ...), None when there is no such process."""
-    if not _linux():
-        try:
-            status = psutil.Process(pid).status()
-        except psutil.NoSuchProcess:
-            return None
-        except psutil.Error:
-            return "S"  # there, but not ours to look at: alive, as far as anyone can tell
-        return None if status == psutil.STATUS_DEAD else STATE_LETTERS.get(status, "S")
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rpartition(")")[2].split()
-    return fields[0] if fields else None
-
-
-def _alive(pids: Iterable[int]) -> set[int]:
-    return {pid for pid in pids if _state(pid) not in (None, "Z")}
-
-
 def _marked(token: str) -> set[int]:
     """Every process whose environment carries the tree mark ``token``."""
     found = set()
@@ -607,26 +555,6 @@ def _marked(token: str) -> set[int]:
         with contextlib.suppress(psutil.Error, OSError):
             if token in process.environ().get(TREE_VARIABLE, "").split():
                 found.add(process.pid)
-    return found
-
-
-def _children_by_parent() -> dict[int, list[int]]:
-    """Every process's children, from one listing of the processes."""
-    children: dict[int, list[int]] = {}
-    for process in psutil.process_iter(["ppid"]):
-        ppid = process.info.get("ppid")
-        if isinstance(ppid, int):
-            children.setdefault(ppid, []).append(process.pid)
-    return children
-
-
-def _descendants(roots: set[int], children: dict[int, list[int]]) -> set[int]:
-    found, pending = set(), list(roots)
-    while pending:
-        pid = pending.pop()
-        if pid not in found:
-            found.add(pid)
-            pending += children.get(pid, [])
     return found
 
 
@@ -639,7 +567,7 @@ def _adopted(children: dict[int, list[int]] | None = None) -> list[int]:
     me = os.getpid()
     own = os.getsid(0)
     found = []
-    for pid in (children if children is not None else _children_by_parent()).get(me, []):
+    for pid in (children if children is not None else children_by_parent()).get(me, []):
         if pid in _live_roots:
             continue
         with contextlib.suppress(OSError):
@@ -652,6 +580,6 @@ def _reap_adopted() -> None:
     """Reap the zombies this subreaper adopted (its trees' killed orphans); never a live root
     nor a child another part of this process waits for."""
     for pid in _adopted():
-        if _state(pid) == "Z":
+        if state(pid) == "Z":
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)

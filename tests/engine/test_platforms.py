@@ -15,7 +15,7 @@ import psutil
 import pytest
 from command_projects import ATTEMPT, command_attempt
 
-from ptreg.engine import cgroups, processes
+from ptreg.engine import cgroups, platforms, processes
 from ptreg.engine.cgroups import MB
 from ptreg.errors import UnusableInput
 
@@ -59,10 +59,10 @@ def test_macos_holds_trees_by_psutil_alone(on_macos: None) -> None:
 
 
 def test_macos_states_come_from_psutil(on_macos: None) -> None:
-    assert processes._state(os.getpid()) in ("R", "S")
+    assert platforms.state(os.getpid()) in ("R", "S")
     gone = psutil.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    assert processes._state(gone.pid) is None
+    assert platforms.state(gone.pid) is None
 
 
 def test_macos_counts_ru_maxrss_in_bytes(on_macos: None, tmp_path: Path) -> None:
@@ -86,7 +86,7 @@ def test_macos_finds_an_orphan_by_its_mark_measures_it_and_kills_it(on_macos: No
         assert orphans
         assert tree.end() == []
         for pid in orphans:
-            assert processes._state(pid) in (None, "Z")  # a zombie is dead: its new parent reaps it
+            assert platforms.state(pid) in (None, "Z")  # a zombie is dead: its new parent reaps it
     finally:
         for process in psutil.process_iter():
             try:
