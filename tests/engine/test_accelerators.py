@@ -16,6 +16,9 @@ from command_projects import ATTEMPT, command_attempt
 
 from ptreg.engine import accelerators
 from ptreg.engine.accelerators import MB, AcceleratorUse, machine_facts
+from ptreg.records.analysis_plan import rule_problems
+from ptreg.records.condition_grammar import parse
+from ptreg.records.decision import decide, problems
 
 # A stand-in for pynvml: two devices; each lists the processes this module's ``listed`` names
 # (by default every descendant of the process that imported it: a worker's command tree), and
@@ -178,6 +181,8 @@ def test_a_run_on_a_machine_with_a_gpu_records_it(
     assert cell.metrics is not None and "accelerator_memory_mb" in cell.metrics
     assert "accelerator_utilisation" in declared(results.spec, workload_named("command"), results.cells)
     assert read_environment(root, done.folder)["accelerators"]["devices"][0]["name"] == "Fake GPU 0"
+    # a plan may decide on it
+    assert decide(parse("metric(accelerator_memory_mb, arm=only) > 200", against=results), results).truth is True
 
 
 def test_a_run_without_a_gpu_declares_no_accelerator_metric(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -193,3 +198,8 @@ def test_a_run_without_a_gpu_declares_no_accelerator_metric(tmp_path: Path, monk
     assert cell.metrics is not None and "accelerator_memory_mb" not in cell.metrics
     found = declared(results.spec, workload_named("command"), results.cells)
     assert not {"accelerator_memory_mb", "accelerator_utilisation"} & set(found)
+    # a plan on it is admitted, and stays undecided where nothing measured it: unknown, never 0
+    rule = parse("metric(accelerator_memory_mb, arm=only) < 1000")
+    assert rule_problems(rule, results.spec, {}) == []
+    assert problems(rule, results) == []
+    assert decide(rule, results).truth is None
