@@ -105,13 +105,14 @@ class AcceleratorUse:
         handles = _handles(nv)
         return cls(nv, handles) if handles else None
 
+    def due(self) -> bool:
+        """Whether the last sample is ``SAMPLE_SECONDS`` old: a caller may poll faster, and
+        listing a tree's processes for a sample is not free."""
+        return time.monotonic() - self.sampled_at >= SAMPLE_SECONDS
+
     def sample(self, pids: set[int]) -> None:
-        """Sample the devices for the processes ``pids``, when the last sample is
-        ``SAMPLE_SECONDS`` old (a caller may poll faster)."""
-        now = time.monotonic()
-        if now - self.sampled_at < SAMPLE_SECONDS:
-            return
-        self.sampled_at = now
+        """Sample the devices for the processes ``pids``."""
+        self.sampled_at = time.monotonic()
         nv = self.nv
         memory: float | None = None
         by_device = False

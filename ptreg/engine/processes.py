@@ -286,7 +286,7 @@ class Tree:
         ``SAMPLE_SECONDS`` old (so a caller may poll faster than it samples)."""
         if self.ended:
             return None
-        if self.accelerators is not None:
+        if self.accelerators is not None and self.accelerators.due():
             self.accelerators.sample(self.members())
         if self.memory is not None:
             current = self.memory.read(self.memory.current)
