@@ -17,8 +17,10 @@ from command_projects import ATTEMPT, command_attempt
 from ptreg.engine import accelerators
 from ptreg.engine.accelerators import MB, AcceleratorUse, machine_facts
 from ptreg.records.analysis_plan import rule_problems
+from ptreg.records.attempt import RunRef
 from ptreg.records.condition_grammar import parse
 from ptreg.records.decision import decide, problems
+from ptreg.views.dossier_runs import run_lines
 
 # A stand-in for pynvml: two devices; each lists the processes this module's ``listed`` names
 # (by default every descendant of the process that imported it: a worker's command tree), and
@@ -181,6 +183,10 @@ def test_a_run_on_a_machine_with_a_gpu_records_it(
     assert cell.metrics is not None and "accelerator_memory_mb" in cell.metrics
     assert "accelerator_utilisation" in declared(results.spec, workload_named("command"), results.cells)
     assert read_environment(root, done.folder)["accelerators"]["devices"][0]["name"] == "Fake GPU 0"
+    shown = "\n".join(
+        str(line) for line in run_lines(root, ATTEMPT, RunRef(run_id=results.run_id or "", status=results.status))
+    )
+    assert "- Accelerators: Fake GPU 0, Fake GPU 1; driver 550.54.15, CUDA driver 12.4." in shown
     # a plan may decide on it
     assert decide(parse("metric(accelerator_memory_mb, arm=only) > 200", against=results), results).truth is True
 
@@ -203,3 +209,17 @@ def test_a_run_without_a_gpu_declares_no_accelerator_metric(tmp_path: Path, monk
     assert rule_problems(rule, results.spec, {}) == []
     assert problems(rule, results) == []
     assert decide(rule, results).truth is None
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {"devices": 5, "driver_version": ["x"]},
+        {"devices": ["not an object", {"name": "G" * 10_000}], "cuda_driver_version": None},
+    ],
+)
+def test_a_forged_accelerators_entry_is_shown_bounded_never_a_crash(tmp_path: Path, forged: dict[str, Any]) -> None:
+    from ptreg.views.dossier_runs import _command_side
+
+    (line,) = _command_side({"accelerators": forged})
+    assert line.startswith("- Accelerators: ") and len(line) < 300

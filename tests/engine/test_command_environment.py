@@ -42,7 +42,7 @@ def spec(**changes: object) -> dict[str, object]:
 
 
 def test_declared_variables_reach_the_command_and_undeclared_ones_do_not(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from ptreg.operations.running import run_attempt
     from ptreg.store.runs import read_environment
@@ -65,6 +65,17 @@ def test_declared_variables_reach_the_command_and_undeclared_ones_do_not(
     assert recorded is not None
     assert recorded["command_variables"] == {"ENVTEST_SEEN": "/data/cache", "ENVTEST_UNSET": None, "HF_TOKEN": REDACTED}
     assert "hf_abc" not in (done.folder / "environment.json").read_text()
+
+    from ptreg.cli import main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(["-r", str(root), "show", ATTEMPT])
+    assert not exited.value.code
+    shown = capsys.readouterr().out
+    assert (
+        "- Variables given to the command: ENVTEST_SEEN=/data/cache, ENVTEST_UNSET=unset, HF_TOKEN=<redacted>." in shown
+    )
 
 
 def test_the_names_are_part_of_the_frozen_spec() -> None:
