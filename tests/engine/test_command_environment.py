@@ -106,11 +106,11 @@ def test_a_name_that_is_malformed_ptregs_own_or_changes_the_code_run_is_refused(
         parse_spec(spec(env=names), "spec.json")
 
 
-@pytest.mark.parametrize("name", ["PATH", "HOME", "OMP_NUM_THREADS"])
+@pytest.mark.parametrize("name", ["PATH", "HOME", "OMP_NUM_THREADS", "OMP_WAIT_POLICY"])
 def test_a_name_ptreg_sets_itself_is_refused_by_the_workload(name: str) -> None:
     found = parse_spec(spec(env=[name]), "spec.json")
     assert CommandWorkload().check_settings(found) == (
-        f"env: {name} is set by ptreg itself (kept from the caller, or by threads)"
+        f"env: {name} is set by ptreg itself (kept from the caller, by threads, or for every worker)"
     )
     assert spec_problem(found) is not None
 

@@ -39,6 +39,7 @@ from ...store.input_digests import project_root
 from ...store.jsonio import JsonError, read_bytes
 from ...text import shorten
 from ..backends import Backend
+from ..environment import WORKER_VARIABLES
 from ..processes import Tree, start
 from ..protocol import CellTask
 from .arms import ArmsWorkload, arms_spec
@@ -484,9 +485,10 @@ class CommandWorkload(ArmsWorkload):
             return f"command has more than {MAX_ARGV} arguments, one over {MAX_ARG_CHARS} characters, or a NUL"
         if not spec.metrics:
             return "a command evaluator declares its metrics (metrics: {name: {better, unit}})"
-        set_here = sorted(set(spec.env or ()) & {*KEPT_VARIABLES, *THREAD_VARIABLES})
+        # the worker a command runs in has these set whatever the caller has: never the caller's value
+        set_here = sorted(set(spec.env or ()) & {*KEPT_VARIABLES, *THREAD_VARIABLES, *WORKER_VARIABLES})
         if set_here:
-            return f"env: {set_here[0]} is set by ptreg itself (kept from the caller, or by threads)"
+            return f"env: {set_here[0]} is set by ptreg itself (kept from the caller, by threads, or for every worker)"
         try:
             names = placeholders(argv)
         except ValueError as exc:
