@@ -138,7 +138,12 @@ def _git(root: Path, *args: str) -> str | None:
 
 
 def git_state(root: Path) -> dict[str, Any]:
-    """Commit and dirty state of the repository the registry lives in (null outside git)."""
+    """Commit and dirty state of the repository the registry ``root`` lives in (null outside git).
+
+    The registry's own folder is left out of the dirty check: every run rewrites its tracked
+    attempt record, and counting that as a change of code would make every run after the first
+    at a commit a run of unknown code, so repeated runs could never form a history. A registry
+    that is the repository's top folder leaves nothing out (its files are the repository)."""
     top = _git(root, "rev-parse", "--show-toplevel")
     if top is None:
         return {"repository": None, "commit": None, "dirty": None}
@@ -146,7 +151,10 @@ def git_state(root: Path) -> dict[str, Any]:
     if commit is None:
         # a repository with no commit yet: no commit to differ from, so neither clean nor dirty
         return {"repository": top, "commit": None, "dirty": None}
-    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    prefix = _git(root, "rev-parse", "--show-prefix")  # the registry's folder, relative to the top
+    # ':/' is the whole tree and ':(exclude).' the folder git runs in (-C root), whatever its name
+    outside_registry = ["--", ":/", ":(exclude)."] if prefix else []
+    status = _git(root, "status", "--porcelain", "--untracked-files=no", *outside_registry)
     return {"repository": top, "commit": commit, "dirty": None if status is None else bool(status)}
 
 

@@ -3,7 +3,8 @@ metrics its evaluator declares.
 
 Each repeat runs the evaluator's argv (no shell) with the arm's parameters and the round's
 seed put in for ``{name}`` and ``{seed}``, in the project root, with a minimal environment
-plus ``PTREG_ARM``, ``PTREG_SEED``, ``PTREG_METRICS`` and ``PTREG_ITEMS`` (docs/workloads.md).
+plus ``PTREG_ARM``, ``PTREG_SEED``, ``PTREG_METRICS``, ``PTREG_ITEMS`` and ``PTREG_DECLARED``
+(docs/workloads.md).
 The command runs as a process tree of its own inside its worker's (``processes.py``), so that
 the timeout kills all of it, and the budget, Ctrl-C, SIGTERM and SIGHUP (which kill the
 worker's tree) too; its wall time and its tree's peak memory are measured from outside, so the
@@ -330,7 +331,7 @@ def read_items(path: Path, declared: dict[str, MetricDeclaration]) -> dict[str, 
 def environment(spec: ArmsSpec, arm: str, seed: int, metrics: Path, items: Path) -> dict[str, str]:
     """A minimal environment: nothing of the caller's but what finds programs and speaks its
     locale, the variables the evaluator names in ``env`` that are set (one not set stays
-    unset), the thread count when the evaluator fixes one, and ptreg's four variables."""
+    unset), the thread count when the evaluator fixes one, and ptreg's five variables."""
     env = {k: os.environ[k] for k in KEPT_VARIABLES if k in os.environ}
     env.update({k: os.environ[k] for k in spec.env or () if k in os.environ})
     if "PATH" in env:
@@ -340,6 +341,8 @@ def environment(spec: ArmsSpec, arm: str, seed: int, metrics: Path, items: Path)
     if spec.threads is not None:
         env.update(dict.fromkeys(THREAD_VARIABLES, str(spec.threads)))
     env.update(PTREG_ARM=arm, PTREG_SEED=str(seed), PTREG_METRICS=str(metrics), PTREG_ITEMS=str(items))
+    # the names read_metrics accepts, so that ptreg.harness refuses any other at the call
+    env["PTREG_DECLARED"] = json.dumps(sorted(spec.metrics))
     return env
 
 
