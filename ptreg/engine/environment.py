@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from .accelerators import machine_facts
 from .backends import describe, entries
 
 # Variables that change how BLAS, OpenMP or numba behave (threads, kernels, cache sizes).
@@ -66,6 +68,49 @@ def worker_variables(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The rule as it applies to a worker started from ``environ`` (default: this process)."""
     environ = dict(os.environ) if environ is None else environ
     return {name: environ.get(name) or value for name, value in WORKER_VARIABLES.items()}
+
+
+# A variable whose name says it holds a secret; its value is recorded as REDACTED alone (a
+# digest of a short password could be searched for).
+SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|PASSWD|CREDENTIAL|AUTH|PRIVATE|COOKIE|SESSION")
+REDACTED = "<redacted>"
+# A value that looks like a key whatever its name: credentials in a URL (scheme://user:pass@),
+# or a word (split at anything but letters, digits, + and =) of 20 or more characters mixing
+# upper case, lower case and digits, or of 32 or more hexadecimal digits: what API tokens,
+# cloud keys and JWTs are made of. Paths, model names and device ids split into shorter words.
+URL_CREDENTIALS = re.compile(r"://[^/@\s]+@")
+WORD = re.compile(r"[A-Za-z0-9+=]{20,}")
+HEX_KEY = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{32,}(?![0-9a-fA-F])")
+
+
+def looks_like_key(value: str) -> bool:
+    if URL_CREDENTIALS.search(value) or HEX_KEY.search(value):
+        return True
+    return any(
+        any(c.isupper() for c in word) and any(c.islower() for c in word) and any(c.isdigit() for c in word)
+        for word in WORD.findall(value)
+    )
+
+
+def recorded_value(name: str, value: str | None) -> str | None:
+    """A command's variable as a run records it: its value, None when not set, ``<redacted>``
+    when its name says it is a secret, and ``<redacted sha256:...>`` (the first 8 hex digits of
+    the value's digest, so that two runs' values can be told apart) when the value looks like a
+    key (``looks_like_key``)."""
+    if value is None:
+        return None
+    if SECRET_NAME.search(name):
+        return REDACTED
+    if looks_like_key(value):
+        return f"<redacted sha256:{hashlib.sha256(value.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}>"
+    return value
+
+
+def command_variables(names: list[str] | None, environ: dict[str, str] | None = None) -> dict[str, str | None]:
+    """The values of the variables an evaluator lets its command see (``env``), as recorded in
+    environment.json: null for one that is not set (the command is not given it)."""
+    environ = dict(os.environ) if environ is None else environ
+    return {name: recorded_value(name, environ.get(name)) for name in names or ()}
 
 
 def backend_configuration(names: list[str]) -> dict[str, str | None]:
@@ -212,6 +257,8 @@ def machine_environment() -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "variables": {name: os.environ.get(name) for name in BEHAVIOUR_VARIABLES},
         "worker_variables": worker_variables(),
+        # only where NVML sees a device: a machine without one records what it always did
+        **({"accelerators": found} if (found := machine_facts()) is not None else {}),
     }
 
 

@@ -36,6 +36,7 @@ from .processes import (
     become_subreaper,
     python_argv,
     python_environment,
+    refuse_platform,
     start,
     supervision_method,
 )
@@ -150,6 +151,9 @@ class Executor:
     die_with_parent: bool = True
     # The registry directory: like the working directory, nothing in it is on a worker's import path.
     registry: Path | None = None
+
+    def __post_init__(self) -> None:
+        refuse_platform()  # before a run collects its environment or starts anything
 
     def start(self) -> None:
         supervision_method()  # a method this machine cannot hold trees by is refused before anything runs

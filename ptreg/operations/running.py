@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..clock import utc_now
-from ..engine.environment import backend_configuration, collect
+from ..engine.environment import backend_configuration, collect, command_variables
 from ..engine.executor import Executor, TaskProgress
 from ..engine.identity import code_identity, revision_code
 from ..engine.interruption import deferred, interruptible, pending
@@ -158,6 +158,8 @@ def _measure_and_record(
         # read after the workers ran: a backend may settle its configuration on first use (numba's tile)
         # a backend taken at a revision is not the installed one: its configuration stays unknown (null)
         environment["backend_configuration"] = backend_configuration(list(frozen.spec.backends))
+    elif frozen.spec.env:  # what the command was given of the caller's environment, secrets redacted
+        environment["command_variables"] = command_variables(frozen.spec.env)
     if not isinstance(executor, Executor):  # the machines the cells ran on, beside the driver's
         environment.update(executor.provenance())
     # From here signals wait: the run is written whole and linked, then the process exits.

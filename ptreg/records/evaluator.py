@@ -30,6 +30,7 @@ from .condition import BACKEND_PATTERN
 from .configs import ConfigName
 from .problems import UNION_TAG, every_schema_error
 from .refs import ID_MAX_LENGTH, ID_PATTERN, INT_MAX
+from .variables import VariableName, variable_problem
 
 HASH_SHOWN = 12
 
@@ -51,7 +52,10 @@ ParamName = Annotated[str, StringConstraints(pattern=METRIC_PATTERN)]
 # What ptreg itself measures of every arm's repeat, without the command doing anything.
 WALL_SECONDS = "wall_seconds"
 PEAK_MEMORY = "peak_memory_mb"
-MEASURED_BY_PTREG = (WALL_SECONDS, PEAK_MEMORY)
+# Measured of an accelerator (engine/accelerators.py), on a machine where NVML sees one.
+ACCELERATOR_MEMORY = "accelerator_memory_mb"
+ACCELERATOR_UTILISATION = "accelerator_utilisation"
+MEASURED_BY_PTREG = (WALL_SECONDS, PEAK_MEMORY, ACCELERATOR_MEMORY, ACCELERATOR_UTILISATION)
 # The one config of a workload that compares arms: its cells are (arm, ALL_CONFIG).
 ALL_CONFIG = "all"
 # The parameter by which an arm names a git revision of the project: its command runs in a
@@ -289,6 +293,23 @@ PTREG_METRICS: dict[str, MetricDeclaration] = {
         margin=MEMORY_MARGIN,
     ),
 }
+# Recorded only where an accelerator was measured: a run on a machine without one has none of
+# them, so they are declared for a run only when one of its repeats has them.
+ACCELERATOR_METRICS: dict[str, MetricDeclaration] = {
+    ACCELERATOR_MEMORY: MetricDeclaration(
+        better="lower",
+        unit="MB",
+        compare="ratio",
+        description="peak accelerator memory of the repeat's process tree (NVML)",
+        margin=MEMORY_MARGIN,
+    ),
+    ACCELERATOR_UTILISATION: MetricDeclaration(
+        better="higher",
+        unit="%",
+        compare="difference",
+        description="mean busy percent of the accelerators the repeat's process tree used (NVML)",
+    ),
+}
 # A relative path; that it names no '.' or '..' and does not start at / is checked below (the
 # schema's regex language has no look-ahead).
 INPUT_PATTERN = r"^[^/\x00-\x1f\\][^\x00-\x1f\\]{0,499}$"
@@ -307,6 +328,8 @@ def path_problem(path: str, what: str = "input") -> str | None:
 # folder, and would not fit a frozen evaluator's file.
 MAX_CODE_FILES = 1000
 ProjectPath = Annotated[str, StringConstraints(pattern=INPUT_PATTERN)]
+
+
 Reason = Annotated[str, StringConstraints(min_length=1, max_length=400, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
@@ -349,6 +372,12 @@ class ArmsSpec(BaseModel):
     threads: int | None = Field(
         default=None, ge=1, le=1024, description="When given, the BLAS and OpenMP pools of the command get this many."
     )
+    env: list[VariableName] | None = Field(
+        default=None,
+        max_length=64,
+        description="Names of the caller's environment variables the command is given (their values are recorded "
+        "with the run, secret-looking ones redacted); a variable not set is not given.",
+    )
     not_frozen: dict[ProjectPath, Reason] | None = Field(
         default=None,
         max_length=64,
@@ -377,6 +406,13 @@ class ArmsSpec(BaseModel):
         taken = sorted(set(self.metrics) & set(MEASURED_BY_PTREG))
         if taken:
             raise ValueError(f"metric {taken[0]!r} is measured by ptreg itself; name yours otherwise")
+        if self.env is not None:
+            if len(set(self.env)) != len(self.env):
+                raise ValueError("env names a variable twice")
+            for name in self.env:
+                problem = variable_problem(name)
+                if problem is not None:
+                    raise ValueError(problem)
         if len(set(self.inputs)) != len(self.inputs):
             raise ValueError("inputs names an entry twice")
         if self.seeds is not None and len(set(self.seeds)) != len(self.seeds):

@@ -247,6 +247,15 @@ class MetricSample(_Strict):
     )
     wall_seconds: Positive | None = None
     peak_memory_mb: Positive | None = None
+    accelerator_memory_mb: Positive | None = Field(
+        default=None, description="Peak accelerator memory of the repeat's process tree (NVML); absent when unmeasured."
+    )
+    accelerator_memory_by: Literal["processes", "device"] | None = Field(
+        default=None, description="processes: NVML's listing of the tree's own; device: the device's used memory."
+    )
+    accelerator_utilisation: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)] | None = Field(
+        default=None, description="Mean busy percent of the devices the tree used, sampled while it ran (NVML)."
+    )
     problem: str | None = Field(
         default=None, description="Why this repeat gave no values (exit status, timeout, malformed output)."
     )

@@ -39,6 +39,7 @@ from ...store.code_digests import code_digests
 from ...store.input_digests import digest_inputs, project_root
 from ...text import shorten
 from ..backends import Backend
+from ..environment import WORKER_VARIABLES
 from ..processes import Tree, start
 from ..protocol import CellTask
 from .arms import ArmsWorkload, arms_spec
@@ -242,8 +243,10 @@ def python_path(argv: list[str]) -> tuple[str | None, str | None]:
 
 def environment(spec: ArmsSpec, arm: str, seed: int, metrics: Path, items: Path) -> dict[str, str]:
     """A minimal environment: nothing of the caller's but what finds programs and speaks its
-    locale, the thread count when the evaluator fixes one, and ptreg's five variables."""
+    locale, the variables the evaluator names in ``env`` that are set (one not set stays
+    unset), the thread count when the evaluator fixes one, and ptreg's five variables."""
     env = {k: os.environ[k] for k in KEPT_VARIABLES if k in os.environ}
+    env.update({k: os.environ[k] for k in spec.env or () if k in os.environ})
     if "PATH" in env:
         # a relative entry (or an empty one, the working directory) finds programs in the
         # project the command runs in, which no consent covers
@@ -301,6 +304,28 @@ class _Execution:
     problem: str | None = None
     values: dict[str, float] = field(default_factory=dict)
     items: dict[str, dict[str, float]] | None = None
+    accelerators: dict[str, Any] | None = None  # measured only where a GPU was there to measure
+
+
+def _accelerator_peak(measured: list[dict[str, Any] | None], walls: list[float | None]) -> dict[str, Any]:
+    """A repeat's accelerator use over its each stages: the largest memory, the utilisation
+    averaged over their time. Known only when every stage was measured: one unmeasured stage
+    could have held more."""
+    if not measured or any(m is None for m in measured):
+        return {}
+    taken = [m for m in measured if m is not None]
+    found: dict[str, Any] = {}
+    memory = [m["accelerator_memory_mb"] for m in taken if m.get("accelerator_memory_mb") is not None]
+    if len(memory) == len(taken):
+        found["accelerator_memory_mb"] = max(memory)
+        ways = {m.get("accelerator_memory_by") for m in taken}
+        found["accelerator_memory_by"] = "device" if "device" in ways else "processes"
+    use = [(m.get("accelerator_utilisation"), w) for m, w in zip(taken, walls, strict=True)]
+    if use and all(u is not None and w is not None for u, w in use):
+        total = sum(w for _, w in use if w is not None)
+        if total > 0:
+            found["accelerator_utilisation"] = sum(u * w for u, w in use if u is not None and w is not None) / total
+    return found
 
 
 class _CommandRun(CellRun):
@@ -344,12 +369,14 @@ class _CommandRun(CellRun):
                 break
         walls: list[float | None] = []
         peaks: list[float] = []
+        accelerators: list[dict[str, Any] | None] = []
         for index, stage in enumerate(s for s in self.stages if s.repeat == EACH):
             if problem is not None:
                 break
             done = self._execute(command_line(stage.argv, params, seed, arm), arm, seed, scratch / f"each-{index}")
             walls.append(done.wall)
             peaks += [done.peak] if done.peak is not None else []
+            accelerators.append(done.accelerators)
             records.append(
                 StageRecord(
                     name=stage.name,
@@ -373,6 +400,7 @@ class _CommandRun(CellRun):
             "wall_seconds": sum(w for w in walls if w is not None) if walls and None not in walls else None,
             "peak_memory_mb": max(peaks) if peaks else None,
             "stages": records if self.staged else None,
+            **_accelerator_peak(accelerators, walls),
         }
         if problem is not None:
             return MetricSample(**measured, values={}, problem=problem)
@@ -431,6 +459,7 @@ class _CommandRun(CellRun):
                 stdout=writing,
                 stderr=writing,
                 die_with_parent=True,
+                measure_accelerators=True,
             )
         except (OSError, PtregError) as exc:
             os.close(reading)
@@ -447,6 +476,8 @@ class _CommandRun(CellRun):
             survivors = tree.end()
         wall = time.monotonic() - started
         measured = _Execution(wall if wall > 0 else None, tree.peak_mb())
+        if tree.accelerators is not None:  # a GPU was there to measure: what the tree took of it
+            measured.accelerators = tree.accelerators.measured()
         if survivors:
             shown = ", ".join(str(pid) for pid in survivors[:5])
             measured.problem = f"{len(survivors)} of its processes outlived it: {shown}"
@@ -502,6 +533,10 @@ class CommandWorkload(ArmsWorkload):
             return problem
         if not spec.metrics:
             return "a command evaluator declares its metrics (metrics: {name: {better, unit}})"
+        # the worker a command runs in has these set whatever the caller has: never the caller's value
+        set_here = sorted(set(spec.env or ()) & {*KEPT_VARIABLES, *THREAD_VARIABLES, *WORKER_VARIABLES})
+        if set_here:
+            return f"env: {set_here[0]} is set by ptreg itself (kept from the caller, by threads, or for every worker)"
         stages = stages_of(spec.settings)
         staged = "stages" in spec.settings
         for stage in stages:
