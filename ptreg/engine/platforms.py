@@ -17,11 +17,9 @@ from pathlib import Path
 
 import psutil
 
+from .. import PLATFORMS
 from ..errors import UnusableInput
 from .cgroups import MB
-
-# Where trees can be held: Linux (cgroups, a subreaper, /proc) and macOS (psutil alone).
-PLATFORMS = ("linux", "darwin")
 
 
 def linux() -> bool:

@@ -126,3 +126,16 @@ def test_ptreg_run_on_windows_is_refused_before_anything_runs(
     )
     assert not marker.exists()
     assert not list((root / "runs").glob(f"{ATTEMPT}/*"))
+
+
+def test_the_program_refuses_windows_in_one_line_before_importing_what_windows_lacks(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ptreg.__main__ import program
+
+    monkeypatch.setattr(sys, "platform", "win32")
+    with pytest.raises(SystemExit) as stopped:
+        program()
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "win32" in err and "Linux and macOS" in err
