@@ -28,6 +28,19 @@ from pydantic import (
 from ..errors import UnusableInput
 from .condition import BACKEND_PATTERN
 from .configs import ConfigName
+from .metrics import ACCELERATOR_MEMORY as ACCELERATOR_MEMORY
+from .metrics import ACCELERATOR_METRICS as ACCELERATOR_METRICS
+from .metrics import ACCELERATOR_UTILISATION as ACCELERATOR_UTILISATION
+from .metrics import MEASURED_BY_PTREG as MEASURED_BY_PTREG
+from .metrics import MEMORY_MARGIN as MEMORY_MARGIN
+from .metrics import METRIC_PATTERN as METRIC_PATTERN
+from .metrics import PEAK_MEMORY as PEAK_MEMORY
+from .metrics import PTREG_METRICS as PTREG_METRICS
+from .metrics import WALL_MARGIN as WALL_MARGIN
+from .metrics import WALL_SECONDS as WALL_SECONDS
+from .metrics import MetricDeclaration as MetricDeclaration
+from .metrics import MetricName as MetricName
+from .metrics import ParamName as ParamName
 from .problems import UNION_TAG, every_schema_error
 from .refs import ID_MAX_LENGTH, ID_PATTERN, INT_MAX
 from .variables import VariableName, variable_problem
@@ -46,17 +59,6 @@ Timer = Literal["wall", "instructions"]
 WALL: Timer = "wall"
 INSTRUCTIONS: Timer = "instructions"
 # A metric or parameter name, as conditions and commands write it: ASCII, a letter first.
-METRIC_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
-MetricName = Annotated[str, StringConstraints(pattern=METRIC_PATTERN)]
-ParamName = Annotated[str, StringConstraints(pattern=METRIC_PATTERN)]
-# What ptreg itself measures of every arm's repeat, without the command doing anything.
-WALL_SECONDS = "wall_seconds"
-PEAK_MEMORY = "peak_memory_mb"
-# Measured of an accelerator (engine/accelerators.py), on a machine where NVML sees one.
-ACCELERATOR_MEMORY = "accelerator_memory_mb"
-ACCELERATOR_UTILISATION = "accelerator_utilisation"
-MEASURED_BY_PTREG = (WALL_SECONDS, PEAK_MEMORY, ACCELERATOR_MEMORY, ACCELERATOR_UTILISATION)
-# The one config of a workload that compares arms: its cells are (arm, ALL_CONFIG).
 ALL_CONFIG = "all"
 # The parameter by which an arm names a git revision of the project: its command runs in a
 # checkout of that revision (engine/revisions.py), not in the working tree.
@@ -238,78 +240,6 @@ class EvaluatorSpec(BaseModel):
         return least
 
 
-class MetricDeclaration(BaseModel):
-    """What one metric means: its unit, which way is better, and how two arms are compared."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
-
-    better: Literal["lower", "higher"]
-    unit: Annotated[str, StringConstraints(min_length=1, max_length=40, pattern=r"^[ -~]+$")]
-    compare: Literal["ratio", "difference"] = Field(
-        default="difference",
-        description="ratio for times, throughput and memory (positive, scale-free); difference, in the metric's own "
-        "unit, for scores, losses and rates. A difference unless declared: a ratio of two accuracies misleads.",
-    )
-    description: Annotated[str, StringConstraints(min_length=1, max_length=400)] | None = None
-    margin: float | None = Field(
-        default=None,
-        gt=0,
-        le=1e12,
-        allow_inf_nan=False,
-        description="The smallest effect that matters: a fraction for a ratio (0.05: 5% either way), a value in the "
-        "unit for a difference. An interval within it reads 'no practical difference'; an analysis plan's own margin "
-        "takes its place.",
-    )
-
-    @model_validator(mode="after")
-    def _margin_of_its_kind(self) -> MetricDeclaration:
-        if self.compare == "ratio" and self.margin is not None and self.margin >= 1:
-            raise ValueError(f"margin {self.margin}: a ratio's margin is a fraction below 1 (0.05 for 5%)")
-        return self
-
-    def smallest_effect(self) -> float | None:
-        """The declared margin as an analysis plan gives one: a factor above 1 for a ratio (a
-        fraction of 0.05 is 1.05x), the value itself for a difference; None when not declared."""
-        if self.margin is None:
-            return None
-        return 1 + self.margin if self.compare == "ratio" else self.margin
-
-
-# The smallest effects that matter of what ptreg measures itself (docs/comparing.md#within-one-run):
-# identical arms' wall times differ by a few percent within one run on a shared machine, and
-# their peak memory by a fraction of a percent, run after run.
-WALL_MARGIN = 0.05
-MEMORY_MARGIN = 0.01
-# The metrics ptreg records of every arm itself (os.wait4 of the command's process tree).
-PTREG_METRICS: dict[str, MetricDeclaration] = {
-    WALL_SECONDS: MetricDeclaration(
-        better="lower", unit="s", compare="ratio", description="wall time of a repeat", margin=WALL_MARGIN
-    ),
-    PEAK_MEMORY: MetricDeclaration(
-        better="lower",
-        unit="MB",
-        compare="ratio",
-        description="peak resident memory of the repeat's process tree",
-        margin=MEMORY_MARGIN,
-    ),
-}
-# Recorded only where an accelerator was measured: a run on a machine without one has none of
-# them, so they are declared for a run only when one of its repeats has them.
-ACCELERATOR_METRICS: dict[str, MetricDeclaration] = {
-    ACCELERATOR_MEMORY: MetricDeclaration(
-        better="lower",
-        unit="MB",
-        compare="ratio",
-        description="peak accelerator memory of the repeat's process tree (NVML)",
-        margin=MEMORY_MARGIN,
-    ),
-    ACCELERATOR_UTILISATION: MetricDeclaration(
-        better="higher",
-        unit="%",
-        compare="difference",
-        description="mean busy percent of the accelerators the repeat's process tree used (NVML)",
-    ),
-}
 # A relative path; that it names no '.' or '..' and does not start at / is checked below (the
 # schema's regex language has no look-ahead).
 INPUT_PATTERN = r"^[^/\x00-\x1f\\][^\x00-\x1f\\]{0,499}$"
