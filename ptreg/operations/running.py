@@ -102,14 +102,17 @@ def run_attempt(
             return _measure_and_record(root, attempt_id, frozen, budget, command, executor, run_id)
 
 
-def check_runnable(root: Path, attempt_id: str) -> None:
-    """Every refusal ``run_attempt`` would make before measuring (the registry, the gate, the
-    consent, the run lock), made now and nothing measured: what `ptreg run --detach` checks in
-    the foreground before the run goes to the background."""
+def reserve_run(root: Path, attempt_id: str) -> tuple[str, Path]:
+    """Every refusal ``run_attempt`` makes before measuring (the registry, the gate, the consent,
+    the run lock) made now, nothing measured; then, under the same hold of the run lock, the
+    run's id chosen and its in-progress folder made, so that the id is this run's. What `ptreg
+    run --detach` does in the foreground before the run goes to the background."""
     read_attempt(root, attempt_id)
     refuse_old_layout(root)
     with run_lock(root, attempt_id):
         _admitted(root, attempt_id)
+        run_id = new_run_id(root, attempt_id, utc_now())
+        return run_id, make_in_progress_folder(root, attempt_id, run_id)
 
 
 def progress_kept(
