@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..clock import utc_now
-from ..engine.processes import python_argv, python_environment
+from ..engine.processes import PYTHON_SWITCHES, python_environment
 from ..engine.ray_jobs import FINISHED, JobClient, entrypoint, job_client, job_state, submit
 from ..store.input_digests import project_root
 from ..store.jsonio import create_text_exclusive, dumps_pretty
@@ -60,10 +60,10 @@ class Detached:
 
 
 def _run_argv(root: Path, attempt_id: str, run_id: str, flags: Sequence[str], python: str) -> list[str]:
-    # isolated as a worker is: nothing imported from the working directory or the registry
-    refused = [Path.cwd(), root]
+    """``python -m ptreg run ...``, started as a worker is: nothing on its import path from the
+    working directory (-P) or the user's site (-s), and no PYTHON* variable (``python_environment``)."""
     tail = ["--registry", str(root.absolute()), "run", attempt_id, "--run-id", run_id, *flags]
-    return [*python_argv(python, PROGRAM, sys.path, refused, None), *tail]
+    return [python, *PYTHON_SWITCHES, "-m", PROGRAM, *tail]
 
 
 def detach_run(root: Path, attempt_id: str, flags: Sequence[str], python: str = sys.executable) -> Detached:

@@ -127,7 +127,7 @@ def progress_kept(
         elif event.phase == "finished":
             writer.update(phase=f"{event.task} finished", budget_left=event.budget_left, line=event.outcome)
         else:
-            writer.update(phase=f"{event.task} {event.phase}", budget_left=event.budget_left)
+            writer.update(phase=f"{event.task} {event.phase}", budget_left=event.budget_left, line=event.line)
         if progress is not None:
             progress(event)
 
