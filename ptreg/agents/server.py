@@ -43,6 +43,7 @@ from ..errors import PtregError, UnknownAttempt, UnusableInput
 from ..gate.proposal import propose as propose_through_gate
 from ..gate.proposal_input import ProposalInput
 from ..operations.conclude import Verdict, conclude
+from ..operations.detaching import list_runs as list_in_progress
 from ..operations.running import run_attempt as run_through_engine
 from ..records.ledger import STATUSES, Filter
 from ..records.refs import check_id
@@ -380,6 +381,16 @@ def build(root: Path, runs: Runs | None = None) -> Server:
     ) -> models.RunDone:
         """Measure an admitted attempt under its frozen evaluator and budget (`ptreg run`), after re-checking its gate; progress is notified while it measures. Cancelling the call, or leaving, stops the run: what finished is written as an `interrupted` run."""
         return await _run(root, attempt_id, ctx, runs)
+
+    @server.tool()
+    def list_runs() -> models.RunsInProgress:
+        """The runs in progress of the registry (`ptreg runs --json`): each one's state (running, or process gone: resumable with `ptreg run ID --resume`), round, elapsed time, budget left and last output line; a run submitted as a Ray job, its job's state."""
+
+        def work() -> models.RunsInProgress:
+            load_meta(root)
+            return models.RunsInProgress.model_validate({"runs": [r.to_json() for r in list_in_progress(root)]})
+
+        return _answer(work)
 
     @server.tool()
     def conclude_attempt(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..clock import utc_now
-from ..engine.processes import PYTHON_SWITCHES, python_environment
+from ..engine.processes import PYTHON_SWITCHES
 from ..engine.ray_jobs import FINISHED, JobClient, entrypoint, job_client, job_state, submit
 from ..store.input_digests import project_root
 from ..store.jsonio import create_text_exclusive, dumps_pretty
@@ -60,8 +60,9 @@ class Detached:
 
 
 def _run_argv(root: Path, attempt_id: str, run_id: str, flags: Sequence[str], python: str) -> list[str]:
-    """``python -m ptreg run ...``, started as a worker is: nothing on its import path from the
-    working directory (-P) or the user's site (-s), and no PYTHON* variable (``python_environment``)."""
+    """``python -m ptreg run ...`` with the switches a worker gets: nothing on its import path from
+    the working directory (-P) or the user's site (-s). Its environment is this process's, as
+    the same run in the foreground would have it."""
     tail = ["--registry", str(root.absolute()), "run", attempt_id, "--run-id", run_id, *flags]
     return [python, *PYTHON_SWITCHES, "-m", PROGRAM, *tail]
 
@@ -78,7 +79,6 @@ def detach_run(root: Path, attempt_id: str, flags: Sequence[str], python: str = 
             stdout=fd,
             stderr=fd,
             cwd=project_root(root),
-            env=python_environment(dict(os.environ)),
             start_new_session=True,  # setsid: no controlling terminal, so no SIGHUP when it closes
             close_fds=True,
         )
