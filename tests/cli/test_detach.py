@@ -17,7 +17,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-
 WAITER = """\
 import os, pathlib, time
 print("waiting for go", flush=True)
@@ -111,7 +110,11 @@ def test_a_detached_run_returns_before_it_ends_and_completes_with_its_session_go
     # the detaching ptreg as a terminal's job would be: a session of its own, no tty, under a
     # shell (the session's leader) that outlives it until the session is hung up and killed
     shell = subprocess.Popen(
-        ["sh", "-c", f'"{sys.executable}" -m ptreg run {ATTEMPT} --detach --json > detached.json; touch answered; exec sleep 60'],
+        [
+            "sh",
+            "-c",
+            f'"{sys.executable}" -m ptreg run {ATTEMPT} --detach --json > detached.json; touch answered; exec sleep 60',
+        ],
         cwd=project,
         stdin=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
