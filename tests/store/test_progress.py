@@ -112,7 +112,7 @@ def test_a_claimed_run_id_is_fresh_and_a_taken_one_is_not_chosen_again(tmp_path:
     _write(folder)  # what the detaching process wrote: this process
     assert claim_run_id(tmp_path, "a", RUN) == folder
     (folder / "samples.jsonl").write_text("")
-    with pytest.raises(PtregError, match="samples.jsonl"):
+    with pytest.raises(PtregError, match=r"samples\.jsonl"):
         claim_run_id(tmp_path, "a", RUN)
     (tmp_path / "runs" / "a" / "20260103T000000Z").mkdir()
     with pytest.raises(PtregError, match="already written"):
