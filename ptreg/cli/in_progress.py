@@ -21,12 +21,9 @@ def runs(as_json: bool = JsonFlag) -> None:
     import typer
 
     from ..operations.detaching import list_runs
-    from ..store.directory import load_meta
     from ..views.tables import plain
 
-    root = registry_dir()
-    load_meta(root)  # one line, exit 2, for a directory that is no registry
-    found = list_runs(root)
+    found = list_runs(registry_dir())
     if as_json:
         print_json([run.to_json() for run in found])
     elif not found:

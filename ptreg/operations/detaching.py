@@ -24,6 +24,7 @@ from pathlib import Path
 from ..clock import utc_now
 from ..engine.processes import PYTHON_SWITCHES
 from ..engine.ray_jobs import FINISHED, JobClient, entrypoint, job_client, job_state, submit
+from ..store.directory import load_meta
 from ..store.input_digests import project_root
 from ..store.jsonio import create_text_exclusive, dumps_pretty
 from ..store.progress import (
@@ -128,7 +129,9 @@ def submit_run(
 
 
 def list_runs(root: Path, make_client: Callable[[str | None], JobClient] = job_client) -> list[InProgress]:
-    """The runs in progress of the registry, each a Ray job's state asked of Ray (unknown when it cannot be)."""
+    """The runs in progress of the registry, each a Ray job's state asked of Ray (unknown when it
+    cannot be); refused in one line when ``root`` is no registry."""
+    load_meta(root)
     found = runs_in_progress(root)
     for run in found:
         if run.job is not None:
