@@ -308,11 +308,13 @@ def run(
     Ctrl-C, SIGTERM or SIGHUP stops the workers with everything they started, writes what finished as a run with status `interrupted` and exits 130, 143 or 129. Exit 0 when the run is complete, 1 when it failed or the budget ran out (what finished is kept), 2 on unusable input.
     """
     from ..operations.running import run_attempt
-    from ..records.refs import check_id
+    from ..records.refs import check_id, check_run_id
 
     root = registry_dir()
     if detach and run_id is not None:
         raise UnusableInput("--run-id is given by --detach to the run it starts; give one or the other")
+    if run_id is not None:
+        check_run_id(run_id)
     # a run detached as a Ray job builds its executor itself, inside the job
     make_executor = None if detach and executor == "ray" else executor_maker(executor, address)
     if fail_on_regression:

@@ -33,7 +33,7 @@ import psutil
 
 from ..clock import utc_now
 from ..errors import PtregError, UnusableInput
-from ..records.refs import RUN_ID_PATTERN
+from ..records.refs import RUN_ID_PATTERN, check_run_id
 from ..text import printable
 from .jsonio import JsonError, atomic_write_text, decode_json, dumps_pretty
 from .locks import run_in_progress
@@ -390,8 +390,7 @@ def claim_run_id(root: Path, attempt_id: str, run_id: str) -> Path:
     holds only what the detaching process left for this very process (its log, its Ray job, a
     progress.json naming this process). Anything else is refused in one line: a run id is never
     taken over from another run, finished, running or gone (`--resume` continues a gone one)."""
-    if not _RUN_ID.fullmatch(run_id):
-        raise UnusableInput(f"--run-id {printable(run_id)}: not a run id (YYYYMMDDTHHMMSSZ, with -N when taken)")
+    check_run_id(run_id)
     if os.path.lexists(root / RUNS_DIR / attempt_id / run_id):
         raise UnusableInput(f"run {run_id} of {attempt_id} is already written; a run id is never reused")
     folder = in_progress_folder(root, attempt_id, run_id)

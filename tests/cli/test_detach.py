@@ -189,7 +189,7 @@ def test_a_run_id_the_run_was_not_given_fresh_is_refused(project: Path) -> None:
     assert_one_line_error(refused, 2, "20260101T000000Z", "not to this one")
     assert json.loads((taken / "progress.json").read_text()) == forged
     bad = ptreg(project, "run", ATTEMPT, "--run-id", "../../x")
-    assert_one_line_error(bad, 2, "not a run id")
+    assert_one_line_error(bad, 2, "invalid run id")
     # and `ptreg runs` believes none of it: the pid is a live process started at another time
     (listed,) = runs_json(project)
     assert listed["state"] == "process gone" and listed["pid"] == os.getpid()
