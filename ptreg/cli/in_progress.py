@@ -31,6 +31,12 @@ def runs(as_json: bool = JsonFlag) -> None:
     else:
         say(plain([_row(run) for run in found], HEADERS, shrink=(6,), drop=(6, 5)))
         for run in found:
+            if run.state == "process gone":
+                say(
+                    f"{run.attempt} {run.run_id}: its process is gone (killed or crashed); `ptreg run {run.attempt} --resume` continues it"
+                )
+            elif run.state == "written":
+                say(f"{run.attempt} {run.run_id}: written; its in-progress folder {run.folder} outlived it")
             if run.job is not None:
                 say(f"{run.attempt} {run.run_id}: Ray job {run.job['job_id']} ({run.job.get('state', 'unknown')})")
     for run in found:
@@ -42,10 +48,6 @@ def runs(as_json: bool = JsonFlag) -> None:
 
 def _row(run: InProgress) -> list[object]:
     state = run.state
-    if state == "process gone":
-        state = f"process gone: resumable with `ptreg run {run.attempt} --resume`"
-    elif state == "written":
-        state = "written (its in-progress folder outlived it)"
     rounds = None if run.round is None else f"{run.round}/{run.total}" if run.total else str(run.round)
     return [
         run.attempt,

@@ -14,7 +14,7 @@ from helpers import complete_record, write_registry
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
 
-def test_list_runs_answers_what_ptreg_runs_json_prints(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_list_runs_answers_what_ptreg_runs_json_prints(tmp_path: Path, cli) -> None:
     from ptreg.agents.server import build
     from ptreg.store.progress import ProgressWriter, make_in_progress_folder
 

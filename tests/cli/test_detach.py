@@ -12,7 +12,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import psutil
 import pytest
@@ -39,6 +41,7 @@ SPEC = {
     "timeout_seconds": 60,
 }
 ATTEMPT = "wait-a"
+T = TypeVar("T")
 
 
 def ptreg(project: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
@@ -95,7 +98,7 @@ def runs_json(project: Path) -> list[dict[str, object]]:
     return found
 
 
-def wait_for(condition, what: str, seconds: float = 60):  # type: ignore[no-untyped-def]
+def wait_for(condition: Callable[[], T], what: str, seconds: float = 60) -> T:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         found = condition()
