@@ -125,7 +125,7 @@ def progress_kept(
         if event.phase == "round":
             writer.update(phase=event.task, round_=event.done + 1, total=event.total, budget_left=event.budget_left)
         elif event.phase == "finished":
-            writer.update(phase=f"{event.task} finished", budget_left=event.budget_left, line=event.outcome)
+            writer.update(phase=f"{event.task} finished: {event.outcome}", budget_left=event.budget_left)
         else:
             writer.update(phase=f"{event.task} {event.phase}", budget_left=event.budget_left, line=event.line)
         if progress is not None:
