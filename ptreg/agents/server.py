@@ -43,7 +43,7 @@ from ..errors import PtregError, UnknownAttempt, UnusableInput
 from ..gate.proposal import propose as propose_through_gate
 from ..gate.proposal_input import ProposalInput
 from ..operations.conclude import Verdict, conclude
-from ..operations.detaching import list_runs as list_in_progress
+from ..operations.listing_runs import list_runs as list_in_progress
 from ..operations.running import run_attempt as run_through_engine
 from ..records.ledger import STATUSES, Filter
 from ..records.refs import check_id
@@ -357,9 +357,13 @@ def build(root: Path, runs: Runs | None = None) -> Server:
     @server.tool()
     def list_runs() -> models.RunsInProgress:
         """The runs in progress of the registry (`ptreg runs --json`): each one's state (running, or process gone: resumable with `ptreg run ID --resume`), round, elapsed time, budget left and last output line; a run submitted as a Ray job, its job's state."""
-        return _answer(
-            lambda: models.RunsInProgress.model_validate({"runs": [r.to_json() for r in list_in_progress(root)]})
-        )
+
+        def work() -> models.RunsInProgress:
+            if not usable_directory(root):
+                load_meta(root)  # says in one line why this is no registry, or finishes a cut-short import
+            return models.RunsInProgress.model_validate({"runs": [r.to_json() for r in list_in_progress(root)]})
+
+        return _answer(work)
 
     @server.tool()
     def conclude_attempt(

@@ -20,10 +20,16 @@ def runs(as_json: bool = JsonFlag) -> None:
     """
     import typer
 
-    from ..operations.detaching import list_runs
+    from ..operations.listing_runs import list_runs
+    from ..store.index import usable_directory
     from ..views.tables import plain
 
-    found = list_runs(registry_dir())
+    root = registry_dir()
+    if not usable_directory(root):  # says in one line why not, or finishes a cut-short import
+        from ..store.directory import load_meta
+
+        load_meta(root)
+    found = list_runs(root)
     if as_json:
         print_json([run.to_json() for run in found])
     elif not found:

@@ -1,5 +1,4 @@
-"""A run started in the background (`ptreg run ID --detach`), and the runs in progress of a
-registry (`ptreg runs`, MCP's ``list_runs``).
+"""A run started in the background (`ptreg run ID --detach`).
 
 Every refusal a run would make before measuring (the registry, the gate, the consent, the run
 lock) is made here first, in the foreground, and the run's id is chosen and its in-progress
@@ -23,16 +22,13 @@ from pathlib import Path
 
 from ..clock import utc_now
 from ..engine.processes import PYTHON_SWITCHES
-from ..engine.ray_jobs import FINISHED, JobClient, entrypoint, job_client, job_state, submit
-from ..store.directory import load_meta
+from ..engine.ray_jobs import JobClient, entrypoint, job_client, submit
 from ..store.input_digests import project_root
 from ..store.jsonio import create_text_exclusive, dumps_pretty
 from ..store.progress import (
     LOG_FILE,
     PROGRESS_FILE,
-    InProgress,
     process_create_time,
-    runs_in_progress,
     write_job,
 )
 from .running import reserve_run
@@ -126,17 +122,3 @@ def submit_run(
         raise
     write_job(folder, job_id, address or "")
     return Detached(attempt_id, run_id, folder, None, job_id=job_id)
-
-
-def list_runs(root: Path, make_client: Callable[[str | None], JobClient] = job_client) -> list[InProgress]:
-    """The runs in progress of the registry, each a Ray job's state asked of Ray (unknown when it
-    cannot be); refused in one line when ``root`` is no registry."""
-    load_meta(root)
-    found = runs_in_progress(root)
-    for run in found:
-        if run.job is not None:
-            state = job_state(run.job["address"] or None, run.job["job_id"], make_client)
-            run.job = {**run.job, "state": state or "unknown"}
-            if run.state in ("process gone", "starting") and state is not None and state not in FINISHED:
-                run.state = "running"  # on a node whose processes this machine does not see
-    return found

@@ -14,7 +14,8 @@ import pytest
 
 from helpers import complete_record, freeze_evaluator, propose_for_run, tiny_spec, write_registry
 from ptreg.errors import PtregError
-from ptreg.operations.detaching import list_runs, submit_run
+from ptreg.operations.detaching import submit_run
+from ptreg.operations.listing_runs import list_runs
 from ptreg.store.locks import run_lock
 from ptreg.store.progress import JOB_FILE
 
