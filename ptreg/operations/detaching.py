@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -68,7 +69,11 @@ def detach_run(root: Path, attempt_id: str, flags: Sequence[str], python: str = 
     """Start the attempt's run in the background, in a session of its own, and return at once."""
     run_id, folder = reserve_run(root, attempt_id)
     log = folder / LOG_FILE
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)  # nothing was started: the id is free again
+        raise
     try:
         child = subprocess.Popen(
             _run_argv(root, attempt_id, run_id, flags, python),
@@ -79,6 +84,9 @@ def detach_run(root: Path, attempt_id: str, flags: Sequence[str], python: str = 
             start_new_session=True,  # setsid: no controlling terminal, so no SIGHUP when it closes
             close_fds=True,
         )
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     finally:
         os.close(fd)
     # who runs it, known at once: the run rewrites this from its first event (unless it already has)
@@ -118,7 +126,7 @@ def submit_run(
             make_client,
         )
     except BaseException:
-        os.rmdir(folder)  # nothing was started: the id is free again
+        shutil.rmtree(folder, ignore_errors=True)  # nothing was started: the id is free again
         raise
     write_job(folder, job_id, address or "")
     return Detached(attempt_id, run_id, folder, None, job_id=job_id)

@@ -1,4 +1,4 @@
-"""`ptreg run --detach --executor ray`: the run submitted through Ray's Job Submission API, and
+"""`ptreg run --detach` in the library: a run that cannot start frees its id; and with `--executor ray`, the run
 `ptreg runs` asking Ray after the job. Ray's client is a fake here: a Ray head with its dashboard
 (which serves the Job API) needs ray[default], which ptreg does not install (docs/running.md)."""
 
@@ -111,3 +111,11 @@ def test_the_gate_refuses_before_anything_is_submitted(registry: Path) -> None:
         done.set()
         other.join()
     assert client.jobs == {} and not list(registry.joinpath("runs").rglob(".running-*"))
+
+
+def test_a_detached_run_that_cannot_start_leaves_its_id_free(registry: Path, tmp_path: Path) -> None:
+    from ptreg.operations.detaching import detach_run
+
+    with pytest.raises(FileNotFoundError):
+        detach_run(registry, "ray-step", [], python=str(tmp_path / "no-python"))
+    assert not list(registry.joinpath("runs").rglob(".running-*"))
