@@ -1,6 +1,6 @@
-"""`ptreg run --detach` in the library: a run that cannot start frees its id; and with `--executor ray`, the run
-`ptreg runs` asking Ray after the job. Ray's client is a fake here: a Ray head with its dashboard
-(which serves the Job API) needs ray[default], which ptreg does not install (docs/running.md)."""
+"""`ptreg run --detach` in the library: a run that cannot start frees its id; with `--executor
+ray`, the run submitted through Ray's Job Submission API, and `ptreg runs` asking Ray after the
+job, against a fake of Ray's client (tests/engine/test_ray_job.py runs a real head)."""
 
 from __future__ import annotations
 
