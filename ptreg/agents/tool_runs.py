@@ -47,4 +47,5 @@ def progress_text(event: TaskProgress) -> str:
         return f"{event.task}: {event.outcome}"
     if event.phase == "round":
         return f"{event.task}: round {event.done + 1} of at most {event.total}{left}"
-    return f"{event.task}: {event.phase}{left}"
+    said = f": {event.line}" if event.line else ""  # the last line its command printed so far
+    return f"{event.task}: {event.phase}{left}{said}"

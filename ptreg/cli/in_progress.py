@@ -38,8 +38,10 @@ def runs(as_json: bool = JsonFlag) -> None:
         say(plain([_row(run) for run in found], HEADERS, shrink=(6,), drop=(6, 5)))
         for run in found:
             if run.state == "process gone":
+                log = f" (its log: {run.log})" if run.log is not None else ""
                 say(
-                    f"{run.attempt} {run.run_id}: its process is gone (killed or crashed); `ptreg run {run.attempt} --resume` continues it"
+                    f"{run.attempt} {run.run_id}: its process is gone (killed or crashed){log}; "
+                    f"`ptreg run {run.attempt} --resume` continues it"
                 )
             elif run.state == "written":
                 say(f"{run.attempt} {run.run_id}: written; its in-progress folder {run.folder} outlived it")
