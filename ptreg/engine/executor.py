@@ -74,6 +74,7 @@ class TaskProgress:
     pid: int | None = None
     outcome: str | None = None  # with phase "finished": how the task ended
     seconds: float | None = None  # with phase "finished": its wall time
+    line: str | None = None  # the last line its command printed so far, when it runs one
 
 
 @dataclass
@@ -391,7 +392,11 @@ class Executor:
         event = decode_event(line)
         if isinstance(event, Progress):
             phase = f"{worker.phase} {event.phase}".strip()
-            self._notify(TaskProgress(worker.label, phase, event.done, event.total, self.budget_left(), worker.pid))
+            self._notify(
+                TaskProgress(
+                    worker.label, phase, event.done, event.total, self.budget_left(), worker.pid, line=event.line
+                )
+            )
         else:
             keep(worker.outcome, event)
         return event

@@ -110,6 +110,9 @@ class Progress(_Message):
     phase: str
     done: int
     total: int
+    line: str | None = Field(
+        default=None, description="The last line a command printed so far, for a run's progress (shortened)."
+    )
 
 
 class Warm(_Message):

@@ -44,6 +44,7 @@ from ..store.input_digests import project_root
 from ..store.jsonio import refuse_outside
 from ..store.leftovers import orphaned_runs
 from ..store.locks import TIMEOUT_ENV, registry_lock, run_lock
+from ..store.progress import ProgressWriter, claim_run_id, finish_in_progress, make_in_progress_folder
 from ..store.runs import RESULTS_FILE, new_run_id, read_results, run_folder, runs_dir, write_run
 from ..store.vocabulary_files import refuse_old_layout
 from ..views.run_report import evidence_line
@@ -68,27 +69,69 @@ def run_attempt(
     progress: Callable[[TaskProgress], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     make_executor: Callable[..., Executor | SpreadExecutor] = Executor,
+    run_id: str | None = None,
 ) -> RunDone:
     """Measure, then write the run folder whole and link it.
 
     The attempt's run lock keeps a second run of it out for the whole measurement; the
     registry lock is held only while the folder and the link are written. ``clock`` is what
     the budget's wall clock reads; ``make_executor`` builds the executor from the budget (the
-    local one, or one that spreads the cells over a cluster).
+    local one, or one that spreads the cells over a cluster). The run's id is chosen before
+    it measures (``run_id`` when the caller chose it: `ptreg run --detach` did, and it must be
+    fresh), and its progress is kept in its in-progress folder until its run folder is written.
     """
     with interruptible():  # from the start, so that SIGTERM never kills a run without a word
         read_attempt(root, attempt_id)  # no lock file for an attempt or registry that is not there
         refuse_old_layout(root)  # before measuring, not after: the run could not be linked
         with run_lock(root, attempt_id):
             frozen, budget = _admitted(root, attempt_id)  # as it is now that no other run can start
+            if run_id is None:
+                run_id = new_run_id(root, attempt_id, utc_now())
+                folder = make_in_progress_folder(root, attempt_id, run_id)
+            else:
+                folder = claim_run_id(root, attempt_id, run_id)
+            writer = ProgressWriter(folder, attempt_id, run_id, clock=clock)
+            writer.write()
             executor = make_executor(
                 wall_clock_seconds=budget.wall_clock_seconds,
                 max_memory_mb=budget.max_memory_mb,
-                progress=progress,
+                progress=progress_kept(writer, progress),
                 clock=clock,
                 registry=root,
             )
-            return _measure_and_record(root, attempt_id, frozen, budget, command, executor)
+            return _measure_and_record(root, attempt_id, frozen, budget, command, executor, run_id)
+
+
+def reserve_run(root: Path, attempt_id: str) -> tuple[str, Path]:
+    """Every refusal ``run_attempt`` makes before measuring (the registry, the gate, the consent,
+    the run lock) made now, nothing measured; then, under the same hold of the run lock, the
+    run's id chosen and its in-progress folder made, so that the id is this run's. What `ptreg
+    run --detach` does in the foreground before the run goes to the background."""
+    read_attempt(root, attempt_id)
+    refuse_old_layout(root)
+    with run_lock(root, attempt_id):
+        _admitted(root, attempt_id)
+        run_id = new_run_id(root, attempt_id, utc_now())
+        return run_id, make_in_progress_folder(root, attempt_id, run_id)
+
+
+def progress_kept(
+    writer: ProgressWriter, progress: Callable[[TaskProgress], None] | None
+) -> Callable[[TaskProgress], None]:
+    """``progress`` that also keeps each event in the run's progress.json, whoever runs it (the
+    command line, a detached process, the MCP server)."""
+
+    def on(event: TaskProgress) -> None:
+        if event.phase == "round":
+            writer.update(phase=event.task, round_=event.done + 1, total=event.total, budget_left=event.budget_left)
+        elif event.phase == "finished":
+            writer.update(phase=f"{event.task} finished: {event.outcome}", budget_left=event.budget_left)
+        else:
+            writer.update(phase=f"{event.task} {event.phase}", budget_left=event.budget_left, line=event.line)
+        if progress is not None:
+            progress(event)
+
+    return on
 
 
 def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
@@ -132,6 +175,7 @@ def _measure_and_record(
     budget: Budget,
     command: list[str],
     executor: Executor | SpreadExecutor,
+    run_id: str,
 ) -> RunDone:
     started = utc_now()
     environment = collect(root)
@@ -175,13 +219,15 @@ def _measure_and_record(
                 frozen=frozen,
                 budget=budget,
                 attempt=attempt_id,
-                run_id=new_run_id(root, attempt_id, started),
+                run_id=run_id,
                 code=code,
                 inputs_changed=changed,
                 revisions=revisions or None,
             )
             results = new_results(frozen.spec, found, made)
-            return results, write_run(root, results, environment)
+            written = write_run(root, results, environment)
+            finish_in_progress(root, attempt_id, run_id, written)
+            return results, written
 
         with ExitStack() as held:
             try:

@@ -35,6 +35,7 @@ from ..records.run_results import APART_FILE_PATTERN, MAX_APART_FILES, SAMPLE_FI
 from ..text import json_type, shorten
 from .faults import crash_point
 from .jsonio import JsonError, dumps_pretty, fsync_directory, read_bytes, read_json, refuse_outside, stage_text
+from .names import RUNNING_PREFIX
 from .names import RUNS_DIR as RUNS_DIR
 
 RESULTS_FILE = "results.json"
@@ -54,10 +55,13 @@ def run_folder(root: Path, attempt_id: str, run_id: str) -> Path:
 
 
 def new_run_id(root: Path, attempt_id: str, started: str) -> str:
-    """``YYYYMMDDTHHMMSSZ`` of the start, with ``-2``, ``-3``... when that second is taken."""
+    """``YYYYMMDDTHHMMSSZ`` of the start, with ``-2``, ``-3``... when that second is taken (by a
+    run folder, or by the in-progress folder of a run not written yet)."""
     base = started.replace("-", "").replace(":", "")[:15] + "Z"
     candidate, n = base, 1
-    while run_folder(root, attempt_id, candidate).exists():
+    while run_folder(root, attempt_id, candidate).exists() or os.path.lexists(
+        runs_dir(root, attempt_id) / f"{RUNNING_PREFIX}{candidate}"
+    ):
         n += 1
         candidate = f"{base}-{n}"
     return candidate

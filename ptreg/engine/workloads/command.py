@@ -28,6 +28,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -41,7 +42,7 @@ from ...text import shorten
 from ..backends import Backend
 from ..environment import WORKER_VARIABLES
 from ..processes import Tree, start
-from ..protocol import CellTask
+from ..protocol import AnyEvent, CellTask, Progress
 from .arms import ArmsWorkload, arms_spec
 from .base import CellRun, Record, ReportProgress
 from .command_output import missing_metric, read_items, written_metrics
@@ -269,6 +270,8 @@ def _exit_text(status: int) -> str:
 
 
 OUTPUT_TAIL = 64 * 1024  # of a command's stdout and stderr: enough for its last words
+OUTPUT_EVERY = 1.0  # seconds between two reports of a running command's last line, at most
+OUTPUT_LINE = 200  # characters of that line
 
 
 class _Tail:
@@ -285,6 +288,11 @@ class _Tail:
             while chunk := os.read(self.fd, 65536):
                 self.kept = (self.kept + chunk)[-OUTPUT_TAIL:]
         os.close(self.fd)
+
+    def latest(self) -> str | None:
+        """The last line printed so far, shortened and on one line; None before any."""
+        lines = [line for line in self.kept[-4096:].decode("utf-8", errors="replace").splitlines() if line.strip()]
+        return lines[-1].strip()[:OUTPUT_LINE] if lines else None  # its control characters are the reader's to remove
 
     def last_line(self) -> str:
         """': ' and the last line it printed, shortened, or nothing. Waits briefly for the pipe
@@ -336,6 +344,11 @@ class _CommandRun(CellRun):
         self.stages = stages_of(spec.settings)
         self.staged = "stages" in spec.settings
         self.once = OnceRecords(self.root, spec.inputs, task.reuse_stages or [])
+
+    emit: Callable[[AnyEvent], None] | None = None
+
+    def attach(self, emit: Callable[[AnyEvent], None]) -> None:
+        self.emit = emit  # to say the command's last output line while it runs
 
     def warm_up(self, progress: ReportProgress) -> None:
         progress("ready", 1, 1)  # a command has nothing to warm: each repeat is a fresh process
@@ -469,7 +482,7 @@ class _CommandRun(CellRun):
             os.close(writing)
         output = _Tail(reading)
         try:
-            timed_out = self._wait(tree)
+            timed_out = self._wait(tree, output)
         finally:
             # whatever it left running, in its cgroup or re-parented to this worker; all of it
             # when the worker is told to end meanwhile
@@ -498,13 +511,21 @@ class _CommandRun(CellRun):
             measured.problem = str(exc)
         return measured
 
-    def _wait(self, tree: Tree) -> bool:
-        """Wait for the command, sampling its tree's memory; True when its timeout came first
+    def _wait(self, tree: Tree, output: _Tail) -> bool:
+        """Wait for the command, sampling its tree's memory and saying its last output line
+        when it changed (at most every OUTPUT_EVERY seconds); True when its timeout came first
         (the caller then ends the tree, the command with it)."""
         deadline = time.monotonic() + self.spec.timeout_seconds
+        said, when = None, time.monotonic()
         while not tree.reap():
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if now >= deadline:
                 return True
+            if self.emit is not None and now - when >= OUTPUT_EVERY:
+                latest, when = output.latest(), now
+                if latest is not None and latest != said:
+                    said = latest
+                    self.emit(Progress(phase="command", done=0, total=1, line=latest))
             tree.sample()
             time.sleep(POLL_SECONDS)
         return False
