@@ -113,7 +113,11 @@ def workloads(as_json: bool = JsonFlag) -> None:
             metrics = w.unit or "unknown"
         elif not metrics:
             metrics = "declared by each evaluator"
-        fields = ", ".join(w.spec_fields) or ("configs, backends" if w.kind == "backends" else "none")
+        # the fields a spec may leave out (the workload's own check says which it needs) read "a or b"
+        given = [f for f in w.spec_fields if f not in w.optional_fields]
+        optional = " or ".join(f for f in w.spec_fields if f in w.optional_fields)
+        fields = ", ".join([*given, *([optional] if optional else [])])
+        fields = fields or ("configs, backends" if w.kind == "backends" else "none")
         rows.append([w.name, "yes" if w.available else "no (see below)", w.kind, metrics, fields, w.description])
     headers = ["workload", "available", "compares", "metrics", "own spec fields", "description"]
     say(plain(rows, headers, shrink=(3, 4, 5), drop=(5,)))

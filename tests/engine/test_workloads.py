@@ -3,6 +3,7 @@ ratios taken over the backends that hold the roles, never over names written in 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -300,3 +301,16 @@ def test_a_run_of_backends_says_the_size_of_each_model_it_trained() -> None:
     assert line == (
         "Model: small 0.37M parameters, 1,024 tokens per step; xl 6.42M parameters, 1,024 tokens per step"
     ), line
+
+
+def test_workloads_lists_fields_a_spec_gives_one_of_as_alternatives(cli) -> None:  # type: ignore[no-untyped-def]
+    found = {w.name: w for w in describe_all()}
+    assert found["command"].optional_fields == ["command", "stages"]
+    done = cli("workloads", "--json")
+    assert (
+        done.code == 0
+        and {"command": ["command", "stages"]}.items()
+        <= {w["name"]: w["optional_fields"] for w in json.loads(done.out)}.items()
+    )
+    shown = cli("workloads")
+    assert "command or stages" in shown.out and "command, stages" not in shown.out

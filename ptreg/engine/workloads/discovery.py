@@ -50,6 +50,7 @@ class WorkloadInfo:
     unit: str | None  # of the number the evidence line quotes
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # declared by the workload itself
     spec_fields: dict[str, str] = field(default_factory=dict)  # its own fields of an evaluator spec
+    optional_fields: list[str] = field(default_factory=list)  # of those, the ones a spec may leave out
     runs_code: bool = False  # an evaluator of it runs a command it names: trusted only where frozen
     available: bool = False
     reason: str | None = None
@@ -97,6 +98,7 @@ def _metadata(target: str, factory: Any) -> dict[str, Any]:
         "unit": factory.unit,
         "metrics": {k: v.model_dump(mode="json", exclude_none=True) for k, v in metrics.items()},
         "spec_fields": dict(fields),
+        "optional_fields": sorted(optional),
         "runs_code": runs_code,
     }
 
@@ -115,6 +117,7 @@ def describe(entry: PluginEntry) -> WorkloadInfo:
             unit=meta.get("unit"),
             metrics=meta.get("metrics", {}),
             spec_fields=meta.get("spec_fields", {}),
+            optional_fields=meta.get("optional_fields", []),
             runs_code=meta.get("runs_code", False),
             available=available,
             reason=reason,
