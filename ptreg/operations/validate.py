@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import UnusableInput
 from ..gate.readmission import measured_something, readmit_all
+from ..gate.verification import verify_evaluator
 from ..records.attempt import Attempt
 from ..records.problems import Problem
 from ..records.registry import Record, Registry
@@ -24,7 +25,7 @@ from ..records.rules import check_records, problem_at
 from ..records.run_results import undecisive
 from ..store.attempts_file import load_attempts_file
 from ..store.directory import REGISTRY_FILE, Progress, load_directory
-from ..store.evaluator_files import evaluator_files, evaluators_dir, verify_file
+from ..store.evaluator_files import evaluator_files, evaluators_dir
 from ..store.leftovers import find_leftovers
 from ..store.runs import check_folder, read_results, run_folder
 from ..text import shorten
@@ -98,12 +99,28 @@ def _sources(record: Record, base: Path) -> Iterator[Problem]:
 
 
 def _evaluators(root: Path, records: list[Record]) -> Iterator[Problem]:
-    """Every frozen evaluator still verifies, and every attempt's evaluator is one of them."""
+    """Every frozen evaluator still verifies, and every attempt's evaluator is one of them. A
+    file that no longer holds what was frozen is an error of the registry; a project file it
+    froze (an input, the code its command runs) that changed since is a warning: the records
+    are as they were written, and the gate and `run` refuse the evaluator until it is put right."""
+    measured_by: dict[str, list[str]] = {}
+    for _, attempt in _valid(records):
+        if attempt.evaluator is not None:
+            measured_by.setdefault(attempt.evaluator, []).append(attempt.id)
     for path in evaluator_files(root):
-        mismatch = verify_file(path)
-        if mismatch is not None:
+        found = verify_evaluator(root, path)
+        if found.frozen is None:
+            yield Problem("evaluator-integrity", f"frozen evaluator {found.said}", None, "", str(path))
+        elif not found.verifies:
+            users = measured_by.get(found.frozen.ref, [])
+            refused = f"`ptreg gate` and `ptreg run` refuse {', '.join(users[:5])}" if users else "no attempt names it"
             yield Problem(
-                "evaluator-integrity", f"frozen evaluator no longer verifies: {mismatch}", None, "", str(path)
+                "evaluator-project-files",
+                f"frozen evaluator {found.said} (the records stand; {refused})",
+                None,
+                "",
+                str(path),
+                severity="warning",
             )
     directory = evaluators_dir(root)
     for record, attempt in _valid(records):
