@@ -99,27 +99,29 @@ def _sources(record: Record, base: Path) -> Iterator[Problem]:
 
 
 def _evaluators(root: Path, records: list[Record]) -> Iterator[Problem]:
-    """Every frozen evaluator still verifies, and every attempt's evaluator is one of them. A
-    file that no longer holds what was frozen is an error of the registry; a project file it
-    froze (an input, the code its command runs) that changed since is a warning: the records
-    are as they were written, and the gate and `run` refuse the evaluator until it is put right."""
-    measured_by: dict[str, list[str]] = {}
-    for _, attempt in _valid(records):
-        if attempt.evaluator is not None:
-            measured_by.setdefault(attempt.evaluator, []).append(attempt.id)
+    """Every frozen evaluator's file still is what was frozen, and every attempt's evaluator is
+    one of them. A file changed is an error of the registry. A project file an evaluator froze
+    (an input, the code its command runs) that changed since is a warning, on each attempt still
+    to be run under it (not tried): the records are as they were written, but `gate` and `run`
+    refuse that attempt until the file is put right. A concluded attempt's evaluator may fall
+    behind the project without anything left to refuse (`evaluator verify` still says so)."""
+    verified = {}
     for path in evaluator_files(root):
         found = verify_evaluator(root, path)
+        verified[path.name.removesuffix(".json")] = found
         if found.frozen is None:
             yield Problem("evaluator-integrity", f"frozen evaluator {found.said}", None, "", str(path))
-        elif not found.verifies:
-            users = measured_by.get(found.frozen.ref, [])
-            refused = f"`ptreg gate` and `ptreg run` refuse {', '.join(users[:5])}" if users else "no attempt names it"
-            yield Problem(
-                "evaluator-project-files",
-                f"frozen evaluator {found.said} (the records stand; {refused})",
-                None,
-                "",
-                str(path),
+    for record, attempt in _valid(records):
+        found = verified.get(attempt.evaluator or "")
+        if attempt.status == "not-tried" and found is not None and found.frozen is not None and not found.verifies:
+            yield replace(
+                problem_at(record)(
+                    "evaluator-project-files",
+                    "evaluator",
+                    f"its evaluator {attempt.evaluator} {found.said}; `ptreg gate` and `ptreg run` refuse it until "
+                    f"that is restored (or, while no run of it has measured anything, `ptreg readmit {attempt.id} "
+                    "--evaluator NEW`)",
+                ),
                 severity="warning",
             )
     directory = evaluators_dir(root)

@@ -83,10 +83,11 @@ def said_everywhere(cli, project: Path, ref: str, words: str) -> None:
     assert words in flat(verified.out)
     # validate is about records: the change is a warning, said in the same words, not silence
     validated = cli("-r", root, "validate")
-    assert validated.code == 0 and "evaluator-project-files" in validated.out
-    assert f"no longer verifies: {words}" in flat(validated.out) and "refuse scored" in flat(validated.out)
+    assert validated.code == 0 and "warning [evaluator-project-files]" in validated.out
+    assert f"its evaluator {ref} no longer verifies: {words}" in flat(validated.out)
     problems = cli("-r", root, "validate", "--json").json()["problems"]
-    assert [(p["rule"], p["severity"]) for p in problems] == [("evaluator-project-files", "warning")]
+    found = [(p["rule"], p["severity"], p["attempt_id"], p["pointer"]) for p in problems]
+    assert found == [("evaluator-project-files", "warning", "scored", "/evaluator")]
     gated = cli("-r", root, "gate", "scored")
     assert gated.code == 1 and f"{ref} no longer verifies: {words}" in flat(gated.out)
 
