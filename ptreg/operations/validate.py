@@ -105,20 +105,18 @@ def _evaluators(root: Path, records: list[Record]) -> Iterator[Problem]:
     to be run under it (not tried): the records are as they were written, but `gate` and `run`
     refuse that attempt until the file is put right. A concluded attempt's evaluator may fall
     behind the project without anything left to refuse (`evaluator verify` still says so)."""
-    verified = {}
-    for path in evaluator_files(root):
-        found = verify_evaluator(root, path)
-        verified[path.name.removesuffix(".json")] = found
+    verified = {path.name.removesuffix(".json"): verify_evaluator(root, path) for path in evaluator_files(root)}
+    for found in verified.values():
         if found.frozen is None:
-            yield Problem("evaluator-integrity", f"frozen evaluator {found.said}", None, "", str(path))
+            yield Problem("evaluator-integrity", f"frozen evaluator {found.said}", None, "", str(found.path))
     for record, attempt in _valid(records):
-        found = verified.get(attempt.evaluator or "")
-        if attempt.status == "not-tried" and found is not None and found.frozen is not None and not found.verifies:
+        stale = verified.get(attempt.evaluator or "")
+        if attempt.status == "not-tried" and stale is not None and stale.frozen is not None and not stale.verifies:
             yield replace(
                 problem_at(record)(
                     "evaluator-project-files",
                     "evaluator",
-                    f"its evaluator {attempt.evaluator} {found.said}; `ptreg gate` and `ptreg run` refuse it until "
+                    f"its evaluator {attempt.evaluator} {stale.said}; `ptreg gate` and `ptreg run` refuse it until "
                     f"that is restored (or, while no run of it has measured anything, `ptreg readmit {attempt.id} "
                     "--evaluator NEW`)",
                 ),
