@@ -241,7 +241,11 @@ def choices(name: str, registry: Registry) -> dict[str, str]:
             for term, text in terms(registry.meta, VOCABULARY_OF[name]).items()
         }
     if name == "evaluator" and registry.root is not None:
-        return {p.name[: -len(".json")]: "" for p in evaluator_files(registry.root)}
+        root = registry.root
+        return {
+            p.name[: -len(".json")]: "" if (found := verify_evaluator(root, p)).verifies else found.said
+            for p in evaluator_files(root)
+        }
     return {}
 
 
