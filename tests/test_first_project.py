@@ -194,7 +194,7 @@ def test_the_everyday_loop_of_a_first_project(tmp_path: Path) -> None:
 
     # item 3: an edited spec frozen under its old name is refused then and there, saying what to do
     (project / "edited.json").write_text(json.dumps({**SPEC, "repeats": 3}))
-    refused = ptreg("evaluator", "freeze", "edited.json", code=1)
+    refused = ptreg("evaluator", "freeze", "edited.json", code=2)
     assert f"frozen already as {ref}" in refused.stderr and '"name": "sentiment-acc-2"' in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert "already frozen" in ptreg("evaluator", "freeze", "spec.json").stdout  # the same spec: nothing new

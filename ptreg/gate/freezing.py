@@ -85,7 +85,7 @@ def freeze(root: Path, spec_path: Path) -> Frozen:
     runs = workload.runs_code or bool(spec.revisions)
     code = (workload.code(spec, root) if workload.runs_code else {}) if runs else None
     frozen = frozen_from_spec(spec, EVALUATOR_VERSION, inputs, code)
-    path, created = store_frozen(root, frozen)
+    path, created = store_frozen(root, frozen, str(spec_path))
     if runs:
         trust(frozen.sha256)
     return Frozen(frozen, path, created, _unregistered(_backend_names(raw) if workload.kind == "backends" else []))

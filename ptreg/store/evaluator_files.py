@@ -117,23 +117,25 @@ def free_name(root: Path, name: str) -> str:
     return next(f"{name}-{n}" for n in range(2, len(taken) + 3) if f"{name}-{n}" not in taken)
 
 
-def _refuse_a_second_of_the_name(root: Path, frozen: FrozenEvaluator) -> None:
+def _refuse_a_second_of_the_name(root: Path, frozen: FrozenEvaluator, source: str) -> None:
     others = same_name(root, frozen.ref)
     if others:
-        raise CheckFailed(
-            f"evaluator name {frozen.name!r} is frozen already as {', '.join(others)}, with another spec (or other "
+        raise UnusableInput(
+            f"{source}#/name: evaluator name {frozen.name!r} is frozen already as {', '.join(others)}, with another "
+            "spec (or other "
             f"inputs, code or engine version), and a name is one measure: nothing frozen. Give the spec a name of "
             f'its own ("name": "{free_name(root, frozen.name)}") and freeze it; to amend an attempt whose runs all '
             "measured nothing, then `ptreg readmit ID --evaluator NEW --reason ...`"
         )
 
 
-def store_frozen(root: Path, frozen: FrozenEvaluator) -> tuple[Path, bool]:
+def store_frozen(root: Path, frozen: FrozenEvaluator, source: str = "the spec") -> tuple[Path, bool]:
     """Write the frozen evaluator's file once: (its path, whether this call created it).
 
     An identical evaluator frozen before is left as it is; a file of the same name that no
     longer verifies is refused, since a frozen evaluator is never rewritten; and so is another
-    identity under a name already frozen (an edited spec frozen under its old name).
+    identity under a name already frozen (an edited spec frozen under its old name), naming
+    ``source``, the spec's file, and its name field.
     """
     directory = evaluators_dir(root)
     path = directory / f"{frozen.ref}.json"
@@ -143,7 +145,7 @@ def store_frozen(root: Path, frozen: FrozenEvaluator) -> tuple[Path, bool]:
         with registry_lock(root):  # its staged file must not look like a leftover to `ptreg repair`
             # under the lock: of two specs frozen at once under one name, the second sees the first
             if not path.exists():
-                _refuse_a_second_of_the_name(root, frozen)
+                _refuse_a_second_of_the_name(root, frozen, source)
             directory.mkdir(exist_ok=True)
             create_text_exclusive(path, text)
     except FileExistsError:

@@ -120,7 +120,8 @@ def test_a_changed_spec_under_a_frozen_name_is_refused_then_and_there(cli, freez
     before = snapshot(registry)
     changed = spec_dict(repeats=7)
     refused = cli("-r", registry, "evaluator", "freeze", write_spec(tmp_path / "edited.json", changed))
-    assert_one_line_error(refused, 1, "evaluator name 'kernels-xl' is frozen already as", old.stem, "nothing frozen")
+    assert_one_line_error(refused, 2, "edited.json#/name: evaluator name 'kernels-xl' is frozen already as", old.stem)
+    assert "nothing frozen" in refused.err
     assert '"name": "kernels-xl-2"' in refused.err and "ptreg readmit ID --evaluator NEW" in refused.err
     assert snapshot(registry) == before
     new = freeze({**changed, "name": "kernels-xl-2"})
