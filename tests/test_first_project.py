@@ -3,10 +3,16 @@ registry is ever edited. In a fresh folder with its own git repository: init, ad
 freeze an evaluator, propose, run (cut short by its budget), see the run await its conclusion,
 conclude, show, propose the next attempt at a terminal, build the site, export the whole
 registry as a bundle, import it elsewhere, and validate both. Wrong registry paths on the way
-point to the right one (issue 35: items 1, 4, 10 and 11)."""
+point to the right one (issue 35: items 1, 4, 10 and 11).
+
+The everyday loop that follows (issue 47, items 1 to 5): a command evaluator frozen and run
+twice, the two runs compared on one machine, a gate that does not pass on no verdict, an edited
+spec frozen again under its old name, an edited harness said to no longer verify in the same
+words by every command that asks, and the registry found from a subfolder."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -15,7 +21,7 @@ from pathlib import Path
 
 import pexpect
 
-from helpers import tiny_spec
+from helpers import tiny_spec, worked_if_for
 
 
 def test_a_first_project_from_init_to_a_restored_bundle(tmp_path: Path) -> None:
@@ -137,3 +143,130 @@ def test_a_first_project_from_init_to_a_restored_bundle(tmp_path: Path) -> None:
     ptreg("-r", str(restored), "validate", "--check-sources")
     assert json.loads(ptreg("-r", str(restored), "show", "tiled-step", "--json").stdout)["attempt"] == shown["attempt"]
     assert git("status", "--porcelain") == ""  # the lock and working files are ignored
+
+
+HARNESS = """\
+import json, os
+items = [json.loads(line) for line in open("items.jsonl")]
+with open(os.environ["PTREG_ITEMS"], "w") as out:
+    for item in items:
+        out.write(json.dumps({"item": f"q{item['id']}", "score": item["id"] % 2}) + "\\n")
+with open(os.environ["PTREG_METRICS"], "w") as out:
+    out.write(json.dumps({"score": sum(i["id"] % 2 for i in items) / len(items)}) + "\\n")
+"""
+SPEC = {
+    "name": "sentiment-acc",
+    "workload": "command",
+    "command": ["python3", "harness.py"],
+    "arms": {"baseline": {}, "candidate": {}},
+    "baseline": "baseline",
+    "inputs": ["items.jsonl"],
+    "metrics": {"score": {"better": "higher", "unit": "fraction"}},
+    "repeats": 2,
+    "seed": 0,
+    "timeout_seconds": 60,
+}
+
+
+def test_the_everyday_loop_of_a_first_project(tmp_path: Path) -> None:
+    project = tmp_path / "myproj"
+    project.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PTREG_REGISTRY", "CI")}
+    env.update(COLUMNS="120", PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+
+    def ptreg(*args: str, code: int = 0, cwd: Path = project) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "ptreg", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=600
+        )
+        assert done.returncode == code, f"ptreg {' '.join(args)}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+        assert "Traceback" not in done.stderr
+        return done
+
+    def flat(text: str) -> str:
+        return " ".join(text.split())  # a sentence wrapped to the terminal, read as one line
+
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    (project / "harness.py").write_text(HARNESS)
+    (project / "items.jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in range(40)))
+    (project / "spec.json").write_text(json.dumps(SPEC))
+    ptreg("init")
+    ref = json.loads(ptreg("evaluator", "freeze", "spec.json", "--json").stdout)["ref"]
+
+    # item 3: an edited spec frozen under its old name is refused then and there, saying what to do
+    (project / "edited.json").write_text(json.dumps({**SPEC, "repeats": 3}))
+    refused = ptreg("evaluator", "freeze", "edited.json", code=2)
+    assert f"frozen already as {ref}" in refused.stderr and '"name": "sentiment-acc-2"' in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert "already frozen" in ptreg("evaluator", "freeze", "spec.json").stdout  # the same spec: nothing new
+    assert [p.stem for p in (project / "attempts" / "evaluators").glob("*.json")] == [ref]
+
+    def propose(attempt: str, question: str, issue: str) -> None:
+        ptreg(
+            "new", "--no-input", "--id", attempt, "--name", attempt, "--family", "eval",
+            "--kind", "model-evaluation", "--objective", "command-latency", "--method", "vendor-blas",
+            "--question", question, "--evaluator", ref, "--budget-seconds", "300", "--tracking-issue", issue,
+            "--worked-if", worked_if_for(SPEC),
+        )  # fmt: skip
+
+    propose("scored", "Does the candidate score higher than the baseline?", "#1")
+    runs = [json.loads(ptreg("run", "scored", "--json").stdout)["run_id"] for _ in range(2)]
+
+    # item 1: two runs minutes apart on this machine are runs of one machine, whatever it leaves unknown
+    a, b = (f"scored/{run}" for run in runs)
+    compared = json.loads(ptreg("compare", a, b, "--json").stdout)
+    assert compared["same_machine"] and compared["machine_differences"] == []
+    assert all("unknown" in line for line in compared["machine_unknowns"])  # shown as unknown, never filled in
+    assert "the machines differ" not in ptreg("compare", a, b).stdout
+    # item 2: with two runs, the times have no history to be judged against: a gate fails on that
+    gated = ptreg("compare", a, b, "--fail-on-regression", code=1)
+    assert "given no verdict, so no regression is ruled out" in gated.stderr
+    assert ptreg("compare", a, b, "--fail-on-regression", "--json", code=1).stdout.startswith("{")
+    ptreg("compare", a, b, "--fail-on-regression", "--no-verdict=pass")
+
+    # item 5: from a subfolder, the registry above is found, as git finds .git
+    deeper = project / "sub" / "deeper"
+    deeper.mkdir(parents=True)
+    assert "scored" in ptreg("list", cwd=deeper).stdout
+    assert "ptreg init" not in ptreg("list", cwd=deeper).stderr
+    (project / "scratch").mkdir()
+    made = ptreg("init", cwd=project / "scratch")
+    assert "a registry exists above, ../attempts" in made.stderr
+
+    # item 4: the harness edited after freezing: every command that asks says so, in the same words
+    propose("scored-again", "Does the candidate still score higher on a second look?", "#2")
+    ptreg("evaluator", "verify")
+    (project / "harness.py").write_text(HARNESS + "# tuned\n")
+    words = "no longer verifies: a file its command runs changed since it was frozen: harness.py: sha256"
+    assert f"{ref} {words}" in flat(ptreg("evaluator", "list").stdout)
+    assert "1 does not verify" in ptreg("evaluator", "verify", code=1).stdout
+    assert words in flat(ptreg("evaluator", "show", ref, code=1).stdout)
+    validated = flat(ptreg("validate").stdout)
+    assert f"its evaluator {ref} {words}" in validated and "2 warnings: valid" in validated
+    assert f"{ref} {words}" in flat(ptreg("gate", "scored-again", code=1).stdout)
+    assert "harness.py: sha256" in ptreg("run", "scored-again", code=2).stderr  # nothing run
+
+    # interactive new neither offers the stale evaluator nor takes it after every other answer
+    child = pexpect.spawn(
+        sys.executable,
+        [
+            "-m", "ptreg", "new", "--id", "scored-third", "--name", "third", "--family", "eval",
+            "--kind", "model-evaluation", "--objective", "command-latency", "--method", "vendor-blas",
+            "--question", "Does a third look agree?", "--budget-seconds", "300", "--tracking-issue", "#3",
+            "--worked-if", worked_if_for(SPEC),
+        ],
+        cwd=str(deeper), env=env, encoding="utf-8", timeout=120,
+    )  # fmt: skip
+    seen = io.StringIO()
+    child.logfile_read = seen
+    while child.expect_exact(["(Enter to skip):", "evaluator: one of"]) == 0:
+        child.sendline("")
+    child.expect_exact("\nevaluator: ")  # the prompt, after the frozen evaluators are listed
+    assert f"{ref} {words}" in flat(seen.getvalue())  # the choice is listed with why it is stale
+    assert f"evaluator [{ref}]" not in seen.getvalue()  # and not offered: the prompt has no default
+    child.sendline(ref)
+    child.expect_exact("try again")
+    assert words in flat(child.before)
+    child.sendcontrol("c")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert not (project / "attempts" / "scored-third.json").exists()

@@ -23,16 +23,18 @@ import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
 from typer.main import get_current_context
 
+from ..store.names import DEFAULT_REGISTRY_NAME, nearest_registry
 from ..text import printable, printable_json
 
 if TYPE_CHECKING:
     from ..store.reader import RegistryReader
 
 REGISTRY_ENV = "PTREG_REGISTRY"
-DEFAULT_REGISTRY_DIR = "attempts"
 
 JsonFlag = typer.Option(False, "--json", help="Print JSON for scripts instead of text.")
-REGISTRY_HELP = "Registry directory (default: ./attempts)."
+REGISTRY_HELP = (
+    "Registry directory (default: ./attempts, else the nearest attempts/ above, up to the repository's root)."
+)
 
 
 @dataclass
@@ -99,11 +101,20 @@ def registry_dir() -> Path:
 
 
 def resolve_registry_dir(option: str | None) -> Path:
-    """--registry wins, then $PTREG_REGISTRY, then ./attempts."""
+    """--registry wins, then $PTREG_REGISTRY, then ./attempts or the nearest above it
+    (``store/names.py``'s walk); with none anywhere, ./attempts, whose absence is then said."""
     if option:
         return Path(option)
     env = os.environ.get(REGISTRY_ENV)
-    return Path(env) if env else Path(DEFAULT_REGISTRY_DIR)
+    return Path(env) if env else found_registry() or Path(DEFAULT_REGISTRY_NAME)
+
+
+def found_registry() -> Path | None:
+    """The registry walked up to from the working directory, relative to it (``../../attempts``)
+    so that every line naming it reads as the person would type it."""
+    cwd = Path.cwd()
+    found = nearest_registry(cwd)
+    return None if found is None else Path(os.path.relpath(found, cwd))
 
 
 def say(text: str = "", *, err: bool = False, nl: bool = True, one_line: bool = False) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 import typer
@@ -32,6 +33,13 @@ def _ratio(value: float | None, low: float | None, high: float | None) -> str:
     if value is None:
         return "unknown"
     return f"{value:.3f}x" if low is None or high is None else f"{value:.3f}x ({low:.3f}-{high:.3f})"
+
+
+class NoVerdict(StrEnum):
+    """What a comparison that leaves a cell undecided does to --fail-on-regression's exit code."""
+
+    fail = "fail"
+    passes = "pass"
 
 
 def compare(
@@ -69,19 +77,30 @@ def compare(
     fail_on_regression: bool = typer.Option(
         False,
         "--fail-on-regression",
-        help="Exit 1 when any cell of B is slower than A beyond the threshold, or any arm's metric is worse, after "
-        "Holm's adjustment across them all.",
+        help="A CI gate: exit 1 when any cell of B is slower than A beyond the threshold, or any arm's metric is "
+        "worse, after Holm's adjustment across them all; and exit 1 when any is given no verdict (too few runs of "
+        "A's code, machines that differ, an unknown value) or nothing is compared, unless --no-verdict=pass.",
+    ),
+    no_verdict: NoVerdict = typer.Option(
+        NoVerdict.fail,
+        "--no-verdict",
+        metavar="fail|pass",
+        help="With --fail-on-regression, what a cell or metric given no verdict does to the exit code: fail (the "
+        "default: a gate never passes on nothing) or pass (only a regression found fails).",
     ),
     as_json: bool = JsonFlag,
 ) -> None:
     """Is run B slower (or worse) than run A? Per cell: both medians, B against the runs of A's code with its 95% interval, and a verdict; for runs of arms, per arm and metric, in the metric's own terms.
 
-    Batches of runs are the unit: the runs of A's code (A and the earlier runs whose recorded code for the cell is A's, or the runs given with --history) are grouped into batches by their times (runs taken back to back are one batch), and each cell of B is judged against the median and robust spread of the batches' centres, with a tail calibrated for heavy-tailed run effects; with fewer than 4 batches no verdict is given, and the output says why and how many more runs would give one. The verdicts are adjusted together (Holm), so an unchanged cell is flagged in at most 5% of comparisons. Machines that differ are listed first, and then no verdict is given. Exit 1 when the runs were made under different evaluators (unless --across-evaluators), or, with --fail-on-regression, when a cell is slower.
+    Batches of runs are the unit: the runs of A's code (A and the earlier runs whose recorded code for the cell is A's, or the runs given with --history) are grouped into batches by their times (runs taken back to back are one batch), and each cell of B is judged against the median and robust spread of the batches' centres, with a tail calibrated for heavy-tailed run effects; with fewer than 4 batches no verdict is given, and the output says why and how many more runs would give one. The verdicts are adjusted together (Holm), so an unchanged cell is flagged in at most 5% of comparisons. Machines known to differ are listed first, and then no verdict is given; what is unknown of either machine (numba not installed, CPU features not reported) is listed as unknown and is no difference. Exit 1 when the runs were made under different evaluators (unless --across-evaluators), or, with --fail-on-regression, when a cell is slower or, unless --no-verdict=pass, given no verdict.
     """
+    from ..errors import UnusableInput
     from ..views.cell_verdicts import ADJUSTMENT, FAMILY_ERROR_RATE
     from ..views.comparison import compare as compare_runs
     from ..views.tables import plain
 
+    if no_verdict is not NoVerdict.fail and not fail_on_regression:
+        raise UnusableInput("--no-verdict decides the exit code of --fail-on-regression; give both or neither")
     found = compare_runs(
         registry_dir(),
         a,
@@ -104,6 +123,10 @@ def compare(
         if found.machine_differences:
             say_wrapped("the machines differ, so absolute times are not comparable and no verdict is given:")
             for line in found.machine_differences:
+                say_wrapped(f"  {line}")
+        elif found.machine_unknowns:
+            say_wrapped("machines: the same in all that is known of both; unknown on a side, so not compared:")
+            for line in found.machine_unknowns:
                 say_wrapped(f"  {line}")
         else:
             say_wrapped("machines: the same (CPU, features, cores, BLAS, NumPy, numba, Python, variables)")
@@ -150,6 +173,18 @@ def compare(
                     "each apart from the others (or --history RUN ...), would give one"
                 )
     if fail_on_regression and found.regressed:
+        raise typer.Exit(EXIT_CHECK_FAILED)
+    if fail_on_regression and not found.decided and no_verdict is NoVerdict.fail:
+        what = (
+            f"{counted(found.undecided, 'arm metric' if found.metrics else 'cell')} of B given no verdict"
+            if found.undecided
+            else "nothing compared"
+        )
+        say(
+            f"ptreg: --fail-on-regression: {what}, so no regression is ruled out; the gate fails "
+            "(--no-verdict=pass lets it pass)",
+            err=True,
+        )
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 

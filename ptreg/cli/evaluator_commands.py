@@ -48,17 +48,19 @@ def freeze(
 
 @app.command("list", cls=RegistryCommand)
 def list_evaluators(as_json: bool = JsonFlag) -> None:
-    """Every frozen evaluator, whether it still verifies, and what it measures."""
+    """Every frozen evaluator, whether it verifies (its file, its inputs, the code its command runs), and what it measures."""
+    from ..gate.verification import verify_evaluator
     from ..records.evaluator import ArmsSpec, EvaluatorSpec
     from ..store.directory import load_meta
-    from ..store.evaluator_files import check_file, evaluator_files
+    from ..store.evaluator_files import evaluator_files
     from ..views.tables import plain
 
     root = registry_dir()
     load_meta(root)
-    rows, items = [], []
+    rows, items, stale = [], [], []
     for path in evaluator_files(root):
-        frozen, mismatch = check_file(path)
+        found = verify_evaluator(root, path)
+        frozen, mismatch = found.frozen, found.problem
         spec = frozen.spec if frozen else None
         ref = path.name[: -len(".json")]
         items.append(
@@ -73,10 +75,12 @@ def list_evaluators(as_json: bool = JsonFlag) -> None:
                 "arms": spec.arm_names if isinstance(spec, ArmsSpec) else None,
             }
         )
+        if mismatch is not None:
+            stale.append(f"{ref} {found.said}")
         rows.append(
             [
                 ref,
-                "ok" if mismatch is None else "MISMATCH",
+                "yes" if mismatch is None else "NO",
                 spec.workload if spec else None,
                 ",".join(spec.config_names) if spec else None,
                 ",".join(spec.arm_names) if spec else None,
@@ -87,6 +91,8 @@ def list_evaluators(as_json: bool = JsonFlag) -> None:
         return
     if rows:
         say(plain(rows, ["evaluator", "verifies", "workload", "configs", "backends or arms"]))  # lists never cut
+    for line in stale:
+        say_wrapped(line)
     say_wrapped(f"{counted(len(rows), 'frozen evaluator')} in {root / 'evaluators'}")
 
 
@@ -95,13 +101,15 @@ def show(
     ref: str = typer.Argument(..., metavar="NAME[@HASH]", help="An evaluator reference, or a name frozen once."),
     as_json: bool = JsonFlag,
 ) -> None:
-    """One frozen evaluator: identity, verification, what it froze and the full spec."""
-    from ..gate.consent import consent_note
-    from ..store.evaluator_files import check_file, resolve
+    """One frozen evaluator: identity, whether it verifies (its file, its inputs, the code its command runs; exit 1 when not), what it froze and the full spec."""
+    from ..gate.verification import verify_evaluator
+    from ..store.evaluator_files import resolve
     from ..store.jsonio import dumps_pretty, read_json
 
-    path = resolve(registry_dir(), ref)
-    frozen, mismatch = check_file(path)
+    root = registry_dir()
+    path = resolve(root, ref)
+    found = verify_evaluator(root, path)
+    frozen, mismatch = found.frozen, found.problem
     if frozen is None:
         try:
             content = read_json(path)
@@ -114,12 +122,22 @@ def show(
             if content is not None:
                 say(printable_json(dumps_pretty(content)), nl=False)
         raise typer.Exit(EXIT_CHECK_FAILED)
-    consent = consent_note(frozen)
+    consent = found.consent
     if as_json:
-        print_json({"path": str(path), "verified": True, "problem": None, "consent": consent, "file": read_json(path)})
+        print_json(
+            {
+                "path": str(path),
+                "verified": mismatch is None,
+                "problem": mismatch,
+                "consent": consent,
+                "file": read_json(path),
+            }
+        )
+        if mismatch is not None:
+            raise typer.Exit(EXIT_CHECK_FAILED)
         return
     say(f"{frozen.ref}  ({path})")
-    say(f"sha256 {frozen.sha256}, evaluator code version {frozen.evaluator_version}: verifies")
+    say_wrapped(f"sha256 {frozen.sha256}, evaluator code version {frozen.evaluator_version}: {found.said}")
     for title, digests in (("inputs", frozen.inputs), ("code its command runs", frozen.code)):
         if digests:
             say(f"{title}, frozen by content:")
@@ -128,6 +146,8 @@ def show(
     if consent is not None:
         say_wrapped(consent)
     say(printable_json(dumps_pretty(frozen.spec.model_dump(mode="json", exclude_none=True))), nl=False)
+    if mismatch is not None:  # the project no longer holds what it froze: shown whole, and failed
+        raise typer.Exit(EXIT_CHECK_FAILED)
 
 
 @app.command(cls=RegistryCommand)

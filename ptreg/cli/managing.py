@@ -8,8 +8,9 @@ from pathlib import Path
 import typer
 
 from ..errors import EXIT_CHECK_FAILED, PtregError
+from ..store.names import DEFAULT_REGISTRY_NAME
 from ..text import counted, printable_json
-from .common import JsonFlag, print_json, progress_bar, registry_dir, say
+from .common import JsonFlag, cli_state, found_registry, print_json, progress_bar, registry_dir, say
 
 
 def init(
@@ -17,11 +18,23 @@ def init(
         None, metavar="DIR", help="Where to create it (default: the --registry directory)."
     ),
 ) -> None:
-    """Create an empty registry with the default vocabularies."""
+    """Create an empty registry with the default vocabularies.
+
+    Given no DIR, --registry or $PTREG_REGISTRY, it is ./attempts, here; a registry in a folder above (which
+    commands run here would otherwise find) is named on stderr, since this one now takes its place here."""
     from ..store.directory import init_registry
 
-    path = init_registry(directory or registry_dir())
+    state = cli_state()
+    named = directory or (Path(state.registry) if state.registry else None)
+    above = None if named is not None or Path(DEFAULT_REGISTRY_NAME).exists() else found_registry()
+    path = init_registry(named or Path(DEFAULT_REGISTRY_NAME))
     say(f"created {path}")
+    if above is not None:
+        say(
+            f"note: a registry exists above, {above}: commands run from here now use this new one, "
+            f"and `-r {above}` that one",
+            err=True,
+        )
 
 
 def validate(

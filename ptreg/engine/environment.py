@@ -287,6 +287,29 @@ def machine(environment: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def known_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str]:
+    """One line per property of two runs' machines known on both sides and different there:
+    only such a difference makes their absolute times incomparable. A property unknown on
+    either side is no difference (``unknown_facts`` names it): numba absent from both venvs,
+    or CPU features no kernel reported, say nothing against the machines being alike. A run
+    whose machine is not recorded at all (no readable environment, or cells spread over
+    several machines) is another matter: nothing says it ran on one like machine."""
+    missing = [f"machine of {side}: not recorded" for side, env in (("A", a), ("B", b)) if env is None]
+    if missing:
+        return missing
+    ma, mb = machine(a), machine(b)
+    return [f"{key}: {ma[key]} -> {mb[key]}" for key in ma if None not in (ma[key], mb[key]) and ma[key] != mb[key]]
+
+
+def unknown_facts(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str]:
+    """The properties of two recorded machines unknown on either side, each as both sides
+    read (``unknown`` where it is): shown beside a comparison, never filled in."""
+    if a is None or b is None:
+        return []
+    ma, mb = machine(a), machine(b)
+    return [f"{key}: {ma[key] or 'unknown'} -> {mb[key] or 'unknown'}" for key in ma if None in (ma[key], mb[key])]
+
+
 def measuring_environment(environment: dict[str, Any] | None) -> dict[str, Any] | None:
     """The environment of the machine a run's cells were measured on. A local run's is the
     file itself; a run spread over a cluster names its machines in ``machines``: the one

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Annotated, Any, cast
 
 from pydantic import TypeAdapter, ValidationError
@@ -29,8 +30,9 @@ from ..store.directory import record_path
 from ..store.evaluator_files import check_file, evaluator_files, resolve
 from ..views.dispositions import Disposition, decide_disposition
 from .checks import alike_question, closest, question_tokens
-from .proposal import parse_margin
+from .proposal import name_frozen_twice, parse_margin
 from .proposal_input import FieldsRefused, ProposalInput
+from .verification import verify_evaluator
 
 # The vocabulary each field's terms come from.
 VOCABULARY_OF = {"kind": "kind", "objective": "objective", "methods": "method"}
@@ -99,15 +101,25 @@ def problem(name: str, value: Any, registry: Registry, given: ProposalInput | No
         if root is None:
             return "the registry has no directory to hold frozen evaluators"
         try:
-            resolve(root, value.strip())
+            path = resolve(root, value.strip())
         except PtregError as exc:
             return str(exc)
-        return None
+        return evaluator_problem(root, path)
     if name == "tracking_issue":
         return tracking.problem(value)
     if name in ("worked_if", "regressed_if", "margins", "decide_on_runs"):
         return _plan_problem(name, value, registry, given)
     return _field_problem(name, value)
+
+
+def evaluator_problem(root: Path, path: Path) -> str | None:
+    """Why the frozen evaluator at ``path`` cannot measure a new attempt, as the gate would say
+    it after every other answer: it no longer verifies, or its name is frozen twice."""
+    ref = path.name.removesuffix(".json")
+    found = verify_evaluator(root, path)
+    if not found.verifies:
+        return f"{ref} {found.said}; restore what changed, or freeze the spec under a name of its own"
+    return name_frozen_twice(root, ref)
 
 
 def _plan_problem(name: str, value: Any, registry: Registry, given: ProposalInput | None) -> str | None:
@@ -229,7 +241,11 @@ def choices(name: str, registry: Registry) -> dict[str, str]:
             for term, text in terms(registry.meta, VOCABULARY_OF[name]).items()
         }
     if name == "evaluator" and registry.root is not None:
-        return {p.name[: -len(".json")]: "" for p in evaluator_files(registry.root)}
+        root = registry.root
+        return {
+            p.name[: -len(".json")]: "" if (found := verify_evaluator(root, p)).verifies else found.said
+            for p in evaluator_files(root)
+        }
     return {}
 
 
@@ -244,7 +260,8 @@ def default(name: str, given: ProposalInput, registry: Registry) -> Any:
             return inherited
     if name == "evaluator":
         frozen = list(choices("evaluator", registry))
-        return frozen[0] if len(frozen) == 1 else None
+        if len(frozen) == 1 and problem(name, frozen[0], registry) is None:  # a stale one is never offered
+            return frozen[0]
     return None
 
 

@@ -94,6 +94,27 @@ class EvaluatorFile:
     changed_code: str | None = None  # a project file its command runs that no longer matches its digest
     consent: str | None = None  # what consent to it covers; None: it runs no command
 
+    @property
+    def problem(self) -> str | None:
+        """Why it does not verify, in the words every command uses; None: it verifies."""
+        if self.frozen is None:
+            return self.mismatch or f"{self.path.name} is missing: not frozen in this registry"
+        if self.changed_inputs is not None:
+            return self.changed_inputs
+        if self.changed_code is not None:
+            return f"a file its command runs changed since it was frozen: {self.changed_code}"
+        return None
+
+    @property
+    def verifies(self) -> bool:
+        return self.problem is None
+
+    @property
+    def said(self) -> str:
+        """'verifies', or 'no longer verifies: WHY'."""
+        problem = self.problem
+        return "verifies" if problem is None else f"no longer verifies: {problem}"
+
 
 @dataclass(frozen=True)
 class GateInputs:
@@ -252,7 +273,7 @@ def frozen_evaluator(proposal: Attempt, file: EvaluatorFile | None) -> tuple[Che
         return CheckResult(
             name,
             FAILED,
-            f"{path} no longer verifies: {mismatch}",
+            f"{path} {file.said}",
             "a frozen evaluator is never edited: restore the file from version control, or freeze the changed spec "
             "as a new evaluator and propose again with it",
         ), None
@@ -261,7 +282,8 @@ def frozen_evaluator(proposal: Attempt, file: EvaluatorFile | None) -> tuple[Che
             name,
             FAILED,
             f"{proposal.evaluator} was frozen for evaluator code version {frozen.evaluator_version}; this ptreg interprets version {EVALUATOR_VERSION}",
-            "freeze the spec again under this version (`ptreg evaluator freeze SPEC.json`) and propose with the new reference",
+            "freeze the spec again under this version, under a name of its own (`ptreg evaluator freeze SPEC.json`), "
+            "and propose with the new reference",
         ), None
     spec = frozen.spec
     problem = spec_problem(spec)
@@ -269,21 +291,21 @@ def frozen_evaluator(proposal: Attempt, file: EvaluatorFile | None) -> tuple[Che
         return CheckResult(
             name, FAILED, f"{proposal.evaluator} cannot be measured here: {problem}", "see `ptreg workloads`"
         ), None
-    changed = file.changed_inputs
-    if changed is not None:
+    if file.changed_inputs is not None:
         return CheckResult(
             name,
             FAILED,
-            f"{proposal.evaluator} no longer verifies: {changed}",
-            "restore the input from version control, or freeze the evaluator again over the new inputs and propose "
-            "with it",
+            f"{proposal.evaluator} {file.said}",
+            "restore the input from version control, or freeze the evaluator over the new inputs under a name of "
+            "its own and propose with it",
         ), None
-    if file.changed_code is not None:
+    if file.changed_code is not None:  # not what was frozen, nor what was consented to
         return CheckResult(
             name,
             FAILED,
-            f"{proposal.evaluator} runs code that is not what was frozen (and consented to): {file.changed_code}",
-            "restore the file (or remove the one added), or freeze the evaluator again over it and propose with it",
+            f"{proposal.evaluator} {file.said}",
+            "restore the file (or remove the one added), or freeze the evaluator over it under a name of its own "
+            "(consent anew) and propose with it",
         ), None
     note = f"; {file.consent}" if file.consent else ""
     return CheckResult(

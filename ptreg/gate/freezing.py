@@ -14,14 +14,14 @@ from ..engine.workloads.discovery import require_measurable
 from ..errors import CheckFailed, PtregError, UnusableInput
 from ..records.evaluator import BACKEND_PATTERN, ArmsSpec, FrozenEvaluator, backend_at, frozen_from_spec, parse_spec
 from ..store.directory import load_directory, load_meta
-from ..store.evaluator_files import check_file, resolve, store_frozen
+from ..store.evaluator_files import resolve, store_frozen
 from ..store.input_digests import digest_inputs, project_root
 from ..store.jsonio import fsync_directory, read_json
 from ..store.locks import registry_lock
 from ..store.runs import RESULTS_FILE, RUNS_DIR, read_results
 from ..store.trust import trust
 from ..store.vocabulary_files import refuse_old_layout
-from .consent import frozen_files_change
+from .verification import verify_evaluator
 
 
 @dataclass
@@ -85,7 +85,7 @@ def freeze(root: Path, spec_path: Path) -> Frozen:
     runs = workload.runs_code or bool(spec.revisions)
     code = (workload.code(spec, root) if workload.runs_code else {}) if runs else None
     frozen = frozen_from_spec(spec, EVALUATOR_VERSION, inputs, code)
-    path, created = store_frozen(root, frozen)
+    path, created = store_frozen(root, frozen, str(spec_path))
     if runs:
         trust(frozen.sha256)
     return Frozen(frozen, path, created, _unregistered(_backend_names(raw) if workload.kind == "backends" else []))
@@ -129,13 +129,7 @@ def verify(root: Path, paths: list[Path]) -> Verified:
     """Each frozen evaluator at ``paths`` checked against its identity and against the project's
     files it froze (inputs, and the code a command runs), and the runs measured by them that
     recorded inputs changed under them."""
-    checked: list[tuple[Path, str | None]] = []
-    for path in paths:
-        frozen, mismatch = check_file(path)
-        if frozen is not None:
-            changed = frozen_files_change(frozen, root)
-            mismatch = None if changed is None else f"the project no longer holds what was frozen: {changed}"
-        checked.append((path, mismatch))
+    checked = [(path, verify_evaluator(root, path).problem) for path in paths]
     refs = {p.name.removesuffix(".json") for p in paths}
     found = []
     runs = root / RUNS_DIR

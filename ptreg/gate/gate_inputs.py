@@ -23,13 +23,12 @@ from typing import TYPE_CHECKING
 from ..records.attempt import Attempt
 from ..records.graph import ancestry
 from ..records.ledger import Link, Shaped, Summary
-from ..store.evaluator_files import check_file, evaluators_dir
+from ..store.evaluator_files import evaluators_dir
 from ..store.full_read import read_summarized
-from ..store.input_digests import changed_inputs, project_root
 from ..views.dispositions import Disposition, decide_disposition
 from ..views.streaks import Tip, ranked_tips, streak_chains, trailing_count
 from .checks import EvaluatorFile, GateInputs
-from .consent import code_change, consent_note
+from .verification import verify_evaluator
 
 if TYPE_CHECKING:
     from ..store.reader import RegistryReader
@@ -61,21 +60,11 @@ def read_gate_inputs(
 
 
 def evaluator_file(proposal: Attempt, root: Path) -> EvaluatorFile | None:
-    """The proposal's frozen evaluator file, read and verified against its identity and inputs,
-    and, for one that runs code, the project's files its command runs."""
+    """The proposal's frozen evaluator file, verified as every command verifies one
+    (``verification.py``)."""
     if proposal.evaluator is None:
         return None
-    path = evaluators_dir(root) / f"{proposal.evaluator}.json"
-    if not path.exists():
-        return EvaluatorFile(path, None)
-    frozen, mismatch = check_file(path)
-    if frozen is None:
-        return EvaluatorFile(path, None, mismatch)
-    changed = changed_inputs(project_root(root), frozen.inputs) if frozen.inputs else None
-    note = consent_note(frozen)  # None: it runs no command (or its workload is not here: the check says so)
-    if note is None:
-        return EvaluatorFile(path, frozen, mismatch, changed)
-    return EvaluatorFile(path, frozen, mismatch, changed, code_change(frozen, root), note)
+    return verify_evaluator(root, evaluators_dir(root) / f"{proposal.evaluator}.json")
 
 
 def decided_disposition(proposal: Attempt, others: Sequence[Summary], root: Path) -> Disposition | None:

@@ -31,7 +31,7 @@ from ..records.problems import flag_message
 from ..records.refs import check_id
 from ..records.vocabulary import unknown_terms
 from ..store.directory import Progress, load_meta, record_path
-from ..store.evaluator_files import resolve
+from ..store.evaluator_files import free_name, resolve, same_name
 from ..store.index import open_index
 from ..store.jsonio import create_text_exclusive, dumps_pretty
 from ..store.locks import registry_lock
@@ -194,6 +194,20 @@ def build_attempt(proposal: ProposalInput, root: Path) -> tuple[Attempt, str | N
     return attempt, budget_error, tracking_error
 
 
+def name_frozen_twice(root: Path, ref: str) -> str | None:
+    """Why a new attempt may not be measured by ``ref``: its name is frozen under another identity
+    too (a registry merged from two clones), so the name no longer says which measure it is."""
+    others = same_name(root, ref)
+    if not others:
+        return None
+    name = ref.split("@", 1)[0]
+    return (
+        f"evaluator {name} is frozen twice with different specs ({', '.join([ref, *others])}), so its name no "
+        f'longer names one measure: freeze the spec under a name of its own ("name": "{free_name(root, name)}") '
+        "and propose with that"
+    )
+
+
 def propose(
     root: Path,
     proposal: ProposalInput,
@@ -227,6 +241,9 @@ def _propose(
             raise CheckFailed(f"attempt {proposal.id!r} already exists in {root}; choose another --id")
         _check_vocabulary(proposal, meta, str(root))
         attempt, budget_error, tracking_error = build_attempt(proposal, root)
+        twice = None if attempt.evaluator is None else name_frozen_twice(root, attempt.evaluator)
+        if twice is not None:
+            raise CheckFailed(twice)
         inputs = read_gate_inputs(index, attempt, root, budget_error=budget_error, tracking_error=tracking_error)
         report = check_gate(attempt, inputs)
         others = index.summaries()  # every attempt: the precedents are ranked among them all

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import UnusableInput
 from ..gate.readmission import measured_something, readmit_all
+from ..gate.verification import verify_evaluator
 from ..records.attempt import Attempt
 from ..records.problems import Problem
 from ..records.registry import Record, Registry
@@ -24,7 +25,7 @@ from ..records.rules import check_records, problem_at
 from ..records.run_results import undecisive
 from ..store.attempts_file import load_attempts_file
 from ..store.directory import REGISTRY_FILE, Progress, load_directory
-from ..store.evaluator_files import evaluator_files, evaluators_dir, verify_file
+from ..store.evaluator_files import evaluator_files, evaluators_dir
 from ..store.leftovers import find_leftovers
 from ..store.runs import check_folder, read_results, run_folder
 from ..text import shorten
@@ -98,12 +99,28 @@ def _sources(record: Record, base: Path) -> Iterator[Problem]:
 
 
 def _evaluators(root: Path, records: list[Record]) -> Iterator[Problem]:
-    """Every frozen evaluator still verifies, and every attempt's evaluator is one of them."""
-    for path in evaluator_files(root):
-        mismatch = verify_file(path)
-        if mismatch is not None:
-            yield Problem(
-                "evaluator-integrity", f"frozen evaluator no longer verifies: {mismatch}", None, "", str(path)
+    """Every frozen evaluator's file still is what was frozen, and every attempt's evaluator is
+    one of them. A file changed is an error of the registry. A project file an evaluator froze
+    (an input, the code its command runs) that changed since is a warning, on each attempt still
+    to be run under it (not tried): the records are as they were written, but `gate` and `run`
+    refuse that attempt until the file is put right. A concluded attempt's evaluator may fall
+    behind the project without anything left to refuse (`evaluator verify` still says so)."""
+    verified = {path.name.removesuffix(".json"): verify_evaluator(root, path) for path in evaluator_files(root)}
+    for found in verified.values():
+        if found.frozen is None:
+            yield Problem("evaluator-integrity", f"frozen evaluator {found.said}", None, "", str(found.path))
+    for record, attempt in _valid(records):
+        stale = verified.get(attempt.evaluator or "")
+        if attempt.status == "not-tried" and stale is not None and stale.frozen is not None and not stale.verifies:
+            yield replace(
+                problem_at(record)(
+                    "evaluator-project-files",
+                    "evaluator",
+                    f"its evaluator {attempt.evaluator} {stale.said}; `ptreg gate` and `ptreg run` refuse it until "
+                    f"that is restored (or, while no run of it has measured anything, `ptreg readmit {attempt.id} "
+                    "--evaluator NEW`)",
+                ),
+                severity="warning",
             )
     directory = evaluators_dir(root)
     for record, attempt in _valid(records):

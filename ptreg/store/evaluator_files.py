@@ -96,11 +96,46 @@ def _known_hint(root: Path) -> str:
     return f" (frozen: {shown})"
 
 
-def store_frozen(root: Path, frozen: FrozenEvaluator) -> tuple[Path, bool]:
+def frozen_names(root: Path) -> dict[str, list[str]]:
+    """Every frozen evaluator's name, with the references frozen under it (more than one: a
+    registry merged from two clones, or frozen before a name held one identity)."""
+    named: dict[str, list[str]] = {}
+    for file in evaluator_files(root):
+        ref = file.name.removesuffix(".json")
+        named.setdefault(ref.split("@", 1)[0], []).append(ref)
+    return named
+
+
+def same_name(root: Path, ref: str) -> list[str]:
+    """The other frozen evaluators of ``ref``'s name: a name is one measure, and these are others."""
+    return [other for other in frozen_names(root).get(ref.split("@", 1)[0], []) if other != ref]
+
+
+def free_name(root: Path, name: str) -> str:
+    """A name no evaluator holds, after ``name``: NAME-2, NAME-3, ..."""
+    taken = frozen_names(root)
+    return next(f"{name}-{n}" for n in range(2, len(taken) + 3) if f"{name}-{n}" not in taken)
+
+
+def _refuse_a_second_of_the_name(root: Path, frozen: FrozenEvaluator, source: str) -> None:
+    others = same_name(root, frozen.ref)
+    if others:
+        raise UnusableInput(
+            f"{source}#/name: evaluator name {frozen.name!r} is frozen already as {', '.join(others)}, with another "
+            "spec (or other "
+            f"inputs, code or engine version), and a name is one measure: nothing frozen. Give the spec a name of "
+            f'its own ("name": "{free_name(root, frozen.name)}") and freeze it; to amend an attempt whose runs all '
+            "measured nothing, then `ptreg readmit ID --evaluator NEW --reason ...`"
+        )
+
+
+def store_frozen(root: Path, frozen: FrozenEvaluator, source: str = "the spec") -> tuple[Path, bool]:
     """Write the frozen evaluator's file once: (its path, whether this call created it).
 
     An identical evaluator frozen before is left as it is; a file of the same name that no
-    longer verifies is refused, since a frozen evaluator is never rewritten.
+    longer verifies is refused, since a frozen evaluator is never rewritten; and so is another
+    identity under a name already frozen (an edited spec frozen under its old name), naming
+    ``source``, the spec's file, and its name field.
     """
     directory = evaluators_dir(root)
     path = directory / f"{frozen.ref}.json"
@@ -108,6 +143,9 @@ def store_frozen(root: Path, frozen: FrozenEvaluator) -> tuple[Path, bool]:
     text = dumps_pretty(frozen.model_dump(mode="json", exclude_none=True))
     try:
         with registry_lock(root):  # its staged file must not look like a leftover to `ptreg repair`
+            # under the lock: of two specs frozen at once under one name, the second sees the first
+            if not path.exists():
+                _refuse_a_second_of_the_name(root, frozen, source)
             directory.mkdir(exist_ok=True)
             create_text_exclusive(path, text)
     except FileExistsError:

@@ -34,3 +34,32 @@ def has_runs(root: Path, attempt_id: str) -> bool:
             return any(e.is_dir(follow_symlinks=False) and not e.name.startswith(".") for e in entries)
     except OSError:
         return False
+
+
+# The registry a command means when it is given none: this folder's, or the nearest above.
+DEFAULT_REGISTRY_NAME = "attempts"
+
+
+def nearest_registry(start: Path) -> Path | None:
+    """The registry a command run in ``start`` means when none is named: ``attempts/`` in
+    ``start``, else in the nearest folder above that holds one, as git finds ``.git``. The walk
+    stops at the repository's root (the folder holding ``.git``) or the filesystem's: a registry
+    above the repository is another project's. Above ``start``, only a real folder holding a
+    real ``registry.json`` counts, neither reached through a symlink. ``None``: there is none."""
+    here = start / DEFAULT_REGISTRY_NAME
+    if os.path.lexists(here):
+        return here  # whatever it is, the one here is meant: reading it says what is wrong with it
+    folder = start
+    while not os.path.lexists(folder / ".git") and folder.parent != folder:
+        folder = folder.parent
+        if _real_registry(folder / DEFAULT_REGISTRY_NAME):
+            return folder / DEFAULT_REGISTRY_NAME
+    return None
+
+
+def _real_registry(candidate: Path) -> bool:
+    meta = candidate / REGISTRY_FILE
+    try:
+        return candidate.is_dir() and not candidate.is_symlink() and meta.is_file() and not meta.is_symlink()
+    except OSError:  # a folder above that cannot be read holds no registry for this walk
+        return False

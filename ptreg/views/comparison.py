@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engine.environment import machine, measuring_environment
+from ..engine.environment import known_differences, machine, measuring_environment, unknown_facts
 from ..engine.stats import BATCH_GAP_SECONDS, RUNS_METHOD, center_interval
 from ..engine.workloads import workload_named
 from ..engine.workloads.base import BackendsWorkload, repeat_unit
@@ -49,6 +49,9 @@ from .cell_verdicts import ADJUSTMENT, FAMILY_ERROR_RATE, CellShift, HistoryRun,
 # (engine/stats.py COUNT_DRIFT), so a 1% change is what counts resolve.
 TIMES_THRESHOLD = 0.05
 COUNTS_THRESHOLD = 0.01
+# The verdicts that say whether B moved; every other ("no verdict: ...", "not comparable: ...",
+# "unknown: ...") leaves the question open.
+DECIDED = frozenset({"slower", "faster", "worse", "better", "no difference resolved"})
 # What must agree for a cell to be compared across two evaluators.
 STEP_PLAN = ("workload", "threads", "warmup_steps", "timed_steps")
 
@@ -118,13 +121,8 @@ def _known_attempt(root: Path, attempt_id: str) -> None:
 
 
 def machine_differences(a: FoundRun, b: FoundRun) -> list[str]:
-    """One line per property of the machines that differs or is unknown on either side."""
-    ma, mb = machine(a.environment), machine(b.environment)
-    return [
-        f"{key}: {ma[key] or 'unknown'} -> {mb[key] or 'unknown'}"
-        for key in ma
-        if ma[key] != mb[key] or ma[key] is None
-    ]
+    """One line per property of the machines known on both sides to differ (``engine/environment.py``)."""
+    return known_differences(a.environment, b.environment)
 
 
 def spec_differences(a: RunResults, b: RunResults) -> list[str]:
@@ -166,6 +164,7 @@ class Comparison:
     spec_differences: list[str]
     machine_differences: list[str]
     method: str
+    machine_unknowns: list[str] = field(default_factory=list)  # unknown on a side: shown, not a difference
     relative_to: str | None = None  # each cell's time as a ratio to this backend's, round by round
     unit: str = "seconds"  # of the cells' values: seconds, or instructions under the instructions timer
     named_history: bool = False  # the history was named with --history, not found by code identity
@@ -188,6 +187,18 @@ class Comparison:
     def without_verdict(self) -> int:
         return sum(c.runs_needed > 0 for c in self.cells)
 
+    @property
+    def undecided(self) -> int:
+        """Cells and arms' metrics given no verdict, whatever the reason (too short a history,
+        machines known to differ, an unknown value): none of them rules a regression out."""
+        return sum(c.verdict not in DECIDED for c in self.cells) + sum(m.verdict not in DECIDED for m in self.metrics)
+
+    @property
+    def decided(self) -> bool:
+        """Whether the comparison says, for everything it compared, whether B moved: something
+        compared, and each of it given a verdict. What a gate may pass on."""
+        return bool(self.cells or self.metrics) and not self.undecided
+
     def to_json(self) -> dict[str, Any]:
         return {
             "a": self.a.label,
@@ -198,6 +209,7 @@ class Comparison:
             "spec_differences": self.spec_differences,
             "same_machine": self.same_machine,
             "machine_differences": self.machine_differences,
+            "machine_unknowns": self.machine_unknowns,
             "threshold": self.threshold,
             "adjustment": ADJUSTMENT,
             "family_error_rate": FAMILY_ERROR_RATE,
@@ -210,6 +222,8 @@ class Comparison:
             "worse": self.moved("worse"),
             "better": self.moved("better"),
             "without_verdict": self.without_verdict,
+            "undecided": self.undecided,
+            "decided": self.decided,
             "cells": [c.to_json() for c in self.cells],
             "metrics": [m.to_json() for m in self.metrics],
         }
@@ -235,8 +249,7 @@ def _comparable(run: FoundRun, like: FoundRun) -> bool:
     return (
         run.results.status == "complete"
         and run.results.evaluator_sha256 == like.results.evaluator_sha256
-        and machine(run.environment) == machine(like.environment)
-        and None not in machine(run.environment).values()
+        and not known_differences(run.environment, like.environment)
     )
 
 
@@ -327,7 +340,8 @@ def compare(
         differing,
         machine_differences(a, b) + counting,
         COUNTS_METHOD if counted else METHOD,
-        relative_to,
+        machine_unknowns=unknown_facts(a.environment, b.environment),
+        relative_to=relative_to,
         unit=repeat_unit(a.results.spec),
         named_history=named is not None,
     )
@@ -396,7 +410,16 @@ def _compare_arms(
         "with batches of runs as the unit, B's centre against the batches of runs of A's code for that arm, as "
         "backends' times are; every (arm, metric) adjusted together (Holm)"
     )
-    comparison = Comparison(a, b, threshold, not same_evaluator, differing, machines, term)
+    comparison = Comparison(
+        a,
+        b,
+        threshold,
+        not same_evaluator,
+        differing,
+        machines,
+        term,
+        machine_unknowns=unknown_facts(a.environment, b.environment),
+    )
     earlier = [r.results for r in history(root, a, leave_out=b) if r.folder != a.folder]
     comparison.metrics = metric_shifts(
         a.results, b.results, earlier=earlier, threshold=threshold, same_machine=not machines

@@ -292,7 +292,10 @@ def admitted_record(attempt_id: str, at: str, **changes: Any) -> dict[str, Any]:
 
 def test_one_evaluator_name_frozen_with_two_specs_is_found_by_gate_and_validate(cli, tmp_path: Path) -> None:
     root = write_registry(tmp_path / "reg", [])
-    first_ref, second_ref = freeze_evaluator(root), freeze_evaluator(root, repeats=7)
+    first_ref = freeze_evaluator(root)
+    clone = write_registry(tmp_path / "clone", [])  # a name is one identity in a registry: another clone's, merged
+    second_ref = freeze_evaluator(clone, repeats=7)
+    shutil.copy(clone / "evaluators" / f"{second_ref}.json", root / "evaluators")
     assert first_ref.split("@")[0] == second_ref.split("@")[0] and first_ref != second_ref
     for record in (
         admitted_record("first", "2026-12-04T10:00:00Z", evaluator=first_ref),

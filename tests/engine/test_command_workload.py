@@ -133,6 +133,11 @@ def test_the_acceptance_spec_freezes_runs_shows_and_concludes(tmp_path: Path) ->
     propose(project, "toy-level-again", "toy-eval", 9)
     assert ptreg(project, "run", "toy-level-again").returncode == 0
     compared = ptreg(project, "compare", "toy-level", "toy-level-again", "--json", "--fail-on-regression")
+    # the times have no history of A's code yet, so no verdict: a gate does not pass on that
+    assert compared.returncode == 1 and "of B given no verdict" in compared.stderr, compared.stderr
+    compared = ptreg(
+        project, "compare", "toy-level", "toy-level-again", "--json", "--fail-on-regression", "--no-verdict=pass"
+    )
     assert compared.returncode == 0, compared.stdout + compared.stderr
     score = next(
         m for m in json.loads(compared.stdout)["metrics"] if m["arm"] == "candidate" and m["metric"] == "score"

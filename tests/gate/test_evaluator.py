@@ -52,9 +52,13 @@ def freeze(cli, registry: Path, tmp_path: Path) -> Callable[..., Path]:
     """Freeze a spec (a dict, or raw text) through the CLI; return the frozen file's path."""
     counter = iter(range(1_000))
 
-    def run(content: Any = None) -> Path:
-        spec_path = write_spec(tmp_path / f"spec-{next(counter)}.json", spec_dict() if content is None else content)
-        result = cli("-r", registry, "evaluator", "freeze", spec_path, "--json")
+    def run(content: Any = None, *, elsewhere: bool = False) -> Path:
+        """``elsewhere``: into a registry of its own, as another clone would (a name is one identity
+        in a registry, so a changed spec under the same name is frozen there)."""
+        n = next(counter)
+        spec_path = write_spec(tmp_path / f"spec-{n}.json", spec_dict() if content is None else content)
+        into = write_registry(tmp_path / f"clone-{n}", []) if elsewhere else registry
+        result = cli("-r", into, "evaluator", "freeze", spec_path, "--json")
         assert result.code == 0, result.err
         return Path(result.json()["path"])
 
@@ -108,15 +112,23 @@ def test_freezing_the_identical_spec_again_changes_nothing(cli, registry: Path, 
     assert snapshot(registry) == before
 
 
-def test_a_changed_spec_is_a_new_file_and_the_old_one_is_untouched(freeze, registry: Path) -> None:
+def test_a_changed_spec_under_a_frozen_name_is_refused_then_and_there(cli, freeze, registry: Path, tmp_path) -> None:
+    """An edited spec frozen under its old name would be a second measure of one name, which
+    `new` would admit and `validate` and `run` refuse later: refused at freezing, saying why
+    and what to do; under a name of its own it is a new file, and the old one is untouched."""
     old = freeze(spec_dict())
-    old_bytes = old.read_bytes()
+    before = snapshot(registry)
     changed = spec_dict(repeats=7)
-    new = freeze(changed)
-    assert new != old
-    assert new.name == f"kernels-xl@{expected_sha(changed)[:12]}.json"
-    assert old.read_bytes() == old_bytes
+    refused = cli("-r", registry, "evaluator", "freeze", write_spec(tmp_path / "edited.json", changed))
+    assert_one_line_error(refused, 2, "edited.json#/name: evaluator name 'kernels-xl' is frozen already as", old.stem)
+    assert "nothing frozen" in refused.err
+    assert '"name": "kernels-xl-2"' in refused.err and "ptreg readmit ID --evaluator NEW" in refused.err
+    assert snapshot(registry) == before
+    new = freeze({**changed, "name": "kernels-xl-2"})
+    assert new.name == f"kernels-xl-2@{expected_sha({**changed, 'name': 'kernels-xl-2'})[:12]}.json"
+    assert old.read_bytes() == before[str(old.relative_to(registry))]
     assert frozen_files(registry) == sorted([old, new])
+    assert freeze(spec_dict()) == old  # the same spec again is no second identity: nothing changes
 
 
 def test_evaluator_version_is_part_of_the_identity() -> None:
@@ -148,7 +160,7 @@ def test_float_spelling_does_not_change_the_identity(freeze, registry: Path) -> 
 
 
 def test_a_different_value_changes_the_identity(freeze) -> None:
-    assert freeze(spec_dict()) != freeze(spec_dict(tolerance={"rtol": 2e-5, "atol": 1e-6}))
+    assert freeze(spec_dict()).name != freeze(spec_dict(tolerance={"rtol": 2e-5, "atol": 1e-6}), elsewhere=True).name
 
 
 def test_the_timer_key_changes_the_identity_only_when_it_counts(freeze) -> None:
@@ -157,8 +169,8 @@ def test_the_timer_key_changes_the_identity_only_when_it_counts(freeze) -> None:
     plain = freeze(spec_dict())
     assert plain.name == f"kernels-xl@{expected_sha(spec_dict())[:12]}.json"
     assert freeze(spec_dict(timer="wall")) == plain
-    counted = freeze(spec_dict(timer="instructions"))
-    assert counted != plain
+    counted = freeze(spec_dict(timer="instructions"), elsewhere=True)
+    assert counted.name != plain.name
     assert json.loads(counted.read_text())["spec"]["timer"] == "instructions"
     assert "timer" not in json.loads(plain.read_text())["spec"]
 
@@ -372,7 +384,7 @@ def test_list_marks_each_tampered_file(cli, freeze, registry: Path, case: str) -
     assert items[str(bad)]["ref"] == bad.name[: -len(".json")]
     assert items[str(intact)]["verified"] is True and items[str(intact)]["problem"] is None
     text = cli("-r", registry, "evaluator", "list")
-    assert text.code == 0 and "MISMATCH" in text.out
+    assert text.code == 0 and "NO" in text.out and f"{bad.stem} no longer verifies: " in " ".join(text.out.split())
 
 
 @pytest.mark.parametrize("case", TAMPERINGS)
@@ -434,7 +446,7 @@ def test_reformatting_a_frozen_file_still_verifies(cli, freeze, registry: Path) 
 
 def test_verify_all_good(cli, freeze, registry: Path) -> None:
     freeze(spec_dict())
-    freeze(spec_dict(repeats=9))
+    freeze(spec_dict(name="kernels-xl-9", repeats=9))
     result = cli("-r", registry, "evaluator", "verify")
     assert result.code == 0 and "2 frozen evaluators checked, 0 do not verify" in result.out
     data = cli("-r", registry, "evaluator", "verify", "--json")
@@ -518,7 +530,8 @@ def test_show_by_name_and_by_reference(cli, freeze, registry: Path) -> None:
 
 def test_show_ambiguous_name_needs_the_hash(cli, freeze, registry: Path) -> None:
     first = freeze(spec_dict())
-    second = freeze(spec_dict(repeats=9))
+    second = registry / "evaluators" / freeze(spec_dict(repeats=9), elsewhere=True).name  # merged from a clone
+    second.write_bytes((second.parent.parent.parent / "clone-1" / "evaluators" / second.name).read_bytes())
     result = cli("-r", registry, "evaluator", "show", "kernels-xl")
     assert_one_line_error(result, 2, "ambiguous", first.name[: -len(".json")], second.name[: -len(".json")])
     assert cli("-r", registry, "evaluator", "show", second.name[: -len(".json")]).code == 0
@@ -587,7 +600,10 @@ def evaluator_schema() -> Draft202012Validator:
 
 
 def test_schema_accepts_a_frozen_file(freeze, evaluator_schema: Draft202012Validator) -> None:
-    for spec in (spec_dict(), spec_dict(description="Kernels at xl.", workload="tinygpt-train", metric="ms-per-step")):
+    described = spec_dict(
+        name="tinygpt-xl", description="Kernels at xl.", workload="tinygpt-train", metric="ms-per-step"
+    )
+    for spec in (spec_dict(), described):
         data = json.loads(freeze(spec).read_text(encoding="utf-8"))
         errors = [e.message for e in evaluator_schema.iter_errors(data)]
         assert errors == []

@@ -265,7 +265,8 @@ class Clone:
         self.wrote(f"vocabulary/method/{term}.json")
 
     def freeze(self) -> None:
-        spec = tiny(self.rng.choice(EVALUATOR_NAMES), self.rng.choice([1, 2]))
+        steps = self.rng.choice([1, 2])  # a name is one identity in a registry: the steps are in the name
+        spec = tiny(f"{self.rng.choice(EVALUATOR_NAMES)}-{steps}", steps)
         before = set(os.listdir(self.registry / "evaluators"))
         ref = freeze(self.registry, self.work, spec)
         self.history.evaluators[self.name][ref] = spec

@@ -506,7 +506,8 @@ def test_a_history_taken_back_to_back_is_one_batch_and_gives_no_verdict(root: Pa
     assert {c["verdict"] for c in found["cells"]} == {reason}
     assert {(c["batches"], len(c["history"]), c["runs_needed"]) for c in found["cells"]} == {(1, 5, 3)}
     assert found["slower"] == 0 and found["without_verdict"] == 12
-    assert cli("-r", root, "compare", a, b, "--fail-on-regression").code == 0
+    assert cli("-r", root, "compare", a, b, "--fail-on-regression").code == 1  # a gate fails on no verdict
+    assert cli("-r", root, "compare", a, b, "--fail-on-regression", "--no-verdict=pass").code == 0
     named = json.loads(cli("-r", root, "compare", a, b, "--json", *[f"--history={r}" for r in session]).out)
     assert {c["verdict"] for c in named["cells"]} == {reason}
     for day in (12, 13, 14):  # three more sessions, an hour or more apart: four batches with A's
@@ -589,3 +590,63 @@ def test_runs_are_grouped_into_batches_by_their_times_and_a_forged_time_shows_no
         [2],
     ]
     assert batches([(at("10:00:00"), "2026-12-01T10:05:00"), (at("12:00:00"), at("12:05:00"))]) == [[0, 1]]  # no zone
+
+
+# a venv of the README's plain `pip install .` (no numba), on a kernel that reports no CPU flags
+VENV = {**MACHINE, "numba_version": None, "cpu": {**MACHINE["cpu"], "features": None}}
+
+
+def test_what_is_unknown_of_both_machines_is_no_difference(root: Path, cli) -> None:
+    """Runs of one venv without numba, on a machine whose CPU features are unknown, are runs of
+    one machine: their history counts and B gets a verdict; the unknowns are shown, as unknown."""
+    rng = random.Random(7)
+    quiet: dict[str, Any] = {"noise": 0.004, "drift": 0.001, "spec_changes": {"repeats": 12}, "machine": VENV}
+    for n in range(6):
+        synthetic_run(root, "history", hour(n), rng, **quiet)
+    a = synthetic_run(root, "before", hour(7), rng, **quiet)
+    b = synthetic_run(root, "after", hour(8), rng, slower={("small", "numba"): 1.10}, changed={"numba"}, **quiet)
+    found = json.loads(cli("-r", root, "compare", a, b, "--json").out)
+    assert found["same_machine"] and found["machine_differences"] == []
+    assert "numba: unknown -> unknown" in found["machine_unknowns"]
+    assert "CPU features: unknown -> unknown" in found["machine_unknowns"]
+    assert {len(c["history"]) for c in found["cells"]} == {7}  # the earlier runs of the venv are its history
+    verdicts = {(c["config"], c["backend"]): c["verdict"] for c in found["cells"]}
+    assert verdicts.pop(("small", "numba")) == "slower" and set(verdicts.values()) == {"no difference resolved"}
+    shown = " ".join(cli("-r", root, "compare", a, b).out.split())
+    assert "the machines differ" not in shown and "numba: unknown -> unknown" in shown
+    assert "the same in all that is known of both" in shown
+
+
+def test_a_known_difference_still_blocks_and_a_missing_machine_is_not_the_same(root: Path, cli) -> None:
+    rng = random.Random(8)
+    a = synthetic_run(root, "here", hour(1), rng, machine=VENV)
+    avx512 = {**VENV, "cpu": {**VENV["cpu"], "features": ["avx512f"]}}
+    b = synthetic_run(root, "known", hour(2), rng, machine={**avx512, "numba_version": "0.60"})
+    found = json.loads(cli("-r", root, "compare", a, b, "--json").out)
+    assert found["machine_differences"] == []  # features and numba are unknown in A: no difference
+    c = synthetic_run(root, "other", hour(3), rng, machine={**avx512, "cpu": {**avx512["cpu"], "model": "Other CPU"}})
+    found = json.loads(cli("-r", root, "compare", b, c, "--json").out)
+    assert found["machine_differences"] == ["CPU model: Synthetic CPU -> Other CPU"]
+    assert {cell["verdict"] for cell in found["cells"]} == {"not comparable: different machines"}
+    (root / "runs" / c.replace("/", "/", 1) / "environment.json").unlink()
+    found = json.loads(cli("-r", root, "compare", a, c, "--json").out)
+    assert found["machine_differences"] == ["machine of B: not recorded"] and not found["same_machine"]
+
+
+def test_fail_on_regression_fails_on_no_verdict_unless_asked(root: Path, cli) -> None:
+    """A CI gate passes on a verdict, not on nothing: two runs alone give none."""
+    rng = random.Random(9)
+    a = synthetic_run(root, "before", hour(1), rng, noise=0.001)
+    b = synthetic_run(root, "after", hour(2), rng, noise=0.001)
+    assert cli("-r", root, "compare", a, b).code == 0  # no gate asked for: the comparison is not a failure
+    gated = cli("-r", root, "compare", a, b, "--fail-on-regression")
+    assert gated.code == 1 and "12 cells of B given no verdict" in gated.err
+    assert "--no-verdict=pass" in gated.err and len(gated.err.strip().splitlines()) == 1
+    as_json = cli("-r", root, "compare", a, b, "--fail-on-regression", "--json")
+    assert as_json.code == 1 and json.loads(as_json.out)["decided"] is False
+    assert json.loads(as_json.out)["undecided"] == 12
+    assert cli("-r", root, "compare", a, b, "--fail-on-regression", "--no-verdict=pass").code == 0
+    assert cli("-r", root, "compare", a, b, "--fail-on-regression", "--no-verdict", "fail").code == 1
+    assert_one_line_error(cli("-r", root, "compare", a, b, "--no-verdict=pass"), 2, "--no-verdict")
+    assert cli("-r", root, "compare", a, b, "--fail-on-regression", "--no-verdict=maybe").code == 2
+    assert "--no-verdict" in cli("compare", "--help").out
