@@ -289,6 +289,13 @@ def run(
         "or cannot decide (inconclusive: a gate never passes on nothing); worked and failed exit 0. "
         "An attempt without a plan is refused before anything runs.",
     ),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Continue the attempt's newest run that stopped before its end (interrupted, stopped by the budget, or "
+        "lost with a killed ptreg): a new run that carries its rounds measured whole and measures only the rest, "
+        "under the same evaluator, order seed and code; refused when any of them changed.",
+    ),
     as_json: bool = JsonFlag,
 ) -> None:
     """Measure an attempt under its frozen evaluator and budget, after re-checking its gate.
@@ -311,7 +318,9 @@ def run(
                 "(`ptreg new ... --worked-if ... --regressed-if ...`)"
             )
     with run_progress() as show:
-        done = run_attempt(root, check_id(attempt_id), command_line(), progress=show, make_executor=make_executor)
+        done = run_attempt(
+            root, check_id(attempt_id), command_line(), progress=show, make_executor=make_executor, resume=resume
+        )
     results = done.results
     outcome = None
     if fail_on_regression and done.attempt is not None and done.exit_code is None:

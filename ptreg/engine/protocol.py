@@ -74,6 +74,10 @@ class CellTask(_Message):
         default="wall", description="instructions: the worker runs under callgrind and counts each timed region."
     )
     import_folder: str | None = Field(default=None, description=IMPORT_FOLDER)
+    reuse_stages: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="On resume: the once-stage records of the rounds kept, which the workload may reuse.",
+    )
 
 
 class RunRepeat(_Message):

@@ -15,11 +15,13 @@ run (``with_run``).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..clock import utc_now
 from ..engine.environment import backend_configuration, collect
@@ -27,18 +29,20 @@ from ..engine.executor import Executor, TaskProgress
 from ..engine.identity import code_identity, revision_code
 from ..engine.interruption import deferred, interruptible, pending
 from ..engine.measurement import SpreadExecutor, measure
-from ..engine.plan import EVALUATOR_VERSION
+from ..engine.plan import EVALUATOR_VERSION, order_seed
 from ..engine.revisions import changed_under, checked_out
-from ..errors import CheckFailed, LockBusy
+from ..errors import CheckFailed, LockBusy, UnusableInput
 from ..gate.checks import check_gate
 from ..gate.consent import frozen_files_change, refuse_unconsented
 from ..gate.gate_inputs import read_gate_inputs
 from ..gate.readmission import judged_before, read_readmissions, unresolved
 from ..records.attempt import Attempt, Budget, RunRef
+from ..records.continuation import JOURNAL_VERSION, JournalHead
 from ..records.evaluator import ArmsSpec, EvaluatorSpec, FrozenEvaluator
-from ..records.run_results import ArmRevision, Provenance, RunResults, new_results
+from ..records.run_results import ArmRevision, CodeIdentity, Provenance, RunResults, new_results
 from ..store.directory import load_meta, read_attempt, write_attempt
 from ..store.full_read import indexed_attempt
+from ..store.in_progress import Journal, make_folder, remove_folder, this_process_started, written
 from ..store.index import open_index
 from ..store.input_digests import project_root
 from ..store.jsonio import refuse_outside
@@ -47,6 +51,7 @@ from ..store.locks import TIMEOUT_ENV, registry_lock, run_lock
 from ..store.runs import RESULTS_FILE, new_run_id, read_results, run_folder, runs_dir, write_run
 from ..store.vocabulary_files import refuse_old_layout
 from ..views.run_report import evidence_line
+from .resuming import ResumePoint, code_changed, resume_point
 
 
 @dataclass
@@ -68,6 +73,7 @@ def run_attempt(
     progress: Callable[[TaskProgress], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     make_executor: Callable[..., Executor | SpreadExecutor] = Executor,
+    resume: bool = False,
 ) -> RunDone:
     """Measure, then write the run folder whole and link it.
 
@@ -80,7 +86,8 @@ def run_attempt(
         read_attempt(root, attempt_id)  # no lock file for an attempt or registry that is not there
         refuse_old_layout(root)  # before measuring, not after: the run could not be linked
         with run_lock(root, attempt_id):
-            frozen, budget = _admitted(root, attempt_id)  # as it is now that no other run can start
+            frozen, budget = _admitted(root, attempt_id, resume)  # as it is now that no other run can start
+            point = resume_point(root, read_attempt(root, attempt_id), frozen) if resume else None
             executor = make_executor(
                 wall_clock_seconds=budget.wall_clock_seconds,
                 max_memory_mb=budget.max_memory_mb,
@@ -88,10 +95,10 @@ def run_attempt(
                 clock=clock,
                 registry=root,
             )
-            return _measure_and_record(root, attempt_id, frozen, budget, command, executor)
+            return _measure_and_record(root, attempt_id, frozen, budget, command, executor, point)
 
 
-def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
+def _admitted(root: Path, attempt_id: str, resume: bool = False) -> tuple[FrozenEvaluator, Budget]:
     """The attempt's evaluator and budget, once it is known to be runnable and still admitted."""
     load_meta(root)  # finishes an import cut short after its commit before the index looks
     index = open_index(root)  # the gate's freshness, streak and precedents checks read it
@@ -112,6 +119,12 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
     if attempt.evaluator is None or attempt.budget is None:
         raise CheckFailed(f"{attempt_id} has no frozen evaluator or no budget; propose it with `ptreg new`")
     file = inputs.evaluator
+    if resume and file is not None and (file.changed_inputs or file.changed_code):
+        # the kept rounds measured other files than a continuation would: nothing is run
+        raise UnusableInput(
+            f"--resume: {file.changed_inputs or file.changed_code}; the run it would continue measured the files as "
+            "frozen, so it is not continued"
+        )
     if file is not None and file.frozen is not None and file.consent is not None:
         # a command nobody consented to, or whose code is not what was consented to, is
         # unusable input, whatever else the gate finds: nothing of it is run
@@ -132,10 +145,90 @@ def _measure_and_record(
     budget: Budget,
     command: list[str],
     executor: Executor | SpreadExecutor,
+    point: ResumePoint | None = None,
 ) -> RunDone:
     started = utc_now()
     environment = collect(root)
     code = code_identity(frozen.spec, root)  # before measuring: the code as it was when measured
+    if point is not None:
+        changed_code = code_changed(point.code, code)
+        if changed_code is not None:
+            raise UnusableInput(f"--resume: run {point.run_id} of {attempt_id} is not continued: {changed_code}")
+    # chosen before measuring: the run's in-progress folder is named by it
+    run_id = new_run_id(root, attempt_id, started)
+    seed = point.order_seed if point is not None and point.order_seed is not None else order_seed()
+    journal = _journal(root, attempt_id, run_id, frozen, started, code, seed, point)
+    try:
+        return _measured(
+            root,
+            attempt_id,
+            frozen,
+            budget,
+            command,
+            executor,
+            point,
+            started,
+            environment,
+            code,
+            run_id,
+            seed,
+            journal,
+        )
+    finally:
+        journal.close()
+        if journal.rounds == 0 or written(root, attempt_id, run_id):  # else: what it measured stays, to resume
+            remove_folder(root, attempt_id, run_id)
+
+
+def _journal(
+    root: Path,
+    attempt_id: str,
+    run_id: str,
+    frozen: FrozenEvaluator,
+    started: str,
+    code: CodeIdentity,
+    seed: int,
+    point: ResumePoint | None,
+) -> Journal:
+    """The run's in-progress folder and journal, holding from the start the rounds it carries."""
+    head = JournalHead(
+        journal=JOURNAL_VERSION,
+        run_id=run_id,
+        attempt=attempt_id,
+        evaluator=frozen.ref,
+        order_seed=seed,
+        pid=os.getpid(),
+        process_started=this_process_started(),
+        started_at=started,
+        code=code,
+        continues=point.continues if point is not None else None,
+        continues_partial=point.continues_partial if point is not None else None,
+    )
+    journal = Journal(make_folder(root, attempt_id, run_id), head)
+    try:
+        for line in point.rounds if point is not None else ():
+            journal.append(line)
+    except BaseException:
+        journal.close()
+        raise
+    return journal
+
+
+def _measured(
+    root: Path,
+    attempt_id: str,
+    frozen: FrozenEvaluator,
+    budget: Budget,
+    command: list[str],
+    executor: Executor | SpreadExecutor,
+    point: ResumePoint | None,
+    started: str,
+    environment: dict[str, Any],
+    code: CodeIdentity,
+    run_id: str,
+    seed: int,
+    journal: Journal,
+) -> RunDone:
     with checked_out(project_root(root), frozen.spec, root.absolute().name, frozen.inputs) as checkouts:
         arm_roots = {arm: c.root for arm, c in checkouts.items() if not c.imports}
         imports = {backend: folder for c in checkouts.values() for backend, folder in c.imports.items()}
@@ -147,6 +240,9 @@ def _measure_and_record(
             root=project_root(root),
             arm_roots=arm_roots if isinstance(frozen.spec, ArmsSpec) else None,
             import_folders=imports,
+            seed_of_orders=seed,
+            kept=point.kept if point is not None else None,
+            journal=journal.append,
         )
         # what the run measured is the frozen evaluator only while its files still are what was
         # frozen: a repeat that rewrote its own script, or data edited meanwhile, leaves it deciding nothing
@@ -173,10 +269,12 @@ def _measure_and_record(
                 frozen=frozen,
                 budget=budget,
                 attempt=attempt_id,
-                run_id=new_run_id(root, attempt_id, started),
+                run_id=run_id,
                 code=code,
                 inputs_changed=changed,
                 revisions=revisions or None,
+                continues=point.continues if point is not None else None,
+                continues_partial=point.continues_partial if point is not None else None,
             )
             results = new_results(frozen.spec, found, made)
             return results, write_run(root, results, environment)
@@ -195,6 +293,8 @@ def _measure_and_record(
             earlier = unlinked_runs(root, read_attempt(root, attempt_id))  # before this run's folder is there
             results, folder = write()
             attempt = link_runs(root, attempt_id, [*earlier, results])
+        for lost in point.consumed if point is not None else ():  # carried whole by the run just written
+            remove_folder(root, attempt_id, lost)
     late = pending()
     return RunDone(results, folder, attempt, found.interrupted_by or late)
 
@@ -220,6 +320,7 @@ def with_run(root: Path, attempt: Attempt, results: RunResults) -> Attempt:
         evaluator=results.evaluator,
         started_at=results.started_at,
         finished_at=results.finished_at,
+        continues=results.continues,
     )
     line = evidence_line(results)
     evidence = f"{attempt.evidence}\n{line}" if attempt.evidence else line

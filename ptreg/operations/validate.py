@@ -147,7 +147,7 @@ def _leftovers(root: Path, records: list[Record]) -> Iterator[Problem]:
             yield Problem("symlink", leftover.message, leftover.attempt_id, "", str(leftover.path))
             continue
         rule = "orphaned-run" if leftover.kind == "orphaned-run" else "leftover"
-        hint = "" if leftover.kind == "orphaned-run" else "; `ptreg repair` removes it"
+        hint = "" if leftover.kind in ("orphaned-run", "lost-run") else "; `ptreg repair` removes it"
         yield Problem(rule, leftover.message + hint, leftover.attempt_id, "", str(leftover.path), severity="warning")
 
 

@@ -1,0 +1,299 @@
+"""`ptreg run ID --resume`: a run stopped by SIGTERM, or lost with a SIGKILLed ptreg, is
+continued by a new run that carries the rounds measured whole and measures only the rest, so that
+every (arm, round) is in the continuation exactly once, the kept ones as they were measured."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from helpers import complete_record, env_without_hooks, propose_for_run, snapshot, write_registry
+
+ROUNDS = 6
+# Each repeat sleeps a little and reports a score that depends on its arm and seed only, so a
+# round measured twice would show as a sample twice, and a kept one changed as another value.
+ARM = (
+    "import json, os, sys, time\n"
+    "time.sleep(0.25)\n"
+    "score = int(sys.argv[1]) * 100 + int(os.environ['PTREG_SEED'])\n"
+    "open(os.environ['PTREG_METRICS'], 'w').write(json.dumps({'score': score}) + '\\n')\n"
+)
+
+
+def project_with_attempt(tmp_path: Path, mark: str = "") -> tuple[Path, Path]:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "arm.py").write_text(ARM)
+    spec = {
+        "name": "resumable",
+        "workload": "command",
+        "command": [sys.executable, "arm.py", "{n}", *([mark] if mark else [])],
+        "arms": {"one": {"n": "1"}, "two": {"n": "2"}},
+        "baseline": "one",
+        "metrics": {"score": {"better": "higher", "unit": "points"}},
+        "repeats": ROUNDS,
+        "seed": 0,
+        "timeout_seconds": 60,
+    }
+    (project / "spec.json").write_text(json.dumps(spec))
+    root = write_registry(project / "attempts", [complete_record("seed-record")])
+    frozen = ptreg(root, project, "evaluator", "freeze", str(project / "spec.json"))
+    assert frozen.returncode == 0, frozen.stderr
+    propose_for_run(root, "resumable", "go-on", "#46")
+    return project, root
+
+
+def ptreg(root: Path, project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ptreg", "-r", str(root), *args],
+        capture_output=True,
+        text=True,
+        env=env_without_hooks(),
+        cwd=project,
+        timeout=300,
+    )
+
+
+def start_run(root: Path, project: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ptreg", "-r", str(root), "run", "go-on"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env_without_hooks(),
+        cwd=project,
+        start_new_session=True,  # a group of its own, for the test to kill whole
+    )
+
+
+def journal_rounds(root: Path) -> int:
+    """Rounds in the journal of the run in progress (0 before there is one)."""
+    found = list((root / "runs" / "go-on").glob(".running-*/samples.jsonl"))
+    return len(found[0].read_text().splitlines()) - 1 if found else 0
+
+
+def wait_for_rounds(root: Path, process: subprocess.Popen[str], rounds: int) -> None:
+    deadline = time.monotonic() + 120
+    while journal_rounds(root) < rounds:
+        assert process.poll() is None and time.monotonic() < deadline, "the run ended before it was stopped"
+        time.sleep(0.05)
+
+
+def samples_by_round(results) -> dict[tuple[str, int], tuple[int, float]]:
+    """Each (arm, round) of a run, with the seed and score measured for it; a round there twice fails."""
+    found: dict[tuple[str, int], tuple[int, float]] = {}
+    for cell in results.cells:
+        for sample in cell.metric_samples or ():
+            key = (cell.backend, sample.repeat)
+            assert key not in found, f"{key} is in the run twice"
+            found[key] = (sample.seed, sample.values["score"])
+    return found
+
+
+def every_round_once(results) -> None:
+    found = samples_by_round(results)
+    assert sorted(found) == sorted((arm, r) for arm in ("one", "two") for r in range(ROUNDS))
+    for (arm, r), (seed, score) in found.items():
+        assert seed == r and score == {"one": 100, "two": 200}[arm] + r
+
+
+def the_run(root: Path, run_id: str):
+    from ptreg.store.runs import read_results
+
+    return read_results(root / "runs" / "go-on" / run_id, root)
+
+
+def test_sigterm_then_resume_measures_each_round_once(tmp_path: Path) -> None:
+    from ptreg.records.continuation import counted_once
+    from ptreg.store.directory import read_attempt
+    from ptreg.views.plans import complete_runs
+
+    project, root = project_with_attempt(tmp_path)
+    process = start_run(root, project)
+    wait_for_rounds(root, process, 5)
+    process.send_signal(signal.SIGTERM)
+    out, _ = process.communicate(timeout=120)
+    assert process.returncode == 143, out
+    (first,) = [p.name for p in (root / "runs" / "go-on").iterdir()]  # its in-progress folder is gone
+    stopped = the_run(root, first)
+    assert stopped.status == "interrupted"
+    kept = samples_by_round(stopped)
+    assert len(kept) >= 5
+
+    resumed = ptreg(root, project, "run", "go-on", "--resume", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    run_id = json.loads(resumed.stdout)["run_id"]
+    results = the_run(root, run_id)
+    assert results.status == "complete" and results.continues == first and results.continues_partial is None
+    every_round_once(results)
+    found = samples_by_round(results)
+    assert {k: found[k] for k in kept} == kept, "the kept rounds are carried as measured"
+    assert [r.order_seed for r in results.rounds] == [r.order_seed for r in stopped.rounds]
+    assert sorted(p.name for p in (root / "runs" / "go-on").iterdir()) == sorted([first, run_id])
+
+    attempt = read_attempt(root, "go-on")
+    assert [r.continues for r in attempt.runs] == [None, first]
+    assert [r.run_id for r in counted_once(attempt.runs)] == [run_id], "the continued run is counted no more"
+    assert [r.run_id for r in complete_runs(attempt)] == [run_id]
+    again = ptreg(root, project, "run", "go-on", "--resume")
+    assert again.returncode == 2 and "nothing to resume" in again.stderr and len(again.stderr.splitlines()) == 1
+
+
+def processes_with(mark: str) -> list[int]:
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        if mark in " ".join(p.info["cmdline"] or ()):
+            found.append(p.info["pid"])
+    return found
+
+
+def test_sigkill_of_ptreg_then_resume_reads_its_journal(tmp_path: Path) -> None:
+    from ptreg.store.in_progress import read_journal
+
+    mark = f"ptreg-resume-{uuid.uuid4().hex}"
+    project, root = project_with_attempt(tmp_path, mark)
+    process = start_run(root, project)
+    wait_for_rounds(root, process, 5)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.communicate(timeout=60)
+    # the workers are told of their parent's death and end their commands' trees with them
+    deadline = time.monotonic() + 15
+    while processes_with(mark) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not processes_with(mark), "a process of the killed run outlived it"
+    (folder,) = list((root / "runs" / "go-on").iterdir())
+    assert folder.name.startswith(".running-")
+    journal = read_journal(folder)
+    kept = {(line.arm, line.round): (line.samples[0].seed, line.samples[0].values["score"]) for line in journal.rounds}
+    assert len(kept) >= 5
+
+    checked = ptreg(root, project, "validate", "--json")
+    assert checked.returncode == 0, checked.stdout
+    assert "--resume" in checked.stdout, "validate names the lost run as one to resume"
+
+    resumed = ptreg(root, project, "run", "go-on", "--resume", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    results = the_run(root, json.loads(resumed.stdout)["run_id"])
+    assert results.status == "complete"
+    assert results.continues is None and results.continues_partial == journal.head.run_id
+    every_round_once(results)
+    found = samples_by_round(results)
+    assert {k: found[k] for k in kept} == kept
+    assert [p.name for p in (root / "runs" / "go-on").iterdir()] == [results.run_id], "the journal is gone with it"
+
+
+def interrupted_in_process(root: Path, project: Path, after_round: int) -> str:
+    """A run of go-on interrupted (as SIGTERM would) when round ``after_round`` begins; its id."""
+    from ptreg.engine.interruption import Interrupted
+    from ptreg.operations.running import run_attempt
+
+    def progress(event) -> None:
+        if event.phase == "round" and event.done == after_round:
+            raise Interrupted(signal.SIGTERM)
+
+    here = os.getcwd()
+    os.chdir(project)
+    try:
+        done = run_attempt(root, "go-on", ["test"], progress=progress)
+    finally:
+        os.chdir(here)
+    assert done.results.status == "interrupted"
+    assert done.results.run_id is not None
+    return done.results.run_id
+
+
+def test_resume_is_refused_when_a_file_the_command_runs_changed(tmp_path: Path) -> None:
+    project, root = project_with_attempt(tmp_path)
+    interrupted_in_process(root, project, 2)
+    (project / "arm.py").write_text(ARM + "# changed\n")
+    before = snapshot(root)
+    refused = ptreg(root, project, "run", "go-on", "--resume")
+    assert refused.returncode == 2, refused.stderr
+    assert len(refused.stderr.splitlines()) == 1 and "arm.py" in refused.stderr and "--resume" in refused.stderr
+    assert snapshot(root) == before, "nothing run or written"
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def lost_run(root: Path, project: Path, lines: list[str]) -> Path:
+    """The in-progress folder a killed ptreg would leave, its journal holding ``lines`` after
+    a true head."""
+    from ptreg.engine.identity import code_identity
+    from ptreg.records.continuation import JournalHead
+    from ptreg.store.evaluator_files import evaluator_files
+
+    (path,) = [p for p in evaluator_files(root) if p.name.startswith("resumable@")]
+    frozen = json.loads(path.read_text())
+    from ptreg.records.evaluator import ArmsSpec
+
+    spec = ArmsSpec.model_validate(frozen["spec"])
+    head = JournalHead(
+        journal=1,
+        run_id="20260101T000000Z",
+        attempt="go-on",
+        evaluator=path.name.removesuffix(".json"),
+        order_seed=7,
+        pid=dead_pid(),
+        process_started=1.0,
+        started_at="2026-01-01T00:00:00Z",
+        code=code_identity(spec, root),
+    )
+    folder = root / "runs" / "go-on" / ".running-20260101T000000Z"
+    folder.mkdir(parents=True, mode=0o700)
+    (folder / "samples.jsonl").write_text("\n".join([head.model_dump_json(), *lines]) + "\n")
+    return folder
+
+
+def round_line(arm: str, r: int, score: float, **changes: object) -> str:
+    sample = {"repeat": r, "seed": r, "values": {"score": score}, "wall_seconds": 0.3}
+    return json.dumps({"config": "all", "arm": arm, "round": r, "samples": [sample], **changes})
+
+
+@pytest.mark.parametrize(
+    "forged, named",
+    [
+        (round_line("three", 0, 300.0), "'three'"),
+        (round_line("one", ROUNDS, 1.0), f"round {ROUNDS}"),
+        (round_line("one", 0, 100.0), "round 0 of one twice"),
+        ('{"config": "all", "arm": "one", "round": 1, "samples": [{"repeat": 2, "seed": 2, "values": {}}]}', "round"),
+        (
+            '{"config": "all", "arm": "one", "round": 1, "samples": [{"repeat": 1, "seed": 1, "values": {"score": NaN}}]}',
+            "line 3",
+        ),
+    ],
+    ids=["unknown-arm", "round-beyond-the-plan", "round-twice", "sample-of-another-round", "not-finite"],
+)
+def test_a_forged_journal_line_is_not_believed(tmp_path: Path, forged: str, named: str) -> None:
+    project, root = project_with_attempt(tmp_path)
+    lost_run(root, project, [round_line("one", 0, 100.0), forged, round_line("two", 0, 200.0)])
+    before = snapshot(root)
+    refused = ptreg(root, project, "run", "go-on", "--resume")
+    assert refused.returncode == 2, refused.stderr
+    assert len(refused.stderr.splitlines()) == 1 and named in refused.stderr, refused.stderr
+    assert snapshot(root) == before
+
+
+def test_a_torn_last_line_is_measured_again(tmp_path: Path) -> None:
+    project, root = project_with_attempt(tmp_path)
+    lines = [round_line("one", 0, 100.0), round_line("two", 0, 200.0), round_line("one", 1, 101.0)[:30]]
+    lost_run(root, project, lines)
+    resumed = ptreg(root, project, "run", "go-on", "--resume", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    results = the_run(root, json.loads(resumed.stdout)["run_id"])
+    assert results.continues_partial == "20260101T000000Z"
+    every_round_once(results)
+    assert [r.order_seed for r in results.rounds] == [7]
