@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import UnusableInput
-from ..records.continuation import AnySample, JournalRound
 from ..records.evaluator import AnySpec, EvaluatorSpec
+from ..records.journal import AnySample, JournalRound
 from ..records.run_results import Cell, CellStatus, ConfigRounds, Measurement, ParityOutcome, Roles
 from .backends import describe_all, roles
 from .callgrind import counted_under, valgrind

@@ -29,7 +29,7 @@ import psutil
 from pydantic import ValidationError
 
 from ..errors import UnusableInput
-from ..records.continuation import JOURNAL_VERSION, JournalHead, JournalRound
+from ..records.journal import JOURNAL_VERSION, JournalHead, JournalRound
 from ..records.problems import first_schema_error
 from ..records.refs import RUN_ID_PATTERN
 from .jsonio import JsonError, create_text_exclusive, fsync_directory, parse_json, refuse_outside
