@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from ..errors import UnusableInput
 from ..records.evaluator import AnySpec, EvaluatorSpec
-from ..records.journal import AnySample, JournalRound
+from ..records.run_journal import AnySample, JournalRound
 from ..records.run_results import Cell, CellStatus, ConfigRounds, Measurement, ParityOutcome, Roles
 from .backends import describe_all, roles
 from .callgrind import counted_under, valgrind

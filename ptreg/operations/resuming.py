@@ -17,8 +17,8 @@ from pathlib import Path
 from ..errors import PtregError, UnusableInput
 from ..records.attempt import Attempt
 from ..records.evaluator import AnySpec, ArmsSpec, FrozenEvaluator
-from ..records.journal import AnySample, JournalRound
 from ..records.measured import MetricSample
+from ..records.run_journal import AnySample, JournalRound
 from ..records.run_results import CodeIdentity, RunResults
 from ..store.in_progress import (
     JournalRead,

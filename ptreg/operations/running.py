@@ -38,7 +38,7 @@ from ..gate.gate_inputs import read_gate_inputs
 from ..gate.readmission import judged_before, read_readmissions, unresolved
 from ..records.attempt import Attempt, Budget, RunRef
 from ..records.evaluator import ArmsSpec, EvaluatorSpec, FrozenEvaluator
-from ..records.journal import JOURNAL_VERSION, JournalHead
+from ..records.run_journal import JOURNAL_VERSION, JournalHead
 from ..records.run_results import ArmRevision, CodeIdentity, Provenance, RunResults, new_results
 from ..store.directory import load_meta, read_attempt, write_attempt
 from ..store.full_read import indexed_attempt

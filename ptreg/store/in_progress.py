@@ -7,7 +7,7 @@ before it wrote its run, and ``ptreg run ID --resume`` continues from its journa
 mode 0700, and never used through a symlink or when its name holds anything but a folder of
 this user.
 
-The journal is JSON lines: a head (``records/continuation.py`` JournalHead), written whole when
+The journal is JSON lines: a head (``records/run_journal.py`` JournalHead), written whole when
 the run starts, then one line per arm and round measured whole, appended and fsynced before the
 next repeat is asked for. Read back, it is hostile input like any file: bounded in size, each
 line parsed and validated on its own; a torn or unreadable last line (a write the kill cut
@@ -29,9 +29,9 @@ import psutil
 from pydantic import ValidationError
 
 from ..errors import UnusableInput
-from ..records.journal import JOURNAL_VERSION, JournalHead, JournalRound
 from ..records.problems import first_schema_error
 from ..records.refs import RUN_ID_PATTERN
+from ..records.run_journal import JOURNAL_VERSION, JournalHead, JournalRound
 from .jsonio import JsonError, create_text_exclusive, fsync_directory, parse_json, refuse_outside
 from .runs import RUN_FILE_MAX_BYTES, run_folder, runs_dir
 from .workfiles import ForeignFile, open_working_file, problem_with, read_working_file

@@ -233,7 +233,7 @@ def lost_run(root: Path, project: Path, lines: list[str]) -> Path:
     """The in-progress folder a killed ptreg would leave, its journal holding ``lines`` after
     a true head."""
     from ptreg.engine.identity import code_identity
-    from ptreg.records.journal import JournalHead
+    from ptreg.records.run_journal import JournalHead
     from ptreg.store.evaluator_files import evaluator_files
 
     (path,) = [p for p in evaluator_files(root) if p.name.startswith("resumable@")]
