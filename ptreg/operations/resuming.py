@@ -22,6 +22,7 @@ from ..records.run_journal import AnySample, JournalRound
 from ..records.run_results import CodeIdentity, RunResults
 from ..store.in_progress import (
     JournalRead,
+    has_journal,
     in_progress_runs,
     process_alive,
     read_journal,
@@ -75,10 +76,16 @@ def resume_point(root: Path, attempt: Attempt, frozen: FrozenEvaluator) -> Resum
             raise UnusableInput(f"--resume: run {ref.run_id} of {attempt.id} cannot be read: {exc.message}") from None
     journals: list[tuple[str, JournalRead]] = []
     for run_id, folder in in_progress_runs(root, attempt.id):
-        if written(root, attempt.id, run_id):
-            remove_folder(root, attempt.id, run_id)  # its run was written; only the folder was left
+        if written(root, attempt.id, run_id) or not has_journal(folder):
+            remove_folder(root, attempt.id, run_id)  # its run was written, or it was killed as it began
             continue
-        journals.append((run_id, read_journal(folder)))
+        journal = read_journal(folder)
+        if process_alive(journal.head.pid, journal.head.process_started):
+            raise UnusableInput(f"--resume: run {run_id} of {attempt.id} is still in progress (pid {journal.head.pid})")
+        if not journal.rounds:
+            remove_folder(root, attempt.id, run_id)  # it measured nothing: there is nothing of it to carry
+            continue
+        journals.append((run_id, journal))
     continued = {r.continues for r in runs} | {j.head.continues for _, j in journals}
     consumed = {r.continues_partial for r in runs} | {j.head.continues_partial for _, j in journals}
     for run_id, _ in journals:
@@ -98,8 +105,6 @@ def resume_point(root: Path, attempt: Attempt, frozen: FrozenEvaluator) -> Resum
                 f"--resume: the journal in the folder of run {run_id} of {attempt.id} names run {head.run_id} of "
                 f"{head.attempt}; not believed"
             )
-        if process_alive(head.pid, head.process_started):
-            raise UnusableInput(f"--resume: run {run_id} of {attempt.id} is still in progress (pid {head.pid})")
         point = ResumePoint(
             run_id,
             partial=True,

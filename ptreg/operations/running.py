@@ -242,7 +242,8 @@ def _measured(
             import_folders=imports,
             seed_of_orders=seed,
             kept=point.kept if point is not None else None,
-            journal=journal.append,
+            # only a run of arms is continued (resuming.py), so only its rounds are journaled
+            journal=journal.append if isinstance(frozen.spec, ArmsSpec) else None,
         )
         # what the run measured is the frozen evaluator only while its files still are what was
         # frozen: a repeat that rewrote its own script, or data edited meanwhile, leaves it deciding nothing

@@ -173,6 +173,11 @@ def _line(raw: bytes, where: str, model: type[JournalHead] | type[JournalRound])
         raise UnusableInput(first_schema_error(exc, where)) from None
 
 
+def has_journal(folder: Path) -> bool:
+    """Whether the folder holds a journal at all (a run killed as it started has none yet)."""
+    return os.path.lexists(folder / JOURNAL_FILE)
+
+
 def in_progress_runs(root: Path, attempt_id: str) -> Iterator[tuple[str, Path]]:
     """The run id and folder of each in-progress folder of the attempt (none through a
     symlinked folder of runs), oldest first."""

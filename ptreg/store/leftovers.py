@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import PtregError
 from ..records.attempt import Attempt
 from ..records.vocabulary import VOCABULARIES
 from .evaluator_files import evaluators_dir
-from .in_progress import running_run_id, written
+from .in_progress import has_journal, read_journal, running_run_id, written
 from .jsonio import STAGED_NAME
 from .locks import run_in_progress
 from .names import VOCABULARY_DIR
@@ -141,23 +142,36 @@ def _in_runs_of(root: Path, attempt_id: str, attempt: Attempt | None) -> list[Le
 
 
 def _lost(root: Path, path: Path, attempt_id: str, run_id: str | None) -> Leftover:
-    """The in-progress folder of a run whose ptreg is gone: once its run was written, only the
-    folder was left, which repair removes; else the journal of a run lost before it was written,
-    which only ``--resume`` continues, never repair deletes."""
+    """The in-progress folder of a run whose ptreg is gone. Once its run was written, or when it
+    measured no round, only the folder is left, which repair removes; otherwise it holds the
+    journal of a run lost before it was written, which ``ptreg run ID --resume`` continues and
+    repair never deletes."""
     assert run_id is not None
-    if written(root, attempt_id, run_id):
+    try:
+        rounds = 0 if written(root, attempt_id, run_id) or not has_journal(path) else len(read_journal(path).rounds)
+    except PtregError as exc:
+        return Leftover(
+            "lost-run",
+            path,
+            f"the in-progress folder of run {run_id} of {attempt_id}, whose journal cannot be read ({exc.message}); "
+            "move it away",
+            attempt_id,
+            run_id,
+            fixable=False,
+        )
+    if rounds == 0:
         return Leftover(
             "in-progress-folder",
             path,
-            f"the in-progress folder of run {run_id}, which was written; only the folder was left",
+            f"the in-progress folder of run {run_id}, which was written or measured no round; only the folder was left",
             attempt_id,
             run_id,
         )
     return Leftover(
         "lost-run",
         path,
-        f"the journal of run {run_id} of {attempt_id}, whose ptreg was stopped before it wrote the run: "
-        f"`ptreg run {attempt_id} --resume` continues it (or move the folder away)",
+        f"the journal of run {run_id} of {attempt_id} ({rounds} round(s) of an arm measured), whose ptreg was stopped "
+        f"before it wrote the run: `ptreg run {attempt_id} --resume` continues it (or move the folder away)",
         attempt_id,
         run_id,
         fixable=False,
