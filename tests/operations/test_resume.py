@@ -143,6 +143,9 @@ def test_sigterm_then_resume_measures_each_round_once(tmp_path: Path) -> None:
     assert [r.continues for r in attempt.runs] == [None, first]
     assert [r.run_id for r in counted_once(attempt.runs)] == [run_id], "the continued run is counted no more"
     assert [r.run_id for r in complete_runs(attempt)] == [run_id]
+    shown = ptreg(root, project, "show", "go-on").stdout
+    assert f"Run {first}: interrupted" in shown and "continued by a later run, which counts in its place" in shown
+    assert f"continues run {first} with its rounds measured whole" in shown
     again = ptreg(root, project, "run", "go-on", "--resume")
     assert again.returncode == 2 and "nothing to resume" in again.stderr and len(again.stderr.splitlines()) == 1
 
