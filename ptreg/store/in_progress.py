@@ -33,10 +33,9 @@ from ..records.problems import first_schema_error
 from ..records.refs import RUN_ID_PATTERN
 from ..records.run_journal import JOURNAL_VERSION, JournalHead, JournalRound
 from .jsonio import JsonError, create_text_exclusive, fsync_directory, parse_json, refuse_outside
-from .runs import RUN_FILE_MAX_BYTES, run_folder, runs_dir
+from .runs import RUN_FILE_MAX_BYTES, RUNNING_PREFIX, run_folder, runs_dir
 from .workfiles import ForeignFile, open_working_file, problem_with, read_working_file
 
-RUNNING_PREFIX = ".running-"
 JOURNAL_FILE = "samples.jsonl"
 # A journal holds a run's samples, which results.json (with what it keeps apart) holds too.
 JOURNAL_MAX_BYTES = 4 * RUN_FILE_MAX_BYTES
@@ -99,13 +98,21 @@ class Journal:
         self._fd: int | None = open_working_file(self.path, os.O_WRONLY | os.O_APPEND, _ADVICE)
 
     def append(self, line: JournalRound) -> None:
-        """One round of one arm, on disk before this returns."""
-        assert self._fd is not None
+        """One round of one arm, on disk before this returns. A journal that cannot be written
+        (a full disk) stops there, its last line torn at worst (which a reader leaves out): the
+        measurement goes on and is written whole at its end; only a resume after a crash would
+        lack the rounds that follow."""
+        if self._fd is None:
+            return
         data = (line.model_dump_json(exclude_none=True) + "\n").encode()
         view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view) :]
-        os.fsync(self._fd)
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+            os.fsync(self._fd)
+        except OSError:
+            self.close()
+            return
         self.rounds += 1
 
     def close(self) -> None:

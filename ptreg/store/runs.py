@@ -40,6 +40,7 @@ from .names import RUNS_DIR as RUNS_DIR
 RESULTS_FILE = "results.json"
 ENVIRONMENT_FILE = "environment.json"
 STAGING_PREFIX = ".tmp-"  # a run folder being written; left over only by a killed process
+RUNNING_PREFIX = ".running-"  # a run's in-progress folder, from its start to its folder (in_progress.py)
 # The most bytes of any file of a run folder, as written and as a bundle carries it.
 RUN_FILE_MAX_BYTES = 16 * 1024 * 1024
 APART_FILE = re.compile(APART_FILE_PATTERN)
@@ -57,7 +58,10 @@ def new_run_id(root: Path, attempt_id: str, started: str) -> str:
     """``YYYYMMDDTHHMMSSZ`` of the start, with ``-2``, ``-3``... when that second is taken."""
     base = started.replace("-", "").replace(":", "")[:15] + "Z"
     candidate, n = base, 1
-    while run_folder(root, attempt_id, candidate).exists():
+    # nor the id of a run in progress, or lost with its journal, whose folder is not written yet
+    while run_folder(root, attempt_id, candidate).exists() or os.path.lexists(
+        runs_dir(root, attempt_id) / f"{RUNNING_PREFIX}{candidate}"
+    ):
         n += 1
         candidate = f"{base}-{n}"
     return candidate
