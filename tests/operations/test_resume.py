@@ -232,7 +232,7 @@ def dead_pid() -> int:
     return child.pid
 
 
-def lost_run(root: Path, project: Path, lines: list[str]) -> Path:
+def lost_run(root: Path, project: Path, lines: list[str], pid: int | None = None, started: float = 1.0) -> Path:
     """The in-progress folder a killed ptreg would leave, its journal holding ``lines`` after
     a true head."""
     from ptreg.engine.identity import code_identity
@@ -250,8 +250,8 @@ def lost_run(root: Path, project: Path, lines: list[str]) -> Path:
         attempt="go-on",
         evaluator=path.name.removesuffix(".json"),
         order_seed=7,
-        pid=dead_pid(),
-        process_started=1.0,
+        pid=pid or dead_pid(),
+        process_started=started,
         started_at="2026-01-01T00:00:00Z",
         code=code_identity(spec, root),
     )
@@ -300,3 +300,16 @@ def test_a_torn_last_line_is_measured_again(tmp_path: Path) -> None:
     assert results.continues_partial == "20260101T000000Z"
     every_round_once(results)
     assert [r.order_seed for r in results.rounds] == [7]
+
+
+def test_a_lost_run_whose_process_still_lives_is_not_resumed(tmp_path: Path) -> None:
+    """Its pid with its creation time: a process that is still there may still be measuring."""
+    import psutil
+
+    project, root = project_with_attempt(tmp_path)
+    me = psutil.Process()
+    lost_run(root, project, [round_line("one", 0, 100.0)], pid=me.pid, started=me.create_time())
+    before = snapshot(root)
+    refused = ptreg(root, project, "run", "go-on", "--resume")
+    assert refused.returncode == 2 and "still in progress" in refused.stderr, refused.stderr
+    assert snapshot(root) == before
