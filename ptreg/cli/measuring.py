@@ -335,11 +335,14 @@ def run(
             "reason": results.reason,
             "results": results.model_dump(mode="json"),
         }
+        found = found if done.resumed is None else {**found, "resumed": done.resumed}
         print_json(found if outcome is None else {**found, "plan": outcome.to_json()})
     else:
         plan = done.attempt.plan if done.attempt is not None else None
         print_results(results, plan.margins if plan is not None else None)
         say(f"\nrun {results.run_id}: {results.status}" + (f" ({results.reason})" if results.reason else ""))
+        if done.resumed is not None:
+            say(f"it {done.resumed}")
         say(f"written to {done.folder}; see `ptreg show {attempt_id}`")
         if outcome is not None:
             say(f"the plan decides {outcome.summary()} ({outcome.runs_text()})")

@@ -60,6 +60,7 @@ class RunDone:
     folder: Path
     attempt: Attempt
     interrupted_by: int | None = None  # SIGINT or SIGTERM, when one stopped or ended the run
+    resumed: str | None = None  # with --resume: what it continued and carried, in words
 
     @property
     def exit_code(self) -> int | None:
@@ -297,7 +298,15 @@ def _measured(
         for lost in point.consumed if point is not None else ():  # carried whole by the run just written
             remove_folder(root, attempt_id, lost)
     late = pending()
-    return RunDone(results, folder, attempt, found.interrupted_by or late)
+    return RunDone(results, folder, attempt, found.interrupted_by or late, _resumed(point))
+
+
+def _resumed(point: ResumePoint | None) -> str | None:
+    if point is None:
+        return None
+    lost = " (lost before it was written; its journal was read)" if point.partial else ""
+    note = f"; {point.note}" if point.note else ""
+    return f"continues run {point.run_id}{lost}, carrying {point.count} round(s) of an arm measured whole{note}"
 
 
 def results_source(root: Path, attempt_id: str, run_id: str) -> str:

@@ -298,6 +298,8 @@ def test_a_torn_last_line_is_measured_again(tmp_path: Path) -> None:
     assert resumed.returncode == 0, resumed.stderr
     results = the_run(root, json.loads(resumed.stdout)["run_id"])
     assert results.continues_partial == "20260101T000000Z"
+    said = json.loads(resumed.stdout)["resumed"]
+    assert "carrying 2 round(s)" in said and "samples.jsonl line 4" in said, said
     every_round_once(results)
     assert [r.order_seed for r in results.rounds] == [7]
 
