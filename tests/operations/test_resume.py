@@ -232,7 +232,9 @@ def dead_pid() -> int:
     return child.pid
 
 
-def lost_run(root: Path, project: Path, lines: list[str], pid: int | None = None, started: float = 1.0) -> Path:
+def lost_run(
+    root: Path, project: Path, lines: list[str], pid: int | None = None, started: float = 1.0, evaluator: str = ""
+) -> Path:
     """The in-progress folder a killed ptreg would leave, its journal holding ``lines`` after
     a true head."""
     from ptreg.engine.identity import code_identity
@@ -248,7 +250,7 @@ def lost_run(root: Path, project: Path, lines: list[str], pid: int | None = None
         journal=1,
         run_id="20260101T000000Z",
         attempt="go-on",
-        evaluator=path.name.removesuffix(".json"),
+        evaluator=evaluator or path.name.removesuffix(".json"),
         order_seed=7,
         pid=pid or dead_pid(),
         process_started=started,
@@ -315,3 +317,26 @@ def test_a_lost_run_whose_process_still_lives_is_not_resumed(tmp_path: Path) -> 
     refused = ptreg(root, project, "run", "go-on", "--resume")
     assert refused.returncode == 2 and "still in progress" in refused.stderr, refused.stderr
     assert snapshot(root) == before
+
+
+def test_a_run_measured_under_another_evaluator_is_not_resumed(tmp_path: Path) -> None:
+    project, root = project_with_attempt(tmp_path)
+    lost_run(root, project, [round_line("one", 0, 100.0)], evaluator="resumable@000000000000")
+    before = snapshot(root)
+    refused = ptreg(root, project, "run", "go-on", "--resume")
+    assert refused.returncode == 2 and "measured under resumable@000000000000" in refused.stderr, refused.stderr
+    assert snapshot(root) == before
+
+
+def test_code_that_changed_since_the_run_is_named() -> None:
+    from ptreg.operations.resuming import code_changed
+    from ptreg.records.run_results import CodeIdentity
+
+    before = CodeIdentity(
+        ptreg_version="1.0", commit="a" * 40, dirty=True, workload=None, arms={}, repository_code=True
+    )
+    assert code_changed(before, before.model_copy(update={"dirty": False})) is None  # the run wrote the registry
+    said = code_changed(before, before.model_copy(update={"commit": "b" * 40}))
+    assert said is not None and "the project's commit changed" in said and "aaaa" in said
+    assert "ptreg's version" in (code_changed(before, before.model_copy(update={"ptreg_version": "1.1"})) or "")
+    assert code_changed(None, before) == "the code the run measured is unknown"
