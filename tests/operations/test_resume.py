@@ -340,3 +340,32 @@ def test_code_that_changed_since_the_run_is_named() -> None:
     assert said is not None and "the project's commit changed" in said and "aaaa" in said
     assert "ptreg's version" in (code_changed(before, before.model_copy(update={"ptreg_version": "1.1"})) or "")
     assert code_changed(None, before) == "the code the run measured is unknown"
+
+
+def test_a_run_stopped_by_its_budget_is_resumed(tmp_path: Path) -> None:
+    """The budget's clock jumps past its end as round 2 begins: the run is budget-exhausted
+    with rounds 0 and 1 kept, and its continuation, with the budget counted afresh, completes."""
+    from ptreg.operations.running import run_attempt
+
+    project, root = project_with_attempt(tmp_path)
+    jump = [0.0]
+
+    def progress(event) -> None:
+        if event.phase == "round" and event.done == 2:
+            jump[0] = 1e6
+
+    here = os.getcwd()
+    os.chdir(project)
+    try:
+        done = run_attempt(root, "go-on", ["test"], progress=progress, clock=lambda: time.monotonic() + jump[0])
+    finally:
+        os.chdir(here)
+    assert done.results.status == "budget-exhausted"
+    kept = samples_by_round(done.results)
+    assert {r for _, r in kept} == {0, 1}
+    resumed = ptreg(root, project, "run", "go-on", "--resume", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    results = the_run(root, json.loads(resumed.stdout)["run_id"])
+    assert results.status == "complete" and results.continues == done.results.run_id
+    every_round_once(results)
+    assert {k: v for k, v in samples_by_round(results).items() if k in kept} == kept
