@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,16 +14,14 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
-
 from helpers import complete_record, env_without_hooks, propose_for_run, snapshot, write_registry
 
-ROUNDS = 6
+ROUNDS = 4
 # Each repeat sleeps a little and reports a score that depends on its arm and seed only, so a
 # round measured twice would show as a sample twice, and a kept one changed as another value.
 ARM = (
     "import json, os, sys, time\n"
-    "time.sleep(0.25)\n"
+    "time.sleep(0.15)\n"
     "score = int(sys.argv[1]) * 100 + int(os.environ['PTREG_SEED'])\n"
     "open(os.environ['PTREG_METRICS'], 'w').write(json.dumps({'score': score}) + '\\n')\n"
 )
@@ -118,7 +117,7 @@ def test_sigterm_then_resume_measures_each_round_once(tmp_path: Path) -> None:
 
     project, root = project_with_attempt(tmp_path)
     process = start_run(root, project)
-    wait_for_rounds(root, process, 5)
+    wait_for_rounds(root, process, 3)
     process.send_signal(signal.SIGTERM)
     out, _ = process.communicate(timeout=120)
     assert process.returncode == 143, out
@@ -126,7 +125,7 @@ def test_sigterm_then_resume_measures_each_round_once(tmp_path: Path) -> None:
     stopped = the_run(root, first)
     assert stopped.status == "interrupted"
     kept = samples_by_round(stopped)
-    assert len(kept) >= 5
+    assert len(kept) >= 3
 
     resumed = ptreg(root, project, "run", "go-on", "--resume", "--json")
     assert resumed.returncode == 0, resumed.stderr
@@ -166,7 +165,7 @@ def test_sigkill_of_ptreg_then_resume_reads_its_journal(tmp_path: Path) -> None:
     mark = f"ptreg-resume-{uuid.uuid4().hex}"
     project, root = project_with_attempt(tmp_path, mark)
     process = start_run(root, project)
-    wait_for_rounds(root, process, 5)
+    wait_for_rounds(root, process, 3)
     os.killpg(process.pid, signal.SIGKILL)
     process.communicate(timeout=60)
     # the workers are told of their parent's death and end their commands' trees with them
@@ -178,7 +177,7 @@ def test_sigkill_of_ptreg_then_resume_reads_its_journal(tmp_path: Path) -> None:
     assert folder.name.startswith(".running-")
     journal = read_journal(folder)
     kept = {(line.arm, line.round): (line.samples[0].seed, line.samples[0].values["score"]) for line in journal.rounds}
-    assert len(kept) >= 5
+    assert len(kept) >= 3
 
     checked = ptreg(root, project, "validate", "--json")
     assert checked.returncode == 0, checked.stdout
@@ -268,28 +267,30 @@ def round_line(arm: str, r: int, score: float, **changes: object) -> str:
     return json.dumps({"config": "all", "arm": arm, "round": r, "samples": [sample], **changes})
 
 
-@pytest.mark.parametrize(
-    "forged, named",
-    [
-        (round_line("three", 0, 300.0), "'three'"),
-        (round_line("one", ROUNDS, 1.0), f"round {ROUNDS}"),
-        (round_line("one", 0, 100.0), "round 0 of one twice"),
-        ('{"config": "all", "arm": "one", "round": 1, "samples": [{"repeat": 2, "seed": 2, "values": {}}]}', "round"),
-        (
-            '{"config": "all", "arm": "one", "round": 1, "samples": [{"repeat": 1, "seed": 1, "values": {"score": NaN}}]}',
-            "line 3",
-        ),
-    ],
-    ids=["unknown-arm", "round-beyond-the-plan", "round-twice", "sample-of-another-round", "not-finite"],
-)
-def test_a_forged_journal_line_is_not_believed(tmp_path: Path, forged: str, named: str) -> None:
+FORGED = [
+    (round_line("three", 0, 300.0), "'three'"),
+    (round_line("one", ROUNDS, 1.0), f"round {ROUNDS}"),
+    (round_line("one", 0, 100.0), "round 0 of one twice"),
+    ('{"config": "all", "arm": "one", "round": 1, "samples": [{"repeat": 2, "seed": 2, "values": {}}]}', "round"),
+    (
+        '{"config": "all", "arm": "one", "round": 1, "samples": [{"repeat": 1, "seed": 1, "values": {"score": NaN}}]}',
+        "line 3",
+    ),
+]
+
+
+def test_a_forged_journal_line_is_not_believed(tmp_path: Path) -> None:
+    """An unknown arm, a round beyond the plan, a round twice, a sample filed under another
+    round, a number that is not finite: each refuses the resume, naming it, and changes nothing."""
     project, root = project_with_attempt(tmp_path)
-    lost_run(root, project, [round_line("one", 0, 100.0), forged, round_line("two", 0, 200.0)])
-    before = snapshot(root)
-    refused = ptreg(root, project, "run", "go-on", "--resume")
-    assert refused.returncode == 2, refused.stderr
-    assert len(refused.stderr.splitlines()) == 1 and named in refused.stderr, refused.stderr
-    assert snapshot(root) == before
+    for forged, named in FORGED:
+        folder = lost_run(root, project, [round_line("one", 0, 100.0), forged, round_line("two", 0, 200.0)])
+        before = snapshot(root)
+        refused = ptreg(root, project, "run", "go-on", "--resume")
+        assert refused.returncode == 2, (forged, refused.stderr)
+        assert len(refused.stderr.splitlines()) == 1 and named in refused.stderr, (forged, refused.stderr)
+        assert snapshot(root) == before
+        shutil.rmtree(folder)
 
 
 def test_a_torn_last_line_is_measured_again(tmp_path: Path) -> None:
