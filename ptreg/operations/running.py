@@ -177,7 +177,10 @@ def _measure_and_record(
         )
     finally:
         journal.close()
-        if journal.rounds == 0 or written(root, attempt_id, run_id):  # else: what it measured stays, to resume
+        if written(root, attempt_id, run_id):  # whole in its run folder, and so is what it carried
+            for done in [run_id, *(point.consumed if point is not None else ())]:
+                remove_folder(root, attempt_id, done)
+        elif journal.rounds == 0:  # it measured nothing: there is nothing to resume
             remove_folder(root, attempt_id, run_id)
 
 
@@ -295,8 +298,6 @@ def _measured(
             earlier = unlinked_runs(root, read_attempt(root, attempt_id))  # before this run's folder is there
             results, folder = write()
             attempt = link_runs(root, attempt_id, [*earlier, results])
-        for lost in point.consumed if point is not None else ():  # carried whole by the run just written
-            remove_folder(root, attempt_id, lost)
     late = pending()
     return RunDone(results, folder, attempt, found.interrupted_by or late, _resumed(point))
 
