@@ -129,6 +129,14 @@ def _runs(root: Path, records: list[Record], strict: bool = False) -> Iterator[P
                     f"but the record says {ref.status} under {ref.evaluator}",
                     index,
                 )
+            if results.continues != ref.continues:  # the link is what counting reads: it must be the run's
+                yield problem(
+                    "run",
+                    "runs",
+                    f"run {ref.run_id} continues {results.continues or 'no run'} in its results, but the record says "
+                    f"{ref.continues or 'no run'}",
+                    index,
+                )
             if results.inputs_changed is not None:
                 said = undecisive(results)
                 if strict:

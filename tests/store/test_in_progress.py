@@ -166,3 +166,16 @@ def test_every_reader_that_counts_runs_counts_a_continued_one_once(tmp_path: Pat
         ("a", "20300101T000002Z"),
         ("b", "20300101T000000Z"),
     ]
+
+
+def test_validate_holds_a_link_to_what_its_run_continues(tmp_path: Path) -> None:
+    """Counting reads the link's ``continues``: one the run's results do not say is an error."""
+    from ptreg.operations.validate import validate_path
+
+    root = registry_with_a_run(tmp_path / "reg")
+    record = json.loads((root / "measured.json").read_text())
+    record["runs"][0]["continues"] = "20200101T000000Z"
+    (root / "measured.json").write_text(json.dumps(record, indent=2))
+    _, problems = validate_path(root)
+    said = [p.message for p in problems if p.rule == "run"]
+    assert any("continues no run in its results, but the record says 20200101T000000Z" in m for m in said), said
