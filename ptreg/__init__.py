@@ -3,6 +3,9 @@
 import os
 
 __version__ = "0.1.0"
+# Where ptreg runs at all: its locks (fcntl), signals (SIGHUP) and process trees are POSIX, and
+# a tree is held on Linux (cgroups, a subreaper, /proc) and macOS (psutil alone).
+PLATFORMS = ("linux", "darwin")
 
 
 def without_working_directory(path: list[str]) -> list[str]:

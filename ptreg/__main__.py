@@ -8,10 +8,14 @@ imports json with its command line's packages: so the path is set before ptreg i
 
 import sys
 
-from . import without_working_directory
+from . import PLATFORMS, without_working_directory
 
 
 def program() -> None:
+    if not sys.platform.startswith(PLATFORMS):
+        # before anything imports fcntl, which would fail with a traceback there
+        print(f"ptreg: runs on Linux and macOS only, not on {sys.platform}", file=sys.stderr)
+        raise SystemExit(2)
     sys.path[:] = without_working_directory(sys.path)
     from .cli import main
 

@@ -13,7 +13,7 @@ PACKAGE = REPO / "ptreg"
 # agents (the MCP server) is a front end like cli: it may import operations and below, and only
 # cli imports it (inside `ptreg mcp`, so that no other command loads the MCP SDK).
 LAYERS = ["base", "records", "store", "engine", "views", "gate", "site", "operations", "agents", "cli", "main"]
-BASE = {"ptreg", "ptreg.errors", "ptreg.text", "ptreg.clock"}
+BASE = {"ptreg", "ptreg.errors", "ptreg.text", "ptreg.clock", "ptreg.harness"}
 # Own modules imported inside a function of the library, each to keep NumPy or pydantic models
 # off the start-up path of commands that do not need them (docs/architecture.md). The command
 # line imports the library inside its commands, for the same reason, and the program

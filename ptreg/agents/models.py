@@ -146,3 +146,32 @@ class Concluded(_Out):
         description="Runs of the attempt measured but not linked yet (their end found the registry locked), "
         "linked first, in the same write as the verdict."
     )
+
+
+class RunInProgress(_Out):
+    """A run begun and not yet written, as `ptreg runs --json` gives it."""
+
+    attempt: str
+    run_id: str
+    state: str = Field(
+        description="running; starting; process gone (killed or crashed: resumable with `ptreg run ID --resume`); "
+        "unreadable (problem names the file); written (its in-progress folder outlived it)."
+    )
+    problem: str | None
+    pid: int | None
+    started: str | None
+    phase: str | None
+    round: int | None
+    total: int | None
+    elapsed: float | None = Field(description="Seconds since it started.")
+    budget_left: float | None = Field(description="Seconds left in its budget's wall clock, when last written.")
+    last_line: str | None = Field(description="The last output line of its command, shortened.")
+    folder: str
+    log: str | None = Field(description="A detached run's output.")
+    job: dict[str, str] | None = Field(description="A run submitted as a Ray job: its job_id, address and state.")
+
+
+class RunsInProgress(_Out):
+    """`ptreg runs`'s answer: the registry's runs in progress."""
+
+    runs: list[RunInProgress]

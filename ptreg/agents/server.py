@@ -22,8 +22,8 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
+from collections.abc import Callable
+from contextlib import closing
 from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, cast
@@ -38,11 +38,12 @@ from pydantic import Field, ValidationError
 
 from .. import __version__
 from ..engine.executor import TaskProgress
-from ..engine.interruption import interrupt, withdraw
+from ..engine.interruption import interrupt
 from ..errors import PtregError, UnknownAttempt, UnusableInput
 from ..gate.proposal import propose as propose_through_gate
 from ..gate.proposal_input import ProposalInput
 from ..operations.conclude import Verdict, conclude
+from ..operations.listing_runs import list_runs as list_in_progress
 from ..operations.running import run_attempt as run_through_engine
 from ..records.ledger import STATUSES, Filter
 from ..records.refs import check_id
@@ -62,6 +63,7 @@ from ..views.streaks import streak_chains, streaks_of
 from ..views.suggestions import Suggestions, suggestions_of
 from . import models
 from .stdio import Answers, Input
+from .tool_runs import Runs, progress_text
 
 T = TypeVar("T")
 NAME = "ptreg"
@@ -84,35 +86,6 @@ def _help(name: str) -> str:
     argument is the field itself)."""
     spec = next(f for f in fields(ProposalInput) if f.name == name)
     return str(spec.metadata["help"])
-
-
-class Runs:
-    """The runs this server is measuring, by thread, so a signal or a hang-up can stop them."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._threads: set[threading.Thread] = set()
-        self.stopping: int | None = None  # the signal the server itself was stopped by
-
-    @contextmanager
-    def measuring(self) -> Iterator[None]:
-        thread = threading.current_thread()
-        with self._lock:
-            self._threads.add(thread)
-            if self.stopping is not None:  # began as the server was told to stop: stopped as the others
-                interrupt(thread, self.stopping)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._threads.discard(thread)
-            withdraw(thread)
-
-    def stop_all(self, signum: int) -> None:
-        with self._lock:
-            self.stopping = signum
-            for thread in self._threads:
-                interrupt(thread, signum)
 
 
 def one_line(message: str) -> str:
@@ -382,6 +355,17 @@ def build(root: Path, runs: Runs | None = None) -> Server:
         return await _run(root, attempt_id, ctx, runs)
 
     @server.tool()
+    def list_runs() -> models.RunsInProgress:
+        """The runs in progress of the registry (`ptreg runs --json`): each one's state (running, or process gone: resumable with `ptreg run ID --resume`), round, elapsed time, budget left and last output line; a run submitted as a Ray job, its job's state."""
+
+        def work() -> models.RunsInProgress:
+            if not usable_directory(root):
+                load_meta(root)  # says in one line why this is no registry, or finishes a cut-short import
+            return models.RunsInProgress.model_validate({"runs": [r.to_json() for r in list_in_progress(root)]})
+
+        return _answer(work)
+
+    @server.tool()
     def conclude_attempt(
         attempt_id: Annotated[str, Field(description="The attempt to conclude.")],
         lesson: Annotated[str, Field(description="What the attempt taught.")],
@@ -485,16 +469,6 @@ def _propose(root: Path, given: ProposalInput, dry_run: bool) -> models.Proposal
             "attempt": done.attempt,
         }
     )
-
-
-def progress_text(event: TaskProgress) -> str:
-    """One progress line, as `ptreg run` logs it in a pipe."""
-    left = "" if event.budget_left is None else f" ({max(event.budget_left, 0):.0f} s left in budget)"
-    if event.phase == "finished":
-        return f"{event.task}: {event.outcome}"
-    if event.phase == "round":
-        return f"{event.task}: round {event.done + 1} of at most {event.total}{left}"
-    return f"{event.task}: {event.phase}{left}"
 
 
 async def _run(root: Path, attempt_id: str, ctx: Context, runs: Runs) -> models.RunDone:

@@ -17,6 +17,7 @@ from . import (
     comparing,
     disposition,
     evaluator_commands,
+    in_progress,
     index,
     managing,
     measuring,
@@ -102,6 +103,7 @@ app.command(cls=RegistryCommand)(measuring.backends)
 app.command(cls=RegistryCommand)(measuring.workloads)
 app.command(cls=RegistryCommand)(measuring.bench)
 app.command(cls=RegistryCommand)(measuring.run)
+app.command(cls=RegistryCommand)(in_progress.runs)
 app.command(cls=RegistryCommand)(measuring.conclude)
 app.add_typer(disposition.app)
 app.command(cls=RegistryCommand)(comparing.compare)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -296,6 +297,15 @@ def run(
         "lost with a killed ptreg): a new run that carries its rounds measured whole and measures only the rest, "
         "under the same evaluator, order seed and code; refused when any of them changed.",
     ),
+    detach: bool = typer.Option(
+        False,
+        "--detach",
+        help="Run in the background and return at once, printing the run id and its log "
+        "(runs/ID/.running-RUN/log.txt); every refusal is made first, here. `ptreg runs` says where it stands. "
+        "With --executor ray, the run is submitted as a job of the Ray cluster (--address: its dashboard, "
+        "http://HOST:8265), which goes on when this client leaves.",
+    ),
+    run_id: str | None = typer.Option(None, "--run-id", hidden=True, help="The id --detach chose for the run."),
     as_json: bool = JsonFlag,
 ) -> None:
     """Measure an attempt under its frozen evaluator and budget, after re-checking its gate.
@@ -305,10 +315,15 @@ def run(
     Ctrl-C, SIGTERM or SIGHUP stops the workers with everything they started, writes what finished as a run with status `interrupted` and exits 130, 143 or 129. Exit 0 when the run is complete, 1 when it failed or the budget ran out (what finished is kept), 2 on unusable input.
     """
     from ..operations.running import run_attempt
-    from ..records.refs import check_id
+    from ..records.refs import check_id, check_run_id
 
     root = registry_dir()
-    make_executor = executor_maker(executor, address)
+    if detach and run_id is not None:
+        raise UnusableInput("--run-id is given by --detach to the run it starts; give one or the other")
+    if run_id is not None:
+        check_run_id(run_id)
+    # a run detached as a Ray job builds its executor itself, inside the job
+    make_executor = None if detach and executor == "ray" else executor_maker(executor, address)
     if fail_on_regression:
         from ..store.directory import read_attempt
 
@@ -317,9 +332,19 @@ def run(
                 f"--fail-on-regression: {attempt_id} has no analysis plan to decide; a gate needs one "
                 "(`ptreg new ... --worked-if ... --regressed-if ...`)"
             )
+    if detach:
+        _detach(root, check_id(attempt_id), executor, address, fail_on_regression, as_json, resume)
+        return
+    assert make_executor is not None
     with run_progress() as show:
         done = run_attempt(
-            root, check_id(attempt_id), command_line(), progress=show, make_executor=make_executor, resume=resume
+            root,
+            check_id(attempt_id),
+            command_line(),
+            progress=show,
+            make_executor=make_executor,
+            run_id=run_id,
+            resume=resume,
         )
     results = done.results
     outcome = None
@@ -352,6 +377,34 @@ def run(
         raise typer.Exit(EXIT_CHECK_FAILED)
     if outcome is not None and outcome.status in ("regressed", "inconclusive"):
         raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _detach(
+    root: Path,
+    attempt_id: str,
+    executor: str,
+    address: str | None,
+    fail_on_regression: bool,
+    as_json: bool,
+    resume: bool = False,
+) -> None:
+    """`run --detach`: the refusals here, then the run in the background (or as a Ray job)."""
+    from ..operations.detaching import detach_run, submit_run
+
+    flags = (["--fail-on-regression"] if fail_on_regression else []) + (["--resume"] if resume else [])
+    if executor == "ray":  # inside the job, the run joins the cluster the job runs in
+        done = submit_run(root, attempt_id, [*flags, "--executor", "ray"], address)
+    else:
+        done = detach_run(root, attempt_id, flags)
+    if as_json:
+        print_json(done.to_json())
+        return
+    say(f"run {done.run_id} of {attempt_id} started in the background")
+    if done.job_id is not None:
+        say(f"as Ray job {done.job_id}: its output is the job's (`ray job logs {done.job_id}`)")
+    else:
+        say(f"its log: {done.log}")
+    say(f"`ptreg runs` says where it stands; `ptreg show {attempt_id}` lists it once written")
 
 
 def conclude(

@@ -55,7 +55,14 @@ def readmit(
         None, "--tracking-issue", metavar="ISSUE", help="A tracking issue of its own."
     ),
     evaluator: str | None = typer.Option(
-        None, "--evaluator", metavar="NAME@HASH", help="An evaluator frozen under a name of its own (before any run)."
+        None,
+        "--evaluator",
+        metavar="NAME@HASH",
+        help="An evaluator frozen under a name of its own (before any run); with no conflict, with --reason, "
+        "an amendment while every run measured nothing.",
+    ),
+    reason: str | None = typer.Option(
+        None, "--reason", metavar="TEXT", help="Why the evaluator is amended (stored; with --evaluator)."
     ),
     override_streak: str | None = typer.Option(
         None, "--override-streak", metavar="TEXT", help="Why it goes on past its objective's streak (stored)."
@@ -65,16 +72,29 @@ def readmit(
     ),
     as_json: bool = JsonFlag,
 ) -> None:
-    """Resolve a conflict found after a merge: re-pass the gate with what changes, or withdraw.
+    """Resolve a conflict found after a merge: re-pass the gate with what changes, or withdraw; or amend the evaluator of an attempt whose runs measured nothing.
 
     The attempt is judged against those admitted before it (`ptreg gate --all` lists them); nothing is written unless every conflict is resolved. The resolution is recorded on the attempt (readmissions). An attempt already run keeps its question and evaluator.
+
+    An attempt with no conflict whose every run measured nothing (a harness that failed) takes a new evaluator with `--evaluator NAME@HASH --reason TEXT`: recorded as an amendment (the evaluator it replaces, when, why), refused once any run measured something.
     """
     from ..operations.readmitting import Resolution
     from ..operations.readmitting import readmit as resolve
     from ..records.refs import check_id
 
-    resolution = Resolution(question, varies, varied, tracking_issue, evaluator, override_streak, withdraw)
+    resolution = Resolution(question, varies, varied, tracking_issue, evaluator, override_streak, withdraw, reason)
     done = resolve(registry_dir(), check_id(attempt_id), resolution)
+    if not done.resolved:  # no conflict: the evaluator was amended
+        amendment = (done.attempt.amendments or [])[-1]
+        if as_json:
+            print_json({"id": done.attempt.id, "amendment": amendment.model_dump(mode="json", exclude_none=True)})
+            return
+        say(
+            f"{done.attempt.id} amended: evaluator {amendment.before} -> {amendment.after} "
+            f"(every run so far measured nothing): {amendment.reason}",
+            one_line=True,
+        )
+        return
     record = (done.attempt.readmissions or [])[-1]
     if as_json:
         print_json({"id": done.attempt.id, "readmission": record.model_dump(mode="json", exclude_none=True)})

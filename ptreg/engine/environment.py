@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from .accelerators import machine_facts
 from .backends import describe, entries
 
 # Variables that change how BLAS, OpenMP or numba behave (threads, kernels, cache sizes).
@@ -68,6 +70,49 @@ def worker_variables(environ: dict[str, str] | None = None) -> dict[str, str]:
     return {name: environ.get(name) or value for name, value in WORKER_VARIABLES.items()}
 
 
+# A variable whose name says it holds a secret; its value is recorded as REDACTED alone (a
+# digest of a short password could be searched for).
+SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|PASSWD|CREDENTIAL|AUTH|PRIVATE|COOKIE|SESSION")
+REDACTED = "<redacted>"
+# A value that looks like a key whatever its name: credentials in a URL (scheme://user:pass@),
+# or a word (split at anything but letters, digits, + and =) of 20 or more characters mixing
+# upper case, lower case and digits, or of 32 or more hexadecimal digits: what API tokens,
+# cloud keys and JWTs are made of. Paths, model names and device ids split into shorter words.
+URL_CREDENTIALS = re.compile(r"://[^/@\s]+@")
+WORD = re.compile(r"[A-Za-z0-9+=]{20,}")
+HEX_KEY = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{32,}(?![0-9a-fA-F])")
+
+
+def looks_like_key(value: str) -> bool:
+    if URL_CREDENTIALS.search(value) or HEX_KEY.search(value):
+        return True
+    return any(
+        any(c.isupper() for c in word) and any(c.islower() for c in word) and any(c.isdigit() for c in word)
+        for word in WORD.findall(value)
+    )
+
+
+def recorded_value(name: str, value: str | None) -> str | None:
+    """A command's variable as a run records it: its value, None when not set, ``<redacted>``
+    when its name says it is a secret, and ``<redacted sha256:...>`` (the first 8 hex digits of
+    the value's digest, so that two runs' values can be told apart) when the value looks like a
+    key (``looks_like_key``)."""
+    if value is None:
+        return None
+    if SECRET_NAME.search(name):
+        return REDACTED
+    if looks_like_key(value):
+        return f"<redacted sha256:{hashlib.sha256(value.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}>"
+    return value
+
+
+def command_variables(names: list[str] | None, environ: dict[str, str] | None = None) -> dict[str, str | None]:
+    """The values of the variables an evaluator lets its command see (``env``), as recorded in
+    environment.json: null for one that is not set (the command is not given it)."""
+    environ = dict(os.environ) if environ is None else environ
+    return {name: recorded_value(name, environ.get(name)) for name in names or ()}
+
+
 def backend_configuration(names: list[str]) -> dict[str, str | None]:
     """What each backend says it runs with on this machine (its optional ``configuration()``),
     e.g. numba's register tile; null when a backend says nothing or is not registered."""
@@ -93,7 +138,12 @@ def _git(root: Path, *args: str) -> str | None:
 
 
 def git_state(root: Path) -> dict[str, Any]:
-    """Commit and dirty state of the repository the registry lives in (null outside git)."""
+    """Commit and dirty state of the repository the registry ``root`` lives in (null outside git).
+
+    The registry's own folder is left out of the dirty check: every run rewrites its tracked
+    attempt record, and counting that as a change of code would make every run after the first
+    at a commit a run of unknown code, so repeated runs could never form a history. A registry
+    that is the repository's top folder leaves nothing out (its files are the repository)."""
     top = _git(root, "rev-parse", "--show-toplevel")
     if top is None:
         return {"repository": None, "commit": None, "dirty": None}
@@ -101,7 +151,10 @@ def git_state(root: Path) -> dict[str, Any]:
     if commit is None:
         # a repository with no commit yet: no commit to differ from, so neither clean nor dirty
         return {"repository": top, "commit": None, "dirty": None}
-    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    prefix = _git(root, "rev-parse", "--show-prefix")  # the registry's folder, relative to the top
+    # ':/' is the whole tree and ':(exclude).' the folder git runs in (-C root), whatever its name
+    outside_registry = ["--", ":/", ":(exclude)."] if prefix else []
+    status = _git(root, "status", "--porcelain", "--untracked-files=no", *outside_registry)
     return {"repository": top, "commit": commit, "dirty": None if status is None else bool(status)}
 
 
@@ -204,6 +257,8 @@ def machine_environment() -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "variables": {name: os.environ.get(name) for name in BEHAVIOUR_VARIABLES},
         "worker_variables": worker_variables(),
+        # only where NVML sees a device: a machine without one records what it always did
+        **({"accelerators": found} if (found := machine_facts()) is not None else {}),
     }
 
 

@@ -36,6 +36,7 @@ from .processes import (
     become_subreaper,
     python_argv,
     python_environment,
+    refuse_platform,
     start,
     supervision_method,
 )
@@ -73,6 +74,7 @@ class TaskProgress:
     pid: int | None = None
     outcome: str | None = None  # with phase "finished": how the task ended
     seconds: float | None = None  # with phase "finished": its wall time
+    line: str | None = None  # the last line its command printed so far, when it runs one
 
 
 @dataclass
@@ -150,6 +152,9 @@ class Executor:
     die_with_parent: bool = True
     # The registry directory: like the working directory, nothing in it is on a worker's import path.
     registry: Path | None = None
+
+    def __post_init__(self) -> None:
+        refuse_platform()  # before a run collects its environment or starts anything
 
     def start(self) -> None:
         supervision_method()  # a method this machine cannot hold trees by is refused before anything runs
@@ -387,7 +392,11 @@ class Executor:
         event = decode_event(line)
         if isinstance(event, Progress):
             phase = f"{worker.phase} {event.phase}".strip()
-            self._notify(TaskProgress(worker.label, phase, event.done, event.total, self.budget_left(), worker.pid))
+            self._notify(
+                TaskProgress(
+                    worker.label, phase, event.done, event.total, self.budget_left(), worker.pid, line=event.line
+                )
+            )
         else:
             keep(worker.outcome, event)
         return event

@@ -18,7 +18,16 @@ from typing import Any, Protocol
 from ..errors import UnusableInput
 from ..records.evaluator import AnySpec, EvaluatorSpec
 from ..records.run_journal import AnySample, JournalRound
-from ..records.run_results import Cell, CellStatus, ConfigRounds, Measurement, ParityOutcome, Roles
+from ..records.run_results import (
+    Cell,
+    CellStatus,
+    ConfigRounds,
+    Measurement,
+    MetricSample,
+    ParityOutcome,
+    Roles,
+    StageRecord,
+)
 from .backends import describe_all, roles
 from .callgrind import counted_under, valgrind
 from .executor import Executor, TaskOutcome, Worker
@@ -101,7 +110,7 @@ def measure(
     ``seed_of_orders`` seeds the rounds' orders, drawn afresh for the run when not given.
     A resumed run gives ``kept``, the samples of each (config, arm)'s rounds measured whole by
     the run it continues, by round: those rounds are not measured again. ``journal`` is told of
-    each arm's round as soon as it is measured whole (``store/in_progress.py`` keeps it)."""
+    each arm's round as soon as it is measured whole (``store/rounds_journal.py`` keeps it)."""
     workload = require_measurable(spec, f"evaluator {spec.name}")
     if (arm_roots or import_folders) and not isinstance(executor, Executor):
         # a checkout lives on this machine only, for this run only
@@ -370,15 +379,17 @@ def _journal(places: Places, config: str, arm: str, number: int, worker: Worker)
         places.journal(JournalRound(config=config, arm=arm, round=number, samples=samples))
 
 
-def once_stages(samples: list[AnySample]) -> list[dict[str, Any]]:
-    """The records of the once stages among samples kept (a stage's ``repeat`` is ``"once"``),
-    which a resumed cell's workload may reuse instead of running them again."""
-    found = []
-    for sample in samples:
-        for stage in sample.model_dump(mode="json").get("stages") or ():
-            if isinstance(stage, dict) and stage.get("repeat") == "once":
-                found.append(stage)
-    return found
+def once_stages(samples: list[AnySample]) -> list[StageRecord] | None:
+    """The records of the once stages among the samples kept, which a resumed cell's workload
+    may reuse instead of running them again (None: there are none)."""
+    found = [
+        stage
+        for sample in samples
+        if isinstance(sample, MetricSample)
+        for stage in sample.stages or ()
+        if stage.repeat == "once"
+    ]
+    return found or None
 
 
 def cell_task(spec: AnySpec, config: str, backend: str, places: Places) -> CellTask:

@@ -138,7 +138,10 @@ def run_status(
     unchecked = [p for p in parity if not p.passed and p.summary.startswith(NOT_CHECKED)]
     if budget_hit or stopped or unchecked:
         done = sum(c.status == "measured" for c in measured)
-        return "budget-exhausted", f"{done} of {planned} cells measured within the budget"
+        # the cell the budget killed, and why (its wall clock, or the MB its tree reached)
+        killed = next((c for c in measured if c.status == "budget-exhausted" and c.reason), None)
+        why = f"; {killed.backend}/{killed.config}: {killed.reason}" if killed is not None else ""
+        return "budget-exhausted", f"{done} of {planned} cells measured within the budget{why}"
     bad = [c for c in measured if c.status != "measured"]
     if bad:
         named = "; ".join(f"{c.backend}/{c.config}: {c.reason}" for c in bad[:3])

@@ -35,6 +35,8 @@ children, and starts over until none is left, for at most ``END_SECONDS`` (a tim
 of rounds, so that no depth of nested daemons outlasts it); what is still alive then is
 returned by pid, for the caller to report.
 
+On macOS and Windows, see ``platforms.py``.
+
 Python workers start with ``python_argv``: ``python -P -s`` (no working directory or script
 folder on ``sys.path``, no user site) with no ``PYTHON*`` variable of the caller's, which is what
 ``-I`` does but for ``-E``: ``-E`` would also drop the ``PYTHONHASHSEED`` a counted worker is
@@ -60,7 +62,9 @@ import psutil
 
 from ..errors import UnusableInput
 from ..text import shorten
+from .accelerators import AcceleratorUse
 from .cgroups import MB, CgroupMemory, make_cgroup
+from .platforms import alive, children_by_parent, descendants, linux, maxrss_units, refuse_platform, state
 
 Method = Literal["cgroup-v1", "cgroup-v2", "process-tree"]
 METHODS: tuple[Method, ...] = ("cgroup-v1", "cgroup-v2", "process-tree")
@@ -164,6 +168,8 @@ def python_environment(environ: dict[str, str]) -> dict[str, str]:
 def become_subreaper() -> None:
     """Whatever this process starts stays its descendant when its parent dies (re-parented to
     this process, not to init), so that a tree can be found and ended whole."""
+    if not linux():
+        return  # no such thing on macOS: orphans are found by their mark (``Tree.members``)
     import ctypes
 
     with contextlib.suppress(OSError, AttributeError):
@@ -177,7 +183,9 @@ def become_subreaper() -> None:
 def supervision_method() -> Method:
     """How this process holds its trees: ``PTREG_SUPERVISION`` when it names a method (a worker is
     given its executor's), else the first this machine offers; found once per process.
-    UnusableInput when the variable names none, or a cgroup this machine does not offer."""
+    UnusableInput when the variable names none, or a cgroup this machine does not offer, or on
+    a platform where no tree can be held."""
+    refuse_platform()
     asked = os.environ.get(METHOD_VARIABLE, "auto") or "auto"
     if asked not in _chosen:
         _chosen[asked] = _choose(asked)
@@ -201,6 +209,8 @@ def _choose(asked: str) -> Method:
 
 
 def _probe() -> Method:
+    if not linux():
+        return "process-tree"
     for method in METHODS[:2]:
         try:
             folder = make_cgroup(method)
@@ -230,6 +240,9 @@ class Tree:
     sampled_peak: float | None = None
     sampled_last: float | None = None
     sampled_at: float = field(default=-1e9)
+    # without a subreaper: the processes found by the tree's mark, looked for every STRAY_SECONDS
+    marked: set[int] = field(default_factory=set)
+    marked_at: float = field(default=-1e9)
     peak_seen: float | None = None  # the cgroup's peak as last read (the cgroup goes with the tree)
     # with a cgroup: its memory with that of the tree's processes outside it, when there were any, sampled
     strays_last: float = 0.0
@@ -237,6 +250,7 @@ class Tree:
     strays_at: float = field(default=-1e9)
     reached: bool = False  # whether it reached its limit, kept once seen (the cgroup goes with the tree)
     ended: bool = False
+    accelerators: AcceleratorUse | None = None  # what it takes of the machine's GPUs, when asked and there are any
 
     @property
     def pid(self) -> int:
@@ -272,6 +286,8 @@ class Tree:
         ``SAMPLE_SECONDS`` old (so a caller may poll faster than it samples)."""
         if self.ended:
             return None
+        if self.accelerators is not None and self.accelerators.due():
+            self.accelerators.sample(self.members())
         if self.memory is not None:
             current = self.memory.read(self.memory.current)
             self.peak_mb()
@@ -317,7 +333,7 @@ class Tree:
             return max(found) if found else None
         # a sample can miss a short-lived process; the kernel's largest resident size of any
         # process reaped below the root cannot (when the root was reaped with its usage)
-        largest = self.usage.ru_maxrss / 1024 if self.usage is not None and self.usage.ru_maxrss > 0 else None
+        largest = self.usage.ru_maxrss / maxrss_units() if self.usage is not None and self.usage.ru_maxrss > 0 else None
         found = [v for v in (self.sampled_peak, largest) if v is not None]
         return max(found) if found else None
 
@@ -344,6 +360,19 @@ class Tree:
         found.discard(os.getpid())
         return found
 
+    def _orphans(self) -> set[int]:
+        """Without a subreaper (macOS), what the tree's processes left when they died is
+        re-parented to init, no one's descendant: those found by the tree's mark, looked for
+        every ``STRAY_SECONDS`` (a listing of every process's environment, too dear to take at
+        every sample). Nothing with a subreaper, which adopts them."""
+        if _subreaper["on"]:
+            return set()
+        now = time.monotonic()
+        if now - self.marked_at >= STRAY_SECONDS:
+            self.marked_at = now
+            self.marked = _marked(self.token)
+        return self.marked
+
     def _membership(self) -> tuple[set[int], set[int]]:
         """(the processes in the tree's cgroup, those and the root and what this process
         adopted with all their descendants), never this process."""
@@ -352,11 +381,11 @@ class Tree:
             for folder, _, _ in os.walk(self.cgroup):
                 with contextlib.suppress(OSError, ValueError):
                     in_cgroup.update(int(p) for p in Path(folder, "cgroup.procs").read_text().split())
-        children = _children_by_parent()
-        roots = in_cgroup | set(_adopted(children))
+        children = children_by_parent()
+        roots = in_cgroup | set(_adopted(children)) | self._orphans()
         if self.status is None:
             roots.add(self.pid)
-        related = _descendants(roots, children)
+        related = descendants(roots, children)
         me = os.getpid()
         in_cgroup.discard(me)
         related.discard(me)
@@ -372,17 +401,17 @@ class Tree:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
             self._reap_all(stopped, deadline)
-            alive = _alive(self.members(scan=True))
-            if not alive or time.monotonic() >= deadline:
+            left = alive(self.members(scan=True))
+            if not left or time.monotonic() >= deadline:
                 break
-        if not self.reap() and _state(self.pid) in (None, "Z"):
+        if not self.reap() and state(self.pid) in (None, "Z"):
             self.reap(block=True)
         _reap_adopted()
         self.peak_mb()  # read once more before the cgroup goes
         self.over_limit()
         self.ended = True
         self._remove_cgroup(deadline)
-        return sorted(alive)
+        return sorted(left)
 
     def _stop_all(self, deadline: float) -> set[int]:
         """SIGSTOP every member, the root first, until a listing finds no new one."""
@@ -413,7 +442,7 @@ class Tree:
                 try:
                     found, _ = os.waitpid(pid, os.WNOHANG)
                 except ChildProcessError:
-                    if _state(pid) in (None, "Z"):
+                    if state(pid) in (None, "Z"):
                         pending.discard(pid)
                     continue
                 if found:
@@ -447,11 +476,15 @@ def start(
     die_with_parent: bool = False,
     death_signal: int = signal.SIGKILL,
     method: Method | None = None,
+    measure_accelerators: bool = False,
 ) -> Tree:
     """Start ``argv`` as the root of a tree held by ``method`` (default: ``supervision_method``),
     in a session of its own; its memory bounded by ``memory_limit_mb`` when given, and sent
-    ``death_signal`` when this thread dies, when ``die_with_parent``. OSError when it cannot be
-    started; UnusableInput when the method cannot hold it here."""
+    ``death_signal`` when this thread dies, when ``die_with_parent``; with
+    ``measure_accelerators``, what it takes of the machine's NVIDIA GPUs is sampled with its
+    memory (``accelerators.py``). OSError when it cannot be started; UnusableInput when the
+    method cannot hold it here."""
+    refuse_platform()
     method = method or supervision_method()
     token = secrets.token_hex(8)
     env = {**env, TREE_VARIABLE: " ".join(filter(None, [os.environ.get(TREE_VARIABLE), token]))}
@@ -468,7 +501,7 @@ def start(
                     cgroup.rmdir()
             raise UnusableInput(f"cannot hold a process tree in a {method} cgroup here: {exc}") from None
     procs = os.open(cgroup / "cgroup.procs", os.O_WRONLY) if cgroup is not None else None
-    prctl = _prctl() if die_with_parent else None
+    prctl = _prctl() if die_with_parent and linux() else None  # macOS has no parent-death signal
 
     def in_the_child() -> None:
         # after fork, before exec: only calls that take no lock
@@ -503,27 +536,16 @@ def start(
         if procs is not None:
             os.close(procs)
     _live_roots.add(process.pid)
-    return Tree(process, method, token, cgroup, memory_limit_mb, memory)
+    tree = Tree(process, method, token, cgroup, memory_limit_mb, memory)
+    if measure_accelerators:
+        tree.accelerators = AcceleratorUse.here()
+    return tree
 
 
 def _prctl() -> Callable[..., int]:
     import ctypes
 
     return cast(Callable[..., int], ctypes.CDLL(None, use_errno=True).prctl)
-
-
-def _state(pid: int) -> str | None:
-    """A process's state letter (R, S, T, Z, ...), None when there is no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rpartition(")")[2].split()
-    return fields[0] if fields else None
-
-
-def _alive(pids: Iterable[int]) -> set[int]:
-    return {pid for pid in pids if _state(pid) not in (None, "Z")}
 
 
 def _marked(token: str) -> set[int]:
@@ -536,26 +558,6 @@ def _marked(token: str) -> set[int]:
     return found
 
 
-def _children_by_parent() -> dict[int, list[int]]:
-    """Every process's children, from one listing of the processes."""
-    children: dict[int, list[int]] = {}
-    for process in psutil.process_iter(["ppid"]):
-        ppid = process.info.get("ppid")
-        if isinstance(ppid, int):
-            children.setdefault(ppid, []).append(process.pid)
-    return children
-
-
-def _descendants(roots: set[int], children: dict[int, list[int]]) -> set[int]:
-    found, pending = set(), list(roots)
-    while pending:
-        pid = pending.pop()
-        if pid not in found:
-            found.add(pid)
-            pending += children.get(pid, [])
-    return found
-
-
 def _adopted(children: dict[int, list[int]] | None = None) -> list[int]:
     """The processes this child subreaper adopted: its children that are no tree's root and
     run in a session other than its own (every tree starts one, and no process joins another
@@ -565,7 +567,7 @@ def _adopted(children: dict[int, list[int]] | None = None) -> list[int]:
     me = os.getpid()
     own = os.getsid(0)
     found = []
-    for pid in (children if children is not None else _children_by_parent()).get(me, []):
+    for pid in (children if children is not None else children_by_parent()).get(me, []):
         if pid in _live_roots:
             continue
         with contextlib.suppress(OSError):
@@ -578,6 +580,6 @@ def _reap_adopted() -> None:
     """Reap the zombies this subreaper adopted (its trees' killed orphans); never a live root
     nor a child another part of this process waits for."""
     for pid in _adopted():
-        if _state(pid) == "Z":
+        if state(pid) == "Z":
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)

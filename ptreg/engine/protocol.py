@@ -21,7 +21,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from ..records.counting import CountedWorker
-from ..records.run_results import KernelSample, MetricSample, ParityOutcome, StepSample
+from ..records.run_results import KernelSample, MetricSample, ParityOutcome, StageRecord, StepSample
 
 # 3: cells of arms workloads (the spec and the project root in the task)
 # 4: no command's process group is announced: the executor kills the worker's whole process tree
@@ -74,9 +74,10 @@ class CellTask(_Message):
         default="wall", description="instructions: the worker runs under callgrind and counts each timed region."
     )
     import_folder: str | None = Field(default=None, description=IMPORT_FOLDER)
-    reuse_stages: list[dict[str, Any]] = Field(
-        default_factory=list,
-        description="On resume: the once-stage records of the rounds kept, which the workload may reuse.",
+    reuse_stages: list[StageRecord] | None = Field(
+        default=None,
+        description="A staged command: once-stage records of earlier samples (a run resumed); a once stage of the same "
+        "key whose artifacts still match on disk is not rerun.",
     )
 
 
@@ -109,6 +110,9 @@ class Progress(_Message):
     phase: str
     done: int
     total: int
+    line: str | None = Field(
+        default=None, description="The last line a command printed so far, for a run's progress (shortened)."
+    )
 
 
 class Warm(_Message):

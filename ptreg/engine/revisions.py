@@ -49,6 +49,7 @@ from .backends import entries as backend_entries
 from .interruption import deferred
 from .processes import start
 from .workloads.command import named_code
+from .workloads.stages import not_frozen
 
 GIT_SECONDS = 300.0  # one git command: a checkout of a large repository takes a while
 POLL_SECONDS = 0.01
@@ -161,6 +162,7 @@ def arm_code(spec: ArmsSpec, arm: str, root: Path, registry: str) -> dict[str, s
     one = spec.model_copy(update={"arms": {arm: spec.arms[arm]}})
     try:
         named = named_code(one)
+        unfrozen = not_frozen(one)
     except ValueError as exc:
         raise UnusableInput(f"evaluator {spec.name}: {exc}") from None
     return code_digests(
@@ -168,7 +170,7 @@ def arm_code(spec: ArmsSpec, arm: str, root: Path, registry: str) -> dict[str, s
         named.arguments,
         named.scripts,
         named.import_folders,
-        spec.not_frozen,
+        unfrozen,
         registry=registry,
         maybe_scripts=named.maybe_scripts,
     )

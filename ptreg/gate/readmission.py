@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..records.attempt import Attempt
 from ..records.graph import ancestry
 from ..records.ledger import NEGATIVE_STATUSES, STOP_AT, Shaped
+from ..records.run_results import RunResults
 from ..store.directory import load_directory
 from ..store.evaluator_files import evaluator_files
 from ..store.full_read import read_summarized
@@ -285,6 +286,21 @@ def _conflict(rule: str, attempt: Attempt, result: CheckResult, remedy: str, eve
 
 def _admitted_at(attempt: Attempt | None) -> str | None:
     return attempt.admission.admitted_at if attempt is not None and attempt.admission is not None else None
+
+
+def measured_something(results: RunResults) -> str | None:
+    """What ``results`` measured, in words, or None when it measured nothing: an attempt's
+    evaluator may be amended only while every run of it is None here (a harness that failed
+    before any outcome). A complete run measured; so did any cell with one good sample (a
+    repeat with values and no problem, a timed step or kernel call), whatever the run's status:
+    that number was seen, and a new evaluator chosen after it would be chosen knowing it."""
+    if results.status == "complete":
+        return "it is complete"
+    for cell in results.cells:
+        good = [s for s in cell.metric_samples or () if s.problem is None and s.values]
+        if good or cell.step_samples or cell.kernel_samples:
+            return f"its cell {cell.backend}/{cell.config} holds a measured sample"
+    return None
 
 
 def unresolved(readmissions: Readmissions, attempt: Attempt) -> str | None:

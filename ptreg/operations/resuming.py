@@ -2,7 +2,7 @@
 
 The run to continue is the newest of the attempt's runs that stopped before the end and that no
 other run continues yet: a run written ``interrupted`` or ``budget-exhausted``, or a run whose
-ptreg was killed before writing it, found by its in-progress folder (``store/in_progress.py``),
+ptreg was killed before writing it, found by its in-progress folder (``store/rounds_journal.py``),
 whose process is gone. Its rounds measured whole are kept, each (arm, round) once; everything
 else about it must still hold for the continuation: the evaluator (so the spec and its plan),
 the order seed of its rounds, and the code it measured. Any doubt refuses the resume in one
@@ -20,11 +20,11 @@ from ..records.evaluator import AnySpec, ArmsSpec, FrozenEvaluator
 from ..records.measured import MetricSample
 from ..records.run_journal import AnySample, JournalRound
 from ..records.run_results import CodeIdentity, RunResults
-from ..store.in_progress import (
+from ..store.progress import alive
+from ..store.rounds_journal import (
     JournalRead,
     has_journal,
     in_progress_runs,
-    process_alive,
     read_journal,
     remove_folder,
     written,
@@ -64,9 +64,10 @@ class ResumePoint:
         return sum(len(by_round) for by_round in self.kept.values())
 
 
-def resume_point(root: Path, attempt: Attempt, frozen: FrozenEvaluator) -> ResumePoint:
+def resume_point(root: Path, attempt: Attempt, frozen: FrozenEvaluator, own: str | None = None) -> ResumePoint:
     """The run ``attempt``'s resume continues, checked against ``frozen``; UnusableInput when
-    there is none, or it cannot be continued under it. Lost runs already continued by a
+    there is none, or it cannot be continued under it. ``own`` is the id the resuming run
+    reserved (``run --detach``), never one to continue. Lost runs already continued by a
     written run are cleared away on the way."""
     runs: list[RunResults] = []
     for ref in attempt.runs or ():
@@ -76,11 +77,13 @@ def resume_point(root: Path, attempt: Attempt, frozen: FrozenEvaluator) -> Resum
             raise UnusableInput(f"--resume: run {ref.run_id} of {attempt.id} cannot be read: {exc.message}") from None
     journals: list[tuple[str, JournalRead]] = []
     for run_id, folder in in_progress_runs(root, attempt.id):
+        if run_id == own:
+            continue
         if written(root, attempt.id, run_id) or not has_journal(folder):
             remove_folder(root, attempt.id, run_id)  # its run was written, or it was killed as it began
             continue
         journal = read_journal(folder)
-        if process_alive(journal.head.pid, journal.head.process_started):
+        if alive(journal.head.pid, journal.head.process_started):
             raise UnusableInput(f"--resume: run {run_id} of {attempt.id} is still in progress (pid {journal.head.pid})")
         if not journal.rounds:
             remove_folder(root, attempt.id, run_id)  # it measured nothing: there is nothing of it to carry

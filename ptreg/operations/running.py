@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import utc_now
-from ..engine.environment import backend_configuration, collect
+from ..engine.environment import backend_configuration, collect, command_variables
 from ..engine.executor import Executor, TaskProgress
 from ..engine.identity import code_identity, revision_code
 from ..engine.interruption import deferred, interruptible, pending
@@ -42,12 +42,13 @@ from ..records.run_journal import JOURNAL_VERSION, JournalHead
 from ..records.run_results import ArmRevision, CodeIdentity, Provenance, RunResults, new_results
 from ..store.directory import load_meta, read_attempt, write_attempt
 from ..store.full_read import indexed_attempt
-from ..store.in_progress import Journal, make_folder, remove_folder, this_process_started, written
 from ..store.index import open_index
 from ..store.input_digests import project_root
 from ..store.jsonio import refuse_outside
 from ..store.leftovers import orphaned_runs
 from ..store.locks import TIMEOUT_ENV, registry_lock, run_lock
+from ..store.progress import ProgressWriter, claim_run_id, finish_in_progress, make_in_progress_folder
+from ..store.rounds_journal import Journal, remove_folder, this_process_started, written
 from ..store.runs import RESULTS_FILE, new_run_id, read_results, run_folder, runs_dir, write_run
 from ..store.vocabulary_files import refuse_old_layout
 from ..views.run_report import evidence_line
@@ -74,6 +75,7 @@ def run_attempt(
     progress: Callable[[TaskProgress], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     make_executor: Callable[..., Executor | SpreadExecutor] = Executor,
+    run_id: str | None = None,
     resume: bool = False,
 ) -> RunDone:
     """Measure, then write the run folder whole and link it.
@@ -81,22 +83,78 @@ def run_attempt(
     The attempt's run lock keeps a second run of it out for the whole measurement; the
     registry lock is held only while the folder and the link are written. ``clock`` is what
     the budget's wall clock reads; ``make_executor`` builds the executor from the budget (the
-    local one, or one that spreads the cells over a cluster).
+    local one, or one that spreads the cells over a cluster). The run's id is chosen before
+    it measures (``run_id`` when the caller chose it: `ptreg run --detach` did, and it must be
+    fresh), and its progress is kept in its in-progress folder until its run folder is written.
+    With ``resume``, the run continues the attempt's newest run that stopped before its end
+    (``resuming.py``), refused before anything is made when it cannot.
     """
     with interruptible():  # from the start, so that SIGTERM never kills a run without a word
         read_attempt(root, attempt_id)  # no lock file for an attempt or registry that is not there
         refuse_old_layout(root)  # before measuring, not after: the run could not be linked
         with run_lock(root, attempt_id):
             frozen, budget = _admitted(root, attempt_id, resume)  # as it is now that no other run can start
-            point = resume_point(root, read_attempt(root, attempt_id), frozen) if resume else None
+            point = _resume_point(root, attempt_id, frozen, run_id) if resume else None
+            if run_id is None:
+                run_id = new_run_id(root, attempt_id, utc_now())
+                folder = make_in_progress_folder(root, attempt_id, run_id)
+            else:
+                folder = claim_run_id(root, attempt_id, run_id)
+            writer = ProgressWriter(folder, attempt_id, run_id, clock=clock)
+            writer.write()
             executor = make_executor(
                 wall_clock_seconds=budget.wall_clock_seconds,
                 max_memory_mb=budget.max_memory_mb,
-                progress=progress,
+                progress=progress_kept(writer, progress),
                 clock=clock,
                 registry=root,
             )
-            return _measure_and_record(root, attempt_id, frozen, budget, command, executor, point)
+            return _measure_and_record(root, attempt_id, frozen, budget, command, executor, run_id, point)
+
+
+def _resume_point(root: Path, attempt_id: str, frozen: FrozenEvaluator, own: str | None) -> ResumePoint:
+    """What ``--resume`` continues, refused when the code it measured changed since; ``own`` is
+    the id a detached run reserved for itself, which is not a run to continue."""
+    point = resume_point(root, read_attempt(root, attempt_id), frozen, own)
+    changed_code = code_changed(point.code, code_identity(frozen.spec, root))
+    if changed_code is not None:
+        raise UnusableInput(f"--resume: run {point.run_id} of {attempt_id} is not continued: {changed_code}")
+    return point
+
+
+def reserve_run(root: Path, attempt_id: str, resume: bool = False) -> tuple[str, Path]:
+    """Every refusal ``run_attempt`` makes before measuring (the registry, the gate, the consent,
+    the run lock, and with ``resume`` what it would continue) made now, nothing measured; then,
+    under the same hold of the run lock, the run's id chosen and its in-progress folder made, so
+    that the id is this run's. What `ptreg run --detach` does in the foreground before the run
+    goes to the background."""
+    read_attempt(root, attempt_id)
+    refuse_old_layout(root)
+    with run_lock(root, attempt_id):
+        frozen, _ = _admitted(root, attempt_id, resume)
+        if resume:
+            _resume_point(root, attempt_id, frozen, None)
+        run_id = new_run_id(root, attempt_id, utc_now())
+        return run_id, make_in_progress_folder(root, attempt_id, run_id)
+
+
+def progress_kept(
+    writer: ProgressWriter, progress: Callable[[TaskProgress], None] | None
+) -> Callable[[TaskProgress], None]:
+    """``progress`` that also keeps each event in the run's progress.json, whoever runs it (the
+    command line, a detached process, the MCP server)."""
+
+    def on(event: TaskProgress) -> None:
+        if event.phase == "round":
+            writer.update(phase=event.task, round_=event.done + 1, total=event.total, budget_left=event.budget_left)
+        elif event.phase == "finished":
+            writer.update(phase=f"{event.task} finished: {event.outcome}", budget_left=event.budget_left)
+        else:
+            writer.update(phase=f"{event.task} {event.phase}", budget_left=event.budget_left, line=event.line)
+        if progress is not None:
+            progress(event)
+
+    return on
 
 
 def _admitted(root: Path, attempt_id: str, resume: bool = False) -> tuple[FrozenEvaluator, Budget]:
@@ -146,17 +204,12 @@ def _measure_and_record(
     budget: Budget,
     command: list[str],
     executor: Executor | SpreadExecutor,
+    run_id: str,
     point: ResumePoint | None = None,
 ) -> RunDone:
     started = utc_now()
     environment = collect(root)
     code = code_identity(frozen.spec, root)  # before measuring: the code as it was when measured
-    if point is not None:
-        changed_code = code_changed(point.code, code)
-        if changed_code is not None:
-            raise UnusableInput(f"--resume: run {point.run_id} of {attempt_id} is not continued: {changed_code}")
-    # chosen before measuring: the run's in-progress folder is named by it
-    run_id = new_run_id(root, attempt_id, started)
     seed = point.order_seed if point is not None and point.order_seed is not None else order_seed()
     journal = _journal(root, attempt_id, run_id, frozen, started, code, seed, point)
     try:
@@ -177,11 +230,9 @@ def _measure_and_record(
         )
     finally:
         journal.close()
-        if written(root, attempt_id, run_id):  # whole in its run folder, and so is what it carried
-            for done in [run_id, *(point.consumed if point is not None else ())]:
-                remove_folder(root, attempt_id, done)
-        elif journal.rounds == 0:  # it measured nothing: there is nothing to resume
-            remove_folder(root, attempt_id, run_id)
+        if point is not None and written(root, attempt_id, run_id):  # what it carried is in its run folder
+            for lost in point.consumed:
+                remove_folder(root, attempt_id, lost)
 
 
 def _journal(
@@ -194,7 +245,7 @@ def _journal(
     seed: int,
     point: ResumePoint | None,
 ) -> Journal:
-    """The run's in-progress folder and journal, holding from the start the rounds it carries."""
+    """The journal in the run's in-progress folder, holding from the start the rounds it carries."""
     head = JournalHead(
         journal=JOURNAL_VERSION,
         run_id=run_id,
@@ -208,7 +259,7 @@ def _journal(
         continues=point.continues if point is not None else None,
         continues_partial=point.continues_partial if point is not None else None,
     )
-    journal = Journal(make_folder(root, attempt_id, run_id), head)
+    journal = Journal(make_in_progress_folder(root, attempt_id, run_id), head)
     try:
         for line in point.rounds if point is not None else ():
             journal.append(line)
@@ -259,6 +310,8 @@ def _measured(
         # read after the workers ran: a backend may settle its configuration on first use (numba's tile)
         # a backend taken at a revision is not the installed one: its configuration stays unknown (null)
         environment["backend_configuration"] = backend_configuration(list(frozen.spec.backends))
+    elif frozen.spec.env:  # what the command was given of the caller's environment, secrets redacted
+        environment["command_variables"] = command_variables(frozen.spec.env)
     if not isinstance(executor, Executor):  # the machines the cells ran on, beside the driver's
         environment.update(executor.provenance())
     # From here signals wait: the run is written whole and linked, then the process exits.
@@ -282,7 +335,9 @@ def _measured(
                 continues_partial=point.continues_partial if point is not None else None,
             )
             results = new_results(frozen.spec, found, made)
-            return results, write_run(root, results, environment)
+            written = write_run(root, results, environment)
+            finish_in_progress(root, attempt_id, run_id, written)
+            return results, written
 
         with ExitStack() as held:
             try:

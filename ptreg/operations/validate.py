@@ -2,7 +2,8 @@
 
 Beyond ``records.rules`` (which look only at the records), a registry directory must keep:
 every frozen evaluator still verifies and every attempt's evaluator is one of them; every
-linked run folder is whole and agrees with its link; and, with ``--check-sources``, every
+linked run folder is whole and agrees with its link; an amended evaluator was replaced before
+any run under it measured; and, with ``--check-sources``, every
 local source exists. What a killed write left behind is reported as a warning.
 """
 
@@ -11,10 +12,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 
 from ..errors import UnusableInput
-from ..gate.readmission import readmit_all
+from ..gate.readmission import measured_something, readmit_all
 from ..records.attempt import Attempt
 from ..records.problems import Problem
 from ..records.registry import Record, Registry
@@ -41,6 +43,7 @@ def check_registry(registry: Registry, check_sources: Path | None = None, *, str
         problems.extend(_runs(registry.root, valid, strict))
         problems.extend(_leftovers(registry.root, valid))
     problems.extend(_readmissions(valid))
+    problems.extend(_amendments(valid))
     return problems
 
 
@@ -121,6 +124,17 @@ def _runs(root: Path, records: list[Record], strict: bool = False) -> Iterator[P
                 yield problem("run", "runs", broken, index)
                 continue
             results = read_results(run_folder(root, attempt.id, ref.run_id), root)
+            replaced = [m for m in attempt.amendments or () if m.before == ref.evaluator]
+            seen = measured_something(results) if replaced else None
+            if seen is not None:
+                # an amendment is believed only while every run under what it replaced measured nothing
+                yield problem(
+                    "amendment",
+                    "runs",
+                    f"run {ref.run_id} measured something under {ref.evaluator} ({seen}), which an amendment "
+                    f"replaced at {replaced[0].amended_at}: an evaluator is fixed once a run measured",
+                    index,
+                )
             if results.status != ref.status or results.evaluator != ref.evaluator:
                 yield problem(
                     "run",
@@ -146,6 +160,28 @@ def _runs(root: Path, records: list[Record], strict: bool = False) -> Iterator[P
                         "run-inputs-changed", "runs", f"{said}; `validate --strict` makes this an error", index
                     )
                     yield replace(found, severity="warning")
+
+
+def _amendments(records: list[Record]) -> Iterator[Problem]:
+    """Each amendment follows the one before it, and the last gives the attempt its evaluator."""
+    for record, attempt in _valid(records):
+        problem = problem_at(record)
+        amendments = attempt.amendments or []
+        for index, (earlier, later) in enumerate(pairwise(amendments), start=1):
+            if later.before != earlier.after:
+                yield problem(
+                    "amendment",
+                    "amendments",
+                    f"replaces {later.before}, but the one before it gave {earlier.after}",
+                    index,
+                )
+        if amendments and amendments[-1].after != attempt.evaluator:
+            yield problem(
+                "amendment",
+                "amendments",
+                f"the last amendment gives {amendments[-1].after}, but the attempt is measured by {attempt.evaluator}",
+                len(amendments) - 1,
+            )
 
 
 def _leftovers(root: Path, records: list[Record]) -> Iterator[Problem]:

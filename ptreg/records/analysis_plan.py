@@ -47,7 +47,7 @@ from .condition import (
     quantities,
     verdicts,
 )
-from .evaluator import AnySpec, ArmsSpec, MetricDeclaration
+from .evaluator import ACCELERATOR_METRICS, AnySpec, ArmsSpec, MetricDeclaration
 from .refs import RUN_ID_PATTERN
 
 # How a plan's rules are held to their error rate (decision.py, docs/conditions.md#multiplicity):
@@ -241,7 +241,8 @@ def _arms_problem(
     for arm in arms:
         if arm not in spec.arms:
             return f"{operand_text(node)}: evaluator {spec.name} has no arm {arm} (its arms: {', '.join(spec.arms)})"
-    declaration = metrics.get(node.metric)
+    # an accelerator's metrics may be planned on: a run where none was measured leaves them unknown
+    declaration = metrics.get(node.metric) or ACCELERATOR_METRICS.get(node.metric)
     if declaration is None:
         return (
             f"{operand_text(node)}: evaluator {spec.name} declares no metric {node.metric} "
@@ -314,7 +315,7 @@ def margin_problems(
     metrics = _metrics(spec, workload_metrics or {})
     found = []
     for metric, margin in margins.items():
-        declaration = metrics.get(metric)
+        declaration = metrics.get(metric) or ACCELERATOR_METRICS.get(metric)
         if declaration is None:
             found.append(
                 f"margin {metric}: evaluator {spec.name} declares no such metric (its metrics: {', '.join(sorted(metrics))})"

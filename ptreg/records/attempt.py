@@ -230,6 +230,27 @@ class Readmission(BaseModel):
         return self
 
 
+class Amendment(BaseModel):
+    """An evaluator changed before any outcome: every run of the attempt so far measured nothing
+    (a harness that failed), so the fix is registered as an amendment, with the evaluator it
+    replaces, when and why (``gate/readmission.py``, ``measured_something``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    amended_at: Text = Field(description="UTC time, ISO 8601.")
+    field: Literal["evaluator"]
+    before: Annotated[str, StringConstraints(pattern=EVALUATOR_REF_PATTERN)] = Field(
+        description="The evaluator it replaces, as name@hash12."
+    )
+    after: Annotated[str, StringConstraints(pattern=EVALUATOR_REF_PATTERN)] = Field(
+        description="The evaluator it takes, as name@hash12."
+    )
+    reason: Text = Field(description="Why, in the words of who amended it.")
+    runs: list[Annotated[str, StringConstraints(pattern=RUN_ID_PATTERN)]] | None = Field(
+        default=None, description="The runs before it, each of which measured nothing."
+    )
+
+
 # complete: every planned cell measured; budget-exhausted: the budget stopped a cell;
 # failed: a cell or parity failed, or the engine did (the reason says which); interrupted:
 # stopped by a signal. Finished samples are kept in every case.
@@ -430,6 +451,9 @@ class Attempt(BaseModel):
     admission: Admission | None = None
     readmissions: list[Readmission] | None = Field(
         default=None, description="Conflicts found after a merge and how each was resolved, oldest first."
+    )
+    amendments: list[Amendment] | None = Field(
+        default=None, description="Evaluators changed before any outcome, oldest first."
     )
     runs: list[RunRef] | None = None
     origin: Origin | None = Field(

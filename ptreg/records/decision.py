@@ -64,7 +64,7 @@ from .condition import (
     quantities,
     verdicts,
 )
-from .evaluator import ArmsSpec
+from .evaluator import ACCELERATOR_METRICS, ArmsSpec
 from .intervals import LEVEL, ONE_SEED, VARIANCE_FROM_VERSION, Scale, at_level
 
 if TYPE_CHECKING:  # the run models are only read here: deciding needs none built, nor does parsing
@@ -203,7 +203,7 @@ def _missing_metric(
     for arm in (node.arm, *([node.over] if not isinstance(node, MetricValue) else [])):
         if _arm(results, arm) is None:
             return f"{run} has no arm {arm} (its arms: {arms})"
-    declared = {**spec.declared()}
+    declared = {**spec.declared(), **ACCELERATOR_METRICS}  # those unknown where none was measured
     cell = _arm(results, node.arm)
     assert cell is not None
     recorded = set(declared) | set(cell.metrics or {})

@@ -38,6 +38,8 @@ FIELDS = frozenset(
         # readmissions after a merge (records/attempt.py Readmission)
         "before", "changes", "conflicts", "earlier", "field", "readmissions", "readmitted_at", "reason",
         "resolution",
+        # evaluators amended before any outcome (records/attempt.py Amendment)
+        "after", "amended_at", "amendments",
         # the analysis plan (records/analysis_plan.py)
         "because", "deviation", "margins", "multiplicity", "plan", "plan_decision", "plan_sha256", "readout",
         "regressed_if", "worked_if",

@@ -28,8 +28,22 @@ from pydantic import (
 from ..errors import UnusableInput
 from .condition import BACKEND_PATTERN
 from .configs import ConfigName
+from .metrics import ACCELERATOR_MEMORY as ACCELERATOR_MEMORY
+from .metrics import ACCELERATOR_METRICS as ACCELERATOR_METRICS
+from .metrics import ACCELERATOR_UTILISATION as ACCELERATOR_UTILISATION
+from .metrics import MEASURED_BY_PTREG as MEASURED_BY_PTREG
+from .metrics import MEMORY_MARGIN as MEMORY_MARGIN
+from .metrics import METRIC_PATTERN as METRIC_PATTERN
+from .metrics import PEAK_MEMORY as PEAK_MEMORY
+from .metrics import PTREG_METRICS as PTREG_METRICS
+from .metrics import WALL_MARGIN as WALL_MARGIN
+from .metrics import WALL_SECONDS as WALL_SECONDS
+from .metrics import MetricDeclaration as MetricDeclaration
+from .metrics import MetricName as MetricName
+from .metrics import ParamName as ParamName
 from .problems import UNION_TAG, every_schema_error
 from .refs import ID_MAX_LENGTH, ID_PATTERN, INT_MAX
+from .variables import VariableName, variable_problem
 
 HASH_SHOWN = 12
 
@@ -45,14 +59,6 @@ Timer = Literal["wall", "instructions"]
 WALL: Timer = "wall"
 INSTRUCTIONS: Timer = "instructions"
 # A metric or parameter name, as conditions and commands write it: ASCII, a letter first.
-METRIC_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
-MetricName = Annotated[str, StringConstraints(pattern=METRIC_PATTERN)]
-ParamName = Annotated[str, StringConstraints(pattern=METRIC_PATTERN)]
-# What ptreg itself measures of every arm's repeat, without the command doing anything.
-WALL_SECONDS = "wall_seconds"
-PEAK_MEMORY = "peak_memory_mb"
-MEASURED_BY_PTREG = (WALL_SECONDS, PEAK_MEMORY)
-# The one config of a workload that compares arms: its cells are (arm, ALL_CONFIG).
 ALL_CONFIG = "all"
 # The parameter by which an arm names a git revision of the project: its command runs in a
 # checkout of that revision (engine/revisions.py), not in the working tree.
@@ -234,67 +240,13 @@ class EvaluatorSpec(BaseModel):
         return least
 
 
-class MetricDeclaration(BaseModel):
-    """What one metric means: its unit, which way is better, and how two arms are compared."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
-
-    better: Literal["lower", "higher"]
-    unit: Annotated[str, StringConstraints(min_length=1, max_length=40, pattern=r"^[ -~]+$")]
-    compare: Literal["ratio", "difference"] = Field(
-        default="difference",
-        description="ratio for times, throughput and memory (positive, scale-free); difference, in the metric's own "
-        "unit, for scores, losses and rates. A difference unless declared: a ratio of two accuracies misleads.",
-    )
-    description: Annotated[str, StringConstraints(min_length=1, max_length=400)] | None = None
-    margin: float | None = Field(
-        default=None,
-        gt=0,
-        le=1e12,
-        allow_inf_nan=False,
-        description="The smallest effect that matters: a fraction for a ratio (0.05: 5% either way), a value in the "
-        "unit for a difference. An interval within it reads 'no practical difference'; an analysis plan's own margin "
-        "takes its place.",
-    )
-
-    @model_validator(mode="after")
-    def _margin_of_its_kind(self) -> MetricDeclaration:
-        if self.compare == "ratio" and self.margin is not None and self.margin >= 1:
-            raise ValueError(f"margin {self.margin}: a ratio's margin is a fraction below 1 (0.05 for 5%)")
-        return self
-
-    def smallest_effect(self) -> float | None:
-        """The declared margin as an analysis plan gives one: a factor above 1 for a ratio (a
-        fraction of 0.05 is 1.05x), the value itself for a difference; None when not declared."""
-        if self.margin is None:
-            return None
-        return 1 + self.margin if self.compare == "ratio" else self.margin
-
-
-# The smallest effects that matter of what ptreg measures itself (docs/comparing.md#within-one-run):
-# identical arms' wall times differ by a few percent within one run on a shared machine, and
-# their peak memory by a fraction of a percent, run after run.
-WALL_MARGIN = 0.05
-MEMORY_MARGIN = 0.01
-# The metrics ptreg records of every arm itself (os.wait4 of the command's process tree).
-PTREG_METRICS: dict[str, MetricDeclaration] = {
-    WALL_SECONDS: MetricDeclaration(
-        better="lower", unit="s", compare="ratio", description="wall time of a repeat", margin=WALL_MARGIN
-    ),
-    PEAK_MEMORY: MetricDeclaration(
-        better="lower",
-        unit="MB",
-        compare="ratio",
-        description="peak resident memory of the repeat's process tree",
-        margin=MEMORY_MARGIN,
-    ),
-}
 # A relative path; that it names no '.' or '..' and does not start at / is checked below (the
 # schema's regex language has no look-ahead).
 INPUT_PATTERN = r"^[^/\x00-\x1f\\][^\x00-\x1f\\]{0,499}$"
 
 
-def _input_problem(path: str, what: str = "input") -> str | None:
+def path_problem(path: str, what: str = "input") -> str | None:
+    """Why a path of the project, as a record gives it, does not stay inside the root; or None."""
     parts = path.split("/")
     if any(part in ("", ".", "..") for part in parts):
         return f"{what} {path!r} must be a relative path without '.', '..' or empty parts"
@@ -306,6 +258,8 @@ def _input_problem(path: str, what: str = "input") -> str | None:
 # folder, and would not fit a frozen evaluator's file.
 MAX_CODE_FILES = 1000
 ProjectPath = Annotated[str, StringConstraints(pattern=INPUT_PATTERN)]
+
+
 Reason = Annotated[str, StringConstraints(min_length=1, max_length=400, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
@@ -329,11 +283,30 @@ class ArmsSpec(BaseModel):
         description="Files or folders, relative to the project root, whose content is frozen with the evaluator.",
     )
     metrics: dict[MetricName, MetricDeclaration] = Field(default_factory=dict, max_length=64)
-    repeats: int = Field(ge=1, le=1000, description="Rounds: every arm once per round, each round its own seed.")
-    seed: int = Field(ge=0, le=2**32 - 1, description="Round r runs with seed + r, the same for every arm.")
+    repeats: int = Field(
+        ge=1,
+        le=1000,
+        description="Rounds: every arm once per round, each round its own seed; with seeds, the rounds of each seed.",
+    )
+    seed: int = Field(
+        ge=0, le=2**32 - 1, description="Without seeds, round r runs with seed + r, the same for every arm."
+    )
+    seeds: list[Annotated[int, Field(ge=0, le=2**32 - 1)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1000,
+        description="Seeds apart from repeats: each seed is taken repeats times in a row, so round r runs with "
+        "seeds[r // repeats]; len(seeds) x repeats rounds.",
+    )
     timeout_seconds: float = Field(gt=0, le=7 * 24 * 3600, allow_inf_nan=False)
     threads: int | None = Field(
         default=None, ge=1, le=1024, description="When given, the BLAS and OpenMP pools of the command get this many."
+    )
+    env: list[VariableName] | None = Field(
+        default=None,
+        max_length=64,
+        description="Names of the caller's environment variables the command is given (their values are recorded "
+        "with the run, secret-looking ones redacted); a variable not set is not given.",
     )
     not_frozen: dict[ProjectPath, Reason] | None = Field(
         default=None,
@@ -348,7 +321,7 @@ class ArmsSpec(BaseModel):
         if self.baseline not in self.arms:
             raise ValueError(f"baseline {self.baseline!r} is not one of the arms")
         for path in self.not_frozen or {}:
-            problem = _input_problem(path, "not_frozen path")
+            problem = path_problem(path, "not_frozen path")
             if problem is not None:
                 raise ValueError(problem)
             if path in self.inputs:
@@ -363,10 +336,19 @@ class ArmsSpec(BaseModel):
         taken = sorted(set(self.metrics) & set(MEASURED_BY_PTREG))
         if taken:
             raise ValueError(f"metric {taken[0]!r} is measured by ptreg itself; name yours otherwise")
+        if self.env is not None:
+            if len(set(self.env)) != len(self.env):
+                raise ValueError("env names a variable twice")
+            for name in self.env:
+                problem = variable_problem(name)
+                if problem is not None:
+                    raise ValueError(problem)
         if len(set(self.inputs)) != len(self.inputs):
             raise ValueError("inputs names an entry twice")
+        if self.seeds is not None and len(set(self.seeds)) != len(self.seeds):
+            raise ValueError("seeds names a seed twice")
         for path in self.inputs:
-            problem = _input_problem(path)
+            problem = path_problem(path)
             if problem is not None:
                 raise ValueError(problem)
         return self
@@ -387,7 +369,9 @@ class ArmsSpec(BaseModel):
 
     def procedure(self) -> str:
         threads = f"{self.threads} thread(s)" if self.threads is not None else "threads as the command sets them"
-        return f"{self.plan()}, each repeat killed at {self.timeout_seconds:g} s, {threads}"
+        # a staged command's timeout is each stage's, once or each (engine/workloads/command.py)
+        killed = "each stage's run" if "stages" in self.settings else "each repeat"
+        return f"{self.plan()}, {killed} killed at {self.timeout_seconds:g} s, {threads}"
 
     @property
     def config_names(self) -> list[str]:
@@ -399,16 +383,34 @@ class ArmsSpec(BaseModel):
         return dict(self.model_extra or {})
 
     @property
+    def rounds(self) -> int:
+        """How many rounds the plan takes: repeats of each seed when seeds are given."""
+        return self.repeats * (len(self.seeds) if self.seeds is not None else 1)
+
+    def round_seed(self, round_number: int) -> int:
+        """The seed of a round, the same for every arm: the one home of that rule."""
+        if self.seeds is not None:
+            return self.seeds[round_number // self.repeats]
+        return self.seed + round_number
+
+    def seed_values(self) -> list[int]:
+        """Every seed the plan's rounds take, in the order they come."""
+        return list(self.seeds) if self.seeds is not None else list(range(self.seed, self.seed + self.repeats))
+
+    @property
     def most_repeats(self) -> int:
-        return self.repeats
+        return self.rounds
 
     @property
     def least_repeats(self) -> int:
-        return self.repeats
+        return self.rounds
 
-    target_ci: None = None  # no adaptive plan: rounds are seeds, a fixed number of them
+    target_ci: None = None  # no adaptive plan: a fixed number of rounds
 
     def plan(self) -> str:
+        if self.seeds is not None:
+            shown = ", ".join(str(s) for s in self.seeds[:8]) + (", ..." if len(self.seeds) > 8 else "")
+            return f"{self.rounds} rounds ({self.repeats} repeat(s) of each of seeds {shown})"
         return f"{self.repeats} rounds (seeds {self.seed} to {self.seed + self.repeats - 1})"
 
     def declared(self) -> dict[str, MetricDeclaration]:
@@ -471,7 +473,7 @@ class FrozenEvaluator(BaseModel):
             where = "has no recorded digest" if odd in expected else "is no input of the spec"
             raise ValueError(f"input {odd!r} {where}")
         for path in self.code or {}:
-            problem = _input_problem(path, "code path")
+            problem = path_problem(path, "code path")
             if problem is not None:
                 raise ValueError(problem)
         return self

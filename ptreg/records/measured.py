@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .evaluator import MetricName
+from .evaluator import INPUT_PATTERN, MetricName, Slug, path_problem
 from .intervals import VarianceOf
 from .refs import INT_MAX
 
@@ -186,6 +186,56 @@ class KernelSample(_Strict):
     )
 
 
+Digest = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+StagePath = Annotated[str, Field(pattern=INPUT_PATTERN)]
+
+
+class StageRecord(_Strict):
+    """One stage of a staged command as a repeat met it: run (its time, its tree's peak memory,
+    how it ended), or for a ``once`` stage reused from an earlier record of the same key whose
+    artifacts still matched on disk."""
+
+    name: Slug
+    repeat: Literal["once", "each"]
+    wall_seconds: Positive | None = None
+    peak_memory_mb: Positive | None = None
+    exit_code: int | None = Field(
+        default=None, ge=0, le=255, description="How it exited; null when it was killed, never started, or reused."
+    )
+    problem: str | None = Field(default=None, max_length=2000, description="Why it gave nothing; null when it ran.")
+    key: Digest | None = Field(
+        default=None,
+        description="once: sha256 of its command line, arm, seed, outputs, the inputs' digests and the artifacts of "
+        "the once stages before it; a record of the same key whose artifacts match on disk is not rerun.",
+    )
+    artifacts: dict[StagePath, Digest] | None = Field(
+        default=None, description="once: each of its outputs, by path, with the sha256 of its content after it ran."
+    )
+    values: dict[MetricName, Finite] | None = Field(
+        default=None, description="once: the metrics it wrote, which count for every repeat of its seed."
+    )
+    items: dict[MetricName, dict[str, Finite]] | None = Field(
+        default=None, description="once: the per-item results it wrote, which count for every repeat of its seed."
+    )
+    reused: Literal[True] | None = Field(
+        default=None, description="A once stage not rerun: the record of the same key it stands on."
+    )
+
+    @model_validator(mode="after")
+    def _once_fields(self) -> StageRecord:
+        if self.repeat == "each" and (
+            self.key is not None or self.artifacts is not None or self.reused or self.values or self.items
+        ):
+            raise ValueError(f"stage {self.name}: key, artifacts, values, items and reused belong to once stages")
+        if self.reused and self.key is None:
+            raise ValueError(f"stage {self.name}: a reused stage names the key it was reused by")
+        for path in self.artifacts or {}:
+            problem = path_problem(path, f"stage {self.name}: artifact")
+            if problem is not None:
+                raise ValueError(problem)
+        return self
+
+
 class MetricSample(_Strict):
     """One repeat of one arm: the metrics it wrote, its items, and what ptreg measured of it."""
 
@@ -197,8 +247,23 @@ class MetricSample(_Strict):
     )
     wall_seconds: Positive | None = None
     peak_memory_mb: Positive | None = None
+    accelerator_memory_mb: Positive | None = Field(
+        default=None, description="Peak accelerator memory of the repeat's process tree (NVML); absent when unmeasured."
+    )
+    accelerator_memory_by: Literal["processes", "device"] | None = Field(
+        default=None, description="processes: NVML's listing of the tree's own; device: the device's used memory."
+    )
+    accelerator_utilisation: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)] | None = Field(
+        default=None, description="Mean busy percent of the devices the tree used, sampled while it ran (NVML)."
+    )
     problem: str | None = Field(
         default=None, description="Why this repeat gave no values (exit status, timeout, malformed output)."
+    )
+    stages: list[StageRecord] | None = Field(
+        default=None,
+        max_length=256,
+        description="Version 9, a staged command: the stages this repeat ran or reused, in order. Its own wall time "
+        "and peak memory are its each stages' (their sum, their maximum).",
     )
 
 

@@ -47,3 +47,10 @@ def check_id(attempt_id: str) -> str:
     if attempt_id in RESERVED_IDS:
         raise UnusableInput(f"invalid attempt id {attempt_id!r}: reserved for the registry's own file")
     return attempt_id
+
+
+def check_run_id(run_id: str) -> str:
+    """Refuse a run id that is not one ptreg makes, so it can never name a folder outside the attempt's runs."""
+    if not isinstance(run_id, str) or len(run_id) > 40 or not re.fullmatch(RUN_ID_PATTERN, run_id):
+        raise UnusableInput(f"invalid run id {shorten(run_id)}: YYYYMMDDTHHMMSSZ, with -N when that second is taken")
+    return run_id

@@ -1,4 +1,4 @@
-"""The lines of the journal a run keeps while it measures (``store/in_progress.py``): a head
+"""The lines of the journal a run keeps while it measures (``store/rounds_journal.py``): a head
 naming the run and what its continuation must match, then one line per arm and round measured
 whole, with that round's samples. Read back by ``ptreg run ID --resume``
 (``records/continuation.py`` says how a continued run is counted).

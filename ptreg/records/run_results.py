@@ -18,7 +18,9 @@ per-item results carries the variance of its items and of its seeds (each seed t
 of its own), and one seed's interval, over its items only, leaves the seed's variance unknown
 and gives no verdict; a positive metric's (a time, memory) is taken on the log scale. It also
 records, for each arm that names a git revision, the commit it resolved to and the digests of
-the code its command ran there (``revisions``).
+the code its command ran there (``revisions``). Version 9 records the stages of a staged
+command with each repeat (``MetricSample.stages``: their times, memory and artifacts), and may
+take several repeats of each seed (the spec's ``seeds``).
 """
 
 from __future__ import annotations
@@ -124,6 +126,9 @@ from .measured import (
     SignedInterval as SignedInterval,
 )
 from .measured import (
+    StageRecord as StageRecord,
+)
+from .measured import (
     StepOp as StepOp,
 )
 from .measured import (
@@ -137,7 +142,9 @@ from .measured import (
 )
 from .refs import INT_MAX, RUN_ID_PATTERN
 
-RESULTS_VERSION = 8
+RESULTS_VERSION = 9
+# Stage records and a spec's seeds apart from its repeats are recorded from this version on.
+STAGES_FROM_VERSION = 9
 
 
 class Share(_Strict):
@@ -281,7 +288,7 @@ class ArmRevision(_Strict):
 class RunResults(_Strict):
     """The file ``results.json``."""
 
-    results_version: Literal[1, 2, 3, 4, 5, 6, 7, 8]
+    results_version: Literal[1, 2, 3, 4, 5, 6, 7, 8, 9]
     run_id: str | None = Field(pattern=RUN_ID_PATTERN, description="Null for an ad hoc `ptreg bench`.")
     attempt: AttemptId | None
     evaluator: str | None = Field(description="name@hash12 of the frozen evaluator; null for bench.")
@@ -361,6 +368,19 @@ class RunResults(_Strict):
         named = (self.spec.revisions or {}) if self.results_version >= 8 else {}
         if {a: r.revision for a, r in (self.revisions or {}).items()} != named:
             raise ValueError("revisions are not the arms' revisions as the run's spec names them")
+        return self
+
+    @model_validator(mode="after")
+    def _stages_from_version_9(self) -> RunResults:
+        """Stages and seeds beside repeats came with version 9: an older run holding them was
+        not written by ptreg."""
+        if self.results_version >= STAGES_FROM_VERSION:
+            return self
+        if isinstance(self.spec, ArmsSpec) and self.spec.seeds is not None:
+            raise ValueError("seeds beside repeats are recorded from results_version 9 on")
+        for n, cell in enumerate(self.cells):
+            if any(s.stages is not None for s in cell.metric_samples or []):
+                raise ValueError(f"cells/{n}: stages are recorded from results_version 9 on")
         return self
 
     @model_validator(mode="after")

@@ -118,6 +118,13 @@ def _whiskers(low: float, high: float) -> bool:
     return abs(low) <= DRAWN and abs(high) <= DRAWN
 
 
+def _reach(value: float, low: float, high: float) -> list[list[float]]:
+    """How far an interval reaches below and above a value, as matplotlib's ``yerr`` takes it.
+    A log-scale interval is of the geometric mean, which a skewed arm's arithmetic mean may lie
+    above: the side it passes is drawn as none, never refused."""
+    return [[max(value - low, 0.0)], [max(high - value, 0.0)]]
+
+
 def label(name: str) -> str:
     """A name as a chart shows it: on one line, with what a terminal or an XML parser would
     not show written visibly (ptreg/text.py), and cut to ``LABEL_MAX`` characters around "…",
@@ -224,9 +231,7 @@ def bar_chart(
             patch.set_gid(f"{name}-mark-{n}")
             titles[f"{name}-mark-{n}"] = f"{b.group} / {b.series}: {number(b.value)}"
             if b.low is not None and b.high is not None and _whiskers(b.low, b.high):
-                axes.errorbar(
-                    [x], [b.value], yerr=[[b.value - b.low], [b.high - b.value]], fmt="none", ecolor="#222", capsize=3
-                )
+                axes.errorbar([x], [b.value], yerr=_reach(b.value, b.low, b.high), fmt="none", ecolor="#222", capsize=3)
         if reference_line is not None:
             axes.axhline(reference_line, color="#888", linewidth=0.8, linestyle="--")
         axes.set_xticks(range(len(groups)), [_text(g) for g in groups])
@@ -370,7 +375,7 @@ def history_chart(name: str, title: str, unit: str, runs: Sequence[str], points:
             for x, p in drawn:
                 yerr: Any = None
                 if p.low is not None and p.high is not None and _whiskers(p.low, p.high):
-                    yerr = [[p.value - p.low], [p.high - p.value]]
+                    yerr = _reach(p.value, p.low, p.high)
                 container = axes.errorbar([x], [p.value], yerr=yerr, fmt="o", color=colour, markersize=4, capsize=2)
                 container.lines[0].set_gid(f"{name}-mark-{n}")
                 titles[f"{name}-mark-{n}"] = f"{p.run}: {cell} {number(p.value)}"

@@ -208,7 +208,7 @@ def arms_run_charts(results: RunResults) -> list[Chart]:
     spec = results.spec
     assert isinstance(spec, ArmsSpec)
     charts: list[Chart] = []
-    for n, (metric, declaration) in enumerate(declared(spec, workload_named(spec.workload)).items()):
+    for n, (metric, declaration) in enumerate(declared(spec, workload_named(spec.workload), results.cells).items()):
         bars, against = [], []
         over: dict[str, None] = {}  # what the intervals are over (version 8), each said once
         for cell in results.cells:

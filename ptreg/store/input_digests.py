@@ -26,22 +26,22 @@ def project_root(registry: Path) -> Path:
     return registry.absolute().parent
 
 
-def _checked(root: Path, relative: str) -> tuple[Path, os.stat_result]:
+def _checked(root: Path, relative: str, what: str = "input") -> tuple[Path, os.stat_result]:
     """The input's path and its lstat, after checking every component is a real folder."""
     parts = Path(relative).parts
     if not parts or Path(relative).is_absolute() or any(p in ("..", ".") for p in parts):
-        raise UnusableInput(f"input {shorten(relative)}: not a path inside the project root")
+        raise UnusableInput(f"{what} {shorten(relative)}: not a path inside the project root")
     here = root
     for index, part in enumerate(parts):
         here = here / part
         try:
             found = os.lstat(here)
         except FileNotFoundError:
-            raise CheckFailed(f"input {shorten(relative)}: {here} does not exist") from None
+            raise CheckFailed(f"{what} {shorten(relative)}: {here} does not exist") from None
         if stat.S_ISLNK(found.st_mode):
-            raise CheckFailed(f"input {shorten(relative)}: {here} is a symlink; not followed")
+            raise CheckFailed(f"{what} {shorten(relative)}: {here} is a symlink; not followed")
         if index < len(parts) - 1 and not stat.S_ISDIR(found.st_mode):
-            raise CheckFailed(f"input {shorten(relative)}: {here} is not a folder")
+            raise CheckFailed(f"{what} {shorten(relative)}: {here} is not a folder")
     return here, found
 
 
@@ -55,7 +55,7 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _folder_digest(path: Path, relative: str) -> str:
+def _folder_digest(path: Path, relative: str, what: str = "input") -> str:
     entries: list[tuple[str, str]] = []
     seen = 0  # folders count too: a million empty ones is no data split either
     for folder, names, files in os.walk(path, followlinks=False):
@@ -63,13 +63,13 @@ def _folder_digest(path: Path, relative: str) -> str:
         for name in [*names, *files]:
             seen += 1
             if seen > MAX_FILES:
-                raise CheckFailed(f"input {shorten(relative)}: over {MAX_FILES:,} files and folders")
+                raise CheckFailed(f"{what} {shorten(relative)}: over {MAX_FILES:,} files and folders")
             full = Path(folder) / name
             mode = os.lstat(full).st_mode
             if stat.S_ISLNK(mode):
-                raise CheckFailed(f"input {shorten(relative)}: {full} is a symlink; not followed")
+                raise CheckFailed(f"{what} {shorten(relative)}: {full} is a symlink; not followed")
             if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-                raise CheckFailed(f"input {shorten(relative)}: {full} is not a plain file")
+                raise CheckFailed(f"{what} {shorten(relative)}: {full} is not a plain file")
             if stat.S_ISREG(mode):
                 entries.append((full.relative_to(path).as_posix(), file_digest(full)))
     digest = hashlib.sha256()
@@ -78,17 +78,18 @@ def _folder_digest(path: Path, relative: str) -> str:
     return digest.hexdigest()
 
 
-def digest_inputs(root: Path, inputs: list[str]) -> dict[str, str]:
-    """Each input's content digest, by its path; PtregError naming the first unusable one."""
+def digest_inputs(root: Path, inputs: list[str], what: str = "input") -> dict[str, str]:
+    """Each input's content digest, by its path; PtregError naming the first unusable one.
+    ``what`` names them in that error (a stage's outputs are digested the same way)."""
     found = {}
     for relative in inputs:
-        path, status = _checked(root, relative)
+        path, status = _checked(root, relative, what)
         if stat.S_ISREG(status.st_mode):
             found[relative] = file_digest(path)
         elif stat.S_ISDIR(status.st_mode):
-            found[relative] = _folder_digest(path, relative)
+            found[relative] = _folder_digest(path, relative, what)
         else:
-            raise CheckFailed(f"input {shorten(relative)}: {path} is not a plain file or folder")
+            raise CheckFailed(f"{what} {shorten(relative)}: {path} is not a plain file or folder")
     return found
 
 

@@ -8,7 +8,7 @@ Every write is atomic, so a kill never leaves a partial record; what it can leav
 - a staged file (``.<name>.<random>.tmp``) or a run's staging folder (``.tmp-<run>-<pid>``),
   from a write killed before its rename. It never became part of the registry.
 - an import's journal, which any command finishes on its own (``journal.recover``).
-- a run's in-progress folder (``.running-<run>``, ``in_progress.py``) whose ptreg is gone: after
+- a run's in-progress folder (``.running-<run>``, ``rounds_journal.py``) whose ptreg is gone: after
   its run was written, an empty leftover; before, the journal of a lost run, which
   ``ptreg run ID --resume`` continues and repair leaves alone.
 
@@ -29,10 +29,10 @@ from ..errors import PtregError
 from ..records.attempt import Attempt
 from ..records.vocabulary import VOCABULARIES
 from .evaluator_files import evaluators_dir
-from .in_progress import has_journal, read_journal, running_run_id, written
 from .jsonio import STAGED_NAME
 from .locks import run_in_progress
 from .names import VOCABULARY_DIR
+from .rounds_journal import has_journal, read_journal, running_run_id, written
 from .runs import RUNS_DIR, STAGING_PREFIX, check_folder, runs_dir
 
 

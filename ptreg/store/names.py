@@ -21,6 +21,8 @@ SOCKET_FILE = ".ptreg-watch.sock"
 WATCH_LOCK_FILE = ".ptreg-watch.lock"
 # The folder of an attempt's runs, runs/<attempt id>/<run id> (store/runs.py reads them).
 RUNS_DIR = "runs"
+# A run's in-progress folder, runs/<attempt id>/.running-<run id>/, until its run folder is written (store/progress.py).
+RUNNING_PREFIX = ".running-"
 
 
 def has_runs(root: Path, attempt_id: str) -> bool:

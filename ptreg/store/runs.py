@@ -35,12 +35,12 @@ from ..records.run_results import APART_FILE_PATTERN, MAX_APART_FILES, SAMPLE_FI
 from ..text import json_type, shorten
 from .faults import crash_point
 from .jsonio import JsonError, dumps_pretty, fsync_directory, read_bytes, read_json, refuse_outside, stage_text
+from .names import RUNNING_PREFIX
 from .names import RUNS_DIR as RUNS_DIR
 
 RESULTS_FILE = "results.json"
 ENVIRONMENT_FILE = "environment.json"
 STAGING_PREFIX = ".tmp-"  # a run folder being written; left over only by a killed process
-RUNNING_PREFIX = ".running-"  # a run's in-progress folder, from its start to its folder (in_progress.py)
 # The most bytes of any file of a run folder, as written and as a bundle carries it.
 RUN_FILE_MAX_BYTES = 16 * 1024 * 1024
 APART_FILE = re.compile(APART_FILE_PATTERN)
@@ -55,10 +55,10 @@ def run_folder(root: Path, attempt_id: str, run_id: str) -> Path:
 
 
 def new_run_id(root: Path, attempt_id: str, started: str) -> str:
-    """``YYYYMMDDTHHMMSSZ`` of the start, with ``-2``, ``-3``... when that second is taken."""
+    """``YYYYMMDDTHHMMSSZ`` of the start, with ``-2``, ``-3``... when that second is taken (by a
+    run folder, or by the in-progress folder of a run not written yet)."""
     base = started.replace("-", "").replace(":", "")[:15] + "Z"
     candidate, n = base, 1
-    # nor the id of a run in progress, or lost with its journal, whose folder is not written yet
     while run_folder(root, attempt_id, candidate).exists() or os.path.lexists(
         runs_dir(root, attempt_id) / f"{RUNNING_PREFIX}{candidate}"
     ):

@@ -83,7 +83,7 @@ def metric_shifts(
 ) -> list[MetricShift]:
     """Every (arm, metric) both runs recorded, B against A; ``earlier``: the other complete runs
     under A's evaluator on A's machine, from which each arm's runs of A's code are taken."""
-    metrics = declared(b.spec, workload_named(b.spec.workload))
+    metrics = declared(b.spec, workload_named(b.spec.workload), [*a.cells, *b.cells])
     cells_a, cells_b = _cells(a), _cells(b)
     found = []
     for arm, cell_b in cells_b.items():
@@ -221,7 +221,7 @@ def metric_history(runs: list[tuple[str, RunResults]]) -> list[MetricHistoryRow]
     """Each arm's mean and interval of every metric, run by run (oldest first, as given)."""
     rows = []
     for label, results in runs:
-        metrics = declared(results.spec, workload_named(results.spec.workload))
+        metrics = declared(results.spec, workload_named(results.spec.workload), results.cells)
         for cell in results.cells:
             for metric, declaration in metrics.items():
                 summary = (cell.metrics or {}).get(metric)

@@ -324,6 +324,12 @@ def _admission(a: AttemptView) -> list[str]:
             f"{c.field} (" + (f"was '{c.before}')" if c.before is not None else "none before)") for c in r.changes or ()
         )
         lines.append(f"- Readmitted at {r.readmitted_at} {why}, with a new {was}.")
+    for m in a.amendments or ():
+        # an evaluator changed before any outcome: every run before it measured nothing
+        before = f"after {counted(len(m.runs), 'run')} that measured nothing" if m.runs else "before any run"
+        lines.append(
+            f"- Amended at {m.amended_at}, {before}: evaluator {m.after} in place of {m.before}; {_sentence(m.reason)}"
+        )
     return lines
 
 

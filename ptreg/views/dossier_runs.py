@@ -122,7 +122,31 @@ def _environment(root: Path, folder: Path) -> list[str]:
         f"numba {get('numba_version')}; BLAS {libraries}.",
         _repository(env, get("git", "commit"), dirty),
         f"- BLAS and threading variables: {set_vars}.",
+        *_command_side(env),
     ]
+
+
+def _command_side(env: dict[str, Any]) -> list[str]:
+    """The accelerators the machine had and the variables the command was given (redacted as
+    recorded), when the run recorded them; each value cut short, as the file is not trusted."""
+    lines = []
+    found = env.get("accelerators")
+    if isinstance(found, dict):
+        listed = found.get("devices")
+        devices: list[Any] = listed if isinstance(listed, list) else []
+        names = ", ".join(_cut(d.get("name") or "unknown", 80) for d in devices if isinstance(d, dict))
+        driver, cuda = (_cut(found.get(k) or "unknown", 40) for k in ("driver_version", "cuda_driver_version"))
+        lines.append(f"- Accelerators: {names or 'unknown'}; driver {driver}, CUDA driver {cuda}.")
+    given = env.get("command_variables")
+    if isinstance(given, dict) and given:
+        shown = ", ".join(f"{_cut(k, 64)}={'unset' if v is None else _cut(v, 120)}" for k, v in given.items())
+        lines.append(f"- Variables given to the command: {shown}.")
+    return lines
+
+
+def _cut(value: Any, limit: int) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _repository(env: dict[str, Any], commit: Any, dirty: Any) -> str:

@@ -6,13 +6,14 @@ workload the run measured.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 
 from ..engine.workloads import workload_named
 from ..engine.workloads.arms import ArmsWorkload
 from ..records.configs import CONFIGS
 from ..records.evaluator import EvaluatorSpec
-from ..records.run_results import RunResults
+from ..records.run_results import RunResults, StageRecord
 from ..text import Table
 
 
@@ -44,6 +45,9 @@ def tables(results: RunResults, margins: Mapping[str, float] | None = None) -> l
     found = [*checked, *own]
     if results.revisions:
         found.append(revisions_table(results))
+    stages = stages_table(results)
+    if stages.rows:
+        found.append(stages)
     machines = machines_table(results)
     return [*found, machines] if machines.rows else found
 
@@ -61,6 +65,68 @@ def revisions_table(results: RunResults) -> Table:
         return Table(title, rows, ["label", "revision", "commit", "code files"], text=("revision",))
     title = "Revisions: each arm ran in a checkout of its commit"
     return Table(title, rows, ["arm", "revision", "commit", "code files"], text=("revision",))
+
+
+SEEDS_SHOWN = 6
+DIGEST_SHOWN = 12
+ARTIFACTS_SHOWN = 3
+
+
+def stages_table(results: RunResults) -> Table:
+    """For a staged command: each stage of each arm, the seeds it ran for, how often it ran and
+    was reused, its median time, its peak memory and its artifacts. No rows for any other run."""
+    rows = []
+    for cell in results.cells:
+        by_stage: dict[str, list[tuple[int, StageRecord]]] = {}
+        for sample in cell.metric_samples or []:
+            for record in sample.stages or []:
+                by_stage.setdefault(record.name, []).append((sample.seed, record))
+        for name, found in by_stage.items():
+            records = [r for _, r in found]
+            ran = [r for r in records if not r.reused]
+            walls = [r.wall_seconds for r in ran if r.wall_seconds is not None]
+            peaks = [r.peak_memory_mb for r in ran if r.peak_memory_mb is not None]
+            failed = sum(r.problem is not None for r in records)
+            reused = len(records) - len(ran)
+            rows.append(
+                [
+                    name,
+                    cell.backend,
+                    records[0].repeat,
+                    _seeds_text(sorted({seed for seed, _ in found})),
+                    str(len(ran)) + (f" ({failed} failed)" if failed else ""),
+                    str(reused) if reused else "",
+                    f"{statistics.median(walls):.3g}" if walls else "unknown",
+                    f"{max(peaks):.1f}" if peaks else "unknown",
+                    _artifacts_text(records),
+                ]
+            )
+    title = (
+        "Stages: once stages run before their seed's repeats, each stages in every repeat (a repeat's own time is "
+        "its each stages' sum, its memory their peak)"
+    )
+    headers = ["stage", "arm", "repeat", "seeds", "ran", "reused", "median wall s", "peak MB", "artifacts"]
+    return Table(title, rows, headers, text=("artifacts",))
+
+
+def _seeds_text(seeds: list[int]) -> str:
+    shown = ", ".join(str(s) for s in seeds[:SEEDS_SHOWN])
+    return shown + (f", ... ({len(seeds)})" if len(seeds) > SEEDS_SHOWN else "")
+
+
+def _artifacts_text(records: list[StageRecord]) -> str:
+    """The outputs the stage's records name and their digests, short: the one path and digest
+    when every record saw the same, else how many paths and the first few digests."""
+    digests = {(path, digest) for r in records for path, digest in (r.artifacts or {}).items()}
+    if not digests:
+        return ""
+    if len(digests) == 1:
+        path, digest = next(iter(digests))
+        return f"{path} {digest[:DIGEST_SHOWN]}"
+    paths = {path for path, _ in digests}
+    shown = sorted({digest[:DIGEST_SHOWN] for _, digest in digests})
+    more = f", ... ({len(shown)})" if len(shown) > ARTIFACTS_SHOWN else ""
+    return f"{len(paths)} path(s): {', '.join(shown[:ARTIFACTS_SHOWN])}{more}"
 
 
 def machines_table(results: RunResults) -> Table:

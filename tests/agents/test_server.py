@@ -34,6 +34,7 @@ TOOLS = {
     "propose",
     "next_attempts",
     "run_attempt",
+    "list_runs",
     "conclude_attempt",
 }
 QUESTION = "Does the tiny step of the naive backend take under a second?"

@@ -76,6 +76,7 @@ READERS = {
     "precedents": ["precedents", "--objective", "command-latency"],
     "show": ["show", NO_RUNS],
     "index": ["index"],
+    "runs": ["runs"],
 }
 
 

@@ -41,6 +41,16 @@ class BadMetrics(ArmsWorkload):
         return None
 
 
+class BadOptionalFields(ArmsWorkload):
+    name = "fake"
+    description = "an optional field that is none of its own"
+    spec_fields = {"size": "how big"}  # noqa: RUF012 - a plugin's mistake, on purpose
+    optional_fields = frozenset({"shape"})
+
+    def prepare(self, task: Any, backend: Any) -> Any:
+        return None
+
+
 class Fine(ArmsWorkload):
     name = "fake"
     description = "a workload the engine can call"

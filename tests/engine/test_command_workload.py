@@ -24,9 +24,8 @@ from ptreg.engine.workloads.command import (
     named_code,
     placeholders,
     python_path,
-    read_items,
-    read_metrics,
 )
+from ptreg.engine.workloads.command_output import read_items, read_metrics
 from ptreg.engine.workloads.discovery import spec_problem
 from ptreg.records.evaluator import ArmsSpec, MetricDeclaration, parse_spec
 from ptreg.records.run_results import RESULTS_VERSION, MetricSample

@@ -150,7 +150,7 @@ def test_results_written_before_roles_were_recorded_read_as_naive_and_numpy_blas
     old = results(s, [], None)
     assert old.results_version == 1 and old.ratio_roles == Roles(reference="naive", peer="numpy-blas")
     assert tables(old)[2].headers[-2:] == ["vs naive", "vs numpy-blas"]
-    assert RESULTS_VERSION == 8
+    assert RESULTS_VERSION == 9
 
 
 def test_roles_are_recorded_from_version_2_on_and_only_there() -> None:

@@ -26,6 +26,7 @@ def described(target: str):  # type: ignore[no-untyped-def]
         ("Abstract", "does not implement prepare"),
         ("Misnamed", "calls itself 'another' but is registered as 'fake'"),
         ("BadMetrics", "metrics must map names to MetricDeclaration"),
+        ("BadOptionalFields", "optional_fields must be a frozenset of its spec_fields"),
         ("Missing", "cannot load fake_workloads:Missing"),
     ],
 )

@@ -160,7 +160,7 @@ def processes_with(mark: str) -> list[int]:
 
 
 def test_sigkill_of_ptreg_then_resume_reads_its_journal(tmp_path: Path) -> None:
-    from ptreg.store.in_progress import read_journal
+    from ptreg.store.rounds_journal import read_journal
 
     mark = f"ptreg-resume-{uuid.uuid4().hex}"
     project, root = project_with_attempt(tmp_path, mark)

@@ -93,7 +93,7 @@ def test_items_are_split_over_files_under_the_bound_and_read_back_whole(
     for path in folder.iterdir():
         assert path.stat().st_size <= 20_000, path.name
     stored = json.loads((folder / "results.json").read_text())
-    assert stored["results_version"] == RESULTS_VERSION == 8
+    assert stored["results_version"] == RESULTS_VERSION == 9
     assert all("items" not in s for c in stored["cells"] for s in c["metric_samples"])
     assert set(stored["kept_apart"]) == set(items)
     assert read_back(folder, tmp_path) == results  # every item of every repeat back in its place

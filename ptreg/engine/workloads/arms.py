@@ -17,14 +17,15 @@ the seeds, Student's t over the items.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from ...records.analysis_plan import gain, margin_text, standing
-from ...records.evaluator import ALL_CONFIG, AnySpec, ArmsSpec, MetricDeclaration
+from ...records.evaluator import ACCELERATOR_METRICS, ALL_CONFIG, AnySpec, ArmsSpec, MetricDeclaration
 from ...records.intervals import ONE_SEED, VARIANCE_FROM_VERSION, variance_text
 from ...records.run_results import (
     RESULTS_VERSION,
+    STAGES_FROM_VERSION,
     Cell,
     MetricComparison,
     MetricSample,
@@ -68,9 +69,20 @@ def arms_spec(spec: AnySpec) -> ArmsSpec:
     return spec
 
 
-def declared(spec: AnySpec, workload: Workload) -> dict[str, MetricDeclaration]:
-    """Every metric of a run: the workload's own, the evaluator's, then what ptreg measures."""
-    return {**workload.metrics, **arms_spec(spec).declared()}
+def declared(
+    spec: AnySpec, workload: Workload, cells: Iterable[Cell] = (), samples: Iterable[MetricSample] = ()
+) -> dict[str, MetricDeclaration]:
+    """Every metric of a run: the workload's own, the evaluator's, then what ptreg measures,
+    with an accelerator's metrics when one of ``samples`` (or of the samples or summaries of
+    ``cells``) has them: a machine without an accelerator measures none, and its runs show none."""
+    found = {**workload.metrics, **arms_spec(spec).declared()}
+    cells = list(cells)
+    summarised = {m for c in cells for m in c.metrics or {}}
+    every = [*samples, *(s for c in cells for s in c.metric_samples or [])]
+    for metric, declaration in ACCELERATOR_METRICS.items():
+        if metric in summarised or any(getattr(s, metric) is not None for s in every):
+            found[metric] = declaration
+    return found
 
 
 def too_wide(spec: AnySpec, workload: Workload) -> str | None:
@@ -102,6 +114,8 @@ def metric_values(samples: list[MetricSample], metric: str) -> dict[int, float]:
             found[s.repeat] = s.wall_seconds
         elif metric == "peak_memory_mb" and s.peak_memory_mb is not None:
             found[s.repeat] = s.peak_memory_mb
+        elif metric in ACCELERATOR_METRICS and getattr(s, metric) is not None:
+            found[s.repeat] = getattr(s, metric)
     return found
 
 
@@ -208,8 +222,9 @@ def compare_arms(
         paired = paired_difference(my_items, their_items, higher) if set(my_items) & set(their_items) else None
         paired_by, seeds = "item", min(my_seeds, their_seeds)
     if paired is None:
-        by_round = {str(r): v for r, v in metric_values(mine, metric).items()}
-        paired = paired_difference(by_round, {str(r): v for r, v in metric_values(theirs, metric).items()}, higher)
+        by_round = {str(r): v for r, v in by_seed_or_round(mine, metric, results_version).items()}
+        their_rounds = by_seed_or_round(theirs, metric, results_version)
+        paired = paired_difference(by_round, {str(r): v for r, v in their_rounds.items()}, higher)
         paired_by, seeds = "round", paired.n if paired else 1
         if paired is not None and said:
             paired = replace(paired, variance="seeds")
@@ -258,7 +273,22 @@ def summarize_arm_metric(
                     "items_left_out": left_out,
                 }
             )
-    return summarize_metric(values, "seeds") if values else None
+    per_seed = list(by_seed_or_round(samples, metric, results_version).values())
+    return summarize_metric(per_seed, "seeds") if per_seed else None
+
+
+def by_seed_or_round(samples: list[MetricSample], metric: str, results_version: int) -> dict[int, float]:
+    """A metric's values by round; from version 9, where rounds share a seed (a spec's seeds
+    beside its repeats), by seed instead, each seed's rounds averaged: they measure one model,
+    and its seeds, not its repeats, are the sample the interval is over."""
+    found = metric_values(samples, metric)
+    seed_of = {s.repeat: s.seed for s in _good(samples)}
+    if results_version < STAGES_FROM_VERSION or len(set(seed_of.values())) == len(seed_of):
+        return found
+    taken: dict[int, list[float]] = {}
+    for round_number, value in found.items():
+        taken.setdefault(seed_of[round_number], []).append(value)
+    return {seed: statistics.fmean(values) for seed, values in taken.items()}
 
 
 def better_word(comparison: MetricComparison, declaration: MetricDeclaration, margin: float | None = None) -> str:
@@ -341,7 +371,7 @@ class ArmsWorkload(Workload):
         measured = [s for s in samples if isinstance(s, MetricSample)]
         cell.metric_samples = measured
         summaries = {}
-        for metric, declaration in declared(spec, self).items():
+        for metric, declaration in declared(spec, self, samples=measured).items():
             found = summarize_arm_metric(measured, metric, declaration, results_version)
             if found is not None:
                 summaries[metric] = found
@@ -358,7 +388,7 @@ class ArmsWorkload(Workload):
 
     def compare(self, spec: AnySpec, cells: list[Cell], roles: Roles, results_version: int = RESULTS_VERSION) -> None:
         """Every arm against every other, on every metric, as runs of ``results_version`` do."""
-        metrics = declared(spec, self)
+        metrics = declared(spec, self, cells)
         for cell in cells:
             versus: dict[str, dict[str, MetricComparison]] = {}
             for other in cells:
@@ -385,7 +415,7 @@ class ArmsWorkload(Workload):
         spec = arms_spec(results.spec)
         margins = margins or {}
         found = []
-        for metric, declaration in declared(spec, self).items():
+        for metric, declaration in declared(spec, self, results.cells).items():
             rows = []
             for cell in results.cells:
                 summary = (cell.metrics or {}).get(metric)

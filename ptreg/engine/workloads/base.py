@@ -80,7 +80,9 @@ class Workload(ABC):
     # arms: the metrics the workload itself declares (its evaluators may declare more)
     metrics: ClassVar[dict[str, MetricDeclaration]] = {}
     # arms: the workload's own fields of an evaluator spec, each with what it is; all required
+    # but those in optional_fields (whose check_settings says which of them a spec gives)
     spec_fields: ClassVar[dict[str, str]] = {}
+    optional_fields: ClassVar[frozenset[str]] = frozenset()
     # whether an evaluator of it runs code the spec names (then trusted only where frozen)
     runs_code: ClassVar[bool] = False
     # Whether an arm may name a git revision of the project (``"revision": "HEAD~1"``), its

@@ -3,74 +3,72 @@ metrics its evaluator declares.
 
 Each repeat runs the evaluator's argv (no shell) with the arm's parameters and the round's
 seed put in for ``{name}`` and ``{seed}``, in the project root, with a minimal environment
-plus ``PTREG_ARM``, ``PTREG_SEED``, ``PTREG_METRICS`` and ``PTREG_ITEMS`` (docs/workloads.md).
+plus ``PTREG_ARM``, ``PTREG_SEED``, ``PTREG_METRICS``, ``PTREG_ITEMS`` and ``PTREG_DECLARED``
+(docs/workloads.md).
 The command runs as a process tree of its own inside its worker's (``processes.py``), so that
 the timeout kills all of it, and the budget, Ctrl-C, SIGTERM and SIGHUP (which kill the
 worker's tree) too; its wall time and its tree's peak memory are measured from outside, so the
 command need not measure them. Whatever it writes is
 hostile: a line that is not a JSON object, a metric nobody declared, a value that is not a
-finite number, is one line naming the arm, the repeat and the problem, recorded with the run.
+finite number, is one line naming the arm, the repeat and the problem, recorded with the run
+(``command_output.py``). A spec may give ``stages`` in place of the one command line
+(``stages.py``): each stage runs as a command does, ``once`` per arm and seed or ``each`` repeat.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import re
 import shlex
 import shutil
 import signal
-import string
 import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ...errors import PtregError, UnusableInput
 from ...records.evaluator import AnySpec, ArmsSpec, MetricDeclaration
-from ...records.run_results import MetricSample
+from ...records.run_results import MetricSample, StageRecord
 from ...store.code_digests import code_digests
-from ...store.input_digests import project_root
-from ...store.jsonio import JsonError, read_bytes
+from ...store.input_digests import digest_inputs, project_root
 from ...text import shorten
 from ..backends import Backend
+from ..environment import WORKER_VARIABLES
 from ..processes import Tree, start
-from ..protocol import CellTask
+from ..protocol import AnyEvent, CellTask, Progress
 from .arms import ArmsWorkload, arms_spec
 from .base import CellRun, Record, ReportProgress
+from .command_output import missing_metric, read_items, written_metrics
+from .command_output import read_metrics as read_metrics  # where harness tests and plugins have read it from
+from .stages import (
+    ARM,
+    EACH,
+    ONCE,
+    SEED,
+    OnceRecords,
+    Stage,
+    Written,
+    command_line,
+    filled_outputs,
+    not_frozen,
+    outputs_problem,
+    placeholders,
+    stage_key,
+    stage_problem,
+    stages_of,
+)
 
 # Kept from the caller's environment: what finds programs, the home and the locale.
 KEPT_VARIABLES = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "VIRTUAL_ENV")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
-MAX_ARGV = 256
-MAX_ARG_CHARS = 4096
-# What a command may write before it is not believed: far above any real metric or item file.
-MAX_METRICS_BYTES = 16 * 1024 * 1024
-MAX_ITEM_ID = 200
 POLL_SECONDS = 0.02
-
-
-def placeholders(argv: list[str]) -> list[str]:
-    """The ``{name}`` fields of a command line, in order; ValueError for anything else in braces."""
-    names = []
-    for arg in argv:
-        for _, name, spec, conversion in string.Formatter().parse(arg):
-            if name is None:
-                continue
-            if spec or conversion or not name.isidentifier() or not name.isascii():
-                raise ValueError(f"{{{name}}} is not a plain {{name}}")
-            names.append(name)
-    return names
-
-
-def command_line(argv: list[str], params: dict[str, str], seed: int) -> list[str]:
-    values = {**params, "seed": str(seed)}
-    return [arg.format_map(values) for arg in argv]
 
 
 # A program that is Python, by its name: python, python3, python3.11, pypy3, a virtualenv's.
@@ -95,18 +93,20 @@ class NamedCode:
 
 
 def command_lines(spec: ArmsSpec) -> list[list[str]]:
-    """Every command line the spec runs: one per arm, and per seed where an argument holds one.
-    ValueError when that is more than is worth looking at."""
-    argv: list[str] = spec.settings["command"]
-    seeds = (
-        range(spec.seed, spec.seed + spec.repeats) if "seed" in placeholders(argv) else range(spec.seed, spec.seed + 1)
-    )
-    if len(spec.arms) * len(seeds) * len(argv) > MAX_ARGUMENTS_LOOKED_AT:
-        raise ValueError(
-            f"command has {len(argv)} arguments over {len(spec.arms)} arms and {len(seeds)} seeds, more than the "
-            f"{MAX_ARGUMENTS_LOOKED_AT:,} ptreg looks at for the files they name"
+    """Every command line the spec runs, of every stage: one per arm, and per seed where an
+    argument holds one. ValueError when that is more than is worth looking at."""
+    found: set[tuple[str, ...]] = set()
+    every_seed = spec.seed_values()
+    for stage in stages_of(spec.settings):
+        seeds = every_seed if SEED in placeholders(stage.argv) else every_seed[:1]
+        if len(spec.arms) * len(seeds) * len(stage.argv) > MAX_ARGUMENTS_LOOKED_AT:
+            raise ValueError(
+                f"{stage.name} has {len(stage.argv)} arguments over {len(spec.arms)} arms and {len(seeds)} seeds, "
+                f"more than the {MAX_ARGUMENTS_LOOKED_AT:,} ptreg looks at for the files they name"
+            )
+        found.update(
+            tuple(command_line(stage.argv, params, seed, arm)) for arm, params in spec.arms.items() for seed in seeds
         )
-    found = {tuple(command_line(argv, params, seed)) for params in spec.arms.values() for seed in seeds}
     return [list(line) for line in sorted(found)]
 
 
@@ -242,94 +242,12 @@ def python_path(argv: list[str]) -> tuple[str | None, str | None]:
     return argv[index], None
 
 
-def _number(value: Any) -> float | None:
-    """A finite JSON number; None for anything else (a bool is not a number here)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # an integer of hundreds of digits
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _lines(path: Path, what: str) -> list[tuple[int, dict[str, Any]]]:
-    """The JSON objects of a file the command wrote, with their line numbers; ValueError naming
-    the line and the problem otherwise."""
-    # Read without following a symlink, refusing anything but a regular file, and bounded: a
-    # child the command left running (in a session of its own) may swap or grow the file.
-    if not os.path.lexists(path):
-        return []
-    try:
-        data = read_bytes(path, MAX_METRICS_BYTES, follow=False)
-    except JsonError as exc:
-        raise ValueError(f"its {what} file: {exc.problem}") from None
-    found = []
-    text = data.decode("utf-8", errors="replace")
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line, parse_constant=lambda c: None)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"line {number} of its {what} is not JSON ({exc.msg})") from None
-        except ValueError:  # a number too long to convert
-            raise ValueError(f"line {number} of its {what} is not JSON") from None
-        except RecursionError:
-            raise ValueError(f"line {number} of its {what} is nested too deeply") from None
-        if not isinstance(value, dict):
-            raise ValueError(f"line {number} of its {what} is not a JSON object")
-        found.append((number, value))
-    return found
-
-
-def read_metrics(path: Path, declared: dict[str, MetricDeclaration]) -> dict[str, float]:
-    values: dict[str, float] = {}
-    for number, line in _lines(path, "metrics"):
-        for name, value in line.items():
-            if name not in declared:
-                raise ValueError(
-                    f"line {number} of its metrics names {shorten(name, 40)}, which the evaluator does not declare"
-                )
-            found = _number(value)
-            if found is None:
-                raise ValueError(f"line {number} of its metrics: {name} is not a finite number")
-            values[name] = found  # the last value written stands
-    missing = [m for m in declared if m not in values]
-    if not values:
-        raise ValueError("it wrote no metrics")
-    if missing:
-        raise ValueError(f"it wrote no value of {missing[0]}")
-    return values
-
-
-def read_items(path: Path, declared: dict[str, MetricDeclaration]) -> dict[str, dict[str, float]] | None:
-    items: dict[str, dict[str, float]] = {}
-    for number, line in _lines(path, "items"):
-        item = line.get("item")
-        if not isinstance(item, str) or not 0 < len(item) <= MAX_ITEM_ID:
-            raise ValueError(f"line {number} of its items has no item id (a string of 1 to {MAX_ITEM_ID} characters)")
-        for name, value in line.items():
-            if name == "item":
-                continue
-            if name not in declared:
-                raise ValueError(
-                    f"line {number} of its items names {shorten(name, 40)}, which the evaluator does not declare"
-                )
-            found = _number(value)
-            if found is None:
-                raise ValueError(f"line {number} of its items: {name} of {shorten(item, 40)} is not a finite number")
-            by_item = items.setdefault(name, {})
-            if item in by_item:
-                raise ValueError(f"line {number} of its items scores {shorten(item, 40)} on {name} a second time")
-            by_item[item] = found
-    return items or None
-
-
 def environment(spec: ArmsSpec, arm: str, seed: int, metrics: Path, items: Path) -> dict[str, str]:
     """A minimal environment: nothing of the caller's but what finds programs and speaks its
-    locale, the thread count when the evaluator fixes one, and ptreg's four variables."""
+    locale, the variables the evaluator names in ``env`` that are set (one not set stays
+    unset), the thread count when the evaluator fixes one, and ptreg's five variables."""
     env = {k: os.environ[k] for k in KEPT_VARIABLES if k in os.environ}
+    env.update({k: os.environ[k] for k in spec.env or () if k in os.environ})
     if "PATH" in env:
         # a relative entry (or an empty one, the working directory) finds programs in the
         # project the command runs in, which no consent covers
@@ -337,6 +255,8 @@ def environment(spec: ArmsSpec, arm: str, seed: int, metrics: Path, items: Path)
     if spec.threads is not None:
         env.update(dict.fromkeys(THREAD_VARIABLES, str(spec.threads)))
     env.update(PTREG_ARM=arm, PTREG_SEED=str(seed), PTREG_METRICS=str(metrics), PTREG_ITEMS=str(items))
+    # the names read_metrics accepts, so that ptreg.harness refuses any other at the call
+    env["PTREG_DECLARED"] = json.dumps(sorted(spec.metrics))
     return env
 
 
@@ -350,6 +270,8 @@ def _exit_text(status: int) -> str:
 
 
 OUTPUT_TAIL = 64 * 1024  # of a command's stdout and stderr: enough for its last words
+OUTPUT_EVERY = 1.0  # seconds between two reports of a running command's last line, at most
+OUTPUT_LINE = 200  # characters of that line
 
 
 class _Tail:
@@ -367,6 +289,11 @@ class _Tail:
                 self.kept = (self.kept + chunk)[-OUTPUT_TAIL:]
         os.close(self.fd)
 
+    def latest(self) -> str | None:
+        """The last line printed so far, shortened and on one line; None before any."""
+        lines = [line for line in self.kept[-4096:].decode("utf-8", errors="replace").splitlines() if line.strip()]
+        return lines[-1].strip()[:OUTPUT_LINE] if lines else None  # its control characters are the reader's to remove
+
     def last_line(self) -> str:
         """': ' and the last line it printed, shortened, or nothing. Waits briefly for the pipe
         to close (a child it left behind may hold it open; it is not waited for)."""
@@ -375,27 +302,161 @@ class _Tail:
         return ": " + shorten(lines[-1].strip(), 200) if lines else ""
 
 
+@dataclass
+class _Execution:
+    """How one command line ran, measured from outside; what it wrote, when it ended well."""
+
+    wall: float | None
+    peak: float | None
+    exit_code: int | None = None
+    problem: str | None = None
+    values: dict[str, float] = field(default_factory=dict)
+    items: dict[str, dict[str, float]] | None = None
+    accelerators: dict[str, Any] | None = None  # measured only where a GPU was there to measure
+
+
+def _accelerator_peak(measured: list[dict[str, Any] | None], walls: list[float | None]) -> dict[str, Any]:
+    """A repeat's accelerator use over its each stages: the largest memory, the utilisation
+    averaged over their time. Known only when every stage was measured: one unmeasured stage
+    could have held more."""
+    if not measured or any(m is None for m in measured):
+        return {}
+    taken = [m for m in measured if m is not None]
+    found: dict[str, Any] = {}
+    memory = [m["accelerator_memory_mb"] for m in taken if m.get("accelerator_memory_mb") is not None]
+    if len(memory) == len(taken):
+        found["accelerator_memory_mb"] = max(memory)
+        ways = {m.get("accelerator_memory_by") for m in taken}
+        found["accelerator_memory_by"] = "device" if "device" in ways else "processes"
+    use = [(m.get("accelerator_utilisation"), w) for m, w in zip(taken, walls, strict=True)]
+    if use and all(u is not None and w is not None for u, w in use):
+        total = sum(w for _, w in use if w is not None)
+        if total > 0:
+            found["accelerator_utilisation"] = sum(u * w for u, w in use if u is not None and w is not None) / total
+    return found
+
+
 class _CommandRun(CellRun):
     def __init__(self, task: CellTask, spec: ArmsSpec, declared: dict[str, MetricDeclaration]):
         assert task.root is not None
         self.task, self.spec, self.declared = task, spec, declared
         self.root = Path(task.root)
+        self.stages = stages_of(spec.settings)
+        self.staged = "stages" in spec.settings
+        self.once = OnceRecords(self.root, spec.inputs, task.reuse_stages or [])
+
+    emit: Callable[[AnyEvent], None] | None = None
+
+    def attach(self, emit: Callable[[AnyEvent], None]) -> None:
+        self.emit = emit  # to say the command's last output line while it runs
 
     def warm_up(self, progress: ReportProgress) -> None:
         progress("ready", 1, 1)  # a command has nothing to warm: each repeat is a fresh process
 
     def run_repeat(self, repeat: int, record: Record, progress: ReportProgress) -> None:
-        seed = self.spec.seed + repeat
+        seed = self.spec.round_seed(repeat)
         scratch = Path(tempfile.mkdtemp(prefix="ptreg-command-"))
         try:
-            record(self._run(repeat, seed, scratch))
+            record(self._repeat(repeat, seed, scratch))
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         progress("command", 1, 1)
 
-    def _run(self, repeat: int, seed: int, scratch: Path) -> MetricSample:
+    def _repeat(self, repeat: int, seed: int, scratch: Path) -> MetricSample:
         arm = self.task.backend
-        argv = command_line(self.spec.settings["command"], self.spec.arms[arm], seed)
+        params = self.spec.arms[arm]
+        records: list[StageRecord] = []
+        written = Written()
+        upstream: list[dict[str, str]] = []
+        problem: str | None = None
+        for index, stage in enumerate(s for s in self.stages if s.repeat == ONCE):
+            found, fresh = self._once(stage, arm, params, seed, upstream, scratch / f"once-{index}")
+            if fresh:
+                records.append(found)
+            if found.problem is not None:
+                problem = f"stage {stage.name} (once, seed {seed}): {found.problem}"
+                break
+            upstream.append(found.artifacts or {})
+            problem = written.add(stage.name, found.values or {}, found.items)
+            if problem is not None:
+                break
+        walls: list[float | None] = []
+        peaks: list[float] = []
+        accelerators: list[dict[str, Any] | None] = []
+        for index, stage in enumerate(s for s in self.stages if s.repeat == EACH):
+            if problem is not None:
+                break
+            done = self._execute(command_line(stage.argv, params, seed, arm), arm, seed, scratch / f"each-{index}")
+            walls.append(done.wall)
+            peaks += [done.peak] if done.peak is not None else []
+            accelerators.append(done.accelerators)
+            records.append(
+                StageRecord(
+                    name=stage.name,
+                    repeat=EACH,
+                    wall_seconds=done.wall,
+                    peak_memory_mb=done.peak,
+                    exit_code=done.exit_code,
+                    problem=done.problem,
+                )
+            )
+            if done.problem is not None:
+                problem = f"stage {stage.name}: {done.problem}" if self.staged else done.problem
+                break
+            problem = written.add(stage.name, done.values, done.items)
+        if problem is None:
+            problem = missing_metric(written.values, self.declared)
+        measured: dict[str, Any] = {
+            "repeat": repeat,
+            "seed": seed,
+            # the repeat is its each stages: their time added up, the largest of their peaks
+            "wall_seconds": sum(w for w in walls if w is not None) if walls and None not in walls else None,
+            "peak_memory_mb": max(peaks) if peaks else None,
+            "stages": records if self.staged else None,
+            **_accelerator_peak(accelerators, walls),
+        }
+        if problem is not None:
+            return MetricSample(**measured, values={}, problem=problem)
+        return MetricSample(**measured, values=written.values, items=written.items or None)
+
+    def _once(
+        self, stage: Stage, arm: str, params: dict[str, str], seed: int, upstream: list[dict[str, str]], scratch: Path
+    ) -> tuple[StageRecord, bool]:
+        """The record a once stage stands on for this arm and seed, and whether it is new to this
+        repeat: one standing already or reused (``OnceRecords``), or the stage run now."""
+        argv = command_line(stage.argv, params, seed, arm)
+        outputs = command_line(stage.outputs, params, seed, arm)
+        try:
+            key = stage_key(argv, arm, seed, outputs, self.once.inputs(), upstream)
+        except PtregError as exc:
+            return StageRecord(name=stage.name, repeat=ONCE, problem=exc.message), True
+        found = self.once.standing_for(stage.name, seed, key, outputs)
+        if found is not None:
+            return found
+        done = self._execute(argv, arm, seed, scratch)
+        artifacts, problem = None, done.problem
+        if problem is None:
+            try:
+                artifacts = digest_inputs(self.root, outputs, what="output")
+            except PtregError as exc:
+                problem = exc.message
+        ran = StageRecord(
+            name=stage.name,
+            repeat=ONCE,
+            wall_seconds=done.wall,
+            peak_memory_mb=done.peak,
+            exit_code=done.exit_code,
+            problem=problem,
+            key=key,
+            artifacts=artifacts,
+            values=(done.values or None) if problem is None else None,
+            items=done.items if problem is None else None,
+        )
+        self.once.keep(seed, ran)
+        return ran, True
+
+    def _execute(self, argv: list[str], arm: str, seed: int, scratch: Path) -> _Execution:
+        scratch.mkdir(mode=0o700)
         metrics, items = scratch / "metrics.jsonl", scratch / "items.jsonl"
         env = environment(self.spec, arm, seed, metrics, items)
         started = time.monotonic()
@@ -411,48 +472,60 @@ class _CommandRun(CellRun):
                 stdout=writing,
                 stderr=writing,
                 die_with_parent=True,
+                measure_accelerators=True,
             )
         except (OSError, PtregError) as exc:
             os.close(reading)
             why = exc.message if isinstance(exc, PtregError) else exc.strerror or str(exc)
-            problem = f"could not start {shorten(argv[0], 80)}: {why}"
-            return MetricSample(repeat=repeat, seed=seed, values={}, problem=problem)
+            return _Execution(None, None, problem=f"could not start {shorten(argv[0], 80)}: {why}")
         finally:
             os.close(writing)
         output = _Tail(reading)
         try:
-            timed_out = self._wait(tree)
+            timed_out = self._wait(tree, output)
         finally:
             # whatever it left running, in its cgroup or re-parented to this worker; all of it
             # when the worker is told to end meanwhile
             survivors = tree.end()
         wall = time.monotonic() - started
-        peak = tree.peak_mb()
-        sample = {"repeat": repeat, "seed": seed, "wall_seconds": wall if wall > 0 else None, "peak_memory_mb": peak}
+        measured = _Execution(wall if wall > 0 else None, tree.peak_mb())
+        if tree.accelerators is not None:  # a GPU was there to measure: what the tree took of it
+            measured.accelerators = tree.accelerators.measured()
         if survivors:
             shown = ", ".join(str(pid) for pid in survivors[:5])
-            return MetricSample(**sample, values={}, problem=f"{len(survivors)} of its processes outlived it: {shown}")
+            measured.problem = f"{len(survivors)} of its processes outlived it: {shown}"
+            return measured
         if timed_out:
-            return MetricSample(
-                **sample, values={}, problem=f"killed at its timeout of {self.spec.timeout_seconds:g} s"
-            )
+            measured.problem = f"killed at its timeout of {self.spec.timeout_seconds:g} s"
+            return measured
         status = tree.status if tree.status is not None else 0
+        if os.WIFEXITED(status):
+            measured.exit_code = os.WEXITSTATUS(status)
         if status != 0:
-            return MetricSample(**sample, values={}, problem=_exit_text(status) + output.last_line())
+            measured.problem = _exit_text(status) + output.last_line()
+            return measured
         try:
-            values = read_metrics(metrics, self.declared)
-            per_item = read_items(items, self.declared)
+            measured.values = written_metrics(metrics, self.declared)
+            measured.items = read_items(items, self.declared)
         except ValueError as exc:
-            return MetricSample(**sample, values={}, problem=str(exc))
-        return MetricSample(**sample, values=values, items=per_item)
+            measured.problem = str(exc)
+        return measured
 
-    def _wait(self, tree: Tree) -> bool:
-        """Wait for the command, sampling its tree's memory; True when its timeout came first
+    def _wait(self, tree: Tree, output: _Tail) -> bool:
+        """Wait for the command, sampling its tree's memory and saying its last output line
+        when it changed (at most every OUTPUT_EVERY seconds); True when its timeout came first
         (the caller then ends the tree, the command with it)."""
         deadline = time.monotonic() + self.spec.timeout_seconds
+        said, when = None, time.monotonic()
         while not tree.reap():
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if now >= deadline:
                 return True
+            if self.emit is not None and now - when >= OUTPUT_EVERY:
+                latest, when = output.latest(), now
+                if latest is not None and latest != said:
+                    said = latest
+                    self.emit(Progress(phase="command", done=0, total=1, line=latest))
             tree.sample()
             time.sleep(POLL_SECONDS)
         return False
@@ -465,32 +538,46 @@ class CommandWorkload(ArmsWorkload):
     )
     spec_fields: ClassVar[dict[str, str]] = {
         "command": "the command line, a list of arguments run without a shell; {name} is the arm's value of that "
-        "parameter, {seed} the round's seed"
+        "parameter, {seed} the round's seed",
+        "stages": "in place of command: a list of {name, command, outputs, repeat}, each command run without a "
+        "shell, once per arm and seed (repeat 'once', its outputs digested as artifacts) or each repeat ('each')",
     }
+    # one of the two is given, never both (check_settings)
+    optional_fields: ClassVar[frozenset[str]] = frozenset({"command", "stages"})
     runs_code = True
     checks_out_revisions = True
 
     def check_settings(self, spec: AnySpec) -> str | None:
         spec = arms_spec(spec)
-        argv = spec.settings.get("command")
-        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-            return "command must be a non-empty list of strings (an argv, run without a shell)"
-        if len(argv) > MAX_ARGV or any(len(a) > MAX_ARG_CHARS or "\x00" in a for a in argv):
-            return f"command has more than {MAX_ARGV} arguments, one over {MAX_ARG_CHARS} characters, or a NUL"
+        problem = stage_problem(spec.settings)
+        if problem is not None:
+            return problem
         if not spec.metrics:
             return "a command evaluator declares its metrics (metrics: {name: {better, unit}})"
-        try:
-            names = placeholders(argv)
-        except ValueError as exc:
-            return f"command: {exc}"
-        for name in names:
-            if name == "seed":
-                continue
-            lacking = [arm for arm, params in spec.arms.items() if name not in params]
-            if lacking:
-                return f"command names {{{name}}}, which arm {lacking[0]!r} does not give"
+        # the worker a command runs in has these set whatever the caller has: never the caller's value
+        set_here = sorted(set(spec.env or ()) & {*KEPT_VARIABLES, *THREAD_VARIABLES, *WORKER_VARIABLES})
+        if set_here:
+            return f"env: {set_here[0]} is set by ptreg itself (kept from the caller, by threads, or for every worker)"
+        stages = stages_of(spec.settings)
+        staged = "stages" in spec.settings
+        for stage in stages:
+            what = f"stage {stage.name}" if staged else "command"
+            try:
+                names = placeholders(stage.argv) + placeholders(stage.outputs)
+            except ValueError as exc:
+                return f"{what}: {exc}"
+            for name in names:
+                if name == SEED or (name == ARM and staged):
+                    continue
+                lacking = [arm for arm, params in spec.arms.items() if name not in params]
+                if lacking:
+                    return f"{what} names {{{name}}}, which arm {lacking[0]!r} does not give"
+            problem = outputs_problem(spec, stage)
+            if problem is not None:
+                return problem
         try:
             command_lines(spec)
+            filled_outputs(spec)
         except ValueError as exc:
             return str(exc)
         return None
@@ -508,6 +595,7 @@ class CommandWorkload(ArmsWorkload):
         spec = spec.model_copy(update={"arms": {a: p for a, p in spec.arms.items() if a not in spec.revisions}})
         try:
             named = named_code(spec)
+            unfrozen = not_frozen(spec)
         except ValueError as exc:
             raise UnusableInput(f"evaluator {spec.name}: {exc}") from None
         return code_digests(
@@ -515,7 +603,7 @@ class CommandWorkload(ArmsWorkload):
             named.arguments,
             named.scripts,
             named.import_folders,
-            spec.not_frozen,
+            unfrozen,
             registry=registry.absolute().name,
             maybe_scripts=named.maybe_scripts,
         )

@@ -85,6 +85,9 @@ def _metadata(target: str, factory: Any) -> dict[str, Any]:
         raise ValueError(f"{target}: metrics must map names to MetricDeclaration")
     if not isinstance(fields, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in fields.items()):
         raise ValueError(f"{target}: spec_fields must map field names to what each is")
+    optional: object = getattr(factory, "optional_fields", frozenset())
+    if not isinstance(optional, frozenset) or not optional <= set(fields):
+        raise ValueError(f"{target}: optional_fields must be a frozenset of its spec_fields")
     runs_code = getattr(factory, "runs_code", False)
     if not isinstance(runs_code, bool):
         raise ValueError(f"{target}: runs_code must be True or False")
@@ -188,7 +191,7 @@ def spec_problem(spec: AnySpec) -> str | None:
         if unknown:
             own = ", ".join(workload.spec_fields) or "none"
             return f"field {unknown[0]!r} is not one of workload {spec.workload!r}'s own (its fields: {own})"
-        missing = [f for f in workload.spec_fields if f not in given]
+        missing = [f for f in workload.spec_fields if f not in given and f not in workload.optional_fields]
         if missing:
             return f"workload {spec.workload!r} needs the field {missing[0]!r}: {workload.spec_fields[missing[0]]}"
         clash = sorted(set(spec.metrics) & set(workload.metrics))

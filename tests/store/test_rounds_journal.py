@@ -1,4 +1,4 @@
-"""A run's in-progress folder and journal (store/in_progress.py), the rule that counts a
+"""A run's in-progress folder and journal (store/rounds_journal.py), the rule that counts a
 continued run once (records/continuation.py), and what validate and repair make of both."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from ptreg.errors import PtregError, UnusableInput
 from ptreg.records.continuation import continued, continued_twice, counted_once
 from ptreg.records.run_journal import JournalHead, JournalRound
 from ptreg.records.run_results import MetricSample
-from ptreg.store.in_progress import Journal, in_progress_folder, make_folder, read_journal, remove_folder
+from ptreg.store.progress import in_progress_folder, make_in_progress_folder
+from ptreg.store.rounds_journal import Journal, read_journal, remove_folder
 
 HEAD = JournalHead(
     journal=1,
@@ -50,7 +51,7 @@ def test_a_continued_run_is_counted_once() -> None:
 
 
 def test_the_journal_is_read_back_as_written(tmp_path: Path) -> None:
-    folder = make_folder(tmp_path, "measured", HEAD.run_id)
+    folder = make_in_progress_folder(tmp_path, "measured", HEAD.run_id)
     assert folder == in_progress_folder(tmp_path, "measured", HEAD.run_id)
     assert (os.stat(folder).st_mode & 0o777) == 0o700
     journal = Journal(folder, HEAD)
@@ -65,7 +66,7 @@ def test_the_journal_is_read_back_as_written(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("torn", [b'{"config": "all", "arm"', b'{"config": "all"}\n', b"\xff\xfe\n"])
 def test_a_torn_last_line_is_left_out_with_a_note(tmp_path: Path, torn: bytes) -> None:
-    folder = make_folder(tmp_path, "measured", HEAD.run_id)
+    folder = make_in_progress_folder(tmp_path, "measured", HEAD.run_id)
     journal = Journal(folder, HEAD)
     journal.append(a_round("one", 0))
     journal.close()
@@ -77,7 +78,7 @@ def test_a_torn_last_line_is_left_out_with_a_note(tmp_path: Path, torn: bytes) -
 
 
 def test_a_bad_line_before_the_last_refuses_the_journal(tmp_path: Path) -> None:
-    folder = make_folder(tmp_path, "measured", HEAD.run_id)
+    folder = make_in_progress_folder(tmp_path, "measured", HEAD.run_id)
     lines = [HEAD.model_dump_json(), '{"config": "all", "arm": "one", "round": -1, "samples": []}']
     (folder / "samples.jsonl").write_text("\n".join([*lines, a_round("one", 0).model_dump_json()]) + "\n")
     with pytest.raises(UnusableInput, match=r"samples\.jsonl line 2"):
@@ -91,11 +92,11 @@ def test_a_symlink_is_never_taken_for_the_folder_or_the_journal(tmp_path: Path) 
     runs.mkdir(parents=True)
     (runs / f".running-{HEAD.run_id}").symlink_to(elsewhere)
     with pytest.raises(PtregError, match="symlink"):
-        make_folder(tmp_path / "reg", "measured", HEAD.run_id)
+        make_in_progress_folder(tmp_path / "reg", "measured", HEAD.run_id)
     remove_folder(tmp_path / "reg", "measured", HEAD.run_id)  # leaves the link, and what it leads to, alone
     assert (runs / f".running-{HEAD.run_id}").is_symlink() and elsewhere.exists()
     (runs / f".running-{HEAD.run_id}").unlink()
-    folder = make_folder(tmp_path / "reg", "measured", HEAD.run_id)
+    folder = make_in_progress_folder(tmp_path / "reg", "measured", HEAD.run_id)
     (folder / "samples.jsonl").symlink_to(elsewhere / "journal")
     (elsewhere / "journal").write_text(HEAD.model_dump_json() + "\n")
     with pytest.raises(PtregError, match="symlink"):
@@ -107,11 +108,11 @@ def test_validate_names_a_lost_run_and_repair_leaves_it(tmp_path: Path) -> None:
     from ptreg.operations.validate import validate_path
 
     root = registry_with_a_run(tmp_path / "reg")
-    lost = make_folder(root, "measured", "20260102T000000Z")
+    lost = make_in_progress_folder(root, "measured", "20260102T000000Z")
     journal = Journal(lost, HEAD.model_copy(update={"run_id": "20260102T000000Z"}))
     journal.append(a_round("one", 0))
     journal.close()
-    empty = make_folder(root, "measured", "20260103T000000Z")  # killed as it began: nothing measured
+    empty = make_in_progress_folder(root, "measured", "20260103T000000Z")  # killed as it began: nothing measured
     _, problems = validate_path(root)
     said = [p for p in problems if p.file in (str(lost), str(empty))]
     assert [p.severity for p in said] == ["warning", "warning"]

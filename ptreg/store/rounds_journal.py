@@ -1,11 +1,11 @@
 """A run in progress: its folder ``runs/<attempt id>/.running-<run id>/`` and the journal of
 what it measured, ``samples.jsonl``.
 
-The folder exists from the run's start until its run folder is written (``runs.py``), and is
-then removed; one left behind belongs to a ptreg that was killed (or lost with its machine)
-before it wrote its run, and ``ptreg run ID --resume`` continues from its journal. It is made
-mode 0700, and never used through a symlink or when its name holds anything but a folder of
-this user.
+The folder (made by ``progress.py``, which keeps ``progress.json`` there) exists from the run's
+start until its run folder is written, and is then removed; one left behind with a journal of
+rounds belongs to a ptreg that was killed (or lost with its machine) before it wrote its run,
+and ``ptreg run ID --resume`` continues from it. It is never used through a symlink or when its
+name holds anything but a folder of this user.
 
 The journal is JSON lines: a head (``records/run_journal.py`` JournalHead), written whole when
 the run starts, then one line per arm and round measured whole, appended and fsynced before the
@@ -16,7 +16,6 @@ short) is skipped with a note, any other bad line refuses the journal, naming it
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -32,8 +31,10 @@ from ..errors import UnusableInput
 from ..records.problems import first_schema_error
 from ..records.refs import RUN_ID_PATTERN
 from ..records.run_journal import JOURNAL_VERSION, JournalHead, JournalRound
-from .jsonio import JsonError, create_text_exclusive, fsync_directory, parse_json, refuse_outside
-from .runs import RUN_FILE_MAX_BYTES, RUNNING_PREFIX, run_folder, runs_dir
+from .jsonio import JsonError, create_text_exclusive, fsync_directory, parse_json
+from .names import RUNNING_PREFIX
+from .progress import in_progress_folder
+from .runs import RUN_FILE_MAX_BYTES, run_folder, runs_dir
 from .workfiles import ForeignFile, open_working_file, problem_with, read_working_file
 
 JOURNAL_FILE = "samples.jsonl"
@@ -42,29 +43,12 @@ JOURNAL_MAX_BYTES = 4 * RUN_FILE_MAX_BYTES
 _ADVICE = "move it away; ptreg makes the folders of runs in progress itself"
 
 
-def in_progress_folder(root: Path, attempt_id: str, run_id: str) -> Path:
-    return runs_dir(root, attempt_id) / f"{RUNNING_PREFIX}{run_id}"
-
-
 def running_run_id(name: str) -> str | None:
     """The run id of an in-progress folder's name; None for any other name."""
     if not name.startswith(RUNNING_PREFIX):
         return None
     run_id = name[len(RUNNING_PREFIX) :]
     return run_id if re.fullmatch(RUN_ID_PATTERN, run_id) else None
-
-
-def make_folder(root: Path, attempt_id: str, run_id: str) -> Path:
-    """The run's in-progress folder, made (mode 0700) if absent; refused, touching nothing,
-    when a symlink leads it out of the registry or its name holds anything but our folder."""
-    parent = runs_dir(root, attempt_id)
-    refuse_outside(root, parent, "no run is started there")
-    parent.mkdir(parents=True, exist_ok=True)
-    folder = in_progress_folder(root, attempt_id, run_id)
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(folder, 0o700)
-    _check_folder(folder)
-    return folder
 
 
 def _check_folder(folder: Path) -> None:
@@ -199,20 +183,6 @@ def in_progress_runs(root: Path, attempt_id: str) -> Iterator[tuple[str, Path]]:
         run_id = running_run_id(name)
         if run_id is not None:
             yield run_id, parent / name
-
-
-def process_alive(pid: int, started: float) -> bool:
-    """Whether the process that wrote a journal still runs: its pid, created when it was (a
-    pid reused since is another process)."""
-    try:
-        process = psutil.Process(pid)
-        if process.status() == psutil.STATUS_ZOMBIE:
-            return False
-        return abs(process.create_time() - started) < 0.01
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
-        return False
-    except psutil.AccessDenied:  # there, and someone else's: not known to be gone
-        return True
 
 
 def this_process_started() -> float:
