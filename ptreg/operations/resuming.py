@@ -188,6 +188,11 @@ def _keep(kept: Kept, spec: AnySpec, config: str, arm: str, round_: int, samples
         )
     if any(s.repeat != round_ for s in samples):
         raise UnusableInput(f"--resume: {where} holds a sample of {arm} filed under another round than its own")
+    seed = spec.round_seed(round_) if isinstance(spec, ArmsSpec) else None
+    if any(isinstance(s, MetricSample) and s.seed != seed for s in samples):
+        raise UnusableInput(
+            f"--resume: {where} holds round {round_} of {arm} with another seed than the round's {seed}"
+        )
     by_round = kept.setdefault((config, arm), {})
     if round_ in by_round:
         raise UnusableInput(f"--resume: {where} holds round {round_} of {arm} twice")
