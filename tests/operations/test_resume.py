@@ -370,3 +370,79 @@ def test_a_run_stopped_by_its_budget_is_resumed(tmp_path: Path) -> None:
     assert results.status == "complete" and results.continues == done.results.run_id
     every_round_once(results)
     assert {k: v for k, v in samples_by_round(results).items() if k in kept} == kept
+
+
+TRAIN = (
+    "import os, sys\n"
+    "out = sys.argv[1]\n"
+    "os.makedirs(out, exist_ok=True)\n"
+    "open(os.path.join(out, 'model.txt'), 'w').write(sys.argv[2])\n"
+    "open('trained.log', 'a').write(out + '\\n')\n"
+)
+EVALUATE = (
+    "import json, os, sys, time\n"
+    "time.sleep(0.1)\n"
+    "score = float(open(os.path.join(sys.argv[1], 'model.txt')).read())\n"
+    "open(os.environ['PTREG_METRICS'], 'w').write(json.dumps({'score': score}) + '\\n')\n"
+)
+
+
+def test_a_resumed_run_reruns_no_finished_once_stage(tmp_path: Path) -> None:
+    """Stopped in the middle of seed 0's repeats, the continuation measures seed 0's last repeat
+    on the checkpoint its once stage made before, reused (its artifacts still match), not trained again."""
+    from ptreg.engine.interruption import Interrupted
+    from ptreg.operations.running import run_attempt
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(TRAIN)
+    (project / "evaluate.py").write_text(EVALUATE)
+    spec = {
+        "name": "staged",
+        "workload": "command",
+        "stages": [
+            {
+                "name": "train",
+                "command": [sys.executable, "train.py", "out/{arm}-{seed}", "{n}"],
+                "outputs": ["out/{arm}-{seed}"],
+                "repeat": "once",
+            },
+            {"name": "evaluate", "command": [sys.executable, "evaluate.py", "out/{arm}-{seed}"], "repeat": "each"},
+        ],
+        "arms": {"one": {"n": "1"}, "two": {"n": "2"}},
+        "baseline": "one",
+        "metrics": {"score": {"better": "higher", "unit": "points"}},
+        "seed": 0,
+        "seeds": [0, 1],
+        "repeats": 2,
+        "timeout_seconds": 60,
+    }
+    (project / "spec.json").write_text(json.dumps(spec))
+    root = write_registry(project / "attempts", [complete_record("seed-record")])
+    frozen = ptreg(root, project, "evaluator", "freeze", str(project / "spec.json"))
+    assert frozen.returncode == 0, frozen.stderr
+    propose_for_run(root, "staged", "go-on", "#46")
+
+    def progress(event) -> None:
+        if event.phase == "round" and event.done == 1:
+            raise Interrupted(signal.SIGTERM)
+
+    here = os.getcwd()
+    os.chdir(project)
+    try:
+        stopped = run_attempt(root, "go-on", ["test"], progress=progress)
+    finally:
+        os.chdir(here)
+    assert stopped.results.status == "interrupted"
+    assert sorted(samples_by_round(stopped.results)) == [("one", 0), ("two", 0)]
+
+    resumed = ptreg(root, project, "run", "go-on", "--resume", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    results = the_run(root, json.loads(resumed.stdout)["run_id"])
+    assert results.status == "complete" and results.continues == stopped.results.run_id
+    trained = (project / "trained.log").read_text().split()
+    assert sorted(trained) == ["out/one-0", "out/one-1", "out/two-0", "out/two-1"], "each arm and seed trained once"
+    for cell in results.cells:
+        round_1 = next(s for s in cell.metric_samples if s.repeat == 1)
+        (train,) = [st for st in round_1.stages if st.name == "train"]
+        assert train.reused is True, "seed 0's checkpoint was reused by the continuation"
