@@ -446,3 +446,24 @@ def test_a_resumed_run_reruns_no_finished_once_stage(tmp_path: Path) -> None:
         round_1 = next(s for s in cell.metric_samples if s.repeat == 1)
         (train,) = [st for st in round_1.stages if st.name == "train"]
         assert train.reused is True, "seed 0's checkpoint was reused by the continuation"
+
+
+def test_a_detached_resume_refuses_in_the_foreground_then_continues_in_the_background(tmp_path: Path) -> None:
+    project, root = project_with_attempt(tmp_path)
+    before = snapshot(root)
+    nothing = ptreg(root, project, "run", "go-on", "--detach", "--resume")
+    assert nothing.returncode == 2 and "nothing to resume" in nothing.stderr, nothing.stderr
+    assert snapshot(root) == before, "refused before anything was reserved"
+    first = interrupted_in_process(root, project, 2)
+    started = ptreg(root, project, "run", "go-on", "--detach", "--resume", "--json")
+    assert started.returncode == 0, started.stderr
+    run_id = json.loads(started.stdout)["run_id"]
+    results_file = root / "runs" / "go-on" / run_id / "results.json"
+    deadline = time.monotonic() + 120
+    linked = root / "go-on.json"
+    while not results_file.exists() or run_id not in linked.read_text():  # written, then linked
+        assert time.monotonic() < deadline, "the detached continuation never wrote its run"
+        time.sleep(0.2)
+    results = the_run(root, run_id)
+    assert results.status == "complete" and results.continues == first
+    every_round_once(results)
