@@ -294,6 +294,13 @@ def run(
         "or cannot decide (inconclusive: a gate never passes on nothing); worked and failed exit 0. "
         "An attempt without a plan is refused before anything runs.",
     ),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Continue the attempt's newest run that stopped before its end (interrupted, stopped by the budget, or "
+        "lost with a killed ptreg): a new run that carries its rounds measured whole and measures only the rest, "
+        "under the same evaluator, order seed and code; refused when any of them changed.",
+    ),
     detach: bool = typer.Option(
         False,
         "--detach",
@@ -330,12 +337,18 @@ def run(
                 "(`ptreg new ... --worked-if ... --regressed-if ...`)"
             )
     if detach:
-        _detach(root, check_id(attempt_id), executor, address, fail_on_regression, as_json)
+        _detach(root, check_id(attempt_id), executor, address, fail_on_regression, as_json, resume)
         return
     assert make_executor is not None
     with run_progress() as show:
         done = run_attempt(
-            root, check_id(attempt_id), command_line(), progress=show, make_executor=make_executor, run_id=run_id
+            root,
+            check_id(attempt_id),
+            command_line(),
+            progress=show,
+            make_executor=make_executor,
+            run_id=run_id,
+            resume=resume,
         )
     results = done.results
     outcome = None
@@ -351,11 +364,14 @@ def run(
             "reason": results.reason,
             "results": results.model_dump(mode="json"),
         }
+        found = found if done.resumed is None else {**found, "resumed": done.resumed}
         print_json(found if outcome is None else {**found, "plan": outcome.to_json()})
     else:
         plan = done.attempt.plan if done.attempt is not None else None
         print_results(results, plan.margins if plan is not None else None)
         say(f"\nrun {results.run_id}: {results.status}" + (f" ({results.reason})" if results.reason else ""))
+        if done.resumed is not None:
+            say(f"it {done.resumed}")
         say(f"written to {done.folder}; see `ptreg show {attempt_id}`")
         if outcome is not None:
             say(f"the plan decides {outcome.summary()} ({outcome.runs_text()})")
@@ -368,12 +384,18 @@ def run(
 
 
 def _detach(
-    root: Path, attempt_id: str, executor: str, address: str | None, fail_on_regression: bool, as_json: bool
+    root: Path,
+    attempt_id: str,
+    executor: str,
+    address: str | None,
+    fail_on_regression: bool,
+    as_json: bool,
+    resume: bool = False,
 ) -> None:
     """`run --detach`: the refusals here, then the run in the background (or as a Ray job)."""
     from ..operations.detaching import detach_run, submit_run
 
-    flags = ["--fail-on-regression"] if fail_on_regression else []
+    flags = (["--fail-on-regression"] if fail_on_regression else []) + (["--resume"] if resume else [])
     if executor == "ray":  # inside the job, the run joins the cluster the job runs in
         done = submit_run(root, attempt_id, [*flags, "--executor", "ray"], address)
     else:

@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import UnusableInput
 from ..records.evaluator import AnySpec, EvaluatorSpec
-from ..records.run_results import Cell, CellStatus, ConfigRounds, Measurement, ParityOutcome, Roles
+from ..records.run_journal import AnySample, JournalRound
+from ..records.run_results import (
+    Cell,
+    CellStatus,
+    ConfigRounds,
+    Measurement,
+    MetricSample,
+    ParityOutcome,
+    Roles,
+    StageRecord,
+)
 from .backends import describe_all, roles
 from .callgrind import counted_under, valgrind
 from .executor import Executor, TaskOutcome, Worker
@@ -89,13 +99,18 @@ def measure(
     arm_roots: Mapping[str, Path] | None = None,
     import_folders: Mapping[str, Path] | None = None,
     seed_of_orders: int | None = None,
+    kept: Mapping[tuple[str, str], Mapping[int, list[AnySample]]] | None = None,
+    journal: Callable[[JournalRound], None] | None = None,
 ) -> Measurement:
     """Parity (for a workload of backends), then every config's cells in interleaved rounds.
     ``round_cap`` is the most rounds the budget allows a config (its ``max_repeats``), when it
     says; ``root`` is the project root, where an arms workload's commands run, and
     ``arm_roots`` the project root of each arm that runs elsewhere (a checkout of its revision);
     ``import_folders`` the folder of a checkout each backend taken at a revision is imported from;
-    ``seed_of_orders`` seeds the rounds' orders, drawn afresh for the run when not given."""
+    ``seed_of_orders`` seeds the rounds' orders, drawn afresh for the run when not given.
+    A resumed run gives ``kept``, the samples of each (config, arm)'s rounds measured whole by
+    the run it continues, by round: those rounds are not measured again. ``journal`` is told of
+    each arm's round as soon as it is measured whole (``store/rounds_journal.py`` keeps it)."""
     workload = require_measurable(spec, f"evaluator {spec.name}")
     if (arm_roots or import_folders) and not isinstance(executor, Executor):
         # a checkout lives on this machine only, for this run only
@@ -107,7 +122,9 @@ def measure(
     executor.start()
     ratio_roles = roles(describe_all()) if workload.kind == "backends" else Roles(reference=None, peer=None)
     orders = order_seed() if seed_of_orders is None else seed_of_orders
-    places = Places(root, orders, dict(arm_roots or {}), dict(import_folders or {}))
+    places = Places(root, orders, dict(arm_roots or {}), dict(import_folders or {}), dict(kept or {}), journal)
+    if places.kept and not isinstance(executor, Executor):
+        raise UnusableInput(f"evaluator {spec.name}: a resumed run is measured on this machine only")
     parity: list[ParityOutcome] = []
     measured: list[Cell] = []
     rounds: list[ConfigRounds] = []
@@ -201,6 +218,12 @@ class Places:
     arm_roots: dict[str, Path] = field(default_factory=dict)  # an arm's own, where it is not ``root``
     # a backend taken at a revision: the folder of the checkout its worker imports it from
     import_folders: dict[str, Path] = field(default_factory=dict)
+    # a resumed run: the rounds each (config, arm) already has, by round, with their samples
+    kept: dict[tuple[str, str], Mapping[int, list[AnySample]]] = field(default_factory=dict)
+    journal: Callable[[JournalRound], None] | None = None  # told of each arm's round measured whole
+
+    def kept_rounds(self, config: str, arm: str) -> Mapping[int, list[AnySample]]:
+        return self.kept.get((config, arm), {})
 
 
 def _measure_cells(
@@ -289,6 +312,8 @@ def config_rounds(
             workers[backend] = executor.open(
                 PlannedCell(config, backend).label, cell_task(spec, config, backend, places)
             )
+            kept = places.kept_rounds(config, backend)  # carried first, as if measured in this run
+            workers[backend].outcome.samples[:0] = [s for r in sorted(kept) for s in kept[r]]
             if executor.interrupted is not None or executor.budget_hit:
                 break
         for number in range(most):
@@ -304,21 +329,28 @@ def config_rounds(
                 if narrow_enough(so_far, spec.target_ci):
                     stopped = f"every ratio known within ±{100 * spec.target_ci:g}% after {number} rounds"
                     break
+            order = [b for b in round_order(places.order_seed, config, number, backends) if b in live]
+            # a resumed run measures only the arms whose round the run it continues lacks
+            wanted = [b for b in order if number not in places.kept_rounds(config, b)]
+            if not wanted:
+                orders.append(order)
+                continue
             allowed, why = executor.fits(estimate_round(round_seconds, config, spec))
             if not allowed:
                 stopped = f"stopped by the budget: {why}"
                 executor.budget_hit = True
                 break
-            order = [b for b in round_order(places.order_seed, config, number, backends) if b in live]
             orders.append(order)
             executor.announce(f"{config} rounds", "round", number, most)
             begun = time.monotonic()
-            for backend in order:
-                executor.run_repeat(workers[backend], number, most)
+            for backend in wanted:
+                if executor.run_repeat(workers[backend], number, most):
+                    _journal(places, config, backend, number, workers[backend])
                 if executor.interrupted is not None or executor.budget_hit:
                     break
             else:
-                round_seconds[config] = time.monotonic() - begun
+                if len(wanted) == len(order):  # a part of a round times no round
+                    round_seconds[config] = time.monotonic() - begun
     except (Interrupted, KeyboardInterrupt) as exc:  # between two repeats
         executor.interrupted = signal_of(exc)
     if executor.interrupted is not None:
@@ -338,6 +370,26 @@ def config_rounds(
     if orders:
         executor.announce(f"{config} rounds", "finished", len(orders), most, stopped, time.monotonic() - opened)
     return _cells(spec, workload, config, workers), taken
+
+
+def _journal(places: Places, config: str, arm: str, number: int, worker: Worker) -> None:
+    """The arm's round, measured whole, told to the run's journal before the next is asked for."""
+    if places.journal is not None:
+        samples = [s for s in worker.outcome.samples if s.repeat == number]
+        places.journal(JournalRound(config=config, arm=arm, round=number, samples=samples))
+
+
+def once_stages(samples: list[AnySample]) -> list[StageRecord] | None:
+    """The records of the once stages among the samples kept, which a resumed cell's workload
+    may reuse instead of running them again (None: there are none)."""
+    found = [
+        stage
+        for sample in samples
+        if isinstance(sample, MetricSample)
+        for stage in sample.stages or ()
+        if stage.repeat == "once"
+    ]
+    return found or None
 
 
 def cell_task(spec: AnySpec, config: str, backend: str, places: Places) -> CellTask:
@@ -368,6 +420,7 @@ def cell_task(spec: AnySpec, config: str, backend: str, places: Places) -> CellT
         threads=spec.threads,
         spec=spec.model_dump(mode="json", exclude_none=True),
         root=str(root),
+        reuse_stages=once_stages([s for r in places.kept_rounds(config, backend).values() for s in r]),
     )
 
 

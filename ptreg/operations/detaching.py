@@ -67,7 +67,7 @@ def _run_argv(root: Path, attempt_id: str, run_id: str, flags: Sequence[str], py
 
 def detach_run(root: Path, attempt_id: str, flags: Sequence[str], python: str = sys.executable) -> Detached:
     """Start the attempt's run in the background, in a session of its own, and return at once."""
-    run_id, folder = reserve_run(root, attempt_id)
+    run_id, folder = reserve_run(root, attempt_id, resume="--resume" in flags)
     log = folder / LOG_FILE
     try:
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -114,7 +114,7 @@ def submit_run(
     python: str = sys.executable,
 ) -> Detached:
     """Submit the attempt's run as a Ray job, after the same refusals, and return at once."""
-    run_id, folder = reserve_run(root, attempt_id)
+    run_id, folder = reserve_run(root, attempt_id, resume="--resume" in flags)
     project = project_root(root)
     command = entrypoint(project, _run_argv(root, attempt_id, run_id, flags, python))
     try:

@@ -94,7 +94,7 @@ def repair(root: Path, dry_run: bool = False) -> RepairReport:
                 report.linked.append(leftover)
             else:
                 if not dry_run:
-                    if leftover.kind == "staging-folder":
+                    if leftover.kind in ("staging-folder", "in-progress-folder"):
                         shutil.rmtree(leftover.path)
                     else:
                         os.unlink(leftover.path)

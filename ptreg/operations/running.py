@@ -15,11 +15,13 @@ run (``with_run``).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..clock import utc_now
 from ..engine.environment import backend_configuration, collect, command_variables
@@ -27,16 +29,17 @@ from ..engine.executor import Executor, TaskProgress
 from ..engine.identity import code_identity, revision_code
 from ..engine.interruption import deferred, interruptible, pending
 from ..engine.measurement import SpreadExecutor, measure
-from ..engine.plan import EVALUATOR_VERSION
+from ..engine.plan import EVALUATOR_VERSION, order_seed
 from ..engine.revisions import changed_under, checked_out
-from ..errors import CheckFailed, LockBusy
+from ..errors import CheckFailed, LockBusy, UnusableInput
 from ..gate.checks import check_gate
 from ..gate.consent import frozen_files_change, refuse_unconsented
 from ..gate.gate_inputs import read_gate_inputs
 from ..gate.readmission import judged_before, read_readmissions, unresolved
 from ..records.attempt import Attempt, Budget, RunRef
 from ..records.evaluator import ArmsSpec, EvaluatorSpec, FrozenEvaluator
-from ..records.run_results import ArmRevision, Provenance, RunResults, new_results
+from ..records.run_journal import JOURNAL_VERSION, JournalHead
+from ..records.run_results import ArmRevision, CodeIdentity, Provenance, RunResults, new_results
 from ..store.directory import load_meta, read_attempt, write_attempt
 from ..store.full_read import indexed_attempt
 from ..store.index import open_index
@@ -45,9 +48,11 @@ from ..store.jsonio import refuse_outside
 from ..store.leftovers import orphaned_runs
 from ..store.locks import TIMEOUT_ENV, registry_lock, run_lock
 from ..store.progress import ProgressWriter, claim_run_id, finish_in_progress, make_in_progress_folder
+from ..store.rounds_journal import Journal, remove_folder, this_process_started, written
 from ..store.runs import RESULTS_FILE, new_run_id, read_results, run_folder, runs_dir, write_run
 from ..store.vocabulary_files import refuse_old_layout
 from ..views.run_report import evidence_line
+from .resuming import ResumePoint, code_changed, resume_point
 
 
 @dataclass
@@ -56,6 +61,7 @@ class RunDone:
     folder: Path
     attempt: Attempt
     interrupted_by: int | None = None  # SIGINT or SIGTERM, when one stopped or ended the run
+    resumed: str | None = None  # with --resume: what it continued and carried, in words
 
     @property
     def exit_code(self) -> int | None:
@@ -70,6 +76,7 @@ def run_attempt(
     clock: Callable[[], float] = time.monotonic,
     make_executor: Callable[..., Executor | SpreadExecutor] = Executor,
     run_id: str | None = None,
+    resume: bool = False,
 ) -> RunDone:
     """Measure, then write the run folder whole and link it.
 
@@ -79,12 +86,15 @@ def run_attempt(
     local one, or one that spreads the cells over a cluster). The run's id is chosen before
     it measures (``run_id`` when the caller chose it: `ptreg run --detach` did, and it must be
     fresh), and its progress is kept in its in-progress folder until its run folder is written.
+    With ``resume``, the run continues the attempt's newest run that stopped before its end
+    (``resuming.py``), refused before anything is made when it cannot.
     """
     with interruptible():  # from the start, so that SIGTERM never kills a run without a word
         read_attempt(root, attempt_id)  # no lock file for an attempt or registry that is not there
         refuse_old_layout(root)  # before measuring, not after: the run could not be linked
         with run_lock(root, attempt_id):
-            frozen, budget = _admitted(root, attempt_id)  # as it is now that no other run can start
+            frozen, budget = _admitted(root, attempt_id, resume)  # as it is now that no other run can start
+            point = _resume_point(root, attempt_id, frozen, run_id) if resume else None
             if run_id is None:
                 run_id = new_run_id(root, attempt_id, utc_now())
                 folder = make_in_progress_folder(root, attempt_id, run_id)
@@ -99,18 +109,31 @@ def run_attempt(
                 clock=clock,
                 registry=root,
             )
-            return _measure_and_record(root, attempt_id, frozen, budget, command, executor, run_id)
+            return _measure_and_record(root, attempt_id, frozen, budget, command, executor, run_id, point)
 
 
-def reserve_run(root: Path, attempt_id: str) -> tuple[str, Path]:
+def _resume_point(root: Path, attempt_id: str, frozen: FrozenEvaluator, own: str | None) -> ResumePoint:
+    """What ``--resume`` continues, refused when the code it measured changed since; ``own`` is
+    the id a detached run reserved for itself, which is not a run to continue."""
+    point = resume_point(root, read_attempt(root, attempt_id), frozen, own)
+    changed_code = code_changed(point.code, code_identity(frozen.spec, root))
+    if changed_code is not None:
+        raise UnusableInput(f"--resume: run {point.run_id} of {attempt_id} is not continued: {changed_code}")
+    return point
+
+
+def reserve_run(root: Path, attempt_id: str, resume: bool = False) -> tuple[str, Path]:
     """Every refusal ``run_attempt`` makes before measuring (the registry, the gate, the consent,
-    the run lock) made now, nothing measured; then, under the same hold of the run lock, the
-    run's id chosen and its in-progress folder made, so that the id is this run's. What `ptreg
-    run --detach` does in the foreground before the run goes to the background."""
+    the run lock, and with ``resume`` what it would continue) made now, nothing measured; then,
+    under the same hold of the run lock, the run's id chosen and its in-progress folder made, so
+    that the id is this run's. What `ptreg run --detach` does in the foreground before the run
+    goes to the background."""
     read_attempt(root, attempt_id)
     refuse_old_layout(root)
     with run_lock(root, attempt_id):
-        _admitted(root, attempt_id)
+        frozen, _ = _admitted(root, attempt_id, resume)
+        if resume:
+            _resume_point(root, attempt_id, frozen, None)
         run_id = new_run_id(root, attempt_id, utc_now())
         return run_id, make_in_progress_folder(root, attempt_id, run_id)
 
@@ -134,7 +157,7 @@ def progress_kept(
     return on
 
 
-def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
+def _admitted(root: Path, attempt_id: str, resume: bool = False) -> tuple[FrozenEvaluator, Budget]:
     """The attempt's evaluator and budget, once it is known to be runnable and still admitted."""
     load_meta(root)  # finishes an import cut short after its commit before the index looks
     index = open_index(root)  # the gate's freshness, streak and precedents checks read it
@@ -155,6 +178,12 @@ def _admitted(root: Path, attempt_id: str) -> tuple[FrozenEvaluator, Budget]:
     if attempt.evaluator is None or attempt.budget is None:
         raise CheckFailed(f"{attempt_id} has no frozen evaluator or no budget; propose it with `ptreg new`")
     file = inputs.evaluator
+    if resume and file is not None and (file.changed_inputs or file.changed_code):
+        # the kept rounds measured other files than a continuation would: nothing is run
+        raise UnusableInput(
+            f"--resume: {file.changed_inputs or file.changed_code}; the run it would continue measured the files as "
+            "frozen, so it is not continued"
+        )
     if file is not None and file.frozen is not None and file.consent is not None:
         # a command nobody consented to, or whose code is not what was consented to, is
         # unusable input, whatever else the gate finds: nothing of it is run
@@ -176,10 +205,85 @@ def _measure_and_record(
     command: list[str],
     executor: Executor | SpreadExecutor,
     run_id: str,
+    point: ResumePoint | None = None,
 ) -> RunDone:
     started = utc_now()
     environment = collect(root)
     code = code_identity(frozen.spec, root)  # before measuring: the code as it was when measured
+    seed = point.order_seed if point is not None and point.order_seed is not None else order_seed()
+    journal = _journal(root, attempt_id, run_id, frozen, started, code, seed, point)
+    try:
+        return _measured(
+            root,
+            attempt_id,
+            frozen,
+            budget,
+            command,
+            executor,
+            point,
+            started,
+            environment,
+            code,
+            run_id,
+            seed,
+            journal,
+        )
+    finally:
+        journal.close()
+        if point is not None and written(root, attempt_id, run_id):  # what it carried is in its run folder
+            for lost in point.consumed:
+                remove_folder(root, attempt_id, lost)
+
+
+def _journal(
+    root: Path,
+    attempt_id: str,
+    run_id: str,
+    frozen: FrozenEvaluator,
+    started: str,
+    code: CodeIdentity,
+    seed: int,
+    point: ResumePoint | None,
+) -> Journal:
+    """The journal in the run's in-progress folder, holding from the start the rounds it carries."""
+    head = JournalHead(
+        journal=JOURNAL_VERSION,
+        run_id=run_id,
+        attempt=attempt_id,
+        evaluator=frozen.ref,
+        order_seed=seed,
+        pid=os.getpid(),
+        process_started=this_process_started(),
+        started_at=started,
+        code=code,
+        continues=point.continues if point is not None else None,
+        continues_partial=point.continues_partial if point is not None else None,
+    )
+    journal = Journal(make_in_progress_folder(root, attempt_id, run_id), head)
+    try:
+        for line in point.rounds if point is not None else ():
+            journal.append(line)
+    except BaseException:
+        journal.close()
+        raise
+    return journal
+
+
+def _measured(
+    root: Path,
+    attempt_id: str,
+    frozen: FrozenEvaluator,
+    budget: Budget,
+    command: list[str],
+    executor: Executor | SpreadExecutor,
+    point: ResumePoint | None,
+    started: str,
+    environment: dict[str, Any],
+    code: CodeIdentity,
+    run_id: str,
+    seed: int,
+    journal: Journal,
+) -> RunDone:
     with checked_out(project_root(root), frozen.spec, root.absolute().name, frozen.inputs) as checkouts:
         arm_roots = {arm: c.root for arm, c in checkouts.items() if not c.imports}
         imports = {backend: folder for c in checkouts.values() for backend, folder in c.imports.items()}
@@ -191,6 +295,10 @@ def _measure_and_record(
             root=project_root(root),
             arm_roots=arm_roots if isinstance(frozen.spec, ArmsSpec) else None,
             import_folders=imports,
+            seed_of_orders=seed,
+            kept=point.kept if point is not None else None,
+            # only a run of arms is continued (resuming.py), so only its rounds are journaled
+            journal=journal.append if isinstance(frozen.spec, ArmsSpec) else None,
         )
         # what the run measured is the frozen evaluator only while its files still are what was
         # frozen: a repeat that rewrote its own script, or data edited meanwhile, leaves it deciding nothing
@@ -223,6 +331,8 @@ def _measure_and_record(
                 code=code,
                 inputs_changed=changed,
                 revisions=revisions or None,
+                continues=point.continues if point is not None else None,
+                continues_partial=point.continues_partial if point is not None else None,
             )
             results = new_results(frozen.spec, found, made)
             written = write_run(root, results, environment)
@@ -244,7 +354,15 @@ def _measure_and_record(
             results, folder = write()
             attempt = link_runs(root, attempt_id, [*earlier, results])
     late = pending()
-    return RunDone(results, folder, attempt, found.interrupted_by or late)
+    return RunDone(results, folder, attempt, found.interrupted_by or late, _resumed(point))
+
+
+def _resumed(point: ResumePoint | None) -> str | None:
+    if point is None:
+        return None
+    lost = " (lost before it was written; its journal was read)" if point.partial else ""
+    note = f"; {point.note}" if point.note else ""
+    return f"continues run {point.run_id}{lost}, carrying {point.count} round(s) of an arm measured whole{note}"
 
 
 def results_source(root: Path, attempt_id: str, run_id: str) -> str:
@@ -268,6 +386,7 @@ def with_run(root: Path, attempt: Attempt, results: RunResults) -> Attempt:
         evaluator=results.evaluator,
         started_at=results.started_at,
         finished_at=results.finished_at,
+        continues=results.continues,
     )
     line = evidence_line(results)
     evidence = f"{attempt.evidence}\n{line}" if attempt.evidence else line

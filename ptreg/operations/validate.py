@@ -160,6 +160,14 @@ def _runs(root: Path, records: list[Record], strict: bool = False) -> Iterator[P
                     f"but the record says {ref.status} under {ref.evaluator}",
                     index,
                 )
+            if results.continues != ref.continues:  # the link is what counting reads: it must be the run's
+                yield problem(
+                    "run",
+                    "runs",
+                    f"run {ref.run_id} continues {results.continues or 'no run'} in its results, but the record says "
+                    f"{ref.continues or 'no run'}",
+                    index,
+                )
             if results.inputs_changed is not None:
                 said = undecisive(results)
                 if strict:
@@ -200,7 +208,7 @@ def _leftovers(root: Path, records: list[Record]) -> Iterator[Problem]:
             yield Problem("symlink", leftover.message, leftover.attempt_id, "", str(leftover.path))
             continue
         rule = "orphaned-run" if leftover.kind == "orphaned-run" else "leftover"
-        hint = "" if leftover.kind == "orphaned-run" else "; `ptreg repair` removes it"
+        hint = "" if leftover.kind in ("orphaned-run", "lost-run") else "; `ptreg repair` removes it"
         yield Problem(rule, leftover.message + hint, leftover.attempt_id, "", str(leftover.path), severity="warning")
 
 

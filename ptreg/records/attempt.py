@@ -267,6 +267,8 @@ class RunRef(BaseModel):
     evaluator: Text | None = None
     started_at: Text | None = None
     finished_at: Text | None = None
+    # the run it continues (`run --resume`), which is counted no more where this one is linked
+    continues: Annotated[str, StringConstraints(pattern=RUN_ID_PATTERN)] | None = None
 
 
 class ContinueIf(BaseModel):

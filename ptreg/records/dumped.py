@@ -26,7 +26,7 @@ from .ledger import LedgerKey, lacks, ledger_key
 FIELDS = frozenset(
     {
         "admission", "admitted_at", "answers_disposition", "arg", "args", "arm", "attempts", "backend", "bases",
-        "budget", "check", "checks", "cmp", "config", "continue_if", "data_rows", "detail", "evaluator",
+        "budget", "check", "checks", "cmp", "config", "continue_if", "continues", "data_rows", "detail", "evaluator",
         "evaluators", "evidence", "evidence_sources", "failure_reason", "failure_reason_confidence",
         "family", "file", "finished_at", "held_at_conclusion", "hypothesis", "id", "import_number",
         "imported_at", "kernel", "keys", "kind", "lacks", "layer", "left", "lesson", "max_memory_mb",

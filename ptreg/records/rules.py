@@ -19,6 +19,7 @@ from .attempt import (
     Attempt,
     RegistryMeta,
 )
+from .continuation import continued_twice, counted_once
 from .graph import find_cycles, lineage_root
 from .problems import Problem, pointer_join, shown_id
 from .registry import Record, Registry
@@ -106,6 +107,7 @@ def check_attempt(
     yield from _varied(attempt, known_ids, problem)
     yield from _continue_if(attempt, problem)
     yield from _plan(attempt, problem)
+    yield from _continuations(attempt, problem)
     if attempt.kind == INFRASTRUCTURE_KIND:
         for name in SHAPE_FIELDS:
             if getattr(attempt, name) is not None:
@@ -190,6 +192,30 @@ def _continue_if(attempt: Attempt, problem: ProblemAt) -> Iterator[Problem]:
         )
 
 
+def _continuations(attempt: Attempt, problem: ProblemAt) -> Iterator[Problem]:
+    """A run is continued once (``continuation.py``): two runs that continue the same one would
+    both carry its samples (two clones resumed it, then were merged); and a run continues
+    another run of this attempt, never itself."""
+    runs = attempt.runs or []
+    linked = {r.run_id for r in runs}
+    for continued, by in continued_twice(runs).items():
+        yield problem(
+            "continued-twice",
+            "runs",
+            f"runs {' and '.join(by)} both continue run {continued}, so its samples would count twice; keep one "
+            "(move the other's folder away and unlink it)",
+        )
+    for index, run in enumerate(runs):
+        if run.continues is not None and run.continues not in linked:
+            yield problem(
+                "continues",
+                "runs",
+                f"run {run.run_id} continues run {run.continues}, which is not a run of this attempt",
+                index,
+                "continues",
+            )
+
+
 def _plan(attempt: Attempt, problem: ProblemAt) -> Iterator[Problem]:
     """The plan is the one admitted, and the status is its decision, or says why not."""
     plan, admission, decision = attempt.plan, attempt.admission, attempt.plan_decision
@@ -231,7 +257,7 @@ def _plan(attempt: Attempt, problem: ProblemAt) -> Iterator[Problem]:
             f"status {attempt.status!r} without the plan's decision; conclude it with `ptreg conclude {attempt.id}`",
         )
         return
-    complete = {r.run_id for r in attempt.runs or () if r.status == "complete"}
+    complete = {r.run_id for r in counted_once(attempt.runs or []) if r.status == "complete"}
     for index, run in enumerate(decision.runs):
         if run not in complete:
             yield problem(

@@ -327,6 +327,24 @@ class RunResults(_Strict):
         "the run ended, with both digests. Such a run is never complete, and decides nothing.",
     )
     revisions: dict[str, ArmRevision] | None = Field(default=None, description="Version 8: each revision's code.")
+    continues: str | None = Field(
+        default=None,
+        pattern=RUN_ID_PATTERN,
+        description="The interrupted or budget-stopped run of the same attempt this run continues (`run --resume`): "
+        "it carries that run's rounds measured whole, and is counted in its place.",
+    )
+    continues_partial: str | None = Field(
+        default=None,
+        pattern=RUN_ID_PATTERN,
+        description="A run of the same attempt lost before it was written (its ptreg killed) whose journal this run "
+        "read: it carries the rounds that journal held.",
+    )
+
+    @model_validator(mode="after")
+    def _continues_another(self) -> RunResults:
+        if self.run_id is not None and self.run_id in (self.continues, self.continues_partial):
+            raise ValueError(f"run {self.run_id} continues itself")
+        return self
 
     @model_validator(mode="after")
     def _roles_by_version(self) -> RunResults:
@@ -482,6 +500,8 @@ class Provenance:
     # an input or code file that no longer had its frozen digest when the run ended
     inputs_changed: str | None = None
     revisions: dict[str, ArmRevision] | None = None  # each revision arm's commit and code
+    continues: str | None = None  # the written run a resumed run continues
+    continues_partial: str | None = None  # the lost run whose journal it read
 
 
 def new_results(spec: AnySpec, measurement: Measurement, provenance: Provenance) -> RunResults:
@@ -516,4 +536,6 @@ def new_results(spec: AnySpec, measurement: Measurement, provenance: Provenance)
         counted=found.counted,
         inputs_changed=made.inputs_changed,
         revisions=made.revisions,
+        continues=made.continues,
+        continues_partial=made.continues_partial,
     )

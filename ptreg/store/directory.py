@@ -28,7 +28,18 @@ from .vocabulary_files import load_vocabularies, read_vocabularies, term_layout_
 
 IGNORE_FILE = ".gitignore"
 # What ptreg keeps beside the records that is not part of them, for git to leave out.
-IGNORED = """# ptreg's working files: locks, their holders, an import's journal, staged writes, the query index
+IGNORED = """# ptreg's working files: locks, their holders, an import's journal, staged writes, the query index,
+# the folders of runs in progress
+.ptreg*.lock
+.ptreg*.lock.holder
+.ptreg-journal.json
+.*.tmp
+.tmp-*/
+.ptreg-index.sqlite*
+.running-*/
+"""
+# The .gitignore ptreg wrote before runs kept an in-progress folder; `ptreg repair` adds it.
+IGNORED_BEFORE_RUNNING = """# ptreg's working files: locks, their holders, an import's journal, staged writes, the query index
 .ptreg*.lock
 .ptreg*.lock.holder
 .ptreg-journal.json
@@ -202,15 +213,16 @@ def init_registry(root: Path, meta: RegistryMeta | None = None) -> Path:
 
 
 def ignore_file_lacks_index(root: Path) -> bool:
-    """Whether the registry's .gitignore is the one ptreg wrote before the query index existed."""
+    """Whether the registry's .gitignore is one ptreg wrote before the query index (or the
+    folders of runs in progress) existed."""
     try:
-        return (root / IGNORE_FILE).read_text(encoding="utf-8") == IGNORED_BEFORE_INDEX
+        return (root / IGNORE_FILE).read_text(encoding="utf-8") in (IGNORED_BEFORE_INDEX, IGNORED_BEFORE_RUNNING)
     except (OSError, UnicodeDecodeError):
         return False
 
 
 def upgrade_ignore_file(root: Path) -> None:
-    """Rewrite ptreg's own old .gitignore with the index added (a file the user changed is left alone)."""
+    """Rewrite ptreg's own old .gitignore with what it lacks added (a file the user changed is left alone)."""
     atomic_write_text(root / IGNORE_FILE, IGNORED)
 
 

@@ -8,6 +8,9 @@ Every write is atomic, so a kill never leaves a partial record; what it can leav
 - a staged file (``.<name>.<random>.tmp``) or a run's staging folder (``.tmp-<run>-<pid>``),
   from a write killed before its rename. It never became part of the registry.
 - an import's journal, which any command finishes on its own (``journal.recover``).
+- a run's in-progress folder (``.running-<run>``, ``rounds_journal.py``) whose ptreg is gone: after
+  its run was written, an empty leftover; before, the journal of a lost run, which
+  ``ptreg run ID --resume`` continues and repair leaves alone.
 
 `ptreg validate` reports these as warnings, never errors: none of them blocks work, and
 `ptreg repair` (``operations/repair.py``) puts them right. A symlink where run folders are kept
@@ -22,18 +25,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import PtregError
 from ..records.attempt import Attempt
 from ..records.vocabulary import VOCABULARIES
 from .evaluator_files import evaluators_dir
 from .jsonio import STAGED_NAME
 from .locks import run_in_progress
 from .names import VOCABULARY_DIR
+from .rounds_journal import has_journal, read_journal, running_run_id, written
 from .runs import RUNS_DIR, STAGING_PREFIX, check_folder, runs_dir
 
 
 @dataclass
 class Leftover:
-    kind: str  # orphaned-run | staged-file | staging-folder | symlink
+    kind: str  # orphaned-run | staged-file | staging-folder | in-progress-folder | lost-run | symlink
     path: Path
     message: str
     attempt_id: str | None = None
@@ -127,9 +132,50 @@ def _in_runs_of(root: Path, attempt_id: str, attempt: Attempt | None) -> list[Le
                         attempt_id,
                     )
                 )
+        elif running_run_id(run_dir.name) is not None:
+            # a run measuring holds its run lock: its folder is no leftover
+            if not run_in_progress(root, attempt_id):
+                found.append(_lost(root, path, attempt_id, running_run_id(run_dir.name)))
         elif not run_dir.name.startswith(".") and run_dir.name not in linked:
             found.append(_orphan(root, path, attempt_id, run_dir.name, attempt))
     return found
+
+
+def _lost(root: Path, path: Path, attempt_id: str, run_id: str | None) -> Leftover:
+    """The in-progress folder of a run whose ptreg is gone. Once its run was written, or when it
+    measured no round, only the folder is left, which repair removes; otherwise it holds the
+    journal of a run lost before it was written, which ``ptreg run ID --resume`` continues and
+    repair never deletes."""
+    assert run_id is not None
+    try:
+        rounds = 0 if written(root, attempt_id, run_id) or not has_journal(path) else len(read_journal(path).rounds)
+    except PtregError as exc:
+        return Leftover(
+            "lost-run",
+            path,
+            f"the in-progress folder of run {run_id} of {attempt_id}, whose journal cannot be read ({exc.message}); "
+            "move it away",
+            attempt_id,
+            run_id,
+            fixable=False,
+        )
+    if rounds == 0:
+        return Leftover(
+            "in-progress-folder",
+            path,
+            f"the in-progress folder of run {run_id}, which was written or measured no round; only the folder was left",
+            attempt_id,
+            run_id,
+        )
+    return Leftover(
+        "lost-run",
+        path,
+        f"the journal of run {run_id} of {attempt_id} ({rounds} round(s) of an arm measured), whose ptreg was stopped "
+        f"before it wrote the run: `ptreg run {attempt_id} --resume` continues it (or move the folder away)",
+        attempt_id,
+        run_id,
+        fixable=False,
+    )
 
 
 def _orphan(root: Path, path: Path, attempt_id: str, run_id: str, attempt: Attempt | None) -> Leftover:

@@ -34,6 +34,7 @@ from ..engine.stats import BATCH_GAP_SECONDS, RUNS_METHOD, center_interval
 from ..engine.workloads import workload_named
 from ..engine.workloads.base import BackendsWorkload, repeat_unit
 from ..errors import CheckFailed, PtregError, UnknownAttempt, UnusableInput
+from ..records.continuation import continued
 from ..records.counting import counted_the_same_way
 from ..records.evaluator import EvaluatorSpec
 from ..records.run_results import RunResults
@@ -229,19 +230,27 @@ class Comparison:
         }
 
 
+def each_once(runs: list[FoundRun]) -> list[FoundRun]:
+    """The runs as they are counted (``records/continuation.py``): a run continued by another
+    run of its attempt among them is left out, its samples being in the continuation."""
+    by_attempt: dict[str | None, list[RunResults]] = {}
+    for run in runs:
+        by_attempt.setdefault(run.results.attempt, []).append(run.results)
+    gone = {(a, r) for a, results in by_attempt.items() for r in continued(results)}
+    return [r for r in runs if (r.results.attempt, r.results.run_id) not in gone]
+
+
 def history(root: Path, like: FoundRun, leave_out: FoundRun | None = None) -> list[FoundRun]:
     """Every complete run under the same frozen evaluator on the same machine as ``like``,
-    oldest first (``leave_out`` excepted). Runs whose files cannot be read are passed over."""
-    same: list[FoundRun] = []
+    oldest first (``leave_out`` excepted), each counted once. Runs whose files cannot be read
+    are passed over."""
+    found: list[FoundRun] = []
     for folder in _runs(root):
         try:
-            run = _read(root, folder)
+            found.append(_read(root, folder))
         except PtregError:
             continue
-        if leave_out is not None and run.folder == leave_out.folder:
-            continue
-        if _comparable(run, like):
-            same.append(run)
+    same = [r for r in each_once(found) if (leave_out is None or r.folder != leave_out.folder) and _comparable(r, like)]
     return sorted(same, key=lambda r: r.results.started_at)
 
 
@@ -480,16 +489,15 @@ def history_runs(
     """Every complete run under one frozen evaluator (``name@hash``, a name frozen once, or the
     evaluator of an attempt's runs), oldest first. A run that cannot be read is told to
     ``unreadable`` (why, naming its file) and left out."""
-    complete: list[FoundRun] = []
+    found: list[FoundRun] = []
     for folder in _runs(root):
         try:
-            run = _read(root, folder)
+            found.append(_read(root, folder))
         except PtregError as exc:
             if unreadable is not None:
                 unreadable(exc.message)
             continue  # a history reads what it can
-        if run.results.status == "complete" and run.results.evaluator is not None:
-            complete.append(run)
+    complete = [r for r in each_once(found) if r.results.status == "complete" and r.results.evaluator is not None]
     if attempt is not None:
         wanted = {r.results.evaluator for r in complete if r.results.attempt == attempt}
         if not wanted:

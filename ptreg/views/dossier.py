@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..records import tracking
 from ..records.attempt_view import AttemptView
 from ..records.budgets import describe_budget
+from ..records.continuation import continued
 from ..records.graph import ancestry
 from ..records.ledger import INFRASTRUCTURE_KIND, Vocabularies
 from ..text import Table, counted
@@ -247,10 +248,14 @@ def _preregistration(a: AttemptView, by_id: Mapping[str, AttemptView]) -> list[s
     if a.streak_override is not None:
         lines.append(f"- Streak override (went on despite STOP AND RETHINK): {_sentence(a.streak_override)}")
     lines += _plan(a)
+    gone = continued(a.runs or ())  # counted once: in the run that continues it
     for run in a.runs or ():
-        lines.append(
-            f"- Run {run.run_id}: {run.status}" + (f", evaluator {run.evaluator}" if run.evaluator else "") + "."
-        )
+        said = f"- Run {run.run_id}: {run.status}" + (f", evaluator {run.evaluator}" if run.evaluator else "")
+        if run.continues is not None:
+            said += f", continues run {run.continues} with its rounds measured whole"
+        if run.run_id in gone:
+            said += ", continued by a later run, which counts in its place"
+        lines.append(said + ".")
     return lines
 
 

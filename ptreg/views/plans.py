@@ -18,6 +18,7 @@ from ..engine.workloads.discovery import spec_problem, workload_named
 from ..errors import PtregError
 from ..records.analysis_plan import Plan, PlanStatus, status_of
 from ..records.attempt import Attempt, RunRef
+from ..records.continuation import counted_once
 from ..records.decision import Decision, decide
 from ..records.evaluator import ArmsSpec
 from ..records.run_results import RunResults, run_is_decisive, undecisive
@@ -25,8 +26,9 @@ from ..store.runs import read_results, run_folder
 
 
 def complete_runs(attempt: Attempt) -> list[RunRef]:
-    """The attempt's complete runs, in the order they were linked."""
-    return [r for r in attempt.runs or () if r.status == "complete"]
+    """The attempt's complete runs, in the order they were linked, each counted once (a run
+    continued by another is counted in its continuation)."""
+    return [r for r in counted_once(attempt.runs or []) if r.status == "complete"]
 
 
 def deciding_refs(attempt: Attempt) -> tuple[list[RunRef], list[RunRef]]:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from ..errors import PtregError
 from ..records.attempt import Attempt
+from ..records.continuation import counted_once
 from ..records.graph import children_of
 from ..records.ledger import Summary, Vocabularies, in_ledger_order
 from ..records.run_results import KERNELS, Attribution, Cell, RunResults, Share
@@ -119,9 +120,10 @@ def _unfinished(root: Path, attempts: list[Attempt]) -> list[Suggestion]:
     never run; each in the ledger's order."""
     conclude, run = [], []
     for a in attempts:
-        runs = [f"{a.id}/{r.run_id}" for r in a.runs or ()]
+        counted = counted_once(a.runs or [])  # a run continued by another counts in that one
+        runs = [f"{a.id}/{r.run_id}" for r in counted]
         if runs:
-            statuses = ", ".join(f"{r.run_id} {r.status}" for r in a.runs or ())
+            statuses = ", ".join(f"{r.run_id} {r.status}" for r in counted)
             outcome = decide_plan(root, a)
             if outcome is None:
                 action = f"ptreg conclude {a.id} --status ... --lesson ... --next-action ..."
