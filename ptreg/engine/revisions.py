@@ -48,7 +48,7 @@ from ..text import shorten
 from .backends import entries as backend_entries
 from .interruption import deferred
 from .processes import start
-from .workloads.command import named_code
+from .workloads.named_code import named_code
 from .workloads.stages import not_frozen
 
 GIT_SECONDS = 300.0  # one git command: a checkout of a large repository takes a while

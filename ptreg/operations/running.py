@@ -31,7 +31,7 @@ from ..engine.interruption import deferred, interruptible, pending
 from ..engine.measurement import SpreadExecutor, measure
 from ..engine.plan import EVALUATOR_VERSION, order_seed
 from ..engine.revisions import changed_under, checked_out
-from ..errors import CheckFailed, LockBusy, UnusableInput
+from ..errors import CheckFailed, LockBusy, PtregError, UnusableInput
 from ..gate.checks import check_gate
 from ..gate.consent import frozen_files_change, refuse_unconsented
 from ..gate.gate_inputs import read_gate_inputs
@@ -48,7 +48,7 @@ from ..store.jsonio import refuse_outside
 from ..store.leftovers import orphaned_runs
 from ..store.locks import TIMEOUT_ENV, registry_lock, run_lock
 from ..store.progress import ProgressWriter, claim_run_id, finish_in_progress, make_in_progress_folder
-from ..store.rounds_journal import Journal, remove_folder, this_process_started, written
+from ..store.rounds_journal import Journal, has_journal, read_journal, remove_folder, this_process_started, written
 from ..store.runs import RESULTS_FILE, new_run_id, read_results, run_folder, runs_dir, write_run
 from ..store.vocabulary_files import refuse_old_layout
 from ..views.run_report import evidence_line
@@ -95,21 +95,41 @@ def run_attempt(
         with run_lock(root, attempt_id):
             frozen, budget = _admitted(root, attempt_id, resume)  # as it is now that no other run can start
             point = _resume_point(root, attempt_id, frozen, run_id) if resume else None
+            detached = run_id is not None
             if run_id is None:
                 run_id = new_run_id(root, attempt_id, utc_now())
                 folder = make_in_progress_folder(root, attempt_id, run_id)
             else:
                 folder = claim_run_id(root, attempt_id, run_id)
-            writer = ProgressWriter(folder, attempt_id, run_id, clock=clock)
-            writer.write()
-            executor = make_executor(
-                wall_clock_seconds=budget.wall_clock_seconds,
-                max_memory_mb=budget.max_memory_mb,
-                progress=progress_kept(writer, progress),
-                clock=clock,
-                registry=root,
-            )
-            return _measure_and_record(root, attempt_id, frozen, budget, command, executor, run_id, point)
+            try:
+                writer = ProgressWriter(folder, attempt_id, run_id, clock=clock)
+                writer.write()
+                executor = make_executor(
+                    wall_clock_seconds=budget.wall_clock_seconds,
+                    max_memory_mb=budget.max_memory_mb,
+                    progress=progress_kept(writer, progress),
+                    clock=clock,
+                    registry=root,
+                )
+                return _measure_and_record(root, attempt_id, frozen, budget, command, executor, run_id, point)
+            except BaseException:
+                # refused before it measured (a revision that names no commit, a worker that
+                # cannot start): nothing to resume, so nothing is left behind; a detached run
+                # keeps its folder, whose log.txt is where its user reads why
+                if not detached and not written(root, attempt_id, run_id) and _measured_nothing(folder):
+                    remove_folder(root, attempt_id, run_id)
+                raise
+
+
+def _measured_nothing(folder: Path) -> bool:
+    """Whether an in-progress folder holds no round a resume could carry (a journal unreadable
+    is not known to be empty, and is kept)."""
+    if not has_journal(folder):
+        return True
+    try:
+        return not read_journal(folder).rounds
+    except PtregError:
+        return False
 
 
 def _resume_point(root: Path, attempt_id: str, frozen: FrozenEvaluator, own: str | None) -> ResumePoint:

@@ -19,14 +19,11 @@ import pytest
 
 from helpers import plan_flags
 from ptreg.engine.workloads.arms import compare_arms
-from ptreg.engine.workloads.command import (
-    CommandWorkload,
-    named_code,
-    placeholders,
-    python_path,
-)
+from ptreg.engine.workloads.command import CommandWorkload
 from ptreg.engine.workloads.command_output import read_items, read_metrics
 from ptreg.engine.workloads.discovery import spec_problem
+from ptreg.engine.workloads.named_code import named_code, python_path
+from ptreg.engine.workloads.stages import placeholders
 from ptreg.records.evaluator import ArmsSpec, MetricDeclaration, parse_spec
 from ptreg.records.run_results import RESULTS_VERSION, MetricSample
 

@@ -12,8 +12,9 @@ from test_command_workload import propose, ptreg
 
 from ptreg.engine.protocol import CellTask
 from ptreg.engine.workloads.arms import compare_arms, items_by_seed, summarize_arm_metric
-from ptreg.engine.workloads.command import CommandWorkload, command_lines, named_code
+from ptreg.engine.workloads.command import CommandWorkload
 from ptreg.engine.workloads.discovery import spec_problem
+from ptreg.engine.workloads.named_code import command_lines, named_code
 from ptreg.errors import UnusableInput
 from ptreg.records.evaluator import ArmsSpec, MetricDeclaration, parse_spec
 from ptreg.records.run_results import MetricSample, StageRecord
