@@ -64,13 +64,15 @@ def make_in_progress_folder(root: Path, attempt_id: str, run_id: str) -> Path:
     folder.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileExistsError):
         folder.mkdir(mode=0o700)
-    problem = _folder_problem(folder)
+    problem = folder_problem(folder)
     if problem is not None:
         raise UnusableInput(f"{folder}: {problem}; left alone")
     return folder
 
 
-def _folder_problem(folder: Path) -> str | None:
+def folder_problem(folder: Path) -> str | None:
+    """Why ``folder`` cannot be a run's in-progress folder (a symlink, a file, another user's,
+    not there); None when it can. The one check both its progress and its journal rely on."""
     try:
         info = os.lstat(folder)
     except OSError as exc:
@@ -363,7 +365,7 @@ def finish_in_progress(root: Path, attempt_id: str, run_id: str, written: Path) 
     """The run is written to ``written``: its log goes with it (a second name of the same file,
     so that what the run still prints lands there too), and its in-progress folder goes."""
     folder = in_progress_folder(root, attempt_id, run_id)
-    if _folder_problem(folder) is not None:
+    if folder_problem(folder) is not None:
         return  # none, or not one ptreg made: left alone
     log = folder / LOG_FILE
     with contextlib.suppress(OSError, PtregError):
@@ -396,7 +398,7 @@ def claim_run_id(root: Path, attempt_id: str, run_id: str) -> Path:
     folder = in_progress_folder(root, attempt_id, run_id)
     if not os.path.lexists(folder):
         return make_in_progress_folder(root, attempt_id, run_id)
-    problem = _folder_problem(folder)
+    problem = folder_problem(folder)
     if problem is not None:
         raise UnusableInput(f"{folder}: {problem}; left alone")
     with os.scandir(folder) as entries:

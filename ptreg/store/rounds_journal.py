@@ -33,9 +33,9 @@ from ..records.refs import RUN_ID_PATTERN
 from ..records.run_journal import JOURNAL_VERSION, JournalHead, JournalRound
 from .jsonio import JsonError, create_text_exclusive, fsync_directory, parse_json
 from .names import RUNNING_PREFIX
-from .progress import in_progress_folder
+from .progress import folder_problem, in_progress_folder
 from .runs import RUN_FILE_MAX_BYTES, run_folder, runs_dir
-from .workfiles import ForeignFile, open_working_file, problem_with, read_working_file
+from .workfiles import ForeignFile, open_working_file, read_working_file
 
 JOURNAL_FILE = "samples.jsonl"
 # A journal holds a run's samples, which results.json (with what it keeps apart) holds too.
@@ -52,11 +52,9 @@ def running_run_id(name: str) -> str | None:
 
 
 def _check_folder(folder: Path) -> None:
-    info = os.lstat(folder)
-    if not stat.S_ISDIR(info.st_mode):
-        raise ForeignFile(folder, problem_with(info) or "is not a folder", _ADVICE)
-    if info.st_uid != os.geteuid():
-        raise ForeignFile(folder, f"belongs to another user (uid {info.st_uid})", _ADVICE)
+    problem = folder_problem(folder)
+    if problem is not None:
+        raise ForeignFile(folder, problem, _ADVICE)
 
 
 def remove_folder(root: Path, attempt_id: str, run_id: str) -> None:
