@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from .analysis_plan import Plan, PlanDecision
 from .budgets import describe_budget
 from .condition import MAX_DEPTH, MAX_TEXT, Condition, depth
+from .ledger import COVERED_FIELDS as COVERED_FIELDS
 from .ledger import INFRASTRUCTURE_KIND as INFRASTRUCTURE_KIND
 from .ledger import NEGATIVE_STATUSES as NEGATIVE_STATUSES
 from .ledger import SHAPE_FIELDS as SHAPE_FIELDS
@@ -64,10 +65,10 @@ V2_FIELDS = (
     "evidence_sources",
     "source",
     "kind",
-    *SHAPE_FIELDS,
+    *COVERED_FIELDS,
     "varied",
 )
-FIELDS_OF_VOCABULARIES = ("kind", *SHAPE_FIELDS, "varied")
+FIELDS_OF_VOCABULARIES = ("kind", *COVERED_FIELDS, "varied")
 
 # Fields every record needs to be complete, whatever its status.
 ALWAYS_KNOWN = ("family", "kind", "failure_reason_confidence")

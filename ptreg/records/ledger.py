@@ -19,7 +19,10 @@ STATUSES = ("worked", "worked-with-caveat", "failed", "regressed", "inconclusive
 # What `list --failures-only` and the streak count treat as a negative outcome.
 NEGATIVE_STATUSES = ("failed", "regressed", "inconclusive")
 # Fields that describe the shape of a training or evaluation attempt; infrastructure has none.
-SHAPE_FIELDS = ("methods", "bases", "objective", "data_rows", "varied_from")
+# Lineage (varied_from) is not shape: an infrastructure attempt may vary another.
+SHAPE_FIELDS = ("methods", "bases", "objective", "data_rows")
+# What `coverage` counts on the attempts that have a shape: the shape, and whether they vary another.
+COVERED_FIELDS = (*SHAPE_FIELDS, "varied_from")
 INFRASTRUCTURE_KIND = "infrastructure"
 
 # A streak (``views/streaks.py``): this many negatives at a chain's tip earn a CAUTION, and

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from ..records.ledger import INFRASTRUCTURE_KIND, SHAPE_FIELDS, Filter, Filtered, Shaped, Vocabularies
+from ..records.ledger import COVERED_FIELDS, INFRASTRUCTURE_KIND, Filter, Filtered, Shaped, Vocabularies
 from ..store.names import has_runs
 
 # A whole record or the index's summary of one: a query gives back what it was given.
@@ -96,7 +96,7 @@ def coverage(attempts: Iterable[Shaped], meta: Vocabularies) -> Coverage:
     shaped = [a for a in all_attempts if a.kind != INFRASTRUCTURE_KIND]
     fields = [
         FieldCoverage(name, sum(1 for a in shaped if getattr(a, name) not in (None, [])), len(shaped))
-        for name in SHAPE_FIELDS
+        for name in COVERED_FIELDS
     ]
     terms: list[TermUse] = []
     used = {

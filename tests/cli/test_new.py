@@ -378,3 +378,33 @@ def test_re_asking_what_an_imported_attempt_asked_is_refused(
     fresh = new_args(root, ref, id="sql-fresh", family="sql", varied_from=None, varied=None, answers_disposition=None)
     fresh += ["--question", "Does routing by input keep both gates where one adapter failed?", "--dry-run"]
     assert "ok         fresh-question" in cli(*fresh).out
+
+
+def test_an_infrastructure_attempt_varies_another_on_the_shared_registry(cli, shared_registry: Path) -> None:
+    """Lineage is not shape: an infrastructure attempt may vary an imported one, and still carries
+    no objective, method, base or data rows."""
+    root = shared_registry
+    ref = freeze_evaluator(root)
+    args = new_args(
+        root,
+        ref,
+        id="cold-start-bundle-large",
+        kind="infrastructure",
+        objective=None,
+        method=None,
+        varied_from="cold-start-bundle",
+        varied="a 200 MB checkpoint instead of the toy one",
+        question="Does the bundle still cold-start under a second with a 200 MB checkpoint?",
+        answers_disposition="Re-measures on a real checkpoint, as its next action asks.",
+    )
+    admitted = cli(*args)
+    assert admitted.code == 0, admitted.out + admitted.err
+    written = json.loads((root / "cold-start-bundle-large.json").read_text(encoding="utf-8"))
+    assert (written["kind"], written["varied_from"]) == ("infrastructure", "cold-start-bundle")
+    assert cli("-r", root, "validate").code == 0
+    assert "cold-start-bundle-large" in cli("-r", root, "lineage", "cold-start-bundle").out
+    # the rule is still there for what is shape
+    before = snapshot(root)
+    shaped = cli(*new_args(root, ref, id="infra-shaped", kind="infrastructure", objective=None, method="lora"))
+    assert_one_line_error(shaped, 2, "an infrastructure attempt carries no shape fields; drop --method")
+    assert snapshot(root) == before

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from helpers import NEGATIVE, complete_record, failed_record, raw_chain, raw_descendants, write_registry
-from ptreg.records.attempt import SHAPE_FIELDS, Attempt
+from ptreg.records.attempt import COVERED_FIELDS, Attempt
 from ptreg.records.graph import ancestry, successors
 from ptreg.records.ledger import Filter
 from ptreg.store.directory import load_directory
@@ -347,8 +347,8 @@ def test_coverage_on_the_shared_registry(cli, shared_registry: Path, shared_raw:
     data = cli("--registry", shared_registry, "coverage", "--json").json()
     assert data["non_infrastructure_attempts"] == len(shaped)
     carried = {f["field"]: f["carried"] for f in data["fields"]}
-    assert set(carried) == set(SHAPE_FIELDS)
-    for name in SHAPE_FIELDS:
+    assert set(carried) == set(COVERED_FIELDS)
+    for name in COVERED_FIELDS:
         assert carried[name] == sum(1 for a in shaped if a.get(name) not in (None, [])), name
     # data/README.md: methods / bases / objective on 38, varied_from on 22, data_rows on 17
     assert (carried["methods"], carried["objective"], carried["varied_from"], carried["data_rows"]) == (38, 38, 22, 17)
