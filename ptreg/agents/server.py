@@ -45,6 +45,7 @@ from ..gate.proposal_input import ProposalInput
 from ..operations.conclude import Verdict, conclude
 from ..operations.listing_runs import list_runs as list_in_progress
 from ..operations.running import run_attempt as run_through_engine
+from ..records.arguments import Caller, speaking
 from ..records.ledger import STATUSES, Filter
 from ..records.refs import check_id
 from ..store.directory import load_meta
@@ -104,9 +105,11 @@ def _resource_error(exc: Exception, message: str) -> Exception:
 
 def _answer(work: Callable[[], T], error: Callable[[Exception, str], Exception] = _tool_error) -> T:
     """``work``'s answer, or its PtregError (or a file that could not be used) as an ``error``
-    (a tool error unless said otherwise) of one line, as the command line words it."""
+    (a tool error unless said otherwise) of one line, as the command line words it, naming each
+    input by the tool's argument rather than by a flag (``records/arguments.py``)."""
     try:
-        return work()
+        with speaking(Caller.MCP):
+            return work()
     except PtregError as exc:
         raise error(exc, one_line(exc.message)) from None
     except OSError as exc:
@@ -187,12 +190,12 @@ def build(root: Path, runs: Runs | None = None) -> Server:
 
     @server.tool()
     def list_attempts(
-        status: Annotated[list[str], Field(description="Only these statuses.")] = [],  # noqa: B006 - never mutated
-        family: Annotated[list[str], Field(description="Only these families.")] = [],  # noqa: B006
-        kind: Annotated[list[str], Field(description="Only these kinds.")] = [],  # noqa: B006
-        method: Annotated[list[str], Field(description="Uses any of these methods.")] = [],  # noqa: B006
-        base: Annotated[list[str], Field(description="Uses any of these bases.")] = [],  # noqa: B006
-        objective: Annotated[list[str], Field(description="Only these objectives.")] = [],  # noqa: B006
+        statuses: Annotated[list[str], Field(description="Only these statuses.")] = [],  # noqa: B006 - never mutated
+        families: Annotated[list[str], Field(description="Only these families.")] = [],  # noqa: B006
+        kinds: Annotated[list[str], Field(description="Only these kinds.")] = [],  # noqa: B006
+        methods: Annotated[list[str], Field(description="Uses any of these methods.")] = [],  # noqa: B006
+        bases: Annotated[list[str], Field(description="Uses any of these bases.")] = [],  # noqa: B006
+        objectives: Annotated[list[str], Field(description="Only these objectives.")] = [],  # noqa: B006
         failures_only: Annotated[bool, Field(description="Only failed, regressed and inconclusive.")] = False,
         continuable: Annotated[bool, Field(description="Only attempts whose condition holds now.")] = False,
         blocked: Annotated[bool, Field(description="Only attempts whose condition does not hold now.")] = False,
@@ -201,14 +204,14 @@ def build(root: Path, runs: Runs | None = None) -> Server:
 
         def work() -> models.AttemptList:
 
-            unknown = [s for s in status if s not in STATUSES]
+            unknown = [s for s in statuses if s not in STATUSES]
             if unknown:
-                raise UnusableInput(f"status: unknown status {unknown[0]!r} (one of: {', '.join(STATUSES)})")
+                raise UnusableInput(f"statuses: unknown status {unknown[0]!r} (one of: {', '.join(STATUSES)})")
             if continuable and blocked:
                 raise UnusableInput(
                     "continuable and blocked exclude each other: a condition is true or false, not both"
                 )
-            query = Filter(status, family, kind, method, base, objective, failures_only)
+            query = Filter(statuses, families, kinds, methods, bases, objectives, failures_only)
             with closing(_open(root)) as index:
                 total = index.valid()
                 found = select(index.candidates(query), query)
@@ -276,7 +279,7 @@ def build(root: Path, runs: Runs | None = None) -> Server:
 
     @server.tool()
     def propose(
-        id: Annotated[str, Field(description=_help("id"))],
+        attempt_id: Annotated[str, Field(description=_help("id"))],
         name: Annotated[str, Field(description=_help("name"))],
         family: Annotated[str, Field(description=_help("family"))],
         kind: Annotated[str, Field(description=_help("kind"))],
@@ -306,7 +309,7 @@ def build(root: Path, runs: Runs | None = None) -> Server:
     ) -> models.Proposal:
         """Propose an attempt through the rerun gate (`ptreg new`), under the registry lock: written (status not-tried, with its admission) only when every check holds. A refusal is a tool error naming each failed check and how to satisfy it; nothing is written."""
         given = ProposalInput(
-            id=id,
+            id=attempt_id,
             name=name,
             family=family,
             kind=kind,

@@ -484,7 +484,7 @@ def conclude(
         continue_if,
         deviation,
     )
-    verdict.check(named=lambda field: "--" + field.replace("_", "-"))
+    verdict.check()
     done = record_verdict(registry_dir(), check_id(attempt_id), verdict)
     updated = done.attempt
     if as_json:

@@ -17,7 +17,8 @@ import typer
 from typer.core import TyperOption
 
 from ..errors import EXIT_CHECK_FAILED, PtregError, UnusableInput
-from ..gate.proposal_input import FieldsRefused, ProposalInput
+from ..gate.proposal_input import ProposalInput
+from ..records import arguments
 from ..text import counted
 from .common import JsonFlag, RegistryCommand, load_index, print_json, progress_bar, registry_dir, say
 
@@ -27,40 +28,40 @@ if TYPE_CHECKING:
     from ..records.registry import Registry
     from ..views.precedents import Precedent
 
-# Each ProposalInput field's flag and the word its value is shown as (a test holds the keys to
-# the fields).
-OPTIONS = {
-    "id": ("--id", "ID"),
-    "name": ("--name", "TEXT"),
-    "family": ("--family", "FAMILY"),
-    "kind": ("--kind", "KIND"),
-    "question": ("--question", "TEXT"),
-    "hypothesis": ("--hypothesis", "TEXT"),
-    "varied_from": ("--varied-from", "ID"),
-    "varied": ("--varied", "TEXT"),
-    "methods": ("--method", "METHOD"),
-    "bases": ("--base", "BASE"),
-    "objective": ("--objective", "OBJECTIVE"),
-    "data_rows": ("--data-rows", "N"),
-    "evaluator": ("--evaluator", "NAME[@HASH]"),
-    "budget_seconds": ("--budget-seconds", "SECONDS"),
-    "budget_steps": ("--budget-steps", "N"),
-    "budget_repeats": ("--budget-repeats", "N"),
-    "budget_threads": ("--budget-threads", "N"),
-    "budget_memory_mb": ("--budget-memory-mb", "MB"),
-    "tracking_issue": ("--tracking-issue", "ISSUE"),
-    "answers_disposition": ("--answers-disposition", "TEXT"),
-    "override_streak": ("--override-streak", "REASON"),
-    "source": ("--source", "PATH"),
-    "worked_if": ("--worked-if", "COND"),
-    "regressed_if": ("--regressed-if", "COND"),
-    "margins": ("--margin", "METRIC=VALUE"),
-    "decide_on_runs": ("--decide-on-runs", "N"),
+# The word each ProposalInput field's value is shown as (a test holds the keys to the fields);
+# its flag is the vocabulary's (``records/arguments.py``).
+METAVARS = {
+    "id": "ID",
+    "name": "TEXT",
+    "family": "FAMILY",
+    "kind": "KIND",
+    "question": "TEXT",
+    "hypothesis": "TEXT",
+    "varied_from": "ID",
+    "varied": "TEXT",
+    "methods": "METHOD",
+    "bases": "BASE",
+    "objective": "OBJECTIVE",
+    "data_rows": "N",
+    "evaluator": "NAME[@HASH]",
+    "budget_seconds": "SECONDS",
+    "budget_steps": "N",
+    "budget_repeats": "N",
+    "budget_threads": "N",
+    "budget_memory_mb": "MB",
+    "tracking_issue": "ISSUE",
+    "answers_disposition": "TEXT",
+    "override_streak": "REASON",
+    "source": "PATH",
+    "worked_if": "COND",
+    "regressed_if": "COND",
+    "margins": "METRIC=VALUE",
+    "decide_on_runs": "N",
 }
 
 
 def flag_of(field_name: str) -> str:
-    return OPTIONS[field_name][0]
+    return arguments.flag_of(arguments.argument_of(field_name))
 
 
 OUTCOME_LABEL = {"passed": "ok", "caution": "CAUTION", "overridden": "OVERRIDDEN", "failed": "FAILED"}
@@ -94,7 +95,7 @@ def _print_report(report: GateReport) -> None:
 
 def _option(spec: Field[Any], annotation: Any) -> TyperOption:
     """The option of one ProposalInput field: every option may be missing on the command line."""
-    flag, metavar = OPTIONS[spec.name]
+    flag, metavar = flag_of(spec.name), METAVARS[spec.name]
     repeatable = get_origin(annotation) is list
     given = get_args(annotation)
     kind = int if int in given else float if float in given else str
@@ -151,11 +152,8 @@ def new(
         raise typer.Exit(EXIT_CHECK_FAILED)
     elif given.varied_from and not as_json:
         _show_disposition(given.varied_from, root)
-    try:
-        with progress_bar() as progress:
-            proposal = propose(root, given, dry_run=dry_run, progress=progress)
-    except FieldsRefused as exc:  # named by the flags they are given with here
-        raise UnusableInput(exc.worded(flag_of)) from None
+    with progress_bar() as progress:  # a refused field is named by its flag (records/arguments.py)
+        proposal = propose(root, given, dry_run=dry_run, progress=progress)
     if proposal.skipped:
         say(
             f"ptreg: warning: {proposal.skipped} record file(s) could not be used and were left out of the "

@@ -22,6 +22,7 @@ from ..engine.plan import EVALUATOR_VERSION
 from ..engine.workloads.discovery import spec_problem, workload_named
 from ..records import tracking
 from ..records.analysis_plan import margin_problems, margins_text, plan_digest, rule_problems
+from ..records.arguments import invoked, named
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt
 from ..records.evaluator import FrozenEvaluator
 from ..records.graph import ancestry, lineage_root, lineage_roots
@@ -187,18 +188,21 @@ def fresh_question(
             FAILED,
             f"varied_from {proposal.varied_from!r} names no attempt in the registry"
             f"{closest(proposal.varied_from, by_id if known_ids is None else (i for i in known_ids if i != proposal.id))}",
-            "vary an attempt that exists (`ptreg list`), or drop --varied-from",
+            f"vary an attempt that exists ({invoked('list')}), or drop {named('varied_from')}",
         )
     if proposal.varied_from is not None and not (proposal.varied or "").strip():
         return CheckResult(
             name,
             FAILED,
             f"the proposal varies {proposal.varied_from} but does not say what is varied",
-            'say what changes with --varied "..."',
+            f'say what changes with {named("varied")} "..."',
         )
     if proposal.question is None or not question_tokens(proposal.question):
         return CheckResult(
-            name, FAILED, "the proposal asks no question", 'state the question this run answers with --question "..."'
+            name,
+            FAILED,
+            "the proposal asks no question",
+            f'state the question this run answers with {named("question")} "..."',
         )
     roots = lineage_roots(everyone)
     root = roots[proposal.id]
@@ -219,7 +223,8 @@ def fresh_question(
                 name,
                 FAILED,
                 f"{how} as {other.id} ({scope}, status {other.status}) {said}",
-                f"read {other.id} (`ptreg show {other.id}`); ask what its result leaves open, or vary it with --varied-from {other.id}",
+                f"read {other.id} ({invoked('show', attempt_id=other.id)}); ask what its result leaves open, or vary it with "
+                f"{named('varied_from')} {other.id}",
                 (other.id,),
             )
     detail = f"no alike question among {compared} in its lineage and family"
@@ -258,7 +263,9 @@ def frozen_evaluator(proposal: Attempt, file: EvaluatorFile | None) -> tuple[Che
     """The check, and the evaluator when it passes (the budget is weighed against its spec,
     and a run measures what was read here)."""
     name = "frozen-evaluator"
-    freeze_hint = "freeze the spec with `ptreg evaluator freeze SPEC.json` and name it with --evaluator NAME@HASH"
+    freeze_hint = (
+        f"freeze the spec with `ptreg evaluator freeze SPEC.json` and name it with {named('evaluator')} NAME@HASH"
+    )
     if proposal.evaluator is None or file is None:
         return CheckResult(name, FAILED, "no evaluator is named", freeze_hint), None
     path, frozen, mismatch = file.path, file.frozen, file.mismatch
@@ -318,7 +325,12 @@ def frozen_evaluator(proposal: Attempt, file: EvaluatorFile | None) -> tuple[Che
 # --------------------------------------------------------------------------- analysis plan
 
 
-PLAN_FLAGS = "--worked-if COND (and --regressed-if COND, --margin METRIC=VALUE, --decide-on-runs N as needed)"
+def plan_arguments() -> str:
+    """How a plan is given, in the caller's names."""
+    return (
+        f"{named('worked_if')} COND (and {named('regressed_if')} COND, {named('margins')} METRIC=VALUE, "
+        f"{named('decide_on_runs')} N as needed)"
+    )
 
 
 def analysis_plan(proposal: Attempt, frozen: FrozenEvaluator | None) -> CheckResult:
@@ -335,7 +347,7 @@ def analysis_plan(proposal: Attempt, frozen: FrozenEvaluator | None) -> CheckRes
             name,
             FAILED,
             "the proposal registers no analysis plan: nothing says which numbers make it worked, failed or regressed",
-            f"state the decision before the numbers: {PLAN_FLAGS}",
+            f"state the decision before the numbers: {plan_arguments()}",
         )
     if admission is not None and admission.plan_sha256 != plan_digest(plan):
         return CheckResult(
@@ -367,16 +379,19 @@ def analysis_plan(proposal: Attempt, frozen: FrozenEvaluator | None) -> CheckRes
 # --------------------------------------------------------------------------- explicit budget
 
 
-BUDGET_FLAGS = "--budget-seconds S (optionally --budget-steps, --budget-repeats, --budget-threads, --budget-memory-mb)"
+def budget_arguments() -> str:
+    """How a budget is given, in the caller's names."""
+    limits = ", ".join(named(f"budget_{limit}") for limit in ("steps", "repeats", "threads", "memory_mb"))
+    return f"{named('budget_seconds')} S (optionally {limits})"
 
 
 def explicit_budget(proposal: Attempt, frozen: FrozenEvaluator | None, budget_error: str | None = None) -> CheckResult:
     name = "explicit-budget"
     if budget_error is not None:
-        return CheckResult(name, FAILED, budget_error, f"give a positive, finite budget: {BUDGET_FLAGS}")
+        return CheckResult(name, FAILED, budget_error, f"give a positive, finite budget: {budget_arguments()}")
     budget = proposal.budget
     if budget is None:
-        return CheckResult(name, FAILED, "no budget is given", f"state what the run may spend: {BUDGET_FLAGS}")
+        return CheckResult(name, FAILED, "no budget is given", f"state what the run may spend: {budget_arguments()}")
     # A budget the evaluator cannot fit in is not a plan: say so now, not mid-run.
     if frozen is not None:
         spec = frozen.spec
@@ -405,7 +420,7 @@ def scoped_tracking_issue(
     why = tracking_error or tracking.problem(proposal.tracking_issue)
     if why is not None:
         return CheckResult(
-            name, FAILED, why, f"name the issue that scopes this work with --tracking-issue: {tracking.FORMS}"
+            name, FAILED, why, f"name the issue that scopes this work with {named('tracking_issue')}: {tracking.FORMS}"
         )
     reference = proposal.tracking_issue
     assert reference is not None
@@ -417,7 +432,8 @@ def scoped_tracking_issue(
             name,
             FAILED,
             f"{reference} already scopes {', '.join(outside)}, of another lineage; one tracking issue scopes one lineage",
-            f"open a new tracking issue for this question, or vary an attempt of that lineage (--varied-from {outside[0]})",
+            f"open a new tracking issue for this question, or vary an attempt of that lineage "
+            f"({named('varied_from')} {outside[0]})",
             tuple(outside),
         )
     detail = reference + (f" (also scopes {', '.join(sharing)} of this lineage)" if sharing else "")
@@ -441,7 +457,7 @@ def disposition_respected(
             name,
             FAILED,
             f"{proposal.varied_from} is not in the registry, so its disposition cannot be read",
-            "vary an attempt that exists (`ptreg list`)",
+            f"vary an attempt that exists ({invoked('list')})",
         )
     if parent.next_action is None:
         return CheckResult(name, PASSED, f"{parent.id} retains no disposition (its next_action is unknown)")
@@ -457,7 +473,7 @@ def disposition_respected(
                 FAILED,
                 found,
                 f"the numbers of {parent.id}'s latest complete run say stop; read its disposition "
-                f"(`ptreg show {parent.id}`) and vary another attempt",
+                f"({invoked('show', attempt_id=parent.id)}) and vary another attempt",
             )
         if answered:
             return CheckResult(name, OVERRIDDEN, f"{found}; the proposal answers: {answer!r}")
@@ -465,14 +481,14 @@ def disposition_respected(
             name,
             FAILED,
             found,
-            'say why this proposal should go on undecided with --answers-disposition "..." (it is stored)',
+            f'say why this proposal should go on undecided with {named("answers_disposition")} "..." (it is stored)',
         )
     if not answered:
         return CheckResult(
             name,
             FAILED,
             f"{parent.id} retains the disposition {parent.next_action!r}, and the proposal does not answer it",
-            'say how this proposal meets that disposition with --answers-disposition "..."',
+            f'say how this proposal meets that disposition with {named("answers_disposition")} "..."',
         )
     return CheckResult(name, PASSED, f"answers {parent.id}'s disposition {parent.next_action!r}: {answer!r}")
 
@@ -514,6 +530,7 @@ def streak(proposal: Attempt, by_id: Mapping[str, Shaped], objective_chain: Sequ
         name,
         FAILED,
         f"{head}, and the proposal uses no method or base they did not",
-        'change axis (a method or base none of them used), or give a reason with --override-streak "..." (it is stored)',
+        "change axis (a method or base none of them used), or give a reason with "
+        f'{named("override_streak")} "..." (it is stored)',
         tuple(a.id for a in trailing),
     )

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from ..errors import CheckFailed, UnusableInput
 from ..records import tracking
 from ..records.analysis_plan import MAX_POOLED_RUNS, Plan, PlanRule
+from ..records.arguments import named, named_field
 from ..records.attempt import INFRASTRUCTURE_KIND, SHAPE_FIELDS, Attempt, Budget, RegistryMeta
 from ..records.condition import render
 from ..records.condition_grammar import parse
@@ -190,7 +191,9 @@ def build_attempt(proposal: ProposalInput, root: Path) -> tuple[Attempt, str | N
     try:
         attempt = Attempt.model_validate({k: v for k, v in raw.items() if v is not None})
     except ValidationError as exc:
-        raise UnusableInput(flag_message(exc, proposal.id)) from None
+        # each record field named as the caller gives it
+        given_as = {f.metadata["record"]: named_field(f.name) for f in fields(ProposalInput) if f.metadata["record"]}
+        raise UnusableInput(flag_message(exc, proposal.id, given_as)) from None
     return attempt, budget_error, tracking_error
 
 
@@ -238,7 +241,7 @@ def _propose(
     index = open_index(root)  # the freshness, streak and precedents checks read the index
     try:
         if proposal.id in index.raw_ids() or record_path(root, proposal.id).exists():
-            raise CheckFailed(f"attempt {proposal.id!r} already exists in {root}; choose another --id")
+            raise CheckFailed(f"attempt {proposal.id!r} already exists in {root}; choose another {named('attempt_id')}")
         _check_vocabulary(proposal, meta, str(root))
         attempt, budget_error, tracking_error = build_attempt(proposal, root)
         twice = None if attempt.evaluator is None else name_frozen_twice(root, attempt.evaluator)

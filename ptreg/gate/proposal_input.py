@@ -2,10 +2,10 @@
 
 Each field carries its help (what it holds) and the record field, or budget limit, it fills;
 how a person gives it (``ptreg new``'s flags, its prompts) is the command line's business
-(``cli/proposing.py``). The library names a field by its name, and an error about fields as
-``FieldsRefused``, which the command line words with its flags. Nothing here imports more than
-the standard library and ptreg's errors, so the command line builds its options without
-loading the rest of ptreg.
+(``cli/proposing.py``). An error about fields is ``FieldsRefused``, which names each as its
+caller does (``records/arguments.py``: a flag on the command line, an MCP tool's argument).
+Nothing here imports more than the standard library, ptreg's errors and that vocabulary, so the
+command line builds its options without loading the rest of ptreg.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UnusableInput
+from ..records.arguments import named_field
 
 
 def given(
@@ -30,13 +31,13 @@ def _field(help: str, **fills: Any) -> Any:
 
 
 class FieldsRefused(UnusableInput):
-    """Fields of a proposal that cannot be used as given. The message names each by its field
-    name; ``worded`` names them as the caller does (the command line: by its flags)."""
+    """Fields of a proposal that cannot be used as given. The message names each as the caller
+    does (``named_field``); ``worded`` names them otherwise (an interactive prompt's words)."""
 
     def __init__(self, names: list[str], wording: str):
         self.names = names
         self.wording = wording  # "{}" where the fields are named
-        super().__init__(wording.format(", ".join(names)))
+        super().__init__(self.worded(named_field))
 
     def worded(self, name_of: Callable[[str], str]) -> str:
         return self.wording.format(", ".join(name_of(n) for n in self.names))

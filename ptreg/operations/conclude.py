@@ -12,7 +12,6 @@ latest complete run, without a plan) before anything is written.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from ..clock import utc_now
 from ..errors import CheckFailed, UnusableInput
 from ..gate.readmission import readmit_all, unresolved
 from ..records.analysis_plan import CONSISTENT, PlanDecision
+from ..records.arguments import invoked, named
 from ..records.attempt import CONFIDENCES, STATUSES, Attempt, ContinueIf
 from ..records.condition import render
 from ..records.condition_grammar import parse
@@ -53,10 +53,9 @@ class Verdict:
     continue_if: str | None = None  # the condition over the run results that decides next_action
     deviation: str | None = None  # why the status is not the plan's
 
-    def check(self, named: Callable[[str], str] = str) -> None:
+    def check(self) -> None:
         """The verdict's own words, before any file is read: a known status and confidence, and
-        no text given empty. ``named`` words a field as the caller's user knows it (a command
-        line's flag, a tool's argument)."""
+        no text given empty; each field named as the caller names it (``records/arguments.py``)."""
         if self.status is not None and self.status not in STATUSES:
             raise UnusableInput(f"{named('status')} {self.status!r} is not one of {', '.join(STATUSES)}")
         if self.confidence is not None and self.confidence not in CONFIDENCES:
@@ -104,7 +103,9 @@ def _condition(root: Path, attempt: Attempt, text: str) -> tuple[ContinueIf, Dec
     on = deciding(root, attempt)
     if on.results is None:
         runs = ", ".join(f"{r.run_id} {r.status}" for r in attempt.runs or ())
-        raise CheckFailed(f"no run to check --continue-if against: {on.why} (its runs: {runs}); nothing written")
+        raise CheckFailed(
+            f"no run to check {named('continue_if')} against: {on.why} (its runs: {runs}); nothing written"
+        )
     tree = parse(text, against=on.results)
     margins = attempt.plan.margins if attempt.plan is not None else None
     decision = decide(tree, on.results, margins)
@@ -123,23 +124,26 @@ def _status(attempt: Attempt, verdict: Verdict, outcome: PlanOutcome | None) -> 
     if outcome is None:
         if verdict.status is None:
             raise UnusableInput(
-                f"{attempt.id} was admitted without an analysis plan, so its status is given by hand: --status "
+                f"{attempt.id} was admitted without an analysis plan, so its status is given by hand: {named('status')} "
                 f"({', '.join(s for s in STATUSES if s != 'not-tried')})"
             )
         if verdict.deviation is not None:
             raise UnusableInput(
-                f"{attempt.id} has no analysis plan, so there is nothing to deviate from: drop --deviation"
+                f"{attempt.id} has no analysis plan, so there is nothing to deviate from: drop {named('deviation')}"
             )
         return verdict.status
     decided = f"its plan decides {outcome.status} ({outcome.because})"
     status = verdict.status or outcome.status
     agrees = status in CONSISTENT[outcome.status]
     if agrees and verdict.deviation is not None:
-        raise UnusableInput(f"{attempt.id}: {decided}, and --status {status} agrees with it: drop --deviation")
+        raise UnusableInput(
+            f"{attempt.id}: {decided}, and {named('status')} {status} agrees with it: drop {named('deviation')}"
+        )
     if not agrees and verdict.deviation is None:
         raise CheckFailed(
-            f"{attempt.id}: --status {status} is not what {decided}; the numbers decide, so either conclude "
-            f'without --status, or record why you depart from the plan with --deviation "..."; nothing written'
+            f"{attempt.id}: {named('status')} {status} is not what {decided}; the numbers decide, so either conclude "
+            f"without {named('status')}, or record why you depart from the plan with {named('deviation')} "
+            '"..."; nothing written'
         )
     return status
 
@@ -147,13 +151,15 @@ def _status(attempt: Attempt, verdict: Verdict, outcome: PlanOutcome | None) -> 
 def _conclude(root: Path, registry: Registry, attempt: Attempt, verdict: Verdict) -> Concluded:
     attempt_id = attempt.id
     if verdict.status == "not-tried":
-        raise UnusableInput("--status not-tried is not a verdict; conclude with what the run showed")
+        raise UnusableInput(f"{named('status')} not-tried is not a verdict; conclude with what the run showed")
     blocked = unresolved(readmit_all(registry.attempts, only=attempt_id), attempt)  # its runs stay; the verdict waits
     if blocked is not None:
         raise CheckFailed(blocked)
     runs = attempt.runs or []
     if not runs:
-        raise CheckFailed(f"{attempt_id} has no run to conclude from; run it first: `ptreg run {attempt_id}`")
+        raise CheckFailed(
+            f"{attempt_id} has no run to conclude from; run it first: {invoked('run', attempt_id=attempt_id)}"
+        )
     for ref in runs:
         broken = check_folder(root, attempt_id, ref.run_id)
         if broken is not None:
@@ -166,7 +172,9 @@ def _conclude(root: Path, registry: Registry, attempt: Attempt, verdict: Verdict
     confidence = verdict.confidence
     if confidence is None:
         if verdict.failure_reason is not None:
-            raise UnusableInput("--failure-reason needs --confidence (exact, inferred or missing-evidence)")
+            raise UnusableInput(
+                f"{named('failure_reason')} needs {named('confidence')} (exact, inferred or missing-evidence)"
+            )
         confidence = "not-applicable"
     raw: dict[str, Any] = attempt.model_dump(exclude_none=True)
     raw.update(
@@ -202,7 +210,12 @@ def _conclude(root: Path, registry: Registry, attempt: Attempt, verdict: Verdict
     try:
         updated = Attempt.model_validate(raw)
     except ValidationError as exc:
-        raise UnusableInput(f"{attempt_id}: {flag_message(exc, attempt_id)}; nothing written") from None
+        given_as = {
+            **{name: named(name) for name in ("status", "lesson", "next_action", "failure_reason", "evidence")},
+            "failure_reason_confidence": named("confidence"),
+            "evidence_sources": named("evidence_sources"),
+        }
+        raise UnusableInput(f"{attempt_id}: {flag_message(exc, attempt_id, given_as)}; nothing written") from None
     record = Record(raw=raw, attempt=updated, file=str(record_path(root, attempt_id)))
     # strict: a record ptreg rewrites is whole, whatever format it was first imported in
     problems = [

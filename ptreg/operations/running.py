@@ -36,6 +36,7 @@ from ..gate.checks import check_gate
 from ..gate.consent import frozen_files_change, refuse_unconsented
 from ..gate.gate_inputs import read_gate_inputs
 from ..gate.readmission import judged_before, read_readmissions, unresolved
+from ..records.arguments import invoked
 from ..records.attempt import Attempt, Budget, RunRef
 from ..records.evaluator import ArmsSpec, EvaluatorSpec, FrozenEvaluator
 from ..records.run_journal import JOURNAL_VERSION, JournalHead
@@ -189,14 +190,14 @@ def _admitted(root: Path, attempt_id: str, resume: bool = False) -> tuple[Frozen
     if attempt.status != "not-tried":
         raise CheckFailed(
             f"{attempt_id} is concluded (status {attempt.status}); a new run needs a new attempt: "
-            f"`ptreg new --varied-from {attempt_id}`",
+            f"{invoked('new', varied_from=attempt_id)}",
         )
     readmissions = read_readmissions(root, only=attempt_id)  # a clone merged in may have admitted a clash
     blocked = unresolved(readmissions, attempt)
     if blocked is not None:
         raise CheckFailed(blocked)
     if attempt.evaluator is None or attempt.budget is None:
-        raise CheckFailed(f"{attempt_id} has no frozen evaluator or no budget; propose it with `ptreg new`")
+        raise CheckFailed(f"{attempt_id} has no frozen evaluator or no budget; propose it with {invoked('new')}")
     file = inputs.evaluator
     if resume and file is not None and (file.changed_inputs or file.changed_code):
         # the kept rounds measured other files than a continuation would: nothing is run

@@ -104,7 +104,7 @@ async def _session_and_server(root: Path) -> AsyncIterator[tuple[ClientSession, 
 
 def _proposal(ref: str, **changes: Any) -> dict[str, Any]:
     return {
-        "id": "faster-step",
+        "attempt_id": "faster-step",
         "name": "A faster tiny step",
         "family": "runtime-perf",
         "kind": "runtime-benchmark",
@@ -212,10 +212,10 @@ BAD_ARGUMENTS = [
     ("lineage", {}, "attempt_id"),
     ("precedents", {"limit": "many"}, "limit"),
     ("precedents", {}, "say what the proposal is"),
-    ("list_attempts", {"status": ["done"]}, "unknown status"),
+    ("list_attempts", {"statuses": ["done"]}, "unknown status"),
     ("run_attempt", {"attempt_id": "seed-step"}, "concluded"),
     ("conclude_attempt", {"attempt_id": "seed-step", "status": "great", "lesson": "x", "next_action": "y"}, "great"),
-    ("propose", {"id": "x"}, "name"),
+    ("propose", {"attempt_id": "x"}, "name"),
     ("no_such_tool", {}, "no_such_tool"),
 ]
 
@@ -348,10 +348,12 @@ def test_propose_takes_every_field_of_ptreg_new_and_dry_run(tmp_path: Path) -> N
 
     from ptreg.agents.server import build
     from ptreg.gate.proposal_input import ProposalInput
+    from ptreg.records.arguments import argument_of
 
     root, _ = _registry(tmp_path / "registry")
     tools = {t.name: t for t in anyio.run(build(root).list_tools)}
-    assert set(tools["propose"].input_schema["properties"]) == {f.name for f in fields(ProposalInput)} | {"dry_run"}
+    arguments = {argument_of(f.name) for f in fields(ProposalInput)} | {"dry_run"}
+    assert set(tools["propose"].input_schema["properties"]) == arguments
 
 
 def test_without_the_sdk_mcp_is_refused_in_one_line(tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:

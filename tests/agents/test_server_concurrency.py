@@ -169,7 +169,7 @@ def _mixed_calls(root: Path, ref: str, clients: int, rounds: int) -> dict[str, l
                 async with anyio.create_task_group() as group:
                     group.start_soon(call, "run own", "run_attempt", {"attempt_id": own})
                     group.start_soon(call, "conclude shared", "conclude_attempt", {"attempt_id": shared, **VERDICT})
-                    group.start_soon(call, "list", "list_attempts", {"status": ["not-tried"]})
+                    group.start_soon(call, "list", "list_attempts", {"statuses": ["not-tried"]})
                 await call("conclude own", "conclude_attempt", {"attempt_id": own, **VERDICT})
 
     async def everyone() -> None:

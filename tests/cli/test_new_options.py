@@ -8,7 +8,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from helpers import complete_record, freeze_evaluator, write_registry
-from ptreg.cli.proposing import OPTIONS
+from ptreg.cli.proposing import METAVARS, flag_of
 from ptreg.gate.proposal import ProposalInput
 
 
@@ -16,9 +16,9 @@ def test_every_proposal_field_is_an_option_with_its_help(cli) -> None:
     shown = cli("new", "--help")
     assert shown.code == 0
     text = " ".join(shown.out.split())
-    assert set(OPTIONS) == {f.name for f in fields(ProposalInput)}
+    assert set(METAVARS) == {f.name for f in fields(ProposalInput)}
     for f in fields(ProposalInput):
-        assert OPTIONS[f.name][0] in text, f.name
+        assert flag_of(f.name) in text, f.name
         assert " ".join(f.metadata["help"].split()[:3]) in text, f.name
         assert not any(str(v).startswith("--") for v in f.metadata.values()), f"{f.name} carries a flag"
 
