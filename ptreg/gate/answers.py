@@ -23,7 +23,7 @@ from ..records.attempt import INFRASTRUCTURE_KIND, Attempt, Budget
 from ..records.condition_grammar import parse as parse_condition
 from ..records.graph import lineage_roots
 from ..records.problems import plain_message
-from ..records.refs import check_id
+from ..records.refs import check_id, slug_problem
 from ..records.registry import Registry
 from ..records.vocabulary import terms, unknown_terms
 from ..store.directory import record_path
@@ -79,6 +79,8 @@ def problem(name: str, value: Any, registry: Registry, given: ProposalInput | No
         if value in {r.raw_id for r in registry.records} or (root is not None and record_path(root, value).exists()):
             return f"attempt {value!r} already exists; choose another id"
         return None
+    if name == "family":
+        return slug_problem(value)
     if name in VOCABULARY_OF:
         used = [
             (VOCABULARY_OF[name], VOCABULARY_OF[name], term) for term in (value if isinstance(value, list) else [value])

@@ -29,7 +29,7 @@ from ..records.condition_grammar import parse
 from ..records.graph import ancestry
 from ..records.ledger import Summary
 from ..records.problems import flag_message
-from ..records.refs import check_id
+from ..records.refs import check_id, slug_problem
 from ..records.vocabulary import unknown_terms
 from ..store.directory import Progress, load_meta, record_path
 from ..store.evaluator_files import free_name, resolve, same_name
@@ -109,7 +109,8 @@ def _check_vocabulary(proposal: ProposalInput, meta: RegistryMeta, source: str) 
 
 def check_required(proposal: ProposalInput) -> None:
     """FieldsRefused when the proposal lacks a field every proposal needs: an id, a name, a
-    family and a kind, and an objective unless it is infrastructure."""
+    family and a kind, and an objective unless it is infrastructure; or gives a family that is
+    not a slug."""
     for name in ("id", "name", "family", "kind"):
         if not getattr(proposal, name):
             raise FieldsRefused([name], "missing {}: a proposal needs an id, a name, a family and a kind")
@@ -117,6 +118,9 @@ def check_required(proposal: ProposalInput) -> None:
         raise FieldsRefused(
             ["objective"], "missing {}: a proposal of this kind needs one (only infrastructure has none)"
         )
+    family = slug_problem(proposal.family or "")
+    if family is not None:  # the ledger's families are slugs, as its terms are
+        raise FieldsRefused(["family"], "{} " + family)
 
 
 METRIC_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")

@@ -36,11 +36,11 @@ class FieldsRefused(UnusableInput):
 
     def __init__(self, names: list[str], wording: str):
         self.names = names
-        self.wording = wording  # "{}" where the fields are named
+        self.wording = wording  # "{}" where the fields are named (the first; given text may follow)
         super().__init__(self.worded(named_field))
 
     def worded(self, name_of: Callable[[str], str]) -> str:
-        return self.wording.format(", ".join(name_of(n) for n in self.names))
+        return self.wording.replace("{}", ", ".join(name_of(n) for n in self.names), 1)
 
 
 @dataclass

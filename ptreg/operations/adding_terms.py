@@ -4,12 +4,11 @@ uses, atomically and under its lock."""
 from __future__ import annotations
 
 import difflib
-import re
 from pathlib import Path
 
 from ..errors import CheckFailed, UnusableInput
 from ..records.attempt import TERM_MAX_LENGTH, TEXT_MAX_LENGTH, RegistryMeta
-from ..records.refs import ID_RE
+from ..records.refs import ID_RE, slug_of
 from ..records.vocabulary import EXTENSIBLE, VOCABULARIES, terms
 from ..store.directory import load_directory, load_meta
 from ..store.locks import registry_lock
@@ -35,7 +34,7 @@ def add_term(root: Path, vocabulary: str, term: str, description: str) -> Regist
         # a term imported without a definition may be defined as its ledger spelled it
         raise UnusableInput(
             f"term {shorten(term)}: a term is a slug like every other (lowercase letters, digits and '-', "
-            f"e.g. {_slug(term)!r})"
+            f"e.g. {slug_of(term)!r})"
         )
     with registry_lock(root):
         refuse_old_layout(root)
@@ -51,11 +50,6 @@ def add_term(root: Path, vocabulary: str, term: str, description: str) -> Regist
         write_term(root, vocabulary, term, description, order)
         updated = load_meta(root)
     return updated
-
-
-def _slug(term: str) -> str:
-    """The slug a term was probably meant as: 'Bad Term' -> 'bad-term'."""
-    return re.sub(r"[^a-z0-9]+", "-", term.lower()).strip("-") or "a-term"
 
 
 # The record field each growing vocabulary's terms are used in.

@@ -49,6 +49,19 @@ def check_id(attempt_id: str) -> str:
     return attempt_id
 
 
+def slug_of(text: str) -> str:
+    """The slug a text was probably meant as: 'Runtime perf' -> 'runtime-perf'."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:ID_MAX_LENGTH].strip("-") or "a-slug"
+
+
+def slug_problem(text: str) -> str | None:
+    """Why ``text`` is not a slug, the form of ids, vocabulary terms and families (lowercase
+    letters, digits, '-' and single '.'), with the slug it was probably meant as; None when it is."""
+    if len(text) <= ID_MAX_LENGTH and ID_RE.fullmatch(text):
+        return None
+    return f"{shorten(text)} is not a slug (lowercase letters, digits and '-'), e.g. {slug_of(text)!r}"
+
+
 def check_run_id(run_id: str) -> str:
     """Refuse a run id that is not one ptreg makes, so it can never name a folder outside the attempt's runs."""
     if not isinstance(run_id, str) or len(run_id) > 40 or not re.fullmatch(RUN_ID_PATTERN, run_id):

@@ -117,6 +117,12 @@ def test_new_json(cli, reg) -> None:
         ({"objective": "nope"}, "objective 'nope' is not in the objective vocabulary"),
         ({"id": None}, "missing --id"),
         ({"family": None}, "missing --family"),
+        (
+            {"family": 'Runtime "perf"'},
+            """--family 'Runtime "perf"' is not a slug (lowercase letters, digits and '-'), e.g. 'runtime-perf'""",
+        ),
+        ({"family": "runtime perf"}, "e.g. 'runtime-perf'"),
+        ({"margin": "a{x}=1"}, "--margin 'a{x}=1' is not METRIC=VALUE"),
         ({"objective": None}, "missing --objective"),
         ({"kind": "infrastructure"}, "infrastructure attempt carries no shape fields"),
         ({"name": ""}, "missing --name"),

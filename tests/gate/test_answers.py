@@ -36,6 +36,7 @@ def registry(tmp_path: Path):
         ("budget_threads", 0, "must be more than 0"),
         ("data_rows", -1, "must be at least 0"),
         ("tracking_issue", "issue 3", "not a tracking issue reference"),
+        ("family", "Runtime perf", "is not a slug (lowercase letters, digits and '-'), e.g. 'runtime-perf'"),
     ],
 )
 def test_an_answer_that_cannot_be_used_says_why(registry, name: str, value, fragment: str) -> None:
@@ -56,6 +57,7 @@ def test_an_answer_that_cannot_be_used_says_why(registry, name: str, value, frag
         ("budget_seconds", 60.0),
         ("tracking_issue", "owner/repo#3"),
         ("data_rows", 0),
+        ("family", "runtime-perf"),
     ],
 )
 def test_an_answer_that_can_be_used_passes(registry, name: str, value) -> None:
