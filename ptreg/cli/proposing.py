@@ -262,12 +262,26 @@ def _ask_for_missing(given: ProposalInput, registry: Registry) -> bool:
         _show_disposition(given.varied_from, registry.root)
     say("")
     say("the proposal:")
+    for line in summary_lines(given):
+        say(line)
+    return typer.confirm("check it against the gate, and write it if admitted?", default=True)
+
+
+def summary_lines(given: ProposalInput) -> list[str]:
+    """The proposal as it is asked to be confirmed: each value given, a budget in its unit."""
+    from ..records.budgets import amount
+
+    lines = []
     for spec in fields(ProposalInput):
         value = getattr(given, spec.name)
-        if value not in (None, "", []):
+        if value in (None, "", []):
+            continue
+        if spec.metadata["budget"]:
+            shown = amount(spec.metadata["budget"], value)
+        else:
             shown = ", ".join(value) if isinstance(value, list) else value
-            say(f"  {flag_of(spec.name)[2:]:<20} {shown}")
-    return typer.confirm("check it against the gate, and write it if admitted?", default=True)
+        lines.append(f"  {flag_of(spec.name)[2:]:<20} {shown}")
+    return lines
 
 
 def _ask_one(question: Any, given: ProposalInput, registry: Registry) -> Any:

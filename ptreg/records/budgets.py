@@ -12,13 +12,20 @@ _LIMITS = (
     ("max_threads", "threads"),
     ("max_memory_mb", "MB peak memory"),
 )
+UNITS = {"wall_clock_seconds": "s", **dict(_LIMITS)}
+
+
+def amount(limit: str, value: float) -> str:
+    """One limit of a budget as a person writes it: ``300 s``, ``4 threads``, ``1.5 MB peak memory``."""
+    number = f"{value:.0f}" if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
+    return f"{number} {UNITS[limit]}"
 
 
 def describe_budget(budget: Any) -> str:
     """``budget`` (an ``attempt.Budget``, or the same fields read off its JSON) in one line."""
-    parts = [f"{budget.wall_clock_seconds:g} s wall clock"]
-    for name, unit in _LIMITS:
+    parts = [f"{amount('wall_clock_seconds', budget.wall_clock_seconds)} wall clock"]
+    for name, _ in _LIMITS:
         value = getattr(budget, name)
         if value is not None:
-            parts.append(f"at most {value:g} {unit}")
+            parts.append(f"at most {amount(name, value)}")
     return ", ".join(parts)

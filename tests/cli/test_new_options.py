@@ -114,3 +114,17 @@ def test_a_budget_limit_without_seconds_names_the_seconds_flag(cli, tmp_path: Pa
     )
     assert result.code == 1
     assert "no wall-clock seconds, which every budget needs" in result.out
+
+
+def test_the_proposal_to_confirm_shows_a_budget_as_a_person_writes_it() -> None:
+    from ptreg.cli.proposing import summary_lines
+
+    given = ProposalInput(
+        id="x", name="X", family="runtime-perf", budget_seconds=300.0, budget_memory_mb=1.5, budget_threads=4
+    )
+    lines = [" ".join(line.split()) for line in summary_lines(given)]
+    assert "budget-seconds 300 s" in lines
+    assert "budget-threads 4 threads" in lines
+    assert "budget-memory-mb 1.5 MB peak memory" in lines
+    assert "family runtime-perf" in lines
+    assert not any("300.0" in line for line in lines)
