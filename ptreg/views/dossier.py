@@ -73,6 +73,13 @@ def _text(value: str | None) -> str:
     return value if value is not None else UNKNOWN
 
 
+def family_label(family: str) -> str:
+    """A family as people read it: its slug's words (``runtime-perf`` is "runtime perf"). The
+    registry keeps no vocabulary of families to hold a label of its own; the slug stays the id
+    (`--family`, `list`, the record's JSON)."""
+    return " ".join(family.replace("-", " ").split())
+
+
 def _term(value: str | None, vocabulary: Mapping[str, str | None]) -> str:
     """A vocabulary term, marked when the registry holds it without a definition."""
     if value is None:
@@ -146,7 +153,8 @@ def sections(
 
 
 def _scope(a: AttemptView, meta: Vocabularies) -> list[str]:
-    scope = [f"- Experiment family: {_text(a.family)}.", f"- Record kind: {_term(a.kind, meta.kind_vocabulary)}."]
+    family = family_label(a.family) if a.family is not None else UNKNOWN
+    scope = [f"- Experiment family: {family}.", f"- Record kind: {_term(a.kind, meta.kind_vocabulary)}."]
     if a.kind == INFRASTRUCTURE_KIND:
         return [*scope, "- Methods, bases, objective, data rows: not applicable to infrastructure."]
     return [
