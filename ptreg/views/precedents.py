@@ -1,9 +1,11 @@
 """Precedents: the prior attempts most like a proposal, so history is read before budget is spent.
 
 Ranking is by shared shape, compared as a tuple so that each criterion outweighs every one
-after it: a shared objective first, then how many methods and bases are shared, then the
-same lineage, then the same family. Among equals, negative outcomes come first: they are
-what a proposer most needs to have read.
+after it: a shared objective first, then sharing a method and sharing a base (each counts once,
+however many terms are shared, as in the source project's query tool), then the same lineage,
+then the same family. Among equals, negative outcomes come first: they are
+what a proposer most needs to have read; then the ledger's order, as the source project's own
+query tool keeps it (docs/registry.md says where the two rank differently, and why).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class Precedent(Generic[A]):
         negative = self.attempt.status in NEGATIVE_STATUSES
         return (
             int(self.objective),
-            len(self.methods) + len(self.bases),
+            int(bool(self.methods)) + int(bool(self.bases)),
             int(self.lineage),
             int(self.family),
             int(negative),
@@ -101,7 +103,8 @@ def compare(shape: Shape, attempt: A) -> Precedent[A]:
 
 
 def precedents(shape: Shape, attempts: Iterable[A], limit: int | None = DEFAULT_LIMIT) -> list[Precedent[A]]:
-    """Attempts sharing anything with ``shape``, most alike first (failures first among equals)."""
+    """Attempts sharing anything with ``shape``, most alike first (failures first among equals,
+    then in the order of ``attempts``: the ledger's, as every reader gives them)."""
     found = [p for p in (compare(shape, a) for a in attempts) if any(p.rank[:4])]
-    found.sort(key=lambda p: (tuple(-x for x in p.rank), p.attempt.id))
+    found.sort(key=lambda p: tuple(-x for x in p.rank))  # stable: ties keep the ledger's order
     return found if limit is None else found[:limit]
