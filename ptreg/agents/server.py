@@ -240,9 +240,7 @@ def build(root: Path, runs: Runs | None = None) -> Server:
 
         def work() -> models.Precedents:
 
-            shape = Shape(objective=objective, methods=tuple(methods), bases=tuple(bases), family=family)
-            if shape.is_empty():
-                raise UnusableInput("say what the proposal is: give objective, methods, bases or family")
+            shape = Shape(objective=objective, methods=tuple(methods), bases=tuple(bases), family=family).given()
             with closing(_open(root)) as index:
                 found = find_precedents(shape, index.summaries(), limit)
             return models.Precedents.model_validate({"precedents": [p.to_json() for p in found]})

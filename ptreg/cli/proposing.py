@@ -413,9 +413,7 @@ def precedents(
     from ..views.precedents import Shape
     from ..views.precedents import precedents as find_precedents
 
-    shape = Shape(objective=objective, methods=tuple(method), bases=tuple(base), family=family)
-    if shape.is_empty():
-        raise PtregError("say what the proposal is: give --objective, --method, --base or --family")
+    shape = Shape(objective=objective, methods=tuple(method), bases=tuple(base), family=family).given()
     with closing(load_index()) as index:
         found = find_precedents(shape, index.summaries(), limit)
     if as_json:

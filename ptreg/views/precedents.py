@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from ..errors import UnusableInput
+from ..records.arguments import named
 from ..records.ledger import NEGATIVE_STATUSES, Shaped
 
 # A whole record or the index's summary of one: a precedent holds what it was given.
@@ -38,6 +40,13 @@ class Shape:
 
     def is_empty(self) -> bool:
         return not (self.objective or self.methods or self.bases or self.family or self.lineage)
+
+    def given(self) -> Shape:
+        """The shape, refused in one line when it says nothing to compare (in the caller's names)."""
+        if self.is_empty():
+            asked = f"{named('objective')}, {named('methods')}, {named('bases')} or {named('family')}"
+            raise UnusableInput(f"say what the proposal is: give {asked}")
+        return self
 
 
 @dataclass(frozen=True)

@@ -211,7 +211,7 @@ BAD_ARGUMENTS = [
     ("show_attempt", {"attempt_id": "../escape"}, "invalid attempt id"),
     ("lineage", {}, "attempt_id"),
     ("precedents", {"limit": "many"}, "limit"),
-    ("precedents", {}, "say what the proposal is"),
+    ("precedents", {}, "say what the proposal is: give objective, methods, bases or family"),
     ("list_attempts", {"statuses": ["done"]}, "unknown status"),
     ("run_attempt", {"attempt_id": "seed-step"}, "concluded"),
     ("conclude_attempt", {"attempt_id": "seed-step", "status": "great", "lesson": "x", "next_action": "y"}, "great"),

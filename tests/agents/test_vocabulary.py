@@ -68,6 +68,8 @@ def test_a_refusal_through_mcp_names_the_tools_arguments_and_no_flag(tmp_path: P
     assert "missing attempt_id" in missing and not FLAG.search(missing), missing
     shaped = _refusal(root, "propose", _proposal(ref, kind="infrastructure", objective=None, varied_from=None))
     assert "drop methods" in shaped and not FLAG.search(shaped), shaped
+    empty = _refusal(root, "precedents", {})
+    assert "give objective, methods, bases or family" in empty and not FLAG.search(empty), empty
     # a run and a conclusion refused
     ran = _refusal(root, "conclude_attempt", {"attempt_id": "seed-step", "lesson": "x", "next_action": "y"})
     assert "seed-step" in ran and not FLAG.search(ran), ran

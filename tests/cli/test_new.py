@@ -292,7 +292,7 @@ def test_precedents_text_and_limit(cli, reg) -> None:
 
 
 def test_precedents_need_a_shape(cli, reg) -> None:
-    assert_one_line_error(cli("-r", reg[0], "precedents"), 2, "--objective")
+    assert_one_line_error(cli("-r", reg[0], "precedents"), 2, "give --objective, --method, --base or --family")
 
 
 # --------------------------------------------------------------------------- show
