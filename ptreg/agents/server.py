@@ -19,6 +19,7 @@ for them as processes do (``store/locks.py``).
 
 from __future__ import annotations
 
+import difflib
 import os
 import signal
 import threading
@@ -144,6 +145,7 @@ class Server(MCPServer):
                 raise ToolError(
                     f"ptreg mcp is stopping ({signal.Signals(self.runs.stopping).name}); no call is taken now"
                 )
+            self._refuse_unknown(name, arguments)
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
@@ -156,6 +158,22 @@ class Server(MCPServer):
         except anyio.get_cancelled_exc_class():
             self.answered(request)  # cancelled by its client or by the end of the session: no answer awaited
             raise
+
+    def _refuse_unknown(self, name: str, arguments: dict[str, Any] | None) -> None:
+        """An argument the tool does not take is refused, not dropped as the SDK would drop it: a
+        filter given under a name of another tool (``method`` for ``methods``) must not widen an
+        answer unseen."""
+        tool = self._tool_manager.get_tool(name)
+        if tool is None or not arguments:
+            return
+        taken = list(tool.parameters.get("properties", {}))
+        unknown = [a for a in arguments if a not in taken]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], taken, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ToolError(
+                one_line(f"{name}: no argument {unknown[0]!r}{hint}; it takes: {', '.join(taken) or 'none'}")
+            )
 
     def answered(self, request: str | None) -> None:
         self._unanswered.discard(request or "")

@@ -159,7 +159,9 @@ def _mixed_calls(root: Path, ref: str, clients: int, rounds: int) -> dict[str, l
             for r in range(rounds):
                 own, shared = f"client-{n}-round-{r}", f"shared-{(n + r) % 2}"
                 question = f"Does plan {n}x{r} of client {n} pay off?"
-                proposal = _proposal(ref, id=own, question=question, tracking_issue=f"owner/repo#{1000 + 100 * r + n}")
+                proposal = _proposal(
+                    ref, attempt_id=own, question=question, tracking_issue=f"owner/repo#{1000 + 100 * r + n}"
+                )
                 async with anyio.create_task_group() as group:
                     group.start_soon(call, "propose", "propose", proposal)
                     group.start_soon(call, "list", "list_attempts", {})

@@ -101,3 +101,14 @@ def test_a_conclusion_refused_through_mcp_names_arguments(tmp_path: Path) -> Non
     assert not FLAG.search(reason), reason
     record = json.loads((root / "faster-step.json").read_text(encoding="utf-8"))
     assert record["status"] == "not-tried"
+
+
+def test_an_argument_the_tool_does_not_take_is_refused_not_dropped(tmp_path: Path) -> None:
+    """A name of another tool (the singular filter, the record's ``id``) would otherwise be
+    dropped, and the answer widened unseen."""
+    root, ref = _registry(tmp_path / "registry")
+    listed = _refusal(root, "list_attempts", {"method": ["cache-blocking"]})
+    assert "list_attempts: no argument 'method' (did you mean methods?)" in listed, listed
+    proposed = _refusal(root, "propose", {**_proposal(ref), "id": "faster-step"})
+    assert "no argument 'id'" in proposed and not (root / "faster-step.json").exists(), proposed
+    assert _refusal(root, "streaks", {"limit": 3}).endswith("streaks: no argument 'limit'; it takes: none")
