@@ -19,6 +19,7 @@ from . import (
     evaluator_commands,
     in_progress,
     index,
+    items_command,
     managing,
     measuring,
     proposing,
@@ -108,6 +109,7 @@ app.command(cls=RegistryCommand)(measuring.conclude)
 app.add_typer(disposition.app)
 app.command(cls=RegistryCommand)(comparing.compare)
 app.command(cls=RegistryCommand)(comparing.history)
+app.command(cls=RegistryCommand)(items_command.items)
 app.command(cls=RegistryCommand)(site.site)
 app.command(cls=RegistryCommand)(serving.mcp)
 
