@@ -22,6 +22,7 @@ from ..engine.workloads.arms import declared, item_pairs
 from ..errors import UnusableInput
 from ..records.evaluator import ArmsSpec
 from ..records.metrics import MetricDeclaration
+from ..records.refs import check_id, check_run_id
 from ..records.run_results import Cell, RunResults
 from ..text import counted
 from .comparison import find_run
@@ -151,6 +152,13 @@ def run_items(
     found = find_run(root, reference)
     listed = items_of(found.results, metric=metric, arm=arm, over=over)
     return RunItems(found.folder.parent.name, found.folder.name, found.results.status, listed)
+
+
+def run_reference(attempt_id: str, run_id: str | None) -> str:
+    """The run an attempt's id and a run id name, as ``run_items`` takes it (``ATTEMPT`` for the
+    latest complete run); each refused in one line unless it is of ptreg's own forms."""
+    check_id(attempt_id)
+    return attempt_id if run_id is None else f"{attempt_id}/{check_run_id(run_id)}"
 
 
 def items_of(
