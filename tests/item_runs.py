@@ -98,7 +98,8 @@ def known() -> RunResults:
 
 
 def registry(tmp_path: Path, results: RunResults | None = None) -> Path:
-    root = write_registry(tmp_path / "reg", [complete_record("graded")])
+    linked = [{"run_id": RUN, "status": "complete"}]
+    root = write_registry(tmp_path / "reg", [complete_record("graded", runs=linked)])
     folder = root / "runs" / "graded" / RUN
     folder.mkdir(parents=True)
     body = (results or known()).model_dump(mode="json")

@@ -32,7 +32,6 @@ def items(
 
     An item counts as the run's comparison counts it: its difference between the arms, seed by seed, averaged over the seeds both arms scored it in; won when that is better in the metric's direction, lost when worse, tied when zero. Only items every seed of both arms scored are listed (the others are counted as left out, never filled in). --lost, --won and --tied keep those verdicts (any of them; all by default); the summary line counts every item. A run without per-item results (a command that wrote no PTREG_ITEMS lines), an unknown run, arm or metric, is unusable input (exit 2).
     """
-    from ..engine.workloads.arms import value_text
     from ..views.items import run_items
     from ..views.tables import plain
 
@@ -52,19 +51,9 @@ def items(
             f"{found.label}: {listed.metric} ({listed.unit}, {listed.better} is better), {listed.arm} over {listed.over}"
         )
         shown = listed.shown(verdicts, limit)
-        rows = [
-            [
-                r.item,
-                value_text(r.over_value),
-                value_text(r.arm_value),
-                "0" if r.difference == 0 else f"{r.difference:+.4g}",
-                r.verdict,
-            ]
-            for r in shown
-        ]
-        if rows:
+        if shown:
             # the item's id is free text a harness wrote: cut to fit, where the numbers and verdict never are
-            say(plain(rows, ["item", listed.over, listed.arm, "difference", "verdict"], shrink=(0,)))
+            say(plain([r.cells() for r in shown], listed.headers, shrink=(0,)))
         else:
             say(f"no {' or '.join(verdicts)} items")
         chosen = len(listed.shown(verdicts))

@@ -32,6 +32,7 @@ from ..views.comparison import arms_history, cell_values, compare, evaluator_his
 from ..views.dispositions import decide_disposition
 from ..views.dossier import Section, sections
 from ..views.dossier_runs import run_lines
+from ..views.items import listed_items
 from ..views.streaks import OK, streak_chains, streaks_of
 from .charts import Bar, Chart, Point, Stack, bar_chart, history_chart, share_chart
 from .lineage_layout import STATUS_COLOURS, draw
@@ -356,6 +357,7 @@ def run_context(inputs: Inputs, attempt_id: str, run_id: str, results: RunResult
         "run_id": run_id,
         "results": results,
         "charts": run_charts(results),
+        "item_lists": listed_items(results),  # items.html: the items lost and won, per arm and metric
         "details": blocks(run_lines(inputs.root, attempt_id, _ref(results, run_id), _margins(inputs, attempt_id))),
         "machine": machine(environment),
         "evaluator_href": evaluator_path(evaluator) if evaluator else None,

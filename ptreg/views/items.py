@@ -18,7 +18,7 @@ from typing import Any
 
 from ..engine.stats import PairVerdict, item_differences, pair_verdict
 from ..engine.workloads import workload_named
-from ..engine.workloads.arms import declared, item_pairs
+from ..engine.workloads.arms import DIGITS, declared, item_pairs, value_text
 from ..errors import UnusableInput
 from ..records.evaluator import ArmsSpec
 from ..records.metrics import MetricDeclaration
@@ -43,6 +43,12 @@ class ItemRow:
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    def cells(self) -> list[str]:
+        """The row as the terminal and the site show it: item, the over arm's value, the arm's,
+        the difference, the verdict."""
+        difference = "0" if self.difference == 0 else f"{self.difference:+.{DIGITS}g}"
+        return [self.item, value_text(self.over_value), value_text(self.arm_value), difference, self.verdict]
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,10 @@ class MetricItems:
             f"{self.metric}: the run's results record {said} won/lost/tied, but its items give {found}: "
             "the results file does not agree with its own samples"
         )
+
+    @property
+    def headers(self) -> list[str]:
+        return ["item", self.over, self.arm, "difference", "verdict"]
 
     def shown(self, verdicts: Collection[str] = (), limit: int | None = None) -> list[ItemRow]:
         """The rows of these verdicts (all when none are given), at most ``limit`` of them."""
@@ -152,6 +162,17 @@ def run_items(
     found = find_run(root, reference)
     listed = items_of(found.results, metric=metric, arm=arm, over=over)
     return RunItems(found.folder.parent.name, found.folder.name, found.results.status, listed)
+
+
+def listed_items(results: RunResults) -> list[MetricItems]:
+    """Every arm over the baseline on every metric with per-item results; none for a run of
+    backends or a run whose arms wrote no items (the site lists what there is)."""
+    if not isinstance(results.spec, ArmsSpec):
+        return []
+    try:
+        return items_of(results)
+    except UnusableInput:  # no per-item results: nothing to list
+        return []
 
 
 def run_reference(attempt_id: str, run_id: str | None) -> str:
