@@ -206,3 +206,12 @@ def test_an_item_id_a_harness_wrote_is_shown_never_acted_on(tmp_path: Path, cli)
     scripted = cli("-r", root, "items", "graded", "--arm", "challenger", "--lost", "--json")
     assert "\x1b" not in scripted.out and "\u202e" not in scripted.out
     assert scripted.json()["metrics"][0]["items"][0]["item"] == evil  # the same value, read back
+
+
+def test_the_command_warns_where_the_recorded_counts_are_not_its_items(tmp_path: Path, cli) -> None:
+    forged = known()
+    (forged.cells[1].versus or {})["champion"]["score"].lost = 0
+    done = cli("-r", registry(tmp_path, forged), "items", "graded", "--arm", "challenger", "--lost")
+    assert done.code == 0 and [line.split()[0] for line in done.out.splitlines()[3:5]] == ["q1", "q2"]
+    assert done.err.startswith("ptreg: warning: graded/20261201T000000Z: score: the run's results record 1/0/2")
+    assert len(done.err.strip().splitlines()) == 1
