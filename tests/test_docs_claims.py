@@ -396,3 +396,47 @@ def test_the_top_level_help_puts_every_command_in_one_panel(cli, monkeypatch) ->
     placed = [name for names in listed.values() for name in names]
     assert sorted(placed) == sorted(commands)
     assert all(name in listed[c.rich_help_panel] for name, c in commands.items())
+
+
+# --------------------------------------------------------------------------- intervals the README promises
+
+
+def _step_rows(shown: str) -> tuple[str, list[str]]:
+    """The title and rows of a dossier's training-step table."""
+    lines = shown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Training step: "))
+    rows = []
+    for line in lines[start + 4 :]:
+        if not line.strip():
+            break
+        rows.append(line)
+    return lines[start], rows
+
+
+def test_a_run_from_before_intervals_says_why_its_cells_have_none(cli, project: Path, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    title, rows = _step_rows(cli("show", "tinygpt-step-attribution").out)
+    assert len(rows) == 16
+    assert all(row.split()[3:5] == ["not", "recorded"] for row in rows), rows
+    assert "run before interleaved rounds (results version 1), so no intervals" in title
+    assert "unknown" not in " ".join(rows)
+    title, rows = _step_rows(cli("show", "numba-tiles-step-xl").out)
+    assert rows and "not recorded" not in title + " ".join(rows)
+    assert all(re.fullmatch(r"[\d,.]+-[\d,.]+", row.split()[3]) for row in rows), rows
+
+
+def test_every_ratio_of_a_run_since_interleaved_rounds_carries_an_interval() -> None:
+    from ptreg.records.run_results import INTERVALS_FROM_VERSION
+    from ptreg.store.runs import read_results
+
+    checked = 0
+    for folder in sorted((REPO / "attempts" / "runs").glob("*/*")):
+        results = read_results(folder)
+        if results.results_version < INTERVALS_FROM_VERSION:
+            continue
+        for cell in results.cells:
+            for ratio in (cell.vs_naive_ratio, cell.vs_baseline_ratio):
+                if ratio is not None and ratio.n > 1:
+                    assert ratio.ci is not None, f"{folder.relative_to(REPO)}: {cell.backend}/{cell.config}"
+                    checked += 1
+    assert checked > 20
