@@ -440,3 +440,34 @@ def test_every_ratio_of_a_run_since_interleaved_rounds_carries_an_interval() -> 
                     assert ratio.ci is not None, f"{folder.relative_to(REPO)}: {cell.backend}/{cell.config}"
                     checked += 1
     assert checked > 20
+
+
+# --------------------------------------------------------------------------- numbers the pages state
+
+
+def _page_claims() -> list[tuple[str, str]]:
+    """(page, the phrase it must hold), each made from the value the program uses."""
+    from ptreg.engine.comparison_rules import COUNTS_THRESHOLD, FAMILY_ERROR_RATE, MIN_HISTORY
+    from ptreg.engine.stats import BATCH_GAP_SECONDS
+    from ptreg.records.ledger import CAUTION_AT, STOP_AT
+
+    words = {4: "four"}
+    return [
+        ("README.md", f"CAUTION at {CAUTION_AT} negatives in a row, STOP AND RETHINK at {STOP_AT}"),
+        ("registry.md", f"CAUTION at {CAUTION_AT}, STOP AND RETHINK at {STOP_AT}"),
+        ("comparing.md", f"With fewer than {MIN_HISTORY} batches (`MIN_HISTORY`) no verdict is given"),
+        ("workloads.md", f"B against at least {words.get(MIN_HISTORY, str(MIN_HISTORY))} batches of runs of A's code"),
+        ("README.md", f"least {words.get(MIN_HISTORY, str(MIN_HISTORY))} batches of earlier runs of the same code"),
+        (
+            "README.md",
+            f"Runs less than {BATCH_GAP_SECONDS // 60} minutes apart are one batch; fewer than "
+            f"{MIN_HISTORY} batches of history",
+        ),
+        ("README.md", f"keeps the chance that an unchanged one is flagged at {_percent(FAMILY_ERROR_RATE)}"),
+        ("README.md", f"Counted runs are compared at a {_percent(COUNTS_THRESHOLD)} threshold by default"),
+    ]
+
+
+def test_the_numbers_pages_state_of_the_comparison_and_streaks_are_the_programs() -> None:
+    pages = {p.name: " ".join(p.read_text(encoding="utf-8").split()) for p in PAGES}
+    assert [f"{page}: {phrase!r}" for page, phrase in _page_claims() if phrase not in pages[page]] == []
