@@ -196,7 +196,9 @@ def _command_of(words: list[str]) -> tuple[Any, list[str], str]:
 
 
 def _options(command: Any) -> set[str]:
-    return {o for p in command.params for o in (*p.opts, *p.secondary_opts)} | {"--help"}
+    """The options its --help lists (a hidden one is not for a page to name)."""
+    shown = [p for p in command.params if not getattr(p, "hidden", False)]
+    return {o for p in shown for o in (*p.opts, *p.secondary_opts)} | {"--help"}
 
 
 def _inline_commands(page: Path) -> Iterator[str]:
