@@ -7,9 +7,15 @@ from typing import Any
 
 import typer
 
+from ..engine.comparison_rules import ADJUSTMENT, COUNTS_THRESHOLD, FAMILY_ERROR_RATE, MIN_HISTORY, TIMES_THRESHOLD
 from ..errors import EXIT_CHECK_FAILED
+from ..records.intervals import LEVEL
 from ..text import counted
 from .common import JsonFlag, print_json, registry_dir, say, say_wrapped
+
+
+def _percent(fraction: float) -> str:
+    return f"{100 * fraction:g}%"
 
 
 def _seconds(value: float | None) -> str:
@@ -51,8 +57,9 @@ def compare(
         None,
         "--threshold",
         metavar="FRACTION",
-        help="The change that counts, as a fraction: 0.05 is 5%. Default: 1% for instruction counts (their "
-        "resolution), 5% for times and arms' metrics.",
+        help="The change that counts, as a fraction: 0.05 is 5%. Default: "
+        f"{_percent(COUNTS_THRESHOLD)} for instruction counts (their resolution), {_percent(TIMES_THRESHOLD)} for "
+        "times and arms' metrics.",
     ),
     across_evaluators: bool = typer.Option(
         False,
@@ -90,12 +97,7 @@ def compare(
     ),
     as_json: bool = JsonFlag,
 ) -> None:
-    """Is run B slower (or worse) than run A? Per cell: both medians, B against the runs of A's code with its 95% interval, and a verdict; for runs of arms, per arm and metric, in the metric's own terms.
-
-    Batches of runs are the unit: the runs of A's code (A and the earlier runs whose recorded code for the cell is A's, or the runs given with --history) are grouped into batches by their times (runs taken back to back are one batch), and each cell of B is judged against the median and robust spread of the batches' centres, with a tail calibrated for heavy-tailed run effects; with fewer than 4 batches no verdict is given, and the output says why and how many more runs would give one. The verdicts are adjusted together (Holm), so an unchanged cell is flagged in at most 5% of comparisons. Machines known to differ are listed first, and then no verdict is given; what is unknown of either machine (numba not installed, CPU features not reported) is listed as unknown and is no difference. Exit 1 when the runs were made under different evaluators (unless --across-evaluators), or, with --fail-on-regression, when a cell is slower or, unless --no-verdict=pass, given no verdict.
-    """
     from ..errors import UnusableInput
-    from ..views.cell_verdicts import ADJUSTMENT, FAMILY_ERROR_RATE
     from ..views.comparison import compare as compare_runs
     from ..views.tables import plain
 
@@ -234,7 +236,6 @@ def history(
     ),
     as_json: bool = JsonFlag,
 ) -> None:
-    """Every complete run under one evaluator, oldest first, per cell: median, the 95% interval of the typical value over repeats, and the median against the first run's (an orientation; `ptreg compare` tests)."""
     from ..errors import PtregError
     from ..views.comparison import arms_history, evaluator_history
     from ..views.tables import plain
@@ -283,3 +284,24 @@ def history(
     say(plain(shown, headers, drop=(3,)))
     runs = len({r.run.label for r in rows})
     say_wrapped(f"{counted(runs, 'complete run')}; times are per step's worth of work, medians over whole repeats")
+
+
+# The help states the numbers the comparison uses, from where the comparison reads them.
+compare.__doc__ = (
+    f"Is run B slower (or worse) than run A? Per cell: both medians, B against the runs of A's code with its "
+    f"{_percent(LEVEL)} interval, and a verdict; for runs of arms, per arm and metric, in the metric's own terms.\n\n"
+    "Batches of runs are the unit: the runs of A's code (A and the earlier runs whose recorded code for the cell is "
+    "A's, or the runs given with --history) are grouped into batches by their times (runs taken back to back are one "
+    "batch), and each cell of B is judged against the median and robust spread of the batches' centres, with a tail "
+    f"calibrated for heavy-tailed run effects; with fewer than {MIN_HISTORY} batches no verdict is given, and the "
+    "output says why and how many more runs would give one. The verdicts are adjusted together "
+    f"({ADJUSTMENT}), so an unchanged cell is flagged in at most {_percent(FAMILY_ERROR_RATE)} of comparisons. "
+    "Machines known to differ are listed first, and then no verdict is given; what is unknown of either machine "
+    "(numba not installed, CPU features not reported) is listed as unknown and is no difference. "
+    f"Exit {EXIT_CHECK_FAILED} when the runs were made under different evaluators (unless --across-evaluators), or, "
+    "with --fail-on-regression, when a cell is slower or, unless --no-verdict=pass, given no verdict."
+)
+history.__doc__ = (
+    f"Every complete run under one evaluator, oldest first, per cell: median, the {_percent(LEVEL)} interval of the "
+    "typical value over repeats, and the median against the first run's (an orientation; `ptreg compare` tests)."
+)

@@ -314,7 +314,7 @@ def run(
 ) -> None:
     """Measure an attempt under its frozen evaluator and budget, after re-checking its gate.
 
-    Parity first (a backend that fails it is not timed), then each (config, backend) cell in its own worker process. Writes `runs/<id>/<run-id>/results.json` and `environment.json`, links the run from the attempt and adds an evidence line. Another run of the same attempt is refused while one is in progress; runs of different attempts may go side by side.
+    What it measures depends on the evaluator's workload (`ptreg workloads`). A workload of backends (kernels, tinygpt-train) checks parity first (a backend that fails it is not timed), then times each (config, backend) cell in its own worker process, in interleaved rounds. A workload of arms (command, or a plugin's) checks no parity: each round runs every arm once, in a balanced order, each arm a cell of its own, and every metric is compared arm against arm. Writes `runs/<id>/<run-id>/results.json` and `environment.json`, links the run from the attempt and adds an evidence line. Another run of the same attempt is refused while one is in progress; runs of different attempts may go side by side.
 
     Ctrl-C, SIGTERM or SIGHUP stops the workers with everything they started, writes what finished as a run with status `interrupted` and exits 130, 143 or 129. Exit 0 when the run is complete, 1 when it failed or the budget ran out (what finished is kept), 2 on unusable input.
     """

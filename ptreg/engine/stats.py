@@ -361,10 +361,7 @@ class Paired:
 # --------------------------------------------------------------------------- across runs
 
 
-# A verdict across runs needs the spread of a cell's centre from batch to batch, and k batches
-# estimate it from k values. Fewer than 4 give no verdict: the older test's false alarms
-# passed 5% at 3 runs, and the tail below is fitted from 4 on.
-MIN_HISTORY = 4
+# The fewest batches a verdict across runs needs is MIN_HISTORY (engine/comparison_rules.py).
 # The calibration (HISTORY_TAILS) goes to 30 batches; a longer history uses its latest 30.
 MAX_HISTORY = 30
 # Runs taken one after another share whatever the machine was doing then (its load, its

@@ -23,7 +23,7 @@ from ..records.attempt import Attempt, RunRef
 from ..records.evaluator import ALL_CONFIG, ArmsSpec
 from ..records.ledger import STATUSES
 from ..records.refs import EVALUATOR_REF_PATTERN, ID_PATTERN, RUN_ID_PATTERN
-from ..records.run_results import RunResults
+from ..records.run_results import INTERVALS_FROM_VERSION, RunResults
 from ..store.evaluator_files import check_file
 from ..store.runs import read_environment, run_folder
 from ..text import Table
@@ -259,9 +259,6 @@ def arms_run_charts(results: RunResults) -> list[Chart]:
                     )
                 )
     return charts
-
-
-INTERVALS_FROM_VERSION = 3  # records/run_results.py: version 3 added the 95% intervals
 
 
 def run_charts(results: RunResults) -> list[Chart]:

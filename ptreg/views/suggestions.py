@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from ..errors import PtregError
 from ..records.attempt import Attempt
+from ..records.condition import answer_needed
 from ..records.continuation import counted_once
 from ..records.graph import children_of
 from ..records.ledger import Summary, Vocabularies, in_ledger_order
@@ -203,11 +204,12 @@ def _dispositions(
         varied_by = children.get(a.id, [])
         later = f"; varied since by {', '.join(varied_by)}" if varied_by else "; nothing varies it yet"
         if d.truth:
+            answer = " --answers-disposition ..." if answer_needed(a.next_action, d.truth) else ""
             go.append(
                 Suggestion(
                     kind="continue",
                     rank=0,
-                    action=f"ptreg new --varied-from {a.id} --answers-disposition ... (its next action: {a.next_action})",
+                    action=f"ptreg new --varied-from {a.id}{answer} (its next action: {a.next_action})",
                     reason=f"{a.id}'s condition {d.summary()}{later}",
                     attempts=[a.id, *varied_by],
                     runs=runs,
