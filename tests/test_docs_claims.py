@@ -152,7 +152,9 @@ def test_every_command_that_cannot_run_is_listed_and_every_listed_one_is_shown()
 def project(tmp_path: Path) -> Path:
     """A copy of this project's registry, and the benchmark specs the README freezes, where
     `ptreg` finds them as it would in the repository."""
-    shutil.copytree(REPO / "attempts", tmp_path / "attempts")
+    # Not ptreg's working files (a local index, locks): a fresh clone has none, and a copied
+    # index would describe files it never read.
+    shutil.copytree(REPO / "attempts", tmp_path / "attempts", ignore=shutil.ignore_patterns(".ptreg*"))
     shutil.copytree(REPO / "benchmarks" / "evaluators", tmp_path / "benchmarks" / "evaluators")
     return tmp_path
 
@@ -350,6 +352,7 @@ NOT_VALUES = [
     ("ptreg new --tracking-issue", "URL, #123, owner/repo#123 or PROJ-123."),
     ("ptreg new --margin", "a factor above 1 for a ratio"),
     ("ptreg next --limit", "(0: all)"),
+    ("ptreg items --limit", "(0: all)"),
     ("ptreg run --detach", "http://HOST:8265"),
     ("ptreg conclude --continue-if", "config=xl) >= 1.25"),
     ("ptreg compare --threshold", "0.05 is 5%"),
