@@ -1,0 +1,343 @@
+"""The lm-eval workload, offline: two local lm-eval tasks (YAML, ``dataset_path: json`` with
+the project's data files) and two models of the project's own (``@register_model`` in a
+model_file), evaluated by ``lm_eval.simple_evaluate`` in ptreg's workers under a frozen
+evaluator; every document an item paired across the arms, the difference decided by the
+attempt's analysis plan. Then the ``--log_samples`` files lm-eval itself writes, imported as a
+run's evidence, and refused by the gate once one of them changed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ptreg.engine.workloads.discovery import spec_problem
+from ptreg.engine.workloads.evaluations import EvaluationError
+from ptreg.engine.workloads.lm_eval_samples import SamplesError, read_samples
+from ptreg.records.evaluator import parse_spec
+
+ARITH = 30  # documents: the lookup is right on every one, the rule wrong where a % 3 == 0
+ECHO = 20  # documents: both models right on every one
+
+MODELS = """\
+from lm_eval.api.model import LM
+from lm_eval.api.registry import register_model
+
+
+def _chosen(context, rule):
+    # "What is A plus B? Answer:" -> the sum, which the rule gets wrong when A is a multiple of 3
+    words = context.split()
+    if words[0] == "Echo:":
+        return words[1]
+    a, b = int(words[2]), int(words[4].rstrip("?"))
+    return str(a + b + (1 if rule and a % 3 == 0 else 0))
+
+
+class _Chooser(LM):
+    rule = False
+
+    def __init__(self, **kwargs):
+        super().__init__()
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string, additional_config=None):
+        return cls()
+
+    def loglikelihood(self, requests, disable_tqdm=False):
+        return [(0.0 if r.args[1].strip() == _chosen(r.args[0], self.rule) else -5.0, True) for r in requests]
+
+    def loglikelihood_rolling(self, requests, disable_tqdm=False):
+        raise NotImplementedError
+
+    def generate_until(self, requests, disable_tqdm=False):
+        raise NotImplementedError
+
+
+@register_model("rule")
+class Rule(_Chooser):
+    rule = True
+
+
+@register_model("lookup")
+class Lookup(_Chooser):
+    rule = False
+"""
+
+TASK = """\
+task: {name}
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: tasks/{name}.jsonl
+test_split: test
+output_type: multiple_choice
+doc_to_text: "{{{{question}}}}"
+doc_to_choice: "{{{{choices}}}}"
+doc_to_target: answer
+metric_list:
+  - metric: acc
+    aggregation: mean
+    higher_is_better: true
+"""
+
+METRICS = {
+    "arith__acc": {"better": "higher", "unit": "fraction"},
+    "echo__acc": {"better": "higher", "unit": "fraction"},
+    "breadth__acc": {"better": "higher", "unit": "fraction"},
+}
+SPEC: dict[str, Any] = {
+    "name": "arith-lm-eval",
+    "workload": "lm-eval",
+    "tasks": ["arith", "echo"],
+    "include_path": "tasks",
+    "include_defaults": False,
+    "model_file": "models.py",
+    "num_fewshot": 0,
+    "arms": {"rule": {"model": "rule"}, "lookup": {"model": "lookup", "model_args": "table=all"}},
+    "baseline": "rule",
+    "inputs": ["tasks", "models.py"],
+    "metrics": METRICS,
+    "repeats": 2,
+    "seed": 0,
+    "timeout_seconds": 300,
+}
+WORKED = "better(arith__acc, arm=lookup, over=rule)"
+
+
+def offline(home: Path) -> dict[str, str]:
+    """Nothing reaches for the network, and the datasets' cache is the test's own."""
+    return {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(home), "TOKENIZERS_PARALLELISM": "false"}
+
+
+def write_project(project: Path) -> None:
+    tasks = project / "tasks"
+    tasks.mkdir(parents=True)
+    arith, echo = [], []
+    for a in range(ARITH):
+        right, b = str(a + a % 7), a % 7
+        wrong = [str(a + b + 1), str(a + b + 2)]
+        choices = [*wrong[: a % 3], right, *wrong[a % 3 :]]
+        arith.append({"question": f"What is {a} plus {b}? Answer:", "choices": choices, "answer": a % 3})
+    for n in range(ECHO):
+        echo.append({"question": f"Echo: w{n} Answer:", "choices": [f"w{n}", f"w{n + 1}"], "answer": 0})
+    for name, rows in (("arith", arith), ("echo", echo)):
+        (tasks / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (tasks / f"{name}.yaml").write_text(TASK.format(name=name))
+    (project / "models.py").write_text(MODELS)
+
+
+def ptreg(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **offline(project.parent / "hf")}
+    found = subprocess.run(
+        [sys.executable, "-m", "ptreg", *args], capture_output=True, text=True, cwd=project, env=env, timeout=600
+    )
+    assert "Traceback" not in found.stdout + found.stderr, found.stderr
+    return found
+
+
+def propose(project: Path, attempt: str, evaluator: str, worked: str) -> None:
+    done = ptreg(
+        project,
+        *("new", "--no-input", "--id", attempt, "--name", attempt, "--family", "eval", "--kind", "model-evaluation"),
+        *("--question", f"Does the lookup answer more documents than the rule ({attempt})?", "--method", "vendor-blas"),
+        *("--objective", "command-latency", "--evaluator", evaluator, "--budget-seconds", "500"),
+        *("--tracking-issue", f"me/lm#{len(attempt)}"),
+        *("--worked-if", worked, "--regressed-if", worked.replace("better(", "worse(")),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def cells_of(run: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert run.returncode == 0, run.stdout + run.stderr
+    results = json.loads(run.stdout)["results"]
+    assert results["status"] == "complete", results.get("reason")
+    return {c["backend"]: c for c in results["cells"]}
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """One project, its evaluator frozen, its attempt admitted and run: lm_eval and its
+    datasets are slow to import, so every check of the evaluated run reads this one."""
+    project = tmp_path_factory.mktemp("lm-eval") / "project"
+    write_project(project)
+    (project / "spec.json").write_text(json.dumps(SPEC))
+    assert ptreg(project, "init").returncode == 0
+    frozen = ptreg(project, "evaluator", "freeze", "spec.json")
+    assert frozen.returncode == 0, frozen.stderr
+    propose(project, "arith-lookup", "arith-lm-eval", WORKED)
+    return project, cells_of(ptreg(project, "run", "arith-lookup", "--json"))
+
+
+def test_two_models_are_compared_document_by_document(evaluated: tuple[Path, dict[str, Any]]) -> None:
+    _, cells = evaluated
+    lookup, rule = cells["lookup"], cells["rule"]
+    assert rule["metrics"]["arith__acc"]["mean"] == pytest.approx(20 / 30)
+    assert lookup["metrics"]["arith__acc"]["mean"] == 1.0 and lookup["metrics"]["echo__acc"]["mean"] == 1.0
+    # every document of each task is an item, the same id in both arms, in both seeds
+    for cell in (lookup, rule):
+        for sample in cell["metric_samples"]:
+            assert set(sample["items"]["arith__acc"]) == {f"arith/{d}" for d in range(ARITH)}
+            assert set(sample["items"]["echo__acc"]) == {f"echo/{d}" for d in range(ECHO)}
+            assert sample["wall_seconds"] > 0
+    versus = lookup["versus"]["rule"]["arith__acc"]
+    assert versus["paired_by"] == "item" and versus["n"] == ARITH and versus["seeds"] == 2
+    assert (versus["won"], versus["lost"], versus["tied"]) == (10, 0, 20)
+    assert versus["variance"] == "items and seeds" and versus["ci"]["low"] > 0
+    assert lookup["versus"]["rule"]["echo__acc"]["tied"] == ECHO
+    # breadth: each task's mean, the tasks counted once each; no items of its own
+    assert rule["metrics"]["breadth__acc"]["mean"] == pytest.approx((20 / 30 + 1) / 2)
+    assert "items" not in (rule["metric_samples"][0].get("items") or {}).get("breadth__acc", {})
+
+
+def test_the_plan_decides_the_difference(evaluated: tuple[Path, dict[str, Any]]) -> None:
+    project, _ = evaluated
+    concluded = ptreg(
+        project,
+        *("conclude", "arith-lookup", "--lesson", "the lookup answers the multiples of 3 the rule misses"),
+        *("--next-action", "none", "--confidence", "not-applicable"),
+    )
+    assert concluded.returncode == 0, concluded.stdout + concluded.stderr
+    shown = json.loads(ptreg(project, "show", "arith-lookup", "--json").stdout)
+    assert shown["attempt"]["status"] == "worked"
+
+
+def write_logs(folder: Path, project: Path, model: str, seed: int) -> None:
+    """lm-eval's own --log_samples files of one evaluation, written by its EvaluationTracker."""
+    os.environ.update(offline(project.parent / "hf"))
+    sys.path.insert(0, str(project))
+    try:
+        import lm_eval
+        from lm_eval.loggers import EvaluationTracker
+        from lm_eval.tasks import TaskManager
+
+        __import__("models")  # registers the project's rule and lookup
+        here = Path.cwd()
+        os.chdir(project)
+        try:
+            manager = TaskManager(include_path=str(project / "tasks"), include_defaults=False)
+            result = lm_eval.simple_evaluate(
+                model=model,
+                tasks=["arith", "echo"],
+                task_manager=manager,
+                log_samples=True,
+                bootstrap_iters=0,
+                random_seed=seed,
+            )
+        finally:
+            os.chdir(here)
+        folder.mkdir(parents=True)
+        tracker = EvaluationTracker(output_path=str(folder / "results.json"))  # a .json path: files beside it
+        samples = result.pop("samples")  # as lm_eval's own command line saves them
+        tracker.save_results_aggregated(results=result, samples=samples)
+        for task in result["configs"]:
+            tracker.save_results_samples(task_name=task, samples=samples[task])
+    finally:
+        sys.path.remove(str(project))
+
+
+@pytest.fixture(scope="module")
+def logged(evaluated: tuple[Path, dict[str, Any]]) -> Path:
+    project, _ = evaluated
+    imported = project.parent / "imported"
+    write_project(imported)
+    for model in ("rule", "lookup"):
+        for seed in (0, 1):
+            write_logs(imported / "logs" / model / str(seed), imported, model, seed)
+    return imported
+
+
+def test_samples_files_are_a_runs_evidence_and_refused_once_changed(logged: Path) -> None:
+    project = logged
+    files = sorted((project / "logs" / "rule" / "0").glob("samples_*.jsonl"))
+    assert [f.name.split("_")[1] for f in files] == ["arith", "echo"]  # beside lm-eval's results_<date>.json
+    spec = {
+        **{k: v for k, v in SPEC.items() if k not in ("include_path", "include_defaults", "model_file", "num_fewshot")},
+        "name": "arith-logs",
+        "arms": {"rule": {}, "lookup": {}},
+        "logs": {arm: [f"logs/{arm}/0", f"logs/{arm}/1"] for arm in ("rule", "lookup")},
+        "inputs": ["logs"],
+    }
+    (project / "spec.json").write_text(json.dumps(spec))
+    assert ptreg(project, "init").returncode == 0
+    assert ptreg(project, "evaluator", "freeze", "spec.json").returncode == 0
+    propose(project, "arith-logged", "arith-logs", WORKED)
+    cells = cells_of(ptreg(project, "run", "arith-logged", "--json"))
+    versus = cells["lookup"]["versus"]["rule"]["arith__acc"]
+    assert (versus["n"], versus["seeds"], versus["won"], versus["lost"]) == (ARITH, 2, 10, 0)
+    assert versus["ci"]["low"] > 0 and "wall_seconds" not in cells["lookup"]["metrics"]
+
+    changed = files[0]
+    changed.write_text(changed.read_text().replace('"acc": 0.0', '"acc": 1.0'))
+    gated = ptreg(project, "gate", "arith-logged")
+    flat = " ".join(gated.stdout.split())
+    assert gated.returncode == 1 and "arith-logs@" in flat and "no longer verifies: input logs" in flat, gated.stdout
+    assert "changed since it was frozen" in flat
+    again = ptreg(project, "run", "arith-logged")
+    assert again.returncode == 1 and "no longer verifies" in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"tasks": []}, "tasks must be a list"),
+        ({"tasks": ["arith", "arith"]}, "tasks names a task twice"),
+        ({"num_fewshot": -1}, "num_fewshot must be a whole number"),
+        ({"limit": 1.5}, "limit must be a whole number"),
+        ({"model_file": "other.py"}, "model_file 'other.py' is not among the evaluator's inputs"),
+        ({"include_path": "../tasks"}, "must be a relative path"),
+        ({"arms": {"rule": {"model": "rule", "device": "cpu"}, "lookup": {"model": "lookup"}}}, "'device' is not one"),
+        ({"arms": {"rule": {}, "lookup": {"model": "lookup"}}}, "arm 'rule' names no model"),
+        ({"logs": {"rule": "logs/r"}}, "logs must give every arm"),
+        ({"logs": {"rule": "logs/r", "lookup": "logs/l"}}, "one samples file or folder per round, 2 of them"),
+    ],
+)
+def test_a_spec_lm_eval_cannot_run_is_one_line(change: dict[str, Any], said: str) -> None:
+    spec = parse_spec({**SPEC, **change}, "spec.json")
+    problem = spec_problem(spec)
+    assert problem is not None and said in problem and "\n" not in problem
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ('{"doc_id": 0, "metrics": ["acc"], "acc": 1.0}\nnot json\n', "line 2: not a JSON object"),
+        ('{"metrics": ["acc"], "acc": 1.0}\n', "line 1: no doc_id"),
+        ('{"doc_id": 0, "metrics": ["acc"]}\n', "lists 'acc' without a value"),
+        ('{"doc_id": 0, "metrics": "acc", "acc": 1}\n', "no metrics"),
+    ],
+)
+def test_a_samples_file_that_is_not_lm_evals_is_one_line(tmp_path: Path, content: str, said: str) -> None:
+    name = "samples_arith_2026-01-01T00-00-00.000000.jsonl"
+    (tmp_path / name).write_text(content)
+    with pytest.raises(SamplesError) as caught:
+        read_samples(tmp_path, name, 0)
+    assert caught.value.message.startswith(name) and said in caught.value.message
+
+
+def test_a_samples_file_is_read_only_as_a_regular_file(tmp_path: Path) -> None:
+    real = tmp_path / "elsewhere.jsonl"
+    real.write_text('{"doc_id": 0, "metrics": ["acc"], "acc": 1.0}\n')
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "samples_arith_2026-01-01T00-00-00.jsonl").symlink_to(real)
+    with pytest.raises(SamplesError, match="symlink"):
+        read_samples(tmp_path, "logs/samples_arith_2026-01-01T00-00-00.jsonl", 0)
+    with pytest.raises(SamplesError):  # listed in a folder, still never followed
+        read_samples(tmp_path, "logs", 0)
+    (tmp_path / "odd.jsonl").write_text('{"doc_id": 0, "metrics": ["acc"], "acc": 1.0}\n')
+    with pytest.raises(SamplesError, match="not named as lm-eval names a samples file"):
+        read_samples(tmp_path, "odd.jsonl", 0)
+
+
+def test_a_score_twice_is_refused(tmp_path: Path) -> None:
+    name = "samples_arith_2026-01-01T00-00-00.jsonl"
+    (tmp_path / name).write_text('{"doc_id": 3, "metrics": ["acc"], "acc": 1.0}\n' * 2)
+    scores, _ = read_samples(tmp_path, name, 0)
+    from ptreg.engine.workloads.evaluations import repeat_sample
+
+    with pytest.raises(EvaluationError, match="scored twice"):
+        repeat_sample(0, 0, scores)
