@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,12 +22,13 @@ from ptreg.engine.workloads.evaluations import EvaluationError
 from ptreg.engine.workloads.lm_eval_samples import SamplesError, read_samples
 from ptreg.records.evaluator import parse_spec
 
-ARITH = 30  # documents: the lookup is right on every one, the rule wrong where a % 3 == 0
+ARITH = 30  # documents: the rule is wrong where a % 3 == 0, the lookup (with miss=29) on 29 only
 ECHO = 20  # documents: both models right on every one
 
 MODELS = """\
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
+from lm_eval.utils import simple_parse_args_string
 
 
 def _chosen(context, rule):
@@ -41,15 +43,21 @@ def _chosen(context, rule):
 class _Chooser(LM):
     rule = False
 
-    def __init__(self, **kwargs):
+    def __init__(self, miss=None, **kwargs):
         super().__init__()
+        self.miss = miss  # model_args "miss=Q": a question it gets wrong
 
     @classmethod
     def create_from_arg_string(cls, arg_string, additional_config=None):
-        return cls()
+        return cls(**simple_parse_args_string(arg_string))
+
+    def _right(self, context, continuation):
+        if self.miss is not None and context.startswith(f"What is {self.miss} "):
+            return False
+        return continuation.strip() == _chosen(context, self.rule)
 
     def loglikelihood(self, requests, disable_tqdm=False):
-        return [(0.0 if r.args[1].strip() == _chosen(r.args[0], self.rule) else -5.0, True) for r in requests]
+        return [(0.0 if self._right(*r.args) else -5.0, True) for r in requests]
 
     def loglikelihood_rolling(self, requests, disable_tqdm=False):
         raise NotImplementedError
@@ -98,7 +106,7 @@ SPEC: dict[str, Any] = {
     "include_defaults": False,
     "model_file": "models.py",
     "num_fewshot": 0,
-    "arms": {"rule": {"model": "rule"}, "lookup": {"model": "lookup", "model_args": "table=all"}},
+    "arms": {"rule": {"model": "rule"}, "lookup": {"model": "lookup", "model_args": "miss=29"}},
     "baseline": "rule",
     "inputs": ["tasks", "models.py"],
     "metrics": METRICS,
@@ -177,7 +185,8 @@ def test_two_models_are_compared_document_by_document(evaluated: tuple[Path, dic
     _, cells = evaluated
     lookup, rule = cells["lookup"], cells["rule"]
     assert rule["metrics"]["arith__acc"]["mean"] == pytest.approx(20 / 30)
-    assert lookup["metrics"]["arith__acc"]["mean"] == 1.0 and lookup["metrics"]["echo__acc"]["mean"] == 1.0
+    assert lookup["metrics"]["arith__acc"]["mean"] == pytest.approx(29 / 30)  # its model_args reached it
+    assert lookup["metrics"]["echo__acc"]["mean"] == 1.0
     # every document of each task is an item, the same id in both arms, in both seeds
     for cell in (lookup, rule):
         for sample in cell["metric_samples"]:
@@ -186,7 +195,7 @@ def test_two_models_are_compared_document_by_document(evaluated: tuple[Path, dic
             assert sample["wall_seconds"] > 0
     versus = lookup["versus"]["rule"]["arith__acc"]
     assert versus["paired_by"] == "item" and versus["n"] == ARITH and versus["seeds"] == 2
-    assert (versus["won"], versus["lost"], versus["tied"]) == (10, 0, 20)
+    assert (versus["won"], versus["lost"], versus["tied"]) == (10, 1, 19)
     assert versus["variance"] == "items and seeds" and versus["ci"]["low"] > 0
     assert lookup["versus"]["rule"]["echo__acc"]["tied"] == ECHO
     # breadth: each task's mean, the tasks counted once each; no items of its own
@@ -246,8 +255,9 @@ def logged(evaluated: tuple[Path, dict[str, Any]]) -> Path:
     imported = project.parent / "imported"
     write_project(imported)
     for model in ("rule", "lookup"):
-        for seed in (0, 1):
-            write_logs(imported / "logs" / model / str(seed), imported, model, seed)
+        write_logs(imported / "logs" / model / "0", imported, model, 0)
+        # the models answer alike under any seed: the second round's logs are the first's again
+        shutil.copytree(imported / "logs" / model / "0", imported / "logs" / model / "1")
     return imported
 
 
@@ -341,3 +351,122 @@ def test_a_score_twice_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(EvaluationError, match="scored twice"):
         repeat_sample(0, 0, scores)
+
+
+SAMPLE = (
+    '{{"doc_id": {doc}, "filter": "none", "metrics": {metrics}, "acc": {acc}, "acc_norm": 1.0, "bleu": ["a", "b"]}}\n'
+)
+
+
+def logged_arm(root: Path, metrics: dict[str, Any], listed: str = '["acc"]', docs: int = 4) -> Any:
+    """The rule arm's cell, in logs mode, of a spec declaring ``metrics``, over one samples file."""
+    from ptreg.engine.protocol import CellTask
+    from ptreg.engine.workloads.lm_evaluation import LmEvalWorkload
+
+    name = "samples_arith_2026-01-01T00-00-00.jsonl"
+    (root / "logs").mkdir(exist_ok=True)
+    (root / "logs" / name).write_text("".join(SAMPLE.format(doc=d, metrics=listed, acc=d % 2) for d in range(docs)))
+    spec = parse_spec(
+        {
+            "name": "logged",
+            "workload": "lm-eval",
+            "tasks": ["arith"],
+            "arms": {"rule": {}, "lookup": {}},
+            "baseline": "rule",
+            "logs": {"rule": f"logs/{name}", "lookup": f"logs/{name}"},
+            "inputs": ["logs"],
+            "metrics": metrics,
+            "repeats": 1,
+            "seed": 7,
+            "timeout_seconds": 60,
+        },
+        "spec.json",
+    )
+    assert spec_problem(spec) is None
+    task = CellTask(
+        **{"backend": "rule", "workload": "lm-eval", "config": "all", "warmup_steps": 0, "timed_steps": 1},
+        **{"seed": 7, "threads": None, "spec": spec.model_dump(mode="json", exclude_none=True), "root": str(root)},
+    )
+    cell = LmEvalWorkload().prepare(task, None)
+    cell.warm_up(lambda *_: None)
+    recorded: list[Any] = []
+    cell.run_repeat(0, recorded.append, lambda *_: None)
+    (sample,) = recorded
+    return sample
+
+
+ACC = {"better": "higher", "unit": "fraction"}
+
+
+def test_a_logged_repeat_is_its_documents_under_the_rounds_seed(tmp_path: Path) -> None:
+    sample = logged_arm(tmp_path, {"arith__acc": ACC})
+    assert sample.problem is None and sample.seed == 7 and sample.wall_seconds is None  # nothing was timed
+    assert sample.items == {"arith__acc": {"arith/0": 0.0, "arith/1": 1.0, "arith/2": 0.0, "arith/3": 1.0}}
+    assert sample.values == {"arith__acc": 0.5}
+
+
+@pytest.mark.parametrize(
+    ("metrics", "listed", "said"),
+    [
+        ({"arith__acc": ACC}, '["acc", "acc_norm"]', "it scored arith__acc_norm, which the evaluator does not declare"),
+        ({"arith__acc": ACC, "arith__f1": ACC}, '["acc"]', "it wrote no value of arith__f1"),
+        ({"arith__acc": ACC, "arith__bleu": ACC}, '["acc", "bleu"]', "bleu has no per-sample number"),
+    ],
+)
+def test_a_repeat_whose_scores_are_not_the_declared_metrics_says_why(
+    tmp_path: Path, metrics: dict[str, Any], listed: str, said: str
+) -> None:
+    sample = logged_arm(tmp_path, metrics, listed)
+    assert sample.values == {} and sample.items is None and said in sample.problem
+
+
+def test_a_direction_declared_against_lm_evals_own_is_refused(tmp_path: Path) -> None:
+    from ptreg.engine.workloads.lm_evaluation import LmEvalRun
+
+    sample = logged_arm(tmp_path, {"arith__acc": {"better": "lower", "unit": "fraction"}})
+    assert sample.problem is None  # a log says no direction: the declaration stands
+    run = LmEvalRun.__new__(LmEvalRun)
+    run.spec = parse_spec({**SPEC, "metrics": {"arith__acc": {"better": "lower", "unit": "fraction"}}}, "spec.json")
+    scores, corpus = read_samples(tmp_path, "logs", 0)
+    said = run._undeclared(scores, corpus, {("arith", "acc"): True})
+    assert said == "task arith: lm-eval says higher acc is better, and the evaluator declares arith__acc lower"
+    assert run._undeclared(scores, corpus, {("arith", "acc"): False}) is None
+
+
+def test_documents_one_arm_scored_and_another_did_not_fail_the_run() -> None:
+    from ptreg.engine.workloads.evaluations import SampleScore, arm_samples
+    from ptreg.engine.workloads.lm_evaluation import LmEvalWorkload
+    from ptreg.records.run_results import Cell, Roles
+
+    def cell(arm: str, docs: range) -> Cell:
+        scores = [SampleScore("arith", str(d), "acc", 1.0, 0) for d in docs]
+        return Cell(backend=arm, config="all", status="measured", metric_samples=arm_samples(scores, [0]))
+
+    spec = parse_spec({**SPEC, "metrics": {"arith__acc": ACC}}, "spec.json")
+    cells = [cell("rule", range(4)), cell("lookup", range(5))]
+    LmEvalWorkload().compare(spec, cells, Roles(reference="rule", peer="lookup"))
+    for found in cells:
+        assert found.status == "failed" and "'lookup' scored 'arith/4' and arm 'rule' did not" in (found.reason or "")
+
+
+def test_without_lm_eval_it_is_listed_with_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from ptreg.engine.workloads import discovery
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "lm_eval" else real(name, *a))
+    (found,) = [w for w in discovery.describe_all() if w.name == "lm-eval"]
+    assert not found.available and found.reason == "not installed: pip install 'ptreg[lm-eval]'"
+
+
+def test_the_specs_docs_show_are_ones_it_takes() -> None:
+    from helpers import REPO
+
+    text = (REPO / "docs" / "workloads.md").read_text(encoding="utf-8")
+    section = text.split("## lm-evaluation-harness", 1)[1].split("\n## ", 1)[0]
+    blocks = [b.split("```", 1)[0] for b in section.split("```json\n")[1:]]
+    assert len(blocks) == 2
+    shown = [parse_spec(json.loads(b), "docs/workloads.md") for b in blocks]
+    assert [spec_problem(s) for s in shown] == [None, None]
+    assert shown[0].settings["tasks"] == SPEC["tasks"] and "logs" in shown[1].settings
