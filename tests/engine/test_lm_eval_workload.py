@@ -7,6 +7,8 @@ run's evidence, and refused by the gate once one of them changed."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -17,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from ptreg.cli import main
 from ptreg.engine.workloads.discovery import spec_problem
 from ptreg.engine.workloads.evaluations import EvaluationError
 from ptreg.engine.workloads.lm_eval_samples import SamplesError, read_samples
@@ -140,10 +143,23 @@ def write_project(project: Path) -> None:
 
 
 def ptreg(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **offline(project.parent / "hf")}
-    found = subprocess.run(
-        [sys.executable, "-m", "ptreg", *args], capture_output=True, text=True, cwd=project, env=env, timeout=600
-    )
+    """A command run in-process in the project, as from its folder: starting Python and ptreg
+    for each would cost more than the evaluations themselves."""
+    out, err = io.StringIO(), io.StringIO()
+    before, here = dict(os.environ), Path.cwd()
+    os.environ.update(offline(project.parent / "hf"))
+    os.chdir(project)
+    code: Any = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main(list(args))
+    except SystemExit as exc:
+        code = exc.code or 0
+    finally:
+        os.chdir(here)
+        os.environ.clear()
+        os.environ.update(before)
+    found = subprocess.CompletedProcess(["ptreg", *args], code, out.getvalue(), err.getvalue())
     assert "Traceback" not in found.stdout + found.stderr, found.stderr
     return found
 
@@ -358,7 +374,9 @@ SAMPLE = (
 )
 
 
-def logged_arm(root: Path, metrics: dict[str, Any], listed: str = '["acc"]', docs: int = 4) -> Any:
+def logged_arm(
+    root: Path, metrics: dict[str, Any], listed: str = '["acc"]', docs: int = 4, tasks: tuple[str, ...] = ("arith",)
+) -> Any:
     """The rule arm's cell, in logs mode, of a spec declaring ``metrics``, over one samples file."""
     from ptreg.engine.protocol import CellTask
     from ptreg.engine.workloads.lm_evaluation import LmEvalWorkload
@@ -370,7 +388,7 @@ def logged_arm(root: Path, metrics: dict[str, Any], listed: str = '["acc"]', doc
         {
             "name": "logged",
             "workload": "lm-eval",
-            "tasks": ["arith"],
+            "tasks": list(tasks),
             "arms": {"rule": {}, "lookup": {}},
             "baseline": "rule",
             "logs": {"rule": f"logs/{name}", "lookup": f"logs/{name}"},
@@ -418,6 +436,15 @@ def test_a_repeat_whose_scores_are_not_the_declared_metrics_says_why(
 ) -> None:
     sample = logged_arm(tmp_path, metrics, listed)
     assert sample.values == {} and sample.items is None and said in sample.problem
+
+
+def test_a_log_of_other_tasks_than_the_specs_says_which(tmp_path: Path) -> None:
+    from ptreg.engine.workloads.lm_evaluation import _tasks_logged
+
+    sample = logged_arm(tmp_path, {"arith__acc": ACC}, tasks=("arith", "echo"))
+    assert sample.values == {} and sample.problem.endswith("no samples of task 'echo'")
+    said = _tasks_logged(["arith"], {"arith", "echo"}, "logs/x")
+    assert said == "logs/x: samples of task 'echo', which tasks does not name"
 
 
 def test_a_direction_declared_against_lm_evals_own_is_refused(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ refused. lm_eval is imported only in the worker: the module is named so as not t
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -119,6 +120,18 @@ def _evaluation_problem(spec: ArmsSpec) -> str | None:
     return None
 
 
+def _tasks_logged(tasks: list[str], logged: set[str], where: str) -> str | None:
+    """Why a log's samples are not those of the spec's tasks (a task with no samples file, or a
+    file of a task the spec does not name), or None."""
+    missing = sorted(set(tasks) - logged)
+    if missing:
+        return f"{where}: no samples of task {missing[0]!r}"
+    extra = sorted(logged - set(tasks))
+    if extra:
+        return f"{where}: samples of task {extra[0]!r}, which tasks does not name"
+    return None
+
+
 class LmEvalRun(CellRun):
     """One arm in its worker: its model evaluated on the tasks once per round, or its logs read."""
 
@@ -130,6 +143,13 @@ class LmEvalRun(CellRun):
         self.manager: Any = None
 
     def warm_up(self, progress: ReportProgress) -> None:
+        # the worker speaks to the executor on stdout: what the harness, a task or a model
+        # prints goes to stderr, so that a print without its newline cannot swallow an event
+        with contextlib.redirect_stdout(sys.stderr):
+            self._set_up()
+        progress("ready", 1, 1)
+
+    def _set_up(self) -> None:
         if self.logs is None:
             # lm-eval resolves a task's local data_files against the working directory: the
             # project's, as a command's is
@@ -143,7 +163,6 @@ class LmEvalRun(CellRun):
                 include_path=str(self.root / include) if include else None,
                 include_defaults=self.settings.get("include_defaults", True),
             )
-        progress("ready", 1, 1)
 
     def _import_models(self, path: Path) -> None:
         """The project's file of models (``@register_model``), frozen as an input: imported so
@@ -159,12 +178,14 @@ class LmEvalRun(CellRun):
     def run_repeat(self, repeat: int, record: Record, progress: ReportProgress) -> None:
         seed = self.spec.round_seed(repeat)
         try:
-            record(self._repeat(repeat, seed))
+            with contextlib.redirect_stdout(sys.stderr):
+                sample = self._repeat(repeat, seed)
         except PtregError as exc:
-            record(MetricSample(repeat=repeat, seed=seed, values={}, problem=exc.message))
+            sample = MetricSample(repeat=repeat, seed=seed, values={}, problem=exc.message)
         except Exception as exc:  # the harness's, a task's or a model's failure: this repeat's only
             problem = f"lm_eval raised {type(exc).__name__}: {shorten(str(exc), 200)}"
-            record(MetricSample(repeat=repeat, seed=seed, values={}, problem=problem))
+            sample = MetricSample(repeat=repeat, seed=seed, values={}, problem=problem)
+        record(sample)
         progress("evaluated", 1, 1)
 
     def _repeat(self, repeat: int, seed: int) -> MetricSample:
@@ -172,6 +193,9 @@ class LmEvalRun(CellRun):
         better: dict[tuple[str, str], bool] = {}
         if self.logs is not None:
             scores, corpus = read_samples(self.root, self.logs[repeat], seed)
+            problem = _tasks_logged(self.settings["tasks"], {s.task for s in scores}, self.logs[repeat])
+            if problem is not None:
+                return MetricSample(repeat=repeat, seed=seed, values={}, problem=problem)
         else:
             started = time.perf_counter()
             scores, corpus, better = self._evaluate(seed)
