@@ -354,6 +354,10 @@ def test_a_samples_file_is_read_only_as_a_regular_file(tmp_path: Path) -> None:
         read_samples(tmp_path, "logs/samples_arith_2026-01-01T00-00-00.jsonl", 0)
     with pytest.raises(SamplesError):  # listed in a folder, still never followed
         read_samples(tmp_path, "logs", 0)
+    (tmp_path / "logs" / "samples_arith_2026-01-01T00-00-00.jsonl").unlink()
+    (tmp_path / "logs" / "samples_arith.jsonl").write_text('{"doc_id": 0, "metrics": ["acc"], "acc": 1.0}\n')
+    with pytest.raises(SamplesError, match=r"samples_arith\.jsonl: not named as lm-eval names"):
+        read_samples(tmp_path, "logs", 0)  # in a folder, a misnamed file is refused, never skipped
     (tmp_path / "odd.jsonl").write_text('{"doc_id": 0, "metrics": ["acc"], "acc": 1.0}\n')
     with pytest.raises(SamplesError, match="not named as lm-eval names a samples file"):
         read_samples(tmp_path, "odd.jsonl", 0)

@@ -122,7 +122,8 @@ def samples_files(root: Path, relative: str) -> list[tuple[str, str]]:
         raise SamplesError(f"{relative}: is a symlink, which ptreg does not follow")
     if stat.S_ISDIR(mode):
         with os.scandir(path) as listing:
-            names = sorted(e.name for e in listing if SAMPLES_FILE.match(e.name))
+            # every file lm-eval could have meant as one: one misnamed is refused below, not skipped
+            names = sorted(e.name for e in listing if e.name.startswith("samples_") and e.name.endswith(".jsonl"))
         if len(names) > MAX_FILES:
             raise SamplesError(f"{relative}: more than {MAX_FILES:,} samples files")
         files = [f"{relative}/{name}" for name in names]
