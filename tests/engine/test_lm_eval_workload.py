@@ -8,6 +8,7 @@ run's evidence, and refused by the gate once one of them changed."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -140,6 +141,7 @@ def write_project(project: Path) -> None:
         (tasks / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         (tasks / f"{name}.yaml").write_text(TASK.format(name=name))
     (project / "models.py").write_text(MODELS)
+    (tasks / "helpers.py").write_text("# !function\n")
 
 
 def ptreg(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -193,6 +195,11 @@ def evaluated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     assert ptreg(project, "init").returncode == 0
     frozen = ptreg(project, "evaluator", "freeze", "spec.json")
     assert frozen.returncode == 0, frozen.stderr
+    # consent covers the project's Python the evaluation runs: the models, a task's !function module
+    (frozen_file,) = (project / "attempts" / "evaluators").glob("arith-lm-eval@*.json")
+    code = json.loads(frozen_file.read_text())["code"]
+    digest = hashlib.sha256((project / "models.py").read_bytes()).hexdigest()
+    assert code == {"models.py": digest, "tasks/helpers.py": hashlib.sha256(b"# !function\n").hexdigest()}
     propose(project, "arith-lookup", "arith-lm-eval", WORKED)
     return project, cells_of(ptreg(project, "run", "arith-lookup", "--json"))
 

@@ -21,9 +21,10 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ...errors import PtregError
+from ...errors import PtregError, UnusableInput
 from ...records.evaluator import AnySpec, ArmsSpec, MetricDeclaration
 from ...records.run_results import RESULTS_VERSION, Cell, MetricSample, Roles
+from ...store.input_digests import digest_inputs, project_root
 from ...text import shorten
 from ..backends import Backend
 from ..protocol import CellTask
@@ -37,6 +38,7 @@ MODEL, MODEL_ARGS = "model", "model_args"
 MAX_TASKS = 256
 MAX_TASK_NAME = 200
 MAX_FEWSHOT = 1000
+MAX_MODULES = 1000  # of include_path, frozen as the code the evaluation runs
 # the module a spec's model_file is imported as in the worker: no installed module has it
 MODEL_MODULE = "ptreg_lm_eval_models"
 
@@ -118,6 +120,18 @@ def _evaluation_problem(spec: ArmsSpec) -> str | None:
         if not params.get(MODEL):
             return f"arm {arm!r} names no model (lm-eval's --model, e.g. hf)"
     return None
+
+
+def _modules_below(root: Path, folder: str) -> list[str]:
+    """The Python files below a folder of the project, symlinks neither followed nor taken (the
+    inputs' digest refuses them), at most MAX_MODULES of them."""
+    found: list[str] = []
+    for here, folders, names in os.walk(root / folder):
+        folders[:] = sorted(f for f in folders if f != "__pycache__")
+        found += [Path(here, n).relative_to(root).as_posix() for n in sorted(names) if n.endswith(".py")]
+        if len(found) > MAX_MODULES:
+            raise UnusableInput(f"include_path {folder}: more than {MAX_MODULES:,} Python files")
+    return found
 
 
 def _tasks_logged(tasks: list[str], logged: set[str], where: str) -> str | None:
@@ -307,6 +321,18 @@ class LmEvalWorkload(ArmsWorkload):
         if "logs" in spec.settings:
             return _logs_problem(spec, spec.settings["logs"])
         return _evaluation_problem(spec)
+
+    def code(self, spec: AnySpec, registry: Path) -> dict[str, str] | None:
+        """The project's Python the evaluation runs, by content: the model_file, and every module
+        of include_path a task's ``!function`` may import. Both are inputs too; an evaluator
+        that names neither runs only installed code (its models, lm-eval's tasks): none here."""
+        settings = arms_spec(spec).settings
+        root = project_root(registry)
+        files = [settings["model_file"]] if isinstance(settings.get("model_file"), str) else []
+        include = settings.get("include_path")
+        if isinstance(include, str) and (root / include).is_dir() and not (root / include).is_symlink():
+            files += _modules_below(root, include)
+        return digest_inputs(root, files, "code")
 
     def compare(self, spec: AnySpec, cells: list[Cell], roles: Roles, results_version: int = RESULTS_VERSION) -> None:
         """As any arms workload compares, once every arm scored the same documents seed by
