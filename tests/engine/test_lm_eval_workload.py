@@ -508,3 +508,27 @@ def test_the_specs_docs_show_are_ones_it_takes() -> None:
     shown = [parse_spec(json.loads(b), "docs/workloads.md") for b in blocks]
     assert [spec_problem(s) for s in shown] == [None, None]
     assert shown[0].settings["tasks"] == SPEC["tasks"] and "logs" in shown[1].settings
+
+
+def test_what_a_model_file_prints_never_reaches_the_workers_event_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ptreg.engine.protocol import CellTask
+    from ptreg.engine.workloads.lm_evaluation import LmEvalWorkload
+
+    write_project(tmp_path)
+    # a model file of its own: the project's registers models this process may have registered
+    (tmp_path / "printing.py").write_text('print("no newline here", end="")\n')
+    monkeypatch.chdir(tmp_path)  # the cell works in the project root; the test's is put back
+    for name, value in offline(tmp_path / "hf").items():
+        monkeypatch.setenv(name, value)
+    spec = parse_spec({**SPEC, "model_file": "printing.py", "inputs": ["tasks", "printing.py"]}, "spec.json")
+    task = CellTask(
+        **{"backend": "rule", "workload": "lm-eval", "config": "all", "warmup_steps": 0, "timed_steps": 1},
+        **{"seed": 0, "threads": None, "spec": spec.model_dump(mode="json", exclude_none=True), "root": str(tmp_path)},
+    )
+    cell = LmEvalWorkload().prepare(task, None)
+    capsys.readouterr()
+    cell.warm_up(lambda *_: None)
+    printed = capsys.readouterr()
+    assert printed.out == "" and "no newline here" in printed.err
