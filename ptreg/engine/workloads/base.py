@@ -92,6 +92,10 @@ class Workload(ABC):
     # whether its cells time every region through ``CellRun.stopwatch``, and so can count
     # instructions (an evaluator's ``"timer": "instructions"``)
     counts_instructions: ClassVar[bool] = False
+    # The modules a workload needs beyond ptreg's own (its evaluation tool, in an extra of its
+    # own), and how to install them: without them it is listed as not installed, and not run.
+    requires_modules: ClassVar[tuple[str, ...]] = ()
+    install_hint: ClassVar[str | None] = None
 
     def check_settings(self, spec: AnySpec) -> str | None:
         """Why the spec's own fields cannot be measured (one line), or None."""
