@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import plan_flags
+from helpers import REPO, block_after, plan_flags
 from ptreg.engine.workloads.discovery import spec_problem
 from ptreg.records.evaluator import parse_spec
 
@@ -266,3 +266,9 @@ def test_a_sample_one_arm_lacks_fails_the_run_naming_it() -> None:
     InspectWorkload().compare(spec, cells, Roles(reference="first", peer=None))
     assert [c.status for c in cells] == ["measured", "measured"]
     assert cells[1].versus is not None and cells[1].versus["first"]["arith__match"].n == 3
+
+
+def test_the_docs_show_this_tests_spec() -> None:
+    page = REPO / "docs" / "workloads.md"
+    label = "The spec of `tests/engine/test_inspect_workload.py`, a task of 20 sums and two model APIs of its own:"
+    assert json.loads(block_after(page, page.read_text(encoding="utf-8"), label, "json")) == SPEC
