@@ -164,6 +164,8 @@ def test_two_models_are_compared_sample_by_sample_and_decided_by_the_plan(tmp_pa
         *(f"evals/__pycache__/{p.name}" for p in (project / "evals" / "__pycache__").glob("*")),
     }
     assert not {n for n in set(os.listdir(tempfile_root())) - before if n.startswith("ptreg-inspect-")}
+    # nor in the user's folders: its traces and view state went to the worker's scratch folder
+    assert not [p for p in (tmp_path / "home").rglob("*") if p.is_file()]
 
 
 def tempfile_root() -> str:
@@ -272,3 +274,17 @@ def test_the_docs_show_this_tests_spec() -> None:
     page = REPO / "docs" / "workloads.md"
     label = "The spec of `tests/engine/test_inspect_workload.py`, a task of 20 sums and two model APIs of its own:"
     assert json.loads(block_after(page, page.read_text(encoding="utf-8"), label, "json")) == SPEC
+
+
+def test_listing_and_checking_the_workload_imports_no_inspect() -> None:
+    """Inspect is imported by the worker of a run of it, never by `ptreg workloads` or a spec's check."""
+    script = (
+        "import sys\n"
+        "from ptreg.engine.workloads.discovery import describe_all, spec_problem\n"
+        "from ptreg.records.evaluator import parse_spec\n"
+        f"assert [w.available for w in describe_all() if w.name == 'inspect'] == [True]\n"
+        f"assert spec_problem(parse_spec({SPEC!r}, 'spec.json')) is None\n"
+        "print('inspect_ai' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr

@@ -32,6 +32,7 @@ from ..protocol import CellTask
 from .arms import ArmsWorkload, arms_spec
 from .base import CellRun
 from .evaluations import unpaired
+from .inspect_cell import InspectRun  # imports Inspect only when a cell of it is set up
 from .inspect_spec import USAGE, settings_problem, task_file
 
 
@@ -72,8 +73,6 @@ class InspectWorkload(ArmsWorkload):
         )
 
     def prepare(self, task: CellTask, backend: Backend | None) -> CellRun:
-        from .inspect_cell import InspectRun  # the worker's side, which imports Inspect
-
         assert task.spec is not None
         spec = ArmsSpec.model_validate(task.spec)
         return InspectRun(task, spec, {**self.metrics, **spec.metrics})
