@@ -30,6 +30,9 @@ class Arithmetic(ModelAPI):
         super().__init__(model_name, base_url, api_key, [], config)
 
     async def generate(self, input, tools, tool_choice, config):
+        # what the spec set reaches the model: the round's seed, and the adder's max_tokens
+        if config.seed is None or (self.model_name == "adder" and config.max_tokens != 8):
+            raise RuntimeError(f"generate config not passed: seed {config.seed}, max_tokens {config.max_tokens}")
         first, second = (int(n) for n in input[-1].text.split("+"))
         answer = first + second if self.model_name == "adder" or first % 4 == 0 else first
         output = ModelOutput.from_content(self.model_name, str(answer))
@@ -60,7 +63,7 @@ SPEC = {
     "workload": "inspect",
     "task": "evals/arith.py@arith",
     "task_args": {"n": 20},
-    "arms": {"first": {"model": "ptregtest/first"}, "adder": {"model": "ptregtest/adder"}},
+    "arms": {"first": {"model": "ptregtest/first"}, "adder": {"model": "ptregtest/adder", "max_tokens": "8"}},
     "baseline": "first",
     "metrics": {"arith__match": {"better": "higher", "unit": "fraction"}},
     "repeats": 1,
@@ -181,7 +184,7 @@ def write_logs(project: Path) -> None:
         "from inspect_ai import eval\n"
         "import arith\n"
         "for model in ('first', 'adder'):\n"
-        "    [log] = eval(arith.arith(n=20), model=f'ptregtest/{model}', log_dir='logs-raw', display='none', epochs=2)\n"
+        "    [log] = eval(arith.arith(n=20), model=f'ptregtest/{model}', log_dir='logs-raw', display='none', epochs=2, seed=1, max_tokens=8)\n"
         "    import shutil; shutil.copy(log.location, f'logs/{model}.eval')\n"
     )
     (project / "logs").mkdir()
@@ -200,6 +203,7 @@ def write_logs(project: Path) -> None:
 def test_existing_logs_are_a_runs_evidence_and_an_edited_log_is_refused_by_the_gate(tmp_path: Path) -> None:
     spec = {
         **{k: v for k, v in SPEC.items() if k not in ("task", "task_args", "seeds")},
+        "arms": {"first": {"model": "ptregtest/first"}, "adder": {"model": "ptregtest/adder"}},
         "logs": {"first": "logs/first.eval", "adder": "logs/adder.eval"},
         "inputs": ["logs/first.eval", "logs/adder.eval"],
         "repeats": 2,
@@ -226,8 +230,8 @@ def test_existing_logs_are_a_runs_evidence_and_an_edited_log_is_refused_by_the_g
     ("change", "problem"),
     [
         (
-            {"arms": {"first": {"model": "a/b", "temperature": "1"}, "adder": {"model": "a/c"}}},
-            "'temperature' is not a setting",
+            {"arms": {"first": {"model": "a/b", "api_key": "sk"}, "adder": {"model": "a/c"}}},
+            "arm 'first': 'api_key' is not a setting of an inspect arm (model, temperature, top_p",
         ),
         ({"arms": {"first": {}, "adder": {"model": "a/c"}}}, "arm 'first' names no model"),
         ({"metrics": {}}, "declares each scorer's metric"),
@@ -235,6 +239,10 @@ def test_existing_logs_are_a_runs_evidence_and_an_edited_log_is_refused_by_the_g
         ({"logs": {"first": "x.eval"}}, "logs must name one .eval log for each arm (first, adder)"),
         ({"logs": {"first": "x.eval", "adder": "y.eval"}}, "'x.eval' is not one of inputs"),
         ({"task_args": [1]}, "task_args must be an object"),
+        (
+            {"logs": {"first": "a.eval", "adder": "b.eval"}, "inputs": ["a.eval", "b.eval"]},
+            "arm 'adder': an arm read from a log sets no generate config",
+        ),
     ],
 )
 def test_a_spec_the_workload_cannot_run_is_one_line(change: dict[str, object], problem: str) -> None:

@@ -32,7 +32,7 @@ from ...text import shorten
 from ..protocol import CellTask
 from .base import CellRun, Record, ReportProgress
 from .evaluations import EvaluationError, SampleScore, metric_name, repeat_sample
-from .inspect_spec import MODEL, USAGE, logs_of, task_file
+from .inspect_spec import GENERATE_SETTINGS, MODEL, USAGE, logs_of, task_file
 
 # Variables that would send Inspect's logs and usage to a provider's hook, or rewrite API keys.
 HOOK_VARIABLES = ("INSPECT_TELEMETRY", "INSPECT_API_KEY_OVERRIDE", "INSPECT_REQUIRED_HOOKS")
@@ -188,7 +188,7 @@ class InspectRun(CellRun):
                 log, epoch = self._evaluate(repeat, seed), 1
             if log.status != "success":
                 why = log.error.message if log.error is not None else log.status
-                raise EvaluationError(f"the evaluation ended {log.status}: {shorten(str(why))}")
+                raise EvaluationError(f"the evaluation ended {log.status}: {str(why)[:300]}")
             scores, usage = log_scores(log, epoch, seed)
             sample = self._sample(repeat, seed, scores, usage)
         except PtregError as exc:
@@ -207,18 +207,22 @@ class InspectRun(CellRun):
         from inspect_ai.log import read_eval_log
 
         args = dict(self.spec.settings.get("task_args") or {})
+        params = self.spec.arms[self.arm]
+        # a string of the spec, as `inspect eval --temperature 0.5` gives it: Inspect's GenerateConfig reads it
+        generate = {name: params[name] for name in GENERATE_SETTINGS if name in params}
         logs = self.scratch / f"logs-{repeat}"
         with _working_directory(self.scratch), contextlib.redirect_stdout(sys.stderr):
             task = self.task_factory(**args) if self.task_factory is not None else self.spec.settings["task"]
             done = evaluate(
                 task,
-                model=self.spec.arms[self.arm][MODEL],
+                model=params[MODEL],
                 task_args={} if self.task_factory is not None else args,
                 log_dir=str(logs),
                 log_format="eval",
                 display="none",
                 epochs=1,
                 seed=seed,
+                **generate,
             )
         if len(done) != 1 or not done[0].location:
             raise EvaluationError(f"the evaluation wrote {len(done)} logs, not one")

@@ -7,6 +7,9 @@ from ...records.evaluator import ArmsSpec, MetricDeclaration, path_problem
 from ...text import shorten
 
 MODEL = "model"
+# Generate config an arm may set beside its model, as `inspect eval` takes them (--temperature ...):
+# strings in the spec, read by Inspect's own GenerateConfig in the worker.
+GENERATE_SETTINGS = ("temperature", "top_p", "top_k", "max_tokens", "reasoning_effort", "max_connections")
 TASK_FILE_SUFFIX = ".py"
 # Usage Inspect records of each sample, kept per sample beside its scores.
 USAGE: dict[str, MetricDeclaration] = {
@@ -62,9 +65,11 @@ def settings_problem(spec: ArmsSpec) -> str | None:
             if path not in spec.inputs:
                 return f"logs: arm {arm!r}: {path!r} is not one of inputs (a log is frozen by its digest)"
     for arm, params in spec.arms.items():
-        other = sorted(set(params) - {MODEL})
+        other = sorted(set(params) - {MODEL, *GENERATE_SETTINGS})
         if other:
-            return f"arm {arm!r}: {other[0]!r} is not a setting of an inspect arm (model)"
+            return f"arm {arm!r}: {other[0]!r} is not a setting of an inspect arm ({', '.join((MODEL, *GENERATE_SETTINGS))})"
+        if logs is not None and set(params) - {MODEL}:
+            return f"arm {arm!r}: an arm read from a log sets no generate config (the log's own was used)"
         if logs is None and MODEL not in params:
             return f"arm {arm!r} names no model (e.g. 'openai/gpt-4o', or a model API of your own)"
     if not spec.metrics:
