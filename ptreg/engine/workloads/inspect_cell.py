@@ -205,11 +205,13 @@ class InspectRun(CellRun):
         """One epoch of the task on this arm's model, logged in the scratch folder and read back."""
         from inspect_ai import eval as evaluate
         from inspect_ai.log import read_eval_log
+        from inspect_ai.model import GenerateConfig
 
         args = dict(self.spec.settings.get("task_args") or {})
         params = self.spec.arms[self.arm]
-        # a string of the spec, as `inspect eval --temperature 0.5` gives it: Inspect's GenerateConfig reads it
-        generate = {name: params[name] for name in GENERATE_SETTINGS if name in params}
+        # strings of the spec, as `inspect eval --temperature 0.5` gives them: Inspect's GenerateConfig reads them
+        given = {name: params[name] for name in GENERATE_SETTINGS if name in params}
+        generate: dict[str, Any] = GenerateConfig.model_validate(given).model_dump(exclude_unset=True)
         logs = self.scratch / f"logs-{repeat}"
         with _working_directory(self.scratch), contextlib.redirect_stdout(sys.stderr):
             task = self.task_factory(**args) if self.task_factory is not None else self.spec.settings["task"]
