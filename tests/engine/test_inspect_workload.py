@@ -296,3 +296,20 @@ def test_listing_and_checking_the_workload_imports_no_inspect() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr
+
+
+def test_without_inspect_the_workload_is_listed_as_not_installed_and_refused(cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from ptreg.engine.workloads import discovery
+
+    monkeypatch.setitem(sys.modules, "inspect_ai", None)  # what find_spec answers for a module not installed
+    discovery.workload_named.cache_clear()
+    try:
+        shown = cli("workloads")
+        assert shown.code == 0
+        assert "inspect is unavailable: not installed: pip install 'ptreg[inspect]'" in " ".join(shown.out.split())
+        listed = {w["name"]: w for w in json.loads(cli("workloads", "--json").out)}
+        assert not listed["inspect"]["available"] and listed["command"]["available"]
+        refused = spec_problem(parse_spec(SPEC, "spec.json"))
+        assert refused == "workload 'inspect' is unavailable: not installed: pip install 'ptreg[inspect]'"
+    finally:
+        discovery.workload_named.cache_clear()
