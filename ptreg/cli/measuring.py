@@ -123,7 +123,7 @@ def workloads(as_json: bool = JsonFlag) -> None:
     say(plain(rows, headers, shrink=(3, 4, 5), drop=(5,)))
     for w in found:
         if w.runs_code:
-            say_wrapped(f"{w.name} runs the command its evaluator names: only where you froze it, or trusted it")
+            say_wrapped(f"{w.name} runs code its evaluator names: only where you froze it, or trusted it")
     for w in found:
         if not w.available:
             say_wrapped(f"{w.name} is unavailable: {w.reason}")

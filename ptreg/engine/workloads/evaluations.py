@@ -102,10 +102,16 @@ def _checked(scores: Sequence[SampleScore]) -> dict[tuple[str, str, str, int], f
 
 
 def repeat_sample(
-    repeat: int, seed: int, scores: Sequence[SampleScore], usage: Mapping[str, float] | None = None
+    repeat: int,
+    seed: int,
+    scores: Sequence[SampleScore],
+    usage: Mapping[str, float] | None = None,
+    usage_items: Mapping[str, Mapping[str, float]] | None = None,
 ) -> MetricSample:
     """One repeat of one arm: every score of ``seed`` as items of its task's metric, each task
-    metric's mean, breadth across tasks, and ``usage`` (tokens, time) beside them as values."""
+    metric's mean, breadth across tasks, and usage (tokens, time) beside them: ``usage`` as the
+    repeat's values, ``usage_items`` per item (by usage metric, then item id), valued at their
+    mean over the items that have one."""
     mine = [s for s in scores if s.seed == seed]
     if not mine:
         raise EvaluationError(f"seed {seed}: no sample was scored")
@@ -127,6 +133,17 @@ def repeat_sample(
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             raise EvaluationError(f"usage {name}: {shorten(repr(value), 40)} is not a finite number")
         values[name] = float(value)
+    for name, by_item in (usage_items or {}).items():
+        if name in values:
+            raise EvaluationError(f"usage {name!r} is given twice, or has the name of a score")
+        for item, value in by_item.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise EvaluationError(
+                    f"usage {name} of {shorten(item, 80)}: {shorten(repr(value), 40)} is not a finite number"
+                )
+        if by_item:
+            items[name] = {item: float(value) for item, value in by_item.items()}
+            values[name] = statistics.fmean(items[name].values())
     return MetricSample(repeat=repeat, seed=seed, values=values, items=items)
 
 
