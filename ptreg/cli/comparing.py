@@ -237,7 +237,8 @@ def history(
     """Every complete run under one evaluator, oldest first, per cell: median, the 95% interval of the typical value over repeats, and the median against the first run's (an orientation; `ptreg compare` tests)."""
     from ..errors import PtregError
     from ..views.comparison import arms_history, evaluator_history
-    from ..views.tables import plain
+    from ..views.history_tables import cell_tables, metric_tables
+    from ..views.tables import natural_width, terminal_width
 
     if (attempt is None) == (evaluator is None):
         raise PtregError("give an ATTEMPT or --evaluator NAME[@HASH], one of them")
@@ -252,34 +253,24 @@ def history(
         print_json([r.to_json() for r in rows] + [m.to_json() for m in metrics])
         return
     if metrics:
-        shown_metrics = [
-            [
-                m.arm,
-                f"{m.metric} ({m.better} is better)",
-                m.run,
-                f"{m.mean:.4g} {m.unit}",
-                "unknown" if m.low is None else f"{m.low:.4g} to {m.high:.4g}",
-                str(m.repeats),
-            ]
-            for m in sorted(metrics, key=lambda m: (m.arm, m.metric, m.started_at))
-        ]
-        say(plain(shown_metrics, ["arm", "metric", "run", "mean", "95% CI", "repeats"]))
-        say(f"{counted(len({m.run for m in metrics}), 'complete run')} of arms; each arm's mean over its repeats")
+        wide = metric_tables(metrics, wide=True)
+        fits = all(natural_width(t.rows, t.headers) <= terminal_width() for t in wide)
+        _say_tables(wide if fits else metric_tables(metrics, wide=False))
+        say_wrapped(f"{counted(len({m.run for m in metrics}), 'complete run')} of arms")
         if not rows:
             return
-    shown = [
-        [
-            r.config,
-            r.backend,
-            r.run.label,
-            r.run.results.started_at,
-            _amount(r.unit)(r.seconds),
-            "unknown" if r.low is None else f"{_amount(r.unit)(r.low)}-{_amount(r.unit)(r.high)}",
-            "first" if r.versus_first is None else _times(r.versus_first),
-        ]
-        for r in sorted(rows, key=lambda r: (r.config, r.backend, r.run.results.started_at))
-    ]
-    headers = ["config", "backend", "run", "started", "median", "95% CI of geo. mean", "vs first"]
-    say(plain(shown, headers, drop=(3,)))
+        say()
+    _say_tables(cell_tables(rows, _amount))
     runs = len({r.run.label for r in rows})
     say_wrapped(f"{counted(runs, 'complete run')}; times are per step's worth of work, medians over whole repeats")
+
+
+def _say_tables(tables: list[Any]) -> None:
+    """Each table under its title, wrapped to the terminal, an empty line between them."""
+    from ..views.tables import plain
+
+    for i, table in enumerate(tables):
+        if i:
+            say()
+        say_wrapped(f"{table.title}:")
+        say(plain(table.rows, table.headers))

@@ -120,6 +120,12 @@ def plain(
     return str(laid) + after
 
 
+def natural_width(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> int:
+    """How wide ``plain`` lays out a table when nothing is cut: to choose between two forms."""
+    columns = [_texts(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in headers]
+    return sum(_natural(columns, _texts(headers))) + GAP * (len(headers) - 1)
+
+
 def _natural(columns: Sequence[Sequence[str]], headers: Sequence[str]) -> list[int]:
     return [max(len(h) + HEADER_PADDING, max(map(len, c), default=0)) for h, c in zip(headers, columns, strict=True)]
 
