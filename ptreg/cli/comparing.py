@@ -152,7 +152,9 @@ def compare(
             headers = ["config", "backend", "A median", "B median", "runs", "B vs A's code (95% CI)", "verdict"]
             say(plain(rows, headers))  # the verdict is never cut: a table too wide is stacked
         if found.metrics:
-            say(plain([_metric_row(m) for m in found.metrics], METRIC_HEADERS, shrink=(1, 4)))
+            # only the metric's name may be cut: an interval is a value, and a table too wide for
+            # it whole is stacked, its cells wrapped, never cut
+            say(plain([_metric_row(m) for m in found.metrics], METRIC_HEADERS, shrink=(1,)))
             say_wrapped(
                 f"{counted(len(found.metrics), 'arm metric')} compared, each interval at 95%: "
                 f"{found.moved('worse')} worse, {found.moved('better')} better in B "
