@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from ..errors import PtregError
-from ..text import counted
+from ..errors import EXIT_UNUSABLE, PtregError
+from ..text import counted, shorten
 from .common import JsonFlag, load_index, print_json, registry_dir, say, say_wrapped
 
 if TYPE_CHECKING:
@@ -24,18 +24,46 @@ class Format(StrEnum):
     json = "json"
 
 
+SHOWN_RUNS = 3  # the runs `show` shows unless told: the latest, with a line counting the rest
+
+
+def _shown_runs(given: str | None) -> int | None:
+    """--runs as a number of runs (every run: a number past any count), or None when not given."""
+    if given is None:
+        return None
+    if given.strip().lower() == "all":
+        return sys.maxsize
+    try:
+        number = int(given)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise PtregError(f"--runs: {shorten(given)} is not a number of runs (0 or more) or all", EXIT_UNUSABLE)
+    return number or sys.maxsize
+
+
 def show(
     attempt_id: str = typer.Argument(..., metavar="ID", help="The attempt's id."),
     fmt: Format = typer.Option(Format.text, "--format", "-f", metavar="FORMAT", help="text, markdown or json."),
     as_json: bool = typer.Option(False, "--json", help="The same as --format json."),
+    runs: str | None = typer.Option(
+        None,
+        "--runs",
+        metavar="N|all",
+        help=f"Show the latest N runs, latest first, and count the rest (default: {SHOWN_RUNS} as text or "
+        "markdown, all as JSON); all or 0 shows every run.",
+    ),
 ) -> None:
-    """The dossier of one attempt: evidence, lesson, why it stopped, scope, disposition, lineage, sources."""
+    """The dossier of one attempt: evidence, lesson, why it stopped, scope, disposition, lineage, sources.
+
+    Its runs latest first: as text or markdown the latest 3 and a line counting the earlier ones; --runs N or --runs all for more."""
     from ..records.refs import check_id
     from ..store.lineage_read import read_lineage
     from ..views.dossier import render_json, render_markdown, render_text, sections
     from ..views.tables import terminal_width
 
     check_id(attempt_id)
+    wanted = _shown_runs(runs)
     with closing(load_index(warn=False)) as index:
         if index.summary(attempt_id) is None:
             from ..store.directory import read_attempt
@@ -44,7 +72,10 @@ def show(
         lineage = read_lineage(index, attempt_id)
         vocabularies = index.vocabularies()
     attempt = lineage.attempt
-    parts = sections(attempt, lineage.by_id, vocabularies, lineage.record_file, index.root, lineage.model)
+    if wanted is None:  # not given: a screenful as text, every run for a script
+        wanted = len(attempt.runs or ()) if as_json or fmt is Format.json else SHOWN_RUNS
+    root, model = index.root, lineage.model
+    parts = sections(attempt, lineage.by_id, vocabularies, lineage.record_file, root, model, latest=wanted)
     if as_json or fmt is Format.json:
         print_json(render_json(attempt, parts))
     elif fmt is Format.markdown:
