@@ -123,7 +123,7 @@ def list_attempts(
         select,
         shown_status,
     )
-    from ..views.tables import plain
+    from ..views.tables import with_free_text
 
     unknown = [s for s in status if s not in STATUSES]
     if unknown:
@@ -165,7 +165,9 @@ def list_attempts(
     rows = [(r[0], shown_status(root, r[0], r[1]), *r[2:]) if r[1] == "not-tried" else r for r in rows]
     if rows:
         headers = ["id", "status", "family", "kind", "objective", "methods", "lesson"]
-        say(plain(rows, headers, shrink=(2, 4, 5, 6), drop=(2, 3, 4, 5)))
+        # every name whole: methods and objective left out while the lesson would be unreadably
+        # narrow, then the lesson under its row; kind and family only when they do not fit at all
+        say(with_free_text(rows, headers, optional=(5, 4), last=(3, 2)))
     say(f"{len(rows)} of {counted(total, 'attempt')}")
     if any(r[1] == AWAITS_CONCLUSION for r in rows):
         say(AWAITS_LEGEND)

@@ -192,6 +192,68 @@ def _turned(columns: Sequence[Sequence[str]], headers: Sequence[str], width: int
     return _simple(turned, heads)
 
 
+READABLE = 24  # free text given a column of its own is never narrower than this
+
+
+def cut_at_word(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters: whole when it fits, else cut after its last
+    whole word that leaves room for "…" (mid-word only when a first word is that long)."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    space = cut.rfind(" ")
+    if text[width - 1] != " " and space > width // 2:  # the last word is cut: leave it out
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.") + "…"
+
+
+def with_free_text(
+    rows: Sequence[Sequence[Any]],
+    headers: Sequence[str],
+    optional: Sequence[int],
+    last: Sequence[int] = (),
+    width: int | None = None,
+) -> str:
+    """A table whose last column is free text (a lesson) and the others are names and terms,
+    each given the width it needs, never cut: the columns in ``optional`` are left out, in that
+    order, while the free text would have fewer than READABLE characters; it then takes what
+    remains, cut at a word. When even that is too little, each row's free text goes on a line of
+    its own under the row, indented, cut at a word to the width; and the columns in ``last``
+    are left out only when the others do not fit without it. ``--json`` has every one whole."""
+    room = terminal_width() if width is None else width
+    columns = [_texts(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in headers]
+    heads = _texts(headers)
+    natural = _natural(columns, heads)
+    text = len(heads) - 1
+    kept = list(range(text))
+
+    def left() -> int:  # the free text's width beside the kept columns
+        return room - sum(natural[i] + GAP for i in kept)
+
+    for column in optional:
+        if left() >= READABLE:
+            break
+        kept.remove(column)
+    if left() >= READABLE:
+        cut = [cut_at_word(cell.strip(), left()) for cell in columns[text]]
+        shown = [*(columns[i] for i in kept), cut]
+        return _laid(list(zip(*shown, strict=True)), [*(heads[i] for i in kept), heads[text]], (), room, (), (), 0)[1]
+    for column in last:
+        if left() >= -GAP:  # the columns fit with no free text beside them
+            break
+        kept.remove(column)
+    form, table = _laid(
+        list(zip(*(columns[i] for i in kept), strict=True)), [heads[i] for i in kept], (), room, (), (), 0
+    )
+    if form != ROWS:  # blocks: the free text goes in each block, cut to its line
+        return plain(rows, headers, shrink=(text,), width=room)
+    lines = table.split("\n")
+    out = lines[:2]
+    for line, cell in zip(lines[2:], columns[text], strict=True):
+        out += [line, "  " + cut_at_word(cell.strip(), max(room - 2, READABLE))]
+    return "\n".join(out)
+
+
 def natural_width(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> int:
     """How wide ``plain`` lays out a table when nothing is cut: to choose between two forms."""
     columns = [_texts(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in headers]
