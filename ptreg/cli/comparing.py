@@ -262,17 +262,18 @@ def history(
         if not rows:
             return
         say()
-    _say_tables(cell_tables(rows, _amount))
+    _say_tables(cell_tables(rows, _amount), drop=(3,))  # "vs first", an orientation, gives way first
     runs = len({r.run.label for r in rows})
     say_wrapped(f"{counted(runs, 'complete run')}; times are per step's worth of work, medians over whole repeats")
 
 
-def _say_tables(tables: list[Any]) -> None:
-    """Each table under its title, wrapped to the terminal, an empty line between them."""
+def _say_tables(tables: list[Any], drop: tuple[int, ...] = ()) -> None:
+    """Each table under its title, wrapped to the terminal, an empty line between them; the
+    columns in ``drop`` are left out of a table too wide (``--json`` keeps them)."""
     from ..views.tables import plain
 
     for i, table in enumerate(tables):
         if i:
             say()
         say_wrapped(f"{table.title}:")
-        say(plain(table.rows, table.headers))
+        say(plain(table.rows, table.headers, drop=drop))

@@ -63,6 +63,19 @@ def _cell(row: MetricHistoryRow | None) -> str:
     return f"{_number(row.mean)} ({_interval(row.low, row.high)})"
 
 
+def _span(low: float | None, high: float | None, shown: Callable[[float], str]) -> str:
+    """An interval of amounts with their unit once: "498.52-503.49 ms"."""
+    if low is None or high is None:
+        return "unknown"
+    first, last = shown(low), shown(high)
+    number, _, unit = last.partition(" ")
+    return (
+        f"{first.removesuffix(' ' + unit)}-{number} {unit}"
+        if unit and first.endswith(" " + unit)
+        else f"{first}-{last}"
+    )
+
+
 def cell_tables(rows: Sequence[HistoryRow], amount: Callable[[str], Callable[[float], str]]) -> list[Table]:
     """A table per cell of runs of steps: each run's median, the 95% interval of the typical
     value over repeats, and the median over the first run's. ``amount`` gives how a unit's
@@ -76,7 +89,7 @@ def cell_tables(rows: Sequence[HistoryRow], amount: Callable[[str], Callable[[fl
         for r in mine:
             shown = amount(r.unit)
             versus = "first" if r.versus_first is None else f"{r.versus_first:.3f}x"
-            table_rows.append([names[r.run.label], shown(r.seconds), _interval(r.low, r.high, shown), versus])
+            table_rows.append([names[r.run.label], shown(r.seconds), _span(r.low, r.high, shown), versus])
         title = f"config {config}, backend {backend}, {of_runs}, oldest first"
-        tables.append(Table(title, table_rows, ["run", "median", "95% CI of geo. mean", "vs first"]))
+        tables.append(Table(title, table_rows, ["run", "median", "95% CI", "vs first"]))
     return tables

@@ -196,3 +196,57 @@ def test_a_lesson_is_cut_at_a_word_and_never_unreadably_narrow() -> None:
         assert widest(shown) <= columns and lines[0].split()[:4] == ["id", "status", "family", "kind"]
         kept = lines[2].split("  ")[-1].strip() if lines[0].endswith("lesson") else lines[3].strip()
         assert len(kept) >= READABLE and lesson.startswith(kept.rstrip("…"))
+
+
+def test_a_history_of_step_runs_of_two_attempts_keeps_a_row_per_run(cli, tmp_path: Path, monkeypatch) -> None:
+    """Runs of backends whose history spans two attempts: each run a row, named attempt/run,
+    the orientation column ("vs first") given up before a row becomes a block."""
+    from helpers import complete_record, write_registry
+    from ptreg.engine.workloads.training import TrainingWorkload
+    from ptreg.records.evaluator import EvaluatorSpec
+    from ptreg.records.run_results import Cell, Measurement, Provenance, Roles, StepSample, new_results
+    from ptreg.store.runs import write_run
+
+    attempts = ["a-first-attempt-with-a-long-id", "a-second-attempt"]
+    root = write_registry(tmp_path / "attempts", [complete_record(a, status="not-tried") for a in attempts])
+    spec = EvaluatorSpec.model_validate(
+        {
+            "name": "steps",
+            "workload": "tinygpt-train",
+            "metric": "ms-per-step",
+            "configs": ["small"],
+            "backends": ["naive", "numpy-blas"],
+            "baseline": "numpy-blas",
+            "warmup_steps": 0,
+            "timed_steps": 1,
+            "repeats": 3,
+            "seed": 0,
+            "threads": 1,
+            "tolerance": {"rtol": 1e-4, "atol": 1e-6},
+            "max_relative_spread": 5.0,
+        }
+    )
+    for n in range(RUNS):
+        cells = []
+        for backend in spec.backends:
+            samples: list = [
+                StepSample(repeat=r, step=0, seconds=0.5 + 0.001 * (n + r), kernel_seconds={}, loss=1.0)
+                for r in range(3)
+            ]
+            cell = Cell(backend=backend, config="small", status="measured")
+            TrainingWorkload().summarize(spec, cell, samples)
+            cells.append(cell)
+        started = f"2026-12-01T{n:02d}:00:00Z"
+        results = new_results(
+            spec,
+            Measurement([], cells, Roles(reference="naive", peer="numpy-blas"), [], "complete", None),
+            Provenance(["ptreg", "run"], started, started, 2, attempt=attempts[n % 2], run_id=f"20261201T{n:02d}0000Z"),
+        )
+        write_run(root, results.model_copy(update={"evaluator": "steps@" + "0" * 12}), {})
+    monkeypatch.setenv("COLUMNS", "80")
+    shown = cli("-r", root, "history", "--evaluator", "steps")
+    assert shown.code == 0, shown.err
+    assert widest(shown.out) <= 80 and len(shown.out.splitlines()) <= 60
+    assert len(re.findall(r"^a-(first|second)-\S+/20261201T\d{6}Z +\S", shown.out, re.MULTILINE)) == 2 * RUNS
+    monkeypatch.setenv("COLUMNS", "200")
+    assert "vs first" in cli("-r", root, "history", "--evaluator", "steps").out  # room: the orientation too
