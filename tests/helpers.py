@@ -755,9 +755,19 @@ def registry_with_runs(root: Path, n: int, items: int = 60) -> str:
     project's history for `history`, `show`, `compare` and `next`. Returns the attempt's id."""
     import random
 
+    from ptreg import __version__
     from ptreg.engine.workloads.command import CommandWorkload
     from ptreg.gate.freezing import freeze
-    from ptreg.records.run_results import Cell, Measurement, MetricSample, Provenance, Roles, new_results
+    from ptreg.records.run_results import (
+        Cell,
+        CodeIdentity,
+        Measurement,
+        MetricSample,
+        PluginCode,
+        Provenance,
+        Roles,
+        new_results,
+    )
 
     project = root.parent
     project.mkdir(parents=True, exist_ok=True)
@@ -819,6 +829,20 @@ def registry_with_runs(root: Path, n: int, items: int = 60) -> str:
                 frozen=frozen,
                 attempt=MANY_RUNS_ATTEMPT,
                 run_id=run_id,
+                # one commit of the project throughout: every earlier run is of A's code
+                code=CodeIdentity(
+                    ptreg_version=__version__,
+                    commit="c" * 40,
+                    dirty=False,
+                    workload=PluginCode(
+                        target="ptreg.engine.workloads.command:CommandWorkload",
+                        distribution="ptreg",
+                        version=__version__,
+                        digest="0" * 64,
+                    ),
+                    arms={},
+                    repository_code=True,
+                ),
             ),
         )
         add_run(root, results.model_dump(mode="json"))

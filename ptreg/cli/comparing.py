@@ -152,9 +152,9 @@ def compare(
             headers = ["config", "backend", "A median", "B median", "runs", "B vs A's code (95% CI)", "verdict"]
             say(plain(rows, headers))  # the verdict is never cut: a table too wide is stacked
         if found.metrics:
-            # only the metric's name may be cut: an interval is a value, and a table too wide for
-            # it whole is stacked, its cells wrapped, never cut
-            say(plain([_metric_row(m) for m in found.metrics], METRIC_HEADERS, shrink=(1,)))
+            # nothing is cut, in a pipe or not: the means give way first, then a table still too
+            # wide is laid out otherwise, its cells wrapped (an interval is a value, whole)
+            say(plain([_metric_row(m) for m in found.metrics], METRIC_HEADERS, drop=(3, 4)))
             say_wrapped(
                 f"{counted(len(found.metrics), 'arm metric')} compared, each interval at 95%: "
                 f"{found.moved('worse')} worse, {found.moved('better')} better in B "
@@ -201,7 +201,7 @@ def _history_line(found: Any) -> str:
     return f"history ({how}): {counts[0]} to {counts[-1]} runs per cell (--json lists them)"
 
 
-METRIC_HEADERS = ["arm", "metric", "A mean", "B mean", "B vs A (95% CI)", "verdict"]
+METRIC_HEADERS = ["arm", "metric", "better", "A mean", "B mean", "B vs A (95% CI)", "verdict"]
 
 
 def _value(value: float | None, unit: str) -> str:
@@ -219,7 +219,8 @@ def _metric_row(m: Any) -> list[str]:
         versus = f"{m.estimate:+.4g} {m.unit}{span}, by {m.paired_by}"
     return [
         m.arm,
-        f"{m.metric} ({m.better} is better)",
+        m.metric,
+        m.better,
         _value(m.a_mean, m.unit),
         _value(m.b_mean, m.unit),
         versus,

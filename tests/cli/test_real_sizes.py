@@ -107,10 +107,12 @@ def test_piped_compare_keeps_every_interval_whole(cli, many, monkeypatch) -> Non
     root, attempt = many
     a = f"{attempt}/{run_ids(root, attempt)[15]}"
     found = json.loads(cli("-r", root, "compare", a, attempt, "--json").out)
-    spans = [
-        f"({m['low']:+.4g} to {m['high']:+.4g})" for m in found["metrics"] if m["low"] is not None
-    ]  # the differences' intervals, as the table writes them
-    assert spans
+    spans = [  # each interval as the table writes it: of a difference, or of a ratio
+        f"({m['low']:+.4g} to {m['high']:+.4g})" if m["kind"] != "ratio" else f"({m['low']:.3f}-{m['high']:.3f})"
+        for m in found["metrics"]
+        if m["low"] is not None
+    ]
+    assert len(spans) == len(found["metrics"])  # every metric has its interval: a history of runs of A's code
     # 130 columns once cut the interval column to fit its row; 80 stacks it; a pipe has no width
     for columns in ("80", "130", "200", None):
         if columns is None:
