@@ -72,8 +72,8 @@ def show(
         lineage = read_lineage(index, attempt_id)
         vocabularies = index.vocabularies()
     attempt = lineage.attempt
-    if wanted is None:  # not given: a screenful as text, every run for a script
-        wanted = len(attempt.runs or ()) if as_json or fmt is Format.json else SHOWN_RUNS
+    if wanted is None and not (as_json or fmt is Format.json):
+        wanted = SHOWN_RUNS  # a screenful as text; a script gets every run, as the MCP tool does
     root, model = index.root, lineage.model
     parts = sections(attempt, lineage.by_id, vocabularies, lineage.record_file, root, model, latest=wanted)
     if as_json or fmt is Format.json:
