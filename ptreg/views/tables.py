@@ -237,20 +237,22 @@ def with_free_text(
     if left() >= READABLE:
         cut = [cut_at_word(cell.strip(), left()) for cell in columns[text]]
         shown = [*(columns[i] for i in kept), cut]
-        return _laid(list(zip(*shown, strict=True)), [*(heads[i] for i in kept), heads[text]], (), room, (), (), 0)[1]
+        return _laid(list(zip(*shown, strict=True)), [*(heads[i] for i in kept), heads[text]], (), room, (), (), ROWS)[
+            1
+        ]
     for column in last:
         if left() >= -GAP:  # the columns fit with no free text beside them
             break
         kept.remove(column)
     form, table = _laid(
-        list(zip(*(columns[i] for i in kept), strict=True)), [heads[i] for i in kept], (), room, (), (), 0
+        list(zip(*(columns[i] for i in kept), strict=True)), [heads[i] for i in kept], (), room, (), (), ROWS
     )
     if form != ROWS:  # blocks: the free text goes in each block, cut to its line
         return plain(rows, headers, shrink=(text,), width=room)
     lines = table.split("\n")
     out = lines[:2]
     for line, cell in zip(lines[2:], columns[text], strict=True):
-        out += [line, "  " + cut_at_word(cell.strip(), max(room - 2, READABLE))]
+        out += [line, "  " + cut_at_word(cell.strip(), max(room - 2, READABLE))] if cell.strip() else [line]
     return "\n".join(out)
 
 
