@@ -154,7 +154,9 @@ def compare(
             headers = ["config", "backend", "A median", "B median", "runs", "B vs A's code (95% CI)", "verdict"]
             say(plain(rows, headers))  # the verdict is never cut: a table too wide is stacked
         if found.metrics:
-            say(plain([_metric_row(m) for m in found.metrics], METRIC_HEADERS, shrink=(1, 4)))
+            # nothing is cut, in a pipe or not: the means give way first, then a table still too
+            # wide is laid out otherwise, its cells wrapped (an interval is a value, whole)
+            say(plain([_metric_row(m) for m in found.metrics], METRIC_HEADERS, drop=(3, 4)))
             say_wrapped(
                 f"{counted(len(found.metrics), 'arm metric')} compared, each interval at 95%: "
                 f"{found.moved('worse')} worse, {found.moved('better')} better in B "
@@ -201,7 +203,7 @@ def _history_line(found: Any) -> str:
     return f"history ({how}): {counts[0]} to {counts[-1]} runs per cell (--json lists them)"
 
 
-METRIC_HEADERS = ["arm", "metric", "A mean", "B mean", "B vs A (95% CI)", "verdict"]
+METRIC_HEADERS = ["arm", "metric", "better", "A mean", "B mean", "B vs A (95% CI)", "verdict"]
 
 
 def _value(value: float | None, unit: str) -> str:
@@ -219,7 +221,8 @@ def _metric_row(m: Any) -> list[str]:
         versus = f"{m.estimate:+.4g} {m.unit}{span}, by {m.paired_by}"
     return [
         m.arm,
-        f"{m.metric} ({m.better} is better)",
+        m.metric,
+        m.better,
         _value(m.a_mean, m.unit),
         _value(m.b_mean, m.unit),
         versus,
@@ -238,7 +241,8 @@ def history(
 ) -> None:
     from ..errors import PtregError
     from ..views.comparison import arms_history, evaluator_history
-    from ..views.tables import plain
+    from ..views.history_tables import cell_tables, metric_tables
+    from ..views.tables import natural_width, terminal_width
 
     if (attempt is None) == (evaluator is None):
         raise PtregError("give an ATTEMPT or --evaluator NAME[@HASH], one of them")
@@ -253,35 +257,14 @@ def history(
         print_json([r.to_json() for r in rows] + [m.to_json() for m in metrics])
         return
     if metrics:
-        shown_metrics = [
-            [
-                m.arm,
-                f"{m.metric} ({m.better} is better)",
-                m.run,
-                f"{m.mean:.4g} {m.unit}",
-                "unknown" if m.low is None else f"{m.low:.4g} to {m.high:.4g}",
-                str(m.repeats),
-            ]
-            for m in sorted(metrics, key=lambda m: (m.arm, m.metric, m.started_at))
-        ]
-        say(plain(shown_metrics, ["arm", "metric", "run", "mean", "95% CI", "repeats"]))
-        say(f"{counted(len({m.run for m in metrics}), 'complete run')} of arms; each arm's mean over its repeats")
+        wide = metric_tables(metrics, wide=True)
+        fits = all(natural_width(t.rows, t.headers) <= terminal_width() for t in wide)
+        _say_tables(wide if fits else metric_tables(metrics, wide=False))
+        say_wrapped(f"{counted(len({m.run for m in metrics}), 'complete run')} of arms")
         if not rows:
             return
-    shown = [
-        [
-            r.config,
-            r.backend,
-            r.run.label,
-            r.run.results.started_at,
-            _amount(r.unit)(r.seconds),
-            "unknown" if r.low is None else f"{_amount(r.unit)(r.low)}-{_amount(r.unit)(r.high)}",
-            "first" if r.versus_first is None else _times(r.versus_first),
-        ]
-        for r in sorted(rows, key=lambda r: (r.config, r.backend, r.run.results.started_at))
-    ]
-    headers = ["config", "backend", "run", "started", "median", "95% CI of geo. mean", "vs first"]
-    say(plain(shown, headers, drop=(3,)))
+        say()
+    _say_tables(cell_tables(rows, _amount), drop=(3,))  # "vs first", an orientation, gives way first
     runs = len({r.run.label for r in rows})
     say_wrapped(f"{counted(runs, 'complete run')}; times are per step's worth of work, medians over whole repeats")
 
@@ -302,6 +285,19 @@ compare.__doc__ = (
     "with --fail-on-regression, when a cell is slower or, unless --no-verdict=pass, given no verdict."
 )
 history.__doc__ = (
-    f"Every complete run under one evaluator, oldest first, per cell: median, the {_percent(LEVEL)} interval of the "
-    "typical value over repeats, and the median against the first run's (an orientation; `ptreg compare` tests)."
+    f"Every complete run under one evaluator, oldest first, the runs as rows of a table per cell (per metric for runs "
+    f"of arms): median, the {_percent(LEVEL)} interval of the typical value over repeats, and the median against the "
+    "first run's (an orientation; `ptreg compare` tests)."
 )
+
+
+def _say_tables(tables: list[Any], drop: tuple[int, ...] = ()) -> None:
+    """Each table under its title, wrapped to the terminal, an empty line between them; the
+    columns in ``drop`` are left out of a table too wide (``--json`` keeps them)."""
+    from ..views.tables import plain
+
+    for i, table in enumerate(tables):
+        if i:
+            say()
+        say_wrapped(f"{table.title}:")
+        say(plain(table.rows, table.headers, drop=drop))

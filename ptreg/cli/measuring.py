@@ -187,14 +187,15 @@ def run_progress() -> Iterator[Callable[[TaskProgress], None]]:
 
 def print_results(results: RunResults, margins: Mapping[str, float] | None = None) -> None:
     from ..views.run_report import model_line, tables, verdict
-    from ..views.tables import plain
+    from ..views.tables import plain_tables
 
     sizes = model_line(results)
     if sizes is not None:
         say_wrapped(sizes)
-    for table in tables(results, margins):
+    found = tables(results, margins)
+    for table, laid in zip(found, plain_tables(found), strict=True):  # a run's metrics in one form
         say(f"\n{table.title}")
-        say(plain(table.rows, table.headers, shrink=table.text_columns, notes=table.note_columns))
+        say(laid)
     lines = verdict(results)
     if lines:
         say("\nWhere the step's time goes")

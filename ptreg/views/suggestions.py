@@ -7,6 +7,7 @@ nothing is suggested that a record or a run does not say. The order is fixed, ki
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -22,6 +23,7 @@ from ..records.ledger import Summary, Vocabularies, in_ledger_order
 from ..records.run_results import KERNELS, Attribution, Cell, RunResults, Share
 from ..store.full_read import read_summarized
 from ..store.runs import read_results, run_folder
+from ..text import counted as plural
 from .dispositions import decide_all
 from .plans import decide_plan, deciding_refs
 from .streaks import OK, Streak, streak_chains, streaks_of
@@ -124,7 +126,10 @@ def _unfinished(root: Path, attempts: list[Attempt]) -> list[Suggestion]:
         counted = counted_once(a.runs or [])  # a run continued by another counts in that one
         runs = [f"{a.id}/{r.run_id}" for r in counted]
         if runs:
-            statuses = ", ".join(f"{r.run_id} {r.status}" for r in counted)
+            # the runs by status, counted: their ids are in `runs`, once (a long history named
+            # twice was most of a terminal)
+            by_status = Counter(r.status for r in counted)
+            statuses = ", ".join(f"{n} {status}" for status, n in by_status.items())
             outcome = decide_plan(root, a)
             if outcome is None:
                 action = f"ptreg conclude {a.id} --status ... --lesson ... --next-action ..."
@@ -137,7 +142,7 @@ def _unfinished(root: Path, attempts: list[Attempt]) -> list[Suggestion]:
                     kind="conclude",
                     rank=0,
                     action=action,
-                    reason=f"{a.id} has {len(runs)} run(s) ({statuses}) and no verdict yet{said}",
+                    reason=f"{a.id} has {plural(len(runs), 'run')} ({statuses}) and no verdict yet{said}",
                     attempts=[a.id],
                     runs=runs,
                 )
