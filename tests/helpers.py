@@ -718,3 +718,132 @@ def block_after(page: Path, text: str, label: str, language: str) -> str:
     found = re.search(rf"{re.escape(label)}\n\n```{language}\n(.*?)```", text, re.S)
     assert found, f"{page.relative_to(REPO)} has no {language} block after {label!r}"
     return found.group(1)
+
+
+# --------------------------------------------------------------------------- an attempt with many runs
+
+ARMS_HARNESS = "import sys\n"  # never run: the runs below are written, not measured
+ARMS_SPEC: dict[str, Any] = {
+    "name": "graded-answers",
+    "workload": "command",
+    "command": ["python3", "harness.py"],
+    "arms": {"baseline": {}, "candidate": {}},
+    "baseline": "baseline",
+    "inputs": ["items.jsonl"],
+    "metrics": {"score": {"better": "higher", "unit": "fraction"}},
+    "repeats": 2,
+    "seed": 0,
+    "timeout_seconds": 60,
+}
+MANY_RUNS_ATTEMPT = "graded-candidate"
+
+
+def _plan(worked_if: str) -> dict[str, Any]:
+    """An analysis plan as `ptreg new --worked-if` registers it."""
+    from ptreg.records.analysis_plan import Plan, PlanRule
+    from ptreg.records.condition import render
+    from ptreg.records.condition_grammar import parse
+
+    tree = parse(worked_if)
+    return Plan(worked_if=PlanRule(text=render(tree), tree=tree), runs=1).model_dump(mode="json")
+
+
+def registry_with_runs(root: Path, n: int, items: int = 60) -> str:
+    """A registry at ``root`` (its project folder is ``root.parent``) with a frozen command
+    evaluator of two arms scored item by item, and one attempt under it with ``n`` complete runs,
+    an hour apart, written as `ptreg run` leaves them (nothing is measured): the size of a real
+    project's history for `history`, `show`, `compare` and `next`. Returns the attempt's id."""
+    import random
+
+    from ptreg import __version__
+    from ptreg.engine.workloads.command import CommandWorkload
+    from ptreg.gate.freezing import freeze
+    from ptreg.records.run_results import (
+        Cell,
+        CodeIdentity,
+        Measurement,
+        MetricSample,
+        PluginCode,
+        Provenance,
+        Roles,
+        new_results,
+    )
+
+    project = root.parent
+    project.mkdir(parents=True, exist_ok=True)
+    (project / "harness.py").write_text(ARMS_HARNESS, encoding="utf-8")
+    (project / "items.jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in range(items)), encoding="utf-8")
+    spec_path = project / "graded-answers.json"
+    spec_path.write_text(json.dumps(ARMS_SPEC), encoding="utf-8")
+    write_registry(root, [complete_record("plain")])
+    frozen = freeze(root, spec_path).evaluator
+    record = complete_record(
+        MANY_RUNS_ATTEMPT,
+        name="Graded candidate answers",
+        family="eval",
+        kind="model-evaluation",
+        objective="command-latency",
+        status="not-tried",
+        evidence=None,
+        lesson=None,
+        next_action=None,
+        evaluator=frozen.ref,
+        plan=_plan(worked_if_for(ARMS_SPEC)),
+    )
+    (root / f"{MANY_RUNS_ATTEMPT}.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
+    workload = CommandWorkload()
+    draw = random.Random(47)  # seeded: the same registry every time
+    for index in range(n):
+        day, hour = divmod(index, 24)
+        started = f"2026-11-{1 + day:02d}T{hour:02d}:00:00Z"
+        run_id = started.replace("-", "").replace(":", "")
+        cells = []
+        for arm, rate in (("baseline", 0.6), ("candidate", 0.65)):
+            samples = []
+            # a harness scores an item alike in each round, mostly: a few answers flip
+            answered = {f"q{i}": float(draw.random() < rate) for i in range(items)}
+            for repeat in range(ARMS_SPEC["repeats"]):
+                scored = {item: 1.0 - score if draw.random() < 0.05 else score for item, score in answered.items()}
+                samples.append(
+                    MetricSample(
+                        repeat=repeat,
+                        seed=repeat,
+                        values={"score": sum(scored.values()) / items},
+                        items={"score": scored},
+                        wall_seconds=1.0 + 0.1 * draw.random(),
+                        peak_memory_mb=30.0 + draw.random(),
+                    )
+                )
+            cell = Cell(backend=arm, config="all", status="measured")
+            workload.summarize(frozen.spec, cell, samples)
+            cells.append(cell)
+        workload.compare(frozen.spec, cells, Roles(reference=None, peer=None))
+        results = new_results(
+            frozen.spec,
+            Measurement([], cells, Roles(reference=None, peer=None), [], "complete", None),
+            Provenance(
+                ["ptreg", "run", MANY_RUNS_ATTEMPT],
+                started,
+                started.replace(":00:00Z", ":01:00Z"),
+                frozen.evaluator_version,
+                frozen=frozen,
+                attempt=MANY_RUNS_ATTEMPT,
+                run_id=run_id,
+                # one commit of the project throughout: every earlier run is of A's code
+                code=CodeIdentity(
+                    ptreg_version=__version__,
+                    commit="c" * 40,
+                    dirty=False,
+                    workload=PluginCode(
+                        target="ptreg.engine.workloads.command:CommandWorkload",
+                        distribution="ptreg",
+                        version=__version__,
+                        digest="0" * 64,
+                    ),
+                    arms={},
+                    repository_code=True,
+                ),
+            ),
+        )
+        add_run(root, results.model_dump(mode="json"))
+    return MANY_RUNS_ATTEMPT

@@ -5,8 +5,8 @@ conclude, show, propose the next attempt at a terminal, build the site, export t
 registry as a bundle, import it elsewhere, and validate both. Wrong registry paths on the way
 point to the right one (issue 35: items 1, 4, 10 and 11).
 
-The everyday loop that follows (issue 47, items 1 to 5): a command evaluator frozen and run
-twice, the two runs compared on one machine, a gate that does not pass on no verdict, an edited
+The everyday loop that follows (issue 47, items 1 to 6): a command evaluator frozen and run
+twice, the items `show` counts as lost listed by `ptreg items`, the two runs compared on one machine, a gate that does not pass on no verdict, an edited
 spec frozen again under its old name, an edited harness said to no longer verify in the same
 words by every command that asks, and the registry found from a subfolder."""
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -145,14 +146,22 @@ def test_a_first_project_from_init_to_a_restored_bundle(tmp_path: Path) -> None:
     assert git("status", "--porcelain") == ""  # the lock and working files are ignored
 
 
+# The candidate gets q0, q10, q20 and q30 right where the baseline does not, and q7, q21 and q35
+# wrong where the baseline gets them right: 4 items won, 3 lost, 33 tied.
 HARNESS = """\
 import json, os
 items = [json.loads(line) for line in open("items.jsonl")]
+def right(i):
+    if os.environ["PTREG_ARM"] == "candidate" and i % 10 == 0:
+        return 1
+    if os.environ["PTREG_ARM"] == "candidate" and i % 14 == 7:
+        return 0
+    return i % 2
 with open(os.environ["PTREG_ITEMS"], "w") as out:
     for item in items:
-        out.write(json.dumps({"item": f"q{item['id']}", "score": item["id"] % 2}) + "\\n")
+        out.write(json.dumps({"item": f"q{item['id']}", "score": right(item["id"])}) + "\\n")
 with open(os.environ["PTREG_METRICS"], "w") as out:
-    out.write(json.dumps({"score": sum(i["id"] % 2 for i in items) / len(items)}) + "\\n")
+    out.write(json.dumps({"score": sum(right(i["id"]) for i in items) / len(items)}) + "\\n")
 """
 SPEC = {
     "name": "sentiment-acc",
@@ -210,6 +219,17 @@ def test_the_everyday_loop_of_a_first_project(tmp_path: Path) -> None:
 
     propose("scored", "Does the candidate score higher than the baseline?", "#1")
     runs = [json.loads(ptreg("run", "scored", "--json").stdout)["run_id"] for _ in range(2)]
+
+    # item 6: `show` counts the items won, lost and tied; `items` lists them, and the lost are those counted
+    shown = flat(ptreg("show", "scored").stdout)
+    assert set(re.findall(r"(\d+)/(\d+)/(\d+) of 40 items", shown)) == {("4", "3", "33")}, shown
+    lost = ptreg("items", "scored", "--lost").stdout
+    assert "4 won, 3 lost, 33 tied of 40 items (score, candidate over baseline, 2 seeds)" in flat(lost)
+    assert [line.split()[0] for line in lost.splitlines()[3:6]] == ["q21", "q35", "q7"]
+    listed = json.loads(ptreg("items", f"scored/{runs[0]}", "--lost", "--json").stdout)["metrics"]
+    assert [(m["arm"], m["over"], m["lost"], len(m["items"])) for m in listed] == [("candidate", "baseline", 3, 3)]
+    won = json.loads(ptreg("items", "scored", "--won", "--json").stdout)["metrics"][0]["items"]
+    assert sorted(i["item"] for i in won) == ["q0", "q10", "q20", "q30"]
 
     # item 1: two runs minutes apart on this machine are runs of one machine, whatever it leaves unknown
     a, b = (f"scored/{run}" for run in runs)

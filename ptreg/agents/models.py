@@ -175,3 +175,45 @@ class RunsInProgress(_Out):
     """`ptreg runs`'s answer: the registry's runs in progress."""
 
     runs: list[RunInProgress]
+
+
+class ListedItem(_Out):
+    """One item: each arm's value (its mean over the seeds), their difference and its verdict."""
+
+    item: str
+    over_value: float
+    arm_value: float
+    difference: float = Field(description="arm - over, seed by seed, averaged over the seeds.")
+    verdict: str = Field(description="won, lost or tied: the difference's sign, in the metric's direction.")
+
+
+class ItemsOfMetric(_Out):
+    """One arm over another on one metric, item by item."""
+
+    metric: str
+    unit: str
+    better: str
+    arm: str
+    over: str
+    seeds: int
+    items_left_out: int | None = Field(description="Items some seed of either arm lacks: left out, never filled in.")
+    won: int
+    lost: int
+    tied: int
+    recorded: dict[str, int] | None = Field(
+        description="The counts the run's results record (what `show` prints); the same as the items' unless the "
+        "file was edited."
+    )
+    summary: str
+    items: list[ListedItem] = Field(description="Those of the verdicts asked for, the worst losses first.")
+    not_shown: int = Field(description="Items of those verdicts left out by the limit.")
+
+
+class RunItems(_Out):
+    """`ptreg items --json`'s answer: the items behind a run's won/lost/tied counts."""
+
+    attempt: str
+    run_id: str
+    status: str
+    verdicts: list[str]
+    metrics: list[ItemsOfMetric]

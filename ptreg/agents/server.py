@@ -26,7 +26,7 @@ from collections.abc import Callable
 from contextlib import closing
 from dataclasses import fields
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -54,6 +54,7 @@ from ..store.lineage_read import read_lineage
 from ..store.reader import RegistryReader
 from ..views.dispositions import with_truth
 from ..views.dossier import render_json, sections
+from ..views.items import run_items, run_reference
 from ..views.lineage import lineage_json
 from ..views.precedents import Shape
 from ..views.precedents import precedents as find_precedents
@@ -292,6 +293,20 @@ def build(root: Path, runs: Runs | None = None) -> Server:
     ) -> models.RunDone:
         """Measure an admitted attempt under its frozen evaluator and budget (`ptreg run`), after re-checking its gate; progress is notified while it measures. Cancelling the call, or leaving, stops the run: what finished is written as an `interrupted` run."""
         return await _run(root, attempt_id, ctx, runs)
+
+    @server.tool()
+    def list_items(
+        attempt_id: Annotated[str, Field(description="The attempt whose run to read.")],
+        run_id: Annotated[str | None, Field(description="The run; default: its latest complete run.")] = None,
+        metric: Annotated[str | None, Field(description="One metric; default: each with per-item results.")] = None,
+        arm: Annotated[str | None, Field(description="The arm; default: each arm but over.")] = None,
+        over: Annotated[str | None, Field(description="The arm it is compared with; default: the baseline.")] = None,
+        verdict: Annotated[Literal["won", "lost", "tied"] | None, Field(description="Only these items.")] = None,
+        limit: Annotated[int | None, Field(ge=1, description="At most this many items per metric.")] = None,
+    ) -> models.RunItems:
+        """The items behind a run's won/lost/tied counts (`ptreg items --json`): each item's value in both arms, their difference (averaged over the seeds) and its verdict, the worst losses first. Read the lost ones: they are the regressions."""
+        found = _answer(lambda: run_items(root, run_reference(attempt_id, run_id), metric=metric, arm=arm, over=over))
+        return models.RunItems.model_validate(found.to_json([verdict] if verdict else [], limit))
 
     @server.tool()
     def list_runs() -> models.RunsInProgress:

@@ -12,13 +12,14 @@ import typer
 
 from .. import __version__, without_working_directory
 from ..engine.interruption import Interrupted
-from ..errors import EXIT_UNUSABLE, PtregError
+from ..errors import EXIT_CHECK_FAILED, EXIT_UNUSABLE, PtregError
 from . import (
     comparing,
     disposition,
     evaluator_commands,
     in_progress,
     index,
+    items_command,
     managing,
     measuring,
     proposing,
@@ -45,8 +46,8 @@ USAGE_ERROR = _usage_error()
 app = typer.Typer(
     name="ptreg",
     help=(
-        "An honest registry of training-runtime attempts: what was tried, what happened, what it "
-        "taught. Exit codes: 0 ok, 1 a check failed, 2 unusable input."
+        "An honest registry of experiment attempts: what was tried, what happened, what it taught. "
+        f"Exit codes: 0 ok, {EXIT_CHECK_FAILED} a check failed, {EXIT_UNUSABLE} unusable input."
     ),
     invoke_without_command=True,
     add_completion=False,
@@ -78,38 +79,46 @@ def _main(
     help_when_alone(context)
 
 
-# The registry as a whole, reading it, proposing through the gate, the frozen evaluators the
-# proposals are measured by, and measuring; in the order `ptreg --help` lists them.
-app.command(cls=RegistryCommand)(managing.init)
-app.command(cls=RegistryCommand)(managing.validate)
-app.command(cls=RegistryCommand)(managing.repair)
-app.command(cls=RegistryCommand)(reading.show)
-app.command("list", cls=RegistryCommand)(reading.list_attempts)
-app.command(cls=RegistryCommand)(reading.lineage)
-app.command(cls=RegistryCommand)(reading.streaks)
-app.command(cls=RegistryCommand)(reading.coverage)
-app.add_typer(index.app)
-app.command("import", cls=RegistryCommand)(managing.import_)
-app.command(cls=RegistryCommand)(managing.export)
-app.command(cls=RegistryCommand)(managing.schema)
-app.command(cls=proposing.ProposalCommand)(proposing.new)
-app.command(cls=RegistryCommand)(proposing.gate)
-app.command(cls=RegistryCommand)(readmit_commands.readmit)
-app.command(cls=RegistryCommand)(proposing.precedents)
-app.command("next", cls=RegistryCommand)(suggesting.next_attempts)
-app.add_typer(evaluator_commands.app)
-app.add_typer(vocabularies.app)
-app.command(cls=RegistryCommand)(measuring.backends)
-app.command(cls=RegistryCommand)(measuring.workloads)
-app.command(cls=RegistryCommand)(measuring.bench)
-app.command(cls=RegistryCommand)(measuring.run)
-app.command(cls=RegistryCommand)(in_progress.runs)
-app.command(cls=RegistryCommand)(measuring.conclude)
-app.add_typer(disposition.app)
-app.command(cls=RegistryCommand)(comparing.compare)
-app.command(cls=RegistryCommand)(comparing.history)
-app.command(cls=RegistryCommand)(site.site)
-app.command(cls=RegistryCommand)(serving.mcp)
+# `ptreg --help` groups the commands in these panels (each command in one), shown in the order
+# their first command is registered; within a panel, commands keep the order below.
+RECORDS = "Records: the registry and its files"
+READING = "Reading and comparing"
+PROPOSING = "Proposing: the gate and frozen evaluators"
+MEASURING = "Measuring and concluding"
+SERVING = "Serving: the site and agents"
+PANELS = (RECORDS, READING, PROPOSING, MEASURING, SERVING)
+
+app.command(cls=RegistryCommand, rich_help_panel=RECORDS)(managing.init)
+app.command(cls=RegistryCommand, rich_help_panel=RECORDS)(managing.validate)
+app.command(cls=RegistryCommand, rich_help_panel=RECORDS)(managing.repair)
+app.command(cls=RegistryCommand, rich_help_panel=READING)(reading.show)
+app.command("list", cls=RegistryCommand, rich_help_panel=READING)(reading.list_attempts)
+app.command(cls=RegistryCommand, rich_help_panel=READING)(reading.lineage)
+app.command(cls=RegistryCommand, rich_help_panel=READING)(reading.streaks)
+app.command(cls=RegistryCommand, rich_help_panel=READING)(reading.coverage)
+app.add_typer(index.app, rich_help_panel=RECORDS)
+app.command("import", cls=RegistryCommand, rich_help_panel=RECORDS)(managing.import_)
+app.command(cls=RegistryCommand, rich_help_panel=RECORDS)(managing.export)
+app.command(cls=RegistryCommand, rich_help_panel=RECORDS)(managing.schema)
+app.command(cls=proposing.ProposalCommand, rich_help_panel=PROPOSING)(proposing.new)
+app.command(cls=RegistryCommand, rich_help_panel=PROPOSING)(proposing.gate)
+app.command(cls=RegistryCommand, rich_help_panel=PROPOSING)(readmit_commands.readmit)
+app.command(cls=RegistryCommand, rich_help_panel=PROPOSING)(proposing.precedents)
+app.command("next", cls=RegistryCommand, rich_help_panel=READING)(suggesting.next_attempts)
+app.add_typer(evaluator_commands.app, rich_help_panel=PROPOSING)
+app.add_typer(vocabularies.app, rich_help_panel=RECORDS)
+app.command(cls=RegistryCommand, rich_help_panel=MEASURING)(measuring.backends)
+app.command(cls=RegistryCommand, rich_help_panel=MEASURING)(measuring.workloads)
+app.command(cls=RegistryCommand, rich_help_panel=MEASURING)(measuring.bench)
+app.command(cls=RegistryCommand, rich_help_panel=MEASURING)(measuring.run)
+app.command(cls=RegistryCommand, rich_help_panel=MEASURING)(in_progress.runs)
+app.command(cls=RegistryCommand, rich_help_panel=MEASURING)(measuring.conclude)
+app.add_typer(disposition.app, rich_help_panel=MEASURING)
+app.command(cls=RegistryCommand, rich_help_panel=READING)(comparing.compare)
+app.command(cls=RegistryCommand, rich_help_panel=READING)(comparing.history)
+app.command(cls=RegistryCommand, rich_help_panel=READING)(items_command.items)
+app.command(cls=RegistryCommand, rich_help_panel=SERVING)(site.site)
+app.command(cls=RegistryCommand, rich_help_panel=SERVING)(serving.mcp)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,9 +7,15 @@ from typing import Any
 
 import typer
 
+from ..engine.comparison_rules import ADJUSTMENT, COUNTS_THRESHOLD, FAMILY_ERROR_RATE, MIN_HISTORY, TIMES_THRESHOLD
 from ..errors import EXIT_CHECK_FAILED
+from ..records.intervals import LEVEL
 from ..text import counted
 from .common import JsonFlag, print_json, registry_dir, say, say_wrapped
+
+
+def _percent(fraction: float) -> str:
+    return f"{100 * fraction:g}%"
 
 
 def _seconds(value: float | None) -> str:
@@ -51,8 +57,9 @@ def compare(
         None,
         "--threshold",
         metavar="FRACTION",
-        help="The change that counts, as a fraction: 0.05 is 5%. Default: 1% for instruction counts (their "
-        "resolution), 5% for times and arms' metrics.",
+        help="The change that counts, as a fraction: 0.05 is 5%. Default: "
+        f"{_percent(COUNTS_THRESHOLD)} for instruction counts (their resolution), {_percent(TIMES_THRESHOLD)} for "
+        "times and arms' metrics.",
     ),
     across_evaluators: bool = typer.Option(
         False,
@@ -90,12 +97,7 @@ def compare(
     ),
     as_json: bool = JsonFlag,
 ) -> None:
-    """Is run B slower (or worse) than run A? Per cell: both medians, B against the runs of A's code with its 95% interval, and a verdict; for runs of arms, per arm and metric, in the metric's own terms.
-
-    Batches of runs are the unit: the runs of A's code (A and the earlier runs whose recorded code for the cell is A's, or the runs given with --history) are grouped into batches by their times (runs taken back to back are one batch), and each cell of B is judged against the median and robust spread of the batches' centres, with a tail calibrated for heavy-tailed run effects; with fewer than 4 batches no verdict is given, and the output says why and how many more runs would give one. The verdicts are adjusted together (Holm), so an unchanged cell is flagged in at most 5% of comparisons. Machines known to differ are listed first, and then no verdict is given; what is unknown of either machine (numba not installed, CPU features not reported) is listed as unknown and is no difference. Exit 1 when the runs were made under different evaluators (unless --across-evaluators), or, with --fail-on-regression, when a cell is slower or, unless --no-verdict=pass, given no verdict.
-    """
     from ..errors import UnusableInput
-    from ..views.cell_verdicts import ADJUSTMENT, FAMILY_ERROR_RATE
     from ..views.comparison import compare as compare_runs
     from ..views.tables import plain
 
@@ -152,7 +154,9 @@ def compare(
             headers = ["config", "backend", "A median", "B median", "runs", "B vs A's code (95% CI)", "verdict"]
             say(plain(rows, headers))  # the verdict is never cut: a table too wide is stacked
         if found.metrics:
-            say(plain([_metric_row(m) for m in found.metrics], METRIC_HEADERS, shrink=(1, 4)))
+            # nothing is cut, in a pipe or not: the means give way first, then a table still too
+            # wide is laid out otherwise, its cells wrapped (an interval is a value, whole)
+            say(plain([_metric_row(m) for m in found.metrics], METRIC_HEADERS, drop=(3, 4)))
             say_wrapped(
                 f"{counted(len(found.metrics), 'arm metric')} compared, each interval at 95%: "
                 f"{found.moved('worse')} worse, {found.moved('better')} better in B "
@@ -199,7 +203,7 @@ def _history_line(found: Any) -> str:
     return f"history ({how}): {counts[0]} to {counts[-1]} runs per cell (--json lists them)"
 
 
-METRIC_HEADERS = ["arm", "metric", "A mean", "B mean", "B vs A (95% CI)", "verdict"]
+METRIC_HEADERS = ["arm", "metric", "better", "A mean", "B mean", "B vs A (95% CI)", "verdict"]
 
 
 def _value(value: float | None, unit: str) -> str:
@@ -217,7 +221,8 @@ def _metric_row(m: Any) -> list[str]:
         versus = f"{m.estimate:+.4g} {m.unit}{span}, by {m.paired_by}"
     return [
         m.arm,
-        f"{m.metric} ({m.better} is better)",
+        m.metric,
+        m.better,
         _value(m.a_mean, m.unit),
         _value(m.b_mean, m.unit),
         versus,
@@ -234,10 +239,10 @@ def history(
     ),
     as_json: bool = JsonFlag,
 ) -> None:
-    """Every complete run under one evaluator, oldest first, per cell: median, the 95% interval of the typical value over repeats, and the median against the first run's (an orientation; `ptreg compare` tests)."""
     from ..errors import PtregError
     from ..views.comparison import arms_history, evaluator_history
-    from ..views.tables import plain
+    from ..views.history_tables import cell_tables, metric_tables
+    from ..views.tables import natural_width, terminal_width
 
     if (attempt is None) == (evaluator is None):
         raise PtregError("give an ATTEMPT or --evaluator NAME[@HASH], one of them")
@@ -252,34 +257,47 @@ def history(
         print_json([r.to_json() for r in rows] + [m.to_json() for m in metrics])
         return
     if metrics:
-        shown_metrics = [
-            [
-                m.arm,
-                f"{m.metric} ({m.better} is better)",
-                m.run,
-                f"{m.mean:.4g} {m.unit}",
-                "unknown" if m.low is None else f"{m.low:.4g} to {m.high:.4g}",
-                str(m.repeats),
-            ]
-            for m in sorted(metrics, key=lambda m: (m.arm, m.metric, m.started_at))
-        ]
-        say(plain(shown_metrics, ["arm", "metric", "run", "mean", "95% CI", "repeats"]))
-        say(f"{counted(len({m.run for m in metrics}), 'complete run')} of arms; each arm's mean over its repeats")
+        wide = metric_tables(metrics, wide=True)
+        fits = all(natural_width(t.rows, t.headers) <= terminal_width() for t in wide)
+        _say_tables(wide if fits else metric_tables(metrics, wide=False))
+        say_wrapped(f"{counted(len({m.run for m in metrics}), 'complete run')} of arms")
         if not rows:
             return
-    shown = [
-        [
-            r.config,
-            r.backend,
-            r.run.label,
-            r.run.results.started_at,
-            _amount(r.unit)(r.seconds),
-            "unknown" if r.low is None else f"{_amount(r.unit)(r.low)}-{_amount(r.unit)(r.high)}",
-            "first" if r.versus_first is None else _times(r.versus_first),
-        ]
-        for r in sorted(rows, key=lambda r: (r.config, r.backend, r.run.results.started_at))
-    ]
-    headers = ["config", "backend", "run", "started", "median", "95% CI of geo. mean", "vs first"]
-    say(plain(shown, headers, drop=(3,)))
+        say()
+    _say_tables(cell_tables(rows, _amount), drop=(3,))  # "vs first", an orientation, gives way first
     runs = len({r.run.label for r in rows})
     say_wrapped(f"{counted(runs, 'complete run')}; times are per step's worth of work, medians over whole repeats")
+
+
+# The help states the numbers the comparison uses, from where the comparison reads them.
+compare.__doc__ = (
+    f"Is run B slower (or worse) than run A? Per cell: both medians, B against the runs of A's code with its "
+    f"{_percent(LEVEL)} interval, and a verdict; for runs of arms, per arm and metric, in the metric's own terms.\n\n"
+    "Batches of runs are the unit: the runs of A's code (A and the earlier runs whose recorded code for the cell is "
+    "A's, or the runs given with --history) are grouped into batches by their times (runs taken back to back are one "
+    "batch), and each cell of B is judged against the median and robust spread of the batches' centres, with a tail "
+    f"calibrated for heavy-tailed run effects; with fewer than {MIN_HISTORY} batches no verdict is given, and the "
+    "output says why and how many more runs would give one. The verdicts are adjusted together "
+    f"({ADJUSTMENT}), so an unchanged cell is flagged in at most {_percent(FAMILY_ERROR_RATE)} of comparisons. "
+    "Machines known to differ are listed first, and then no verdict is given; what is unknown of either machine "
+    "(numba not installed, CPU features not reported) is listed as unknown and is no difference. "
+    f"Exit {EXIT_CHECK_FAILED} when the runs were made under different evaluators (unless --across-evaluators), or, "
+    "with --fail-on-regression, when a cell is slower or, unless --no-verdict=pass, given no verdict."
+)
+history.__doc__ = (
+    f"Every complete run under one evaluator, oldest first, the runs as rows of a table per cell (per metric for runs "
+    f"of arms): median, the {_percent(LEVEL)} interval of the typical value over repeats, and the median against the "
+    "first run's (an orientation; `ptreg compare` tests)."
+)
+
+
+def _say_tables(tables: list[Any], drop: tuple[int, ...] = ()) -> None:
+    """Each table under its title, wrapped to the terminal, an empty line between them; the
+    columns in ``drop`` are left out of a table too wide (``--json`` keeps them)."""
+    from ..views.tables import plain
+
+    for i, table in enumerate(tables):
+        if i:
+            say()
+        say_wrapped(f"{table.title}:")
+        say(plain(table.rows, table.headers, drop=drop))

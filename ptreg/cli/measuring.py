@@ -123,7 +123,7 @@ def workloads(as_json: bool = JsonFlag) -> None:
     say(plain(rows, headers, shrink=(3, 4, 5), drop=(5,)))
     for w in found:
         if w.runs_code:
-            say_wrapped(f"{w.name} runs the command its evaluator names: only where you froze it, or trusted it")
+            say_wrapped(f"{w.name} runs code its evaluator names: only where you froze it, or trusted it")
     for w in found:
         if not w.available:
             say_wrapped(f"{w.name} is unavailable: {w.reason}")
@@ -187,14 +187,15 @@ def run_progress() -> Iterator[Callable[[TaskProgress], None]]:
 
 def print_results(results: RunResults, margins: Mapping[str, float] | None = None) -> None:
     from ..views.run_report import model_line, tables, verdict
-    from ..views.tables import plain
+    from ..views.tables import plain_tables
 
     sizes = model_line(results)
     if sizes is not None:
         say_wrapped(sizes)
-    for table in tables(results, margins):
+    found = tables(results, margins)
+    for table, laid in zip(found, plain_tables(found), strict=True):  # a run's metrics in one form
         say(f"\n{table.title}")
-        say(plain(table.rows, table.headers, shrink=table.text_columns, notes=table.note_columns))
+        say(laid)
     lines = verdict(results)
     if lines:
         say("\nWhere the step's time goes")
@@ -314,7 +315,7 @@ def run(
 ) -> None:
     """Measure an attempt under its frozen evaluator and budget, after re-checking its gate.
 
-    Parity first (a backend that fails it is not timed), then each (config, backend) cell in its own worker process. Writes `runs/<id>/<run-id>/results.json` and `environment.json`, links the run from the attempt and adds an evidence line. Another run of the same attempt is refused while one is in progress; runs of different attempts may go side by side.
+    What it measures depends on the evaluator's workload (`ptreg workloads`). A workload of backends (kernels, tinygpt-train) checks parity first (a backend that fails it is not timed), then times each (config, backend) cell in its own worker process, in interleaved rounds. A workload of arms (command, or a plugin's) checks no parity: each round runs every arm once, in a balanced order, each arm a cell of its own, and every metric is compared arm against arm. Writes `runs/<id>/<run-id>/results.json` and `environment.json`, links the run from the attempt and adds an evidence line. Another run of the same attempt is refused while one is in progress; runs of different attempts may go side by side.
 
     Ctrl-C, SIGTERM or SIGHUP stops the workers with everything they started, writes what finished as a run with status `interrupted` and exits 130, 143 or 129. Exit 0 when the run is complete, 1 when it failed or the budget ran out (what finished is kept), 2 on unusable input.
     """

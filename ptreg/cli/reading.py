@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from ..errors import PtregError
-from ..text import counted
+from ..errors import EXIT_UNUSABLE, PtregError
+from ..text import counted, shorten
 from .common import JsonFlag, load_index, print_json, registry_dir, say, say_wrapped
 
 if TYPE_CHECKING:
@@ -24,18 +24,46 @@ class Format(StrEnum):
     json = "json"
 
 
+SHOWN_RUNS = 3  # the runs `show` shows unless told: the latest, with a line counting the rest
+
+
+def _shown_runs(given: str | None) -> int | None:
+    """--runs as a number of runs (every run: a number past any count), or None when not given."""
+    if given is None:
+        return None
+    if given.strip().lower() == "all":
+        return sys.maxsize
+    try:
+        number = int(given)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise PtregError(f"--runs: {shorten(given)} is not a number of runs (0 or more) or all", EXIT_UNUSABLE)
+    return number or sys.maxsize
+
+
 def show(
     attempt_id: str = typer.Argument(..., metavar="ID", help="The attempt's id."),
     fmt: Format = typer.Option(Format.text, "--format", "-f", metavar="FORMAT", help="text, markdown or json."),
     as_json: bool = typer.Option(False, "--json", help="The same as --format json."),
+    runs: str | None = typer.Option(
+        None,
+        "--runs",
+        metavar="N|all",
+        help=f"Show the latest N runs, latest first, and count the rest (default: {SHOWN_RUNS} as text or "
+        "markdown, all as JSON); all or 0 shows every run.",
+    ),
 ) -> None:
-    """The dossier of one attempt: evidence, lesson, why it stopped, scope, disposition, lineage, sources."""
+    """The dossier of one attempt: evidence, lesson, why it stopped, scope, disposition, lineage, sources.
+
+    Its runs latest first: as text or markdown the latest 3 and a line counting the earlier ones; --runs N or --runs all for more."""
     from ..records.refs import check_id
     from ..store.lineage_read import read_lineage
     from ..views.dossier import render_json, render_markdown, render_text, sections
     from ..views.tables import terminal_width
 
     check_id(attempt_id)
+    wanted = _shown_runs(runs)
     with closing(load_index(warn=False)) as index:
         if index.summary(attempt_id) is None:
             from ..store.directory import read_attempt
@@ -44,7 +72,10 @@ def show(
         lineage = read_lineage(index, attempt_id)
         vocabularies = index.vocabularies()
     attempt = lineage.attempt
-    parts = sections(attempt, lineage.by_id, vocabularies, lineage.record_file, index.root, lineage.model)
+    if wanted is None and not (as_json or fmt is Format.json):
+        wanted = SHOWN_RUNS  # a screenful as text; a script gets every run, as the MCP tool does
+    root, model = index.root, lineage.model
+    parts = sections(attempt, lineage.by_id, vocabularies, lineage.record_file, root, model, latest=wanted)
     if as_json or fmt is Format.json:
         print_json(render_json(attempt, parts))
     elif fmt is Format.markdown:
@@ -92,7 +123,7 @@ def list_attempts(
         select,
         shown_status,
     )
-    from ..views.tables import plain
+    from ..views.tables import with_free_text
 
     unknown = [s for s in status if s not in STATUSES]
     if unknown:
@@ -134,7 +165,9 @@ def list_attempts(
     rows = [(r[0], shown_status(root, r[0], r[1]), *r[2:]) if r[1] == "not-tried" else r for r in rows]
     if rows:
         headers = ["id", "status", "family", "kind", "objective", "methods", "lesson"]
-        say(plain(rows, headers, shrink=(2, 4, 5, 6), drop=(2, 3, 4, 5)))
+        # every name whole: methods and objective left out while the lesson would be unreadably
+        # narrow, then the lesson under its row; kind and family only when they do not fit at all
+        say(with_free_text(rows, headers, optional=(5, 4), last=(3, 2)))
     say(f"{len(rows)} of {counted(total, 'attempt')}")
     if any(r[1] == AWAITS_CONCLUSION for r in rows):
         say(AWAITS_LEGEND)

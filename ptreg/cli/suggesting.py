@@ -10,7 +10,7 @@ import typer
 from ..errors import EXIT_UNUSABLE, PtregError
 from .common import JsonFlag, load_index, print_json, say
 
-WIDTH = 80
+LATEST_RUNS = 3  # a suggestion names this many of its runs; --json lists them all
 
 
 def next_attempts(
@@ -41,16 +41,27 @@ def next_attempts(
         for label, text in (("why", s.reason), ("do", s.action)):
             say(_fill(text, f"   {label}: "))
         if s.runs:
-            say(_fill(", ".join(s.runs), "   runs: "))
+            say(_fill(_runs_text(s.runs), "   runs: "))
     more = total - len(shown)
     say(f"\n{len(shown)} of {total} suggestion(s)" + (f"; --limit 0 shows all {total}" if more else ""))
 
 
+def _runs_text(runs: list[str]) -> str:
+    """The runs a suggestion cites, latest last as the records list them: all of a few, or the
+    count and the latest few of many."""
+    if len(runs) <= LATEST_RUNS:
+        return ", ".join(runs)
+    latest = ", ".join(reversed(runs[-LATEST_RUNS:]))
+    return f"{len(runs)}; the latest {latest} (--json lists all)"
+
+
 def _fill(text: str, head: str) -> str:
+    from ..views.tables import terminal_width
+
     # ids and run folders hold hyphens: a line breaks between words only, never inside an id
     return textwrap.fill(
         text,
-        WIDTH,
+        terminal_width(),
         initial_indent=head,
         subsequent_indent=" " * len(head),
         break_on_hyphens=False,

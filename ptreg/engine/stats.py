@@ -23,9 +23,13 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from ..records.intervals import LEVEL, VarianceOf, t_quantile, t_quantile_df
 from ..records.run_results import Interval, MetricSummary, Ratio, SignedInterval, Summary
+
+# How one pair came out for the arm: the words of the won/lost/tied counts.
+PairVerdict = Literal["won", "lost", "tied"]
 
 METHOD = "Student's t on log values (interval of the typical value: true and median), scipy.stats.t"
 # Rounds of one run are not independent: a load that lasts several rounds, or a drift, moves
@@ -315,15 +319,29 @@ def crossed_difference(
         return None
     grid = [[a - b for a, b in zip(mine[k], theirs[k], strict=True)] for k in keys]
     found = crossed_mean(grid)
-    won, lost, tied = _counted([statistics.fmean(row) for row in grid], higher_is_better)
+    won, lost, tied = _counted(list(item_differences(mine, theirs).values()), higher_is_better)
     return Paired(found.mean, found.ci, len(keys), won, lost, tied, found.variance, found.df)
 
 
+def item_differences(mine: Mapping[str, Sequence[float]], theirs: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """Each item both sides have, by id: its difference ``mine - theirs`` seed by seed,
+    averaged over the seeds; what the items won, lost and tied count."""
+    keys = sorted(set(mine) & set(theirs))
+    return {k: statistics.fmean([a - b for a, b in zip(mine[k], theirs[k], strict=True)]) for k in keys}
+
+
+def pair_verdict(difference: float, higher_is_better: bool) -> PairVerdict:
+    """A pair (an item, or a round) won, lost or tied, by the sign of its difference and the
+    metric's direction: the one rule behind the counts and `ptreg items`."""
+    if difference == 0:
+        return "tied"
+    return "won" if (difference > 0) == higher_is_better else "lost"
+
+
 def _counted(differences: Sequence[float], higher_is_better: bool) -> tuple[int, int, int]:
-    """Pairs won, lost and tied, by the sign of each difference and the metric's direction."""
-    won = sum((d > 0) == higher_is_better and d != 0 for d in differences)
-    tied = sum(d == 0 for d in differences)
-    return won, len(differences) - won - tied, tied
+    """Pairs won, lost and tied (``pair_verdict``)."""
+    verdicts = [pair_verdict(d, higher_is_better) for d in differences]
+    return verdicts.count("won"), verdicts.count("lost"), verdicts.count("tied")
 
 
 @dataclass(frozen=True)
@@ -343,10 +361,7 @@ class Paired:
 # --------------------------------------------------------------------------- across runs
 
 
-# A verdict across runs needs the spread of a cell's centre from batch to batch, and k batches
-# estimate it from k values. Fewer than 4 give no verdict: the older test's false alarms
-# passed 5% at 3 runs, and the tail below is fitted from 4 on.
-MIN_HISTORY = 4
+# The fewest batches a verdict across runs needs is MIN_HISTORY (engine/comparison_rules.py).
 # The calibration (HISTORY_TAILS) goes to 30 batches; a longer history uses its latest 30.
 MAX_HISTORY = 30
 # Runs taken one after another share whatever the machine was doing then (its load, its

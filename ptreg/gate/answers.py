@@ -20,6 +20,7 @@ from ..errors import PtregError
 from ..records import tracking
 from ..records.analysis_plan import margin_problems, rule_problems
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt, Budget
+from ..records.condition import answer_needed
 from ..records.condition_grammar import parse as parse_condition
 from ..records.graph import lineage_roots
 from ..records.problems import plain_message
@@ -221,7 +222,7 @@ def questions(given: ProposalInput, registry: Registry) -> list[Question]:
         parent = registry.by_id().get(given.varied_from)
         decided = disposition(given.varied_from, registry)
         # a condition that holds answers the disposition itself: the gate asks nothing more
-        if parent is not None and parent.next_action is not None and (decided is None or decided.truth is not True):
+        if parent is not None and answer_needed(parent.next_action, decided.truth if decided else None):
             asked.append(Question("answers_disposition", "how this answers that disposition"))
     asked += [
         Question("evaluator", "evaluator"),

@@ -24,6 +24,7 @@ from ..records import tracking
 from ..records.analysis_plan import margin_problems, margins_text, plan_digest, rule_problems
 from ..records.arguments import invoked, named
 from ..records.attempt import INFRASTRUCTURE_KIND, Attempt
+from ..records.condition import answer_needed
 from ..records.evaluator import FrozenEvaluator
 from ..records.graph import ancestry, lineage_root, lineage_roots
 from ..records.ledger import CAUTION_AT, STOP_AT, Shaped, trailing_negatives
@@ -465,7 +466,7 @@ def disposition_respected(
     answered = answer is not None and bool(answer.strip())
     if decided is not None:
         found = f"{parent.id}'s condition {decided.summary()}"
-        if decided.truth is True:
+        if not answer_needed(parent.next_action, decided.truth):
             return CheckResult(name, PASSED, found)
         if decided.truth is False:
             return CheckResult(

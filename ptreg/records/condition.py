@@ -438,3 +438,11 @@ def verdicts(node: ConditionNode) -> list[Verdict]:
         elif isinstance(current, Verdict):
             found.append(current)
     return found
+
+
+def answer_needed(next_action: str | None, truth: bool | None) -> bool:
+    """Whether a proposal that varies an attempt must answer its disposition in words: a
+    retained disposition must be answered, unless its condition holds on the numbers (``truth``,
+    None when there is no condition or it cannot be decided), which then answer it. The gate's
+    check, its questions and `ptreg next` all ask this."""
+    return next_action is not None and truth is not True

@@ -143,6 +143,10 @@ from .measured import (
 from .refs import INT_MAX, RUN_ID_PATTERN
 
 RESULTS_VERSION = 9
+# Interleaved rounds came with this version, and with them the 95% intervals: each cell's center
+# and each ratio, paired by round. An older run took each cell's repeats back to back and
+# recorded neither; its ratios are of medians, with no rounds to pair.
+INTERVALS_FROM_VERSION = 3
 # Stage records and a spec's seeds apart from its repeats are recorded from this version on.
 STAGES_FROM_VERSION = 9
 

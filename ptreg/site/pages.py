@@ -23,7 +23,7 @@ from ..records.attempt import Attempt, RunRef
 from ..records.evaluator import ALL_CONFIG, ArmsSpec
 from ..records.ledger import STATUSES
 from ..records.refs import EVALUATOR_REF_PATTERN, ID_PATTERN, RUN_ID_PATTERN
-from ..records.run_results import RunResults
+from ..records.run_results import INTERVALS_FROM_VERSION, RunResults
 from ..store.evaluator_files import check_file
 from ..store.runs import read_environment, run_folder
 from ..text import Table
@@ -32,6 +32,7 @@ from ..views.comparison import arms_history, cell_values, compare, evaluator_his
 from ..views.dispositions import decide_disposition
 from ..views.dossier import Section, sections
 from ..views.dossier_runs import run_lines
+from ..views.items import listed_items
 from ..views.streaks import OK, streak_chains, streaks_of
 from .charts import Bar, Chart, Point, Stack, bar_chart, history_chart, share_chart
 from .lineage_layout import STATUS_COLOURS, draw
@@ -260,9 +261,6 @@ def arms_run_charts(results: RunResults) -> list[Chart]:
     return charts
 
 
-INTERVALS_FROM_VERSION = 3  # records/run_results.py: version 3 added the 95% intervals
-
-
 def run_charts(results: RunResults) -> list[Chart]:
     """Time per step's worth of work per config and backend with its interval; the speedups over
     the reference and over the baseline with theirs; each kernel's share of the step. A run of
@@ -356,6 +354,7 @@ def run_context(inputs: Inputs, attempt_id: str, run_id: str, results: RunResult
         "run_id": run_id,
         "results": results,
         "charts": run_charts(results),
+        "item_lists": listed_items(results),  # items.html: the items lost and won, per arm and metric
         "details": blocks(run_lines(inputs.root, attempt_id, _ref(results, run_id), _margins(inputs, attempt_id))),
         "machine": machine(environment),
         "evaluator_href": evaluator_path(evaluator) if evaluator else None,

@@ -19,14 +19,14 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine.stats import MAX_HISTORY, MIN_HISTORY, batches, holm, run_centre, shift_from_history
+from ..engine.comparison_rules import FAMILY_ERROR_RATE, MIN_HISTORY
+from ..engine.stats import MAX_HISTORY, batches, holm, run_centre, shift_from_history
 from ..engine.workloads import workload_named
 from ..engine.workloads.arms import better_word, compare_arms, declared, metric_values
 from ..records.evaluator import ArmsSpec, MetricDeclaration
 from ..records.intervals import t_quantile_df
 from ..records.run_results import Cell, RunResults
 from ..text import counted
-from .cell_verdicts import FAMILY_ERROR_RATE
 
 
 @dataclass

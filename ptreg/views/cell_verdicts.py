@@ -16,13 +16,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine.stats import MAX_HISTORY, MIN_HISTORY, batches, holm, run_centre, shift_from_history, shift_of_counts
+from ..engine.comparison_rules import FAMILY_ERROR_RATE, MIN_HISTORY
+from ..engine.stats import MAX_HISTORY, batches, holm, run_centre, shift_from_history, shift_of_counts
 from ..text import counted
-
-# The chance that a comparison calls any unchanged cell (or arm's metric) slower or faster, at
-# most: Holm's step-down across them all.
-FAMILY_ERROR_RATE = 0.05
-ADJUSTMENT = "Holm"
 
 
 @dataclass(frozen=True)

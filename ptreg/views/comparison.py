@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engine.comparison_rules import ADJUSTMENT, COUNTS_THRESHOLD, FAMILY_ERROR_RATE, TIMES_THRESHOLD
 from ..engine.environment import known_differences, machine, measuring_environment, unknown_facts
 from ..engine.stats import BATCH_GAP_SECONDS, RUNS_METHOD, center_interval
 from ..engine.workloads import workload_named
@@ -43,13 +44,8 @@ from ..store.evaluator_files import evaluator_files
 from ..store.jsonio import read_json
 from ..store.runs import ENVIRONMENT_FILE, RESULTS_FILE, RUNS_DIR, read_results
 from .arms_comparison import MetricHistoryRow, MetricShift, is_arms_run, metric_history, metric_shifts
-from .cell_verdicts import ADJUSTMENT, FAMILY_ERROR_RATE, CellShift, HistoryRun, decide, judge_cell
+from .cell_verdicts import CellShift, HistoryRun, decide, judge_cell
 
-# The change that counts, unless --threshold says otherwise: a time moves by a few percent from
-# run to run on a quiet machine, an instruction count of unchanged code by under 0.1%
-# (engine/stats.py COUNT_DRIFT), so a 1% change is what counts resolve.
-TIMES_THRESHOLD = 0.05
-COUNTS_THRESHOLD = 0.01
 # The verdicts that say whether B moved; every other ("no verdict: ...", "not comparable: ...",
 # "unknown: ...") leaves the question open.
 DECIDED = frozenset({"slower", "faster", "worse", "better", "no difference resolved"})

@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..records import tracking
-from ..records.attempt_view import AttemptView
+from ..records.attempt_view import AttemptView, RunRefView
 from ..records.budgets import describe_budget
 from ..records.continuation import continued
 from ..records.graph import ancestry
 from ..records.ledger import INFRASTRUCTURE_KIND, Vocabularies
 from ..text import Table, counted
 from .lineage import superseded_by
-from .tables import markdown, plain
+from .tables import markdown, plain_tables
 
 if TYPE_CHECKING:  # or the same fields read off a vouched file (records/dumped.py), without pydantic
     from ..records.attempt import Attempt
@@ -102,10 +102,13 @@ def sections(
     record_file: str | None,
     root: Path | None = None,
     model: Attempt | None = None,
+    latest: int | None = None,
 ) -> list[Section]:
     """The dossier of ``attempt``: the seed page's sections in its order, then ptreg's own
     (``root`` is the registry directory the runs are read from; ``model``, the attempt through
-    the models, which the sections of its runs need)."""
+    the models, which the sections of its runs need). With ``latest``, its runs latest first,
+    at most that many, and a line saying how many earlier ones are not shown; without it,
+    every run in the record's order."""
     a = attempt
     status = f"- Status: {a.status}."
     if a.deviation is not None and a.plan_decision is not None:
@@ -127,7 +130,16 @@ def sections(
         _lineage(a, by_id),
     ]
     result = [Section(title, lines) for title, lines in zip(SECTION_TITLES, contents, strict=True)]
-    prereg = _preregistration(a, by_id)
+    runs = list(a.runs or ())
+    if latest is not None:
+        runs = runs[::-1][:latest]
+    left_out = len(a.runs or ()) - len(runs)
+    earlier = (
+        [f"{counted(left_out, 'earlier run')} not shown: `ptreg show {a.id} --runs all` shows every run."]
+        if left_out
+        else []
+    )
+    prereg = _preregistration(a, by_id, runs) + [f"- {line}" for line in earlier]
     if prereg:
         result.append(Section("Pre-registration", prereg))
     admission = _admission(a)
@@ -144,9 +156,13 @@ def sections(
             result.append(Section("Decision", decision))
         if model.continue_if is not None:  # decided on the runs, as the registry holds them now
             disposition[3:4] = condition_lines(root, model)
-        for run in model.runs:
+        # the models' runs, in the order shown (the view's are the same runs, from the same record)
+        by_run = {r.run_id: r for r in model.runs}
+        for run in (by_run[r.run_id] for r in runs if r.run_id in by_run):
             margins = model.plan.margins if model.plan is not None else None
             result.append(Section(f"Run {run.run_id}", run_lines(root, model.id, run, margins)))
+        if earlier:
+            result.append(Section("Earlier runs", earlier))
     elif decision:
         result.append(Section("Decision", decision))
     return result
@@ -231,7 +247,7 @@ def _sentence(value: str | None) -> str:
     return text if text.endswith((".", "?", "!")) else text + "."
 
 
-def _preregistration(a: AttemptView, by_id: Mapping[str, AttemptView]) -> list[str]:
+def _preregistration(a: AttemptView, by_id: Mapping[str, AttemptView], runs: Sequence[RunRefView]) -> list[str]:
     if not any((a.question, a.hypothesis, a.evaluator, a.budget, a.tracking_issue, a.runs, a.admission)):
         return []
     issue = _text(a.tracking_issue)
@@ -257,7 +273,7 @@ def _preregistration(a: AttemptView, by_id: Mapping[str, AttemptView]) -> list[s
         lines.append(f"- Streak override (went on despite STOP AND RETHINK): {_sentence(a.streak_override)}")
     lines += _plan(a)
     gone = continued(a.runs or ())  # counted once: in the run that continues it
-    for run in a.runs or ():
+    for run in runs:
         said = f"- Run {run.run_id}: {run.status}" + (f", evaluator {run.evaluator}" if run.evaluator else "")
         if run.continues is not None:
             said += f", continues run {run.continues} with its rounds measured whole"
@@ -348,12 +364,11 @@ def render_text(attempt: AttemptView, parts: list[Section], wrap: int | None = N
     out = [*(textwrap.wrap(title, wrap, break_on_hyphens=False) if wrap else [title]), ""]
     for section in parts:
         out.append(section.title)
+        # a run's tables of one kind (its metrics) in one form: plain_tables
+        laid = iter(plain_tables([line for line in section.lines if isinstance(line, Table)], width=wrap))
         for line in section.lines:
             if isinstance(line, Table):
-                out += [
-                    plain(line.rows, line.headers, shrink=line.text_columns, width=wrap, notes=line.note_columns),
-                    "",
-                ]
+                out += [next(laid), ""]
             elif wrap is None or len(line) <= wrap:
                 out.append(line)
             else:

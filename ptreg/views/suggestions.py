@@ -7,6 +7,7 @@ nothing is suggested that a record or a run does not say. The order is fixed, ki
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -15,12 +16,14 @@ from pydantic import BaseModel, Field
 
 from ..errors import PtregError
 from ..records.attempt import Attempt
+from ..records.condition import answer_needed
 from ..records.continuation import counted_once
 from ..records.graph import children_of
 from ..records.ledger import Summary, Vocabularies, in_ledger_order
 from ..records.run_results import KERNELS, Attribution, Cell, RunResults, Share
 from ..store.full_read import read_summarized
 from ..store.runs import read_results, run_folder
+from ..text import counted as plural
 from .dispositions import decide_all
 from .plans import decide_plan, deciding_refs
 from .streaks import OK, Streak, streak_chains, streaks_of
@@ -123,7 +126,10 @@ def _unfinished(root: Path, attempts: list[Attempt]) -> list[Suggestion]:
         counted = counted_once(a.runs or [])  # a run continued by another counts in that one
         runs = [f"{a.id}/{r.run_id}" for r in counted]
         if runs:
-            statuses = ", ".join(f"{r.run_id} {r.status}" for r in counted)
+            # the runs by status, counted: their ids are in `runs`, once (a long history named
+            # twice was most of a terminal)
+            by_status = Counter(r.status for r in counted)
+            statuses = ", ".join(f"{n} {status}" for status, n in by_status.items())
             outcome = decide_plan(root, a)
             if outcome is None:
                 action = f"ptreg conclude {a.id} --status ... --lesson ... --next-action ..."
@@ -136,7 +142,7 @@ def _unfinished(root: Path, attempts: list[Attempt]) -> list[Suggestion]:
                     kind="conclude",
                     rank=0,
                     action=action,
-                    reason=f"{a.id} has {len(runs)} run(s) ({statuses}) and no verdict yet{said}",
+                    reason=f"{a.id} has {plural(len(runs), 'run')} ({statuses}) and no verdict yet{said}",
                     attempts=[a.id],
                     runs=runs,
                 )
@@ -203,11 +209,12 @@ def _dispositions(
         varied_by = children.get(a.id, [])
         later = f"; varied since by {', '.join(varied_by)}" if varied_by else "; nothing varies it yet"
         if d.truth:
+            answer = " --answers-disposition ..." if answer_needed(a.next_action, d.truth) else ""
             go.append(
                 Suggestion(
                     kind="continue",
                     rank=0,
-                    action=f"ptreg new --varied-from {a.id} --answers-disposition ... (its next action: {a.next_action})",
+                    action=f"ptreg new --varied-from {a.id}{answer} (its next action: {a.next_action})",
                     reason=f"{a.id}'s condition {d.summary()}{later}",
                     attempts=[a.id, *varied_by],
                     runs=runs,

@@ -8,7 +8,7 @@ import shutil
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from ..text import printable
+from ..text import Table, printable
 
 GAP = 2  # spaces tabulate's "simple" format puts between columns
 HEADER_PADDING = 2  # and a column is at least its header plus these
@@ -74,6 +74,11 @@ def fit(
     return kept, limits, excess
 
 
+# The forms a table takes, most compact first: a line per row; turned, a line per column and
+# a column per row (a few rows too wide side by side); blocks, a block per row.
+ROWS, TURNED, BLOCKS = 0, 1, 2
+
+
 def plain(
     rows: Sequence[Sequence[Any]],
     headers: Sequence[str],
@@ -81,13 +86,52 @@ def plain(
     width: int | None = None,
     drop: Sequence[int] = (),
     notes: Collection[int] = (),
+    form: int = ROWS,
 ) -> str:
     """A plain table, one row a line, fitted to ``width`` (default: the terminal): the columns
     in ``shrink`` (free text) are cut with "…", then those in ``drop`` left out, in that order,
     until it fits (``--json`` keeps everything); None reads unknown. The other columns (ids,
-    numbers, verdicts, notes, hints) are never cut: the notes in ``notes`` move below the
-    table, each once, marked [1], [2], ... in their cells, and a table that still does not
-    fit is laid out as blocks, one row each, a line per column (``stacked``)."""
+    numbers, intervals, verdicts, notes, hints) are never cut: the notes in ``notes`` move below
+    the table, each once, marked [1], [2], ... in their cells, and a table that still does not
+    fit is turned, a line per column and a column per row, when its rows fit side by side
+    (``turned``), else laid out as blocks, one row each, a line per column (``stacked``).
+    ``form`` asks for at least that form (TURNED, BLOCKS): ``plain_tables`` lays out tables of
+    one kind alike."""
+    return _laid(rows, headers, shrink, width, drop, notes, form)[1]
+
+
+def plain_tables(tables: Sequence[Table], width: int | None = None) -> list[str]:
+    """Each table as ``plain`` lays it out, in one form for the tables whose rows are the same
+    things (their first column's header: a run's metrics, each a table of its arms): the least
+    compact form any of them needs, so that one metric is never a table and the next a card."""
+    forms: dict[str, int] = {}
+    for t in tables:
+        first = t.headers[0] if t.headers else ""
+        form = _laid(t.rows, t.headers, t.text_columns, width, (), t.note_columns, ROWS)[0]
+        forms[first] = max(forms.get(first, ROWS), form)
+    return [
+        plain(
+            t.rows,
+            t.headers,
+            shrink=t.text_columns,
+            width=width,
+            notes=t.note_columns,
+            form=forms[t.headers[0] if t.headers else ""],
+        )
+        for t in tables
+    ]
+
+
+def _laid(
+    rows: Sequence[Sequence[Any]],
+    headers: Sequence[str],
+    shrink: Collection[int],
+    width: int | None,
+    drop: Sequence[int],
+    notes: Collection[int],
+    form: int,
+) -> tuple[int, str]:
+    """``plain``'s table and the form it took."""
     # column by column, so that measuring and checking each is one call in C (a `list` of
     # 23,000 rows spent 0.2 s here cell by cell)
     columns = [_texts(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in headers]
@@ -96,12 +140,23 @@ def plain(
     natural = _natural(columns, headers)
     kept, limits, excess = fit(natural, headers, shrink, drop, room)
     below: list[str] = []
+    whole = columns  # the notes in their cells, which a turned table may have room for
     if excess > 0 and notes:
         columns, below = _as_footnotes(columns, notes, room)
         natural = _natural(columns, headers)
         kept, limits, excess = fit(natural, headers, shrink, drop, room)
-    if excess > 0:
-        return _stacked(columns, headers, shrink, room) + "".join(f"\n{line}" for line in below)
+    if excess > 0 or form > ROWS:
+        if form <= TURNED:
+            turned = _turned(whole, headers, room)
+            if turned is not None:
+                return TURNED, turned
+            if notes:
+                columns, below = _as_footnotes(whole, notes, room)
+                turned = _turned(columns, headers, room)
+                if turned is not None:
+                    return TURNED, turned + "".join(f"\n{line}" for line in below)
+        return BLOCKS, _stacked(columns, headers, shrink, room) + "".join(f"\n{line}" for line in below)
+    after = "".join(f"\n{line}" for line in below)
     shown = []
     for i in kept:
         limit = limits.get(i)
@@ -111,13 +166,100 @@ def plain(
     flat = "".join(heads) + "".join("".join(column) for column in shown)
     # With wcwidth installed tabulate counts East Asian wide characters twice; simple() counts
     # characters, so it lays out only what both count alike.
-    after = "".join(f"\n{line}" for line in below)
     if flat.isascii() or not _wide_characters_counted():
-        return _simple(shown, heads) + after
+        return ROWS, _simple(shown, heads) + after
     from tabulate import tabulate  # 34 ms to import: only for tables simple() does not lay out
 
     laid = tabulate(list(zip(*shown, strict=True)), headers=heads, tablefmt="simple", disable_numparse=True)
-    return str(laid) + after
+    return ROWS, str(laid) + after
+
+
+def _turned(columns: Sequence[Sequence[str]], headers: Sequence[str], width: int) -> str | None:
+    """The table turned: its first column's cells head the columns, and each other column is a
+    line, its header then every row's cell (a line whose cells are all empty says nothing and
+    is left out); None when the rows do not fit side by side in ``width``, or when a wide
+    character would be counted as one (``simple`` counts characters)."""
+    if not columns or not columns[0]:
+        return None
+    cells = [list(map(str.strip, column)) for column in columns]
+    lines = [i for i in range(1, len(headers)) if any(cells[i])]
+    heads = [headers[0], *cells[0]]
+    turned = [[headers[i] for i in lines], *([cells[i][r] for i in lines] for r in range(len(cells[0])))]
+    if sum(_natural(turned, heads)) + GAP * (len(heads) - 1) > width:
+        return None
+    if not ("".join(heads) + "".join(map("".join, turned))).isascii() and _wide_characters_counted():
+        return None
+    return _simple(turned, heads)
+
+
+READABLE = 24  # free text given a column of its own is never narrower than this
+
+
+def cut_at_word(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters: whole when it fits, else cut after its last
+    whole word that leaves room for "…" (mid-word only when a first word is that long)."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    space = cut.rfind(" ")
+    if text[width - 1] != " " and space > width // 2:  # the last word is cut: leave it out
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.") + "…"
+
+
+def with_free_text(
+    rows: Sequence[Sequence[Any]],
+    headers: Sequence[str],
+    optional: Sequence[int],
+    last: Sequence[int] = (),
+    width: int | None = None,
+) -> str:
+    """A table whose last column is free text (a lesson) and the others are names and terms,
+    each given the width it needs, never cut: the columns in ``optional`` are left out, in that
+    order, while the free text would have fewer than READABLE characters; it then takes what
+    remains, cut at a word. When even that is too little, each row's free text goes on a line of
+    its own under the row, indented, cut at a word to the width; and the columns in ``last``
+    are left out only when the others do not fit without it. ``--json`` has every one whole."""
+    room = terminal_width() if width is None else width
+    columns = [_texts(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in headers]
+    heads = _texts(headers)
+    natural = _natural(columns, heads)
+    text = len(heads) - 1
+    kept = list(range(text))
+
+    def left() -> int:  # the free text's width beside the kept columns
+        return room - sum(natural[i] + GAP for i in kept)
+
+    for column in optional:
+        if left() >= READABLE:
+            break
+        kept.remove(column)
+    if left() >= READABLE:
+        cut = [cut_at_word(cell.strip(), left()) for cell in columns[text]]
+        shown = [*(columns[i] for i in kept), cut]
+        return _laid(list(zip(*shown, strict=True)), [*(heads[i] for i in kept), heads[text]], (), room, (), (), ROWS)[
+            1
+        ]
+    for column in last:
+        if left() >= -GAP:  # the columns fit with no free text beside them
+            break
+        kept.remove(column)
+    form, table = _laid(
+        list(zip(*(columns[i] for i in kept), strict=True)), [heads[i] for i in kept], (), room, (), (), ROWS
+    )
+    if form != ROWS:  # blocks: the free text goes in each block, cut to its line
+        return plain(rows, headers, shrink=(text,), width=room)
+    lines = table.split("\n")
+    out = lines[:2]
+    for line, cell in zip(lines[2:], columns[text], strict=True):
+        out += [line, "  " + cut_at_word(cell.strip(), max(room - 2, READABLE))] if cell.strip() else [line]
+    return "\n".join(out)
+
+
+def natural_width(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> int:
+    """How wide ``plain`` lays out a table when nothing is cut: to choose between two forms."""
+    columns = [_texts(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in headers]
+    return sum(_natural(columns, _texts(headers))) + GAP * (len(headers) - 1)
 
 
 def _natural(columns: Sequence[Sequence[str]], headers: Sequence[str]) -> list[int]:

@@ -35,6 +35,7 @@ TOOLS = {
     "next_attempts",
     "run_attempt",
     "list_runs",
+    "list_items",
     "conclude_attempt",
 }
 QUESTION = "Does the tiny step of the naive backend take under a second?"

@@ -1,4 +1,4 @@
-"""`ptreg next`: ranked suggestions as text that fits 80 columns, or JSON that parses."""
+"""`ptreg next`: ranked suggestions as text that fits the terminal, or JSON that parses."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 from helpers import assert_one_line_error
 
 
-def test_next_text_fits_80_columns_and_cites_its_sources(cli, sample_registry: Path) -> None:
+def test_next_text_fits_80_columns_and_cites_its_sources(cli, sample_registry: Path, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
     result = cli("-r", sample_registry, "next", "--limit", "0")
     assert result.code == 0, result.err
     lines = result.out.splitlines()

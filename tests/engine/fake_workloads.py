@@ -57,3 +57,14 @@ class Fine(ArmsWorkload):
 
     def prepare(self, task: Any, backend: Any) -> Any:
         return None
+
+
+class NeedsAnExtra(Fine):
+    """A workload whose evaluation tool is not installed here."""
+
+    requires_modules = ("json", "ptreg_no_such_tool.api")
+    install_hint = "pip install 'ptreg[no-such-tool]'"
+
+
+class BadRequires(Fine):
+    requires_modules = ["json"]  # type: ignore[assignment]  # noqa: RUF012  (the wrong shape, on purpose)

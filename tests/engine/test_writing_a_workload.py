@@ -53,13 +53,13 @@ def test_the_page_from_an_empty_folder_to_a_run(tmp_path: Path) -> None:
         assert "Traceback" not in found.stderr, found.stderr
         return found
 
-    listing, init, freeze, new, run = steps
+    listing, init, term, freeze, new, run = steps
     listed = ptreg(listing, "--json")
     assert listed.returncode == 0, listed.stderr
     mine = next(w for w in json.loads(listed.stdout) if w["name"] == "smallest")
     assert mine["available"] and mine["kind"] == "arms" and mine["distribution"] == "ptreg-sorting"
     assert set(mine["metrics"]) == {"ms", "checksum"} and set(mine["spec_fields"]) == {"size", "k"}
-    for step in (init, freeze, new):
+    for step in (init, term, freeze, new):
         found = ptreg(step)
         assert found.returncode == 0, (step, found.stdout, found.stderr)
     measured = ptreg(run, "--json")

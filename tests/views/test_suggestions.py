@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from contextlib import closing
 from pathlib import Path
+from types import SimpleNamespace
 
 from helpers import add_run, complete_record, failed_record, step_cell, step_results, write_registry
 from ptreg.operations.conclude import Verdict, conclude
 from ptreg.records.condition_grammar import parse
 from ptreg.records.ledger import in_ledger_order
+from ptreg.store.directory import read_attempt
 from ptreg.store.index import open_index
 from ptreg.views.suggestions import KINDS, Suggestion, suggestions_of
 
@@ -132,3 +134,17 @@ def test_a_run_that_cannot_be_read_is_passed_over(tmp_path: Path) -> None:
     assert len(answer.unreadable) == 2
     for why, attempt in zip(sorted(answer.unreadable), ("holds", "no-verdict"), strict=True):
         assert f"runs/{attempt}/{RUN}/results.json" in why and "\n" not in why
+
+
+def test_a_condition_that_holds_is_suggested_without_the_answer_the_gate_would_not_ask(tmp_path: Path) -> None:
+    from ptreg.gate.checks import PASSED, disposition_respected
+
+    root = _registry(tmp_path / "registry")
+    [go] = [s for s in _suggestions(root) if s.kind == "continue"]
+    assert go.action.startswith("ptreg new --varied-from holds (its next action: ")
+    assert "--answers-disposition" not in go.action
+    # the gate's check, given what the suggestion says (no answer), passes on the condition that holds
+    holds = read_attempt(root, "holds")
+    proposal = holds.model_copy(update={"id": "next-one", "varied_from": "holds", "answers_disposition": None})
+    decided = SimpleNamespace(truth=True, summary=lambda: "holds")
+    assert disposition_respected(proposal, {"holds": holds}, decided).outcome == PASSED

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ...records.analysis_plan import gain, margin_text, standing
 from ...records.evaluator import ACCELERATOR_METRICS, ALL_CONFIG, AnySpec, ArmsSpec, MetricDeclaration
@@ -165,26 +165,46 @@ def complete_items(by_seed: list[dict[str, float]]) -> tuple[list[str], int]:
     return kept, len(seen) - len(kept)
 
 
-def _crossed(
-    mine: list[MetricSample], theirs: list[MetricSample], metric: str, higher: bool
-) -> tuple[Paired | None, int, int | None]:
-    """The difference by item and by seed over the seeds both arms scored items in and the
-    items every one of those seeds has on both sides: the paired result (None when no item is
-    complete), the seeds, and the items left out (None when neither arm wrote items)."""
-    my_seeds, their_seeds = items_by_seed(mine, metric), items_by_seed(theirs, metric)
-    if not my_seeds and not their_seeds:
-        return None, 0, None
-    seeds = sorted(set(my_seeds) & set(their_seeds))
-    kept, _ = complete_items([my_seeds[s] for s in seeds] + [their_seeds[s] for s in seeds])
-    seen: set[str] = set().union(*my_seeds.values(), *their_seeds.values())
-    if not kept:
-        return None, len(seeds), len(seen)
-    paired = crossed_difference(
-        {i: [my_seeds[s][i] for s in seeds] for i in kept},
-        {i: [their_seeds[s][i] for s in seeds] for i in kept},
-        higher,
+@dataclass(frozen=True)
+class ItemPairs:
+    """Two arms' per-item values of a metric as their comparison pairs them: each item's values
+    in the same seeds, in the same order, on both sides (before version 8, one value each: the
+    item's mean over the repeats that scored it)."""
+
+    mine: dict[str, list[float]]
+    theirs: dict[str, list[float]]
+    seeds: int
+    left_out: int | None  # items some seed lacks, left out (from version 8; before, not counted)
+
+
+def item_pairs(
+    mine: list[MetricSample], theirs: list[MetricSample], metric: str, results_version: int = RESULTS_VERSION
+) -> ItemPairs | None:
+    """The items both arms wrote for a metric, paired as ``compare_arms`` pairs them: from
+    version 8 over the seeds both arms scored items in and the items every one of those seeds
+    has on both sides (empty, with the items left out, when no item is complete); before, the
+    items both have, each averaged over the repeats. None when neither arm wrote items."""
+    if results_version < VARIANCE_FROM_VERSION:
+        my_items, my_seeds = _items(mine, metric)
+        their_items, their_seeds = _items(theirs, metric)
+        shared = sorted(set(my_items) & set(their_items))
+        if not my_items and not their_items:
+            return None
+        return ItemPairs(
+            {i: [my_items[i]] for i in shared}, {i: [their_items[i]] for i in shared}, min(my_seeds, their_seeds), None
+        )
+    by_seed, their_by_seed = items_by_seed(mine, metric), items_by_seed(theirs, metric)
+    if not by_seed and not their_by_seed:
+        return None
+    seeds = sorted(set(by_seed) & set(their_by_seed))
+    kept, _ = complete_items([by_seed[s] for s in seeds] + [their_by_seed[s] for s in seeds])
+    seen: set[str] = set().union(*by_seed.values(), *their_by_seed.values())
+    return ItemPairs(
+        {i: [by_seed[s][i] for s in seeds] for i in kept},
+        {i: [their_by_seed[s][i] for s in seeds] for i in kept},
+        len(seeds),
+        len(seen) - len(kept),
     )
-    return paired, len(seeds), len(seen) - len(kept)
 
 
 def compare_arms(
@@ -212,15 +232,16 @@ def compare_arms(
             seeds=found.n,
             variance="rounds" if said else None,
         )
-    left_out: int | None = None
-    if said:
-        paired, seeds, left_out = _crossed(mine, theirs, metric, higher)
-        paired_by = "item"
-    else:
-        my_items, my_seeds = _items(mine, metric)
-        their_items, their_seeds = _items(theirs, metric)
-        paired = paired_difference(my_items, their_items, higher) if set(my_items) & set(their_items) else None
-        paired_by, seeds = "item", min(my_seeds, their_seeds)
+    pairs = item_pairs(mine, theirs, metric, results_version)
+    paired: Paired | None = None
+    paired_by, seeds, left_out = "item", pairs.seeds if pairs else 0, pairs.left_out if pairs else None
+    if pairs is not None and pairs.mine:
+        if said:
+            paired = crossed_difference(pairs.mine, pairs.theirs, higher)
+        else:
+            paired = paired_difference(
+                {i: v[0] for i, v in pairs.mine.items()}, {i: v[0] for i, v in pairs.theirs.items()}, higher
+            )
     if paired is None:
         by_round = {str(r): v for r, v in by_seed_or_round(mine, metric, results_version).items()}
         their_rounds = by_seed_or_round(theirs, metric, results_version)

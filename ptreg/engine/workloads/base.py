@@ -26,6 +26,7 @@ from typing import ClassVar, Literal, TypeVar
 from ...records.counting import UNIT
 from ...records.evaluator import AnySpec, EvaluatorSpec, MetricDeclaration
 from ...records.run_results import (
+    INTERVALS_FROM_VERSION,
     Cell,
     Kernel,
     KernelSample,
@@ -91,6 +92,10 @@ class Workload(ABC):
     # whether its cells time every region through ``CellRun.stopwatch``, and so can count
     # instructions (an evaluator's ``"timer": "instructions"``)
     counts_instructions: ClassVar[bool] = False
+    # The modules a workload needs beyond ptreg's own (its evaluation tool, in an extra of its
+    # own), and how to install them: without them it is listed as not installed, and not run.
+    requires_modules: ClassVar[tuple[str, ...]] = ()
+    install_hint: ClassVar[str | None] = None
 
     def check_settings(self, spec: AnySpec) -> str | None:
         """Why the spec's own fields cannot be measured (one line), or None."""
@@ -243,6 +248,26 @@ def interval(summary: Summary | None, digits: int = 1) -> str:
     if summary is None or summary.ci is None:
         return "unknown"
     return f"{number(summary.ci.low, digits)}-{number(summary.ci.high, digits)}"
+
+
+NOT_RECORDED = "not recorded"
+
+
+def recorded_interval(results: RunResults, summary: Summary | None, digits: int = 1) -> str:
+    """A cell's 95% interval as ``interval`` gives it, or why a run from before intervals has
+    none: it never recorded one (unknown is for a run that could have)."""
+    return interval(summary, digits) if results.results_version >= INTERVALS_FROM_VERSION else NOT_RECORDED
+
+
+def without_intervals(results: RunResults, title: str) -> str:
+    """A table's title ('What: how its values are taken'), or, for a run from before intervals,
+    what it is and why it has none (its ratios are of medians, with no rounds to pair)."""
+    if results.results_version >= INTERVALS_FROM_VERSION:
+        return title
+    what = title.split(":")[0]
+    return (
+        f"{what}: medians; run before interleaved rounds (results version {results.results_version}), so no intervals"
+    )
 
 
 def ratio_text(value: float | None, found: Ratio | None) -> str:

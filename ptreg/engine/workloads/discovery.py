@@ -11,7 +11,9 @@ workload; none of them names one.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
+import re
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
@@ -25,6 +27,7 @@ from .base import Workload
 
 ENTRY_POINT_GROUP = "ptreg.workloads"
 KINDS = ("backends", "arms")
+MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 # How the engine calls each method of a workload (after self): the arguments it passes.
 CALLS: dict[str, tuple[str, ...]] = {
     "prepare": ("task", "backend"),
@@ -92,6 +95,12 @@ def _metadata(target: str, factory: Any) -> dict[str, Any]:
     runs_code = getattr(factory, "runs_code", False)
     if not isinstance(runs_code, bool):
         raise ValueError(f"{target}: runs_code must be True or False")
+    modules = getattr(factory, "requires_modules", ())
+    if not isinstance(modules, tuple) or not all(isinstance(m, str) and MODULE.fullmatch(m) for m in modules):
+        raise ValueError(f"{target}: requires_modules must be a tuple of module names")
+    hint = getattr(factory, "install_hint", None)
+    if hint is not None and not isinstance(hint, str):
+        raise ValueError(f"{target}: install_hint must be a string")
     return {
         "kind": kind,
         "description": factory.description,
@@ -101,6 +110,26 @@ def _metadata(target: str, factory: Any) -> dict[str, Any]:
         "optional_fields": sorted(optional),
         "runs_code": runs_code,
     }
+
+
+def missing_module(modules: tuple[str, ...]) -> str | None:
+    """The first of ``modules`` that cannot be imported here, found without importing any."""
+    for module in modules:
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError):  # a parent package missing, or one that is not a package
+            found = None
+        if found is None:
+            return module
+    return None
+
+
+def _not_installed(factory: type[Workload]) -> str | None:
+    """'not installed: <how>' when a module the workload needs is missing; else None."""
+    missing = missing_module(factory.requires_modules)
+    if missing is None:
+        return None
+    return f"not installed: {factory.install_hint or f'module {missing} is missing'}"
 
 
 def describe(entry: PluginEntry) -> WorkloadInfo:
@@ -141,7 +170,7 @@ def describe(entry: PluginEntry) -> WorkloadInfo:
         abstract = sorted(getattr(factory, "__abstractmethods__", ()))
         if abstract:
             return info(False, f"{entry.target} does not implement {', '.join(abstract)}", **meta)
-        problem = _signature_problem(entry.target, factory)
+        problem = _signature_problem(entry.target, factory) or _not_installed(factory)
     except ValueError as exc:
         return info(False, str(exc))
     except Exception as exc:

@@ -27,12 +27,13 @@ from .base import (
     backend_of,
     backends_spec,
     instructions,
-    interval,
     note,
     number,
     ratio_text,
+    recorded_interval,
     speedup,
     versus,
+    without_intervals,
     without_twin,
 )
 
@@ -260,7 +261,7 @@ class KernelsWorkload(BackendsWorkload):
                 KERNEL_LABEL[t.kernel],
                 c.backend,
                 instructions(cost) if counted else number(t.gflops.median, 2),
-                interval(cost, 0 if counted else 2),
+                recorded_interval(results, cost, 0 if counted else 2),
                 ratio_text(t.vs_naive, t.vs_naive_ratio),
             ]
             if by_baseline:
@@ -275,5 +276,9 @@ class KernelsWorkload(BackendsWorkload):
         if peer is not None:
             headers.append(f"vs {peer}")
         return Table(
-            "Kernels at each layer shape: medians; each 95% CI is of the typical value (true and median)", rows, headers
+            without_intervals(
+                results, "Kernels at each layer shape: medians; each 95% CI is of the typical value (true and median)"
+            ),
+            rows,
+            headers,
         )

@@ -40,14 +40,15 @@ from .base import (
     backends_spec,
     complete_repeats,
     instructions,
-    interval,
     note,
     number,
     percent,
     ratio_text,
+    recorded_interval,
     speedup,
     times,
     versus,
+    without_intervals,
     without_twin,
 )
 
@@ -276,7 +277,7 @@ class TrainingWorkload(BackendsWorkload):
                     c.config,
                     c.backend,
                     number(ms.median) if ms else "unknown",
-                    interval(ms),
+                    recorded_interval(results, ms),
                     number(tok.median, 0) if tok else "unknown",
                     ratio_text(c.vs_naive, c.vs_naive_ratio),
                     ratio_text(c.vs_baseline, c.vs_baseline_ratio),
@@ -296,7 +297,10 @@ class TrainingWorkload(BackendsWorkload):
         return without_twin(
             results,
             Table(
-                "Training step: medians over repeats; each 95% CI is of the typical value (true and median)",
+                without_intervals(
+                    results,
+                    "Training step: medians over repeats; each 95% CI is of the typical value (true and median)",
+                ),
                 rows,
                 headers,
                 notes=("note",),
@@ -311,7 +315,7 @@ class TrainingWorkload(BackendsWorkload):
                 c.config,
                 c.backend,
                 instructions(c.instructions_per_step),
-                interval(c.instructions_per_step, 0),
+                recorded_interval(results, c.instructions_per_step, 0),
                 ratio_text(c.vs_naive, c.vs_naive_ratio),
                 ratio_text(c.vs_baseline, c.vs_baseline_ratio),
                 note(c),
