@@ -216,15 +216,15 @@ def bar_chart(
     reference_line: float | None = None,
     signed: bool = False,
     labels: tuple[str, str] = ("config", "backend"),
-    colours: dict[str, str] | None = None,
+    order: Sequence[str] = (),
 ) -> Chart:
-    """Grouped bars: one group per config, one colour per backend (``colours``, from `palette`),
+    """Grouped bars: one group per config, one colour per backend (`palette` of ``order``),
     whiskers for the intervals; logarithmic when the values span more than ``LOG_RANGE``.
     ``signed``: the values are differences, drawn on a linear axis through zero whatever their
     sign. ``labels`` name the group and the series in the chart's table."""
     groups = list(dict.fromkeys(b.group for b in bars))
     series = list(dict.fromkeys(b.series for b in bars))
-    colour_of = palette(list(colours or ()), series) | (colours or {})
+    colour_of = palette(order, series)
 
     def can_draw(value: float | None) -> bool:
         return value is not None and abs(value) <= DRAWN if signed else drawable(value)
@@ -378,11 +378,11 @@ def history_chart(
     runs: Sequence[str],
     points: Sequence[Point],
     *,
-    colours: dict[str, str] | None = None,
+    order: Sequence[str] = (),
     series_header: str = "config / backend",
 ) -> Chart:
     """Each cell across the runs, oldest first: one line per cell, one marked point per run. A
-    cell is ``config / backend`` (a colour per backend, from ``colours``, and a line style per
+    cell is ``config / backend`` (a colour per backend, `palette` of ``order``, and a line style per
     config) or an arm's name alone (``series_header`` then names it so in the table)."""
     series = list(dict.fromkeys(p.series for p in points))
     values = [v for p in points for v in (p.value, p.low, p.high) if drawable(v)]
@@ -393,7 +393,7 @@ def history_chart(
     # a colour per backend and a line style per config, so that 16 cells stay apart
     backends = list(dict.fromkeys(s.rpartition(" / ")[2] for s in series))
     configs = list(dict.fromkeys(s.rpartition(" / ")[0] for s in series))
-    colour_of = palette(list(colours or ()), backends) | (colours or {})
+    colour_of = palette(order, backends)
     legend_chars = max((len(label(s)) for s in series), default=0)
     legend_room = legend_chars * LEGEND_CHAR_PX + LEGEND_PAD_PX if series else 0
     with _drawing() as new:

@@ -20,7 +20,7 @@ from ..engine.workloads.arms import declared, intervals_over
 from ..engine.workloads.base import BackendsWorkload
 from ..errors import PtregError
 from ..records.attempt import Attempt, RunRef
-from ..records.evaluator import ArmsSpec
+from ..records.evaluator import AnySpec, ArmsSpec
 from ..records.ledger import STATUSES
 from ..records.refs import EVALUATOR_REF_PATTERN, ID_PATTERN, RUN_ID_PATTERN
 from ..records.run_results import RunResults
@@ -35,7 +35,7 @@ from ..views.dossier_runs import run_lines
 from ..views.plans import decide_plan
 from ..views.run_report import evidence_line
 from ..views.streaks import OK, streak_chains, streaks_of
-from .charts import Bar, Chart, Point, Stack, bar_chart, history_chart, palette, share_chart
+from .charts import Bar, Chart, Point, Stack, bar_chart, history_chart, share_chart
 from .lineage_layout import STATUS_COLOURS, draw
 from .sources import Inputs
 
@@ -249,12 +249,10 @@ def dossier_context(inputs: Inputs, attempt: Attempt, readable_runs: set[str]) -
 ARM_LABELS = ("metric", "arm")
 
 
-def arm_colours(spec: Any) -> dict[str, str]:
-    """Each arm's or backend's colour on every chart of every page drawn from ``spec`` (an
-    evaluator's): by the evaluator's order, the baseline first."""
-    if isinstance(spec, ArmsSpec):
-        return palette([spec.baseline, *spec.arms])
-    return palette([*getattr(spec, "backends", ())])
+def arm_order(spec: AnySpec) -> list[str]:
+    """The order of an evaluator's arms or backends, the baseline first, that gives each its
+    colour (`charts.palette`) on every chart of every page drawn from runs under it."""
+    return list(dict.fromkeys([spec.baseline, *(spec.arms if isinstance(spec, ArmsSpec) else spec.backends)]))
 
 
 def arms_run_charts(results: RunResults) -> list[Chart]:
@@ -264,7 +262,7 @@ def arms_run_charts(results: RunResults) -> list[Chart]:
     spec = results.spec
     assert isinstance(spec, ArmsSpec)
     charts: list[Chart] = []
-    colours = arm_colours(spec)
+    order = arm_order(spec)
     for n, (metric, declaration) in enumerate(declared(spec, workload_named(spec.workload), results.cells).items()):
         bars, against = [], []
         over: dict[str, None] = {}  # what the intervals are over (version 8), each said once
@@ -294,7 +292,7 @@ def arms_run_charts(results: RunResults) -> list[Chart]:
         direction = f"{declaration.better} is better"
         said = f"; intervals over {' / '.join(over)}" if over else ""
         title = f"{metric}: each arm's mean, 95% interval ({direction}{said})"
-        charts.append(bar_chart(f"metric-{n}", title, declaration.unit, bars, labels=ARM_LABELS, colours=colours))
+        charts.append(bar_chart(f"metric-{n}", title, declaration.unit, bars, labels=ARM_LABELS, order=order))
         if against:
             if declaration.compare == "ratio":
                 title = f"{metric}: each arm over {spec.baseline} ({direction}; 1 is no change)"
@@ -306,7 +304,7 @@ def arms_run_charts(results: RunResults) -> list[Chart]:
                         against,
                         reference_line=1.0,
                         labels=ARM_LABELS,
-                        colours=colours,
+                        order=order,
                     )
                 )
             else:
@@ -320,7 +318,7 @@ def arms_run_charts(results: RunResults) -> list[Chart]:
                         reference_line=0.0,
                         signed=True,
                         labels=ARM_LABELS,
-                        colours=colours,
+                        order=order,
                     )
                 )
     return charts
@@ -366,8 +364,8 @@ def run_charts(results: RunResults) -> list[Chart]:
     unit = f"{'instructions' if counted else 'ms'} per {of}"
     what = "Instructions (under valgrind)" if counted else "Time"
     title = f"{what} per step, per config and backend (bar: median; whisker: 95% interval of the typical value)"
-    colours = arm_colours(results.spec)
-    charts.append(bar_chart("time", title, unit, time_bars, colours=colours))
+    order = arm_order(results.spec)
+    charts.append(bar_chart("time", title, unit, time_bars, order=order))
     roles = results.ratio_roles
     for name, title, attr in (
         ("vs-reference", f"Speedup over {roles.reference or 'the reference'} (same run, paired rounds)", "vs_naive"),
@@ -384,7 +382,7 @@ def run_charts(results: RunResults) -> list[Chart]:
             high = ratio.ci.high if ratio is not None and ratio.ci is not None else None
             bars.append(Bar(cell.config, cell.backend, median, low, high))
         if bars:
-            charts.append(bar_chart(name, title, "speedup (x)", bars, reference_line=1.0, colours=colours))
+            charts.append(bar_chart(name, title, "speedup (x)", bars, reference_line=1.0, order=order))
     stacks = []
     for cell in results.cells:
         a = cell.attribution
@@ -465,17 +463,17 @@ def evaluator_context(inputs: Inputs, ref: str, users: dict[str, list[str]]) -> 
     runs = list(dict.fromkeys([r.run.label for r in rows] + [m.run for m in metric_rows]))
     points = [Point(f"{r.config} / {r.backend}", r.run.label, 1000 * r.seconds, _ms(r.low), _ms(r.high)) for r in rows]
     charts = []
-    colours = arm_colours(frozen.spec) if frozen else None
+    order = arm_order(frozen.spec) if frozen else []
     if points:
         title = "Each cell across the complete runs, oldest first"
-        charts.append(history_chart("history", title, "ms per step", runs, points, colours=colours))
+        charts.append(history_chart("history", title, "ms per step", runs, points, order=order))
     for n, metric in enumerate(dict.fromkeys(m.metric for m in metric_rows)):
         mine = [m for m in metric_rows if m.metric == metric]
         title = f"{metric} of each arm across the complete runs, oldest first ({mine[0].better} is better)"
         # a run of arms has no configs (the engine gives each arm one, "all"): the arm alone is the cell
         arm_points = [Point(m.arm, m.run, m.mean, m.low, m.high) for m in mine]
         charts.append(
-            history_chart(f"history-{n}", title, mine[0].unit, runs, arm_points, colours=colours, series_header="arm")
+            history_chart(f"history-{n}", title, mine[0].unit, runs, arm_points, order=order, series_header="arm")
         )
     comparisons: list[dict[str, Any]] = []
     for a, b in itertools.pairwise(runs):

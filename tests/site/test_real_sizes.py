@@ -176,6 +176,7 @@ def _pages(site: Path) -> list[tuple[str, str | None]]:
     steps = _evaluator_page(site, "steps")
     return [
         ("index.html", None),
+        *((f"lineage/{p.name}", None) for p in sorted((site / "lineage").glob("*.html"))),
         (f"attempts/{ARMS}.html", None),
         (f"attempts/{ARMS_ONE}.html", None),
         (f"runs/{ARMS}/{next((site / 'runs' / ARMS).glob('20261206*')).stem}.html", arms),
