@@ -25,7 +25,7 @@ from ..records.ledger import STATUSES
 from ..records.refs import EVALUATOR_REF_PATTERN, ID_PATTERN, RUN_ID_PATTERN
 from ..records.run_results import RunResults
 from ..store.evaluator_files import check_file
-from ..store.runs import read_environment, read_results, run_folder
+from ..store.runs import read_environment, run_folder
 from ..text import Table
 from ..views.arms_comparison import is_arms_run
 from ..views.comparison import arms_history, cell_values, compare, evaluator_history, machine
@@ -171,15 +171,18 @@ def broken_set(broken_runs: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
 
 
 def verdict_context(
-    inputs: Inputs, attempt: Attempt | None, run: tuple[str, RunResults] | None, href: str | None = None
+    inputs: Inputs, attempt: Attempt | None, run: tuple[str, RunResults] | None, dossier: bool, href: str | None = None
 ) -> dict[str, Any]:
     """What a reader comes for, said before anything else: the attempt's status, what its plan
-    decided (or decides now, before a conclusion), and what ``run`` (the latest complete one, on
-    a dossier, whose page is ``href``) found: its evidence line, each arm or backend against the
-    baseline or reference."""
+    decided, and what ``run`` (the latest complete one, on a dossier, whose page is ``href``)
+    found: its evidence line, each arm or backend against the baseline or reference. Before a
+    conclusion a ``dossier`` decides the plan on the runs so far; a run's page, which is drawn
+    from that run alone (docs/site.md), sends the reader there."""
     plan = "no analysis plan"
     if attempt is not None and attempt.plan_decision is not None:
         plan = f"its plan decided {attempt.plan_decision.status}: {attempt.plan_decision.because}"
+    elif attempt is not None and attempt.plan is not None and not dossier:
+        plan = "not concluded; its dossier decides its plan on the runs so far"
     elif attempt is not None and attempt.plan is not None:
         try:
             outcome = decide_plan(inputs.root, attempt)
@@ -198,13 +201,12 @@ def verdict_context(
 
 
 def _latest_complete(inputs: Inputs, attempt: Attempt) -> tuple[str, RunResults] | None:
+    """The attempt's latest complete run and its results; None when it has none, or when they
+    cannot be read (the dossier's run section says why)."""
     for ref in reversed(attempt.runs or ()):
-        if ref.status != "complete":
-            continue
-        try:
-            return ref.run_id, read_results(run_folder(inputs.root, attempt.id, ref.run_id), inputs.root)
-        except PtregError:
-            return None
+        if ref.status == "complete":
+            found = inputs.results(attempt.id, ref.run_id)
+            return (ref.run_id, found) if isinstance(found, RunResults) else None
     return None
 
 
@@ -239,7 +241,7 @@ def dossier_context(inputs: Inputs, attempt: Attempt, readable_runs: set[str]) -
         "runs": runs,
         "evaluator": attempt.evaluator,
         "evaluator_href": evaluator_path(evaluator) if evaluator else None,
-        "verdict": verdict_context(inputs, attempt, latest, run_path(attempt.id, latest[0]) if latest else None),
+        "verdict": verdict_context(inputs, attempt, latest, True, run_path(attempt.id, latest[0]) if latest else None),
     }
 
 
@@ -424,7 +426,7 @@ def run_context(inputs: Inputs, attempt_id: str, run_id: str, results: RunResult
         "details": blocks(run_lines(inputs.root, attempt_id, _ref(results, run_id), _margins(inputs, attempt_id))),
         "machine": machine(environment),
         "evaluator_href": evaluator_path(evaluator) if evaluator else None,
-        "verdict": verdict_context(inputs, inputs.attempt(attempt_id), (run_id, results)),
+        "verdict": verdict_context(inputs, inputs.attempt(attempt_id), (run_id, results), False),
     }
 
 
