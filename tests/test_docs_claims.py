@@ -293,6 +293,7 @@ def _claims() -> list[tuple[str, str]]:
         MIN_HISTORY,
         TIMES_THRESHOLD,
     )
+    from ptreg.cli.reading import SHOWN_RUNS
     from ptreg.errors import EXIT_CHECK_FAILED as FAILED
     from ptreg.errors import EXIT_UNUSABLE as UNUSABLE
     from ptreg.records.analysis_plan import MAX_POOLED_RUNS, Plan
@@ -310,6 +311,7 @@ def _claims() -> list[tuple[str, str]]:
         ("ptreg new", f"A refused check exits {FAILED}"),
         ("ptreg new --decide-on-runs", f"{Plan.model_fields['runs'].default} (the default) is the first complete run"),
         ("ptreg gate", f"Exit {FAILED} if a check fails"),
+        ("ptreg show --runs", f"(default: {SHOWN_RUNS} as text or markdown"),
         (
             "ptreg run",
             f"exits {sigint}, {sigterm} or {sighup}. Exit 0 when the run is complete, {FAILED} when it failed",
@@ -353,6 +355,7 @@ NOT_VALUES = [
     ("ptreg new --margin", "a factor above 1 for a ratio"),
     ("ptreg next --limit", "(0: all)"),
     ("ptreg items --limit", "(0: all)"),
+    ("ptreg show --runs", "all or 0 shows every run"),
     ("ptreg run --detach", "http://HOST:8265"),
     ("ptreg conclude --continue-if", "config=xl) >= 1.25"),
     ("ptreg compare --threshold", "0.05 is 5%"),

@@ -56,7 +56,7 @@ def show(
 ) -> None:
     """The dossier of one attempt: evidence, lesson, why it stopped, scope, disposition, lineage, sources.
 
-    Its runs latest first: as text or markdown the latest 3 and a line counting the earlier ones; --runs N or --runs all for more."""
+    Its runs latest first: as text or markdown the latest few (--runs says how many) and a line counting the earlier ones; --runs N or --runs all for more."""
     from ..records.refs import check_id
     from ..store.lineage_read import read_lineage
     from ..views.dossier import render_json, render_markdown, render_text, sections

@@ -47,6 +47,9 @@ LINE_STYLES = ("-", "--", ":", "-.")
 DRAWN = 1e15
 LABEL_MAX = 32  # characters of a name drawn as a label; the table and the tooltip hold it whole
 COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
+# Every text a chart draws is at least this many points; the page never shows a chart at less
+# than one CSS pixel per point (`_svg`), so no chart text reads under 9 px at any width.
+TEXT_PT = 9
 # A step's parts need more: the three kernels, the eight ops and the rest (tab20's first twelve).
 PART_COLOURS = (
     "#1f77b4",
@@ -62,6 +65,15 @@ PART_COLOURS = (
     "#8c564b",
     "#7f7f7f",
 )
+
+
+def palette(order: Sequence[str], names: Sequence[str] = ()) -> dict[str, str]:
+    """The one colour of each arm or backend: by its place in ``order`` (the evaluator's own, the
+    baseline first), so that every chart of a page, and every page of the same evaluator, draws
+    it alike whichever of them a chart holds; a name ``order`` lacks comes after, in the order of
+    ``names``."""
+    every = list(dict.fromkeys([*order, *names]))
+    return {name: COLOURS[n % len(COLOURS)] for n, name in enumerate(every)}
 
 
 @dataclass
@@ -158,19 +170,28 @@ def needs_log(values: Sequence[float]) -> bool:
     return len(positive) >= 2 and max(positive) / min(positive) > LOG_RANGE
 
 
-def _svg(figure: Figure, titles: dict[str, str] | None = None) -> str:
+def _svg(figure: Figure, titles: dict[str, str] | None = None, series: dict[str, str] | None = None) -> str:
     """The figure as SVG to embed in a page, each mark whose id ``titles`` names given a
-    ``<title>`` (the browser's tooltip) holding its names whole."""
+    ``<title>`` (the browser's tooltip) holding its names whole, and the arm or backend it is of
+    (``series``) as ``data-series``. The drawing may shrink to its column, but never below one
+    CSS pixel per point (its own width as a minimum): its box scrolls instead, and its text of
+    ``TEXT_PT`` points never reads under 9 px."""
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     text = buffer.getvalue()
     # the page embeds the drawing: the XML prolog and DOCTYPE belong to a file of its own
     text = re.sub(r"\A(<\?xml[^>]*>\s*)?(<!DOCTYPE[^>]*>\s*)?", "", text)
+    text = re.sub(r'\A<svg ([^>]*?)viewBox="0 0 ([0-9.]+) ', r'<svg \1style="min-width: \2px" viewBox="0 0 \2 ', text)
     if titles:
+        of = series or {}
 
         def titled(found: re.Match[str]) -> str:
-            title = titles.get(found.group(2))
-            return found.group(1) if title is None else f"{found.group(1)}<title>{escape(printable(title))}</title>"
+            gid = found.group(2)
+            title = titles.get(gid)
+            if title is None:
+                return found.group(0)
+            data = f' data-series="{escape(printable(of[gid]))}"' if gid in of else ""
+            return f'<g id="{gid}"{data}><title>{escape(printable(title))}</title>'
 
         text = re.sub(r'(<g id="([^"]+)">)', titled, text)
     return text
@@ -195,13 +216,15 @@ def bar_chart(
     reference_line: float | None = None,
     signed: bool = False,
     labels: tuple[str, str] = ("config", "backend"),
+    order: Sequence[str] = (),
 ) -> Chart:
-    """Grouped bars: one group per config, one colour per backend, whiskers for the intervals;
-    logarithmic when the values span more than ``LOG_RANGE``. ``signed``: the values are
-    differences, drawn on a linear axis through zero whatever their sign. ``labels`` name the
-    group and the series in the chart's table."""
+    """Grouped bars: one group per config, one colour per backend (`palette` of ``order``),
+    whiskers for the intervals; logarithmic when the values span more than ``LOG_RANGE``.
+    ``signed``: the values are differences, drawn on a linear axis through zero whatever their
+    sign. ``labels`` name the group and the series in the chart's table."""
     groups = list(dict.fromkeys(b.group for b in bars))
     series = list(dict.fromkeys(b.series for b in bars))
+    colour_of = palette(order, series)
 
     def can_draw(value: float | None) -> bool:
         return value is not None and abs(value) <= DRAWN if signed else drawable(value)
@@ -215,8 +238,9 @@ def bar_chart(
         for b in bars
     ]
     titles: dict[str, str] = {}
-    # the legend sits beside the plot: the figure widens by its room (fontsize 8: about 7 px a
-    # character, and the colour patch and padding)
+    of: dict[str, str] = {}
+    # the legend sits beside the plot: the figure widens by its room (a character, and the
+    # colour patch and padding)
     legend_chars = max((len(label(s)) for s in series), default=0) if known else 0
     legend_room = legend_chars * LEGEND_CHAR_PX + LEGEND_PAD_PX if known else 0
     with _drawing() as new:
@@ -225,11 +249,11 @@ def bar_chart(
         for n, b in enumerate(known):
             x = groups.index(b.group) + (series.index(b.series) - (len(series) - 1) / 2) * width
             assert b.value is not None
-            colour = COLOURS[series.index(b.series) % len(COLOURS)]
             legend = _text(b.series) if all(k.series != b.series for k in known[:n]) else None
-            (patch,) = axes.bar([x], [b.value], width=width * 0.9, color=colour, label=legend)
+            (patch,) = axes.bar([x], [b.value], width=width * 0.9, color=colour_of[b.series], label=legend)
             patch.set_gid(f"{name}-mark-{n}")
             titles[f"{name}-mark-{n}"] = f"{b.group} / {b.series}: {number(b.value)}"
+            of[f"{name}-mark-{n}"] = b.series
             if b.low is not None and b.high is not None and _whiskers(b.low, b.high):
                 axes.errorbar([x], [b.value], yerr=_reach(b.value, b.low, b.high), fmt="none", ecolor="#222", capsize=3)
         if reference_line is not None:
@@ -241,11 +265,11 @@ def bar_chart(
             _plain_log_ticks(axes)
         if known:
             # beside the plot, never over a bar ("best" still covers one when every spot holds one)
-            axes.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+            axes.legend(fontsize=TEXT_PT, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
         else:
             axes.text(0.5, 0.5, "nothing measured", ha="center", va="center", transform=axes.transAxes)
         _fit(figure, [number(t) for t in axes.get_yticks()], legend_px=legend_room)
-        svg = _svg(figure, titles)
+        svg = _svg(figure, titles, of)
     headers = [*labels, unit, "95% CI low", "95% CI high"]
     notes = [
         "Logarithmic scale: the values span more than 10x." if log else "",
@@ -324,7 +348,7 @@ def share_chart(name: str, title: str, stacks: Sequence[Stack]) -> Chart:
         axes.set_xlim(0, 1)
         axes.set_xlabel("share of the step")
         if stacks:
-            axes.legend(fontsize=8, frameon=False, ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+            axes.legend(fontsize=TEXT_PT, frameon=False, ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0))
         _fit(figure, [label(s.label) for s in stacks])
         svg = _svg(figure, titles)
     headers = ["config / backend", "step ms"]
@@ -344,23 +368,41 @@ class Point:
     high: float | None
 
 
-def history_chart(name: str, title: str, unit: str, runs: Sequence[str], points: Sequence[Point]) -> Chart:
-    """Each cell across the runs, oldest first: one line per cell, one marked point per run."""
+HISTORY_MAX_INCHES = 11.0  # a history as wide as the page's column at 1,280: more runs crowd it, not widen it
+
+
+def history_chart(
+    name: str,
+    title: str,
+    unit: str,
+    runs: Sequence[str],
+    points: Sequence[Point],
+    *,
+    order: Sequence[str] = (),
+    series_header: str = "config / backend",
+) -> Chart:
+    """Each cell across the runs, oldest first: one line per cell, one marked point per run. A
+    cell is ``config / backend`` (a colour per backend, `palette` of ``order``, and a line style per
+    config) or an arm's name alone (``series_header`` then names it so in the table)."""
     series = list(dict.fromkeys(p.series for p in points))
     values = [v for p in points for v in (p.value, p.low, p.high) if drawable(v)]
     log = needs_log(values)
     rows: list[Row] = []
     titles: dict[str, str] = {}
+    of: dict[str, str] = {}
     # a colour per backend and a line style per config, so that 16 cells stay apart
-    backends = list(dict.fromkeys(s.rsplit(" / ", 1)[-1] for s in series))
-    configs = list(dict.fromkeys(s.rsplit(" / ", 1)[0] for s in series))
+    backends = list(dict.fromkeys(s.rpartition(" / ")[2] for s in series))
+    configs = list(dict.fromkeys(s.rpartition(" / ")[0] for s in series))
+    colour_of = palette(order, backends)
+    legend_chars = max((len(label(s)) for s in series), default=0)
+    legend_room = legend_chars * LEGEND_CHAR_PX + LEGEND_PAD_PX if series else 0
     with _drawing() as new:
-        figure = new(max(6.0, 0.9 * len(runs) + 4.5), 3.6)
+        figure = new(min(max(6.0, 0.45 * len(runs) + 3.5), HISTORY_MAX_INCHES) + legend_room / 100, 3.8)
         axes = figure.add_subplot()
         n = 0
         for cell in series:
             config, _, backend = cell.rpartition(" / ")
-            colour = COLOURS[backends.index(backend) % len(COLOURS)]
+            colour = colour_of[backend]
             style = LINE_STYLES[configs.index(config) % len(LINE_STYLES)]
             mine = [p for p in points if p.series == cell]
             drawn = [(runs.index(p.run), p) for p in mine if drawable(p.value)]
@@ -379,24 +421,32 @@ def history_chart(name: str, title: str, unit: str, runs: Sequence[str], points:
                 container = axes.errorbar([x], [p.value], yerr=yerr, fmt="o", color=colour, markersize=4, capsize=2)
                 container.lines[0].set_gid(f"{name}-mark-{n}")
                 titles[f"{name}-mark-{n}"] = f"{p.run}: {cell} {number(p.value)}"
+                of[f"{name}-mark-{n}"] = backend
                 n += 1
             for p in mine:
                 rows.append(Row([p.run, cell, number(p.value), number(p.low), number(p.high)], int(drawable(p.value))))
-        axes.set_xticks(range(len(runs)), [_text(r.split("/")[-1]) for r in runs], rotation=20, ha="right")
+        # upright labels stop fitting side by side at about eight runs: then they stand on end
+        lean = 20 if len(runs) <= 8 else 90
+        axes.set_xticks(
+            range(len(runs)),
+            [_text(r.split("/")[-1]) for r in runs],
+            rotation=lean,
+            ha="right" if lean < 90 else "center",
+        )
         axes.set_xlim(-0.3, len(runs) - 0.7)
         axes.set_ylabel(_text(unit) + (" (log scale)" if log else ""))
         if log:
             axes.set_yscale("log")
             _plain_log_ticks(axes)
         if series:
-            axes.legend(fontsize=6, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
-        _fit(figure, legend=max((len(label(s)) for s in series), default=0))
-        svg = _svg(figure, titles)
+            axes.legend(fontsize=TEXT_PT, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+        _fit(figure, legend_px=legend_room)
+        svg = _svg(figure, titles, of)
     notes = [
         "Logarithmic scale: the values span more than 10x." if log else "",
         _undrawn([p.value for p in points]),
     ]
-    headers = ["run", "config / backend", unit, "95% CI low", "95% CI high"]
+    headers = ["run", series_header, unit, "95% CI low", "95% CI high"]
     return Chart(name, title, svg, headers, rows, " ".join(n for n in notes if n))
 
 
@@ -414,24 +464,27 @@ def _plain_log_ticks(axes: Any) -> None:
     axes.yaxis.set_minor_formatter(Plain(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
 
 
-LEGEND_CHAR_PX = 7.0  # a character of a legend at fontsize 8 (measured: 13 take 91 px)
+LEGEND_CHAR_PX = 8.0  # a character of a legend at TEXT_PT (measured at 8 points: 13 take 91 px)
 LEGEND_PAD_PX = 50  # its colour patch, the gaps and the figure's edge
 
 
-def _fit(figure: Figure, labels: Sequence[str] = (), legend: int = 0, legend_px: float = 0) -> None:
+def _fit(figure: Figure, labels: Sequence[str] = (), legend_px: float = 0) -> None:
     """Margins that hold the labels. ``tight_layout`` measured every text twice and cost about
     half of each chart's time, so the margins are set from the y labels' lengths instead
     (``labels``: those of a categorical y axis; numbers otherwise), and from the longest entry
-    of a legend on the right (``legend`` characters)."""
+    of a legend on the right (``legend_px`` wide)."""
     axes = figure.axes[0]
     width, height = figure.get_size_inches() * figure.dpi
     widest = max((len(t) for t in labels), default=6)
     left = (widest * 6.0 + 36) / width  # about 6 px a character at 9 pt, and the axis label
-    rotated = any(t.get_rotation() for t in axes.get_xticklabels())
-    bottom = (80 if rotated else 42) / height
+    lean = max((t.get_rotation() for t in axes.get_xticklabels()), default=0)
+    rotated = bool(lean)
+    longest = max((len(t.get_text()) for t in axes.get_xticklabels()), default=0)
+    # a label standing on end needs its length below the axis (about 7.5 px a character at 9 pt)
+    bottom = (max(80, longest * 7.5 * math.sin(math.radians(lean)) + 30) if rotated else 42) / height
     if rotated:
         left = max(left, 110 / width)  # the first label leans left, under the axis
-    right = 1 - (legend * 4.5 + 40) / width if legend else 0.97
+    right = 0.97
     if legend_px:  # a legend of its own measure (``legend_px`` wide) beside the plot
         right = 1 - legend_px / width
     figure.subplots_adjust(left=min(left, 0.45), right=right, bottom=bottom, top=1 - 30 / height)

@@ -20,7 +20,7 @@ from ..engine.workloads.arms import declared, intervals_over
 from ..engine.workloads.base import BackendsWorkload
 from ..errors import PtregError
 from ..records.attempt import Attempt, RunRef
-from ..records.evaluator import ALL_CONFIG, ArmsSpec
+from ..records.evaluator import AnySpec, ArmsSpec
 from ..records.ledger import STATUSES
 from ..records.refs import EVALUATOR_REF_PATTERN, ID_PATTERN, RUN_ID_PATTERN
 from ..records.run_results import INTERVALS_FROM_VERSION, RunResults
@@ -33,6 +33,8 @@ from ..views.dispositions import decide_disposition
 from ..views.dossier import Section, sections
 from ..views.dossier_runs import run_lines
 from ..views.items import listed_items
+from ..views.plans import decide_plan
+from ..views.run_report import evidence_line
 from ..views.streaks import OK, streak_chains, streaks_of
 from .charts import Bar, Chart, Point, Stack, bar_chart, history_chart, share_chart
 from .lineage_layout import STATUS_COLOURS, draw
@@ -95,6 +97,9 @@ def blocks(lines: Sequence[str | Table]) -> list[Block]:
             found.append(Block("ul", items=items))
             items = []
         if isinstance(line, Table):
+            # the table's caption says its title: the line before it that says it too goes
+            if found and found[-1].kind == "p" and found[-1].text.rstrip(":") == line.title:
+                found.pop()
             found.append(Block("table", table=line))
         elif line and not (line.endswith(":") and len(line) < 80):
             found.append(Block("p", text=line))
@@ -163,6 +168,49 @@ def broken_set(broken_runs: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
     return {(label.split("/")[0], label.split("/")[-1]) for label, _ in broken_runs}
 
 
+# ---------------------------------------------------------------------------- the verdict, at the top
+
+
+def verdict_context(
+    inputs: Inputs, attempt: Attempt | None, run: tuple[str, RunResults] | None, dossier: bool, href: str | None = None
+) -> dict[str, Any]:
+    """What a reader comes for, said before anything else: the attempt's status, what its plan
+    decided, and what ``run`` (the latest complete one, on a dossier, whose page is ``href``)
+    found: its evidence line, each arm or backend against the baseline or reference. Before a
+    conclusion a ``dossier`` decides the plan on the runs so far; a run's page, which is drawn
+    from that run alone (docs/site.md), sends the reader there."""
+    plan = "no analysis plan"
+    if attempt is not None and attempt.plan_decision is not None:
+        plan = f"its plan decided {attempt.plan_decision.status}: {attempt.plan_decision.because}"
+    elif attempt is not None and attempt.plan is not None and not dossier:
+        plan = "not concluded; its dossier decides its plan on the runs so far"
+    elif attempt is not None and attempt.plan is not None:
+        try:
+            outcome = decide_plan(inputs.root, attempt)
+        except PtregError as exc:
+            plan = f"its plan cannot be decided now: {exc.message}"
+        else:
+            if outcome is not None:
+                plan = f"not concluded; on its runs its plan decides {outcome.status}: {outcome.because}"
+    return {
+        "status": attempt.status if attempt is not None else "unknown",
+        "plan": plan,
+        "run": run[0] if run is not None else None,
+        "found": evidence_line(run[1]) if run is not None else None,
+        "href": href,
+    }
+
+
+def _latest_complete(inputs: Inputs, attempt: Attempt) -> tuple[str, RunResults] | None:
+    """The attempt's latest complete run and its results; None when it has none, or when they
+    cannot be read (the dossier's run section says why)."""
+    for ref in reversed(attempt.runs or ()):
+        if ref.status == "complete":
+            found = inputs.results(attempt.id, ref.run_id)
+            return (ref.run_id, found) if isinstance(found, RunResults) else None
+    return None
+
+
 # ---------------------------------------------------------------------------- dossier
 
 
@@ -185,6 +233,7 @@ def dossier_context(inputs: Inputs, attempt: Attempt, readable_runs: set[str]) -
         for r in attempt.runs or ()
     ]
     evaluator = attempt.evaluator if attempt.evaluator in inputs.evaluators else None
+    latest = _latest_complete(inputs, attempt)
     return {
         "attempt": attempt,
         "sections": [(s.title, blocks(s.lines)) for s in parts],
@@ -193,6 +242,7 @@ def dossier_context(inputs: Inputs, attempt: Attempt, readable_runs: set[str]) -
         "runs": runs,
         "evaluator": attempt.evaluator,
         "evaluator_href": evaluator_path(evaluator) if evaluator else None,
+        "verdict": verdict_context(inputs, attempt, latest, True, run_path(attempt.id, latest[0]) if latest else None),
     }
 
 
@@ -202,6 +252,12 @@ def dossier_context(inputs: Inputs, attempt: Attempt, readable_runs: set[str]) -
 ARM_LABELS = ("metric", "arm")
 
 
+def arm_order(spec: AnySpec) -> list[str]:
+    """The order of an evaluator's arms or backends, the baseline first, that gives each its
+    colour (`charts.palette`) on every chart of every page drawn from runs under it."""
+    return list(dict.fromkeys([spec.baseline, *(spec.arms if isinstance(spec, ArmsSpec) else spec.backends)]))
+
+
 def arms_run_charts(results: RunResults) -> list[Chart]:
     """A run of arms: per metric, each arm's mean with its 95% interval, titled with the
     metric's direction; then each arm against the baseline, as the metric is compared (a
@@ -209,6 +265,7 @@ def arms_run_charts(results: RunResults) -> list[Chart]:
     spec = results.spec
     assert isinstance(spec, ArmsSpec)
     charts: list[Chart] = []
+    order = arm_order(spec)
     for n, (metric, declaration) in enumerate(declared(spec, workload_named(spec.workload), results.cells).items()):
         bars, against = [], []
         over: dict[str, None] = {}  # what the intervals are over (version 8), each said once
@@ -238,12 +295,20 @@ def arms_run_charts(results: RunResults) -> list[Chart]:
         direction = f"{declaration.better} is better"
         said = f"; intervals over {' / '.join(over)}" if over else ""
         title = f"{metric}: each arm's mean, 95% interval ({direction}{said})"
-        charts.append(bar_chart(f"metric-{n}", title, declaration.unit, bars, labels=ARM_LABELS))
+        charts.append(bar_chart(f"metric-{n}", title, declaration.unit, bars, labels=ARM_LABELS, order=order))
         if against:
             if declaration.compare == "ratio":
                 title = f"{metric}: each arm over {spec.baseline} ({direction}; 1 is no change)"
                 charts.append(
-                    bar_chart(f"versus-{n}", title, "ratio (x)", against, reference_line=1.0, labels=ARM_LABELS)
+                    bar_chart(
+                        f"versus-{n}",
+                        title,
+                        "ratio (x)",
+                        against,
+                        reference_line=1.0,
+                        labels=ARM_LABELS,
+                        order=order,
+                    )
                 )
             else:
                 title = f"{metric}: each arm minus {spec.baseline}, paired ({direction}; 0 is no change)"
@@ -256,6 +321,7 @@ def arms_run_charts(results: RunResults) -> list[Chart]:
                         reference_line=0.0,
                         signed=True,
                         labels=ARM_LABELS,
+                        order=order,
                     )
                 )
     return charts
@@ -298,7 +364,8 @@ def run_charts(results: RunResults) -> list[Chart]:
     unit = f"{'instructions' if counted else 'ms'} per {of}"
     what = "Instructions (under valgrind)" if counted else "Time"
     title = f"{what} per step, per config and backend (bar: median; whisker: 95% interval of the typical value)"
-    charts.append(bar_chart("time", title, unit, time_bars))
+    order = arm_order(results.spec)
+    charts.append(bar_chart("time", title, unit, time_bars, order=order))
     roles = results.ratio_roles
     for name, title, attr in (
         ("vs-reference", f"Speedup over {roles.reference or 'the reference'} (same run, paired rounds)", "vs_naive"),
@@ -315,7 +382,7 @@ def run_charts(results: RunResults) -> list[Chart]:
             high = ratio.ci.high if ratio is not None and ratio.ci is not None else None
             bars.append(Bar(cell.config, cell.backend, median, low, high))
         if bars:
-            charts.append(bar_chart(name, title, "speedup (x)", bars, reference_line=1.0))
+            charts.append(bar_chart(name, title, "speedup (x)", bars, reference_line=1.0, order=order))
     stacks = []
     for cell in results.cells:
         a = cell.attribution
@@ -358,6 +425,7 @@ def run_context(inputs: Inputs, attempt_id: str, run_id: str, results: RunResult
         "details": blocks(run_lines(inputs.root, attempt_id, _ref(results, run_id), _margins(inputs, attempt_id))),
         "machine": machine(environment),
         "evaluator_href": evaluator_path(evaluator) if evaluator else None,
+        "verdict": verdict_context(inputs, inputs.attempt(attempt_id), (run_id, results), False),
     }
 
 
@@ -396,15 +464,18 @@ def evaluator_context(inputs: Inputs, ref: str, users: dict[str, list[str]]) -> 
     runs = list(dict.fromkeys([r.run.label for r in rows] + [m.run for m in metric_rows]))
     points = [Point(f"{r.config} / {r.backend}", r.run.label, 1000 * r.seconds, _ms(r.low), _ms(r.high)) for r in rows]
     charts = []
+    order = arm_order(frozen.spec) if frozen else []
     if points:
-        charts.append(
-            history_chart("history", "Each cell across the complete runs, oldest first", "ms per step", runs, points)
-        )
+        title = "Each cell across the complete runs, oldest first"
+        charts.append(history_chart("history", title, "ms per step", runs, points, order=order))
     for n, metric in enumerate(dict.fromkeys(m.metric for m in metric_rows)):
         mine = [m for m in metric_rows if m.metric == metric]
         title = f"{metric} of each arm across the complete runs, oldest first ({mine[0].better} is better)"
-        arm_points = [Point(f"{ALL_CONFIG} / {m.arm}", m.run, m.mean, m.low, m.high) for m in mine]
-        charts.append(history_chart(f"history-{n}", title, mine[0].unit, runs, arm_points))
+        # a run of arms has no configs (the engine gives each arm one, "all"): the arm alone is the cell
+        arm_points = [Point(m.arm, m.run, m.mean, m.low, m.high) for m in mine]
+        charts.append(
+            history_chart(f"history-{n}", title, mine[0].unit, runs, arm_points, order=order, series_header="arm")
+        )
     comparisons: list[dict[str, Any]] = []
     for a, b in itertools.pairwise(runs):
         try:

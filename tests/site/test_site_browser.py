@@ -1,19 +1,15 @@
 """The site in a real browser: the Debian chromium, headless, driven by Playwright (no browser is
-downloaded). Pages are opened from disk and through `ptreg site --serve`; each is checked for
-console errors, its links, its charts' marks against their tables, the index's filter, and a
-hostile lesson shown as text. One browser serves the whole module.
-
-Skipped with a reason when /usr/bin/chromium is missing; a failure instead when CI or
-PTREG_REQUIRE_SHARED=1 is set (`.ci/run` installs it)."""
+downloaded; the `browser` fixture of tests/site/conftest.py). Pages are opened from disk and
+through `ptreg site --serve`; each is checked for console errors, its links, its charts' marks
+against their tables, the index's filter, and a hostile lesson shown as text. One browser
+serves the whole module."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urldefrag, urlparse
@@ -21,7 +17,7 @@ from urllib.request import url2pathname
 
 import pytest
 
-from helpers import CHROMIUM, CHROMIUM_ARGS, REPO, complete_record, failed_record
+from helpers import REPO, complete_record, failed_record
 
 HOSTILE = '<script>alert(1)</script> then "><img src=x onerror=alert(2)>'
 PAGES = {
@@ -31,26 +27,6 @@ PAGES = {
     "lineage": "lineage/tinygpt-step-attribution.html",
     "hostile": "attempts/hostile-lesson.html",
 }
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI") or os.environ.get("PTREG_REQUIRE_SHARED") == "1":
-        pytest.fail(f"the browser tests are required here (CI or PTREG_REQUIRE_SHARED=1), but {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not CHROMIUM.is_file():
-        _unavailable(f"{CHROMIUM} not found (Debian: apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("playwright is not installed (pip install '.[test]')")
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")

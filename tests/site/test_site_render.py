@@ -30,7 +30,7 @@ RUN = "runs/numba-packing-step-xl/20261202T015053Z"
 
 
 def marks(svg: str, name: str) -> list[str]:
-    return re.findall(rf'<g id="({re.escape(name)}-mark-\d+)">', svg)
+    return re.findall(rf'<g id="({re.escape(name)}-mark-\d+)"[ >]', svg)
 
 
 def test_a_label_is_one_line_visible_and_cut_with_its_end_kept() -> None:
@@ -214,9 +214,9 @@ def test_a_one_config_run_chart_keeps_its_label_plain_ticks_and_every_bar_clear(
     drawn = []
     real_svg = charts._svg
 
-    def keep(figure, titles=None):
+    def keep(figure, titles=None, series=None):
         drawn.append(figure)
-        return real_svg(figure, titles)
+        return real_svg(figure, titles, series)
 
     monkeypatch.setattr(charts, "_svg", keep)
     bars = [
