@@ -20,6 +20,7 @@ from ..engine.stats import PairVerdict, item_differences, pair_verdict
 from ..engine.workloads import workload_named
 from ..engine.workloads.arms import DIGITS, declared, item_pairs, value_text
 from ..errors import UnusableInput
+from ..records.arguments import named
 from ..records.evaluator import ArmsSpec
 from ..records.metrics import MetricDeclaration
 from ..records.refs import check_id, check_run_id
@@ -191,12 +192,12 @@ def items_of(
     if not isinstance(spec, ArmsSpec):
         raise UnusableInput(f"{run} measured backends ({spec.workload}), not arms: it has no items")
     cells = {c.backend: c for c in results.cells}
-    for named in (arm, over):
-        if named is not None and named not in cells:
-            raise UnusableInput(f"{run} has no arm {named!r} (its arms: {', '.join(cells)})")
+    for given in (arm, over):
+        if given is not None and given not in cells:
+            raise UnusableInput(f"{run} has no arm {given!r} (its arms: {', '.join(cells)})")
     over = over or spec.baseline
     if arm is not None and arm == over:
-        raise UnusableInput(f"--arm and --over both name {arm}: an arm is compared with another")
+        raise UnusableInput(f"{named('arm')} and {named('over')} both name {arm}: an arm is compared with another")
     arms = [arm] if arm is not None else [a for a in cells if a != over]
     metrics = declared(spec, workload_named(spec.workload), results.cells)
     if metric is not None:

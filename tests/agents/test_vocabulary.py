@@ -112,3 +112,11 @@ def test_an_argument_the_tool_does_not_take_is_refused_not_dropped(tmp_path: Pat
     proposed = _refusal(root, "propose", {**_proposal(ref), "id": "faster-step"})
     assert "no argument 'id'" in proposed and not (root / "faster-step.json").exists(), proposed
     assert _refusal(root, "streaks", {"limit": 3}).endswith("streaks: no argument 'limit'; it takes: none")
+
+
+def test_list_items_refuses_in_the_tools_arguments(tmp_path: Path) -> None:
+    from item_runs import registry
+
+    root = registry(tmp_path)
+    same = _refusal(root, "list_items", {"attempt_id": "graded", "arm": "champion"})
+    assert "arm and over both name champion" in same and not FLAG.search(same), same
