@@ -286,6 +286,7 @@ def _signal_exits() -> tuple[int, int, int]:
 
 def _claims() -> list[tuple[str, str]]:
     """(where, the phrase it must hold), each phrase made from the value the program uses."""
+    from ptreg.cli.reading import SHOWN_RUNS
     from ptreg.engine.comparison_rules import (
         ADJUSTMENT,
         COUNTS_THRESHOLD,
@@ -293,7 +294,6 @@ def _claims() -> list[tuple[str, str]]:
         MIN_HISTORY,
         TIMES_THRESHOLD,
     )
-    from ptreg.cli.reading import SHOWN_RUNS
     from ptreg.errors import EXIT_CHECK_FAILED as FAILED
     from ptreg.errors import EXIT_UNUSABLE as UNUSABLE
     from ptreg.records.analysis_plan import MAX_POOLED_RUNS, Plan
