@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -75,6 +76,13 @@ def wait_for_timed_steps(root: Path, attempt_id: str, process: subprocess.Popen)
         assert process.poll() is None, f"the run of {attempt_id} ended before it timed a step"
         assert time.monotonic() < deadline, f"the run of {attempt_id} timed no step in {patient(120):.0f} s"
         time.sleep(0.05)
+
+
+def as_a_shell_starts_it() -> None:
+    """A child's signals as a person's shell leaves them for a command it runs: Ctrl-C (SIGINT)
+    interrupts. Pytest started in the background (``&`` in a script, nohup, some CI runners)
+    runs with SIGINT ignored, which every child inherits across exec; for pexpect's preexec_fn."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 NEGATIVE = ("failed", "regressed", "inconclusive")

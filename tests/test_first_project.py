@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pexpect
 
-from helpers import patient, tiny_spec, worked_if_for
+from helpers import as_a_shell_starts_it, patient, tiny_spec, worked_if_for
 
 
 def test_a_first_project_from_init_to_a_restored_bundle(tmp_path: Path) -> None:
@@ -264,7 +264,7 @@ def test_the_everyday_loop_of_a_first_project(tmp_path: Path) -> None:
             "--question", "Does a third look agree?", "--budget-seconds", "300", "--tracking-issue", "#3",
             "--worked-if", worked_if_for(SPEC),
         ],
-        cwd=str(deeper), env=env, encoding="utf-8", timeout=patient(120),
+        cwd=str(deeper), env=env, encoding="utf-8", timeout=patient(120), preexec_fn=as_a_shell_starts_it,  # Ctrl-C interrupts
     )  # fmt: skip
     seen = io.StringIO()
     child.logfile_read = seen

@@ -14,6 +14,7 @@ import pytest
 
 from helpers import (
     add_run,
+    as_a_shell_starts_it,
     blocked_chain,
     complete_record,
     freeze_evaluator,
@@ -41,6 +42,7 @@ def terminal(root: Path, *flags: str):
         encoding="utf-8",
         timeout=patient(120),  # each expect ends when its text arrives: a slow machine waits, never fails
         dimensions=(40, 100),
+        preexec_fn=as_a_shell_starts_it,  # Ctrl-C interrupts, however pytest was started
     )
     return child
 
