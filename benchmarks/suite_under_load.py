@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -75,6 +76,9 @@ def main() -> int:
     if options.runs < 1 or options.cores < 1:
         parser.error("--runs and --cores must be at least 1")
 
+    # SIGTERM and SIGHUP end this script as Ctrl-C does, through the finally that ends the load
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda number, frame: sys.exit(128 + number))
     load = start_load(options.cores)
     runs: list[dict[str, object]] = []
     try:
