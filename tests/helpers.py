@@ -80,9 +80,10 @@ def wait_for_timed_steps(root: Path, attempt_id: str, process: subprocess.Popen)
 
 def as_a_shell_starts_it() -> None:
     """A child's signals as a person's shell leaves them for a command it runs: Ctrl-C (SIGINT)
-    interrupts. Pytest started in the background (``&`` in a script, nohup, some CI runners)
-    runs with SIGINT ignored, which every child inherits across exec; for pexpect's preexec_fn."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    interrupts and SIGQUIT quits. Pytest started in the background (``&`` in a script, some CI
+    runners) runs with both ignored, which every child inherits across exec; a preexec_fn."""
+    for signum in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 NEGATIVE = ("failed", "regressed", "inconclusive")
