@@ -5,10 +5,7 @@ and at the margin, the rate at which the plan claims what is not so is not shown
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from functools import cache
 
 import numpy as np
@@ -26,38 +23,25 @@ SIMS = 600
 SEED = 11
 
 
-KEYS = [
-    "one",
-    "three-and-null",
-    "three-and-score",
-    "three-and-latency",
-    "margin-better",
-    "margin-equivalent-above",
-    "margin-noninferior",
-    "margin-ratio",
-    "three-or-null",
-]
-
-
-def made_by(key: str, sims: int) -> list[int]:
-    """One row's counts, in a process of its own (the row seeds its own generator)."""
-    return count(next(r for r in ROWS if r.key == key), sims, SEED).made
-
-
 @cache
-def every_row() -> dict[str, list[int]]:
-    """Every row at once, the rows spread over the cores: the counts are those of one process
-    (each row is seeded by its key), only sooner where a core is free."""
-    spawn = multiprocessing.get_context("spawn")  # no fork of pytest's threads and state
-    with ProcessPoolExecutor(max_workers=min(len(KEYS), os.cpu_count() or 1), mp_context=spawn) as pool:
-        return dict(zip(KEYS, pool.map(made_by, KEYS, [SIMS] * len(KEYS)), strict=True))
-
-
 def counted(key: str) -> Counted:
-    return Counted(next(r for r in ROWS if r.key == key), SIMS, every_row()[key])
+    return count(next(r for r in ROWS if r.key == key), SIMS, SEED)
 
 
-@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize(
+    "key",
+    [
+        "one",
+        "three-and-null",
+        "three-and-score",
+        "three-and-latency",
+        "margin-better",
+        "margin-equivalent-above",
+        "margin-noninferior",
+        "margin-ratio",
+        "three-or-null",
+    ],
+)
 def test_the_plan_errs_at_most_at_its_stated_rate(key: str) -> None:
     found = counted(key)
     for line, made in zip(found.row.lines, found.made, strict=True):
