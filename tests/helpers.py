@@ -7,9 +7,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,41 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+def patient(seconds: float) -> float:
+    """How long a test waits for a condition before it calls it a failure: a wait ends as soon
+    as its condition holds, so a bound costs time only when the test fails anyway. A slow
+    machine (a busy CI runner, a loaded laptop) gets more with PTREG_TEST_TIMEOUT_SCALE=N."""
+    scale = float(os.environ.get("PTREG_TEST_TIMEOUT_SCALE") or 1)
+    return seconds * max(scale, 1.0)
+
+
+def wait_for_timed_steps(root: Path, attempt_id: str, process: subprocess.Popen) -> None:
+    """Until `ptreg run` of ``attempt_id`` (``process``) has timed a step: the progress.json it
+    writes (not an earlier run's) says a worker's phase is ``timed``, which the worker sends
+    after that step's sample, so the sample has reached the run. A signal sent then lands
+    mid-measurement however slow the machine; a failure when the run ends first or times
+    nothing in ``patient(120)`` seconds."""
+    from ptreg.store.progress import runs_in_progress
+
+    deadline = time.monotonic() + patient(120)
+    while not any(
+        run.attempt == attempt_id and run.pid == process.pid and (run.phase or "").endswith(" timed")
+        for run in runs_in_progress(root)
+    ):
+        assert process.poll() is None, f"the run of {attempt_id} ended before it timed a step"
+        assert time.monotonic() < deadline, f"the run of {attempt_id} timed no step in {patient(120):.0f} s"
+        time.sleep(0.05)
+
+
+def as_a_shell_starts_it() -> None:
+    """A child's signals as a person's shell leaves them for a command it runs: Ctrl-C (SIGINT)
+    interrupts and SIGQUIT quits. Pytest started in the background (``&`` in a script, some CI
+    runners) runs with both ignored, which every child inherits across exec; a preexec_fn."""
+    for signum in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(signum, signal.SIG_DFL)
+
 
 NEGATIVE = ("failed", "regressed", "inconclusive")
 # Fields a schema_version 1 attempts.json carries; on import everything else stays unknown.

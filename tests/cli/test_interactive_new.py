@@ -14,9 +14,11 @@ import pytest
 
 from helpers import (
     add_run,
+    as_a_shell_starts_it,
     blocked_chain,
     complete_record,
     freeze_evaluator,
+    patient,
     snapshot,
     step_cell,
     step_results,
@@ -38,8 +40,9 @@ def terminal(root: Path, *flags: str):
         ["-c", "from ptreg.cli import main; main()", "-r", str(root), "new", *flags],
         env=env,
         encoding="utf-8",
-        timeout=60,
+        timeout=patient(120),  # each expect ends when its text arrives: a slow machine waits, never fails
         dimensions=(40, 100),
+        preexec_fn=as_a_shell_starts_it,  # Ctrl-C interrupts, however pytest was started
     )
     return child
 
@@ -51,8 +54,10 @@ def answer(child, prompt: str, text: str) -> None:
 
 def finished(child) -> tuple[int, str]:
     child.expect(pexpect.EOF)
+    # waited for, not closed: close() gives an exiting child 0.1 s before it signals it
+    code = child.wait()
     child.close()
-    return child.exitstatus, child.before
+    return code, child.before
 
 
 def test_a_person_finishes_a_proposal_with_every_mistake_caught_on_the_spot(reg) -> None:

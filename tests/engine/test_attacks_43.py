@@ -27,7 +27,7 @@ import pytest
 from test_command_workload import propose, ptreg
 from test_processes import METHODS, command_attempt, no_survivors, run_it, survivors
 
-from helpers import env_without_hooks
+from helpers import as_a_shell_starts_it, env_without_hooks, patient
 from ptreg.engine import cgroups, processes
 from ptreg.engine.processes import start
 from ptreg.engine.workloads.command import CommandWorkload, environment
@@ -252,15 +252,16 @@ def test_nothing_a_run_started_outlives_ptreg_killed_by_a_signal_it_does_not_han
         stderr=subprocess.DEVNULL,
         env=env_without_hooks(),
         start_new_session=True,
+        preexec_fn=as_a_shell_starts_it,  # SIGQUIT quits, however pytest was started
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + patient(60)
         started = root.parent / "started"
         while not (started.exists() and len(started.read_text().splitlines()) >= 2):
             assert time.monotonic() < deadline and run.poll() is None, "the command never left its daemons"
             time.sleep(0.05)
         run.send_signal(stop)
-        run.wait(timeout=60)
+        run.wait(timeout=patient(60))
         no_survivors(mark)
     finally:
         if run.poll() is None:

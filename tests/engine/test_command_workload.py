@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import plan_flags
+from helpers import patient, plan_flags
 from ptreg.engine.workloads.arms import compare_arms
 from ptreg.engine.workloads.command import CommandWorkload
 from ptreg.engine.workloads.command_output import read_items, read_metrics
@@ -189,7 +189,7 @@ def test_a_hanging_command_is_killed_with_all_it_started_and_garbage_is_one_line
     assert reasons["garbage"].startswith("repeat 0 (seed 0): line 1 of its metrics is not JSON")
     # its child in its group, and one it started in a session of its own, both ended with it
     for child in map(int, (project / "child.pid").read_text().split()):
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + patient(60)
         while time.monotonic() < deadline and _alive(child):
             time.sleep(0.1)
         assert not _alive(child), f"the command's child {child} outlived its timeout"

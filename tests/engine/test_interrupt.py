@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import complete_record, freeze_evaluator, propose_for_run, write_registry
+from helpers import complete_record, freeze_evaluator, patient, propose_for_run, wait_for_timed_steps, write_registry
 
 LONG = {
     "name": "interrupt-tiny",
@@ -64,16 +64,16 @@ def test_a_signal_mid_cell_writes_an_interrupted_run_and_exits_128_plus_it(
     # The progress log (stderr is not a terminal) says when the first cell starts; 4000 steps
     # of it take far longer than the wait, so the signal lands mid-cell.
     seen = []
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + patient(120)
     while True:
         line = process.stderr.readline()
         assert line and time.monotonic() < deadline, "".join(seen)
         seen.append(line)
         if line.startswith("ptreg: numpy-blas/tiny"):
             break
-    time.sleep(4)  # a few repeats' worth of steps reach the runner
+    wait_for_timed_steps(root, "stop-me", process)  # a step's sample has reached the run
     process.send_signal(signum)
-    out, err = process.communicate(timeout=120)
+    out, err = process.communicate(timeout=patient(120))
     assert process.returncode == code, err
     assert "Traceback" not in err + out
 
@@ -168,18 +168,18 @@ def test_sigterm_during_a_command_kills_its_group_and_keeps_the_repeats_that_fin
         env=env,
         cwd=project,
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + patient(120)
     while not list(project.glob("pids-*")):
         assert time.monotonic() < deadline and process.poll() is None, process.stderr.read() if process.stderr else ""
         time.sleep(0.1)
     time.sleep(0.5)
     process.send_signal(signal.SIGTERM)
-    out, err = process.communicate(timeout=120)
+    out, err = process.communicate(timeout=patient(120))
     assert process.returncode == 143, err
     assert "Traceback" not in err + out
     for pids in project.glob("pids-*"):
         for pid in map(int, pids.read_text().split()):
-            end = time.monotonic() + 5
+            end = time.monotonic() + patient(60)
             while time.monotonic() < end and alive(pid):
                 time.sleep(0.1)
             assert not alive(pid), f"{pid}, started by the command, outlived the run"
@@ -254,17 +254,17 @@ def test_sighup_kills_a_command_that_regrouped_and_writes_an_interrupted_run(tmp
         return found
 
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + patient(120)
         while not (project / "started").exists() or len(marked()) < 3:
             assert time.monotonic() < deadline and process.poll() is None, (
                 process.stderr.read() if process.stderr else ""
             )
             time.sleep(0.1)
         process.send_signal(signal.SIGHUP)
-        out, err = process.communicate(timeout=120)
+        out, err = process.communicate(timeout=patient(120))
         assert process.returncode == 129, err
         assert "Traceback" not in err + out
-        end = time.monotonic() + 5
+        end = time.monotonic() + patient(60)
         while marked() and time.monotonic() < end:
             time.sleep(0.1)
         assert not marked(), [p.cmdline() for p in marked()]

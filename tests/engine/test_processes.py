@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from helpers import complete_record, freeze_evaluator, propose_for_run, write_registry
+from helpers import complete_record, freeze_evaluator, patient, propose_for_run, write_registry
 from ptreg.engine import cgroups, processes
 from ptreg.engine.processes import import_path, python_argv, start
 
@@ -55,7 +55,7 @@ def survivors(mark: str) -> list[psutil.Process]:
 
 
 def no_survivors(mark: str) -> None:
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + patient(60)
     while (left := survivors(mark)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not left, [(p.pid, p.cmdline()) for p in left]
@@ -509,4 +509,4 @@ def test_a_tree_started_to_die_with_its_parent_does(tmp_path: Path) -> None:
     child = psutil.Process(int(process.stdout.readline()))
     process.kill()
     process.wait()
-    child.wait(timeout=10)  # psutil.TimeoutExpired if it outlived its parent
+    child.wait(timeout=patient(60))  # psutil.TimeoutExpired if it outlived its parent

@@ -14,7 +14,7 @@ import time
 import uuid
 from pathlib import Path
 
-from helpers import complete_record, env_without_hooks, propose_for_run, snapshot, write_registry
+from helpers import complete_record, env_without_hooks, patient, propose_for_run, snapshot, write_registry
 
 ROUNDS = 4
 # Each repeat sleeps a little and reports a score that depends on its arm and seed only, so a
@@ -169,7 +169,7 @@ def test_sigkill_of_ptreg_then_resume_reads_its_journal(tmp_path: Path) -> None:
     os.killpg(process.pid, signal.SIGKILL)
     process.communicate(timeout=60)
     # the workers are told of their parent's death and end their commands' trees with them
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + patient(60)
     while processes_with(mark) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not processes_with(mark), "a process of the killed run outlived it"

@@ -21,10 +21,12 @@ from helpers import (
     env_without_hooks,
     finish,
     freeze_evaluator,
+    patient,
     plan_flags,
     propose_for_run,
     proposer,
     tiny_spec,
+    wait_for_timed_steps,
     write_registry,
 )
 from ptreg.store.directory import load_meta
@@ -152,7 +154,7 @@ def test_two_runs_of_different_attempts_at_once_both_complete(tmp_path: Path) ->
 
 
 def wait_until(condition, failure: str, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + patient(seconds)
     while not condition():
         assert time.monotonic() < deadline, failure
         time.sleep(0.05)
@@ -328,7 +330,7 @@ def test_a_run_killed_mid_measurement_leaves_no_lock_that_stops_the_next(tmp_pat
     # The killed run's holder file is still there; wait until the second run's replaces it
     # (atomically, so it is never read half-written).
     wait_until(lambda: json.loads(holder.read_text()).get("pid") == second.pid, "the second run never took the lock")
-    time.sleep(1)  # into the measurement, where the signal handlers are in place
+    wait_for_timed_steps(root, "run-killed", second)  # into the measurement, with a step to keep
     second.send_signal(signal.SIGINT)  # no need to wait for 2000 steps: stop it, and it writes what it has
     code, out, err = finish(second)
     assert code == 130, err

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from test_index import chain_records, edits_answer_as_a_full_read, propose_fresh, scenarios
 
 from helpers import assert_index_agrees as assert_agrees
-from helpers import write_registry
+from helpers import patient, write_registry
 from ptreg.store import watcher as watcher_module
 from ptreg.store.index import freshness, open_index
 from ptreg.store.names import SOCKET_FILE
@@ -43,12 +43,12 @@ def watching(root: Path) -> Iterator[str]:
 
     thread = threading.Thread(target=serve, args=(root, ready, stop), daemon=True)
     thread.start()
-    assert started.wait(10), "the watcher did not start"
+    assert started.wait(patient(60)), "the watcher did not start"
     try:
         yield ids[0]
     finally:
         stop.set()
-        thread.join(10)
+        thread.join(patient(60))
         assert not thread.is_alive()
 
 
@@ -217,7 +217,7 @@ def test_an_answer_that_is_not_a_watchers_is_not_trusted(registry: Path, reply: 
     try:
         assert ask(registry, None, None) is None
     finally:
-        thread.join(10)
+        thread.join(patient(60))
         listener.close()
 
 
@@ -321,7 +321,7 @@ def test_the_watch_command_stops_cleanly_on_sigterm(registry: Path) -> None:
         _refreshed(registry)
         assert _refreshed(registry).watched
         watcher.send_signal(signal.SIGTERM)
-        out, _ = watcher.communicate(timeout=10)
+        out, _ = watcher.communicate(timeout=patient(60))
         assert watcher.returncode == 0 and json.loads(out) == {"stopped": "stopped by SIGTERM"}
         assert not (registry / SOCKET_FILE).exists()
     finally:
