@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptreg.records.ledger import Filter, Summary, listed
+from ptreg.records.ledger import Filter, Summary, in_ledger_order, listed
 from ptreg.records.vocabulary import default_meta
 from ptreg.store.directory import init_registry, load_directory, load_meta
 from ptreg.store.index import open_index
@@ -648,7 +648,8 @@ def by_full_read(root: Path) -> dict[str, Any]:
     """The answers as ptreg gave them before the index: every file read and parsed."""
     registry = load_directory(root)
     problems = [(p.location(), p.message) for p in registry.problems]
-    return answers(registry.attempts, registry.meta, problems, len(registry.records))
+    # every reader gives attempts in the ledger's order, which precedents' ties keep
+    return answers(in_ledger_order(registry.attempts), registry.meta, problems, len(registry.records))
 
 
 def gate_inputs_of_every_attempt(proposal: Any, every: list[Summary], root: Path) -> Any:

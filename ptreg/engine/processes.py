@@ -502,6 +502,7 @@ def start(
             raise UnusableInput(f"cannot hold a process tree in a {method} cgroup here: {exc}") from None
     procs = os.open(cgroup / "cgroup.procs", os.O_WRONLY) if cgroup is not None else None
     prctl = _prctl() if die_with_parent and linux() else None  # macOS has no parent-death signal
+    parent = os.getpid()
 
     def in_the_child() -> None:
         # after fork, before exec: only calls that take no lock
@@ -509,6 +510,8 @@ def start(
             os.write(procs, b"0")  # "0": the writing process joins the tree's cgroup
         if prctl is not None:
             prctl(PR_SET_PDEATHSIG, death_signal)
+            if os.getppid() != parent:  # the parent died before the signal was asked for
+                os.kill(os.getpid(), death_signal)
 
     try:
         process = subprocess.Popen(
