@@ -180,6 +180,14 @@ class Attribution(_Strict):
         default=None, description="Version 6: the kernel or op with the largest share, and so the largest bound."
     )
 
+    def part_ms(self, part: str) -> float | None:
+        """A part's ms per step, or the whole step's ("step"); None for an op not timed apart."""
+        if part == "step":
+            return float(self.step_ms)
+        if part in (*KERNELS, "other"):
+            return float(getattr(self, part).ms)
+        return next((float(share.ms) for op, share in (self.ops or {}).items() if op == part), None)
+
 
 class KernelTiming(_Strict):
     layer: str
