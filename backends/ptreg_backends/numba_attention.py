@@ -9,8 +9,10 @@ its running max and sum, rescaling what it summed when the max grows, so no (T, 
 written; it keeps each row's log-sum-exp instead. The backward recomputes the weights block by
 block from q, k and that log-sum-exp (one product more than reading them back, and no (T, T)
 array written, read or allocated), and takes softmax's backward with Σ_d dy·y per row in place
-of a dot along the row of weights. Every product is a loop along keys or along one channel in
-which each key or value loaded serves the block's eight rows, so LLVM vectorises it.
+of a dot along the row of weights. Every product is a register tile: eight rows by two vectors
+of sums held in registers along the product's reduction (numba_gemm's vector sums, here free to
+fuse a multiply-add), each vector of keys, values or channels loaded once for the eight rows;
+head sizes and runs of keys are zero-padded to whole tiles, and the padding weighs nothing.
 
 Tasks are independent (each writes only its own head's columns), so the parallel variant runs
 them over threads with no partial sums. The bits are not the reference's (its products are
@@ -18,115 +20,149 @@ BLAS's, its exp NumPy's), and the two variants may reassociate their dot product
 a tolerance (``NumbaStepOps.op_tolerances``). Importing this module imports numba.
 """
 
+# numba passes an intrinsic's typingctx itself: mypy sees every call one argument short
+# mypy: disable-error-code="call-arg,var-annotated"
 from __future__ import annotations
+
+from typing import Any
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba import prange
+from numba.core import types
+from numba.extending import intrinsic
 
+from ptreg.engine.environment import cpu_flags
+
+from .numba_gemm import _element, _literals, _slot, _sum_move, _sum_zero, _sums, _vector
 from .numba_ops import ONE, REASSOCIATE, ZERO, exp32, variants
 
 
-@numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
-def _pack(
-    qkv: np.ndarray, base: int, T: int, offset: int, hs: int, rows: np.ndarray, columns: np.ndarray
-) -> None:  # pragma: no cover
-    """One head's (T, hs) block of qkv from column ``offset``, as rows (T, hs) and transposed (hs, T)."""
-    for s in range(T):
-        source = qkv[base + s, offset : offset + hs]
-        row = rows[s]
-        for d in range(hs):
-            row[d] = source[d]
-            columns[d, s] = source[d]
+@intrinsic
+def _sum_fma(  # pragma: no cover
+    typingctx: Any, sums: Any, k: Any, vector_bits: Any, column: Any, at: Any, strip: Any, offset: Any
+) -> tuple[Any, Any] | None:
+    """sums[k] += column[at] · strip[offset : offset + W], as numba_gemm's ``_sum_update`` but
+    free to fuse into one multiply-add (attention keeps a tolerance, not the reference's bits)."""
+    if not _literals(vector_bits):
+        return None
+    bits = vector_bits.literal_value
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        vector = _vector(bits)
+        lanes = vector.count
+        value = builder.load(_element(context, builder, sig.args[3], args[3], [args[4]]))
+        start = _element(context, builder, sig.args[5], args[5], [args[6]])
+        b = builder.load(builder.bitcast(start, vector.as_pointer()), align=4)
+        one = builder.insert_element(ir.Constant(vector, None), value, ir.Constant(ir.IntType(32), 0))
+        everywhere = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
+        a = builder.shuffle_vector(one, ir.Constant(vector, None), everywhere)
+        slot = _slot(builder, args[0], args[1], bits)
+        product = builder.fmul(a, b, flags=("contract",))
+        builder.store(builder.fadd(builder.load(slot), product, flags=("contract",)), slot)
+        return context.get_dummy_value()
+
+    return types.void(sums, k, vector_bits, column, at, strip, offset), codegen
 
 
-ROWS = 8  # queries per block: each key or value loaded once serves eight rows
-
-
-# --------------------------------------------------------------------------- blocked over keys
-
+ROWS = 8  # queries per block: each key or value vector loaded serves eight rows
+# One vector of sums: 16 float32 lanes with AVX-512, else 8 (a tile's 16 vectors of sums then
+# fill AVX2's 16 registers, and LLVM spills some: slower there, never wrong). numba's disk cache
+# is keyed by the CPU it compiled for, so a cached kernel always has this machine's width.
+BITS = 512 if "avx512f" in (cpu_flags() or set()) else 256
+LANES = BITS // 32
+WIDE = 2 * LANES  # a tile is ROWS × WIDE sums (16 vectors); head sizes and key runs padded to it
+SUMS = ROWS * 2
 # Keys per block: for hs up to 32 a block's keys and values (2 · hs · KEYS floats) and its
 # weights and their gradients (2 · ROWS · KEYS) stay in a 48 KiB L1; xl's T = 128 is one block.
 KEYS = 128
 NEG_INF = np.float32(-np.inf)
 
 
+@numba.njit(cache=True, inline="always")
+def _padded(n: int) -> int:  # pragma: no cover
+    """n rounded up to whole tiles."""
+    return (n + WIDE - 1) // WIDE * WIDE
+
+
+@numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
+def _pack(
+    qkv: np.ndarray, base: int, T: int, offset: int, hs: int, rows: np.ndarray, columns: np.ndarray
+) -> None:  # pragma: no cover
+    """One head's (T, hs) block of qkv from column ``offset`` into rows (Tp, HSP) and, when it
+    has any, transposed columns (HSP, Tp); the padding stays zero."""
+    transposed = columns.shape[0] > 0
+    for s in range(T):
+        source = qkv[base + s, offset : offset + hs]
+        row = rows[s]
+        for d in range(hs):
+            row[d] = source[d]
+            if transposed:
+                columns[d, s] = source[d]
+
+
 @numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
 def _scores(
-    a: np.ndarray, t0: int, b: np.ndarray, k0: int, width: int, hs: int, block: np.ndarray
+    sums: Any, a: np.ndarray, t0: int, b: np.ndarray, k0: int, wide: int, hs: int, block: np.ndarray
 ) -> None:  # pragma: no cover
-    """block[i, s] = a[t0 + i] · b[:, k0 + s] for the ROWS rows, s < width (b transposed, (hs, T)):
-    each column of b loaded once serves the eight rows."""
-    w0, w1, w2, w3, w4, w5, w6, w7 = block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[7]
-    for s in range(width):
-        w0[s] = ZERO
-        w1[s] = ZERO
-        w2[s] = ZERO
-        w3[s] = ZERO
-        w4[s] = ZERO
-        w5[s] = ZERO
-        w6[s] = ZERO
-        w7[s] = ZERO
-    for d in range(hs):
-        bd = b[d, k0 : k0 + width]
-        a0, a1, a2, a3 = a[t0, d], a[t0 + 1, d], a[t0 + 2, d], a[t0 + 3, d]
-        a4, a5, a6, a7 = a[t0 + 4, d], a[t0 + 5, d], a[t0 + 6, d], a[t0 + 7, d]
-        for s in range(width):
-            x = bd[s]
-            w0[s] += a0 * x
-            w1[s] += a1 * x
-            w2[s] += a2 * x
-            w3[s] += a3 * x
-            w4[s] += a4 * x
-            w5[s] += a5 * x
-            w6[s] += a6 * x
-            w7[s] += a7 * x
+    """block[i, s] = a[t0 + i] · b[:, k0 + s] for s < wide (b transposed, (HSP, Tp)): per tile of
+    WIDE keys, 16 vectors of sums in registers along the head's channels."""
+    HSP, Tp = a.shape[1], b.shape[1]
+    af, bf = a.reshape(a.size), b.reshape(b.size)
+    for s0 in range(0, wide, WIDE):
+        for x in range(SUMS):
+            _sum_zero(sums, x, BITS)
+        for d in range(hs):
+            for i in range(ROWS):
+                for w in range(2):
+                    _sum_fma(sums, i * 2 + w, BITS, af, (t0 + i) * HSP + d, bf, d * Tp + k0 + s0 + w * LANES)
+        for i in range(ROWS):
+            for w in range(2):
+                _sum_move(sums, i * 2 + w, BITS, block, i, s0 + w * LANES, 1)
 
 
 @numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
 def _weighted(
-    block: np.ndarray, b: np.ndarray, k0: int, width: int, hs: int, acc: np.ndarray
+    sums: Any, block: np.ndarray, b: np.ndarray, k0: int, wide: int, acc: np.ndarray
 ) -> None:  # pragma: no cover
-    """acc[i, d] += Σ_s block[i, s] · b[d, k0 + s]: the eight rows' dot products along keys."""
-    w0, w1, w2, w3, w4, w5, w6, w7 = block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[7]
-    for d in range(hs):
-        bd = b[d, k0 : k0 + width]
-        y0, y1, y2, y3, y4, y5, y6, y7 = ZERO, ZERO, ZERO, ZERO, ZERO, ZERO, ZERO, ZERO
-        for s in range(width):
-            x = bd[s]
-            y0 += w0[s] * x
-            y1 += w1[s] * x
-            y2 += w2[s] * x
-            y3 += w3[s] * x
-            y4 += w4[s] * x
-            y5 += w5[s] * x
-            y6 += w6[s] * x
-            y7 += w7[s] * x
-        acc[0, d] += y0
-        acc[1, d] += y1
-        acc[2, d] += y2
-        acc[3, d] += y3
-        acc[4, d] += y4
-        acc[5, d] += y5
-        acc[6, d] += y6
-        acc[7, d] += y7
+    """acc[i, :] += Σ_s block[i, s] · b[k0 + s, :] (b in rows, (Tp, HSP)): per WIDE channels, 16
+    vectors of sums in registers along the block's keys."""
+    HSP, KB = b.shape[1], block.shape[1]
+    wf, bf = block.reshape(block.size), b.reshape(b.size)
+    for d0 in range(0, HSP, WIDE):
+        for i in range(ROWS):
+            for w in range(2):
+                _sum_move(sums, i * 2 + w, BITS, acc, i, d0 + w * LANES, 0)
+        for s in range(wide):
+            for i in range(ROWS):
+                for w in range(2):
+                    _sum_fma(sums, i * 2 + w, BITS, wf, i * KB + s, bf, (k0 + s) * HSP + d0 + w * LANES)
+        for i in range(ROWS):
+            for w in range(2):
+                _sum_move(sums, i * 2 + w, BITS, acc, i, d0 + w * LANES, 1)
 
 
 @numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
 def _outer(
-    block: np.ndarray, a: np.ndarray, t0: int, k0: int, width: int, hs: int, sums: np.ndarray
+    sums: Any, block: np.ndarray, a: np.ndarray, t0: int, k0: int, wide: int, into: np.ndarray
 ) -> None:  # pragma: no cover
-    """sums[d, k0 + s] += Σ_i block[i, s] · a[t0 + i, d]: a transposed gradient (dK or dV) along
-    the block's keys, each element loaded and stored once for the eight rows."""
-    w0, w1, w2, w3, w4, w5, w6, w7 = block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[7]
-    for d in range(hs):
-        sd = sums[d, k0 : k0 + width]
-        a0, a1, a2, a3 = a[t0, d], a[t0 + 1, d], a[t0 + 2, d], a[t0 + 3, d]
-        a4, a5, a6, a7 = a[t0 + 4, d], a[t0 + 5, d], a[t0 + 6, d], a[t0 + 7, d]
-        for s in range(width):
-            sd[s] += (w0[s] * a0 + w1[s] * a1 + w2[s] * a2 + w3[s] * a3) + (
-                w4[s] * a4 + w5[s] * a5 + w6[s] * a6 + w7[s] * a7
-            )
+    """into[k0 + s, :] += Σ_i block[i, s] · a[t0 + i, :] (dK or dV in rows, (Tp, HSP)): per tile
+    of ROWS keys × WIDE channels, the block's eight rows summed in registers."""
+    HSP, KB = a.shape[1], block.shape[1]
+    wf, af = block.reshape(block.size), a.reshape(a.size)
+    for s0 in range(0, wide, ROWS):
+        for d0 in range(0, HSP, WIDE):
+            for j in range(ROWS):
+                for w in range(2):
+                    _sum_move(sums, j * 2 + w, BITS, into, k0 + s0 + j, d0 + w * LANES, 0)
+            for i in range(ROWS):
+                for j in range(ROWS):
+                    for w in range(2):
+                        _sum_fma(sums, j * 2 + w, BITS, wf, i * KB + s0 + j, af, (t0 + i) * HSP + d0 + w * LANES)
+            for j in range(ROWS):
+                for w in range(2):
+                    _sum_move(sums, j * 2 + w, BITS, into, k0 + s0 + j, d0 + w * LANES, 1)
 
 
 def _flash_forward(
@@ -137,18 +173,19 @@ def _flash_forward(
     (T, T) weights are kept, only each row's log-sum-exp (lse) for the backward."""
     C = qkv.shape[1] // 3
     hs = C // NH
-    Tp = (T + ROWS - 1) // ROWS * ROWS
+    HSP, Tp = _padded(hs), _padded(T)
     for task in prange(B * NH):
         b, h = task // NH, task % NH
         base = b * T
-        q, unused = np.zeros((Tp, hs), np.float32), np.zeros((hs, Tp), np.float32)
-        k, keys = np.zeros((Tp, hs), np.float32), np.zeros((hs, Tp), np.float32)
-        v, values = np.zeros((Tp, hs), np.float32), np.zeros((hs, Tp), np.float32)
-        _pack(qkv, base, T, h * hs, hs, q, unused)
+        sums = _sums(SUMS, BITS)
+        none = np.zeros((0, Tp), np.float32)
+        q, keys = np.zeros((Tp, HSP), np.float32), np.zeros((HSP, Tp), np.float32)
+        k, v = np.zeros((Tp, HSP), np.float32), np.zeros((Tp, HSP), np.float32)
+        _pack(qkv, base, T, h * hs, hs, q, none)
         _pack(qkv, base, T, C + h * hs, hs, k, keys)
-        _pack(qkv, base, T, 2 * C + h * hs, hs, v, values)
+        _pack(qkv, base, T, 2 * C + h * hs, hs, v, none)
         block = np.empty((ROWS, KEYS), np.float32)
-        acc = np.empty((ROWS, hs), np.float32)
+        acc = np.empty((ROWS, HSP), np.float32)
         top = np.empty(ROWS, np.float32)
         total = np.empty(ROWS, np.float32)
         for t0 in range(0, T, ROWS):
@@ -158,12 +195,13 @@ def _flash_forward(
             end = t0 + ROWS  # keys past the block's last query are masked for all of its rows
             for k0 in range(0, end, KEYS):
                 width = min(KEYS, end - k0)
-                _scores(q, t0, keys, k0, width, hs, block)
+                wide = _padded(width)  # keys past width are masked (or padding): weight zero
+                _scores(sums, q, t0, keys, k0, wide, hs, block)
                 for i in range(ROWS):
                     row = block[i]
                     n = min(t0 + i + 1 - k0, width)  # the keys this row may see in the block
                     if n <= 0:
-                        for s in range(width):
+                        for s in range(wide):
                             row[s] = ZERO
                         continue
                     best = top[i]
@@ -176,14 +214,14 @@ def _flash_forward(
                         e = exp32(row[s] - best)
                         row[s] = e
                         added += e
-                    for s in range(n, width):
+                    for s in range(n, wide):
                         row[s] = ZERO  # the causal mask
                     total[i] = total[i] * shrink + added
                     top[i] = best
                     if shrink != ONE:
                         for d in range(hs):
                             acc[i, d] *= shrink
-                _weighted(block, values, k0, width, hs, acc)
+                _weighted(sums, block, v, k0, wide, acc)
             for i in range(ROWS):
                 t = t0 + i
                 if t < T:
@@ -205,27 +243,28 @@ def _flash_backward(
 ) -> None:  # pragma: no cover
     """The weights recomputed block by block from q, k and each row's lse (exp(score - lse)),
     then as the forward-keeping backward: dP = dy·vᵀ, dS = P·(dP - Σ dy·y)·scale, dV += Pᵀ·dy,
-    dQ += dS·k, dK += dSᵀ·q; dK and dV kept transposed (hs, T)."""
+    dQ += dS·k, dK += dSᵀ·q."""
     B = lse.shape[0]
     C = qkv.shape[1] // 3
     hs = C // NH
-    Tp = (T + ROWS - 1) // ROWS * ROWS
+    HSP, Tp = _padded(hs), _padded(T)
     for task in prange(B * NH):
         b, h = task // NH, task % NH
         base = b * T
-        q, qt = np.zeros((Tp, hs), np.float32), np.zeros((hs, Tp), np.float32)
-        k, keys = np.zeros((Tp, hs), np.float32), np.zeros((hs, Tp), np.float32)
-        v, values = np.zeros((Tp, hs), np.float32), np.zeros((hs, Tp), np.float32)
-        dy, unused = np.zeros((Tp, hs), np.float32), np.zeros((hs, Tp), np.float32)
-        _pack(qkv, base, T, h * hs, hs, q, qt)
+        sums = _sums(SUMS, BITS)
+        none = np.zeros((0, Tp), np.float32)
+        q, keys = np.zeros((Tp, HSP), np.float32), np.zeros((HSP, Tp), np.float32)
+        k, values = np.zeros((Tp, HSP), np.float32), np.zeros((HSP, Tp), np.float32)
+        v, dy = np.zeros((Tp, HSP), np.float32), np.zeros((Tp, HSP), np.float32)
+        _pack(qkv, base, T, h * hs, hs, q, none)
         _pack(qkv, base, T, C + h * hs, hs, k, keys)
         _pack(qkv, base, T, 2 * C + h * hs, hs, v, values)
-        _pack(dout, base, T, h * hs, hs, dy, unused)
-        dkeys = np.zeros((hs, Tp), np.float32)
-        dvalues = np.zeros((hs, Tp), np.float32)
+        _pack(dout, base, T, h * hs, hs, dy, none)  # head h's output sits in columns h·hs.. of out
+        dk = np.zeros((Tp, HSP), np.float32)
+        dv = np.zeros((Tp, HSP), np.float32)
         weights = np.empty((ROWS, KEYS), np.float32)
         grads = np.empty((ROWS, KEYS), np.float32)
-        dq = np.empty((ROWS, hs), np.float32)
+        dq = np.empty((ROWS, HSP), np.float32)
         both = np.empty(ROWS, np.float32)  # Σ_d dy·y of each row: softmax's backward needs no row of P
         for t0 in range(0, T, ROWS):
             for i in range(ROWS):
@@ -239,25 +278,25 @@ def _flash_backward(
             end = t0 + ROWS
             for k0 in range(0, end, KEYS):
                 width = min(KEYS, end - k0)
-                _scores(q, t0, keys, k0, width, hs, weights)
-                _scores(dy, t0, values, k0, width, hs, grads)
+                wide = _padded(width)
+                _scores(sums, q, t0, keys, k0, wide, hs, weights)
+                _scores(sums, dy, t0, values, k0, wide, hs, grads)
                 for i in range(ROWS):
                     row, grad = weights[i], grads[i]
                     t = t0 + i
-                    n = min(t + 1 - k0, width) if t < T else 0  # a padding row has no weights
-                    n = max(n, 0)
+                    n = max(min(t + 1 - k0, width), 0) if t < T else 0  # a padding row has no weights
                     if n:
                         top = lse[b, h, t]
                         for s in range(n):
                             p = exp32(row[s] * scale - top)
                             row[s] = p
                             grad[s] = p * (grad[s] - both[i]) * scale
-                    for s in range(n, width):
+                    for s in range(n, wide):
                         row[s] = ZERO
                         grad[s] = ZERO
-                _outer(weights, dy, t0, k0, width, hs, dvalues)
-                _outer(grads, q, t0, k0, width, hs, dkeys)
-                _weighted(grads, keys, k0, width, hs, dq)
+                _outer(sums, weights, dy, t0, k0, wide, dv)
+                _outer(sums, grads, q, t0, k0, wide, dk)
+                _weighted(sums, grads, k, k0, wide, dq)
             for i in range(ROWS):
                 if t0 + i < T:
                     for d in range(hs):
@@ -266,8 +305,8 @@ def _flash_backward(
             rk = dqkv[base + s, C + h * hs : C + h * hs + hs]
             rv = dqkv[base + s, 2 * C + h * hs : 2 * C + h * hs + hs]
             for d in range(hs):
-                rk[d] = dkeys[d, s]
-                rv[d] = dvalues[d, s]
+                rk[d] = dk[s, d]
+                rv[d] = dv[s, d]
 
 
 attention_forward = variants(_flash_forward, REASSOCIATE)
