@@ -168,6 +168,8 @@ def test_the_op_table_shows_each_parts_distance_beside_its_share() -> None:
     forward = table.rows[0]
     expected = 16.0 / (floors.floor_ms("forward") or 0)
     assert forward[2].endswith(f", {expected:.1f}x floor)")
+    assert forward[1] == f"{floors.floor_ms('forward'):.3g}" and forward[1] != "0.0"  # microseconds at tiny
+    assert table.rows[-1][1] == "-"  # what no part took has no floor
     assert "GFLOP/s" in table.title
     assert not any("unknown (no ceilings" in line for line in TrainingWorkload().verdict(results))
     assert any("its floor" in line for line in TrainingWorkload().verdict(results))

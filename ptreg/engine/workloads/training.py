@@ -388,7 +388,8 @@ class TrainingWorkload(BackendsWorkload):
             row = [PART_LABEL.get(part, part)]
             if floors is not None:
                 found_floor = floors.floor_ms(part)
-                row.append(number(found_floor) if found_floor is not None else "-")
+                # three significant digits: a small config's floors are microseconds
+                row.append(f"{found_floor:.3g}" if found_floor is not None else "-")
             for c in cells:
                 share = _part_share(c.attribution, part)
                 mark = "*" if part in own.get(c.backend, set()) else ""
