@@ -11,6 +11,7 @@ thread count: the median over the step samples of each part's ms, its floor, mea
     python benchmarks/step_floor.py --results RUN/results.json --json floor.json
     python benchmarks/step_floor.py --no-measure floor.json --results RUN/results.json
     python benchmarks/step_floor.py -c xl            # the floors alone, no run
+    python benchmarks/step_floor.py --remember       # measure, and cache for ptreg run and bench
 
 A run's ``results.json`` comes from ``ptreg run`` (in its run folder) or ``ptreg bench --json``.
 Errors are one line, ``step_floor: error: ...``, exit 2.
@@ -29,13 +30,15 @@ from typing import Any
 import step_ceilings
 from pydantic import BaseModel, ConfigDict, ValidationError
 from step_ceilings import AtThreads, Ceilings
-from step_counts import PARTS, Work, step_work
 
+from ptreg.engine import ceilings as machine_ceilings
 from ptreg.errors import PtregError, UnusableInput
+from ptreg.records import step_work
 from ptreg.records.configs import CONFIGS, GPTConfig
 from ptreg.records.evaluator import EvaluatorSpec
 from ptreg.records.problems import first_schema_error
 from ptreg.records.run_results import Cell, RunResults
+from ptreg.records.step_work import PARTS, Floor, roofline
 from ptreg.store.jsonio import atomic_write_text, decode_json, read_bytes
 from ptreg.store.runs import RESULTS_FILE, read_results
 from ptreg.text import json_type, printable, shorten
@@ -44,20 +47,8 @@ WIDTH = 100  # the table's columns, at most
 MAX_SAVED_BYTES = 64 * 2**20
 
 
-@dataclass(frozen=True)
-class Floor:
-    seconds: float
-    bound: str  # "compute" or "memory": the ceiling that sets it
-
-
-def roofline(work: Work, peak_gflops: float, bandwidth_gbs: float) -> Floor:
-    """max(flops / peak, bytes / bandwidth): the part can beat neither ceiling."""
-    compute, memory = work.flops / (peak_gflops * 1e9), work.bytes / (bandwidth_gbs * 1e9)
-    return Floor(compute, "compute") if compute >= memory else Floor(memory, "memory")
-
-
 def floors(config: GPTConfig, at: AtThreads) -> dict[str, Floor]:
-    return {part: roofline(work, at.peak_gflops, at.bandwidth) for part, work in step_work(config).items()}
+    return step_work.floors(config, at.peak_gflops, at.bandwidth)
 
 
 # --------------------------------------------------------------------------- reading
@@ -246,7 +237,7 @@ def _render(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def block_lines(block: Block) -> list[str]:
     """The block's table; backends side by side, as many as fit in WIDTH, the rest below."""
-    work = step_work(block.config)
+    work = step_work.step_work(block.config)
     step_floor_ms = 1e3 * sum(f.seconds for f in block.floors.values())
     base_rows = [
         [
@@ -305,7 +296,7 @@ def cached_floor_ms(block: Block) -> float | None:
     cached = block.at.cache_bandwidth
     if cached is None:
         return None
-    work = step_work(block.config).values()
+    work = step_work.step_work(block.config).values()
     return 1e3 * sum(roofline(w, block.at.peak_gflops, cached).seconds for w in work)
 
 
@@ -320,7 +311,7 @@ def cache_lines(block: Block) -> list[str]:
 
 
 def block_json(block: Block) -> dict[str, Any]:
-    work = step_work(block.config)
+    work = step_work.step_work(block.config)
     step_floor_ms = 1e3 * sum(f.seconds for f in block.floors.values())
     return {
         "source": block.source,
@@ -353,6 +344,27 @@ def block_json(block: Block) -> dict[str, Any]:
     }
 
 
+# --------------------------------------------------------------------------- the cache
+
+
+def remember(ceilings: Ceilings, where: str) -> Path:
+    """Cache each thread count's peak and bandwidth (the floors' ceilings) for this machine;
+    ceilings another CPU measured (as the file records it) are refused."""
+    here = machine_ceilings.machine_key()
+    for fact in ("cpu_model", "cpu_count"):
+        if ceilings.machine.get(fact) != here[fact]:
+            said = _show(ceilings.machine.get(fact))
+            raise UnusableInput(f"{where}: measured where {fact} was {said}, here {_show(here[fact])}; not cached")
+    return machine_ceilings.remember(
+        {
+            n: machine_ceilings.AtThreads(
+                peak_gflops=at.peak_gflops, bandwidth_gbs=at.bandwidth, cache_gbs=at.cache_bandwidth
+            )
+            for n, at in ceilings.threads.items()
+        }
+    )
+
+
 # --------------------------------------------------------------------------- the command
 
 
@@ -379,6 +391,12 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--accumulators", type=int, default=24, help="accumulator vectors of the peak loops")
     parser.add_argument("--json", type=Path, help="write the ceilings, floors and every table here")
     parser.add_argument("--no-measure", type=Path, metavar="FILE", help="reuse the ceilings a --json FILE saved")
+    parser.add_argument(
+        "--remember",
+        action="store_true",
+        help="cache the ceilings for this machine, where `ptreg run` and `ptreg bench` read them to record "
+        "each part's floor (with --no-measure: the ceilings FILE saved, which must be this machine's)",
+    )
     args = parser.parse_args(argv)
     for option, value in (
         ("--rounds", args.rounds),
@@ -402,6 +420,9 @@ def run(args: argparse.Namespace) -> int:
     found = [block for path, results in runs for block in blocks(path, results, ceilings)]
     for name in args.config or ([] if runs else ["xl"]):
         found += [floor_only(CONFIGS[name], threads, ceilings) for threads in sorted(ceilings.threads)]
+    if args.remember:
+        where = str(args.no_measure) if args.no_measure is not None else "the ceilings just measured"
+        print(f"cached the ceilings for this machine in {remember(ceilings, where)}", file=sys.stderr)
     lines = machine_lines(ceilings)
     for block in found:
         lines += block_lines(block)

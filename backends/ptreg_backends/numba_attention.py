@@ -1,14 +1,18 @@
 """The numba backend's attention: causal softmax attention fused per (batch, head), forward and
-backward, on the fused projection qkv (B·T, 3C) as the reference takes it.
+backward, on the fused projection qkv (B·T, 3C) as the reference takes it, blocked over keys in
+the manner of flash attention.
 
-Per (b, h), one task, eight queries at a time: their scores against keys up to the block's last
-query only (the reference scores all T keys then masks half of them away), each row's causal
-softmax (weights past its own query set to zero), and the weighted sums of values; the backward
-the same way, the weights' gradient, the softmax's backward and the three products. Every
-product is a loop along keys for one channel in which each key or value loaded serves the
-block's eight rows; keys and values are packed transposed (hs, T), and dK and dV summed
-transposed in buffers of the task's own, so every inner loop runs along a contiguous axis with
-no dependence between iterations but the sums of dot products, and LLVM vectorises them.
+Per (b, h), one task: its q, k and v packed (k and v also transposed, (hs, T)), then per block
+of ROWS queries the keys in blocks of KEYS, up to the block's last query only (the reference
+scores all T keys, then masks half of them away). The forward keeps an online softmax: each row
+its running max and sum, rescaling what it summed when the max grows, so no (T, T) weights are
+written; it keeps each row's log-sum-exp instead. The backward recomputes the weights block by
+block from q, k and that log-sum-exp (one product more than reading them back, and no (T, T)
+array written, read or allocated), and takes softmax's backward with Σ_d dy·y per row in place
+of a dot along the row of weights. Every product is a register tile: eight rows by two vectors
+of sums held in registers along the product's reduction (numba_gemm's vector sums, here free to
+fuse a multiply-add), each vector of keys, values or channels loaded once for the eight rows;
+head sizes and runs of keys are zero-padded to whole tiles, and the padding weighs nothing.
 
 Tasks are independent (each writes only its own head's columns), so the parallel variant runs
 them over threads with no partial sums. The bits are not the reference's (its products are
@@ -16,250 +20,294 @@ BLAS's, its exp NumPy's), and the two variants may reassociate their dot product
 a tolerance (``NumbaStepOps.op_tolerances``). Importing this module imports numba.
 """
 
+# numba passes an intrinsic's typingctx itself: mypy sees every call one argument short
+# mypy: disable-error-code="call-arg,var-annotated"
 from __future__ import annotations
+
+from typing import Any
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba import prange
+from numba.core import types
+from numba.extending import intrinsic
 
-from .numba_ops import REASSOCIATE, ZERO, exp32, variants
+from ptreg.engine.environment import cpu_flags
+
+from .numba_gemm import _element, _literals, _slot, _sum_move, _sum_zero, _sums, _vector
+from .numba_ops import ONE, REASSOCIATE, ZERO, exp32, variants
+
+
+@intrinsic
+def _sum_fma(  # pragma: no cover
+    typingctx: Any, sums: Any, k: Any, vector_bits: Any, column: Any, at: Any, strip: Any, offset: Any
+) -> tuple[Any, Any] | None:
+    """sums[k] += column[at] · strip[offset : offset + W], as numba_gemm's ``_sum_update`` but
+    free to fuse into one multiply-add (attention keeps a tolerance, not the reference's bits)."""
+    if not _literals(vector_bits):
+        return None
+    bits = vector_bits.literal_value
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        vector = _vector(bits)
+        lanes = vector.count
+        value = builder.load(_element(context, builder, sig.args[3], args[3], [args[4]]))
+        start = _element(context, builder, sig.args[5], args[5], [args[6]])
+        b = builder.load(builder.bitcast(start, vector.as_pointer()), align=4)
+        one = builder.insert_element(ir.Constant(vector, None), value, ir.Constant(ir.IntType(32), 0))
+        everywhere = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
+        a = builder.shuffle_vector(one, ir.Constant(vector, None), everywhere)
+        slot = _slot(builder, args[0], args[1], bits)
+        product = builder.fmul(a, b, flags=("contract",))
+        builder.store(builder.fadd(builder.load(slot), product, flags=("contract",)), slot)
+        return context.get_dummy_value()
+
+    return types.void(sums, k, vector_bits, column, at, strip, offset), codegen
+
+
+ROWS = 8  # queries per block: each key or value vector loaded serves eight rows
+# One vector of sums: 16 float32 lanes with AVX-512, else 8 (a tile's 16 vectors of sums then
+# fill AVX2's 16 registers, and LLVM spills some: slower there, never wrong). numba's disk cache
+# is keyed by the CPU it compiled for, so a cached kernel always has this machine's width.
+BITS = 512 if "avx512f" in (cpu_flags() or set()) else 256
+LANES = BITS // 32
+WIDE = 2 * LANES  # a tile is ROWS × WIDE sums (16 vectors); head sizes and key runs padded to it
+SUMS = ROWS * 2
+# Keys per block: for hs up to 32 a block's keys and values (2 · hs · KEYS floats) and its
+# weights and their gradients (2 · ROWS · KEYS) stay in a 48 KiB L1; xl's T = 128 is one block.
+KEYS = 128
+NEG_INF = np.float32(-np.inf)
+
+
+@numba.njit(cache=True, inline="always")
+def _padded(n: int) -> int:  # pragma: no cover
+    """n rounded up to whole tiles."""
+    return (n + WIDE - 1) // WIDE * WIDE
 
 
 @numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
 def _pack(
     qkv: np.ndarray, base: int, T: int, offset: int, hs: int, rows: np.ndarray, columns: np.ndarray
 ) -> None:  # pragma: no cover
-    """One head's (T, hs) block of qkv from column ``offset``, as rows (T, hs) and transposed (hs, T)."""
+    """One head's (T, hs) block of qkv from column ``offset`` into rows (Tp, HSP) and, when it
+    has any, transposed columns (HSP, Tp); the padding stays zero."""
+    transposed = columns.shape[0] > 0
     for s in range(T):
         source = qkv[base + s, offset : offset + hs]
         row = rows[s]
         for d in range(hs):
             row[d] = source[d]
-            columns[d, s] = source[d]
+            if transposed:
+                columns[d, s] = source[d]
 
 
-ROWS = 8  # queries per block: each key or value loaded once serves eight rows
-
-
-def _attention_forward(
-    qkv: np.ndarray, B: int, T: int, NH: int, scale: np.float32, out: np.ndarray, att: np.ndarray
+@numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
+def _scores(
+    sums: Any, a: np.ndarray, t0: int, b: np.ndarray, k0: int, wide: int, hs: int, block: np.ndarray
 ) -> None:  # pragma: no cover
+    """block[i, s] = a[t0 + i] · b[:, k0 + s] for s < wide (b transposed, (HSP, Tp)): per tile of
+    WIDE keys, 16 vectors of sums in registers along the head's channels."""
+    HSP, Tp = a.shape[1], b.shape[1]
+    af, bf = a.reshape(a.size), b.reshape(b.size)
+    for s0 in range(0, wide, WIDE):
+        for x in range(SUMS):
+            _sum_zero(sums, x, BITS)
+        for d in range(hs):
+            for i in range(ROWS):
+                for w in range(2):
+                    _sum_fma(sums, i * 2 + w, BITS, af, (t0 + i) * HSP + d, bf, d * Tp + k0 + s0 + w * LANES)
+        for i in range(ROWS):
+            for w in range(2):
+                _sum_move(sums, i * 2 + w, BITS, block, i, s0 + w * LANES, 1)
+
+
+@numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
+def _weighted(
+    sums: Any, block: np.ndarray, b: np.ndarray, k0: int, wide: int, acc: np.ndarray
+) -> None:  # pragma: no cover
+    """acc[i, :] += Σ_s block[i, s] · b[k0 + s, :] (b in rows, (Tp, HSP)): per WIDE channels, 16
+    vectors of sums in registers along the block's keys."""
+    HSP, KB = b.shape[1], block.shape[1]
+    wf, bf = block.reshape(block.size), b.reshape(b.size)
+    for d0 in range(0, HSP, WIDE):
+        for i in range(ROWS):
+            for w in range(2):
+                _sum_move(sums, i * 2 + w, BITS, acc, i, d0 + w * LANES, 0)
+        for s in range(wide):
+            for i in range(ROWS):
+                for w in range(2):
+                    _sum_fma(sums, i * 2 + w, BITS, wf, i * KB + s, bf, (k0 + s) * HSP + d0 + w * LANES)
+        for i in range(ROWS):
+            for w in range(2):
+                _sum_move(sums, i * 2 + w, BITS, acc, i, d0 + w * LANES, 1)
+
+
+@numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
+def _outer(
+    sums: Any, block: np.ndarray, a: np.ndarray, t0: int, k0: int, wide: int, into: np.ndarray
+) -> None:  # pragma: no cover
+    """into[k0 + s, :] += Σ_i block[i, s] · a[t0 + i, :] (dK or dV in rows, (Tp, HSP)): per tile
+    of ROWS keys × WIDE channels, the block's eight rows summed in registers."""
+    HSP, KB = a.shape[1], block.shape[1]
+    wf, af = block.reshape(block.size), a.reshape(a.size)
+    for s0 in range(0, wide, ROWS):
+        for d0 in range(0, HSP, WIDE):
+            for j in range(ROWS):
+                for w in range(2):
+                    _sum_move(sums, j * 2 + w, BITS, into, k0 + s0 + j, d0 + w * LANES, 0)
+            for i in range(ROWS):
+                for j in range(ROWS):
+                    for w in range(2):
+                        _sum_fma(sums, j * 2 + w, BITS, wf, i * KB + s0 + j, af, (t0 + i) * HSP + d0 + w * LANES)
+            for j in range(ROWS):
+                for w in range(2):
+                    _sum_move(sums, j * 2 + w, BITS, into, k0 + s0 + j, d0 + w * LANES, 1)
+
+
+def _flash_forward(
+    qkv: np.ndarray, B: int, T: int, NH: int, scale: np.float32, out: np.ndarray, lse: np.ndarray
+) -> None:  # pragma: no cover
+    """Per (b, h) and block of ROWS queries, the keys in blocks of KEYS with an online softmax:
+    each row keeps its running max and sum, and rescales what it summed when the max grows. No
+    (T, T) weights are kept, only each row's log-sum-exp (lse) for the backward."""
     C = qkv.shape[1] // 3
     hs = C // NH
-    Tp = (T + ROWS - 1) // ROWS * ROWS  # rows past T are zero, and what they give is dropped
+    HSP, Tp = _padded(hs), _padded(T)
     for task in prange(B * NH):
         b, h = task // NH, task % NH
         base = b * T
-        q, unused = np.zeros((Tp, hs), np.float32), np.zeros((hs, Tp), np.float32)
-        k, keys = np.zeros((Tp, hs), np.float32), np.zeros((hs, Tp), np.float32)  # kᵀ: scores are rows
-        v, values = np.zeros((Tp, hs), np.float32), np.zeros((hs, Tp), np.float32)  # vᵀ: y[t, d] is a dot
-        _pack(qkv, base, T, h * hs, hs, q, unused)
+        sums = _sums(SUMS, BITS)
+        none = np.zeros((0, Tp), np.float32)
+        q, keys = np.zeros((Tp, HSP), np.float32), np.zeros((HSP, Tp), np.float32)
+        k, v = np.zeros((Tp, HSP), np.float32), np.zeros((Tp, HSP), np.float32)
+        _pack(qkv, base, T, h * hs, hs, q, none)
         _pack(qkv, base, T, C + h * hs, hs, k, keys)
-        _pack(qkv, base, T, 2 * C + h * hs, hs, v, values)
-        block = np.empty((ROWS, Tp), np.float32)
-        w0, w1, w2, w3, w4, w5, w6, w7 = block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[7]
+        _pack(qkv, base, T, 2 * C + h * hs, hs, v, none)
+        block = np.empty((ROWS, KEYS), np.float32)
+        acc = np.empty((ROWS, HSP), np.float32)
+        top = np.empty(ROWS, np.float32)
+        total = np.empty(ROWS, np.float32)
         for t0 in range(0, T, ROWS):
-            width = t0 + ROWS  # keys 0..t0+3: the block's last row's, zero weights past each row's own
-            for s in range(width):
-                w0[s] = ZERO
-                w1[s] = ZERO
-                w2[s] = ZERO
-                w3[s] = ZERO
-                w4[s] = ZERO
-                w5[s] = ZERO
-                w6[s] = ZERO
-                w7[s] = ZERO
-            for d in range(hs):
-                kd = keys[d]
-                a0, a1, a2, a3, a4, a5, a6, a7 = (
-                    q[t0 + 0, d],
-                    q[t0 + 1, d],
-                    q[t0 + 2, d],
-                    q[t0 + 3, d],
-                    q[t0 + 4, d],
-                    q[t0 + 5, d],
-                    q[t0 + 6, d],
-                    q[t0 + 7, d],
-                )
-                for s in range(width):
-                    key = kd[s]
-                    w0[s] += a0 * key
-                    w1[s] += a1 * key
-                    w2[s] += a2 * key
-                    w3[s] += a3 * key
-                    w4[s] += a4 * key
-                    w5[s] += a5 * key
-                    w6[s] += a6 * key
-                    w7[s] += a7 * key
-            for i in range(ROWS):
-                row = block[i]
-                n = t0 + i + 1
-                top = row[0] * scale
-                for s in range(n):
-                    row[s] *= scale
-                    top = max(top, row[s])
-                total = ZERO
-                for s in range(n):
-                    e = exp32(row[s] - top)
-                    row[s] = e
-                    total += e
-                for s in range(n):
-                    row[s] = row[s] / total
-                for s in range(n, width):
-                    row[s] = ZERO  # the causal mask
-                if t0 + i < T:
-                    weights = att[b, h, t0 + i]
+            acc[:] = ZERO
+            top[:] = NEG_INF
+            total[:] = ZERO
+            end = t0 + ROWS  # keys past the block's last query are masked for all of its rows
+            for k0 in range(0, end, KEYS):
+                width = min(KEYS, end - k0)
+                wide = _padded(width)  # keys past width are masked (or padding): weight zero
+                _scores(sums, q, t0, keys, k0, wide, hs, block)
+                for i in range(ROWS):
+                    row = block[i]
+                    n = min(t0 + i + 1 - k0, width)  # the keys this row may see in the block
+                    if n <= 0:
+                        for s in range(wide):
+                            row[s] = ZERO
+                        continue
+                    best = top[i]
                     for s in range(n):
-                        weights[s] = row[s]
-            for d in range(hs):
-                vd = values[d]
-                y0, y1, y2, y3, y4, y5, y6, y7 = ZERO, ZERO, ZERO, ZERO, ZERO, ZERO, ZERO, ZERO
-                for s in range(width):
-                    value = vd[s]
-                    y0 += w0[s] * value
-                    y1 += w1[s] * value
-                    y2 += w2[s] * value
-                    y3 += w3[s] * value
-                    y4 += w4[s] * value
-                    y5 += w5[s] * value
-                    y6 += w6[s] * value
-                    y7 += w7[s] * value
-                for i, y in ((0, y0), (1, y1), (2, y2), (3, y3), (4, y4), (5, y5), (6, y6), (7, y7)):
-                    if t0 + i < T:
-                        out[base + t0 + i, h * hs + d] = y
+                        row[s] *= scale
+                        best = max(best, row[s])
+                    shrink = ZERO if top[i] == NEG_INF else exp32(top[i] - best)
+                    added = ZERO
+                    for s in range(n):
+                        e = exp32(row[s] - best)
+                        row[s] = e
+                        added += e
+                    for s in range(n, wide):
+                        row[s] = ZERO  # the causal mask
+                    total[i] = total[i] * shrink + added
+                    top[i] = best
+                    if shrink != ONE:
+                        for d in range(hs):
+                            acc[i, d] *= shrink
+                _weighted(sums, block, v, k0, wide, acc)
+            for i in range(ROWS):
+                t = t0 + i
+                if t < T:
+                    inverse = ONE / total[i]
+                    for d in range(hs):
+                        out[base + t, h * hs + d] = acc[i, d] * inverse
+                    lse[b, h, t] = top[i] + np.log(total[i])
 
 
-def _attention_backward(
-    dout: np.ndarray, qkv: np.ndarray, att: np.ndarray, T: int, NH: int, scale: np.float32, dqkv: np.ndarray
+def _flash_backward(
+    dout: np.ndarray,
+    qkv: np.ndarray,
+    out: np.ndarray,
+    lse: np.ndarray,
+    T: int,
+    NH: int,
+    scale: np.float32,
+    dqkv: np.ndarray,
 ) -> None:  # pragma: no cover
-    """Four queries at a time, every product a loop along keys: the weights' gradient and dV for
-    one channel, then dQ and dK for one channel; dK and dV are kept transposed (hs, T), rows
-    updated along the keys."""
-    B = att.shape[0]
+    """The weights recomputed block by block from q, k and each row's lse (exp(score - lse)),
+    then as the forward-keeping backward: dP = dy·vᵀ, dS = P·(dP - Σ dy·y)·scale, dV += Pᵀ·dy,
+    dQ += dS·k, dK += dSᵀ·q."""
+    B = lse.shape[0]
     C = qkv.shape[1] // 3
     hs = C // NH
-    Tp = (T + ROWS - 1) // ROWS * ROWS
+    HSP, Tp = _padded(hs), _padded(T)
     for task in prange(B * NH):
         b, h = task // NH, task % NH
         base = b * T
-        q, unused = np.zeros((Tp, hs), np.float32), np.zeros((hs, Tp), np.float32)
-        k, keys = np.zeros((Tp, hs), np.float32), np.zeros((hs, Tp), np.float32)
-        v, values = np.zeros((Tp, hs), np.float32), np.zeros((hs, Tp), np.float32)
-        dy = np.zeros((Tp, hs), np.float32)
-        _pack(qkv, base, T, h * hs, hs, q, unused)
+        sums = _sums(SUMS, BITS)
+        none = np.zeros((0, Tp), np.float32)
+        q, keys = np.zeros((Tp, HSP), np.float32), np.zeros((HSP, Tp), np.float32)
+        k, values = np.zeros((Tp, HSP), np.float32), np.zeros((HSP, Tp), np.float32)
+        v, dy = np.zeros((Tp, HSP), np.float32), np.zeros((Tp, HSP), np.float32)
+        _pack(qkv, base, T, h * hs, hs, q, none)
         _pack(qkv, base, T, C + h * hs, hs, k, keys)
         _pack(qkv, base, T, 2 * C + h * hs, hs, v, values)
-        _pack(dout, base, T, h * hs, hs, dy, unused)  # head h's output sits in columns h·hs.. of out
-        dkeys = np.zeros((hs, Tp), np.float32)
-        dvalues = np.zeros((hs, Tp), np.float32)
-        weights = np.empty((ROWS, Tp), np.float32)
-        grads = np.empty((ROWS, Tp), np.float32)
-        w0, w1, w2, w3, w4, w5, w6, w7 = (
-            weights[0],
-            weights[1],
-            weights[2],
-            weights[3],
-            weights[4],
-            weights[5],
-            weights[6],
-            weights[7],
-        )
-        g0, g1, g2, g3, g4, g5, g6, g7 = grads[0], grads[1], grads[2], grads[3], grads[4], grads[5], grads[6], grads[7]
+        _pack(dout, base, T, h * hs, hs, dy, none)  # head h's output sits in columns h·hs.. of out
+        dk = np.zeros((Tp, HSP), np.float32)
+        dv = np.zeros((Tp, HSP), np.float32)
+        weights = np.empty((ROWS, KEYS), np.float32)
+        grads = np.empty((ROWS, KEYS), np.float32)
+        dq = np.empty((ROWS, HSP), np.float32)
+        both = np.empty(ROWS, np.float32)  # Σ_d dy·y of each row: softmax's backward needs no row of P
         for t0 in range(0, T, ROWS):
-            width = t0 + ROWS
             for i in range(ROWS):
-                n = t0 + i + 1 if t0 + i < T else 0  # a padding row has no weights
-                row, grad = weights[i], grads[i]
-                if n:
-                    saved = att[b, h, t0 + i]
-                    for s in range(n):
-                        row[s] = saved[s]
-                for s in range(n, width):
-                    row[s] = ZERO
-                for s in range(width):
-                    grad[s] = ZERO
-            for d in range(hs):
-                vd, dvd = values[d], dvalues[d]
-                a0, a1, a2, a3, a4, a5, a6, a7 = (
-                    dy[t0 + 0, d],
-                    dy[t0 + 1, d],
-                    dy[t0 + 2, d],
-                    dy[t0 + 3, d],
-                    dy[t0 + 4, d],
-                    dy[t0 + 5, d],
-                    dy[t0 + 6, d],
-                    dy[t0 + 7, d],
-                )
-                for s in range(width):
-                    value = vd[s]
-                    g0[s] += a0 * value
-                    g1[s] += a1 * value
-                    g2[s] += a2 * value
-                    g3[s] += a3 * value
-                    g4[s] += a4 * value
-                    g5[s] += a5 * value
-                    g6[s] += a6 * value
-                    g7[s] += a7 * value
-                    dvd[s] += (
-                        w0[s] * a0
-                        + w1[s] * a1
-                        + w2[s] * a2
-                        + w3[s] * a3
-                        + w4[s] * a4
-                        + w5[s] * a5
-                        + w6[s] * a6
-                        + w7[s] * a7
-                    )
-            for i in range(ROWS):
-                row, grad = weights[i], grads[i]
+                t = t0 + i
                 dot = ZERO
-                for s in range(width):
-                    dot += row[s] * grad[s]
-                for s in range(width):
-                    grad[s] = row[s] * (grad[s] - dot) * scale  # softmax's backward, then the scale
-            for d in range(hs):
-                kd, dkd = keys[d], dkeys[d]
-                a0, a1, a2, a3, a4, a5, a6, a7 = (
-                    q[t0 + 0, d],
-                    q[t0 + 1, d],
-                    q[t0 + 2, d],
-                    q[t0 + 3, d],
-                    q[t0 + 4, d],
-                    q[t0 + 5, d],
-                    q[t0 + 6, d],
-                    q[t0 + 7, d],
-                )
-                x0, x1, x2, x3, x4, x5, x6, x7 = ZERO, ZERO, ZERO, ZERO, ZERO, ZERO, ZERO, ZERO
-                for s in range(width):
-                    key = kd[s]
-                    x0 += g0[s] * key
-                    x1 += g1[s] * key
-                    x2 += g2[s] * key
-                    x3 += g3[s] * key
-                    x4 += g4[s] * key
-                    x5 += g5[s] * key
-                    x6 += g6[s] * key
-                    x7 += g7[s] * key
-                    dkd[s] += (
-                        g0[s] * a0
-                        + g1[s] * a1
-                        + g2[s] * a2
-                        + g3[s] * a3
-                        + g4[s] * a4
-                        + g5[s] * a5
-                        + g6[s] * a6
-                        + g7[s] * a7
-                    )
-                for i, x in ((0, x0), (1, x1), (2, x2), (3, x3), (4, x4), (5, x5), (6, x6), (7, x7)):
-                    if t0 + i < T:
-                        dqkv[base + t0 + i, h * hs + d] = x
+                if t < T:
+                    for d in range(hs):
+                        dot += dy[t, d] * out[base + t, h * hs + d]
+                both[i] = dot
+            dq[:] = ZERO
+            end = t0 + ROWS
+            for k0 in range(0, end, KEYS):
+                width = min(KEYS, end - k0)
+                wide = _padded(width)
+                _scores(sums, q, t0, keys, k0, wide, hs, weights)
+                _scores(sums, dy, t0, values, k0, wide, hs, grads)
+                for i in range(ROWS):
+                    row, grad = weights[i], grads[i]
+                    t = t0 + i
+                    n = max(min(t + 1 - k0, width), 0) if t < T else 0  # a padding row has no weights
+                    if n:
+                        top = lse[b, h, t]
+                        for s in range(n):
+                            p = exp32(row[s] * scale - top)
+                            row[s] = p
+                            grad[s] = p * (grad[s] - both[i]) * scale
+                    for s in range(n, wide):
+                        row[s] = ZERO
+                        grad[s] = ZERO
+                _outer(sums, weights, dy, t0, k0, wide, dv)
+                _outer(sums, grads, q, t0, k0, wide, dk)
+                _weighted(sums, grads, k, k0, wide, dq)
+            for i in range(ROWS):
+                if t0 + i < T:
+                    for d in range(hs):
+                        dqkv[base + t0 + i, h * hs + d] = dq[i, d]
         for s in range(T):
             rk = dqkv[base + s, C + h * hs : C + h * hs + hs]
             rv = dqkv[base + s, 2 * C + h * hs : 2 * C + h * hs + hs]
             for d in range(hs):
-                rk[d] = dkeys[d, s]
-                rv[d] = dvalues[d, s]
+                rk[d] = dk[s, d]
+                rv[d] = dv[s, d]
 
 
-attention_forward = variants(_attention_forward, REASSOCIATE)
-attention_backward = variants(_attention_backward, REASSOCIATE)
+attention_forward = variants(_flash_forward, REASSOCIATE)
+attention_backward = variants(_flash_backward, REASSOCIATE)

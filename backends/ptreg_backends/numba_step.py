@@ -156,19 +156,20 @@ class NumbaStepOps:
         qkv = np.ascontiguousarray(qkv)
         scale = np.float32(1.0 / math.sqrt(C // NH))
         out = np.empty((B * T, C), dtype=F32)
-        att = np.empty((B, NH, T, T), dtype=F32)  # above the diagonal never written nor read
-        # its work is hs multiply-adds a weight (four products of them), not one an element
-        kernel, _ = self._pick("attention_forward", att.size * (C // NH))
-        kernel(qkv, B, T, NH, scale, out, att)
-        return out, ("numba", qkv, att, T, NH, scale)
+        lse = np.empty((B, NH, T), dtype=F32)  # each row's log-sum-exp: the weights, recomputed
+        # its work is hs multiply-adds a score (several products of them), not one an element
+        kernel, _ = self._pick("attention_forward", B * NH * T * T * (C // NH))
+        kernel(qkv, B, T, NH, scale, out, lse)
+        return out, ("numba", qkv, out, lse, T, NH, scale)
 
     def attention_backward(self, dout: np.ndarray, cache: Any) -> np.ndarray:
         if not _ours(cache):
             return layers.attention_backward(dout, cache)
-        _, qkv, att, T, NH, scale = cache
+        _, qkv, out, lse, T, NH, scale = cache
         dqkv: np.ndarray = np.empty_like(qkv)
-        kernel, _ = self._pick("attention_backward", att.size * (qkv.shape[1] // 3 // NH))
-        kernel(np.ascontiguousarray(dout, dtype=F32), qkv, att, T, NH, scale, dqkv)
+        B = lse.shape[0]
+        kernel, _ = self._pick("attention_backward", B * NH * T * T * (qkv.shape[1] // 3 // NH))
+        kernel(np.ascontiguousarray(dout, dtype=F32), qkv, out, lse, T, NH, scale, dqkv)
         return dqkv
 
     # ----------------------------------------------------------------------- GELU

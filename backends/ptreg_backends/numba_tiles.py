@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ptreg.engine.environment import cpu_flags, cpu_model
+from ptreg.engine.environment import cache_folder, cpu_flags, cpu_model
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,6 @@ CANDIDATES: tuple[Tile, ...] = (
 TILES = {tile.name: tile for tile in CANDIDATES}
 
 TILE_VARIABLE = "PTREG_NUMBA_TILE"  # a candidate's name: use it, no tuning, nothing remembered
-CACHE_VARIABLE = "PTREG_CACHE_DIR"  # where the choice is remembered, instead of the user's cache
 CACHE_FILE = "numba-tiles.json"
 CACHE_FORMAT = 1
 
@@ -99,11 +98,7 @@ def key_id(key: dict[str, Any]) -> str:
 
 
 def cache_path() -> Path:
-    if os.environ.get(CACHE_VARIABLE):
-        folder = Path(os.environ[CACHE_VARIABLE])
-    else:
-        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ptreg"
-    return folder / CACHE_FILE
+    return cache_folder() / CACHE_FILE
 
 
 CACHE_MAX_BYTES = 16 * 1024 * 1024  # a few hundred bytes per machine

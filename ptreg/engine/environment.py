@@ -207,6 +207,16 @@ def cpu_model() -> str | None:
     return platform.processor() or None
 
 
+CACHE_VARIABLE = "PTREG_CACHE_DIR"  # where ptreg keeps what it measured of this machine
+
+
+def cache_folder() -> Path:
+    """ptreg's per-user cache: $PTREG_CACHE_DIR, else $XDG_CACHE_HOME/ptreg, else ~/.cache/ptreg."""
+    if os.environ.get(CACHE_VARIABLE):
+        return Path(os.environ[CACHE_VARIABLE])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ptreg"
+
+
 def usable_cores() -> int | None:
     try:
         return len(os.sched_getaffinity(0))

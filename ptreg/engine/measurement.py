@@ -30,6 +30,7 @@ from ..records.run_results import (
 )
 from .backends import describe_all, roles
 from .callgrind import counted_under, valgrind
+from .ceilings import run_floors
 from .executor import Executor, TaskOutcome, Worker
 from .interruption import Interrupted, deferred, signal_of
 from .plan import (
@@ -151,11 +152,15 @@ def measure(
         executor.interrupted = signal_of(exc)
     workload.compare(spec, measured, ratio_roles)
     counted = counted_under([_counting(c) for c in measured if c.worker]) if counts else None
+    # the ceilings are this machine's: a spread executor's cells ran on others, whose are unknown
+    floors = run_floors(spec) if isinstance(executor, Executor) else None
     if executor.interrupted is not None:
         why = interrupted_reason(spec, measured, signal.Signals(executor.interrupted).name)
-        return Measurement(parity, measured, ratio_roles, rounds, "interrupted", why, executor.interrupted, counted)
+        return Measurement(
+            parity, measured, ratio_roles, rounds, "interrupted", why, executor.interrupted, counted, floors
+        )
     status, reason = run_status(spec, parity, measured, executor.budget_hit)
-    return Measurement(parity, measured, ratio_roles, rounds, status, reason, counted=counted)
+    return Measurement(parity, measured, ratio_roles, rounds, status, reason, counted=counted, floors=floors)
 
 
 def _counting(cell: Cell) -> tuple[str, str, dict[str, Any] | None]:

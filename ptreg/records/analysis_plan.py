@@ -33,6 +33,7 @@ from .condition import (
     Condition,
     ConditionNode,
     Diff,
+    FloorRatio,
     Gflops,
     ItemCount,
     MetricName,
@@ -71,6 +72,7 @@ CONSISTENT: Final[dict[str, tuple[str, ...]]] = {
 RECORDED_BY: Final[dict[type, tuple[str, ...]]] = {
     Share: ("tinygpt-train",),
     Amdahl: ("tinygpt-train",),
+    FloorRatio: ("tinygpt-train",),
     MsPerStep: ("tinygpt-train",),
     Gflops: ("kernels",),
 }
@@ -252,7 +254,7 @@ def _arms_problem(
     return None if kind is None else f"{operand_text(node)}: {kind}"
 
 
-def _backends_problem(node: Share | Amdahl | MsPerStep | Gflops | Speedup, spec: AnySpec) -> str | None:
+def _backends_problem(node: Share | Amdahl | FloorRatio | MsPerStep | Gflops | Speedup, spec: AnySpec) -> str | None:
     if isinstance(spec, ArmsSpec):
         return f"{operand_text(node)} reads backends, and evaluator {spec.name} compares arms ({spec.workload})"
     workloads = RECORDED_BY.get(type(node))

@@ -7,7 +7,7 @@ describes; reading and deciding it (``decision.py``) needs neither lark nor the 
 
 Every node is a JSON object named by its ``op``: the boolean nodes ``and``, ``or``, ``not``
 and ``compare``, and the verdicts ``better``, ``worse`` and ``equivalent`` of two arms on a
-metric; the operands ``number``, the quantities ``share``, ``amdahl``, ``ms_per_step``,
+metric; the operands ``number``, the quantities ``share``, ``amdahl``, ``floor_ratio``, ``ms_per_step``,
 ``gflops``, ``speedup``, ``metric``, ``diff``, ``ratio`` and the item counts ``won``, ``lost``
 and ``tied``, the interval bounds ``low`` and ``high`` of a quantity, and ``neg``, a quantity
 negated. docs/conditions.md documents each.
@@ -87,6 +87,33 @@ class Amdahl(_Node):
 
     op: Literal["amdahl"]
     kernel: BoundedKernel
+    backend: BackendName
+    config: ConfigName
+
+
+# A part with a floor: every kernel and op (not what none took), or the whole step.
+FloorPart = Literal[
+    "forward",
+    "backward_da",
+    "backward_db",
+    "encoder",
+    "layernorm",
+    "attention",
+    "gelu",
+    "residual",
+    "bias",
+    "crossentropy",
+    "adamw",
+    "step",
+]
+
+
+class FloorRatio(_Node):
+    """How many times its floor (its roofline on the machine's cached ceilings) a part of the
+    training step took (tinygpt-train): its ms per step over its floor's."""
+
+    op: Literal["floor_ratio"]
+    kernel: FloorPart
     backend: BackendName
     config: ConfigName
 
@@ -186,7 +213,7 @@ class ItemCount(_Node):
 
 
 Quantity = Annotated[
-    Share | Amdahl | MsPerStep | Gflops | Speedup | MetricValue | Diff | MetricRatio | ItemCount,
+    Share | Amdahl | FloorRatio | MsPerStep | Gflops | Speedup | MetricValue | Diff | MetricRatio | ItemCount,
     Field(discriminator="op"),
 ]
 
@@ -223,6 +250,7 @@ Operand = Annotated[
     Number
     | Share
     | Amdahl
+    | FloorRatio
     | MsPerStep
     | Gflops
     | Speedup
@@ -284,7 +312,7 @@ class Not(_Node):
 
 
 Condition = Annotated[Compare | Verdict | And | Or | Not, Field(discriminator="op")]
-QuantityNode = Share | Amdahl | MsPerStep | Gflops | Speedup | MetricValue | Diff | MetricRatio | ItemCount
+QuantityNode = Share | Amdahl | FloorRatio | MsPerStep | Gflops | Speedup | MetricValue | Diff | MetricRatio | ItemCount
 OperandNode = Number | QuantityNode | Low | High | Neg
 ConditionNode = Compare | Verdict | And | Or | Not
 # What reads two arms on one metric, so that the gate can check it against the evaluator.
@@ -317,6 +345,7 @@ class Signature:
 FUNCTIONS: Final[dict[str, Signature]] = {
     "share": Signature(("kernel", "backend", "config"), positional=1),
     "amdahl": Signature(("kernel", "backend", "config"), positional=1),
+    "floor_ratio": Signature(("kernel", "backend", "config"), positional=1),
     "ms_per_step": Signature(("backend", "config")),
     "gflops": Signature(("kernel", "backend", "config", "layer"), optional=("layer",), positional=1),
     "speedup": Signature(("backend", "over", "config"), positional=1),
@@ -337,6 +366,7 @@ VERDICTS: Final = ("better", "worse", "equivalent")
 QUANTITY_MODELS: Final[dict[str, type[QuantityNode]]] = {
     "share": Share,
     "amdahl": Amdahl,
+    "floor_ratio": FloorRatio,
     "ms_per_step": MsPerStep,
     "gflops": Gflops,
     "speedup": Speedup,

@@ -30,6 +30,7 @@ from .condition import (
     Compare,
     ConditionError,
     ConditionNode,
+    FloorPart,
     GflopsPart,
     High,
     Low,
@@ -86,6 +87,7 @@ NAME: /[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9-]+)*(@[a-z0-9][a-z0-9-]*)?/
 KERNEL_CHOICES: dict[str, tuple[str, ...]] = {
     "share": get_args(StepPart),
     "amdahl": get_args(BoundedKernel),
+    "floor_ratio": get_args(FloorPart),
     "gflops": get_args(GflopsPart),
 }
 CONFIG_CHOICES: tuple[str, ...] = get_args(ConfigName)

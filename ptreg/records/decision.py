@@ -43,6 +43,7 @@ from .condition import (
     Compare,
     ConditionNode,
     Diff,
+    FloorRatio,
     Gflops,
     High,
     ItemCount,
@@ -79,6 +80,7 @@ KERNELS_ALONE = ("kernel_samples", "kernels", "step_gflops")
 RECORDED_IN: dict[str, tuple[tuple[str, ...], str]] = {
     "share": (STEPS, "a training step's parts"),
     "amdahl": (STEPS, "a training step's parts"),
+    "floor_ratio": (STEPS, "a training step's parts"),
     "ms_per_step": (STEPS, "training steps"),
     "gflops": (KERNELS_ALONE, "kernels timed alone"),
 }
@@ -283,6 +285,8 @@ def read(node: QuantityNode, results: RunResults) -> Reading:
             part = getattr(cell.attribution, node.kernel)
         value = part.share if isinstance(node, Share) else part.amdahl_bound
         return Reading(text, value, unknown=None if value is not None else "no bound is recorded at a share of 1")
+    if isinstance(node, FloorRatio):
+        return _floor_ratio(text, node, results, cell)
     if isinstance(node, MsPerStep):
         return _summary(text, cell.ms_per_step, f"{node.backend}/{node.config} has no ms per step (cell {cell.status})")
     if isinstance(node, Speedup):
@@ -351,6 +355,17 @@ def _summary(text: str, summary: Summary | None, why: str) -> Reading:
     if summary.ci is None:
         return Reading(text, summary.median)
     return Reading(text, summary.median, summary.ci.low, summary.ci.high, n=summary.n, scale="log")
+
+
+def _floor_ratio(text: str, node: FloorRatio, results: RunResults, cell: Cell) -> Reading:
+    """A part's ms per step over its recorded floor; unknown (undecided, never false) without one."""
+    floors = (results.floors or {}).get(node.config)
+    ms = cell.attribution.part_ms(node.kernel) if cell.attribution else None
+    floor = floors.floor_ms(node.kernel) if floors else None
+    if ms is not None and floor is not None:
+        return Reading(text, ms / floor)
+    why = f"{node.backend}/{node.config} recorded no time for {node.kernel} (cell {cell.status})"
+    return Reading(text, None, unknown=why if floors else f"run {results.run_id} recorded no floors at {node.config}")
 
 
 def _gflops(text: str, node: Gflops, cell: Cell) -> Reading:

@@ -141,6 +141,7 @@ from .measured import (
     _Strict as _Strict,
 )
 from .refs import INT_MAX, RUN_ID_PATTERN
+from .step_work import ConfigFloors
 
 RESULTS_VERSION = 9
 # Interleaved rounds came with this version, and with them the 95% intervals: each cell's center
@@ -178,6 +179,14 @@ class Attribution(_Strict):
     bounding_part: Kernel | StepOp | None = Field(
         default=None, description="Version 6: the kernel or op with the largest share, and so the largest bound."
     )
+
+    def part_ms(self, part: str) -> float | None:
+        """A part's ms per step, or the whole step's ("step"); None for an op not timed apart."""
+        if part == "step":
+            return float(self.step_ms)
+        if part in (*KERNELS, "other"):
+            return float(getattr(self, part).ms)
+        return next((float(share.ms) for op, share in (self.ops or {}).items() if op == part), None)
 
 
 class KernelTiming(_Strict):
@@ -337,6 +346,11 @@ class RunResults(_Strict):
         description="The interrupted or budget-stopped run of the same attempt this run continues (`run --resume`): "
         "it carries that run's rounds measured whole, and is counted in its place.",
     )
+    floors: dict[str, ConfigFloors] | None = Field(
+        default=None,
+        description="A tinygpt-train run's floors per config: each part's roofline from the ceilings cached for the "
+        "machine that measured it; null when none were cached (the distance to the floor is then unknown).",
+    )
     continues_partial: str | None = Field(
         default=None,
         pattern=RUN_ID_PATTERN,
@@ -348,6 +362,21 @@ class RunResults(_Strict):
     def _continues_another(self) -> RunResults:
         if self.run_id is not None and self.run_id in (self.continues, self.continues_partial):
             raise ValueError(f"run {self.run_id} continues itself")
+        return self
+
+    @model_validator(mode="after")
+    def _floors_of_its_own_configs(self) -> RunResults:
+        """Floors are a training step's, of the configs the run measured."""
+        if self.floors is None:
+            return self
+        spec = self.spec
+        if not isinstance(spec, EvaluatorSpec) or spec.workload != "tinygpt-train":
+            raise ValueError("floors are recorded for a tinygpt-train run only")
+        stray = sorted(set(self.floors) - set(spec.configs))
+        if stray:
+            raise ValueError(f"floors of config {shorten(stray[0])}, which the run does not measure")
+        if any(f.threads != spec.threads for f in self.floors.values()):
+            raise ValueError("floors at another thread count than the run's")
         return self
 
     @model_validator(mode="after")
@@ -484,6 +513,7 @@ class Measurement:
     reason: str | None
     interrupted_by: int | None = None  # the signal that stopped it
     counted: CountedUnder | None = None  # under the instructions timer: how the counts were taken
+    floors: dict[str, ConfigFloors] | None = None  # a training step's, from this machine's cached ceilings
 
 
 @dataclass(frozen=True)
@@ -538,6 +568,7 @@ def new_results(spec: AnySpec, measurement: Measurement, provenance: Provenance)
         rounds=found.rounds,
         code=made.code,
         counted=found.counted,
+        floors=found.floors,
         inputs_changed=made.inputs_changed,
         revisions=made.revisions,
         continues=made.continues,

@@ -143,9 +143,12 @@ def test_the_hand_config_counted_on_paper() -> None:
     # softmax of 5, and att·v again 4 per score
     assert step_counts.causal_scores(HAND) == 6
     assert step_counts.op_terms(HAND, "attention", 0)[0].flops == 6 * 4 + 6 + 6 * 5 + 6 * 4
-    # forward reads qkv (2×12) and writes y (2×4) and att's 6 scores; backward reads dy, qkv,
-    # att, writes dqkv
-    assert [t.bytes for t in step_counts.op_terms(HAND, "attention", 0)] == [4 * (24 + 8 + 6), 4 * (8 + 24 + 6 + 24)]
+    # forward reads qkv (2×12) and writes y (2×4) and a log-sum-exp per row of each head (2·2);
+    # backward reads dy, qkv, y and the log-sum-exps, writes dqkv
+    assert [t.bytes for t in step_counts.op_terms(HAND, "attention", 0)] == [
+        4 * (24 + 8 + 4),
+        4 * (8 + 24 + 8 + 4 + 24),
+    ]
     # three layernorms of 2 rows of 4: 7 flops an element and 5 a row, forward
     assert step_counts.op_terms(HAND, "layernorm", 0)[0].flops == 3 * (7 * 8 + 5 * 2)
 
@@ -426,3 +429,34 @@ def test_the_script_exits_2_with_one_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [f"step_floor: error: {missing}: no such file"]
+
+
+# --------------------------------------------------------------------------- the per-machine cache
+
+
+def test_saved_ceilings_of_this_machine_are_cached_for_ptreg(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ptreg.engine import ceilings as machine_ceilings
+
+    monkeypatch.setenv("PTREG_CACHE_DIR", str(tmp_path / "cache"))
+    here = machine_ceilings.machine_key()
+    found = ceilings((1, 2))
+    found.machine.update(cpu_model=here["cpu_model"], cpu_count=here["cpu_count"])
+    assert step_floor.main(["--no-measure", str(saved(tmp_path, found)), "--remember"]) == 0
+    assert "cached the ceilings" in capsys.readouterr().err
+    entry = machine_ceilings.remembered()
+    assert entry is not None
+    assert {n: (a.peak_gflops, a.bandwidth_gbs, a.cache_gbs) for n, a in entry.threads.items()} == {
+        1: (100.0, 10.0, 40.0),
+        2: (200.0, 10.0, 40.0),
+    }
+
+
+def test_another_machines_ceilings_are_not_cached(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PTREG_CACHE_DIR", str(tmp_path / "cache"))
+    code = step_floor.main(["--no-measure", str(saved(tmp_path)), "--remember"])  # "Test CPU"
+    assert_one_line(capsys, code, "cpu_model", "Test CPU", "not cached")
+    assert not (tmp_path / "cache").exists()

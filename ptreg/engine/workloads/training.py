@@ -25,7 +25,9 @@ from ...records.run_results import (
     StepOp,
     StepSample,
 )
+from ...records.step_work import above_floor
 from ..backends import METHOD_OF_KERNEL, OP_METHODS, Backend
+from ..ceilings import missing_note
 from ..protocol import CellTask
 from ..stats import inverted, paired_ratio, summarize, too_wide
 from .base import (
@@ -380,19 +382,41 @@ class TrainingWorkload(BackendsWorkload):
         per_repeat = {c.backend: part_seconds(c, spec.timed_steps) for c in cells}
         baseline = per_repeat.get(spec.baseline)
         others = [c for c in cells if c.backend != spec.baseline]
+        floors = (results.floors or {}).get(config)
         rows = []
         for part in parts:
             row = [PART_LABEL.get(part, part)]
+            if floors is not None:
+                found_floor = floors.floor_ms(part)
+                # three significant digits: a small config's floors are microseconds
+                row.append(f"{found_floor:.3g}" if found_floor is not None else "-")
             for c in cells:
                 share = _part_share(c.attribution, part)
                 mark = "*" if part in own.get(c.backend, set()) else ""
-                row.append(f"{number(share.ms)}{mark} ({percent(share.share)})" if share else "unknown")
+                distance = above_floor(share.ms if share else None, floors, part)
+                above = f", {distance:.1f}x floor" if distance is not None else ""
+                row.append(f"{number(share.ms)}{mark} ({percent(share.share)}{above})" if share else "unknown")
             for c in others:
                 found = paired_ratio(baseline[part], per_repeat[c.backend][part]) if baseline else None
                 row.append(ratio_text(found.median if found else None, found))
             rows.append(row)
-        headers = ["part", *(f"{c.backend} ms" for c in cells), *(f"{c.backend} vs {spec.baseline}" for c in others)]
-        title = f"Per-op attribution at {config}: ms per step (share); * the backend's own op, else NumPy's"
+        headers = [
+            "part",
+            *(["floor ms"] if floors is not None else []),
+            *(f"{c.backend} ms" for c in cells),
+            *(f"{c.backend} vs {spec.baseline}" for c in others),
+        ]
+        title = f"Per-op attribution at {config}: ms per step (share"
+        title += (
+            ", times its floor); * the backend's own op, else NumPy's"
+            if floors
+            else "); * the backend's own op, else NumPy's"
+        )
+        if floors is not None:
+            title += (
+                f"; floors at {number(floors.peak_gflops)} GFLOP/s and {number(floors.bandwidth_gbs)} GB/s, "
+                f"ceilings measured {floors.measured_at}"
+            )
         return Table(title, rows, headers)
 
     def verdict(self, results: RunResults) -> list[str]:
@@ -414,6 +438,12 @@ class TrainingWorkload(BackendsWorkload):
                 for p, found in shares.items()
                 if p != bounding and found.share >= CLOSE * top.share
             ]
+            floors = (results.floors or {}).get(c.config)
+            if floors is not None:
+                lines.append(
+                    f"{c.backend}/{c.config}: the step took {times(a.step_ms / floors.step_floor_ms)} its floor "
+                    f"({number(floors.step_floor_ms)} ms at {floors.threads} thread(s))"
+                )
             lines.append(
                 f"{c.backend}/{c.config}: {PART_LABEL.get(bounding, bounding)} bounds the step ({percent(top.share)} of "
                 f"{number(a.step_ms)} ms" + (f"; close behind: {', '.join(close)}" if close else "") + "); "
@@ -421,4 +451,6 @@ class TrainingWorkload(BackendsWorkload):
                 f"{times(a.all_matmuls_bound)}"
                 + (f"; what no kernel or op took: {percent(a.other.share)}" if a.ops else "")
             )
+        if lines and results.floors is None and isinstance(results.spec, EvaluatorSpec):
+            lines.append(missing_note(results.spec.threads))
         return lines
