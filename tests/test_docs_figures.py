@@ -52,7 +52,8 @@ def test_the_readmes_failures_are_the_registrys(cli, project: Path, monkeypatch)
 
 
 def _ids_and_statuses(lines: list[str]) -> list[list[str]]:
-    return [line.split()[:2] for line in lines[2:-1]]
+    # a lesson that does not fit beside its row goes on an indented line of its own
+    return [line.split()[:2] for line in lines[2:-1] if not line.startswith(" ")]
 
 
 def test_the_bundle_example_carries_what_the_registry_holds(cli, project: Path) -> None:
