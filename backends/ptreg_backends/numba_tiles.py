@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ptreg.engine.environment import cache_folder, cpu_flags, cpu_model
+from ptreg.store.workfiles import file_problem
 
 
 @dataclass(frozen=True)
@@ -104,22 +105,6 @@ def cache_path() -> Path:
 CACHE_MAX_BYTES = 16 * 1024 * 1024  # a few hundred bytes per machine
 
 
-def _foreign(path: Path) -> str | None:
-    """Why ``path`` is not a cache file ptreg may read or replace: a symlink, not a regular
-    file, or another user's (None: it is one, or there is none)."""
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    if stat.S_ISLNK(info.st_mode):
-        return "is a symlink"
-    if not stat.S_ISREG(info.st_mode):
-        return "is not a regular file"
-    if info.st_uid != os.geteuid():
-        return f"belongs to another user (uid {info.st_uid})"
-    return None
-
-
 def _entries(path: Path) -> dict[str, Any]:
     """The file's entries by key id; missing, unreadable, of another format, or not a file of
     this user's (a symlink is never followed, a pipe never waited on): none."""
@@ -157,7 +142,7 @@ def remember(entry: dict[str, Any], path: Path | None = None) -> Path:
     """Add this machine's entry to the file, atomically (temp file, fsync, rename): entries of
     other machines stay, an unreadable file is replaced. Returns the file's path."""
     path = path or cache_path()
-    foreign = _foreign(path)
+    foreign = file_problem(path)
     if foreign is not None:  # left alone: an OSError, as an unwritable cache is
         raise PermissionError(f"{path}: {foreign}, not ptreg's cache file; left alone")
     entries = _entries(path)

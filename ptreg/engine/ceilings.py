@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import platform
-import stat
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -29,6 +28,7 @@ from ..records.evaluator import EvaluatorSpec
 from ..records.measured import Positive, _Strict
 from ..records.step_work import ConfigFloors, config_floors
 from ..store.jsonio import JsonError, atomic_write_text, decode_json, read_bytes
+from ..store.workfiles import file_problem
 from .environment import cache_folder, cpu_flags, cpu_model
 
 CACHE_FILE = "step-ceilings.json"
@@ -73,24 +73,9 @@ def cache_path() -> Path:
     return cache_folder() / CACHE_FILE
 
 
-def _foreign(path: Path) -> str | None:
-    """Why ``path`` is not a file ptreg may replace (None: it is one, or there is none)."""
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    if stat.S_ISLNK(info.st_mode):
-        return "is a symlink"
-    if not stat.S_ISREG(info.st_mode):
-        return "is not a regular file"
-    if info.st_uid != os.geteuid():
-        return f"belongs to another user (uid {info.st_uid})"
-    return None
-
-
 def _read(path: Path) -> CacheFile | None:
     """The file, or None when it is missing or not one ptreg wrote and may believe."""
-    if _foreign(path) is not None:
+    if file_problem(path) is not None:
         return None
     try:
         return CacheFile.model_validate(decode_json(read_bytes(path, CACHE_MAX_BYTES, follow=False), str(path)))
@@ -110,7 +95,7 @@ def remember(threads: dict[int, AtThreads], path: Path | None = None) -> Path:
     """Add this machine's ceilings to the cache, atomically: other machines' entries stay, an
     unreadable file is replaced, a symlink or another user's file is left alone (an error)."""
     path = path or cache_path()
-    foreign = _foreign(path)
+    foreign = file_problem(path)
     if foreign is not None:
         raise UnusableInput(f"{path}: {foreign}, not ptreg's ceilings cache; left alone")
     found = _read(path) or CacheFile(format=1, entries={})

@@ -49,6 +49,15 @@ def problem_with(info: os.stat_result) -> str | None:
     return None
 
 
+def file_problem(path: Path) -> str | None:
+    """Why the file at ``path`` cannot be one of ptreg's working files, read without following a
+    symlink; None when it can be, or when there is none."""
+    try:
+        return problem_with(os.lstat(path))
+    except FileNotFoundError:
+        return None
+
+
 def check_working_file(path: Path, advice: str) -> bool:
     """Whether ``path`` exists as a working file ptreg may use (False: there is none); raise
     ForeignFile, touching nothing, when its name holds anything else."""
