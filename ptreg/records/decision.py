@@ -362,7 +362,7 @@ def _floor_ratio(text: str, node: FloorRatio, results: RunResults, cell: Cell) -
     floors = (results.floors or {}).get(node.config)
     ms = cell.attribution.part_ms(node.kernel) if cell.attribution else None
     floor = floors.floor_ms(node.kernel) if floors else None
-    if ms is not None and floor is not None:
+    if ms and floor is not None:  # 0 ms: a fused op the step never called is not at its floor
         return Reading(text, ms / floor)
     why = f"{node.backend}/{node.config} recorded no time for {node.kernel} (cell {cell.status})"
     return Reading(text, None, unknown=why if floors else f"run {results.run_id} recorded no floors at {node.config}")

@@ -188,6 +188,28 @@ def residual_add(x: np.ndarray, branch: np.ndarray) -> np.ndarray:
     return out
 
 
+# --------------------------------------------------------------------------- fused: residual add and layernorm
+
+
+def residual_layernorm_forward(
+    x: np.ndarray, branch: np.ndarray, w: np.ndarray, b: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, Any]:
+    """The stream's add and the layernorm that reads it: (x + branch, its layernorm, cache).
+    Exactly the two reference ops one after the other; a backend fuses them into one pass."""
+    stream = residual_add(x, branch)
+    out, cache = layernorm_forward(stream, w, b)
+    return stream, out, cache
+
+
+def residual_layernorm_backward(
+    dout: np.ndarray, cache: Any, dstream: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The layernorm's backward, its dx then added to the stream's gradient ``dstream`` (where
+    the stream forks): (dstream + dx, dw, db), exactly the two reference ops in the step's order."""
+    dx, dw, db = layernorm_backward(dout, cache)
+    return residual_add(dstream, dx), dw, db
+
+
 def bias_forward(out: np.ndarray, b: np.ndarray) -> None:
     """out += b, row by row, in place (out is the linear layer's fresh product)."""
     out += b
