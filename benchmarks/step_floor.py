@@ -226,7 +226,8 @@ def _ms(value: float | None) -> str:
 
 
 def _times(measured: float | None, floor: float | None) -> str:
-    return "?" if measured is None or floor is None else f"{measured / floor:.1f}x"
+    # no floor, or one of 0: a part whose every call the fused ops took has no work of its own
+    return "?" if measured is None or not floor else f"{measured / floor:.1f}x"
 
 
 def _render(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -337,7 +338,9 @@ def block_json(block: Block) -> dict[str, Any]:
         "measured_ms": block.measured,
         "x_floor": {
             backend: {
-                part: (None if ms is None else ms / (1e3 * block.floors[part].seconds))
+                part: (
+                    None if ms is None or not block.floors[part].seconds else ms / (1e3 * block.floors[part].seconds)
+                )
                 for part, ms in measured.items()
                 if part in block.floors
             }

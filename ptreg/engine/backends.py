@@ -52,6 +52,8 @@ OP_METHODS: dict[str, dict[str, tuple[str, ...]]] = {
         "residual_layernorm_backward": ("dout", "cache", "dstream"),
     },
     "bias": {"bias_forward": ("out", "b"), "bias_backward": ("dout", "db")},
+    # a fused op: the fc layer's bias and the GELU after it; backward, GELU's then the bias's
+    "bias_gelu": {"bias_gelu_forward": ("out", "b"), "bias_gelu_backward": ("dout", "x", "db")},
     "crossentropy": {"crossentropy_forward": ("logits", "targets"), "crossentropy_backward": ("probs", "targets")},
     "adamw": {
         "adamw_update": (

@@ -152,6 +152,12 @@ _INPUTS: dict[str, Callable[[GPTConfig, np.random.Generator], Inputs]] = {
         "dout": _normal(r, _rows(c), 4 * c.d_model),
         "db": np.full(4 * c.d_model, np.nan, dtype=np.float32),
     },
+    "bias_gelu": lambda c, r: {
+        "out": _normal(r, _rows(c), 4 * c.d_model) * 2,
+        "b": _normal(r, 4 * c.d_model),
+        "dout": _normal(r, _rows(c), 4 * c.d_model),
+        "db": np.full(4 * c.d_model, np.nan, dtype=np.float32),  # overwritten
+    },
     "crossentropy": lambda c, r: {
         "logits": _normal(r, _rows(c), c.vocab) * 4,
         "targets": r.integers(0, c.vocab, size=_rows(c)),
@@ -179,6 +185,7 @@ READ_ONLY: dict[str, tuple[str, ...]] = {
     "residual": ("x", "branch"),
     "residual_layernorm": ("x", "branch", "w", "b", "dout", "dstream"),
     "bias": ("b", "dout"),
+    "bias_gelu": ("b", "dout"),
     "crossentropy": ("logits", "targets"),
     "adamw": ("grad",),
 }
@@ -223,6 +230,12 @@ def _bias(ops: Any, i: Inputs) -> Outputs:
     return [("out", i["out"]), ("db", i["db"])]
 
 
+def _bias_gelu(ops: Any, i: Inputs) -> Outputs:
+    y = np.array(ops.bias_gelu_forward(i["out"], i["b"]), copy=True)
+    dx = ops.bias_gelu_backward(i["dout"], i["out"], i["db"])  # at the biased pre-activation
+    return [("out", i["out"]), ("y", y), ("dx", dx), ("db", i["db"])]
+
+
 def _crossentropy(ops: Any, i: Inputs) -> Outputs:
     loss, probs = ops.crossentropy_forward(i["logits"], i["targets"])
     probs = np.array(probs, copy=True)
@@ -244,6 +257,7 @@ RUNS: dict[str, Callable[[Any, Inputs], Outputs]] = {
     "residual": _residual,
     "residual_layernorm": _residual_layernorm,
     "bias": _bias,
+    "bias_gelu": _bias_gelu,
     "crossentropy": _crossentropy,
     "adamw": _adamw,
 }

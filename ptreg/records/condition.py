@@ -47,6 +47,7 @@ StepPart = Literal[
     "residual",
     "residual_layernorm",
     "bias",
+    "bias_gelu",
     "crossentropy",
     "adamw",
     "other",
@@ -63,6 +64,7 @@ BoundedKernel = Literal[
     "residual",
     "residual_layernorm",
     "bias",
+    "bias_gelu",
     "crossentropy",
     "adamw",
 ]
@@ -105,6 +107,7 @@ FloorPart = Literal[
     "residual",
     "residual_layernorm",
     "bias",
+    "bias_gelu",
     "crossentropy",
     "adamw",
     "step",

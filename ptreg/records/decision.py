@@ -248,8 +248,7 @@ def missing(node: QuantityNode | Verdict, results: RunResults) -> str | None:
 
 
 def _ratio_roles(results: RunResults) -> dict[str, str]:
-    """The backends a run's cell ratios are taken over: the reference (vs_naive) and the
-    evaluator's baseline (vs_baseline)."""
+    """The backends a run's cell ratios are taken over: the reference (vs_naive) and the baseline (vs_baseline)."""
     found: dict[str, str] = {}
     reference = results.ratio_roles.reference
     if reference is not None:
@@ -365,6 +364,7 @@ def _floor_ratio(text: str, node: FloorRatio, results: RunResults, cell: Cell) -
     if ms and floor is not None:  # 0 ms: a fused op the step never called is not at its floor
         return Reading(text, ms / floor)
     why = f"{node.backend}/{node.config} recorded no time for {node.kernel} (cell {cell.status})"
+    why = f"{node.kernel} has no floor: the fused ops take all its work" if ms and floor is None else why
     return Reading(text, None, unknown=why if floors else f"run {results.run_id} recorded no floors at {node.config}")
 
 

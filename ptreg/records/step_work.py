@@ -95,6 +95,7 @@ def op_terms(config: GPTConfig, op: str, parameters: int, fused: tuple[str, ...]
     # The stream's adds each followed by a layernorm (ln2 of every block, ln1 of all but the
     # first) and, backward, those layernorms' dx each added to the stream's gradient.
     pairs = 2 * L - 1 if "residual_layernorm" in fused else 0
+    fc = L if "bias_gelu" in fused else 0  # the fc layer's bias and GELU, one of each a block
     if op == "encoder":
         return [
             # one add per element of x = wte column + wpe row; reads both tables and the ids
@@ -135,14 +136,23 @@ def op_terms(config: GPTConfig, op: str, parameters: int, fused: tuple[str, ...]
                 L * FLOAT * (M * C + 3 * M * C + M * C + R + 3 * M * C),
             ),
         ]
+    N = M * 4 * C  # the MLP's hidden activations of one block
     if op == "gelu":
-        N = M * 4 * C  # the MLP's hidden activations of one block
+        calls = L - fc
         return [
             # x³ (2), ·0.044715, +x, ·√(2/π), tanh, +1, ·x, ·0.5; reads x, writes y
-            Term("gelu_forward", L, L * 9 * N, L * FLOAT * 2 * N),
+            Term("gelu_forward", calls, calls * 9 * N, calls * FLOAT * 2 * N),
             # u again (5), tanh, sech² (2), du/dx (3), the product rule (5), ·dout; reads dout
             # and x, writes dx
-            Term("gelu_backward", L, L * 17 * N, L * FLOAT * 3 * N),
+            Term("gelu_backward", calls, calls * 17 * N, calls * FLOAT * 3 * N),
+        ]
+    if op == "bias_gelu":
+        return [
+            # the bias's add and GELU's 9 an element; reads the product and b, writes the product
+            # biased (the backward's x) and y
+            Term("bias_gelu_forward", fc, fc * 10 * N, fc * FLOAT * (3 * N + 4 * C)),
+            # GELU's backward and db's sum over rows of dx; reads dout and x, writes dx and db
+            Term("bias_gelu_backward", fc, fc * (17 * N + (M - 1) * 4 * C), fc * FLOAT * (3 * N + 4 * C)),
         ]
     if op == "residual":
         # two stream adds per block forward, two gradient sums where it forks back, unless fused
@@ -168,12 +178,14 @@ def op_terms(config: GPTConfig, op: str, parameters: int, fused: tuple[str, ...]
             ),
         ]
     if op == "bias":
-        width = 3 * C + C + 4 * C + C  # qkv, attention projection, fc, MLP projection; no head bias
+        # qkv, attention projection, fc (unless fused), MLP projection; no head bias
+        width = 3 * C + C + (0 if fc else 4 * C) + C
+        calls = 4 * L - fc
         return [
             # one add per output element, in place: the product read and written, b read
-            Term("bias_forward", 4 * L, L * M * width, L * FLOAT * (2 * M * width + width)),
+            Term("bias_forward", calls, L * M * width, L * FLOAT * (2 * M * width + width)),
             # db = the sum over rows of dout; reads dout, writes db
-            Term("bias_backward", 4 * L, L * (M - 1) * width, L * FLOAT * (M * width + width)),
+            Term("bias_backward", calls, L * (M - 1) * width, L * FLOAT * (M * width + width)),
         ]
     if op == "crossentropy":
         return [
@@ -269,7 +281,8 @@ def config_floors(
         bandwidth_gbs=bandwidth_gbs,
         machine=machine,
         measured_at=measured_at,
-        parts={part: PartFloor(floor_ms=1e3 * f.seconds, bound=f.bound) for part, f in found.items()},
+        # a part whose every call a fused op takes has no work, so no floor of its own
+        parts={part: PartFloor(floor_ms=1e3 * f.seconds, bound=f.bound) for part, f in found.items() if f.seconds > 0},
         step_floor_ms=1e3 * sum(f.seconds for f in found.values()),
     )
 

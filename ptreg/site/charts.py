@@ -50,8 +50,8 @@ COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#d
 # Every text a chart draws is at least this many points; the page never shows a chart at less
 # than one CSS pixel per point (`_svg`), so no chart text reads under 9 px at any width.
 TEXT_PT = 9
-# A step's parts need more: the three kernels, the nine ops and the rest (tab20's first twelve and
-# its pink, placed so that every other part keeps its colour).
+# A step's parts need more: the three kernels, the ten ops and the rest (tab20's first twelve and
+# its two pinks for the fused ops, placed so that every other part keeps its colour).
 PART_COLOURS = (
     "#1f77b4",
     "#aec7e8",
@@ -64,6 +64,7 @@ PART_COLOURS = (
     "#e377c2",
     "#9467bd",
     "#c5b0d5",
+    "#f7b6d2",
     "#8c564b",
     "#7f7f7f",
 )
@@ -293,6 +294,7 @@ PARTS = (
     "residual",
     "residual_layernorm",
     "bias",
+    "bias_gelu",
     "crossentropy",
     "adamw",
     "other",

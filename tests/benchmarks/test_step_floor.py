@@ -180,9 +180,13 @@ def test_the_hand_config_counted_on_paper() -> None:
 
 
 def test_every_part_is_counted_and_an_unknown_op_is_refused() -> None:
-    work = step_counts.step_work(CONFIGS["xl"])
+    work = step_counts.step_work(CONFIGS["xl"], fused=())
     assert tuple(work) == (*KERNELS, *STEP_OPS)
-    assert all(w.flops > 0 and w.bytes > 0 for w in work.values())
+    assert all(w.flops > 0 and w.bytes > 0 for part, w in work.items() if part not in FUSED_OPS)
+    assert work["residual_layernorm"] == work["bias_gelu"] == step_counts.Work(0, 0)  # ops apart: no fused work
+    fused = step_counts.step_work(CONFIGS["xl"])
+    # with every fusion, only GELU is left with no work: the fc layer's bias_gelu takes each call
+    assert [part for part, w in fused.items() if not w.bytes] == ["gelu"]
     with pytest.raises(ValueError, match="no op 'softmax'"):
         step_counts.op_terms(CONFIGS["xl"], "softmax", 1)
 
@@ -293,6 +297,9 @@ def test_a_run_is_measured_part_by_part_against_its_floor(tmp_path: Path, capsys
         assert block["parts"][part]["floor_ms"] == pytest.approx(1e3 * floor.seconds)
         if part in FUSED_OPS:  # not called: no time, so no distance, and `other` is still known
             assert measured[part] is None and block["x_floor"]["numba"][part] is None
+            continue
+        if not floor.seconds:  # every call fused into another op: no floor to be measured against
+            assert part == "gelu" and block["x_floor"]["numba"][part] is None
             continue
         assert block["x_floor"]["numba"][part] == pytest.approx(measured[part] / (1e3 * floor.seconds))
     step_floor_ms = 1e3 * sum(f.seconds for f in floors.values())

@@ -39,6 +39,20 @@ def test_the_fused_reference_is_the_two_reference_ops_bit_for_bit() -> None:
         assert dw.tobytes() == apart_dw.tobytes() and db.tobytes() == apart_db.tobytes()
 
 
+def test_the_fused_bias_gelu_is_the_bias_then_gelu_bit_for_bit() -> None:
+    for config in (ODD, CONFIGS["small"]):
+        i = op_inputs("bias_gelu", config, np.random.default_rng(3))
+        out, apart = i["out"].copy(), i["out"].copy()
+        y = layers.bias_gelu_forward(out, i["b"])
+        layers.bias_forward(apart, i["b"])
+        assert out.tobytes() == apart.tobytes() and y.tobytes() == layers.gelu_forward(apart).tobytes()
+        db, apart_db = i["db"].copy(), i["db"].copy()
+        dx = layers.bias_gelu_backward(i["dout"], out, db)
+        apart_dx = layers.gelu_backward(i["dout"], apart)
+        layers.bias_backward(apart_dx, apart_db)
+        assert dx.tobytes() == apart_dx.tobytes() and db.tobytes() == apart_db.tobytes()
+
+
 def test_a_fused_ops_floor_is_its_own_and_the_ops_it_stands_for_lose_its_calls() -> None:
     """Fused, the step's layernorm and residual parts keep only the calls no fusion takes, and
     the step moves fewer bytes: its floor is lower than the step of separate ops."""
@@ -48,6 +62,12 @@ def test_a_fused_ops_floor_is_its_own_and_the_ops_it_stands_for_lose_its_calls()
     assert fused["layernorm"].seconds < apart["layernorm"].seconds
     assert fused["residual"].seconds < apart["residual"].seconds
     assert sum(f.seconds for f in fused.values()) < sum(f.seconds for f in apart.values())
+    # the fc layer's bias leaves the bias part; GELU, every call of it fused, has no work and so
+    # no floor recorded in a run
+    assert fused["bias_gelu"].seconds > 0 and fused["bias"].seconds < apart["bias"].seconds
+    assert fused["gelu"].seconds == 0 < apart["gelu"].seconds
+    recorded = config_floors(xl, 1, 200.0, 20.0, "0" * 16, "2026-12-07T00:00:00Z")
+    assert recorded.floor_ms("gelu") is None and recorded.floor_ms("bias_gelu") is not None
 
 
 # --------------------------------------------------------------------------- records and reports
@@ -60,7 +80,9 @@ def samples(fused_seconds: float) -> list[dict[str, Any]]:
     for repeat in range(4):
         for step in range(2):
             ops = dict.fromkeys(STEP_OPS, 0.001)
-            ops["residual_layernorm"] = fused_seconds
+            ops.update(dict.fromkeys(FUSED_OPS, fused_seconds))
+            if fused_seconds:  # bias_gelu takes every GELU of the step
+                ops["gelu"] = 0.0
             found.append(
                 StepSample(
                     repeat=repeat,
@@ -92,6 +114,7 @@ def test_the_op_table_lists_the_fused_part_by_name_and_the_backend_without_it_as
     numba, numpy_blas, ratio = row[1:]
     assert numba.startswith("2.0 (") and numpy_blas == "not called"
     assert ratio == "unknown"  # no time of the baseline's to compare with
+    assert next(r for r in table.rows if r[0] == "bias_gelu")[2] == "not called"
     layernorm = next(r for r in table.rows if r[0] == "layernorm")
     assert layernorm[-1] != "unknown"  # the parts both backends ran are still compared
 
@@ -111,6 +134,9 @@ def test_conditions_read_the_fused_part_and_a_part_never_called_is_not_at_its_fl
     assert called.truth is True
     never = decide(parse("floor_ratio(residual_layernorm, backend=numpy-blas, config=tiny) < 3"), with_floors)
     assert never.truth is None and "recorded no time for residual_layernorm" in never.summary()
+    # GELU apart has time but, in the fused step the floors count, no work of its own
+    gelu = decide(parse("floor_ratio(gelu, backend=numpy-blas, config=tiny) < 3"), with_floors)
+    assert gelu.truth is None and "gelu has no floor: the fused ops take all its work" in gelu.summary()
 
 
 def test_the_sites_share_chart_draws_the_fused_part_by_name() -> None:

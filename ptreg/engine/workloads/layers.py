@@ -220,6 +220,24 @@ def bias_backward(dout: np.ndarray, db: np.ndarray) -> None:
     db[...] = dout.sum(axis=0)
 
 
+# --------------------------------------------------------------------------- fused: bias and GELU
+
+
+def bias_gelu_forward(out: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """out += b in place (the pre-activation the backward reads), then GELU of it: exactly
+    ``bias_forward`` then ``gelu_forward``; a backend fuses them into one pass."""
+    bias_forward(out, b)
+    return gelu_forward(out)
+
+
+def bias_gelu_backward(dout: np.ndarray, x: np.ndarray, db: np.ndarray) -> np.ndarray:
+    """GELU's backward at x (the biased pre-activation), then the bias's gradient from it, written
+    into db: exactly ``gelu_backward`` then ``bias_backward``. Returns dx."""
+    dx = gelu_backward(dout, x)
+    bias_backward(dx, db)
+    return dx
+
+
 # --------------------------------------------------------------------------- AdamW
 
 

@@ -189,8 +189,12 @@ class TinyGPT:
             branch = linear_forward(ops, atty, p["attprojw"][i], p["attprojb"][i])
             # MLP sub-block: x = x + proj(gelu(fc(ln2(x))))
             x, ln2, ln2_cache, ln2_fused = self._add_then_norm(x, branch, p["ln2w"][i], p["ln2b"][i])
-            fch = linear_forward(ops, ln2, p["fcw"][i], p["fcb"][i])
-            fch_gelu = ops.gelu_forward(fch)
+            if "bias_gelu" in ops.provided:  # the bias added in the same pass as the GELU
+                fch = linear_forward(ops, ln2, p["fcw"][i], None)
+                fch_gelu = ops.bias_gelu_forward(fch, p["fcb"][i])
+            else:
+                fch = linear_forward(ops, ln2, p["fcw"][i], p["fcb"][i])
+                fch_gelu = ops.gelu_forward(fch)
             branch = linear_forward(ops, fch_gelu, p["fcprojw"][i], p["fcprojb"][i])
             blocks.append(
                 {
@@ -261,8 +265,12 @@ class TinyGPT:
             a = c["blocks"][i]
             # MLP sub-block; the residual passes dx through unchanged and adds the branch's
             dfch_gelu = linear_backward(ops, dx, a["fch_gelu"], p["fcprojw"][i], g["fcprojw"][i], g["fcprojb"][i])
-            dfch = ops.gelu_backward(dfch_gelu, a["fch"])
-            dln2 = linear_backward(ops, dfch, a["ln2"], p["fcw"][i], g["fcw"][i], g["fcb"][i])
+            if "bias_gelu" in ops.provided:  # fcb's gradient summed as GELU's backward writes dfch
+                dfch = ops.bias_gelu_backward(dfch_gelu, a["fch"], g["fcb"][i])
+                dln2 = linear_backward(ops, dfch, a["ln2"], p["fcw"][i], g["fcw"][i], None)
+            else:
+                dfch = ops.gelu_backward(dfch_gelu, a["fch"])
+                dln2 = linear_backward(ops, dfch, a["ln2"], p["fcw"][i], g["fcw"][i], g["fcb"][i])
             dx, g["ln2w"][i], g["ln2b"][i] = self._norm_back_then_add(dln2, a["ln2_cache"], dx, a["ln2_fused"])
             # attention sub-block
             datty = linear_backward(ops, dx, a["atty"], p["attprojw"][i], g["attprojw"][i], g["attprojb"][i])
