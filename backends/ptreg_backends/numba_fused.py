@@ -4,7 +4,13 @@ done in one pass over them (``docs/backends.md``, fused ops).
 ``residual_layernorm``: forward, the stream's add and the layernorm of its sum, row by row, so the
 sum is normalised while it is still in L1 instead of being written out and read back by a second
 op; backward, the layernorm's dx added to the stream's gradient as it is made, so dx is written
-once, summed. Each kernel comes serial and parallel over chunks of rows, as ``numba_ops``'s.
+once, summed.
+
+``bias_gelu``: forward, the fc layer's bias added to its product and GELU taken of the sum in the
+same pass (the product is read and written once, not twice); backward, GELU's backward and the
+bias's gradient, db summed from each row of dx as it is made instead of read back.
+
+Each kernel comes serial and parallel over chunks of rows, as ``numba_ops``'s.
 Importing this module imports numba.
 """
 
@@ -13,7 +19,18 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from ptreg_backends.numba_ops import LN_EPS, ONE, REASSOCIATE, ZERO, variants
+from ptreg_backends.numba_ops import (
+    GELU_CUBE,
+    GELU_CUBE3,
+    GELU_SCALE,
+    HALF,
+    LN_EPS,
+    ONE,
+    REASSOCIATE,
+    ZERO,
+    tanh32,
+    variants,
+)
 
 
 def _residual_layernorm_forward(
@@ -88,5 +105,42 @@ def _residual_layernorm_backward(
                 dxr[j] = sr[j] + (gr[j] * w[j] - dnorm_mean - norm * dnorm_dot_mean) * s
 
 
+def _bias_gelu_forward(out: np.ndarray, b: np.ndarray, y: np.ndarray, chunks: int) -> None:  # pragma: no cover
+    rows, N = out.shape
+    per = (rows + chunks - 1) // chunks
+    for c in prange(chunks):
+        for i in range(c * per, min(rows, (c + 1) * per)):
+            row, yr = out[i], y[i]
+            for j in range(N):
+                v = row[j] + b[j]  # the reference's add, exactly: the backward reads it back
+                row[j] = v
+                t = tanh32(GELU_SCALE * v * (ONE + GELU_CUBE * (v * v)))
+                yr[j] = HALF * (v * (ONE + t))
+
+
+def _bias_gelu_backward(
+    dout: np.ndarray, x: np.ndarray, dx: np.ndarray, db_parts: np.ndarray
+) -> None:  # pragma: no cover
+    """dx as numba_ops's GELU backward; db as one partial sum over rows per chunk (db_parts[c],
+    zeroed by the caller, which adds them up)."""
+    rows, N = x.shape
+    chunks = db_parts.shape[0]
+    per = (rows + chunks - 1) // chunks
+    for c in prange(chunks):
+        db = db_parts[c]
+        for i in range(c * per, min(rows, (c + 1) * per)):
+            xr, gr, dxr = x[i], dout[i], dx[i]
+            for j in range(N):
+                xi = xr[j]
+                x2 = xi * xi
+                t = tanh32(GELU_SCALE * xi * (ONE + GELU_CUBE * x2))
+                slope = (ONE - t * t) * xi * (GELU_SCALE * (ONE + GELU_CUBE3 * x2))
+                d = HALF * (slope + ONE + t) * gr[j]
+                dxr[j] = d
+                db[j] += d
+
+
 residual_layernorm_forward = variants(_residual_layernorm_forward, REASSOCIATE)
 residual_layernorm_backward = variants(_residual_layernorm_backward, REASSOCIATE)
+bias_gelu_forward = variants(_bias_gelu_forward, REASSOCIATE)
+bias_gelu_backward = variants(_bias_gelu_backward, REASSOCIATE)

@@ -41,6 +41,7 @@ class NumbaStepOps:
         "residual": 0.0,
         "residual_layernorm": 6e-6,
         "bias": 0.0,
+        "bias_gelu": 4e-6,
         "crossentropy": 2e-6,
         "adamw": 0.0,
     }
@@ -73,7 +74,15 @@ class NumbaStepOps:
                     ),
                 ),
                 (numba_attention, ("attention_forward", "attention_backward")),
-                (numba_fused, ("residual_layernorm_forward", "residual_layernorm_backward")),
+                (
+                    numba_fused,
+                    (
+                        "residual_layernorm_forward",
+                        "residual_layernorm_backward",
+                        "bias_gelu_forward",
+                        "bias_gelu_backward",
+                    ),
+                ),
             )
             for name in names
         }
@@ -181,6 +190,27 @@ class NumbaStepOps:
         db_parts = np.zeros((chunks, x.shape[1]), dtype=F32)
         kernel(dout, x, mean, rstd, w, np.ascontiguousarray(dstream), dx, dw_parts, db_parts)
         return dx, dw_parts.sum(axis=0), db_parts.sum(axis=0)
+
+    # ----------------------------------------------------------------------- fused: bias and GELU
+
+    def bias_gelu_forward(self, out: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if not _float32(out, b) or out.ndim != 2 or b.shape != out.shape[1:] or not out.flags.c_contiguous:
+            return layers.bias_gelu_forward(out, b)
+        y = np.empty_like(out)
+        kernel, chunks = self._pick("bias_gelu_forward", out.size)
+        kernel(out, np.ascontiguousarray(b), y, chunks)
+        return y
+
+    def bias_gelu_backward(self, dout: np.ndarray, x: np.ndarray, db: np.ndarray) -> np.ndarray:
+        if not _float32(dout, x, db) or x.ndim != 2 or dout.shape != x.shape or db.shape != x.shape[1:] or not x.size:
+            return layers.bias_gelu_backward(dout, x, db)
+        x, dout = np.ascontiguousarray(x), np.ascontiguousarray(dout)
+        dx = np.empty_like(x)
+        kernel, chunks = self._pick("bias_gelu_backward", x.size)
+        db_parts = np.zeros((chunks, x.shape[1]), dtype=F32)
+        kernel(dout, x, dx, db_parts)
+        db[...] = db_parts.sum(axis=0)
+        return dx
 
     # ----------------------------------------------------------------------- attention
 

@@ -5,14 +5,16 @@ fused op against the same steps with the two ops apart."""
 from __future__ import annotations
 
 import importlib.util
+from collections import Counter
 from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 
-from ptreg.engine.backends import provided_ops
+from ptreg.engine.backends import OP_METHODS, provided_ops
 from ptreg.engine.workloads import layers
 from ptreg.records.configs import CONFIGS
+from ptreg.records.measured import FUSED_OPS
 
 HAS_NUMBA = importlib.util.find_spec("numba") is not None
 pytestmark = pytest.mark.skipif(not HAS_NUMBA, reason="numba is not installed (pip install 'ptreg[numba]')")
@@ -69,6 +71,29 @@ def test_residual_layernorm_is_the_add_then_the_layernorm(
         assert before.tobytes() == after.tobytes()
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("rows,width", [(1, 1), (1, 37), (5, 3), (13, 33), (64, 80)])
+def test_bias_gelu_is_the_bias_then_gelu(step_ops: Any, threads: int, rows: int, width: int) -> None:
+    """The biased pre-activation keeps NumPy's bits (the backward reads it); the rest within the
+    declared tolerance; dout and b left as they were."""
+    on_threads(step_ops, threads)
+    rng = np.random.default_rng(rows * 1000 + width)
+    out = rng.standard_normal((rows, width), dtype=np.float32) * 2
+    b, dout = rng.standard_normal(width, dtype=np.float32), rng.standard_normal((rows, width), dtype=np.float32)
+    ref_out, given = out.copy(), (b.copy(), dout.copy())
+    db, ref_db = np.full(width, np.nan, np.float32), np.full(width, np.nan, np.float32)
+    y = step_ops.bias_gelu_forward(out, b)
+    ref_y = layers.bias_gelu_forward(ref_out, b)
+    assert out.tobytes() == ref_out.tobytes()
+    dx = step_ops.bias_gelu_backward(dout, out, db)
+    ref_dx = layers.bias_gelu_backward(dout, ref_out, ref_db)
+    tolerance = step_ops.op_tolerances["bias_gelu"]
+    for name, found, expected in (("y", y, ref_y), ("dx", dx, ref_dx), ("db", db, ref_db)):
+        assert found.dtype == np.float32 and found.shape == expected.shape, name
+        assert relative(found, expected) <= tolerance, name
+    assert given[0].tobytes() == b.tobytes() and given[1].tobytes() == dout.tobytes()
+
+
 def test_other_dtypes_and_a_reference_cache_go_to_the_reference(step_ops: Any) -> None:
     rng = np.random.default_rng(6)
     x, branch = rng.standard_normal((4, 8)), rng.standard_normal((4, 8))  # float64
@@ -85,6 +110,12 @@ def test_other_dtypes_and_a_reference_cache_go_to_the_reference(step_ops: Any) -
     _, _, ours = step_ops.residual_layernorm_forward(x32, x32, w.astype(np.float32), b.astype(np.float32))
     found = step_ops.residual_layernorm_backward(dout.astype(np.float32), ours, dout)
     assert found[0].dtype == np.float64
+    # bias_gelu in float64: NumPy's, bits and all
+    pre, ref_pre, db, ref_db = x.copy(), x.copy(), np.zeros(8), np.zeros(8)
+    assert step_ops.bias_gelu_forward(pre, b).tobytes() == layers.bias_gelu_forward(ref_pre, b).tobytes()
+    found_dx = step_ops.bias_gelu_backward(dout, pre, db)
+    assert found_dx.tobytes() == layers.bias_gelu_backward(dout, ref_pre, ref_db).tobytes()
+    assert db.tobytes() == ref_db.tobytes()
 
 
 def test_training_steps_with_the_fused_op_follow_the_steps_with_the_ops_apart(step_ops: Any) -> None:
@@ -101,29 +132,39 @@ def test_training_steps_with_the_fused_op_follow_the_steps_with_the_ops_apart(st
     class Apart(Fused):
         residual_layernorm_forward = None
         residual_layernorm_backward = None
-        op_tolerances: ClassVar = {op: t for op, t in base.op_tolerances.items() if op != "residual_layernorm"}
+        bias_gelu_forward = None
+        bias_gelu_backward = None
+        op_tolerances: ClassVar = {op: t for op, t in base.op_tolerances.items() if op not in FUSED_OPS}
 
     fused_ops, apart_ops = Fused(), Apart()
-    calls = {"forward": 0, "backward": 0}
+    calls: Counter[str] = Counter()
     for ops in (fused_ops, apart_ops):
         ops.load_ops()
         on_threads(ops, 1)
-    forward, backward = fused_ops.residual_layernorm_forward, fused_ops.residual_layernorm_backward
 
-    def counted_forward(*args: Any) -> Any:
-        calls["forward"] += 1
-        return forward(*args)
+    def counted(method: str) -> Any:
+        original = getattr(fused_ops, method)
 
-    def counted_backward(*args: Any) -> Any:
-        calls["backward"] += 1
-        return backward(*args)
+        def call(*args: Any) -> Any:
+            calls[method] += 1
+            return original(*args)
 
-    fused_ops.residual_layernorm_forward, fused_ops.residual_layernorm_backward = counted_forward, counted_backward
-    assert "residual_layernorm" in provided_ops(fused_ops) and "residual_layernorm" not in provided_ops(apart_ops)
+        return call
+
+    for op in FUSED_OPS:
+        for method in OP_METHODS[op]:
+            setattr(fused_ops, method, counted(method))
+    assert set(FUSED_OPS) <= set(provided_ops(fused_ops)) and not set(FUSED_OPS) & set(provided_ops(apart_ops))
     config = CONFIGS["tiny"]
     fused, apart = Trainer(config, fused_ops, seed=2), Trainer(config, apart_ops, seed=2)
     losses = [(fused.step(), apart.step()) for _ in range(3)]
-    assert calls == {"forward": 3 * (2 * config.layers - 1), "backward": 3 * (2 * config.layers - 1)}
+    pairs, fc = 3 * (2 * config.layers - 1), 3 * config.layers
+    assert calls == {
+        "residual_layernorm_forward": pairs,
+        "residual_layernorm_backward": pairs,
+        "bias_gelu_forward": fc,
+        "bias_gelu_backward": fc,
+    }
     for mine, theirs in losses:
         assert mine == pytest.approx(theirs, rel=1e-5)
     for name, value in fused.model.params.items():
