@@ -144,3 +144,18 @@ def test_the_sites_share_chart_draws_the_fused_part_by_name() -> None:
     chart = share_chart("ops", "shares", [stack])
     assert any("residual_layernorm" in str(header) for header in chart.headers)
     assert "xl / numba: residual_layernorm 10.0%" in chart.svg
+
+
+def test_the_op_table_leaves_out_a_fused_part_no_backend_called() -> None:
+    """numpy-blas against naive: neither fuses, so no row of a fused op, as in a run before them."""
+    cells = []
+    for backend in ("numpy-blas", "naive"):
+        cell = step_cell(backend, "tiny", ms=60.0, shares=(0.17, 0.17, 0.17))
+        cell["step_samples"] = samples(0.0)
+        found = attribution([StepSample.model_validate(s) for s in cell["step_samples"]], 60.0)
+        cell["attribution"] = found.model_dump(mode="json")
+        cells.append(cell)
+    run = RunResults.model_validate(step_results("apart", "20261207T000000Z", cells, version=9))
+    (table,) = [t for t in TrainingWorkload().tables(run) if t.title.startswith("Per-op attribution at tiny")]
+    names = [r[0] for r in table.rows]
+    assert not set(FUSED_OPS) & set(names) and {"layernorm", "gelu", "bias", "residual"} <= set(names)
