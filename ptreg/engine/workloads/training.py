@@ -383,7 +383,7 @@ class TrainingWorkload(BackendsWorkload):
         spec = backends_spec(results.spec)
         own = {p.backend: {check.op for check in p.op_checks or []} for p in results.parity}
         # a fused op no backend here called (none provides it, or a run before it) is left out
-        called = {p for c in cells for p in FUSED if (time := _part_share(c.attribution, p)) and time.ms > 0}
+        called = {p for c in cells for p in FUSED if (taken := _part_share(c.attribution, p)) and taken.ms > 0}
         parts: list[str] = [p for p in (*KERNELS, *STEP_OPS, "other") if p not in FUSED or p in called]
         per_repeat = {c.backend: part_seconds(c, spec.timed_steps) for c in cells}
         baseline = per_repeat.get(spec.baseline)
