@@ -399,8 +399,8 @@ class TrainingWorkload(BackendsWorkload):
             for c in cells:
                 share = _part_share(c.attribution, part)
                 mark = "*" if part in own.get(c.backend, set()) else ""
-                if share is not None and share.ms == 0 and part in FUSED:
-                    row.append("not called")  # the backend runs the ops it fuses apart
+                if share is not None and share.ms == 0 and part in STEP_OPS:
+                    row.append("not called")  # a fused op the backend lacks, or an op its fusions took whole
                     continue
                 distance = above_floor(share.ms if share else None, floors, part)
                 above = f", {distance:.1f}x floor" if distance is not None else ""
