@@ -36,6 +36,7 @@ from ptreg.errors import PtregError, UnusableInput
 from ptreg.records import step_work
 from ptreg.records.configs import CONFIGS, GPTConfig
 from ptreg.records.evaluator import EvaluatorSpec
+from ptreg.records.measured import FUSED_OPS
 from ptreg.records.problems import first_schema_error
 from ptreg.records.run_results import Cell, RunResults
 from ptreg.records.step_work import PARTS, Floor, roofline
@@ -115,9 +116,12 @@ def measured_ms(cell: Cell) -> dict[str, float | None]:
     and of the whole step. A part some sample did not time is unknown (None), never zero."""
     samples = [_timed(s) for s in cell.step_samples or []]
     found = {part: _median_ms([timed.get(part) for timed in samples]) for part in PARTS}
+    for part in FUSED_OPS:  # 0, or absent from a run before it: the step ran the ops it fuses apart
+        found[part] = found[part] or None
+    apart = [p for p in PARTS if p not in FUSED_OPS]
     found["other"] = _median_ms(
         [
-            s.seconds - sum(timed.values()) if all(p in timed for p in PARTS) else None
+            s.seconds - sum(timed.values()) if all(p in timed for p in apart) else None
             for s, timed in zip(cell.step_samples or [], samples, strict=True)
         ]
     )
@@ -222,7 +226,8 @@ def _ms(value: float | None) -> str:
 
 
 def _times(measured: float | None, floor: float | None) -> str:
-    return "?" if measured is None or floor is None else f"{measured / floor:.1f}x"
+    # no floor, or one of 0: a part whose every call the fused ops took has no work of its own
+    return "?" if measured is None or not floor else f"{measured / floor:.1f}x"
 
 
 def _render(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -333,7 +338,9 @@ def block_json(block: Block) -> dict[str, Any]:
         "measured_ms": block.measured,
         "x_floor": {
             backend: {
-                part: (None if ms is None else ms / (1e3 * block.floors[part].seconds))
+                part: (
+                    None if ms is None or not block.floors[part].seconds else ms / (1e3 * block.floors[part].seconds)
+                )
                 for part, ms in measured.items()
                 if part in block.floors
             }

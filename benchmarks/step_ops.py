@@ -29,7 +29,18 @@ from typing import Any
 from ptreg.engine.environment import blas_pools, cpu_model, usable_cores, worker_variables
 from ptreg.store.jsonio import atomic_write_text
 
-OPS = ("encoder", "layernorm", "attention", "gelu", "residual", "bias", "crossentropy", "adamw")
+OPS = (
+    "encoder",
+    "layernorm",
+    "attention",
+    "gelu",
+    "residual",
+    "residual_layernorm",
+    "bias",
+    "bias_gelu",
+    "crossentropy",
+    "adamw",
+)
 IMPLEMENTATIONS = ("numpy", "numba")
 
 

@@ -51,7 +51,7 @@ class NumbaBackend(NumbaStepOps):
     name = "numba"
     description = (
         "numba-compiled register- and cache-blocked loops in naive's order, parallel over output tiles (bit-identical); "
-        "six of the step's ops fused, each within its declared tolerance."
+        "six of the step's ops and two fusions of two, each within its declared tolerance."
     )
     order_preserving = True
     # Measured and not provided (docs/backends.md, numba's ops): NumPy's residual add and bias

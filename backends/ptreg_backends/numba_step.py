@@ -39,7 +39,9 @@ class NumbaStepOps:
         "attention": 3e-6,
         "gelu": 3e-6,
         "residual": 0.0,
+        "residual_layernorm": 6e-6,
         "bias": 0.0,
+        "bias_gelu": 4e-6,
         "crossentropy": 2e-6,
         "adamw": 0.0,
     }
@@ -49,7 +51,7 @@ class NumbaStepOps:
 
     def load_ops(self) -> None:
         """Import (and so compile, or load from numba's disk cache) every op's kernels."""
-        from ptreg_backends import numba_attention, numba_ops
+        from ptreg_backends import numba_attention, numba_fused, numba_ops
 
         self._kernels = {
             name: getattr(module, name)
@@ -72,6 +74,15 @@ class NumbaStepOps:
                     ),
                 ),
                 (numba_attention, ("attention_forward", "attention_backward")),
+                (
+                    numba_fused,
+                    (
+                        "residual_layernorm_forward",
+                        "residual_layernorm_backward",
+                        "bias_gelu_forward",
+                        "bias_gelu_backward",
+                    ),
+                ),
             )
             for name in names
         }
@@ -146,6 +157,60 @@ class NumbaStepOps:
         db_parts = np.zeros((chunks, x.shape[1]), dtype=F32)
         kernel(dout, x, mean, rstd, w, dx, dw_parts, db_parts)
         return dx, dw_parts.sum(axis=0), db_parts.sum(axis=0)
+
+    # ----------------------------------------------------------------------- fused: residual and layernorm
+
+    def residual_layernorm_forward(
+        self, x: np.ndarray, branch: np.ndarray, w: np.ndarray, b: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, Any]:
+        if not _float32(x, branch, w, b) or x.ndim != 2 or x.shape != branch.shape:
+            return layers.residual_layernorm_forward(x, branch, w, b)
+        x, branch = np.ascontiguousarray(x), np.ascontiguousarray(branch)
+        stream, out = np.empty_like(x), np.empty_like(x)
+        mean = np.empty(x.shape[0], dtype=F32)
+        rstd = np.empty(x.shape[0], dtype=F32)
+        kernel, chunks = self._pick("residual_layernorm_forward", x.size)
+        kernel(x, branch, w, b, stream, out, mean, rstd, chunks)
+        # the same cache as layernorm_forward's, of the sum: the step never writes the stream
+        return stream, out, ("numba", stream, mean, rstd, w)
+
+    def residual_layernorm_backward(
+        self, dout: np.ndarray, cache: Any, dstream: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not _ours(cache):
+            return layers.residual_layernorm_backward(dout, cache, dstream)
+        if not _float32(dstream) or dstream.shape != cache[1].shape:  # the add as NumPy would do it
+            dx_norm, dw, db = self.layernorm_backward(dout, cache)
+            return layers.residual_add(dstream, dx_norm), dw, db
+        _, x, mean, rstd, w = cache
+        dout = np.ascontiguousarray(dout, dtype=F32)
+        kernel, chunks = self._pick("residual_layernorm_backward", x.size)
+        dx = np.empty_like(x)
+        dw_parts = np.zeros((chunks, x.shape[1]), dtype=F32)
+        db_parts = np.zeros((chunks, x.shape[1]), dtype=F32)
+        kernel(dout, x, mean, rstd, w, np.ascontiguousarray(dstream), dx, dw_parts, db_parts)
+        return dx, dw_parts.sum(axis=0), db_parts.sum(axis=0)
+
+    # ----------------------------------------------------------------------- fused: bias and GELU
+
+    def bias_gelu_forward(self, out: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if not _float32(out, b) or out.ndim != 2 or b.shape != out.shape[1:] or not out.flags.c_contiguous:
+            return layers.bias_gelu_forward(out, b)
+        y = np.empty_like(out)
+        kernel, chunks = self._pick("bias_gelu_forward", out.size)
+        kernel(out, np.ascontiguousarray(b), y, chunks)
+        return y
+
+    def bias_gelu_backward(self, dout: np.ndarray, x: np.ndarray, db: np.ndarray) -> np.ndarray:
+        if not _float32(dout, x, db) or x.ndim != 2 or dout.shape != x.shape or db.shape != x.shape[1:] or not x.size:
+            return layers.bias_gelu_backward(dout, x, db)
+        x, dout = np.ascontiguousarray(x), np.ascontiguousarray(dout)
+        dx = np.empty_like(x)
+        kernel, chunks = self._pick("bias_gelu_backward", x.size)
+        db_parts = np.zeros((chunks, x.shape[1]), dtype=F32)
+        kernel(dout, x, dx, db_parts)
+        db[...] = db_parts.sum(axis=0)
+        return dx
 
     # ----------------------------------------------------------------------- attention
 

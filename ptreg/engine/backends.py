@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from ..errors import UnusableInput
+from ..records.measured import FUSED_OPS
 from ..records.run_results import STEP_OPS, Kernel, Roles
 from .plugins import PluginEntry, call_problem, plugin_entries
 
@@ -45,7 +46,14 @@ OP_METHODS: dict[str, dict[str, tuple[str, ...]]] = {
     "attention": {"attention_forward": ("qkv", "B", "T", "NH"), "attention_backward": ("dout", "cache")},
     "gelu": {"gelu_forward": ("x",), "gelu_backward": ("dout", "x")},
     "residual": {"residual_add": ("x", "branch")},
+    # a fused op: the residual add and the layernorm that reads its sum, in one pass each way
+    "residual_layernorm": {
+        "residual_layernorm_forward": ("x", "branch", "w", "b"),
+        "residual_layernorm_backward": ("dout", "cache", "dstream"),
+    },
     "bias": {"bias_forward": ("out", "b"), "bias_backward": ("dout", "db")},
+    # a fused op: the fc layer's bias and the GELU after it; backward, GELU's then the bias's
+    "bias_gelu": {"bias_gelu_forward": ("out", "b"), "bias_gelu_backward": ("dout", "x", "db")},
     "crossentropy": {"crossentropy_forward": ("logits", "targets"), "crossentropy_backward": ("probs", "targets")},
     "adamw": {
         "adamw_update": (
@@ -63,6 +71,7 @@ OP_METHODS: dict[str, dict[str, tuple[str, ...]]] = {
         )
     },
 }
+FUSED: tuple[str, ...] = FUSED_OPS  # called by the step only when provided, the separate ops otherwise
 OPS: tuple[str, ...] = STEP_OPS  # the records name the ops; OP_METHODS keys them the same (a test holds it)
 OP_OF_METHOD: dict[str, str] = {method: op for op, methods in OP_METHODS.items() for method in methods}
 # What a backend may declare itself to be, for the ratios of a run (see records.run.Roles).

@@ -138,11 +138,25 @@ _INPUTS: dict[str, Callable[[GPTConfig, np.random.Generator], Inputs]] = {
     },
     "gelu": lambda c, r: {"x": _normal(r, _rows(c), 4 * c.d_model) * 2, "dout": _normal(r, _rows(c), 4 * c.d_model)},
     "residual": lambda c, r: {"x": _normal(r, _rows(c), c.d_model), "branch": _normal(r, _rows(c), c.d_model)},
+    "residual_layernorm": lambda c, r: {
+        "x": _normal(r, _rows(c), c.d_model) * 3 + 1,
+        "branch": _normal(r, _rows(c), c.d_model),
+        "w": _normal(r, c.d_model),
+        "b": _normal(r, c.d_model),
+        "dout": _normal(r, _rows(c), c.d_model),
+        "dstream": _normal(r, _rows(c), c.d_model),
+    },
     "bias": lambda c, r: {
         "out": _normal(r, _rows(c), 4 * c.d_model),
         "b": _normal(r, 4 * c.d_model),
         "dout": _normal(r, _rows(c), 4 * c.d_model),
         "db": np.full(4 * c.d_model, np.nan, dtype=np.float32),
+    },
+    "bias_gelu": lambda c, r: {
+        "out": _normal(r, _rows(c), 4 * c.d_model) * 2,
+        "b": _normal(r, 4 * c.d_model),
+        "dout": _normal(r, _rows(c), 4 * c.d_model),
+        "db": np.full(4 * c.d_model, np.nan, dtype=np.float32),  # overwritten
     },
     "crossentropy": lambda c, r: {
         "logits": _normal(r, _rows(c), c.vocab) * 4,
@@ -169,7 +183,9 @@ READ_ONLY: dict[str, tuple[str, ...]] = {
     "attention": ("qkv", "dout"),
     "gelu": ("x", "dout"),
     "residual": ("x", "branch"),
+    "residual_layernorm": ("x", "branch", "w", "b", "dout", "dstream"),
     "bias": ("b", "dout"),
+    "bias_gelu": ("b", "dout"),
     "crossentropy": ("logits", "targets"),
     "adamw": ("grad",),
 }
@@ -201,10 +217,23 @@ def _residual(ops: Any, i: Inputs) -> Outputs:
     return [("out", ops.residual_add(i["x"], i["branch"]))]
 
 
+def _residual_layernorm(ops: Any, i: Inputs) -> Outputs:
+    stream, out, cache = ops.residual_layernorm_forward(i["x"], i["branch"], i["w"], i["b"])
+    stream, out = np.array(stream, copy=True), np.array(out, copy=True)  # the cache may hold them
+    dx, dw, db = ops.residual_layernorm_backward(i["dout"], cache, i["dstream"])
+    return [("stream", stream), ("out", out), ("dx", dx), ("dw", dw), ("db", db)]
+
+
 def _bias(ops: Any, i: Inputs) -> Outputs:
     ops.bias_forward(i["out"], i["b"])
     ops.bias_backward(i["dout"], i["db"])
     return [("out", i["out"]), ("db", i["db"])]
+
+
+def _bias_gelu(ops: Any, i: Inputs) -> Outputs:
+    y = np.array(ops.bias_gelu_forward(i["out"], i["b"]), copy=True)
+    dx = ops.bias_gelu_backward(i["dout"], i["out"], i["db"])  # at the biased pre-activation
+    return [("out", i["out"]), ("y", y), ("dx", dx), ("db", i["db"])]
 
 
 def _crossentropy(ops: Any, i: Inputs) -> Outputs:
@@ -226,7 +255,9 @@ RUNS: dict[str, Callable[[Any, Inputs], Outputs]] = {
     "attention": _attention,
     "gelu": _gelu,
     "residual": _residual,
+    "residual_layernorm": _residual_layernorm,
     "bias": _bias,
+    "bias_gelu": _bias_gelu,
     "crossentropy": _crossentropy,
     "adamw": _adamw,
 }

@@ -248,8 +248,7 @@ def missing(node: QuantityNode | Verdict, results: RunResults) -> str | None:
 
 
 def _ratio_roles(results: RunResults) -> dict[str, str]:
-    """The backends a run's cell ratios are taken over: the reference (vs_naive) and the
-    evaluator's baseline (vs_baseline)."""
+    """The backends a run's cell ratios are taken over: the reference (vs_naive) and the baseline (vs_baseline)."""
     found: dict[str, str] = {}
     reference = results.ratio_roles.reference
     if reference is not None:
@@ -362,9 +361,10 @@ def _floor_ratio(text: str, node: FloorRatio, results: RunResults, cell: Cell) -
     floors = (results.floors or {}).get(node.config)
     ms = cell.attribution.part_ms(node.kernel) if cell.attribution else None
     floor = floors.floor_ms(node.kernel) if floors else None
-    if ms is not None and floor is not None:
+    if ms and floor is not None:  # 0 ms: a fused op the step never called is not at its floor
         return Reading(text, ms / floor)
     why = f"{node.backend}/{node.config} recorded no time for {node.kernel} (cell {cell.status})"
+    why = f"{node.kernel} has no floor: the fused ops take all its work" if ms and floor is None else why
     return Reading(text, None, unknown=why if floors else f"run {results.run_id} recorded no floors at {node.config}")
 
 

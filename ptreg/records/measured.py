@@ -16,17 +16,33 @@ Kernel = Literal["forward", "backward_da", "backward_db"]
 KERNELS: tuple[Kernel, ...] = ("forward", "backward_da", "backward_db")
 # The training step's other ops, in the order the forward meets them (engine/backends.py
 # OP_METHODS names each one's methods; a test holds the two equal).
-StepOp = Literal["encoder", "layernorm", "attention", "gelu", "residual", "bias", "crossentropy", "adamw"]
+StepOp = Literal[
+    "encoder",
+    "layernorm",
+    "attention",
+    "gelu",
+    "residual",
+    "residual_layernorm",
+    "bias",
+    "bias_gelu",
+    "crossentropy",
+    "adamw",
+]
 STEP_OPS: tuple[StepOp, ...] = (
     "encoder",
     "layernorm",
     "attention",
     "gelu",
     "residual",
+    "residual_layernorm",
     "bias",
+    "bias_gelu",
     "crossentropy",
     "adamw",
 )
+# Ops that stand for two others run back to back on the same data (a backend may provide one;
+# the step calls it then, and the separate ops otherwise): docs/backends.md, fused ops.
+FUSED_OPS: tuple[StepOp, ...] = ("residual_layernorm", "bias_gelu")
 CellStatus = Literal["measured", "failed", "parity-failed", "budget-exhausted", "not-started", "interrupted"]
 
 # What the readers of a run rely on, stated once for every number of it: a timing, a rate and a

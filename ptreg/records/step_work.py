@@ -14,7 +14,11 @@ What is counted, so that the roofline is a floor and not an estimate:
   and 1/std (llm.c's cut, not the normalised rows), attention each row's log-sum-exp (the
   weights recomputed from it, as flash attention does; the recomputation is not counted);
 - flops: the arithmetic the maths needs, masked attention scores excluded; exp, tanh, sqrt, log
-  and a division count as one operation each (optimistic: each costs several).
+  and a division count as one operation each (optimistic: each costs several);
+- the step as its fused ops make it (``fused``, by default every one): each fused op's calls
+  are taken from the separate ops it stands for, so a floor is the least work any backend's step
+  can do. A backend that runs those ops apart is held to it too: its separate ops then show
+  further from their floors by what fusing would have saved.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from .configs import GPTConfig, linear_shapes
-from .measured import KERNELS, STEP_OPS, Kernel, Positive, StepOp, _Strict
+from .measured import FUSED_OPS, KERNELS, STEP_OPS, Kernel, Positive, StepOp, _Strict
 
 FLOAT = 4  # bytes of a float32
 TOKEN = 8  # bytes of a token id: int64, as Trainer.next_batch makes them
@@ -82,11 +86,16 @@ def causal_scores(config: GPTConfig) -> int:
     return config.batch * config.heads * T * (T + 1) // 2
 
 
-def op_terms(config: GPTConfig, op: str, parameters: int) -> list[Term]:
-    """The terms of one op; ``parameters`` is the model's weight count (AdamW updates each)."""
+def op_terms(config: GPTConfig, op: str, parameters: int, fused: tuple[str, ...] = FUSED_OPS) -> list[Term]:
+    """The terms of one op; ``parameters`` is the model's weight count (AdamW updates each),
+    ``fused`` the fused ops the step calls (each takes calls from the ops it stands for)."""
     B, T, C, L, V = config.batch, config.context, config.d_model, config.layers, config.vocab
     M, hs, S = B * T, C // config.heads, causal_scores(config)
     R = B * config.heads * T  # attention's rows: one log-sum-exp each
+    # The stream's adds each followed by a layernorm (ln2 of every block, ln1 of all but the
+    # first) and, backward, those layernorms' dx each added to the stream's gradient.
+    pairs = 2 * L - 1 if "residual_layernorm" in fused else 0
+    fc = L if "bias_gelu" in fused else 0  # the fc layer's bias and GELU, one of each a block
     if op == "encoder":
         return [
             # one add per element of x = wte column + wpe row; reads both tables and the ids
@@ -101,7 +110,7 @@ def op_terms(config: GPTConfig, op: str, parameters: int) -> list[Term]:
             ),
         ]
     if op == "layernorm":
-        calls = 2 * L + 1  # ln1 and ln2 of each block, and the final one
+        calls = 2 * L + 1 - pairs  # ln1 and ln2 of each block, and the final one, unless fused
         return [
             # per element: mean, centre, square, variance, normalise, scale, shift (7); per row
             # the two divisions of the means, eps, sqrt and the reciprocal (5). Writes y, mean, rstd.
@@ -127,25 +136,56 @@ def op_terms(config: GPTConfig, op: str, parameters: int) -> list[Term]:
                 L * FLOAT * (M * C + 3 * M * C + M * C + R + 3 * M * C),
             ),
         ]
+    N = M * 4 * C  # the MLP's hidden activations of one block
     if op == "gelu":
-        N = M * 4 * C  # the MLP's hidden activations of one block
+        calls = L - fc
         return [
             # x³ (2), ·0.044715, +x, ·√(2/π), tanh, +1, ·x, ·0.5; reads x, writes y
-            Term("gelu_forward", L, L * 9 * N, L * FLOAT * 2 * N),
+            Term("gelu_forward", calls, calls * 9 * N, calls * FLOAT * 2 * N),
             # u again (5), tanh, sech² (2), du/dx (3), the product rule (5), ·dout; reads dout
             # and x, writes dx
-            Term("gelu_backward", L, L * 17 * N, L * FLOAT * 3 * N),
+            Term("gelu_backward", calls, calls * 17 * N, calls * FLOAT * 3 * N),
+        ]
+    if op == "bias_gelu":
+        return [
+            # the bias's add and GELU's 9 an element; reads the product and b, writes the product
+            # biased (the backward's x) and y
+            Term("bias_gelu_forward", fc, fc * 10 * N, fc * FLOAT * (3 * N + 4 * C)),
+            # GELU's backward and db's sum over rows of dx; reads dout and x, writes dx and db
+            Term("bias_gelu_backward", fc, fc * (17 * N + (M - 1) * 4 * C), fc * FLOAT * (3 * N + 4 * C)),
         ]
     if op == "residual":
-        calls = 4 * L  # two stream adds per block forward, two gradient sums where it forks back
+        # two stream adds per block forward, two gradient sums where it forks back, unless fused
+        calls = 4 * L - 2 * pairs
         return [Term("residual_add", calls, calls * M * C, calls * FLOAT * 3 * M * C)]
+    if op == "residual_layernorm":
+        return [
+            # the add (1 an element) and the layernorm forward's count; reads x, branch, w and b,
+            # writes the sum, the output, mean and rstd: the sum is not read back
+            Term(
+                "residual_layernorm_forward",
+                pairs,
+                pairs * (8 * M * C + 5 * M),
+                pairs * FLOAT * (4 * M * C + 2 * C + 2 * M),
+            ),
+            # the layernorm backward's count and one add an element of the stream's gradient,
+            # which is read once more; dx is written once, already summed
+            Term(
+                "residual_layernorm_backward",
+                pairs,
+                pairs * (14 * M * C + 2 * M),
+                pairs * FLOAT * (4 * M * C + 3 * C + 2 * M),
+            ),
+        ]
     if op == "bias":
-        width = 3 * C + C + 4 * C + C  # qkv, attention projection, fc, MLP projection; no head bias
+        # qkv, attention projection, fc (unless fused), MLP projection; no head bias
+        width = 3 * C + C + (0 if fc else 4 * C) + C
+        calls = 4 * L - fc
         return [
             # one add per output element, in place: the product read and written, b read
-            Term("bias_forward", 4 * L, L * M * width, L * FLOAT * (2 * M * width + width)),
+            Term("bias_forward", calls, L * M * width, L * FLOAT * (2 * M * width + width)),
             # db = the sum over rows of dout; reads dout, writes db
-            Term("bias_backward", 4 * L, L * (M - 1) * width, L * FLOAT * (M * width + width)),
+            Term("bias_backward", calls, L * (M - 1) * width, L * FLOAT * (M * width + width)),
         ]
     if op == "crossentropy":
         return [
@@ -165,17 +205,17 @@ def op_terms(config: GPTConfig, op: str, parameters: int) -> list[Term]:
     raise ValueError(f"no op {op!r}; the step's ops are {', '.join(STEP_OPS)}")
 
 
-def terms(config: GPTConfig, part: str) -> list[Term]:
+def terms(config: GPTConfig, part: str, fused: tuple[str, ...] = FUSED_OPS) -> list[Term]:
     if part in KERNEL_METHODS:
         return kernel_terms(config, part)
-    return op_terms(config, part, config.parameters)
+    return op_terms(config, part, config.parameters, fused)
 
 
-def step_work(config: GPTConfig) -> dict[str, Work]:
+def step_work(config: GPTConfig, fused: tuple[str, ...] = FUSED_OPS) -> dict[str, Work]:
     """Every part of one training step, in the order results.json names them."""
     found = {}
     for part in PARTS:
-        parts = terms(config, part)
+        parts = terms(config, part, fused)
         found[part] = Work(sum(t.flops for t in parts), sum(t.bytes for t in parts))
     return found
 
@@ -195,9 +235,11 @@ def roofline(work: Work, peak_gflops: float, bandwidth_gbs: float) -> Floor:
     return Floor(compute, "compute") if compute >= memory else Floor(memory, "memory")
 
 
-def floors(config: GPTConfig, peak_gflops: float, bandwidth_gbs: float) -> dict[str, Floor]:
+def floors(
+    config: GPTConfig, peak_gflops: float, bandwidth_gbs: float, fused: tuple[str, ...] = FUSED_OPS
+) -> dict[str, Floor]:
     """Every part's floor, in the order results.json names the parts."""
-    return {part: roofline(work, peak_gflops, bandwidth_gbs) for part, work in step_work(config).items()}
+    return {part: roofline(work, peak_gflops, bandwidth_gbs) for part, work in step_work(config, fused).items()}
 
 
 # --------------------------------------------------------------------------- recorded in a run
@@ -239,7 +281,8 @@ def config_floors(
         bandwidth_gbs=bandwidth_gbs,
         machine=machine,
         measured_at=measured_at,
-        parts={part: PartFloor(floor_ms=1e3 * f.seconds, bound=f.bound) for part, f in found.items()},
+        # a part whose every call a fused op takes has no work, so no floor of its own
+        parts={part: PartFloor(floor_ms=1e3 * f.seconds, bound=f.bound) for part, f in found.items() if f.seconds > 0},
         step_floor_ms=1e3 * sum(f.seconds for f in found.values()),
     )
 

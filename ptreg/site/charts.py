@@ -50,7 +50,8 @@ COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#d
 # Every text a chart draws is at least this many points; the page never shows a chart at less
 # than one CSS pixel per point (`_svg`), so no chart text reads under 9 px at any width.
 TEXT_PT = 9
-# A step's parts need more: the three kernels, the eight ops and the rest (tab20's first twelve).
+# A step's parts need more: the three kernels, the ten ops and the rest (tab20's first twelve and
+# its two pinks for the fused ops, placed so that every other part keeps its colour).
 PART_COLOURS = (
     "#1f77b4",
     "#aec7e8",
@@ -60,8 +61,10 @@ PART_COLOURS = (
     "#98df8a",
     "#d62728",
     "#ff9896",
+    "#e377c2",
     "#9467bd",
     "#c5b0d5",
+    "#f7b6d2",
     "#8c564b",
     "#7f7f7f",
 )
@@ -289,7 +292,9 @@ PARTS = (
     "attention",
     "gelu",
     "residual",
+    "residual_layernorm",
     "bias",
+    "bias_gelu",
     "crossentropy",
     "adamw",
     "other",

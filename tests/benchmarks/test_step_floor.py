@@ -23,8 +23,9 @@ import step_floor
 from step_ceilings import AtThreads, Ceilings
 
 from ptreg.engine.backends import OP_METHODS, OP_OF_METHOD
-from ptreg.engine.workloads import tinygpt
+from ptreg.engine.workloads import layers, tinygpt
 from ptreg.records.configs import CONFIGS, GPTConfig, step_flops
+from ptreg.records.measured import FUSED_OPS
 from ptreg.records.run_results import KERNELS, STEP_OPS
 
 # B=1, T=2, L=1, C=4, NH=2 (head size 2), V=3: small enough to count on paper.
@@ -45,6 +46,7 @@ class Recorder:
         self.calls: Counter[str] = Counter()
         self.bytes: Counter[str] = Counter()
         self.flops: Counter[str] = Counter()
+        self.fused: tuple[str, ...] = ()  # the fused ops the recorded step called
 
     def wrap(self, method: str, function: Any) -> Any:
         def recorded(*args: Any) -> Any:
@@ -72,9 +74,22 @@ class Recorder:
         return recorded
 
 
-def recorded_step(config: GPTConfig) -> tuple[Recorder, tinygpt.Trainer]:
+class Fusing(tinygpt.ReferenceKernels):
+    """The kernels and the fused ops, each the reference's: the step a fusing backend runs."""
+
+    op_tolerances: ClassVar = dict.fromkeys(FUSED_OPS, 0.0)
+
+
+for _op in FUSED_OPS:
+    for _method in OP_METHODS[_op]:
+        setattr(Fusing, _method, staticmethod(getattr(layers, _method)))
+
+
+def recorded_step(config: GPTConfig, fused: tuple[str, ...] = ()) -> tuple[Recorder, tinygpt.Trainer]:
+    """One step's calls: with the separate ops (``fused`` empty) or with the fused ops."""
     recorder = Recorder()
-    trainer = tinygpt.Trainer(config, tinygpt.ReferenceKernels())
+    recorder.fused = fused
+    trainer = tinygpt.Trainer(config, Fusing() if fused else tinygpt.ReferenceKernels())
     if config.vocab < 256:  # bytes the hand config's 3-token vocabulary can embed
         trainer.data = trainer.data % np.uint8(config.vocab)
     ops = trainer.model.ops
@@ -85,10 +100,13 @@ def recorded_step(config: GPTConfig) -> tuple[Recorder, tinygpt.Trainer]:
     return recorder, trainer
 
 
-@pytest.fixture(scope="module", params=["hand", "tiny", "small"])
+@pytest.fixture(
+    scope="module", params=[("hand", ()), ("tiny", ()), ("small", ()), ("hand", FUSED_OPS), ("small", FUSED_OPS)]
+)
 def step(request: pytest.FixtureRequest) -> tuple[GPTConfig, Recorder, tinygpt.Trainer]:
-    config = HAND if request.param == "hand" else CONFIGS[request.param]
-    return config, *recorded_step(config)
+    name, fused = request.param
+    config = HAND if name == "hand" else CONFIGS[name]
+    return config, *recorded_step(config, fused)
 
 
 def test_the_parameters_are_the_models(step: tuple[GPTConfig, Recorder, Any]) -> None:
@@ -102,14 +120,15 @@ def test_every_term_is_called_as_often_as_the_step_calls_it(step: tuple[GPTConfi
     config, recorder, _ = step
     counted: Counter[str] = Counter()
     for part in step_counts.PARTS:
-        for term in step_counts.terms(config, part):
+        for term in step_counts.terms(config, part, recorder.fused):
             counted[term.method.split()[0]] += term.calls
     assert counted == recorder.calls
+    assert (recorder.calls["residual_layernorm_forward"] > 0) == ("residual_layernorm" in recorder.fused)
 
 
 def test_the_kernels_work_is_the_arrays_a_step_passes_them(step: tuple[GPTConfig, Recorder, Any]) -> None:
     config, recorder, _ = step
-    work = step_counts.step_work(config)
+    work = step_counts.step_work(config, recorder.fused)
     for kernel, method in step_counts.KERNEL_METHODS.items():
         assert work[kernel].flops == recorder.flops[method] == step_flops(config)
         assert work[kernel].bytes == recorder.bytes[method]
@@ -122,13 +141,13 @@ def test_an_elementwise_ops_bytes_are_its_arrays(step: tuple[GPTConfig, Recorder
     """Where the reference's arrays are the minimum (no cache of another form), the count is them."""
     config, recorder, _ = step
     op = OP_OF_METHOD[method]
-    (term,) = [t for t in step_counts.op_terms(config, op, config.parameters) if t.method == method]
+    (term,) = [t for t in step_counts.op_terms(config, op, config.parameters, recorder.fused) if t.method == method]
     assert term.bytes == recorder.bytes[method]
 
 
 def test_crossentropys_bytes_are_its_arrays_with_int64_targets(step: tuple[GPTConfig, Recorder, Any]) -> None:
     config, recorder, _ = step
-    for term in step_counts.op_terms(config, "crossentropy", config.parameters):
+    for term in step_counts.op_terms(config, "crossentropy", config.parameters, recorder.fused):
         assert term.bytes == recorder.bytes[term.method]
 
 
@@ -150,13 +169,24 @@ def test_the_hand_config_counted_on_paper() -> None:
         4 * (8 + 24 + 8 + 4 + 24),
     ]
     # three layernorms of 2 rows of 4: 7 flops an element and 5 a row, forward
-    assert step_counts.op_terms(HAND, "layernorm", 0)[0].flops == 3 * (7 * 8 + 5 * 2)
+    assert step_counts.op_terms(HAND, "layernorm", 0, fused=())[0].flops == 3 * (7 * 8 + 5 * 2)
+    # fused, the one block's ln2 takes its add along (1 flop an element more), leaving ln1 and the
+    # final one apart; it reads x and branch and writes the sum and the output (4 rows of 4
+    # each), reads w and b, writes a mean and 1/std per row
+    fused, apart = step_counts.op_terms(HAND, "residual_layernorm", 0), step_counts.op_terms(HAND, "layernorm", 0)
+    assert (fused[0].calls, fused[0].flops, fused[0].bytes) == (1, 8 * 8 + 5 * 2, 4 * (4 * 8 + 2 * 4 + 2 * 2))
+    assert apart[0].calls == 2 and step_counts.op_terms(HAND, "residual", 0)[0].calls == 2
+    assert step_counts.op_terms(HAND, "residual_layernorm", 0, fused=())[0].calls == 0
 
 
 def test_every_part_is_counted_and_an_unknown_op_is_refused() -> None:
-    work = step_counts.step_work(CONFIGS["xl"])
+    work = step_counts.step_work(CONFIGS["xl"], fused=())
     assert tuple(work) == (*KERNELS, *STEP_OPS)
-    assert all(w.flops > 0 and w.bytes > 0 for w in work.values())
+    assert all(w.flops > 0 and w.bytes > 0 for part, w in work.items() if part not in FUSED_OPS)
+    assert work["residual_layernorm"] == work["bias_gelu"] == step_counts.Work(0, 0)  # ops apart: no fused work
+    fused = step_counts.step_work(CONFIGS["xl"])
+    # with every fusion, only GELU is left with no work: the fc layer's bias_gelu takes each call
+    assert [part for part, w in fused.items() if not w.bytes] == ["gelu"]
     with pytest.raises(ValueError, match="no op 'softmax'"):
         step_counts.op_terms(CONFIGS["xl"], "softmax", 1)
 
@@ -211,7 +241,9 @@ def saved(tmp_path: Path, found: Ceilings | None = None) -> Path:
     return path
 
 
-# Each sample's seconds per part: forward ... adamw, then the whole step (the rest is `other`).
+APART = [op for op in STEP_OPS if op not in FUSED_OPS]
+# Each sample's seconds per part: forward ... adamw (no fused op), then the whole step (the rest
+# is `other`).
 SAMPLES = [
     [0.010, 0.011, 0.012, 0.001, 0.002, 0.003, 0.004, 0.001, 0.001, 0.001, 0.002, 0.050],
     [0.020, 0.021, 0.022, 0.001, 0.002, 0.003, 0.004, 0.001, 0.001, 0.001, 0.002, 0.080],
@@ -229,7 +261,8 @@ def a_run(tmp_path: Path, *, ops: bool = True, threads: int = 1, backends: tuple
                 "step": 0,
                 "seconds": row[-1],
                 "kernel_seconds": dict(zip(KERNELS, row[:3], strict=True)),
-                "op_seconds": dict(zip(STEP_OPS, row[3:11], strict=True)) if ops else None,
+                # a run before the fused ops: none of them in its op times
+                "op_seconds": dict(zip(APART, row[3:11], strict=True)) if ops else None,
                 "loss": 5.0,
             }
             for n, row in enumerate(SAMPLES)
@@ -262,6 +295,12 @@ def test_a_run_is_measured_part_by_part_against_its_floor(tmp_path: Path, capsys
     floors = step_floor.floors(CONFIGS["tiny"], at(100.0, 10.0))
     for part, floor in floors.items():
         assert block["parts"][part]["floor_ms"] == pytest.approx(1e3 * floor.seconds)
+        if part in FUSED_OPS:  # not called: no time, so no distance, and `other` is still known
+            assert measured[part] is None and block["x_floor"]["numba"][part] is None
+            continue
+        if not floor.seconds:  # every call fused into another op: no floor to be measured against
+            assert part == "gelu" and block["x_floor"]["numba"][part] is None
+            continue
         assert block["x_floor"]["numba"][part] == pytest.approx(measured[part] / (1e3 * floor.seconds))
     step_floor_ms = 1e3 * sum(f.seconds for f in floors.values())
     assert block["step_floor_ms"] == pytest.approx(step_floor_ms)

@@ -111,6 +111,9 @@ def test_a_training_run_records_each_configs_floors_at_its_thread_count(cache: P
     assert found is not None and set(found) == {"tiny", "xl"}
     xl = found["xl"]
     for part, work in step_work(CONFIGS["xl"]).items():
+        if not work.bytes:  # gelu: the fused bias_gelu takes every call, so it has no floor
+            assert xl.floor_ms(part) is None and part == "gelu"
+            continue
         assert xl.floor_ms(part) == pytest.approx(1e3 * max(work.flops / 100e9, work.bytes / 10e9))
     assert xl.floor_ms("step") == pytest.approx(sum(xl.floor_ms(p) or 0 for p in step_work(CONFIGS["xl"])))
     assert xl.floor_ms("other") is None

@@ -15,6 +15,7 @@ from ptreg.engine.workloads import layers
 from ptreg.engine.workloads.tinygpt import ReferenceKernels, StepOps, Trainer
 from ptreg.engine.workloads.training import TimedStep, attribution
 from ptreg.records.configs import CONFIGS
+from ptreg.records.measured import FUSED_OPS
 from ptreg.records.run_results import STEP_OPS, StepSample
 
 
@@ -123,11 +124,23 @@ def test_a_step_through_the_backends_ops_is_the_reference_step_when_they_are_its
         assert np.array_equal(value, plain.model.params[name]), name
 
 
-def test_the_step_times_every_op_and_the_attribution_adds_up() -> None:
-    timed = TimedStep(ReferenceKernels())  # type: ignore[arg-type]
+class Unfused(ReferenceKernels):
+    """Every op but the fused ones: a backend written before them, each op NumPy's own."""
+
+    op_tolerances: ClassVar[dict[str, float]] = {op: 0.0 for op in STEP_OPS if op not in FUSED_OPS}
+
+
+for _op, _methods in OP_METHODS.items():
+    if _op not in FUSED_OPS:
+        for _method in _methods:
+            setattr(Unfused, _method, staticmethod(getattr(layers, _method)))
+
+
+def timed_samples(backend: Any, steps: int = 3) -> list[StepSample]:
+    timed = TimedStep(backend)
     trainer = Trainer(CONFIGS["tiny"], timed)
     samples = []
-    for step in range(3):
+    for step in range(steps):
         timed.reset()
         before = time.perf_counter()
         loss = trainer.step()
@@ -142,12 +155,42 @@ def test_the_step_times_every_op_and_the_attribution_adds_up() -> None:
                 loss=loss,
             )
         )
-    assert all(samples[-1].op_seconds[op] > 0 for op in STEP_OPS)  # type: ignore[index]
+    return samples
+
+
+@pytest.mark.parametrize("backend", [ReferenceKernels, Unfused])
+def test_the_step_times_every_op_and_the_attribution_adds_up(backend: type) -> None:
+    """A backend without the fused ops (kernels alone, or every op written before them): the step
+    runs the separate ops, each timed, and never a fused one."""
+    samples = timed_samples(backend())
+    assert all(samples[-1].op_seconds[op] > 0 for op in STEP_OPS if op not in FUSED_OPS)  # type: ignore[index]
+    assert all(samples[-1].op_seconds[op] == 0 for op in FUSED_OPS)  # type: ignore[index]
     found = attribution(samples, step_ms=1.0)
     assert found.ops is not None and set(found.ops) == set(STEP_OPS)
     shares = [found.forward.share, found.backward_da.share, found.backward_db.share, found.other.share]
     assert sum(shares) + sum(s.share for s in found.ops.values()) == pytest.approx(1.0)
     assert found.bounding_part in (*STEP_OPS, "forward", "backward_da", "backward_db")
+
+
+def test_a_backend_that_provides_a_fused_op_has_it_called_and_timed_as_its_own_part() -> None:
+    samples = timed_samples(Reference())
+    times = samples[-1].op_seconds or {}
+    # every GELU of the step is the fc layer's, which bias_gelu takes with its bias
+    assert times["gelu"] == 0 and all(times[op] > 0 for op in STEP_OPS if op != "gelu")
+    found = attribution(samples, step_ms=1.0)
+    assert found.ops is not None and found.ops["residual_layernorm"].share > 0 and found.ops["bias_gelu"].share > 0
+
+
+def test_a_backend_without_the_fused_ops_runs_the_step_it_always_did() -> None:
+    """Bit for bit the reference step, the fused op never called (its methods are not even on
+    the timed proxy, so the step cannot reach it)."""
+    older, plain = Trainer(CONFIGS["tiny"], Unfused()), Trainer(CONFIGS["tiny"], ReferenceKernels())
+    assert set(older.model.ops.provided) == set(STEP_OPS) - set(FUSED_OPS)
+    assert [older.step() for _ in range(2)] == [plain.step() for _ in range(2)]
+    for name, value in older.model.params.items():
+        assert np.array_equal(value, plain.model.params[name]), name
+    timed = TimedStep(Unfused())  # type: ignore[arg-type]
+    assert not hasattr(timed, "residual_layernorm_forward") and "residual_layernorm" not in timed.provided
 
 
 def test_an_attribution_without_op_times_keeps_every_op_in_other() -> None:

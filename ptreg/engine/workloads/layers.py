@@ -188,6 +188,28 @@ def residual_add(x: np.ndarray, branch: np.ndarray) -> np.ndarray:
     return out
 
 
+# --------------------------------------------------------------------------- fused: residual add and layernorm
+
+
+def residual_layernorm_forward(
+    x: np.ndarray, branch: np.ndarray, w: np.ndarray, b: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, Any]:
+    """The stream's add and the layernorm that reads it: (x + branch, its layernorm, cache).
+    Exactly the two reference ops one after the other; a backend fuses them into one pass."""
+    stream = residual_add(x, branch)
+    out, cache = layernorm_forward(stream, w, b)
+    return stream, out, cache
+
+
+def residual_layernorm_backward(
+    dout: np.ndarray, cache: Any, dstream: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The layernorm's backward, its dx then added to the stream's gradient ``dstream`` (where
+    the stream forks): (dstream + dx, dw, db), exactly the two reference ops in the step's order."""
+    dx, dw, db = layernorm_backward(dout, cache)
+    return residual_add(dstream, dx), dw, db
+
+
 def bias_forward(out: np.ndarray, b: np.ndarray) -> None:
     """out += b, row by row, in place (out is the linear layer's fresh product)."""
     out += b
@@ -196,6 +218,24 @@ def bias_forward(out: np.ndarray, b: np.ndarray) -> None:
 def bias_backward(dout: np.ndarray, db: np.ndarray) -> None:
     """db = Σ_rows dout, written into db."""
     db[...] = dout.sum(axis=0)
+
+
+# --------------------------------------------------------------------------- fused: bias and GELU
+
+
+def bias_gelu_forward(out: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """out += b in place (the pre-activation the backward reads), then GELU of it: exactly
+    ``bias_forward`` then ``gelu_forward``; a backend fuses them into one pass."""
+    bias_forward(out, b)
+    return gelu_forward(out)
+
+
+def bias_gelu_backward(dout: np.ndarray, x: np.ndarray, db: np.ndarray) -> np.ndarray:
+    """GELU's backward at x (the biased pre-activation), then the bias's gradient from it, written
+    into db: exactly ``gelu_backward`` then ``bias_backward``. Returns dx."""
+    dx = gelu_backward(dout, x)
+    bias_backward(dx, db)
+    return dx
 
 
 # --------------------------------------------------------------------------- AdamW

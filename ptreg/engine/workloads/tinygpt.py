@@ -13,7 +13,8 @@ The one rule that shapes the layout: every linear layer's matrix products (qkv p
 attention output projection, MLP fc, MLP projection, output head) go through a ``kernels``
 object with the three methods of the kernel contract (``docs/backends.md``), and every other op
 of the step (``layers.py``) goes through it too when it provides that op, else through the NumPy
-reference (``StepOps``):
+reference (``StepOps``); a fused op (one standing for two run back to back) is called only
+when the backend provides it, the two ops apart otherwise:
 
     kernels.matmul_forward(a, b, out)      out = a · b       y  = x · W
     kernels.matmul_backward_da(dc, b, out) out = dc · bᵀ     dx = dy · Wᵀ
@@ -178,22 +179,29 @@ class TinyGPT:
         if cfg.context < T:
             raise ValueError(f"sequence length {T} exceeds the context {cfg.context}")
         x = ops.encoder_forward(p["wte"], p["wpe"], tokens)  # (B·T, C), the residual stream
+        branch: np.ndarray | None = None  # the last sub-block's output, not yet added to x
         blocks = []
         for i in range(cfg.layers):
-            # attention sub-block: x = x + proj(attention(qkv(ln1(x))))
-            ln1, ln1_cache = ops.layernorm_forward(x, p["ln1w"][i], p["ln1b"][i])
+            # attention sub-block: x = x + proj(attention(qkv(ln1(x)))), after the last block's add
+            x, ln1, ln1_cache, ln1_fused = self._add_then_norm(x, branch, p["ln1w"][i], p["ln1b"][i])
             qkv = linear_forward(ops, ln1, p["qkvw"][i], p["qkvb"][i])
             atty, att_cache = ops.attention_forward(qkv, B, T, cfg.heads)
-            x = ops.residual_add(x, linear_forward(ops, atty, p["attprojw"][i], p["attprojb"][i]))
+            branch = linear_forward(ops, atty, p["attprojw"][i], p["attprojb"][i])
             # MLP sub-block: x = x + proj(gelu(fc(ln2(x))))
-            ln2, ln2_cache = ops.layernorm_forward(x, p["ln2w"][i], p["ln2b"][i])
-            fch = linear_forward(ops, ln2, p["fcw"][i], p["fcb"][i])
-            fch_gelu = ops.gelu_forward(fch)
-            x = ops.residual_add(x, linear_forward(ops, fch_gelu, p["fcprojw"][i], p["fcprojb"][i]))
+            x, ln2, ln2_cache, ln2_fused = self._add_then_norm(x, branch, p["ln2w"][i], p["ln2b"][i])
+            if "bias_gelu" in ops.provided:  # the bias added in the same pass as the GELU
+                fch = linear_forward(ops, ln2, p["fcw"][i], None)
+                fch_gelu = ops.bias_gelu_forward(fch, p["fcb"][i])
+            else:
+                fch = linear_forward(ops, ln2, p["fcw"][i], p["fcb"][i])
+                fch_gelu = ops.gelu_forward(fch)
+            branch = linear_forward(ops, fch_gelu, p["fcprojw"][i], p["fcprojb"][i])
             blocks.append(
                 {
                     "ln1": ln1,
                     "ln1_cache": ln1_cache,
+                    "ln1_fused": ln1_fused,
+                    "ln2_fused": ln2_fused,
                     "att_cache": att_cache,
                     "atty": atty,
                     "ln2": ln2,
@@ -202,6 +210,8 @@ class TinyGPT:
                     "fch_gelu": fch_gelu,
                 }
             )
+        # apart, not fused: the final layernorm's backward adds its dx to no stream gradient
+        x = ops.residual_add(x, branch)
         lnf, lnf_cache = ops.layernorm_forward(x, p["lnfw"], p["lnfb"])
         logits = linear_forward(ops, lnf, p["wte"], None)  # tied head: x · wte, no bias
         loss, probs = ops.crossentropy_forward(logits, targets.reshape(-1))
@@ -216,6 +226,32 @@ class TinyGPT:
         }
         return loss
 
+    def _add_then_norm(
+        self, x: np.ndarray, branch: np.ndarray | None, w: np.ndarray, b: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, Any, bool]:
+        """x + branch (x itself without a branch) and its layernorm, with the cache and whether the
+        fused op made them: fused when the backend provides it, else the two ops apart."""
+        ops = self.ops
+        if branch is None:
+            out, cache = ops.layernorm_forward(x, w, b)
+            return x, out, cache, False
+        if "residual_layernorm" in ops.provided:
+            stream, out, cache = ops.residual_layernorm_forward(x, branch, w, b)
+            return stream, out, cache, True
+        stream = ops.residual_add(x, branch)
+        out, cache = ops.layernorm_forward(stream, w, b)
+        return stream, out, cache, False
+
+    def _norm_back_then_add(self, dout: np.ndarray, cache: Any, dx: np.ndarray, fused: bool) -> tuple[Any, Any, Any]:
+        """The layernorm's backward, its dx added to the stream's gradient dx: by the fused op
+        when its forward was the fused one (the backward reads that forward's cache)."""
+        ops = self.ops
+        if fused:
+            found: tuple[Any, Any, Any] = ops.residual_layernorm_backward(dout, cache, dx)
+            return found
+        dbranch, dw, db = ops.layernorm_backward(dout, cache)
+        return ops.residual_add(dx, dbranch), dw, db
+
     def backward(self) -> dict[str, np.ndarray]:
         """Gradients of the last forward's loss, same keys and shapes as ``params``."""
         if self.cache is None:
@@ -229,16 +265,18 @@ class TinyGPT:
             a = c["blocks"][i]
             # MLP sub-block; the residual passes dx through unchanged and adds the branch's
             dfch_gelu = linear_backward(ops, dx, a["fch_gelu"], p["fcprojw"][i], g["fcprojw"][i], g["fcprojb"][i])
-            dfch = ops.gelu_backward(dfch_gelu, a["fch"])
-            dln2 = linear_backward(ops, dfch, a["ln2"], p["fcw"][i], g["fcw"][i], g["fcb"][i])
-            dbranch, g["ln2w"][i], g["ln2b"][i] = ops.layernorm_backward(dln2, a["ln2_cache"])
-            dx = ops.residual_add(dx, dbranch)
+            if "bias_gelu" in ops.provided:  # fcb's gradient summed as GELU's backward writes dfch
+                dfch = ops.bias_gelu_backward(dfch_gelu, a["fch"], g["fcb"][i])
+                dln2 = linear_backward(ops, dfch, a["ln2"], p["fcw"][i], g["fcw"][i], None)
+            else:
+                dfch = ops.gelu_backward(dfch_gelu, a["fch"])
+                dln2 = linear_backward(ops, dfch, a["ln2"], p["fcw"][i], g["fcw"][i], g["fcb"][i])
+            dx, g["ln2w"][i], g["ln2b"][i] = self._norm_back_then_add(dln2, a["ln2_cache"], dx, a["ln2_fused"])
             # attention sub-block
             datty = linear_backward(ops, dx, a["atty"], p["attprojw"][i], g["attprojw"][i], g["attprojb"][i])
             dqkv = ops.attention_backward(datty, a["att_cache"])
             dln1 = linear_backward(ops, dqkv, a["ln1"], p["qkvw"][i], g["qkvw"][i], g["qkvb"][i])
-            dbranch, g["ln1w"][i], g["ln1b"][i] = ops.layernorm_backward(dln1, a["ln1_cache"])
-            dx = ops.residual_add(dx, dbranch)
+            dx, g["ln1w"][i], g["ln1b"][i] = self._norm_back_then_add(dln1, a["ln1_cache"], dx, a["ln1_fused"])
         ops.encoder_backward(dx, c["tokens"], g["wte"], g["wpe"])  # adds to the head's dwte
         return g
 

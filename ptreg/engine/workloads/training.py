@@ -26,7 +26,7 @@ from ...records.run_results import (
     StepSample,
 )
 from ...records.step_work import above_floor
-from ..backends import METHOD_OF_KERNEL, OP_METHODS, Backend
+from ..backends import FUSED, METHOD_OF_KERNEL, OP_METHODS, Backend
 from ..ceilings import missing_note
 from ..protocol import CellTask
 from ..stats import inverted, paired_ratio, summarize, too_wide
@@ -76,6 +76,8 @@ class TimedStep:
         for kernel, method in METHOD_OF_KERNEL.items():
             setattr(self, method, self._timed(getattr(step, method), self.seconds, kernel))
         for op, methods in OP_METHODS.items():
+            if op in FUSED and op not in self.provided:
+                continue  # absent, so the step over this proxy runs the separate ops, as the backend does
             for method in methods:
                 setattr(self, method, self._timed(getattr(step, method), self.op_seconds, op))
 
@@ -154,7 +156,9 @@ def part_seconds(cell: Cell, timed_steps: int) -> dict[str, dict[int, float]]:
         for kernel in KERNELS:
             found.setdefault(kernel, {})[r] = sum(s.kernel_seconds.get(kernel, 0.0) for s in group) / n
         for op in STEP_OPS:
-            found.setdefault(op, {})[r] = sum((s.op_seconds or {}).get(op, 0.0) for s in group) / n
+            seconds = sum((s.op_seconds or {}).get(op, 0.0) for s in group) / n
+            if seconds > 0:  # an op the step never called (a fusion the backend lacks) has no time to compare
+                found.setdefault(op, {})[r] = seconds
         rest = sum(s.seconds - sum(s.kernel_seconds.values()) - sum((s.op_seconds or {}).values()) for s in group)
         found.setdefault("other", {})[r] = max(rest / n, 1e-12)  # a ratio needs a positive time
     return found
@@ -378,7 +382,9 @@ class TrainingWorkload(BackendsWorkload):
             return None
         spec = backends_spec(results.spec)
         own = {p.backend: {check.op for check in p.op_checks or []} for p in results.parity}
-        parts: list[str] = [*KERNELS, *STEP_OPS, "other"]
+        # a fused op no backend here called (none provides it, or a run before it) is left out
+        called = {p for c in cells for p in FUSED if (taken := _part_share(c.attribution, p)) and taken.ms > 0}
+        parts: list[str] = [p for p in (*KERNELS, *STEP_OPS, "other") if p not in FUSED or p in called]
         per_repeat = {c.backend: part_seconds(c, spec.timed_steps) for c in cells}
         baseline = per_repeat.get(spec.baseline)
         others = [c for c in cells if c.backend != spec.baseline]
@@ -393,11 +399,15 @@ class TrainingWorkload(BackendsWorkload):
             for c in cells:
                 share = _part_share(c.attribution, part)
                 mark = "*" if part in own.get(c.backend, set()) else ""
+                if share is not None and share.ms == 0 and part in STEP_OPS:
+                    row.append("not called")  # a fused op the backend lacks, or an op its fusions took whole
+                    continue
                 distance = above_floor(share.ms if share else None, floors, part)
                 above = f", {distance:.1f}x floor" if distance is not None else ""
                 row.append(f"{number(share.ms)}{mark} ({percent(share.share)}{above})" if share else "unknown")
             for c in others:
-                found = paired_ratio(baseline[part], per_repeat[c.backend][part]) if baseline else None
+                mine, theirs = (baseline or {}).get(part), per_repeat[c.backend].get(part)
+                found = paired_ratio(mine, theirs) if mine and theirs else None
                 row.append(ratio_text(found.median if found else None, found))
             rows.append(row)
         headers = [
