@@ -180,7 +180,7 @@ class Stopwatch:
         First the warm worker's objects (its modules, the backend, the workload's set-up, all
         alive until the worker ends) are frozen out of the collector's reach: the collection
         before each region then walks only what was made since, not every object of the worker
-        (under valgrind that walk was half of a counted worker's time), and a full collection
+        (under valgrind that walk was a quarter to a half of a counted worker's time), and a full collection
         inside a region no longer counts how many modules the worker happens to hold."""
         assert self.clock is not None
         gc.collect()
