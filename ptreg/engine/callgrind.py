@@ -175,8 +175,16 @@ class Stopwatch:
 
     def calibrate(self) -> int:
         """Measure what the marks around an empty region cost, once the cell is warm: the
-        least over several, once Python has specialized the path."""
+        least over several, once Python has specialized the path.
+
+        First the warm worker's objects (its modules, the backend, the workload's set-up, all
+        alive until the worker ends) are frozen out of the collector's reach: the collection
+        before each region then walks only what was made since, not every object of the worker
+        (under valgrind that walk was a quarter to a half of a counted worker's time), and a full collection
+        inside a region no longer counts how many modules the worker happens to hold."""
         assert self.clock is not None
+        gc.collect()
+        gc.freeze()
         costs = []
         for _ in range(EMPTY_REGIONS):
             started = self.start()

@@ -9,13 +9,16 @@ of unchanged code count the same to 0.1%, and that a backend doing 10% more call
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import statistics
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ptreg.engine.callgrind import InstructionClock, Stopwatch
 from ptreg.engine.executor import Executor
 from ptreg.engine.measurement import Measurement, measure
 from ptreg.engine.workloads import workload_named
@@ -162,6 +165,33 @@ def test_a_spec_without_the_key_or_with_wall_hashes_as_before() -> None:
     assert absent.sha256 == wall.sha256 != counted.sha256
     # what a spec of these fields hashed to before the key existed: its own text, hashed
     assert absent.sha256 == identity(raw, 1)
+
+
+class _FixedCountClock(InstructionClock):
+    """Marks without valgrind: every region between two marks counts 7,000 instructions."""
+
+    def mark(self) -> int:
+        self.marks += 1
+        return self.marks
+
+    def since(self, first: int, last: int) -> int:
+        return 7000
+
+
+def test_calibrating_freezes_the_warm_worker_out_of_each_regions_collection(tmp_path: Path) -> None:
+    """Once warm, the worker's objects are out of the collector's walk: the collection before
+    each region (and any inside one) walks what was made since, not the whole worker."""
+    warm = [[] for _ in range(1000)]  # containers the collector tracks, alive since before warm-up ended
+    stopwatch = Stopwatch(_FixedCountClock(tmp_path))
+    try:
+        assert stopwatch.calibrate() == 7000 and stopwatch.marks_cost == 7000
+        walked = {id(o) for o in gc.get_objects()}
+        assert gc.get_freeze_count() >= len(warm)
+        assert not [w for w in warm if id(w) in walked]
+        made_later: list[list[int]] = [[]]
+        assert id(made_later) in {id(o) for o in gc.get_objects()}
+    finally:
+        gc.unfreeze()  # this test's process is not a worker: its objects go back to the collector
 
 
 def _counted_under(**changes: Any) -> CountedUnder:
