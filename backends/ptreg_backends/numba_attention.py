@@ -37,6 +37,16 @@ from ptreg.engine.environment import cpu_flags
 
 from .numba_gemm import _element, _literals, _slot, _sum_move, _sum_zero, _sums, _vector
 from .numba_ops import ONE, REASSOCIATE, ZERO, exp32, variants
+from .numba_softmax import (
+    ROWS,
+    exp_sum,
+    lane_fill,
+    lane_max,
+    lane_scale,
+    rows_reduced,
+    transpose_block,
+    weights_and_grads,
+)
 
 
 @intrinsic
@@ -66,7 +76,6 @@ def _sum_fma(  # pragma: no cover
     return types.void(sums, k, vector_bits, column, at, strip, offset), codegen
 
 
-ROWS = 8  # queries per block: each key or value vector loaded serves eight rows
 # One vector of sums: 16 float32 lanes with AVX-512, else 8 (a tile's 16 vectors of sums then
 # fill AVX2's 16 registers, and LLVM spills some: slower there, never wrong). numba's disk cache
 # is keyed by the CPU it compiled for, so a cached kernel always has this machine's width.
@@ -88,18 +97,25 @@ def _padded(n: int) -> int:  # pragma: no cover
 
 @numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
 def _pack(
-    qkv: np.ndarray, base: int, T: int, offset: int, hs: int, rows: np.ndarray, columns: np.ndarray
+    qkv: np.ndarray,
+    base: int,
+    T: int,
+    offset: int,
+    hs: int,
+    factor: np.float32,
+    rows: np.ndarray,
+    columns: np.ndarray,
 ) -> None:  # pragma: no cover
-    """One head's (T, hs) block of qkv from column ``offset`` into rows (Tp, HSP) and, when it
-    has any, transposed columns (HSP, Tp); the padding stays zero."""
-    transposed = columns.shape[0] > 0
+    """One head's (T, hs) block of qkv from column ``offset``, times ``factor``, into rows
+    (Tp, HSP) and, when it has any, transposed columns (HSP, Tp); the padding stays zero."""
     for s in range(T):
-        source = qkv[base + s, offset : offset + hs]
-        row = rows[s]
-        for d in range(hs):
-            row[d] = source[d]
-            if transposed:
-                columns[d, s] = source[d]
+        source, row = qkv[base + s, offset : offset + hs], rows[s]
+        for d in range(hs):  # a loop of its own, with no test inside, vectorises
+            row[d] = source[d] * factor
+    if columns.shape[0] > 0:  # whole blocks, padding included (zero, and zero where it lands)
+        for s0 in range(0, rows.shape[0], LANES):
+            for d0 in range(0, rows.shape[1], LANES):
+                transpose_block(BITS, rows, s0, d0, columns)
 
 
 @numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
@@ -124,16 +140,17 @@ def _scores(
 
 @numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
 def _weighted(
-    sums: Any, block: np.ndarray, b: np.ndarray, k0: int, wide: int, acc: np.ndarray
+    sums: Any, block: np.ndarray, b: np.ndarray, k0: int, wide: int, acc: np.ndarray, factors: np.ndarray
 ) -> None:  # pragma: no cover
-    """acc[i, :] += Σ_s block[i, s] · b[k0 + s, :] (b in rows, (Tp, HSP)): per WIDE channels, 16
-    vectors of sums in registers along the block's keys."""
+    """acc[i, :] = acc[i, :] · factors[i] + Σ_s block[i, s] · b[k0 + s, :] (b in rows, (Tp, HSP)):
+    per WIDE channels, 16 vectors of sums in registers along the block's keys."""
     HSP, KB = b.shape[1], block.shape[1]
     wf, bf = block.reshape(block.size), b.reshape(b.size)
     for d0 in range(0, HSP, WIDE):
         for i in range(ROWS):
             for w in range(2):
                 _sum_move(sums, i * 2 + w, BITS, acc, i, d0 + w * LANES, 0)
+                lane_scale(sums, i * 2 + w, BITS, factors, i)
         for s in range(wide):
             for i in range(ROWS):
                 for w in range(2):
@@ -166,69 +183,73 @@ def _outer(
 
 
 def _flash_forward(
-    qkv: np.ndarray, B: int, T: int, NH: int, scale: np.float32, out: np.ndarray, lse: np.ndarray
+    qkv: np.ndarray, B: int, T: int, NH: int, scale: np.float32, out: np.ndarray, lse: np.ndarray, chunks: int
 ) -> None:  # pragma: no cover
     """Per (b, h) and block of ROWS queries, the keys in blocks of KEYS with an online softmax:
     each row keeps its running max and sum, and rescales what it summed when the max grows. No
-    (T, T) weights are kept, only each row's log-sum-exp (lse) for the backward."""
+    (T, T) weights are kept, only each row's log-sum-exp (lse) for the backward. q is packed
+    times the scale, so the scores come out scaled."""
     C = qkv.shape[1] // 3
     hs = C // NH
     HSP, Tp = _padded(hs), _padded(T)
-    for task in prange(B * NH):
-        b, h = task // NH, task % NH
-        base = b * T
+    heads = B * NH
+    parts = min(heads, chunks)  # one set of buffers a chunk of heads (a thread's), not a head
+    per = (heads + parts - 1) // parts
+    for part in prange(parts):
         sums = _sums(SUMS, BITS)
+        rowwise = _sums(SUMS, BITS)  # the softmax's vectors apart from the products'
         none = np.zeros((0, Tp), np.float32)
         q, keys = np.zeros((Tp, HSP), np.float32), np.zeros((HSP, Tp), np.float32)
         k, v = np.zeros((Tp, HSP), np.float32), np.zeros((Tp, HSP), np.float32)
-        _pack(qkv, base, T, h * hs, hs, q, none)
-        _pack(qkv, base, T, C + h * hs, hs, k, keys)
-        _pack(qkv, base, T, 2 * C + h * hs, hs, v, none)
         block = np.empty((ROWS, KEYS), np.float32)
         acc = np.empty((ROWS, HSP), np.float32)
         top = np.empty(ROWS, np.float32)
         total = np.empty(ROWS, np.float32)
-        for t0 in range(0, T, ROWS):
-            acc[:] = ZERO
-            top[:] = NEG_INF
-            total[:] = ZERO
-            end = t0 + ROWS  # keys past the block's last query are masked for all of its rows
-            for k0 in range(0, end, KEYS):
-                width = min(KEYS, end - k0)
-                wide = _padded(width)  # keys past width are masked (or padding): weight zero
-                _scores(sums, q, t0, keys, k0, wide, hs, block)
+        shrink = np.empty(ROWS, np.float32)
+        best = np.empty(ROWS, np.float32)
+        added = np.empty(ROWS, np.float32)
+        for task in range(part * per, min(heads, (part + 1) * per)):
+            b, h = task // NH, task % NH
+            base = b * T
+            _pack(qkv, base, T, h * hs, hs, scale, q, none)
+            _pack(qkv, base, T, C + h * hs, hs, ONE, k, keys)
+            _pack(qkv, base, T, 2 * C + h * hs, hs, ONE, v, none)
+            for t0 in range(0, T, ROWS):
+                acc[:] = ZERO
+                top[:] = NEG_INF
+                total[:] = ZERO
+                end = t0 + ROWS  # keys past the block's last query are masked for all of its rows
+                for k0 in range(0, end, KEYS):
+                    width = min(KEYS, end - k0)
+                    wide = _padded(width)  # keys past width are masked (or padding): weight zero
+                    _scores(sums, q, t0, keys, k0, wide, hs, block)
+                    # row i sees keys k0 .. t0 + i: the first min(first + i, width) of the block
+                    first = t0 + 1 - k0
+                    for i in range(ROWS):
+                        lane_fill(rowwise, i, BITS, NEG_INF)
+                    for c in range(0, wide, LANES):
+                        for i in range(ROWS):
+                            lane_max(rowwise, i, BITS, block, i, c, min(first + i, width))
+                    rows_reduced(rowwise, 0, BITS, 1, best)
+                    for i in range(ROWS):
+                        best[i] = max(best[i], top[i])
+                        shrink[i] = ZERO if top[i] == NEG_INF else exp32(top[i] - best[i])
+                        lane_fill(rowwise, ROWS + i, BITS, ZERO)
+                    for c in range(0, wide, LANES):
+                        for i in range(ROWS):
+                            exp_sum(rowwise, ROWS + i, BITS, block, i, c, min(first + i, width), best[i])
+                    rows_reduced(rowwise, ROWS, BITS, 0, added)
+                    for i in range(ROWS):
+                        total[i] = total[i] * shrink[i] + added[i]
+                        top[i] = best[i]
+                    _weighted(sums, block, v, k0, wide, acc, shrink)
                 for i in range(ROWS):
-                    row = block[i]
-                    n = min(t0 + i + 1 - k0, width)  # the keys this row may see in the block
-                    if n <= 0:
-                        for s in range(wide):
-                            row[s] = ZERO
-                        continue
-                    best = top[i]
-                    for s in range(n):
-                        row[s] *= scale
-                        best = max(best, row[s])
-                    shrink = ZERO if top[i] == NEG_INF else exp32(top[i] - best)
-                    added = ZERO
-                    for s in range(n):
-                        e = exp32(row[s] - best)
-                        row[s] = e
-                        added += e
-                    for s in range(n, wide):
-                        row[s] = ZERO  # the causal mask
-                    total[i] = total[i] * shrink + added
-                    top[i] = best
-                    if shrink != ONE:
+                    t = t0 + i
+                    if t < T:
+                        inverse, sums_i, row = ONE / total[i], acc[i], out[base + t, h * hs : h * hs + hs]
                         for d in range(hs):
-                            acc[i, d] *= shrink
-                _weighted(sums, block, v, k0, wide, acc)
-            for i in range(ROWS):
-                t = t0 + i
-                if t < T:
-                    inverse = ONE / total[i]
-                    for d in range(hs):
-                        out[base + t, h * hs + d] = acc[i, d] * inverse
-                    lse[b, h, t] = top[i] + np.log(total[i])
+                            row[d] = sums_i[d] * inverse
+                        lse[b, h, t] = top[i] + np.log(total[i])
 
 
 def _flash_backward(
@@ -240,73 +261,78 @@ def _flash_backward(
     NH: int,
     scale: np.float32,
     dqkv: np.ndarray,
+    chunks: int,
 ) -> None:  # pragma: no cover
     """The weights recomputed block by block from q, k and each row's lse (exp(score - lse)),
-    then as the forward-keeping backward: dP = dy·vᵀ, dS = P·(dP - Σ dy·y)·scale, dV += Pᵀ·dy,
-    dQ += dS·k, dK += dSᵀ·q."""
+    then as the forward-keeping backward: dP = dy·vᵀ, dS = P·(dP - Σ dy·y), dV += Pᵀ·dy,
+    dQ += dS·k (times the scale at the end), dK += dSᵀ·q (q packed times the scale)."""
     B = lse.shape[0]
     C = qkv.shape[1] // 3
     hs = C // NH
     HSP, Tp = _padded(hs), _padded(T)
-    for task in prange(B * NH):
-        b, h = task // NH, task % NH
-        base = b * T
+    heads = B * NH
+    parts = min(heads, chunks)
+    per = (heads + parts - 1) // parts
+    for part in prange(parts):
         sums = _sums(SUMS, BITS)
         none = np.zeros((0, Tp), np.float32)
         q, keys = np.zeros((Tp, HSP), np.float32), np.zeros((HSP, Tp), np.float32)
         k, values = np.zeros((Tp, HSP), np.float32), np.zeros((HSP, Tp), np.float32)
         v, dy = np.zeros((Tp, HSP), np.float32), np.zeros((Tp, HSP), np.float32)
-        _pack(qkv, base, T, h * hs, hs, q, none)
-        _pack(qkv, base, T, C + h * hs, hs, k, keys)
-        _pack(qkv, base, T, 2 * C + h * hs, hs, v, values)
-        _pack(dout, base, T, h * hs, hs, dy, none)  # head h's output sits in columns h·hs.. of out
         dk = np.zeros((Tp, HSP), np.float32)
         dv = np.zeros((Tp, HSP), np.float32)
         weights = np.empty((ROWS, KEYS), np.float32)
         grads = np.empty((ROWS, KEYS), np.float32)
         dq = np.empty((ROWS, HSP), np.float32)
+        unscaled = np.ones(ROWS, np.float32)  # dQ's sums carry over from block to block as they are
         both = np.empty(ROWS, np.float32)  # Σ_d dy·y of each row: softmax's backward needs no row of P
-        for t0 in range(0, T, ROWS):
-            for i in range(ROWS):
-                t = t0 + i
-                dot = ZERO
-                if t < T:
-                    for d in range(hs):
-                        dot += dy[t, d] * out[base + t, h * hs + d]
-                both[i] = dot
-            dq[:] = ZERO
-            end = t0 + ROWS
-            for k0 in range(0, end, KEYS):
-                width = min(KEYS, end - k0)
-                wide = _padded(width)
-                _scores(sums, q, t0, keys, k0, wide, hs, weights)
-                _scores(sums, dy, t0, values, k0, wide, hs, grads)
+        for task in range(part * per, min(heads, (part + 1) * per)):
+            b, h = task // NH, task % NH
+            base = b * T
+            _pack(qkv, base, T, h * hs, hs, scale, q, none)
+            _pack(qkv, base, T, C + h * hs, hs, ONE, k, keys)
+            _pack(qkv, base, T, 2 * C + h * hs, hs, ONE, v, values)
+            _pack(dout, base, T, h * hs, hs, ONE, dy, none)  # head h's output sits in columns h·hs.. of out
+            dk[:] = ZERO
+            dv[:] = ZERO
+            for t0 in range(0, T, ROWS):
                 for i in range(ROWS):
-                    row, grad = weights[i], grads[i]
                     t = t0 + i
-                    n = max(min(t + 1 - k0, width), 0) if t < T else 0  # a padding row has no weights
-                    if n:
-                        top = lse[b, h, t]
-                        for s in range(n):
-                            p = exp32(row[s] * scale - top)
-                            row[s] = p
-                            grad[s] = p * (grad[s] - both[i]) * scale
-                    for s in range(n, wide):
-                        row[s] = ZERO
-                        grad[s] = ZERO
-                _outer(sums, weights, dy, t0, k0, wide, dv)
-                _outer(sums, grads, q, t0, k0, wide, dk)
-                _weighted(sums, grads, k, k0, wide, dq)
-            for i in range(ROWS):
-                if t0 + i < T:
-                    for d in range(hs):
-                        dqkv[base + t0 + i, h * hs + d] = dq[i, d]
-        for s in range(T):
-            rk = dqkv[base + s, C + h * hs : C + h * hs + hs]
-            rv = dqkv[base + s, 2 * C + h * hs : 2 * C + h * hs + hs]
-            for d in range(hs):
-                rk[d] = dk[s, d]
-                rv[d] = dv[s, d]
+                    dot = ZERO
+                    if t < T:
+                        gradient, output = dy[t], out[base + t, h * hs : h * hs + hs]  # slices from 0: no index wrapped
+                        for d in range(hs):
+                            dot += gradient[d] * output[d]
+                    both[i] = dot
+                dq[:] = ZERO
+                end = t0 + ROWS
+                for k0 in range(0, end, KEYS):
+                    width = min(KEYS, end - k0)
+                    wide = _padded(width)
+                    _scores(sums, q, t0, keys, k0, wide, hs, weights)
+                    _scores(sums, dy, t0, values, k0, wide, hs, grads)
+                    for i in range(ROWS):
+                        t = t0 + i
+                        n, top = (min(t + 1 - k0, width), lse[b, h, t]) if t < T else (0, ZERO)  # padding: no weights
+                        for c in range(0, wide, LANES):
+                            weights_and_grads(BITS, weights, i, c, n, grads, top, both[i])
+                    _outer(sums, weights, dy, t0, k0, wide, dv)
+                    _outer(sums, grads, q, t0, k0, wide, dk)
+                    _weighted(sums, grads, k, k0, wide, dq, unscaled)
+                for i in range(ROWS):
+                    if t0 + i < T:
+                        sums_i, row = dq[i], dqkv[base + t0 + i, h * hs : h * hs + hs]
+                        for d in range(hs):
+                            row[d] = sums_i[d] * scale
+            for s in range(T):
+                rk, rv = (
+                    dqkv[base + s, C + h * hs : C + h * hs + hs],
+                    dqkv[base + s, 2 * C + h * hs : 2 * C + h * hs + hs],
+                )
+                dks, dvs = dk[s], dv[s]
+                for d in range(hs):
+                    rk[d] = dks[d]
+                    rv[d] = dvs[d]
 
 
 attention_forward = variants(_flash_forward, REASSOCIATE)
