@@ -40,6 +40,7 @@ from .numba_ops import ONE, REASSOCIATE, ZERO, exp32, variants
 from .numba_softmax import (
     ROWS,
     exp_sum,
+    lane_dot,
     lane_fill,
     lane_max,
     lane_scale,
@@ -95,6 +96,13 @@ def _padded(n: int) -> int:  # pragma: no cover
     return (n + WIDE - 1) // WIDE * WIDE
 
 
+@numba.njit(cache=True, inline="always")
+def _vectors(n: int) -> int:  # pragma: no cover
+    """n keys rounded up to whole vectors: a block's run of keys needs no more (the last half
+    tile of scores is a tile of its own), which saves up to a vector of masked keys a row."""
+    return (n + LANES - 1) // LANES * LANES
+
+
 @numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
 def _pack(
     qkv: np.ndarray,
@@ -123,10 +131,12 @@ def _scores(
     sums: Any, a: np.ndarray, t0: int, b: np.ndarray, k0: int, wide: int, hs: int, block: np.ndarray
 ) -> None:  # pragma: no cover
     """block[i, s] = a[t0 + i] · b[:, k0 + s] for s < wide (b transposed, (HSP, Tp)): per tile of
-    WIDE keys, 16 vectors of sums in registers along the head's channels."""
+    WIDE keys, 16 vectors of sums in registers along the head's channels; a last vector of keys
+    (wide a multiple of LANES only) as a tile of ROWS × LANES."""
     HSP, Tp = a.shape[1], b.shape[1]
     af, bf = a.reshape(a.size), b.reshape(b.size)
-    for s0 in range(0, wide, WIDE):
+    whole = wide // WIDE * WIDE
+    for s0 in range(0, whole, WIDE):
         for x in range(SUMS):
             _sum_zero(sums, x, BITS)
         for d in range(hs):
@@ -136,6 +146,14 @@ def _scores(
         for i in range(ROWS):
             for w in range(2):
                 _sum_move(sums, i * 2 + w, BITS, block, i, s0 + w * LANES, 1)
+    if wide > whole:
+        for i in range(ROWS):
+            _sum_zero(sums, i, BITS)
+        for d in range(hs):
+            for i in range(ROWS):
+                _sum_fma(sums, i, BITS, af, (t0 + i) * HSP + d, bf, d * Tp + k0 + whole)
+        for i in range(ROWS):
+            _sum_move(sums, i, BITS, block, i, whole, 1)
 
 
 @numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
@@ -221,7 +239,7 @@ def _flash_forward(
                 end = t0 + ROWS  # keys past the block's last query are masked for all of its rows
                 for k0 in range(0, end, KEYS):
                     width = min(KEYS, end - k0)
-                    wide = _padded(width)  # keys past width are masked (or padding): weight zero
+                    wide = _vectors(width)  # keys past width are masked (or padding): weight zero
                     _scores(sums, q, t0, keys, k0, wide, hs, block)
                     # row i sees keys k0 .. t0 + i: the first min(first + i, width) of the block
                     first = t0 + 1 - k0
@@ -275,10 +293,12 @@ def _flash_backward(
     per = (heads + parts - 1) // parts
     for part in prange(parts):
         sums = _sums(SUMS, BITS)
+        rowwise = _sums(SUMS, BITS)
         none = np.zeros((0, Tp), np.float32)
         q, keys = np.zeros((Tp, HSP), np.float32), np.zeros((HSP, Tp), np.float32)
         k, values = np.zeros((Tp, HSP), np.float32), np.zeros((HSP, Tp), np.float32)
         v, dy = np.zeros((Tp, HSP), np.float32), np.zeros((Tp, HSP), np.float32)
+        y = np.zeros((Tp, HSP), np.float32)
         dk = np.zeros((Tp, HSP), np.float32)
         dv = np.zeros((Tp, HSP), np.float32)
         weights = np.empty((ROWS, KEYS), np.float32)
@@ -286,6 +306,8 @@ def _flash_backward(
         dq = np.empty((ROWS, HSP), np.float32)
         unscaled = np.ones(ROWS, np.float32)  # dQ's sums carry over from block to block as they are
         both = np.empty(ROWS, np.float32)  # Σ_d dy·y of each row: softmax's backward needs no row of P
+        seen = np.empty(ROWS, np.int64)  # how many of the block's keys each row sees
+        top = np.empty(ROWS, np.float32)  # each row's log-sum-exp
         for task in range(part * per, min(heads, (part + 1) * per)):
             b, h = task // NH, task % NH
             base = b * T
@@ -293,29 +315,29 @@ def _flash_backward(
             _pack(qkv, base, T, C + h * hs, hs, ONE, k, keys)
             _pack(qkv, base, T, 2 * C + h * hs, hs, ONE, v, values)
             _pack(dout, base, T, h * hs, hs, ONE, dy, none)  # head h's output sits in columns h·hs.. of out
+            _pack(out, base, T, h * hs, hs, ONE, y, none)
             dk[:] = ZERO
             dv[:] = ZERO
             for t0 in range(0, T, ROWS):
                 for i in range(ROWS):
-                    t = t0 + i
-                    dot = ZERO
-                    if t < T:
-                        gradient, output = dy[t], out[base + t, h * hs : h * hs + hs]  # slices from 0: no index wrapped
-                        for d in range(hs):
-                            dot += gradient[d] * output[d]
-                    both[i] = dot
+                    lane_fill(rowwise, i, BITS, ZERO)
+                for d0 in range(0, HSP, LANES):
+                    for i in range(ROWS):
+                        lane_dot(rowwise, i, BITS, dy, t0 + i, d0, y)
+                rows_reduced(rowwise, 0, BITS, 0, both)  # a padding row's is 0: its dy is
                 dq[:] = ZERO
                 end = t0 + ROWS
                 for k0 in range(0, end, KEYS):
                     width = min(KEYS, end - k0)
-                    wide = _padded(width)
+                    wide = _vectors(width)
                     _scores(sums, q, t0, keys, k0, wide, hs, weights)
                     _scores(sums, dy, t0, values, k0, wide, hs, grads)
                     for i in range(ROWS):
                         t = t0 + i
-                        n, top = (min(t + 1 - k0, width), lse[b, h, t]) if t < T else (0, ZERO)  # padding: no weights
-                        for c in range(0, wide, LANES):
-                            weights_and_grads(BITS, weights, i, c, n, grads, top, both[i])
+                        seen[i], top[i] = (min(t + 1 - k0, width), lse[b, h, t]) if t < T else (0, ZERO)  # padding
+                    for c in range(0, wide, LANES):
+                        for i in range(ROWS):  # the rows' exps are independent: unrolled, they overlap
+                            weights_and_grads(BITS, weights, i, c, seen[i], grads, top[i], both[i])
                     _outer(sums, weights, dy, t0, k0, wide, dv)
                     _outer(sums, grads, q, t0, k0, wide, dk)
                     _weighted(sums, grads, k, k0, wide, dq, unscaled)

@@ -124,6 +124,30 @@ def lane_scale(  # pragma: no cover
 
 
 @intrinsic
+def lane_dot(  # pragma: no cover
+    typingctx: Any, sums: Any, k: Any, vector_bits: Any, a: Any, row: Any, c: Any, b: Any
+) -> tuple[Any, Any] | None:
+    """sums[k] += a[row, c : c + W] · b[row, c : c + W] lane by lane (a row's dot, before its
+    lanes are added up)."""
+    if not _literals(vector_bits):
+        return None
+    bits = vector_bits.literal_value
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        first = builder.load(_row_pointer(context, builder, sig, args, 3, bits), align=4)
+        i = _int(context, builder, args[4], sig.args[4])
+        c = _int(context, builder, args[5], sig.args[5])
+        at = _element(context, builder, sig.args[6], args[6], [i, c])
+        second = builder.load(builder.bitcast(at, _vector(bits).as_pointer()), align=4)
+        slot = _slot(builder, args[0], args[1], bits)
+        product = builder.fmul(first, second, flags=FUSE)
+        builder.store(builder.fadd(builder.load(slot), product, flags=FUSE), slot)
+        return context.get_dummy_value()
+
+    return types.void(sums, k, vector_bits, a, row, c, b), codegen
+
+
+@intrinsic
 def lane_max(  # pragma: no cover
     typingctx: Any, sums: Any, k: Any, vector_bits: Any, block: Any, i: Any, c: Any, n: Any
 ) -> tuple[Any, Any] | None:
