@@ -2,22 +2,25 @@
 backward, on the fused projection qkv (B·T, 3C) as the reference takes it, blocked over keys in
 the manner of flash attention.
 
-Per (b, h), one task: its q, k and v packed (k and v also transposed, (hs, T)), then per block
-of ROWS queries the keys in blocks of KEYS, up to the block's last query only (the reference
-scores all T keys, then masks half of them away). The forward keeps an online softmax: each row
-its running max and sum, rescaling what it summed when the max grows, so no (T, T) weights are
-written; it keeps each row's log-sum-exp instead. The backward recomputes the weights block by
-block from q, k and that log-sum-exp (one product more than reading them back, and no (T, T)
-array written, read or allocated), and takes softmax's backward with Σ_d dy·y per row in place
-of a dot along the row of weights. Every product is a register tile: eight rows by two vectors
-of sums held in registers along the product's reduction (numba_gemm's vector sums, here free to
-fuse a multiply-add), each vector of keys, values or channels loaded once for the eight rows;
-head sizes and runs of keys are zero-padded to whole tiles, and the padding weighs nothing.
+Per (b, h), one task: its q (times the scale), k and v packed (k and v also transposed, (hs, T),
+by 16 × 16 shuffles), then per block of ROWS queries the keys in blocks of KEYS, up to the
+block's last query only (the reference scores all T keys, then masks half of them away). The
+forward keeps an online softmax: each row its running max and sum, rescaling what it summed when
+the max grows, so no (T, T) weights are written; it keeps each row's log-sum-exp instead. The
+backward recomputes the weights block by block from q, k and that log-sum-exp (one product more
+than reading them back, and no (T, T) array written, read or allocated), and takes softmax's
+backward with Σ_d dy·y per row in place of a dot along the row of weights. Every product is a
+register tile: eight rows by two vectors of sums held in registers along the product's reduction
+(numba_gemm's vector sums, here free to fuse a multiply-add), each vector of keys, values or
+channels loaded once for the eight rows; head sizes are zero-padded to whole tiles and runs of
+keys to whole vectors, and the padding weighs nothing. The softmax between the products is
+vector code along each row's keys, the eight rows of a block at once (``numba_softmax``).
 
 Tasks are independent (each writes only its own head's columns), so the parallel variant runs
-them over threads with no partial sums. The bits are not the reference's (its products are
-BLAS's, its exp NumPy's), and the two variants may reassociate their dot products differently:
-a tolerance (``NumbaStepOps.op_tolerances``). Importing this module imports numba.
+chunks of them over threads with no partial sums, each chunk with one set of buffers. The bits
+are not the reference's (its products are BLAS's, its exp NumPy's), and the two variants may
+reassociate their dot products differently: a tolerance (``NumbaStepOps.op_tolerances``).
+Importing this module imports numba.
 """
 
 # numba passes an intrinsic's typingctx itself: mypy sees every call one argument short
@@ -38,14 +41,15 @@ from ptreg.engine.environment import cpu_flags
 from .numba_gemm import _element, _literals, _slot, _sum_move, _sum_zero, _sums, _vector
 from .numba_ops import ONE, REASSOCIATE, ZERO, exp32, variants
 from .numba_softmax import (
+    INT,
     ROWS,
+    _int,
     exp_sum,
     lane_dot,
     lane_fill,
     lane_max,
     lane_scale,
     rows_reduced,
-    transpose_block,
     weights_and_grads,
 )
 
@@ -82,12 +86,59 @@ def _sum_fma(  # pragma: no cover
 # is keyed by the CPU it compiled for, so a cached kernel always has this machine's width.
 BITS = 512 if "avx512f" in (cpu_flags() or set()) else 256
 LANES = BITS // 32
-WIDE = 2 * LANES  # a tile is ROWS × WIDE sums (16 vectors); head sizes and key runs padded to it
+WIDE = 2 * LANES  # a tile is ROWS × WIDE sums (16 vectors); head sizes padded to it (key runs to LANES)
 SUMS = ROWS * 2
 # Keys per block: for hs up to 32 a block's keys and values (2 · hs · KEYS floats) and its
 # weights and their gradients (2 · ROWS · KEYS) stay in a 48 KiB L1; xl's T = 128 is one block.
 KEYS = 128
 NEG_INF = np.float32(-np.inf)
+
+
+@intrinsic
+def transpose_block(  # pragma: no cover
+    typingctx: Any, vector_bits: Any, rows: Any, s0: Any, d0: Any, columns: Any
+) -> tuple[Any, Any] | None:
+    """columns[d0 + l, s0 + j] = rows[s0 + j, d0 + l] for a W × W block (W lanes): W vectors
+    loaded, exchanged half against half, then quarter against quarter and so on down to single
+    lanes (log2 W rounds of shuffles), and stored. A loop of single elements gathered down a
+    column took a load a float."""
+    if not _literals(vector_bits):
+        return None
+    bits = vector_bits.literal_value
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        lanes = bits // 32
+        vector = _vector(bits)
+        s0 = _int(context, builder, args[2], sig.args[2])
+        d0 = _int(context, builder, args[3], sig.args[3])
+
+        def at(array: int, row: Any, column: Any) -> Any:
+            return builder.bitcast(
+                _element(context, builder, sig.args[array], args[array], [row, column]), vector.as_pointer()
+            )
+
+        def plus(value: Any, j: int) -> Any:
+            return builder.add(value, ir.Constant(value.type, j))
+
+        block = [builder.load(at(1, plus(s0, j), d0), align=4) for j in range(lanes)]
+        step = lanes // 2
+        while step:
+            for j in range(lanes):
+                if j & step:
+                    continue
+                partner = j + step
+                # j keeps its lanes outside `step` and takes the partner's lanes inside it
+                mine = [lane if not lane & step else lanes + lane - step for lane in range(lanes)]
+                theirs = [lane + step if not lane & step else lanes + lane for lane in range(lanes)]
+                a, b = block[j], block[partner]
+                block[j] = builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(INT, lanes), mine))
+                block[partner] = builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(INT, lanes), theirs))
+            step //= 2
+        for lane in range(lanes):
+            builder.store(block[lane], at(4, plus(d0, lane), s0), align=4)
+        return context.get_dummy_value()
+
+    return types.void(vector_bits, rows, s0, d0, columns), codegen
 
 
 @numba.njit(cache=True, inline="always")

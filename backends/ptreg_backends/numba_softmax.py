@@ -1,13 +1,16 @@
 """Attention's softmax as vector code along each row of a block of scores: the running max, the
-exp, the sum, the causal mask, and the backward's recomputed weights and their gradient, one
-vector of keys at a time (``numba_attention`` calls these on its (ROWS, KEYS) blocks).
+exp, the sum, the causal mask, the backward's recomputed weights and their gradient, and each
+row's Σ dy·y, one vector of keys (or channels) at a time (``numba_attention`` calls these on its
+(ROWS, KEYS) blocks, the eight rows of a block one after the other inside each vector step, so
+their chains of work overlap).
 
 Written as LLVM intrinsics for the same reason as ``numba_gemm``'s vector sums: the scalar loops
 they replace ran one key at a time (a max reduction does not vectorise without assuming no NaN,
 and each row's run of keys is short and of its own length, so a vectorised loop would be mostly
-set-up and remainder). Here a row's keys are whole vectors (the block is padded to tiles), the
-mask is a compare of each lane's key with the row's last visible one and a select, and the max
-and the sum are kept a vector per row, reduced across lanes once per row and block.
+set-up and remainder). Here a row's keys are whole vectors (runs of keys are padded to them),
+the mask is a compare of each lane's key with the row's last visible one and a select, and the
+max and the sum are kept a vector per row, reduced across lanes once per block for the eight
+rows together (``rows_reduced``).
 
 NaN is never hidden: the max skips it (a compare with NaN is false), but the exp of a NaN score
 is NaN, and the row's sum and output with it. Importing this module imports numba.
@@ -278,50 +281,3 @@ def weights_and_grads(  # pragma: no cover
         return context.get_dummy_value()
 
     return types.void(vector_bits, weights, i, c, n, grads, top, both), codegen
-
-
-@intrinsic
-def transpose_block(  # pragma: no cover
-    typingctx: Any, vector_bits: Any, rows: Any, s0: Any, d0: Any, columns: Any
-) -> tuple[Any, Any] | None:
-    """columns[d0 + l, s0 + j] = rows[s0 + j, d0 + l] for a W × W block (W lanes): W vectors
-    loaded, exchanged half against half, then quarter against quarter and so on down to single
-    lanes (log2 W rounds of shuffles), and stored. A loop of single elements gathered down a
-    column took a load a float."""
-    if not _literals(vector_bits):
-        return None
-    bits = vector_bits.literal_value
-
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        lanes = bits // 32
-        vector = _vector(bits)
-        s0 = _int(context, builder, args[2], sig.args[2])
-        d0 = _int(context, builder, args[3], sig.args[3])
-
-        def at(array: int, row: Any, column: Any) -> Any:
-            return builder.bitcast(
-                _element(context, builder, sig.args[array], args[array], [row, column]), vector.as_pointer()
-            )
-
-        def plus(value: Any, j: int) -> Any:
-            return builder.add(value, ir.Constant(value.type, j))
-
-        block = [builder.load(at(1, plus(s0, j), d0), align=4) for j in range(lanes)]
-        step = lanes // 2
-        while step:
-            for j in range(lanes):
-                if j & step:
-                    continue
-                partner = j + step
-                # j keeps its lanes outside `step` and takes the partner's lanes inside it
-                mine = [lane if not lane & step else lanes + lane - step for lane in range(lanes)]
-                theirs = [lane + step if not lane & step else lanes + lane for lane in range(lanes)]
-                a, b = block[j], block[partner]
-                block[j] = builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(INT, lanes), mine))
-                block[partner] = builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(INT, lanes), theirs))
-            step //= 2
-        for lane in range(lanes):
-            builder.store(block[lane], at(4, plus(d0, lane), s0), align=4)
-        return context.get_dummy_value()
-
-    return types.void(vector_bits, rows, s0, d0, columns), codegen
