@@ -33,7 +33,7 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import prange
-from numba.core import types
+from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from ptreg.engine.environment import cpu_flags
@@ -139,6 +139,41 @@ def transpose_block(  # pragma: no cover
         return context.get_dummy_value()
 
     return types.void(vector_bits, rows, s0, d0, columns), codegen
+
+
+@intrinsic
+def _prefetch(
+    typingctx: Any, array: Any, row: Any, column: Any, writing: Any
+) -> tuple[Any, Any] | None:  # pragma: no cover
+    """Ask the CPU to bring the cache line of array[row, column] in, to be read (writing 0) or
+    written (1); a hint, which does nothing else."""
+    if not _literals(writing):
+        return None
+    write = int(writing.literal_value)
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        at = builder.bitcast(
+            _element(context, builder, sig.args[0], args[0], [args[1], args[2]]), ir.IntType(8).as_pointer()
+        )
+        kind = ir.FunctionType(ir.VoidType(), [at.type, INT, INT, INT])
+        hint = cgutils.get_or_insert_function(builder.module, kind, "llvm.prefetch.p0i8")
+        # locality 3: keep it in every level; cache type 1: data
+        builder.call(hint, [at, ir.Constant(INT, write), ir.Constant(INT, 3), ir.Constant(INT, 1)])
+        return context.get_dummy_value()
+
+    return types.void(array, row, column, writing), codegen
+
+
+@numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
+def _ahead(array: np.ndarray, base: int, T: int, offsets: Any, hs: int, writing: Any) -> None:  # pragma: no cover
+    """Prefetch rows base .. base + T of array at each offset's hs columns. A head's rows are 3C
+    floats apart and, in the step, not in cache (every other op ran since): read when its packing
+    needs them, each waited on memory. Asked for a block's worth at a time while the head before
+    computes, they arrive in time; asked for all at once, the requests queued as the reads had."""
+    for s in range(T):
+        for offset in offsets:
+            for d in range(0, hs, 16):  # a 64-byte cache line of float32s
+                _prefetch(array, base + s, offset + d, writing)
 
 
 @numba.njit(cache=True, inline="always")
@@ -277,13 +312,20 @@ def _flash_forward(
         shrink = np.empty(ROWS, np.float32)
         best = np.empty(ROWS, np.float32)
         added = np.empty(ROWS, np.float32)
-        for task in range(part * per, min(heads, (part + 1) * per)):
+        last = min(heads, (part + 1) * per)
+        for task in range(part * per, last):
             b, h = task // NH, task % NH
             base = b * T
+            following = task + 1 < last  # a next head in this chunk, whose rows to ask for early
+            after, column = (task + 1) // NH * T, (task + 1) % NH * hs
             _pack(qkv, base, T, h * hs, hs, scale, q, none)
             _pack(qkv, base, T, C + h * hs, hs, ONE, k, keys)
             _pack(qkv, base, T, 2 * C + h * hs, hs, ONE, v, none)
             for t0 in range(0, T, ROWS):
+                if following:  # the next head's rows, a block's worth at a time, while this one computes
+                    rows = min(ROWS, T - t0)
+                    _ahead(qkv, after + t0, rows, (column, C + column, 2 * C + column), hs, 0)
+                    _ahead(out, after + t0, rows, (column,), hs, 1)
                 acc[:] = ZERO
                 top[:] = NEG_INF
                 total[:] = ZERO
@@ -359,9 +401,12 @@ def _flash_backward(
         both = np.empty(ROWS, np.float32)  # Σ_d dy·y of each row: softmax's backward needs no row of P
         seen = np.empty(ROWS, np.int64)  # how many of the block's keys each row sees
         top = np.empty(ROWS, np.float32)  # each row's log-sum-exp
-        for task in range(part * per, min(heads, (part + 1) * per)):
+        last = min(heads, (part + 1) * per)
+        for task in range(part * per, last):
             b, h = task // NH, task % NH
             base = b * T
+            following = task + 1 < last  # a next head in this chunk, whose rows to ask for early
+            after, column = (task + 1) // NH * T, (task + 1) % NH * hs
             _pack(qkv, base, T, h * hs, hs, scale, q, none)
             _pack(qkv, base, T, C + h * hs, hs, ONE, k, keys)
             _pack(qkv, base, T, 2 * C + h * hs, hs, ONE, v, values)
@@ -370,6 +415,12 @@ def _flash_backward(
             dk[:] = ZERO
             dv[:] = ZERO
             for t0 in range(0, T, ROWS):
+                if following:  # the next head's rows, a block's worth at a time, while this one computes
+                    rows = min(ROWS, T - t0)
+                    _ahead(qkv, after + t0, rows, (column, C + column, 2 * C + column), hs, 0)
+                    _ahead(dout, after + t0, rows, (column,), hs, 0)
+                    _ahead(out, after + t0, rows, (column,), hs, 0)
+                    _ahead(dqkv, after + t0, rows, (column, C + column, 2 * C + column), hs, 1)
                 for i in range(ROWS):
                     lane_fill(rowwise, i, BITS, ZERO)
                 for d0 in range(0, HSP, LANES):
