@@ -2,22 +2,25 @@
 backward, on the fused projection qkv (B·T, 3C) as the reference takes it, blocked over keys in
 the manner of flash attention.
 
-Per (b, h), one task: its q, k and v packed (k and v also transposed, (hs, T)), then per block
-of ROWS queries the keys in blocks of KEYS, up to the block's last query only (the reference
-scores all T keys, then masks half of them away). The forward keeps an online softmax: each row
-its running max and sum, rescaling what it summed when the max grows, so no (T, T) weights are
-written; it keeps each row's log-sum-exp instead. The backward recomputes the weights block by
-block from q, k and that log-sum-exp (one product more than reading them back, and no (T, T)
-array written, read or allocated), and takes softmax's backward with Σ_d dy·y per row in place
-of a dot along the row of weights. Every product is a register tile: eight rows by two vectors
-of sums held in registers along the product's reduction (numba_gemm's vector sums, here free to
-fuse a multiply-add), each vector of keys, values or channels loaded once for the eight rows;
-head sizes and runs of keys are zero-padded to whole tiles, and the padding weighs nothing.
+Per (b, h), one task: its q (times the scale), k and v packed (k and v also transposed, (hs, T),
+by 16 × 16 shuffles), then per block of ROWS queries the keys in blocks of KEYS, up to the
+block's last query only (the reference scores all T keys, then masks half of them away). The
+forward keeps an online softmax: each row its running max and sum, rescaling what it summed when
+the max grows, so no (T, T) weights are written; it keeps each row's log-sum-exp instead. The
+backward recomputes the weights block by block from q, k and that log-sum-exp (one product more
+than reading them back, and no (T, T) array written, read or allocated), and takes softmax's
+backward with Σ_d dy·y per row in place of a dot along the row of weights. Every product is a
+register tile: eight rows by two vectors of sums held in registers along the product's reduction
+(numba_gemm's vector sums, here free to fuse a multiply-add), each vector of keys, values or
+channels loaded once for the eight rows; head sizes are zero-padded to whole tiles and runs of
+keys to whole vectors, and the padding weighs nothing. The softmax between the products is
+vector code along each row's keys, the eight rows of a block at once (``numba_softmax``).
 
 Tasks are independent (each writes only its own head's columns), so the parallel variant runs
-them over threads with no partial sums. The bits are not the reference's (its products are
-BLAS's, its exp NumPy's), and the two variants may reassociate their dot products differently:
-a tolerance (``NumbaStepOps.op_tolerances``). Importing this module imports numba.
+chunks of them over threads with no partial sums, each chunk with one set of buffers. The bits
+are not the reference's (its products are BLAS's, its exp NumPy's), and the two variants may
+reassociate their dot products differently: a tolerance (``NumbaStepOps.op_tolerances``).
+Importing this module imports numba.
 """
 
 # numba passes an intrinsic's typingctx itself: mypy sees every call one argument short
@@ -30,13 +33,25 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import prange
-from numba.core import types
+from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from ptreg.engine.environment import cpu_flags
 
 from .numba_gemm import _element, _literals, _slot, _sum_move, _sum_zero, _sums, _vector
 from .numba_ops import ONE, REASSOCIATE, ZERO, exp32, variants
+from .numba_softmax import (
+    INT,
+    ROWS,
+    _int,
+    exp_sum,
+    lane_dot,
+    lane_fill,
+    lane_max,
+    lane_scale,
+    rows_reduced,
+    weights_and_grads,
+)
 
 
 @intrinsic
@@ -66,18 +81,99 @@ def _sum_fma(  # pragma: no cover
     return types.void(sums, k, vector_bits, column, at, strip, offset), codegen
 
 
-ROWS = 8  # queries per block: each key or value vector loaded serves eight rows
 # One vector of sums: 16 float32 lanes with AVX-512, else 8 (a tile's 16 vectors of sums then
 # fill AVX2's 16 registers, and LLVM spills some: slower there, never wrong). numba's disk cache
 # is keyed by the CPU it compiled for, so a cached kernel always has this machine's width.
 BITS = 512 if "avx512f" in (cpu_flags() or set()) else 256
 LANES = BITS // 32
-WIDE = 2 * LANES  # a tile is ROWS × WIDE sums (16 vectors); head sizes and key runs padded to it
+WIDE = 2 * LANES  # a tile is ROWS × WIDE sums (16 vectors); head sizes padded to it (key runs to LANES)
 SUMS = ROWS * 2
 # Keys per block: for hs up to 32 a block's keys and values (2 · hs · KEYS floats) and its
 # weights and their gradients (2 · ROWS · KEYS) stay in a 48 KiB L1; xl's T = 128 is one block.
 KEYS = 128
 NEG_INF = np.float32(-np.inf)
+
+
+@intrinsic
+def transpose_block(  # pragma: no cover
+    typingctx: Any, vector_bits: Any, rows: Any, s0: Any, d0: Any, columns: Any
+) -> tuple[Any, Any] | None:
+    """columns[d0 + l, s0 + j] = rows[s0 + j, d0 + l] for a W × W block (W lanes): W vectors
+    loaded, exchanged half against half, then quarter against quarter and so on down to single
+    lanes (log2 W rounds of shuffles), and stored. A loop of single elements gathered down a
+    column took a load a float."""
+    if not _literals(vector_bits):
+        return None
+    bits = vector_bits.literal_value
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        lanes = bits // 32
+        vector = _vector(bits)
+        s0 = _int(context, builder, args[2], sig.args[2])
+        d0 = _int(context, builder, args[3], sig.args[3])
+
+        def at(array: int, row: Any, column: Any) -> Any:
+            return builder.bitcast(
+                _element(context, builder, sig.args[array], args[array], [row, column]), vector.as_pointer()
+            )
+
+        def plus(value: Any, j: int) -> Any:
+            return builder.add(value, ir.Constant(value.type, j))
+
+        block = [builder.load(at(1, plus(s0, j), d0), align=4) for j in range(lanes)]
+        step = lanes // 2
+        while step:
+            for j in range(lanes):
+                if j & step:
+                    continue
+                partner = j + step
+                # j keeps its lanes outside `step` and takes the partner's lanes inside it
+                mine = [lane if not lane & step else lanes + lane - step for lane in range(lanes)]
+                theirs = [lane + step if not lane & step else lanes + lane for lane in range(lanes)]
+                a, b = block[j], block[partner]
+                block[j] = builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(INT, lanes), mine))
+                block[partner] = builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(INT, lanes), theirs))
+            step //= 2
+        for lane in range(lanes):
+            builder.store(block[lane], at(4, plus(d0, lane), s0), align=4)
+        return context.get_dummy_value()
+
+    return types.void(vector_bits, rows, s0, d0, columns), codegen
+
+
+@intrinsic
+def _prefetch(
+    typingctx: Any, array: Any, row: Any, column: Any, writing: Any
+) -> tuple[Any, Any] | None:  # pragma: no cover
+    """Ask the CPU to bring the cache line of array[row, column] in, to be read (writing 0) or
+    written (1); a hint, which does nothing else."""
+    if not _literals(writing):
+        return None
+    write = int(writing.literal_value)
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        at = builder.bitcast(
+            _element(context, builder, sig.args[0], args[0], [args[1], args[2]]), ir.IntType(8).as_pointer()
+        )
+        kind = ir.FunctionType(ir.VoidType(), [at.type, INT, INT, INT])
+        hint = cgutils.get_or_insert_function(builder.module, kind, "llvm.prefetch.p0i8")
+        # locality 3: keep it in every level; cache type 1: data
+        builder.call(hint, [at, ir.Constant(INT, write), ir.Constant(INT, 3), ir.Constant(INT, 1)])
+        return context.get_dummy_value()
+
+    return types.void(array, row, column, writing), codegen
+
+
+@numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
+def _ahead(array: np.ndarray, base: int, T: int, offsets: Any, hs: int, writing: Any) -> None:  # pragma: no cover
+    """Prefetch rows base .. base + T of array at each offset's hs columns. A head's rows are 3C
+    floats apart and, in the step, not in cache (every other op ran since): read when its packing
+    needs them, each waited on memory. Asked for a block's worth at a time while the head before
+    computes, they arrive in time; asked for all at once, the requests queued as the reads had."""
+    for s in range(T):
+        for offset in offsets:
+            for d in range(0, hs, 16):  # a 64-byte cache line of float32s
+                _prefetch(array, base + s, offset + d, writing)
 
 
 @numba.njit(cache=True, inline="always")
@@ -86,20 +182,34 @@ def _padded(n: int) -> int:  # pragma: no cover
     return (n + WIDE - 1) // WIDE * WIDE
 
 
+@numba.njit(cache=True, inline="always")
+def _vectors(n: int) -> int:  # pragma: no cover
+    """n keys rounded up to whole vectors: a block's run of keys needs no more (the last half
+    tile of scores is a tile of its own), which saves up to a vector of masked keys a row."""
+    return (n + LANES - 1) // LANES * LANES
+
+
 @numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
 def _pack(
-    qkv: np.ndarray, base: int, T: int, offset: int, hs: int, rows: np.ndarray, columns: np.ndarray
+    qkv: np.ndarray,
+    base: int,
+    T: int,
+    offset: int,
+    hs: int,
+    factor: np.float32,
+    rows: np.ndarray,
+    columns: np.ndarray,
 ) -> None:  # pragma: no cover
-    """One head's (T, hs) block of qkv from column ``offset`` into rows (Tp, HSP) and, when it
-    has any, transposed columns (HSP, Tp); the padding stays zero."""
-    transposed = columns.shape[0] > 0
+    """One head's (T, hs) block of qkv from column ``offset``, times ``factor``, into rows
+    (Tp, HSP) and, when it has any, transposed columns (HSP, Tp); the padding stays zero."""
     for s in range(T):
-        source = qkv[base + s, offset : offset + hs]
-        row = rows[s]
-        for d in range(hs):
-            row[d] = source[d]
-            if transposed:
-                columns[d, s] = source[d]
+        source, row = qkv[base + s, offset : offset + hs], rows[s]
+        for d in range(hs):  # a loop of its own, with no test inside, vectorises
+            row[d] = source[d] * factor
+    if columns.shape[0] > 0:  # whole blocks, padding included (zero, and zero where it lands)
+        for s0 in range(0, rows.shape[0], LANES):
+            for d0 in range(0, rows.shape[1], LANES):
+                transpose_block(BITS, rows, s0, d0, columns)
 
 
 @numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
@@ -107,10 +217,12 @@ def _scores(
     sums: Any, a: np.ndarray, t0: int, b: np.ndarray, k0: int, wide: int, hs: int, block: np.ndarray
 ) -> None:  # pragma: no cover
     """block[i, s] = a[t0 + i] · b[:, k0 + s] for s < wide (b transposed, (HSP, Tp)): per tile of
-    WIDE keys, 16 vectors of sums in registers along the head's channels."""
+    WIDE keys, 16 vectors of sums in registers along the head's channels; a last vector of keys
+    (wide a multiple of LANES only) as a tile of ROWS × LANES."""
     HSP, Tp = a.shape[1], b.shape[1]
     af, bf = a.reshape(a.size), b.reshape(b.size)
-    for s0 in range(0, wide, WIDE):
+    whole = wide // WIDE * WIDE
+    for s0 in range(0, whole, WIDE):
         for x in range(SUMS):
             _sum_zero(sums, x, BITS)
         for d in range(hs):
@@ -120,20 +232,29 @@ def _scores(
         for i in range(ROWS):
             for w in range(2):
                 _sum_move(sums, i * 2 + w, BITS, block, i, s0 + w * LANES, 1)
+    if wide > whole:
+        for i in range(ROWS):
+            _sum_zero(sums, i, BITS)
+        for d in range(hs):
+            for i in range(ROWS):
+                _sum_fma(sums, i, BITS, af, (t0 + i) * HSP + d, bf, d * Tp + k0 + whole)
+        for i in range(ROWS):
+            _sum_move(sums, i, BITS, block, i, whole, 1)
 
 
 @numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
 def _weighted(
-    sums: Any, block: np.ndarray, b: np.ndarray, k0: int, wide: int, acc: np.ndarray
+    sums: Any, block: np.ndarray, b: np.ndarray, k0: int, wide: int, acc: np.ndarray, factors: np.ndarray
 ) -> None:  # pragma: no cover
-    """acc[i, :] += Σ_s block[i, s] · b[k0 + s, :] (b in rows, (Tp, HSP)): per WIDE channels, 16
-    vectors of sums in registers along the block's keys."""
+    """acc[i, :] = acc[i, :] · factors[i] + Σ_s block[i, s] · b[k0 + s, :] (b in rows, (Tp, HSP)):
+    per WIDE channels, 16 vectors of sums in registers along the block's keys."""
     HSP, KB = b.shape[1], block.shape[1]
     wf, bf = block.reshape(block.size), b.reshape(b.size)
     for d0 in range(0, HSP, WIDE):
         for i in range(ROWS):
             for w in range(2):
                 _sum_move(sums, i * 2 + w, BITS, acc, i, d0 + w * LANES, 0)
+                lane_scale(sums, i * 2 + w, BITS, factors, i)
         for s in range(wide):
             for i in range(ROWS):
                 for w in range(2):
@@ -166,69 +287,80 @@ def _outer(
 
 
 def _flash_forward(
-    qkv: np.ndarray, B: int, T: int, NH: int, scale: np.float32, out: np.ndarray, lse: np.ndarray
+    qkv: np.ndarray, B: int, T: int, NH: int, scale: np.float32, out: np.ndarray, lse: np.ndarray, chunks: int
 ) -> None:  # pragma: no cover
     """Per (b, h) and block of ROWS queries, the keys in blocks of KEYS with an online softmax:
     each row keeps its running max and sum, and rescales what it summed when the max grows. No
-    (T, T) weights are kept, only each row's log-sum-exp (lse) for the backward."""
+    (T, T) weights are kept, only each row's log-sum-exp (lse) for the backward. q is packed
+    times the scale, so the scores come out scaled."""
     C = qkv.shape[1] // 3
     hs = C // NH
     HSP, Tp = _padded(hs), _padded(T)
-    for task in prange(B * NH):
-        b, h = task // NH, task % NH
-        base = b * T
+    heads = B * NH
+    parts = min(heads, chunks)  # one set of buffers a chunk of heads (a thread's), not a head
+    per = (heads + parts - 1) // parts
+    for part in prange(parts):
         sums = _sums(SUMS, BITS)
+        rowwise = _sums(SUMS, BITS)  # the softmax's vectors apart from the products'
         none = np.zeros((0, Tp), np.float32)
         q, keys = np.zeros((Tp, HSP), np.float32), np.zeros((HSP, Tp), np.float32)
         k, v = np.zeros((Tp, HSP), np.float32), np.zeros((Tp, HSP), np.float32)
-        _pack(qkv, base, T, h * hs, hs, q, none)
-        _pack(qkv, base, T, C + h * hs, hs, k, keys)
-        _pack(qkv, base, T, 2 * C + h * hs, hs, v, none)
         block = np.empty((ROWS, KEYS), np.float32)
         acc = np.empty((ROWS, HSP), np.float32)
         top = np.empty(ROWS, np.float32)
         total = np.empty(ROWS, np.float32)
-        for t0 in range(0, T, ROWS):
-            acc[:] = ZERO
-            top[:] = NEG_INF
-            total[:] = ZERO
-            end = t0 + ROWS  # keys past the block's last query are masked for all of its rows
-            for k0 in range(0, end, KEYS):
-                width = min(KEYS, end - k0)
-                wide = _padded(width)  # keys past width are masked (or padding): weight zero
-                _scores(sums, q, t0, keys, k0, wide, hs, block)
+        shrink = np.empty(ROWS, np.float32)
+        best = np.empty(ROWS, np.float32)
+        added = np.empty(ROWS, np.float32)
+        last = min(heads, (part + 1) * per)
+        for task in range(part * per, last):
+            b, h = task // NH, task % NH
+            base = b * T
+            following = task + 1 < last  # a next head in this chunk, whose rows to ask for early
+            after, column = (task + 1) // NH * T, (task + 1) % NH * hs
+            _pack(qkv, base, T, h * hs, hs, scale, q, none)
+            _pack(qkv, base, T, C + h * hs, hs, ONE, k, keys)
+            _pack(qkv, base, T, 2 * C + h * hs, hs, ONE, v, none)
+            for t0 in range(0, T, ROWS):
+                if following:  # the next head's rows, a block's worth at a time, while this one computes
+                    rows = min(ROWS, T - t0)
+                    _ahead(qkv, after + t0, rows, (column, C + column, 2 * C + column), hs, 0)
+                    _ahead(out, after + t0, rows, (column,), hs, 1)
+                acc[:] = ZERO
+                top[:] = NEG_INF
+                total[:] = ZERO
+                end = t0 + ROWS  # keys past the block's last query are masked for all of its rows
+                for k0 in range(0, end, KEYS):
+                    width = min(KEYS, end - k0)
+                    wide = _vectors(width)  # keys past width are masked (or padding): weight zero
+                    _scores(sums, q, t0, keys, k0, wide, hs, block)
+                    # row i sees keys k0 .. t0 + i: the first min(first + i, width) of the block
+                    first = t0 + 1 - k0
+                    for i in range(ROWS):
+                        lane_fill(rowwise, i, BITS, NEG_INF)
+                    for c in range(0, wide, LANES):
+                        for i in range(ROWS):
+                            lane_max(rowwise, i, BITS, block, i, c, min(first + i, width))
+                    rows_reduced(rowwise, 0, BITS, 1, best)
+                    for i in range(ROWS):
+                        best[i] = max(best[i], top[i])
+                        shrink[i] = ZERO if top[i] == NEG_INF else exp32(top[i] - best[i])
+                        lane_fill(rowwise, ROWS + i, BITS, ZERO)
+                    for c in range(0, wide, LANES):
+                        for i in range(ROWS):
+                            exp_sum(rowwise, ROWS + i, BITS, block, i, c, min(first + i, width), best[i])
+                    rows_reduced(rowwise, ROWS, BITS, 0, added)
+                    for i in range(ROWS):
+                        total[i] = total[i] * shrink[i] + added[i]
+                        top[i] = best[i]
+                    _weighted(sums, block, v, k0, wide, acc, shrink)
                 for i in range(ROWS):
-                    row = block[i]
-                    n = min(t0 + i + 1 - k0, width)  # the keys this row may see in the block
-                    if n <= 0:
-                        for s in range(wide):
-                            row[s] = ZERO
-                        continue
-                    best = top[i]
-                    for s in range(n):
-                        row[s] *= scale
-                        best = max(best, row[s])
-                    shrink = ZERO if top[i] == NEG_INF else exp32(top[i] - best)
-                    added = ZERO
-                    for s in range(n):
-                        e = exp32(row[s] - best)
-                        row[s] = e
-                        added += e
-                    for s in range(n, wide):
-                        row[s] = ZERO  # the causal mask
-                    total[i] = total[i] * shrink + added
-                    top[i] = best
-                    if shrink != ONE:
+                    t = t0 + i
+                    if t < T:
+                        inverse, sums_i, row = ONE / total[i], acc[i], out[base + t, h * hs : h * hs + hs]
                         for d in range(hs):
-                            acc[i, d] *= shrink
-                _weighted(sums, block, v, k0, wide, acc)
-            for i in range(ROWS):
-                t = t0 + i
-                if t < T:
-                    inverse = ONE / total[i]
-                    for d in range(hs):
-                        out[base + t, h * hs + d] = acc[i, d] * inverse
-                    lse[b, h, t] = top[i] + np.log(total[i])
+                            row[d] = sums_i[d] * inverse
+                        lse[b, h, t] = top[i] + np.log(total[i])
 
 
 def _flash_backward(
@@ -240,73 +372,91 @@ def _flash_backward(
     NH: int,
     scale: np.float32,
     dqkv: np.ndarray,
+    chunks: int,
 ) -> None:  # pragma: no cover
     """The weights recomputed block by block from q, k and each row's lse (exp(score - lse)),
-    then as the forward-keeping backward: dP = dy·vᵀ, dS = P·(dP - Σ dy·y)·scale, dV += Pᵀ·dy,
-    dQ += dS·k, dK += dSᵀ·q."""
+    then as the forward-keeping backward: dP = dy·vᵀ, dS = P·(dP - Σ dy·y), dV += Pᵀ·dy,
+    dQ += dS·k (times the scale at the end), dK += dSᵀ·q (q packed times the scale)."""
     B = lse.shape[0]
     C = qkv.shape[1] // 3
     hs = C // NH
     HSP, Tp = _padded(hs), _padded(T)
-    for task in prange(B * NH):
-        b, h = task // NH, task % NH
-        base = b * T
+    heads = B * NH
+    parts = min(heads, chunks)
+    per = (heads + parts - 1) // parts
+    for part in prange(parts):
         sums = _sums(SUMS, BITS)
+        rowwise = _sums(SUMS, BITS)
         none = np.zeros((0, Tp), np.float32)
         q, keys = np.zeros((Tp, HSP), np.float32), np.zeros((HSP, Tp), np.float32)
         k, values = np.zeros((Tp, HSP), np.float32), np.zeros((HSP, Tp), np.float32)
         v, dy = np.zeros((Tp, HSP), np.float32), np.zeros((Tp, HSP), np.float32)
-        _pack(qkv, base, T, h * hs, hs, q, none)
-        _pack(qkv, base, T, C + h * hs, hs, k, keys)
-        _pack(qkv, base, T, 2 * C + h * hs, hs, v, values)
-        _pack(dout, base, T, h * hs, hs, dy, none)  # head h's output sits in columns h·hs.. of out
+        y = np.zeros((Tp, HSP), np.float32)
         dk = np.zeros((Tp, HSP), np.float32)
         dv = np.zeros((Tp, HSP), np.float32)
         weights = np.empty((ROWS, KEYS), np.float32)
         grads = np.empty((ROWS, KEYS), np.float32)
         dq = np.empty((ROWS, HSP), np.float32)
+        unscaled = np.ones(ROWS, np.float32)  # dQ's sums carry over from block to block as they are
         both = np.empty(ROWS, np.float32)  # Σ_d dy·y of each row: softmax's backward needs no row of P
-        for t0 in range(0, T, ROWS):
-            for i in range(ROWS):
-                t = t0 + i
-                dot = ZERO
-                if t < T:
-                    for d in range(hs):
-                        dot += dy[t, d] * out[base + t, h * hs + d]
-                both[i] = dot
-            dq[:] = ZERO
-            end = t0 + ROWS
-            for k0 in range(0, end, KEYS):
-                width = min(KEYS, end - k0)
-                wide = _padded(width)
-                _scores(sums, q, t0, keys, k0, wide, hs, weights)
-                _scores(sums, dy, t0, values, k0, wide, hs, grads)
+        seen = np.empty(ROWS, np.int64)  # how many of the block's keys each row sees
+        top = np.empty(ROWS, np.float32)  # each row's log-sum-exp
+        last = min(heads, (part + 1) * per)
+        for task in range(part * per, last):
+            b, h = task // NH, task % NH
+            base = b * T
+            following = task + 1 < last  # a next head in this chunk, whose rows to ask for early
+            after, column = (task + 1) // NH * T, (task + 1) % NH * hs
+            _pack(qkv, base, T, h * hs, hs, scale, q, none)
+            _pack(qkv, base, T, C + h * hs, hs, ONE, k, keys)
+            _pack(qkv, base, T, 2 * C + h * hs, hs, ONE, v, values)
+            _pack(dout, base, T, h * hs, hs, ONE, dy, none)  # head h's output sits in columns h·hs.. of out
+            _pack(out, base, T, h * hs, hs, ONE, y, none)
+            dk[:] = ZERO
+            dv[:] = ZERO
+            for t0 in range(0, T, ROWS):
+                if following:  # the next head's rows, a block's worth at a time, while this one computes
+                    rows = min(ROWS, T - t0)
+                    _ahead(qkv, after + t0, rows, (column, C + column, 2 * C + column), hs, 0)
+                    _ahead(dout, after + t0, rows, (column,), hs, 0)
+                    _ahead(out, after + t0, rows, (column,), hs, 0)
+                    _ahead(dqkv, after + t0, rows, (column, C + column, 2 * C + column), hs, 1)
                 for i in range(ROWS):
-                    row, grad = weights[i], grads[i]
-                    t = t0 + i
-                    n = max(min(t + 1 - k0, width), 0) if t < T else 0  # a padding row has no weights
-                    if n:
-                        top = lse[b, h, t]
-                        for s in range(n):
-                            p = exp32(row[s] * scale - top)
-                            row[s] = p
-                            grad[s] = p * (grad[s] - both[i]) * scale
-                    for s in range(n, wide):
-                        row[s] = ZERO
-                        grad[s] = ZERO
-                _outer(sums, weights, dy, t0, k0, wide, dv)
-                _outer(sums, grads, q, t0, k0, wide, dk)
-                _weighted(sums, grads, k, k0, wide, dq)
-            for i in range(ROWS):
-                if t0 + i < T:
-                    for d in range(hs):
-                        dqkv[base + t0 + i, h * hs + d] = dq[i, d]
-        for s in range(T):
-            rk = dqkv[base + s, C + h * hs : C + h * hs + hs]
-            rv = dqkv[base + s, 2 * C + h * hs : 2 * C + h * hs + hs]
-            for d in range(hs):
-                rk[d] = dk[s, d]
-                rv[d] = dv[s, d]
+                    lane_fill(rowwise, i, BITS, ZERO)
+                for d0 in range(0, HSP, LANES):
+                    for i in range(ROWS):
+                        lane_dot(rowwise, i, BITS, dy, t0 + i, d0, y)
+                rows_reduced(rowwise, 0, BITS, 0, both)  # a padding row's is 0: its dy is
+                dq[:] = ZERO
+                end = t0 + ROWS
+                for k0 in range(0, end, KEYS):
+                    width = min(KEYS, end - k0)
+                    wide = _vectors(width)
+                    _scores(sums, q, t0, keys, k0, wide, hs, weights)
+                    _scores(sums, dy, t0, values, k0, wide, hs, grads)
+                    for i in range(ROWS):
+                        t = t0 + i
+                        seen[i], top[i] = (min(t + 1 - k0, width), lse[b, h, t]) if t < T else (0, ZERO)  # padding
+                    for c in range(0, wide, LANES):
+                        for i in range(ROWS):  # the rows' exps are independent: unrolled, they overlap
+                            weights_and_grads(BITS, weights, i, c, seen[i], grads, top[i], both[i])
+                    _outer(sums, weights, dy, t0, k0, wide, dv)
+                    _outer(sums, grads, q, t0, k0, wide, dk)
+                    _weighted(sums, grads, k, k0, wide, dq, unscaled)
+                for i in range(ROWS):
+                    if t0 + i < T:
+                        sums_i, row = dq[i], dqkv[base + t0 + i, h * hs : h * hs + hs]
+                        for d in range(hs):
+                            row[d] = sums_i[d] * scale
+            for s in range(T):
+                rk, rv = (
+                    dqkv[base + s, C + h * hs : C + h * hs + hs],
+                    dqkv[base + s, 2 * C + h * hs : 2 * C + h * hs + hs],
+                )
+                dks, dvs = dk[s], dv[s]
+                for d in range(hs):
+                    rk[d] = dks[d]
+                    rv[d] = dvs[d]
 
 
 attention_forward = variants(_flash_forward, REASSOCIATE)

@@ -223,8 +223,8 @@ class NumbaStepOps:
         out = np.empty((B * T, C), dtype=F32)
         lse = np.empty((B, NH, T), dtype=F32)  # each row's log-sum-exp: the weights, recomputed
         # its work is hs multiply-adds a score (several products of them), not one an element
-        kernel, _ = self._pick("attention_forward", B * NH * T * T * (C // NH))
-        kernel(qkv, B, T, NH, scale, out, lse)
+        kernel, chunks = self._pick("attention_forward", B * NH * T * T * (C // NH))
+        kernel(qkv, B, T, NH, scale, out, lse, chunks)
         return out, ("numba", qkv, out, lse, T, NH, scale)
 
     def attention_backward(self, dout: np.ndarray, cache: Any) -> np.ndarray:
@@ -233,8 +233,8 @@ class NumbaStepOps:
         _, qkv, out, lse, T, NH, scale = cache
         dqkv: np.ndarray = np.empty_like(qkv)
         B = lse.shape[0]
-        kernel, _ = self._pick("attention_backward", B * NH * T * T * (qkv.shape[1] // 3 // NH))
-        kernel(np.ascontiguousarray(dout, dtype=F32), qkv, out, lse, T, NH, scale, dqkv)
+        kernel, chunks = self._pick("attention_backward", B * NH * T * T * (qkv.shape[1] // 3 // NH))
+        kernel(np.ascontiguousarray(dout, dtype=F32), qkv, out, lse, T, NH, scale, dqkv, chunks)
         return dqkv
 
     # ----------------------------------------------------------------------- GELU

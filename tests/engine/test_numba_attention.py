@@ -103,3 +103,43 @@ def test_the_parity_gate_passes_the_blocked_attention(step_ops: Any) -> None:
     _threads(step_ops, 2)
     checks = [c for c in op_parity.check_ops(step_ops, ["small", "xl"], seed=5) if c.op == "attention"]
     assert checks and all(c.passed for c in checks), [c.detail for c in checks]
+
+
+def _lengths() -> list[int]:
+    """Sequence lengths that put a row's last visible key at each edge of the vector code: one
+    before, on and one past a vector's end, a run of keys that ends on a half tile (a whole
+    number of vectors but not of tiles), and the same past one block of keys."""
+    from ptreg_backends.numba_attention import KEYS, LANES, WIDE
+
+    return [LANES - 1, LANES, LANES + 1, WIDE + LANES, KEYS + LANES + 3]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_within_the_declared_tolerance_at_every_edge_of_a_vector_of_keys(step_ops: Any, threads: int) -> None:
+    _threads(step_ops, threads)
+    for T in _lengths():
+        B, NH, C = 2, 2, 22  # hs 11: no whole vector of channels either
+        rng = np.random.default_rng([T, threads, 3])
+        qkv = rng.standard_normal((B * T, 3 * C), dtype=np.float32)
+        dout = rng.standard_normal((B * T, C), dtype=np.float32)
+        assert max(_both(step_ops, qkv, dout, B, T, NH)) <= step_ops.op_tolerances["attention"], T
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_nan_a_row_sees_comes_out_of_that_row(step_ops: Any, threads: int) -> None:
+    """The vector max skips a NaN (a compare with it is false), so the NaN must reach the row
+    through its exp: every row that sees a NaN key, and a row whose own query is NaN, comes out
+    not finite, as the reference's does (parity's finiteness check relies on it)."""
+    from ptreg_backends.numba_attention import KEYS
+
+    _threads(step_ops, threads)
+    B, T, NH, C = 1, KEYS + 40, 2, 16
+    rng = np.random.default_rng(11)
+    qkv = rng.standard_normal((B * T, 3 * C), dtype=np.float32)
+    key, query = KEYS + 5, 9  # a key in the second block of keys; a query before it
+    qkv[key, C + 3] = np.nan  # head 0's k of that key
+    qkv[query, 2] = np.nan  # head 0's q of that query
+    out, _ = step_ops.attention_forward(qkv, B, T, NH)
+    head0 = np.asarray(out)[:, : C // NH]
+    assert not np.isfinite(head0[key:]).all(axis=1).any()
+    assert not np.isfinite(head0[query]).all()
