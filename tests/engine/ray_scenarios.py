@@ -21,6 +21,9 @@ from typing import Any
 
 from ray_cluster import Cluster, is_loopback, listening_addresses
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, for helpers
+from helpers import wait_for_timed_steps
+
 PTREG = [sys.executable, "-m", "ptreg"]
 BENCH = ["-b", "naive", "-b", "numpy-blas", "--warmup-steps", "0", "--threads", "1"]
 
@@ -154,7 +157,8 @@ def main(work: Path) -> int:
 
         # Ctrl-C: once the second round of tiny has begun, so that samples have arrived.
         def interrupt(process: subprocess.Popen[str], line: str) -> None:
-            time.sleep(4)  # a few of the first repeat's steps reach the driver
+            # once a step's sample has reached the driver, however slow the machine
+            wait_for_timed_steps(Path(setup["root"]), setup["sigint"], process)
             process.send_signal(signal.SIGINT)
 
         report["sigint"] = follow(
