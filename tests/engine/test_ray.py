@@ -358,3 +358,26 @@ def test_a_cluster_run_is_compared_by_the_machine_its_cells_ran_on() -> None:
 
 def test_an_unknown_executor_is_refused(cli: Any) -> None:
     assert_one_line_error(cli("bench", "-b", "naive", "--executor", "slurm"), 2, "--executor", "slurm")
+
+
+def test_what_ray_prints_goes_to_stderr_until_the_executor_leaves_the_cluster(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Ray's thread prints a node it marked dead on stdout at any moment, between two units too;
+    # stdout is the results (--json)
+    ray = pytest.importorskip("ray")
+    from ptreg.engine import ray_executor
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **_: None)
+    monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True, "Resources": {"ptreg_bench": 1, "CPU": 1}}])
+    monkeypatch.setattr(ray, "shutdown", lambda: print("(raylet) leaving"))
+    monkeypatch.setattr(ray_executor, "_reachable", lambda _: None)
+    executor = ray_executor.RayExecutor(address="127.0.0.1:6399")
+    executor.start()
+    print("(raylet) The node with node id: 0123 has been marked dead")
+    executor.close()
+    print('{"status": "failed"}')
+    out, err = capsys.readouterr()
+    assert out == '{"status": "failed"}\n'
+    assert "marked dead" in err and "leaving" in err
