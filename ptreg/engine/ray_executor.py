@@ -190,6 +190,10 @@ class RayExecutor:
     units: list[Unit] = field(default_factory=list)  # every unit submitted, for provenance
     connect_seconds: float | None = None
     joined: bool = False  # whether this executor joined the cluster (and so leaves it)
+    # While joined, Ray prints what its cluster reports (a node it marked dead, say) on stdout,
+    # from a thread of its own and at any moment: ptreg's stdout is the results (``--json``),
+    # so until the executor leaves, that goes to stderr.
+    _stdout: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     registry: Path | None = None  # kept off the workers' import path on a node where it exists too
 
     def start(self) -> None:
@@ -215,6 +219,7 @@ class RayExecutor:
                 with _quiet_stderr():
                     ray.init(address=where, logging_level=logging.ERROR, log_to_driver=False)
                 self.joined = True
+                self._stdout.enter_context(contextlib.redirect_stdout(sys.stderr))
             except Exception as exc:  # ConnectionError, or Ray's own on a bad address
                 raise UnusableInput(f"--address {where}: cannot join the Ray cluster: {_first_line(exc)}") from None
             finally:
@@ -337,9 +342,11 @@ class RayExecutor:
 
     def close(self) -> None:
         if self.joined:  # a caller that joined the cluster itself stays in it
-            with contextlib.redirect_stdout(sys.stderr):
-                ray.shutdown()
-            self.joined = False
+            try:
+                ray.shutdown()  # which ends the thread that prints Ray's reports
+            finally:
+                self.joined = False
+                self._stdout.close()
 
     def provenance(self) -> dict[str, Any]:
         """environment.json's additions: the executor, and one entry per machine used."""
@@ -367,7 +374,8 @@ class RayExecutor:
         """Submit every unit and follow them until each has ended, the budget ends or a signal.
 
         Ray prints what its cluster reports (a raylet that died, say) on the driver's stdout,
-        which is ptreg's results (``--json``); meanwhile that goes to stderr, beside the progress.
+        which is ptreg's results (``--json``); meanwhile that goes to stderr, beside the progress
+        (and, when this executor joined the cluster, until it leaves: see ``close``).
         """
         with contextlib.redirect_stdout(sys.stderr):
             self._follow(spec, units)

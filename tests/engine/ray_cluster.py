@@ -4,7 +4,9 @@ Meant to run inside a network namespace that holds only a loopback interface (``
 then ``ip link set lo up``): there Ray finds no address but 127.0.0.1. Every node is a
 ``ray start`` of its own with a small object store and no dashboard, under one temporary
 directory; ``stop`` ends the cluster's processes by their ids (not ``ray stop``, which would end
-every Ray process of the machine, another cluster's too) and waits until none is left.
+every Ray process of the machine, another cluster's too) and waits until none is left. A process
+is the cluster's only when it lives in the caller's network namespace: another cluster of the
+machine (another test session's) may use the same ports and address in a namespace of its own.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from pathlib import Path
 
 RAY = str(Path(sys.executable).with_name("ray"))
 OBJECT_STORE_BYTES = 100 * 2**20
+# Ray notices a lost node after health_check_failure_threshold (5) failed checks this far apart;
+# its default, 3000 ms, makes the lost-node scenario wait 15 s. A killed raylet refuses each check
+# at once, while a busy one still has health_check_timeout_ms (10 s, kept) per check to answer.
+HEALTH_CHECK_PERIOD_MS = "500"
 
 
 def namespace_command(argv: list[str]) -> list[str]:
@@ -87,12 +93,15 @@ class Cluster:
                 "--temp-dir",
                 str(self.temp_dir),
             ],
-            None,
+            {"RAY_health_check_period_ms": HEALTH_CHECK_PERIOD_MS},
             [],
         )
 
     def add_node(self, name: str, cpus: int = 1, env: dict[str, str] | None = None, cores: str | None = None) -> None:
-        """A worker node offering one ``ptreg_bench``; ``cores`` pins it (taskset) to those cores."""
+        """A worker node offering one ``ptreg_bench``; ``cores`` pins it (taskset) to those cores.
+
+        Its dashboard agent serves on a free port: on Ray's fixed one (52365), already the head's,
+        the agent retries for about 3 s, gives up, and the node registers only then."""
         self._start(
             name,
             [
@@ -104,26 +113,38 @@ class Cluster:
                 json.dumps({"ptreg_bench": 1}),
                 "--object-store-memory",
                 str(OBJECT_STORE_BYTES),
+                "--dashboard-agent-listen-port",
+                "0",
             ],
             env,
             ["taskset", "-c", cores] if cores else [],
         )
 
+    def agent_ports(self) -> dict[str, int]:
+        """Node id -> the port its dashboard agent serves on, as Ray's session records it (-1:
+        the agent could bind none)."""
+        session = self.temp_dir / "session_latest"
+        return {
+            f.name.rsplit("_", 1)[1]: int(f.read_text().strip()) for f in session.glob("dashboard_agent_listen_port_*")
+        }
+
     def raylet_pid(self, name: str) -> int:
         """The raylet of a node, found by its node manager port."""
         flag = f"--node_manager_port={self.nodes[name]}"
-        for pid in _pids():
+        for pid in self.processes():
             if "raylet" in _cmdline(pid) and flag in _cmdline(pid):
                 return pid
         raise LookupError(f"no raylet for node {name}")
 
     def processes(self) -> list[int]:
-        """Every live process of this cluster: those naming its temporary directory or address,
-        and their descendants."""
-        mine = {p for p in _pids() if str(self.temp_dir) in _cmdline(p) or self.address in _cmdline(p)}
+        """Every live process of this cluster: those of this network namespace naming its temporary
+        directory or address, and their descendants."""
+        own = _namespace("self")
+        here = [p for p in _pids() if _namespace(p) == own]
+        mine = {p for p in here if str(self.temp_dir) in _cmdline(p) or self.address in _cmdline(p)}
         grew = True
         while grew:
-            children = {p for p in _pids() if _parent(p) in mine} - mine
+            children = {p for p in here if _parent(p) in mine} - mine
             grew = bool(children)
             mine |= children
         return sorted(mine)
@@ -142,6 +163,14 @@ class Cluster:
 
 def _pids() -> list[int]:
     return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def _namespace(pid: int | str) -> str | None:
+    """The network namespace a process lives in (None once it is gone)."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
 
 
 def _cmdline(pid: int) -> str:

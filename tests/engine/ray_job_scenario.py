@@ -35,6 +35,15 @@ def main(work: Path) -> None:
     project = work / "project"
     report: dict[str, Any] = {}
     cluster = Cluster(Path(tempfile.mkdtemp(prefix="ptreg-rj-")))  # short: a socket's path has at most 107 bytes
+    # seconds per phase, for whoever asks why the test is slow (never judged: timings vary)
+    phases: dict[str, float] = {}
+    report["phases"] = phases
+    last = [time.monotonic()]
+
+    def mark(name: str) -> None:
+        now = time.monotonic()
+        phases[name], last[0] = round(now - last[0], 2), now
+
     try:
         cluster._start(
             "head",
@@ -47,8 +56,10 @@ def main(work: Path) -> None:
             None,
             [],
         )
+        mark("start head")
         detached = ptreg(project, "run", "wait-a", "--detach", "--executor", "ray", "--address", DASHBOARD, "--json")
         report["detached"] = {"code": detached.returncode, "out": detached.stdout, "err": detached.stderr}
+        mark("submit")
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             runs = listed(project)
@@ -56,17 +67,20 @@ def main(work: Path) -> None:
                 report["running"] = runs
                 break
             time.sleep(1)
+        mark("until running")
         (work / "go").write_text("")
         while time.monotonic() < deadline:
             runs = listed(project)
             if runs == []:
                 break
             time.sleep(1)
+        mark("until ended")
         report["after"] = runs
     except Exception as exc:  # said in the report, where the test reads it
         report["error"] = f"{type(exc).__name__}: {exc}"
     finally:
         cluster.stop()
+        mark("stop")
         report["left"] = cluster.processes()
         shutil.rmtree(cluster.temp_dir, ignore_errors=True)
         (work / "report.json").write_text(json.dumps(report))

@@ -21,6 +21,9 @@ from typing import Any
 
 from ray_cluster import Cluster, is_loopback, listening_addresses
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, for helpers
+from helpers import wait_for_timed_steps
+
 PTREG = [sys.executable, "-m", "ptreg"]
 BENCH = ["-b", "naive", "-b", "numpy-blas", "--warmup-steps", "0", "--threads", "1"]
 
@@ -67,6 +70,15 @@ def alive(pid: int) -> bool:
         return False
 
 
+def survivors(pids: list[int], seconds: float = 2.0) -> list[int]:
+    """Those of ``pids`` still alive once they have had ``seconds`` to die; found sooner when
+    all are gone already."""
+    deadline = time.monotonic() + seconds
+    while (left := [p for p in pids if alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
 def worker_pids(results: Any) -> list[int]:
     return [c["worker"]["pid"] for c in results["cells"] if (c.get("worker") or {}).get("pid")] if results else []
 
@@ -78,30 +90,48 @@ def main(work: Path) -> int:
     # session folder (with its symlinks) is not
     cluster = Cluster(work / ".ray")
     started = time.monotonic()
+    # seconds per phase, for whoever asks why the module is slow (never judged: timings vary)
+    phases: dict[str, float] = {}
+    report["phases"] = phases
+    last = [started]
+
+    def mark(name: str) -> None:
+        now = time.monotonic()
+        phases[name], last[0] = round(now - last[0], 2), now
+
     try:
         cluster.start_head()
+        mark("start head")
         # No node offers ptreg_bench yet: refused before anything is measured.
         report["no_bench_node"] = ptreg(["bench", "--executor", "ray", "--address", cluster.address, "-b", "naive"])
+        mark("no_bench_node")
         cluster.add_node("a")
+        mark("start node a")
         cluster.add_node("b")
+        mark("start node b")
         report["listening"] = listening_addresses()
         report["all_loopback"] = all(is_loopback(a) for a in report["listening"])
+        report["agent_ports"] = cluster.agent_ports()
 
         # A complete run of an attempt: cells spread over both nodes, the registry written here.
         report["run"] = ptreg(
             ["-r", setup["root"], "run", setup["spread"], "--executor", "ray", "--address", cluster.address]
         )
+        mark("run")
 
         # A command evaluator's arms, on a node as a config's cells are.
         report["command"] = ptreg(
             ["-r", setup["root"], "run", setup["command"], "--executor", "ray", "--address", cluster.address]
         )
+        mark("command")
 
         # The same measurement locally, for the shape of its results.
         on_ray = ["--executor", "ray", "--address", cluster.address]
         short = ["bench", *BENCH, "-c", "tiny", "--timed-steps", "1", "--repeats", "2", "--json"]
         report["local"] = ptreg(short)
+        mark("local")
         report["remote"] = ptreg([*short, *on_ray])
+        mark("remote")
 
         # The budget: cut mid-cell; the deadline cancels the units and their workers die.
         report["budget"] = ptreg(
@@ -122,12 +152,13 @@ def main(work: Path) -> int:
                 "14",
             ]
         )
-        time.sleep(2)
-        report["budget_workers_alive"] = [p for p in worker_pids(bench_json(report["budget"])) if alive(p)]
+        report["budget_workers_alive"] = survivors(worker_pids(bench_json(report["budget"])))
+        mark("budget")
 
         # Ctrl-C: once the second round of tiny has begun, so that samples have arrived.
         def interrupt(process: subprocess.Popen[str], line: str) -> None:
-            time.sleep(4)  # a few of the first repeat's steps reach the driver
+            # once a step's sample has reached the driver, however slow the machine
+            wait_for_timed_steps(Path(setup["root"]), setup["sigint"], process)
             process.send_signal(signal.SIGINT)
 
         report["sigint"] = follow(
@@ -135,6 +166,7 @@ def main(work: Path) -> int:
             ("tiny rounds on node",),
             interrupt,
         )
+        mark("sigint")
 
         # SIGTERM too: Ray's own handler (exit at once) must not replace ptreg's.
         def terminate(process: subprocess.Popen[str], line: str) -> None:
@@ -147,6 +179,7 @@ def main(work: Path) -> int:
             terminate,
         )
         report["sigint_runs"] = [str(p) for p in sorted((Path(setup["root"]) / "runs" / setup["sigint"]).glob("*"))]
+        mark("sigterm")
 
         # A lost node: kill the raylet of the node that runs small, mid-round.
         lost: dict[str, Any] = {}
@@ -159,27 +192,31 @@ def main(work: Path) -> int:
                     lost["name"] = name
                     os.kill(cluster.raylet_pid(name), signal.SIGKILL)
 
-        # rounds long enough that the kill lands mid-run on a loaded machine (at 3 steps a round,
-        # the last four rounds could end before the log line reached this process)
+        # rounds long enough that the kill lands mid-run on a loaded machine: at 3 steps a round,
+        # the last four rounds could end before the log line reached this process; at 10 (about
+        # 5 s a round of small on a quiet machine) rounds 2 to 6 leave over 20 s for it
         report["lost"] = follow(
-            ["bench", *BENCH, "-c", "tiny", "-c", "small", "--timed-steps", "30", "--repeats", "6", "--json", *on_ray],
+            ["bench", *BENCH, "-c", "tiny", "-c", "small", "--timed-steps", "10", "--repeats", "6", "--json", *on_ray],
             ("small rounds on node", "round 2 "),
             kill_node,
         )
         report["lost_node"] = lost
-        time.sleep(2)
-        report["lost_workers_alive"] = [p for p in worker_pids(bench_json(report["lost"])) if alive(p)]
+        report["lost_workers_alive"] = survivors(worker_pids(bench_json(report["lost"])))
+        mark("lost")
 
         # Unlike machines: a node pinned to one core (a real difference of the machine its
         # workers see: usable cores) beside the node left with both.
         cluster.add_node("c", cores="0")
+        mark("start node c")
         report["unlike"] = ptreg(
             ["-r", setup["root"], "run", setup["unlike"], "--executor", "ray", "--address", cluster.address]
         )
+        mark("unlike")
     except Exception:
         report["error"] = traceback.format_exc()
     finally:
         cluster.stop()
+        mark("stop")
         report["left_running"] = cluster.processes()
         report["seconds"] = time.monotonic() - started
         (work / "report.json").write_text(json.dumps(report, indent=1))

@@ -31,7 +31,7 @@ from helpers import (
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from ray_cluster import namespace_command, namespace_problem  # noqa: E402
+from ray_cluster import Cluster, namespace_command, namespace_problem  # noqa: E402
 
 from ptreg.engine.plan import round_order  # noqa: E402
 
@@ -146,6 +146,13 @@ def _bench(result: dict[str, Any]) -> dict[str, Any]:
 def test_every_socket_the_cluster_listens_on_is_loopback(report: dict[str, Any]) -> None:
     assert report["listening"], "no listening socket seen: the cluster did not start"
     assert report["all_loopback"], report["listening"]
+
+
+def test_each_node_s_dashboard_agent_serves_on_a_port_of_its_own(report: dict[str, Any]) -> None:
+    # on Ray's one default port only the head's agent could bind; the others' waited and gave up
+    ports = report["agent_ports"]
+    assert len(ports) == 3, ports  # the head, a and b
+    assert all(port > 0 for port in ports.values()) and len(set(ports.values())) == 3, ports
 
 
 def test_a_cluster_without_a_benchmark_node_is_refused_in_one_line(report: dict[str, Any]) -> None:
@@ -291,6 +298,33 @@ def test_no_ray_process_is_left_running(report: dict[str, Any]) -> None:
 # ------------------------------------------------------------------ no cluster needed
 
 
+def test_a_cluster_is_only_the_processes_of_its_own_network_namespace(tmp_path: Path) -> None:
+    # another session's cluster, in a namespace of its own, has the same address: its processes
+    # are not this one's to end
+    problem = namespace_problem()
+    if problem is not None:
+        pytest.skip(problem)
+    decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", Cluster(tmp_path).address])
+    try:
+        listing = (
+            "import json, sys; from pathlib import Path; from ray_cluster import Cluster; "
+            "print(json.dumps(Cluster(Path(sys.argv[1])).processes()))"
+        )
+        inside = subprocess.run(
+            namespace_command([sys.executable, "-c", listing, str(tmp_path)]),
+            capture_output=True,
+            text=True,
+            cwd=HERE,
+            timeout=60,
+        )
+        assert inside.returncode == 0, inside.stderr
+        assert decoy.pid not in json.loads(inside.stdout)
+        assert decoy.pid in Cluster(tmp_path).processes()  # where the decoy lives, it is found
+    finally:
+        decoy.kill()
+        decoy.wait()
+
+
 def test_address_without_the_ray_executor_is_refused(cli: Any, tmp_path: Path) -> None:
     before = snapshot(tmp_path)
     result = cli("bench", "-b", "naive", "--address", "127.0.0.1:6379")
@@ -324,3 +358,26 @@ def test_a_cluster_run_is_compared_by_the_machine_its_cells_ran_on() -> None:
 
 def test_an_unknown_executor_is_refused(cli: Any) -> None:
     assert_one_line_error(cli("bench", "-b", "naive", "--executor", "slurm"), 2, "--executor", "slurm")
+
+
+def test_what_ray_prints_goes_to_stderr_until_the_executor_leaves_the_cluster(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Ray's thread prints a node it marked dead on stdout at any moment, between two units too;
+    # stdout is the results (--json)
+    ray = pytest.importorskip("ray")
+    from ptreg.engine import ray_executor
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **_: None)
+    monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True, "Resources": {"ptreg_bench": 1, "CPU": 1}}])
+    monkeypatch.setattr(ray, "shutdown", lambda: print("(raylet) leaving"))
+    monkeypatch.setattr(ray_executor, "_reachable", lambda _: None)
+    executor = ray_executor.RayExecutor(address="127.0.0.1:6399")
+    executor.start()
+    print("(raylet) The node with node id: 0123 has been marked dead")
+    executor.close()
+    print('{"status": "failed"}')
+    out, err = capsys.readouterr()
+    assert out == '{"status": "failed"}\n'
+    assert "marked dead" in err and "leaving" in err
