@@ -13,12 +13,15 @@ _LIMITS = (
     ("max_memory_mb", "MB peak memory"),
 )
 UNITS = {"wall_clock_seconds": "s", **dict(_LIMITS)}
+# a count of one takes the singular of its unit
+_SINGULAR = {"timed steps per repeat": "timed step per repeat", "repeats": "repeat", "threads": "thread"}
 
 
 def amount(limit: str, value: float) -> str:
-    """One limit of a budget as a person writes it: ``300 s``, ``4 threads``, ``1.5 MB peak memory``."""
+    """One limit of a budget as a person writes it: ``300 s``, ``4 threads``, ``1 thread``, ``1.5 MB peak memory``."""
     number = f"{value:.0f}" if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
-    return f"{number} {UNITS[limit]}"
+    unit = UNITS[limit]
+    return f"{number} {_SINGULAR.get(unit, unit) if number == '1' else unit}"
 
 
 def describe_budget(budget: Any) -> str:
