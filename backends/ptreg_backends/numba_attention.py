@@ -38,6 +38,7 @@ from numba.extending import intrinsic
 
 from ptreg.engine.environment import cpu_flags
 
+from .numba_cache import install_cache_locator
 from .numba_gemm import _element, _literals, _slot, _sum_move, _sum_zero, _sums, _vector
 from .numba_ops import ONE, REASSOCIATE, ZERO, exp32, variants
 from .numba_softmax import (
@@ -52,6 +53,8 @@ from .numba_softmax import (
     rows_reduced,
     weights_and_grads,
 )
+
+install_cache_locator()  # before any kernel is defined: its cache is filed by the package's digest
 
 
 @intrinsic

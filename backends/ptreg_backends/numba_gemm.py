@@ -45,6 +45,7 @@ from numba import prange
 from numba.core import cgutils, config, types
 from numba.extending import intrinsic
 
+from .numba_cache import install_cache_locator
 from .numba_tiles import (
     CANDIDATES,
     TILE_VARIABLE,
@@ -58,6 +59,8 @@ from .numba_tiles import (
     remembered,
     runnable,
 )
+
+install_cache_locator()  # before any kernel is defined: its cache is filed by the package's digest
 
 Gemm = Callable[[np.ndarray, np.ndarray, np.ndarray, int], None]
 

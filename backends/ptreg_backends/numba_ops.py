@@ -30,6 +30,10 @@ from numba import prange
 from numba.core import types
 from numba.extending import intrinsic
 
+from .numba_cache import install_cache_locator
+
+install_cache_locator()  # before any kernel is defined: its cache is filed by the package's digest
+
 # Sums may be reassociated into vector lanes (and a multiply-add fused); no flag that assumes
 # finite values, so a NaN or inf still comes out as one and parity's finiteness check sees it.
 REASSOCIATE = {"reassoc", "nsz", "contract"}
