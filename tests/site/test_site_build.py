@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, Result, assert_one_line_error, complete_record, failed_record, snapshot, write_registry
+from helpers import (
+    REPO,
+    Result,
+    assert_one_line_error,
+    complete_record,
+    failed_record,
+    project_lineage,
+    snapshot,
+    write_registry,
+)
 
 pytest.importorskip("jinja2")
 pytest.importorskip("matplotlib")
@@ -156,7 +165,7 @@ def test_broken_records_are_listed_and_left_out(cli: Callable[..., Result], tmp_
 
 
 def test_an_unreadable_run_is_listed_and_has_no_page(cli: Callable[..., Result], tmp_path: Path) -> None:
-    root = project_registry(tmp_path)
+    root = project_lineage(tmp_path / "attempts", "tinygpt-fast-kernels", "cli-lazy-imports")
     (root / "runs" / "tinygpt-fast-kernels" / "20261201T083022Z" / "results.json").write_text("[1, 2")
     out = tmp_path / "out"
     result = cli("--registry", root, "site", "-o", out, "--json")
@@ -260,7 +269,8 @@ def test_default_output_is_beside_the_registry(cli: Callable[..., Result], tmp_p
 
 
 def test_changed_rebuilds_only_what_moved(cli: Callable[..., Result], tmp_path: Path) -> None:
-    root = project_registry(tmp_path)
+    # a lineage of four, and an attempt of another lineage and evaluator whose pages stay put
+    root = project_lineage(tmp_path / "attempts", "numba-packing-step-xl", "tinygpt-fast-kernels", "cli-lazy-imports")
     out = tmp_path / "out"
     first = cli("--registry", root, "site", "-o", out, "--json").json()
     stamps = {p: p.stat().st_mtime_ns for p in out.rglob("*.html")}
@@ -273,8 +283,7 @@ def test_changed_rebuilds_only_what_moved(cli: Callable[..., Result], tmp_path: 
     (root / "tinygpt-fast-kernels.json").write_text(json.dumps(record, indent=2))
     edited = cli("--registry", root, "site", "-o", out, "--changed", "--json").json()
     rewritten = {str(p.relative_to(out)) for p, stamp in stamps.items() if p.stat().st_mtime_ns != stamp}
-    # its lineage is every attempt of the tree rooted at tinygpt-step-attribution, which grows
-    # as the project's own registry does
+    # its lineage is every attempt here of the tree rooted at tinygpt-step-attribution
     records = [json.loads(f.read_text()) for f in root.glob("*.json") if f.name != "registry.json"]
     parents = {a["id"]: a.get("varied_from") for a in records}
 
