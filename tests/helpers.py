@@ -885,3 +885,26 @@ def registry_with_runs(root: Path, n: int, items: int = 60) -> str:
         )
         add_run(root, results.model_dump(mode="json"))
     return MANY_RUNS_ATTEMPT
+
+
+def project_lineage(root: Path, *attempt_ids: str) -> Path:
+    """A registry at ``root`` holding some attempts of this project's own (``attempts/``) and
+    their ancestors, with their evaluators and runs: for a test about a few pages, which a build
+    of the whole project registry would spend most of its time drawing others around."""
+    source = REPO / "attempts"
+    root.mkdir(parents=True)
+    shutil.copy(source / "registry.json", root)
+    shutil.copytree(source / "vocabulary", root / "vocabulary")
+    (root / "evaluators").mkdir()
+    for attempt_id in attempt_ids:
+        chain: str | None = attempt_id
+        while chain is not None and not (root / f"{chain}.json").exists():
+            record = json.loads((source / f"{chain}.json").read_text(encoding="utf-8"))
+            shutil.copy(source / f"{chain}.json", root)
+            for ref in {record.get("evaluator")} | {r.get("evaluator") for r in record.get("runs", [])}:
+                if ref and (source / "evaluators" / f"{ref}.json").is_file():
+                    shutil.copy(source / "evaluators" / f"{ref}.json", root / "evaluators")
+            if (source / "runs" / chain).is_dir():
+                shutil.copytree(source / "runs" / chain, root / "runs" / chain)
+            chain = record.get("varied_from")
+    return root

@@ -29,6 +29,7 @@ from ..store.jsonio import atomic_write_text, decode_json, dumps_pretty, replace
 from ..store.outputs import leads_into
 from ..store.workfiles import ForeignFile, check_working_file, inside, read_working_file
 from ..text import shorten
+from ..views.comparison import runs_read_once
 from .pages import (
     INDEX,
     dossier_context,
@@ -243,28 +244,29 @@ def build(
     _write_static(out)
     written: dict[str, dict[str, str]] = {}
     todo = [p for p in plan if p.kind != "index"]
-    for n, page in enumerate(todo):
-        if progress is not None and n % 200 == 0:
-            progress("pages", n, len(todo))
-        old = old_pages.get(page.path)
-        if (
-            reuse
-            and isinstance(old, dict)
-            and old.get("digest") == page.digest
-            and (page.path in old_broken or (out / page.path).is_file())
-        ):
-            report.skipped += 1
-            written[page.path] = old
-            if page.path in old_broken:
-                broken_runs[page.path] = old_broken[page.path]
-            continue
-        html = _render(env, inputs, page, uses, broken_runs)
-        written[page.path] = {"digest": page.digest, "kind": page.kind}
-        if html is None:  # a run whose results cannot be read: listed on the index instead
-            _remove(out, page.path)
-            continue
-        report.rendered += 1
-        report.written += _write(out, page.path, html)
+    with runs_read_once():  # an evaluator's page compares its runs: each run read once for all
+        for n, page in enumerate(todo):
+            if progress is not None and n % 200 == 0:
+                progress("pages", n, len(todo))
+            old = old_pages.get(page.path)
+            if (
+                reuse
+                and isinstance(old, dict)
+                and old.get("digest") == page.digest
+                and (page.path in old_broken or (out / page.path).is_file())
+            ):
+                report.skipped += 1
+                written[page.path] = old
+                if page.path in old_broken:
+                    broken_runs[page.path] = old_broken[page.path]
+                continue
+            html = _render(env, inputs, page, uses, broken_runs)
+            written[page.path] = {"digest": page.digest, "kind": page.kind}
+            if html is None:  # a run whose results cannot be read: listed on the index instead
+                _remove(out, page.path)
+                continue
+            report.rendered += 1
+            report.written += _write(out, page.path, html)
     # the index depends on every record: written each time, after the pages it lists
     listed = [(_run_label(path), reason) for path, reason in sorted(broken_runs.items())]
     html = env.get_template("index.html").render(base="", **index_context(inputs, listed))

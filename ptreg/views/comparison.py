@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import difflib
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,7 +72,39 @@ def _runs(root: Path) -> list[Path]:
     return sorted(p.parent for p in (root / RUNS_DIR).glob(f"*/*/{RESULTS_FILE}") if not p.parent.name.startswith("."))
 
 
+# Inside ``runs_read_once``: each run folder's reading (or the error it gave), by folder. A
+# site build compares each run of an evaluator with the one before it, and every comparison
+# reads every run of the registry for its history: read once, that is linear in the runs.
+_READ_ONCE: ContextVar[dict[Path, FoundRun | PtregError] | None] = ContextVar("runs_read_once", default=None)
+
+
+@contextmanager
+def runs_read_once() -> Iterator[None]:
+    """Within it, a run folder is read once and its reading reused: for a caller that reads
+    many comparisons of a registry it does not change meanwhile (a site build)."""
+    token = _READ_ONCE.set({})
+    try:
+        yield
+    finally:
+        _READ_ONCE.reset(token)
+
+
 def _read(root: Path, folder: Path) -> FoundRun:
+    seen = _READ_ONCE.get()
+    if seen is None:
+        return _read_folder(root, folder)
+    if folder not in seen:
+        try:
+            seen[folder] = _read_folder(root, folder)
+        except PtregError as exc:
+            seen[folder] = exc
+    known = seen[folder]
+    if isinstance(known, PtregError):
+        raise known
+    return known
+
+
+def _read_folder(root: Path, folder: Path) -> FoundRun:
     results = read_results(folder, root)
     try:
         environment = read_json(folder / ENVIRONMENT_FILE)

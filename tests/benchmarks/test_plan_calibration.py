@@ -19,42 +19,55 @@ from plan_calibration import ROWS, SIDE, Counted, World, count, draw_items, draw
 
 from ptreg.records.run_results import RESULTS_VERSION
 
-SIMS = 600
+SIMS = 600  # what the contrast needs to see an or's ~5% above 2.5%, and what `-m slow` runs for every row
+QUICK_SIMS = 200  # the default suite's run of the other rows: still fails on a rate near twice its bound
 SEED = 11
+KEYS = [
+    "one",
+    "three-and-null",
+    "three-and-score",
+    "three-and-latency",
+    "margin-better",
+    "margin-equivalent-above",
+    "margin-noninferior",
+    "margin-ratio",
+]
 
 
 @cache
-def counted(key: str) -> Counted:
-    return count(next(r for r in ROWS if r.key == key), SIMS, SEED)
+def counted(key: str, sims: int) -> Counted:
+    return count(next(r for r in ROWS if r.key == key), sims, SEED)
 
 
-@pytest.mark.parametrize(
-    "key",
-    [
-        "one",
-        "three-and-null",
-        "three-and-score",
-        "three-and-latency",
-        "margin-better",
-        "margin-equivalent-above",
-        "margin-noninferior",
-        "margin-ratio",
-        "three-or-null",
-    ],
-)
-def test_the_plan_errs_at_most_at_its_stated_rate(key: str) -> None:
-    found = counted(key)
+def assert_within_rate(key: str, sims: int) -> None:
+    found = counted(key, sims)
     for line, made in zip(found.row.lines, found.made, strict=True):
         if line.contrast:
             continue
-        low, _ = interval(made, SIMS)
-        assert low < line.bound, f"{key}: {line.claim} in {made} of {SIMS}, above {line.bound:.1%}"
+        low, _ = interval(made, sims)
+        assert low < line.bound, f"{key}: {line.claim} in {made} of {sims}, above {line.bound:.1%}"
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_the_plan_errs_at_most_at_its_stated_rate(key: str) -> None:
+    assert_within_rate(key, QUICK_SIMS)
+
+
+def test_an_or_decided_by_ptreg_errs_at_most_at_its_stated_rate() -> None:
+    """At the contrast's size: the row is drawn once for both tests."""
+    assert_within_rate("three-or-null", SIMS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", KEYS)
+def test_the_plan_errs_at_most_at_its_stated_rate_at_full_size(key: str) -> None:
+    assert_within_rate(key, SIMS)
 
 
 def test_an_or_decided_at_95_percent_each_exceeds_the_rate() -> None:
     """The simulation can see a rate above 2.5%: three null alternatives, each held to its own
     95% interval, claim the or in about 5% of attempts."""
-    found = counted("three-or-null")
+    found = counted("three-or-null", SIMS)
     made = next(m for line, m in zip(found.row.lines, found.made, strict=True) if line.contrast)
     low, _ = interval(made, SIMS)
     assert low > SIDE, f"an unadjusted or claimed in only {made} of {SIMS}"

@@ -4,16 +4,19 @@ answers only a request addressed to a loopback name (DNS rebinding gets 421)."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from helpers import Result, complete_record, write_registry
+from helpers import Result, complete_record, patient, write_registry
 
 pytest.importorskip("jinja2")
 pytest.importorskip("matplotlib")
@@ -52,8 +55,22 @@ def served(site: Path) -> Iterator[ThreadingHTTPServer]:
     try:
         yield server
     finally:
-        server.shutdown()
-        thread.join(30)
+        stop(server, thread)
+
+
+def stop(server: ThreadingHTTPServer, thread: threading.Thread) -> None:
+    """Shut the server down without waiting out its loop's half-second poll: a connection
+    wakes the loop, which then sees the request to stop."""
+    stopping = threading.Thread(target=server.shutdown, daemon=True)
+    stopping.start()
+    port = server.server_address[1]
+    deadline = time.monotonic() + patient(30)
+    while stopping.is_alive() and time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1):
+            pass
+        stopping.join(0.02)
+    thread.join(patient(30))
+    assert not thread.is_alive(), "the server did not stop"
 
 
 def get(server: ThreadingHTTPServer, path: str, host: str | None = None, method: str = "GET") -> tuple[int, bytes]:
@@ -156,5 +173,4 @@ def test_a_folder_without_a_manifest_serves_nothing(cli: Callable[..., Result], 
     try:
         assert get(server, "/index.html")[0] == 404
     finally:
-        server.shutdown()
-        thread.join(30)
+        stop(server, thread)

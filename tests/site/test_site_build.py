@@ -7,13 +7,24 @@ import json
 import re
 import shutil
 import socket
+import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from helpers import REPO, Result, assert_one_line_error, complete_record, failed_record, snapshot, write_registry
+from helpers import (
+    REPO,
+    Result,
+    assert_one_line_error,
+    complete_record,
+    failed_record,
+    project_lineage,
+    snapshot,
+    write_registry,
+)
 
 pytest.importorskip("jinja2")
 pytest.importorskip("matplotlib")
@@ -39,11 +50,32 @@ def table_marks(html: str, chart: str) -> int:
     return sum(int(n) for n in re.findall(r'<tr data-marks="(\d+)"', table.group(1)))
 
 
-def test_every_page_of_the_project_registry(cli: Callable[..., Result], tmp_path: Path) -> None:
-    root = project_registry(tmp_path)
+@dataclass(frozen=True)
+class ProjectSite:
+    root: Path
+    before: dict[str, bytes]  # the registry's files before the build
+    out: Path
+    built: Result
+
+
+@pytest.fixture(scope="module")
+def project_site(tmp_path_factory: pytest.TempPathFactory) -> ProjectSite:
+    """The project's registry built once for the tests that only read its pages (a build of it
+    takes most of this module's time); each test that changes the registry or the site copies
+    its own."""
+    work = tmp_path_factory.mktemp("project-site")
+    root = project_registry(work)
     before = snapshot(root)
-    out = tmp_path / "out"
-    result = cli("--registry", root, "site", "-o", out, "--json")
+    out = work / "out"
+    ptreg = str(Path(sys.executable).parent / "ptreg")
+    done = subprocess.run(
+        [ptreg, "--registry", str(root), "site", "-o", str(out), "--json"], capture_output=True, text=True, cwd=work
+    )
+    return ProjectSite(root, before, out, Result(done.returncode, done.stdout, done.stderr))
+
+
+def test_every_page_of_the_project_registry(project_site: ProjectSite) -> None:
+    root, out, result = project_site.root, project_site.out, project_site.built
     assert result.code == 0, result.err
     summary = result.json()
     assert summary["written"] == summary["rendered"] == summary["pages"] and summary["skipped"] == 0
@@ -59,14 +91,13 @@ def test_every_page_of_the_project_registry(cli: Callable[..., Result], tmp_path
     for dossier in (out / "attempts").glob("*.html"):
         lineage = re.search(r'href="\.\./(lineage/[^"]+\.html)"', dossier.read_text())
         assert lineage is not None and (out / lineage.group(1)).is_file(), dossier
-    assert snapshot(root) == before  # nothing written into the registry (its index aside)
+    assert snapshot(root) == project_site.before  # nothing written into the registry (its index aside)
     assert summary["pages"] == len(ids) + len(runs) + len(evaluators) + len(list((out / "lineage").glob("*.html"))) + 1
 
 
-def test_run_pages_draw_one_mark_per_measured_number(cli: Callable[..., Result], tmp_path: Path) -> None:
-    root = project_registry(tmp_path)
-    out = tmp_path / "out"
-    assert cli("--registry", root, "site", "-o", out).code == 0
+def test_run_pages_draw_one_mark_per_measured_number(project_site: ProjectSite) -> None:
+    root, out = project_site.root, project_site.out
+    assert project_site.built.code == 0, project_site.built.err
     page = (out / "runs" / "tinygpt-step-attribution" / "20261201T063034Z.html").read_text()
     results = json.loads((root / "runs" / "tinygpt-step-attribution" / "20261201T063034Z" / "results.json").read_text())
     measured = [c for c in results["cells"] if c["status"] == "measured"]
@@ -82,14 +113,16 @@ def test_run_pages_draw_one_mark_per_measured_number(cli: Callable[..., Result],
     assert marks_in(history, "history") == table_marks(history, "history") > 0
 
 
-def test_the_build_is_deterministic(cli: Callable[..., Result], tmp_path: Path) -> None:
-    root = project_registry(tmp_path)
-    assert cli("--registry", root, "site", "-o", tmp_path / "a").code == 0
-    assert cli("--registry", root, "site", "-o", tmp_path / "b").code == 0
-    pages = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*.html"))
+def test_the_build_is_deterministic(cli: Callable[..., Result], project_site: ProjectSite, tmp_path: Path) -> None:
+    """A second build, in this process, of the registry the module built in another: the same bytes."""
+    assert project_site.built.code == 0, project_site.built.err
+    again = tmp_path / "again"
+    assert cli("--registry", project_site.root, "site", "-o", again).code == 0
+    pages = sorted(p.relative_to(project_site.out) for p in project_site.out.rglob("*.html"))
     assert pages
+    assert sorted(p.relative_to(again) for p in again.rglob("*.html")) == pages
     for page in pages:
-        assert (tmp_path / "a" / page).read_bytes() == (tmp_path / "b" / page).read_bytes(), page
+        assert (project_site.out / page).read_bytes() == (again / page).read_bytes(), page
 
 
 def test_a_hostile_lesson_is_text(cli: Callable[..., Result], tmp_path: Path) -> None:
@@ -132,7 +165,7 @@ def test_broken_records_are_listed_and_left_out(cli: Callable[..., Result], tmp_
 
 
 def test_an_unreadable_run_is_listed_and_has_no_page(cli: Callable[..., Result], tmp_path: Path) -> None:
-    root = project_registry(tmp_path)
+    root = project_lineage(tmp_path / "attempts", "tinygpt-fast-kernels", "cli-lazy-imports")
     (root / "runs" / "tinygpt-fast-kernels" / "20261201T083022Z" / "results.json").write_text("[1, 2")
     out = tmp_path / "out"
     result = cli("--registry", root, "site", "-o", out, "--json")
@@ -236,7 +269,8 @@ def test_default_output_is_beside_the_registry(cli: Callable[..., Result], tmp_p
 
 
 def test_changed_rebuilds_only_what_moved(cli: Callable[..., Result], tmp_path: Path) -> None:
-    root = project_registry(tmp_path)
+    # a lineage of four, and an attempt of another lineage and evaluator whose pages stay put
+    root = project_lineage(tmp_path / "attempts", "numba-packing-step-xl", "tinygpt-fast-kernels", "cli-lazy-imports")
     out = tmp_path / "out"
     first = cli("--registry", root, "site", "-o", out, "--json").json()
     stamps = {p: p.stat().st_mtime_ns for p in out.rglob("*.html")}
@@ -249,8 +283,7 @@ def test_changed_rebuilds_only_what_moved(cli: Callable[..., Result], tmp_path: 
     (root / "tinygpt-fast-kernels.json").write_text(json.dumps(record, indent=2))
     edited = cli("--registry", root, "site", "-o", out, "--changed", "--json").json()
     rewritten = {str(p.relative_to(out)) for p, stamp in stamps.items() if p.stat().st_mtime_ns != stamp}
-    # its lineage is every attempt of the tree rooted at tinygpt-step-attribution, which grows
-    # as the project's own registry does
+    # its lineage is every attempt here of the tree rooted at tinygpt-step-attribution
     records = [json.loads(f.read_text()) for f in root.glob("*.json") if f.name != "registry.json"]
     parents = {a["id"]: a.get("varied_from") for a in records}
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from helpers import REPO, Result, complete_record, failed_record, snapshot, write_registry
+from helpers import REPO, Result, complete_record, failed_record, project_lineage, snapshot, write_registry
 
 pytest.importorskip("jinja2")
 pytest.importorskip("matplotlib")
@@ -135,8 +134,7 @@ def test_a_run_with_hostile_backend_names_and_an_infinite_median_builds(
 ) -> None:
     """Issue 31, item 8, through `ptreg site`: the names drawn as text, a median of 1e300 a
     row without a mark and a note; the run's page written; nothing in the registry touched."""
-    root = tmp_path / "attempts"
-    shutil.copytree(REPO / "attempts", root, ignore=shutil.ignore_patterns(".ptreg*"))
+    root = project_lineage(tmp_path / "attempts", RUN.split("/")[1])
     path = root / RUN / "results.json"
     results = json.loads(path.read_text(encoding="utf-8"))
     renamed = {"blocked-numpy": MATHS, "numba": LONG}
