@@ -4,6 +4,8 @@ every (arm, round) is in the continuation exactly once, the kept ones as they we
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -12,7 +14,10 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from helpers import complete_record, env_without_hooks, patient, propose_for_run, snapshot, write_registry
 
@@ -27,7 +32,38 @@ ARM = (
 )
 
 
-def project_with_attempt(tmp_path: Path, mark: str = "") -> tuple[Path, Path]:
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """The project of each ``mark``, made once (a freeze and a proposal are two process starts)
+    for the tests to copy: nothing in it names the folder it is in."""
+    projects: dict[str, Path] = {}
+
+    def project_of(mark: str) -> Path:
+        if mark not in projects:
+            projects[mark] = make_project(tmp_path_factory.mktemp("project"), mark)[0]
+        return projects[mark]
+
+    return project_of
+
+
+def project_with_attempt(tmp_path: Path, made: Callable[[str], Path], mark: str = "") -> tuple[Path, Path]:
+    """A copy of the project holding an evaluator of arm.py and the attempt `go-on` to run."""
+    from ptreg.cli import main
+
+    project = tmp_path / "project"
+    shutil.copytree(made(mark), project, symlinks=True)
+    root = project / "attempts"
+    # the freeze consented in another test's configuration: consent again in this one's
+    (evaluator,) = (root / "evaluators").iterdir()
+    with contextlib.chdir(project), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            main(["-r", str(root), "evaluator", "trust", evaluator.stem])
+        except SystemExit as exited:
+            assert not exited.code, exited.code
+    return project, root
+
+
+def make_project(tmp_path: Path, mark: str = "") -> tuple[Path, Path]:
     project = tmp_path / "project"
     project.mkdir()
     (project / "arm.py").write_text(ARM)
@@ -110,12 +146,12 @@ def the_run(root: Path, run_id: str):
     return read_results(root / "runs" / "go-on" / run_id, root)
 
 
-def test_sigterm_then_resume_measures_each_round_once(tmp_path: Path) -> None:
+def test_sigterm_then_resume_measures_each_round_once(tmp_path: Path, made: Callable[[str], Path]) -> None:
     from ptreg.records.continuation import counted_once
     from ptreg.store.directory import read_attempt
     from ptreg.views.plans import complete_runs
 
-    project, root = project_with_attempt(tmp_path)
+    project, root = project_with_attempt(tmp_path, made)
     process = start_run(root, project)
     wait_for_rounds(root, process, 3)
     process.send_signal(signal.SIGTERM)
@@ -159,11 +195,11 @@ def processes_with(mark: str) -> list[int]:
     return found
 
 
-def test_sigkill_of_ptreg_then_resume_reads_its_journal(tmp_path: Path) -> None:
+def test_sigkill_of_ptreg_then_resume_reads_its_journal(tmp_path: Path, made: Callable[[str], Path]) -> None:
     from ptreg.store.rounds_journal import read_journal
 
     mark = f"ptreg-resume-{uuid.uuid4().hex}"
-    project, root = project_with_attempt(tmp_path, mark)
+    project, root = project_with_attempt(tmp_path, made, mark)
     process = start_run(root, project)
     wait_for_rounds(root, process, 3)
     os.killpg(process.pid, signal.SIGKILL)
@@ -214,8 +250,8 @@ def interrupted_in_process(root: Path, project: Path, after_round: int) -> str:
     return done.results.run_id
 
 
-def test_resume_is_refused_when_a_file_the_command_runs_changed(tmp_path: Path) -> None:
-    project, root = project_with_attempt(tmp_path)
+def test_resume_is_refused_when_a_file_the_command_runs_changed(tmp_path: Path, made: Callable[[str], Path]) -> None:
+    project, root = project_with_attempt(tmp_path, made)
     interrupted_in_process(root, project, 2)
     (project / "arm.py").write_text(ARM + "# changed\n")
     before = snapshot(root)
@@ -279,10 +315,10 @@ FORGED = [
 ]
 
 
-def test_a_forged_journal_line_is_not_believed(tmp_path: Path) -> None:
+def test_a_forged_journal_line_is_not_believed(tmp_path: Path, made: Callable[[str], Path]) -> None:
     """An unknown arm, a round beyond the plan, a round twice, a sample filed under another
     round, a number that is not finite: each refuses the resume, naming it, and changes nothing."""
-    project, root = project_with_attempt(tmp_path)
+    project, root = project_with_attempt(tmp_path, made)
     for forged, named in FORGED:
         folder = lost_run(root, project, [round_line("one", 0, 100.0), forged, round_line("two", 0, 200.0)])
         before = snapshot(root)
@@ -293,8 +329,8 @@ def test_a_forged_journal_line_is_not_believed(tmp_path: Path) -> None:
         shutil.rmtree(folder)
 
 
-def test_a_torn_last_line_is_measured_again(tmp_path: Path) -> None:
-    project, root = project_with_attempt(tmp_path)
+def test_a_torn_last_line_is_measured_again(tmp_path: Path, made: Callable[[str], Path]) -> None:
+    project, root = project_with_attempt(tmp_path, made)
     lines = [round_line("one", 0, 100.0), round_line("two", 0, 200.0), round_line("one", 1, 101.0)[:30]]
     lost_run(root, project, lines)
     resumed = ptreg(root, project, "run", "go-on", "--resume", "--json")
@@ -307,11 +343,11 @@ def test_a_torn_last_line_is_measured_again(tmp_path: Path) -> None:
     assert [r.order_seed for r in results.rounds] == [7]
 
 
-def test_a_lost_run_whose_process_still_lives_is_not_resumed(tmp_path: Path) -> None:
+def test_a_lost_run_whose_process_still_lives_is_not_resumed(tmp_path: Path, made: Callable[[str], Path]) -> None:
     """Its pid with its creation time: a process that is still there may still be measuring."""
     import psutil
 
-    project, root = project_with_attempt(tmp_path)
+    project, root = project_with_attempt(tmp_path, made)
     me = psutil.Process()
     lost_run(root, project, [round_line("one", 0, 100.0)], pid=me.pid, started=me.create_time())
     before = snapshot(root)
@@ -320,8 +356,8 @@ def test_a_lost_run_whose_process_still_lives_is_not_resumed(tmp_path: Path) -> 
     assert snapshot(root) == before
 
 
-def test_a_run_measured_under_another_evaluator_is_not_resumed(tmp_path: Path) -> None:
-    project, root = project_with_attempt(tmp_path)
+def test_a_run_measured_under_another_evaluator_is_not_resumed(tmp_path: Path, made: Callable[[str], Path]) -> None:
+    project, root = project_with_attempt(tmp_path, made)
     lost_run(root, project, [round_line("one", 0, 100.0)], evaluator="resumable@000000000000")
     before = snapshot(root)
     refused = ptreg(root, project, "run", "go-on", "--resume")
@@ -343,12 +379,12 @@ def test_code_that_changed_since_the_run_is_named() -> None:
     assert code_changed(None, before) == "the code the run measured is unknown"
 
 
-def test_a_run_stopped_by_its_budget_is_resumed(tmp_path: Path) -> None:
+def test_a_run_stopped_by_its_budget_is_resumed(tmp_path: Path, made: Callable[[str], Path]) -> None:
     """The budget's clock jumps past its end as round 2 begins: the run is budget-exhausted
     with rounds 0 and 1 kept, and its continuation, with the budget counted afresh, completes."""
     from ptreg.operations.running import run_attempt
 
-    project, root = project_with_attempt(tmp_path)
+    project, root = project_with_attempt(tmp_path, made)
     jump = [0.0]
 
     def progress(event) -> None:
@@ -448,8 +484,10 @@ def test_a_resumed_run_reruns_no_finished_once_stage(tmp_path: Path) -> None:
         assert train.reused is True, "seed 0's checkpoint was reused by the continuation"
 
 
-def test_a_detached_resume_refuses_in_the_foreground_then_continues_in_the_background(tmp_path: Path) -> None:
-    project, root = project_with_attempt(tmp_path)
+def test_a_detached_resume_refuses_in_the_foreground_then_continues_in_the_background(
+    tmp_path: Path, made: Callable[[str], Path]
+) -> None:
+    project, root = project_with_attempt(tmp_path, made)
     before = snapshot(root)
     nothing = ptreg(root, project, "run", "go-on", "--detach", "--resume")
     assert nothing.returncode == 2 and "nothing to resume" in nothing.stderr, nothing.stderr

@@ -705,13 +705,18 @@ def apply_edit(root: Path, kind: str, target: int, new: dict[str, Any]) -> None:
 
 
 def edits_answer_as_a_full_read(
-    tmp_path: Path, scenario: Any, around: Callable[[Path], AbstractContextManager[Any]] = nullcontext
+    tmp_path: Path,
+    scenario: Any,
+    empty: Path,
+    around: Callable[[Path], AbstractContextManager[Any]] = nullcontext,
 ) -> None:
-    """Write the scenario's registry and, within ``around(root)``, check the index against a full
-    read before its edits and after each one."""
+    """Write the scenario's registry (into a copy of ``empty``) and, within ``around(root)``,
+    check the index against a full read before its edits and after each one."""
     records, edits = scenario
     root = tmp_path / f"reg-{os.urandom(4).hex()}"
-    write_registry(root, records)
+    shutil.copytree(empty, root, symlinks=True)
+    for record in records:  # raw, as write_registry writes them
+        (root / f"{record['id']}.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
     try:
         with around(root):
             assert_agrees(root)
@@ -724,8 +729,10 @@ def edits_answer_as_a_full_read(
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(scenario=scenarios())
-def test_random_registries_and_edits_the_index_answers_as_a_full_read(tmp_path: Path, scenario) -> None:
-    edits_answer_as_a_full_read(tmp_path, scenario)
+def test_random_registries_and_edits_the_index_answers_as_a_full_read(
+    tmp_path: Path, empty_registry: Path, scenario
+) -> None:
+    edits_answer_as_a_full_read(tmp_path, scenario, empty_registry)
 
 
 def test_every_query_command_prints_the_same_with_and_without_the_index(

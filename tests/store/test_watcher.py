@@ -283,8 +283,10 @@ def test_ptregs_own_writes_are_seen_through_the_watcher(cli, registry: Path) -> 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(scenario=scenarios())
-def test_random_registries_and_edits_with_a_watcher_answer_as_a_full_read(tmp_path: Path, scenario) -> None:
-    edits_answer_as_a_full_read(tmp_path, scenario, watched_throughout)
+def test_random_registries_and_edits_with_a_watcher_answer_as_a_full_read(
+    tmp_path: Path, empty_registry: Path, scenario
+) -> None:
+    edits_answer_as_a_full_read(tmp_path, scenario, empty_registry, watched_throughout)
 
 
 @contextlib.contextmanager
