@@ -885,3 +885,40 @@ def registry_with_runs(root: Path, n: int, items: int = 60) -> str:
         )
         add_run(root, results.model_dump(mode="json"))
     return MANY_RUNS_ATTEMPT
+
+
+def ptreg_in_process(cwd: Path, args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``ptreg ARGS`` run in ``cwd`` with the environment ``env`` (this one's when None), through
+    the CLI's own entry point but in this process, with what it says captured: for tests whose
+    subject is what a command does, not the process boundary, this skips the start of Python and
+    of ptreg's imports on every call. Working directory, environment and the temporary folder
+    (tempfile caches TMPDIR) are put back as they were."""
+    import contextlib
+    import io
+    import tempfile
+
+    from ptreg.cli import main
+
+    saved_env, saved_cwd, saved_tempdir = dict(os.environ), os.getcwd(), tempfile.tempdir
+    out, err = io.StringIO(), io.StringIO()
+    code: Any = 0
+    try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        tempfile.tempdir = None  # read TMPDIR afresh, as a new process would
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main([str(a) for a in args])
+            except SystemExit as exc:
+                code = exc.code
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        tempfile.tempdir = saved_tempdir
+    if code is None:
+        code = 0
+    assert isinstance(code, int), f"exit code {code!r} is not an int (stderr: {err.getvalue()!r})"
+    return subprocess.CompletedProcess(["ptreg", *map(str, args)], code, out.getvalue(), err.getvalue())
