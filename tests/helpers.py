@@ -922,3 +922,19 @@ def ptreg_in_process(cwd: Path, args: list[str], env: dict[str, str] | None = No
         code = 0
     assert isinstance(code, int), f"exit code {code!r} is not an int (stderr: {err.getvalue()!r})"
     return subprocess.CompletedProcess(["ptreg", *map(str, args)], code, out.getvalue(), err.getvalue())
+
+
+def propose_in_process(root: Path, ref: str, attempt_id: str, issue: str) -> None:
+    """What ``propose_for_run`` proposes, through the CLI in this process: for tests whose
+    subject is the run that follows, not writers contending for the registry."""
+    done = ptreg_in_process(
+        Path.cwd(),
+        [
+            *("-r", str(root), "new", "--id", attempt_id, "--name", attempt_id, "--family", "runtime-perf"),
+            *("--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "vendor-blas"),
+            *("--question", f"What does {attempt_id} change?", "--evaluator", ref, "--budget-seconds", "600"),
+            *("--tracking-issue", issue, "--worked-if", plan_flags(root, ref)[1], "--no-input", "--json"),
+        ],
+        env_without_hooks(),
+    )
+    assert done.returncode == 0, done.stderr
