@@ -908,3 +908,56 @@ def project_lineage(root: Path, *attempt_ids: str) -> Path:
                 shutil.copytree(source / "runs" / chain, root / "runs" / chain)
             chain = record.get("varied_from")
     return root
+
+
+def ptreg_in_process(cwd: Path, args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``ptreg ARGS`` run in ``cwd`` with the environment ``env`` (this one's when None), through
+    the CLI's own entry point but in this process, with what it says captured: for tests whose
+    subject is what a command does, not the process boundary, this skips the start of Python and
+    of ptreg's imports on every call. Working directory, environment and the temporary folder
+    (tempfile caches TMPDIR) are put back as they were."""
+    import contextlib
+    import io
+    import tempfile
+
+    from ptreg.cli import main
+
+    saved_env, saved_cwd, saved_tempdir = dict(os.environ), os.getcwd(), tempfile.tempdir
+    out, err = io.StringIO(), io.StringIO()
+    code: Any = 0
+    try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        tempfile.tempdir = None  # read TMPDIR afresh, as a new process would
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main([str(a) for a in args])
+            except SystemExit as exc:
+                code = exc.code
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        tempfile.tempdir = saved_tempdir
+    if code is None:
+        code = 0
+    assert isinstance(code, int), f"exit code {code!r} is not an int (stderr: {err.getvalue()!r})"
+    return subprocess.CompletedProcess(["ptreg", *map(str, args)], code, out.getvalue(), err.getvalue())
+
+
+def propose_in_process(root: Path, ref: str, attempt_id: str, issue: str) -> None:
+    """What ``propose_for_run`` proposes, through the CLI in this process: for tests whose
+    subject is the run that follows, not writers contending for the registry."""
+    done = ptreg_in_process(
+        Path.cwd(),
+        [
+            *("-r", str(root), "new", "--id", attempt_id, "--name", attempt_id, "--family", "runtime-perf"),
+            *("--kind", "runtime-benchmark", "--objective", "training-step-time", "--method", "vendor-blas"),
+            *("--question", f"What does {attempt_id} change?", "--evaluator", ref, "--budget-seconds", "600"),
+            *("--tracking-issue", issue, "--worked-if", plan_flags(root, ref)[1], "--no-input", "--json"),
+        ],
+        env_without_hooks(),
+    )
+    assert done.returncode == 0, done.stderr

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_revisions import git
 
-from helpers import evaluator_spec, snapshot
+from helpers import evaluator_spec, ptreg_in_process, snapshot
 from ptreg.engine.measurement import Places, cell_task, parity_task
 from ptreg.engine.processes import python_argv
 from ptreg.engine.worker import create_taken
@@ -113,14 +113,17 @@ class Project:
         path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
         python_path = os.pathsep.join([*self.path, os.environ.get("PYTHONPATH", "")])
         env = {**os.environ, "PATH": path, "TMPDIR": str(self.tmp), "PYTHONPATH": python_path, **variables}
-        found = subprocess.run(
-            [sys.executable, "-m", "ptreg", *args],
-            capture_output=True,
-            text=True,
-            cwd=self.project,
-            env=env,
-            timeout=300,
-        )
+        if args[0] != "run":  # in this process: nothing but a run imports the backend
+            found = ptreg_in_process(self.project, list(args), env)
+        else:  # a program, whose import path is the editable install's, as the workers' is
+            found = subprocess.run(
+                [sys.executable, "-m", "ptreg", *args],
+                capture_output=True,
+                text=True,
+                cwd=self.project,
+                env=env,
+                timeout=300,
+            )
         assert "Traceback" not in found.stdout + found.stderr, found.stderr
         return found
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import patient, plan_flags
+from helpers import patient, plan_flags, ptreg_in_process
 from ptreg.engine.workloads.arms import compare_arms
 from ptreg.engine.workloads.command import CommandWorkload
 from ptreg.engine.workloads.command_output import read_items, read_metrics
@@ -59,10 +59,11 @@ SPEC = {
 
 
 def ptreg(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """ptreg in the project, with this interpreter's scripts first on PATH (the commands' python3).
+    In this process: what is tested is the command workload, not the start of a program; the
+    processes that matter (the worker, the commands) are started by the run as ever."""
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    found = subprocess.run(
-        [sys.executable, "-m", "ptreg", *args], capture_output=True, text=True, cwd=project, env=env, timeout=300
-    )
+    found = ptreg_in_process(project, list(args), env)
     assert "Traceback" not in found.stdout + found.stderr, found.stderr
     return found
 

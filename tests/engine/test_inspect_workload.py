@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, block_after, plan_flags
+from helpers import REPO, block_after, plan_flags, ptreg_in_process
 from ptreg.engine.workloads.discovery import spec_problem
 from ptreg.records.evaluator import parse_spec
 
@@ -96,14 +96,8 @@ def environment(tmp_path: Path) -> dict[str, str]:
 
 
 def ptreg(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    found = subprocess.run(
-        [sys.executable, "-m", "ptreg", *args],
-        capture_output=True,
-        text=True,
-        cwd=project,
-        env=environment(project.parent),
-        timeout=300,
-    )
+    # in this process: the evaluations run in the run's worker and commands, as ever
+    found = ptreg_in_process(project, list(args), environment(project.parent))
     assert "Traceback" not in found.stdout + found.stderr, found.stderr
     return found
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import complete_record, freeze_evaluator, patient, propose_for_run, wait_for_timed_steps, write_registry
+from helpers import complete_record, freeze_evaluator, patient, propose_in_process, wait_for_timed_steps, write_registry
 
 LONG = {
     "name": "interrupt-tiny",
@@ -53,7 +53,7 @@ def test_a_signal_mid_cell_writes_an_interrupted_run_and_exits_128_plus_it(
 
     root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
     ref = freeze_evaluator(root, **LONG)
-    propose_for_run(root, ref, "stop-me", "#81")
+    propose_in_process(root, ref, "stop-me", "#81")
     process = subprocess.Popen(
         [sys.executable, "-m", "ptreg", "-r", str(root), "run", "stop-me"],
         stdout=subprocess.PIPE,
@@ -102,7 +102,7 @@ def test_interrupted_runner_keeps_whole_repeats_and_stops_the_plan(tmp_path: Pat
 
     root = write_registry(tmp_path / "reg", [complete_record("seed-record")])
     ref = freeze_evaluator(root, **{**LONG, "timed_steps": 3, "repeats": 200})
-    propose_for_run(root, ref, "stop-in-process", "#82")
+    propose_in_process(root, ref, "stop-in-process", "#82")
     steps = []
 
     def progress(event) -> None:
@@ -159,7 +159,7 @@ def test_sigterm_during_a_command_kills_its_group_and_keeps_the_repeats_that_fin
         cwd=project,
     )
     assert frozen.returncode == 0, frozen.stderr
-    propose_for_run(root, "sleepy", "stop-command", "#82")
+    propose_in_process(root, "sleepy", "stop-command", "#82")
     process = subprocess.Popen(
         [sys.executable, "-m", "ptreg", "-r", str(root), "run", "stop-command"],
         stdout=subprocess.PIPE,
@@ -235,7 +235,7 @@ def test_sighup_kills_a_command_that_regrouped_and_writes_an_interrupted_run(tmp
         cwd=project,
     )
     assert frozen.returncode == 0, frozen.stderr
-    propose_for_run(root, "hangs-up", "hang-up", "#83")
+    propose_in_process(root, "hangs-up", "hang-up", "#83")
     process = subprocess.Popen(
         [sys.executable, "-m", "ptreg", "-r", str(root), "run", "hang-up"],
         stdout=subprocess.PIPE,

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from helpers import complete_record, freeze_evaluator, patient, propose_for_run, write_registry
+from helpers import complete_record, freeze_evaluator, patient, propose_in_process, write_registry
 from ptreg.engine import cgroups, processes
 from ptreg.engine.processes import import_path, python_argv, start
 
@@ -139,7 +139,7 @@ def plant_shadows(folder: Path, marker: Path) -> None:
 def test_run_of_a_kernels_evaluator_imports_nothing_from_where_it_was_started(tmp_path: Path, where: str) -> None:
     root = write_registry(tmp_path / "project" / "attempts", [complete_record("seed-record")])
     ref = freeze_evaluator(root, **KERNELS_TINY)
-    propose_for_run(root, ref, "shadowed", "#1")
+    propose_in_process(root, ref, "shadowed", "#1")
     cwd = root if where == "registry-as-cwd" else root.parent
     marker = tmp_path / "IMPORTED"
     plant_shadows(cwd, marker)

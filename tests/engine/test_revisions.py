@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import snapshot
+from helpers import ptreg_in_process, snapshot
 from ptreg.engine.revisions import resolve
 from ptreg.engine.workloads import discovery
 from ptreg.engine.workloads.arms import better_word
@@ -65,9 +65,9 @@ def git(project: Path, *args: str) -> str:
 def ptreg(project: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     env = {**os.environ, "PATH": path, "TMPDIR": str(tmp)}
-    found = subprocess.run(
-        [sys.executable, "-m", "ptreg", *args], capture_output=True, text=True, cwd=project, env=env, timeout=300
-    )
+    # in this process: the subject is the run's revisions and verdicts, not the start of a
+    # program (the interrupted run below is a program, signalled)
+    found = ptreg_in_process(project, list(args), env)
     assert "Traceback" not in found.stdout + found.stderr, found.stderr
     return found
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,13 +43,25 @@ def frozen_files(root: Path) -> list[Path]:
     return sorted(directory.iterdir()) if directory.exists() else []
 
 
-@pytest.fixture
-def registry(tmp_path: Path) -> Path:
-    return write_registry(tmp_path / "reg", [])
+@pytest.fixture(scope="module")
+def _empty_master(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_registry(tmp_path_factory.mktemp("evaluator") / "reg", [])
 
 
 @pytest.fixture
-def freeze(cli, registry: Path, tmp_path: Path) -> Callable[..., Path]:
+def empty_registry(_empty_master: Path) -> Callable[[Path], Path]:
+    """An empty registry at a path, copied from one built once: writing it file by file, each
+    write synced to disk, cost more than most of the tests that use it."""
+    return lambda root: shutil.copytree(_empty_master, root, symlinks=True)
+
+
+@pytest.fixture
+def registry(empty_registry: Callable[[Path], Path], tmp_path: Path) -> Path:
+    return empty_registry(tmp_path / "reg")
+
+
+@pytest.fixture
+def freeze(cli, registry: Path, empty_registry: Callable[[Path], Path], tmp_path: Path) -> Callable[..., Path]:
     """Freeze a spec (a dict, or raw text) through the CLI; return the frozen file's path."""
     counter = iter(range(1_000))
 
@@ -57,7 +70,7 @@ def freeze(cli, registry: Path, tmp_path: Path) -> Callable[..., Path]:
         in a registry, so a changed spec under the same name is frozen there)."""
         n = next(counter)
         spec_path = write_spec(tmp_path / f"spec-{n}.json", spec_dict() if content is None else content)
-        into = write_registry(tmp_path / f"clone-{n}", []) if elsewhere else registry
+        into = empty_registry(tmp_path / f"clone-{n}") if elsewhere else registry
         result = cli("-r", into, "evaluator", "freeze", spec_path, "--json")
         assert result.code == 0, result.err
         return Path(result.json()["path"])

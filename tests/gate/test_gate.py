@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +41,18 @@ def records() -> list[dict[str, Any]]:
     ]
 
 
-@pytest.fixture
-def registry(tmp_path: Path) -> tuple[Path, str]:
-    root = write_registry(tmp_path / "reg", records())
+@pytest.fixture(scope="module")
+def _registry_master(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    root = write_registry(tmp_path_factory.mktemp("gate") / "reg", records())
     return root, freeze_evaluator(root)
+
+
+@pytest.fixture
+def registry(_registry_master: tuple[Path, str], tmp_path: Path) -> tuple[Path, str]:
+    """Each test's own copy of one registry built once: writing it file by file, each write
+    synced to disk, cost more than most of the tests that use it."""
+    master, ref = _registry_master
+    return shutil.copytree(master, tmp_path / "reg", symlinks=True), ref
 
 
 def given(ref: str, **changes: Any) -> ProposalInput:
