@@ -66,8 +66,12 @@ def _tile_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test sees the caller's PTREG_REGISTRY or can reach the repository's ./attempts, and
-    consent to run an evaluator's command is kept in a configuration folder of the test's own."""
+    consent to run an evaluator's command is kept in a configuration folder of the test's own.
+    Nor does it inherit a terminal width: ptreg reads $COLUMNS, which a shell may export and
+    pytest-xdist sets to 80 in its workers; a test that means a width sets it."""
     monkeypatch.delenv("PTREG_REGISTRY", raising=False)
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
     monkeypatch.setenv("PTREG_CONFIG_HOME", str(tmp_path / ".ptreg-config"))
     monkeypatch.chdir(tmp_path)
 

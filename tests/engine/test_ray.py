@@ -12,8 +12,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +70,7 @@ def _required() -> bool:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def report() -> Iterator[dict[str, Any]]:
     if importlib.util.find_spec("ray") is None:
         pytest.skip("Ray is not installed (pip install '.[test,numba,ray]')")
     problem = namespace_problem()
@@ -75,7 +78,16 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         if _required():
             pytest.fail(f"CI requires the Ray tests, but {problem}", pytrace=False)
         pytest.skip(problem)
-    work = tmp_path_factory.mktemp("ray")
+    # short, whatever pytest's own temporary folders are (xdist adds a level): a socket's path in
+    # Ray's session folder has at most 107 bytes
+    work = Path(tempfile.mkdtemp(prefix="ptreg-ray-"))
+    try:
+        yield _report(work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _report(work: Path) -> dict[str, Any]:
     root = write_registry(work / "reg", [complete_record("seed-record")])
     attempts = {"spread": "ray-spread", "sigint": "ray-sigint", "unlike": "ray-unlike"}
     specs = {"spread": TWO_CONFIGS, "sigint": LONG_TINY, "unlike": TWO_CONFIGS}
