@@ -193,10 +193,10 @@ def main(work: Path) -> int:
                     os.kill(cluster.raylet_pid(name), signal.SIGKILL)
 
         # rounds long enough that the kill lands mid-run on a loaded machine: at 3 steps a round,
-        # the last four rounds could end before the log line reached this process; at 10 (about
-        # 5 s a round of small on a quiet machine) rounds 2 to 6 leave over 20 s for it
+        # the last four rounds could end before the log line reached this process, and at 10 one
+        # run (the suite in two workers) ended whole before the kill was felt; 30 has not
         report["lost"] = follow(
-            ["bench", *BENCH, "-c", "tiny", "-c", "small", "--timed-steps", "10", "--repeats", "6", "--json", *on_ray],
+            ["bench", *BENCH, "-c", "tiny", "-c", "small", "--timed-steps", "30", "--repeats", "6", "--json", *on_ray],
             ("small rounds on node", "round 2 "),
             kill_node,
         )
