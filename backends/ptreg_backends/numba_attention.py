@@ -3,13 +3,16 @@ backward, on the fused projection qkv (B·T, 3C) as the reference takes it, bloc
 the manner of flash attention.
 
 Per (b, h), one task: its q (times the scale), k and v packed (k and v also transposed, (hs, T),
-by 16 × 16 shuffles), then per block of ROWS queries the keys in blocks of KEYS, up to the
-block's last query only (the reference scores all T keys, then masks half of them away). The
-forward keeps an online softmax: each row its running max and sum, rescaling what it summed when
-the max grows, so no (T, T) weights are written; it keeps each row's log-sum-exp instead. The
-backward recomputes the weights block by block from q, k and that log-sum-exp (one product more
-than reading them back, and no (T, T) array written, read or allocated), and takes softmax's
-backward with Σ_d dy·y per row in place of a dot along the row of weights. Every product is a
+by 16 × 16 shuffles). The forward takes each block of ROWS queries, and for it the keys in
+blocks of KEYS, up to the block's last query only (the reference scores all T keys, then masks
+half of them away), with an online softmax: each row its running max and sum, rescaling what it
+summed when the max grows, so no (T, T) weights are written; it keeps each row's log-sum-exp
+instead. The backward goes the other way round, as flash attention 2's: blocks of keys
+outermost, and for each the rows that see them, recomputing the weights from q, k and that
+log-sum-exp (one product more than reading them back, and no (T, T) array written, read or
+allocated), with softmax's backward taking Σ_d dy·y per row (once a head) in place of a dot
+along the row of weights; a block of keys' dK and dV are summed down all of its rows in
+registers, and dQ gathers a pass per block of keys. Every product is a
 register tile: eight rows by two vectors of sums held in registers along the product's reduction
 (numba_gemm's vector sums, here free to fuse a multiply-add), each vector of keys, values or
 channels loaded once for the eight rows; head sizes are zero-padded to whole tiles and runs of
@@ -46,7 +49,6 @@ from .numba_softmax import (
     ROWS,
     _int,
     exp_sum,
-    lane_dot,
     lane_fill,
     lane_max,
     lane_scale,
@@ -94,6 +96,14 @@ SUMS = ROWS * 2
 # Keys per block: for hs up to 32 a block's keys and values (2 · hs · KEYS floats) and its
 # weights and their gradients (2 · ROWS · KEYS) stay in a 48 KiB L1; xl's T = 128 is one block.
 KEYS = 128
+# The backward's blocks of keys, and its panels of rows that see them. A panel's weights and
+# their gradients (2 · PANEL · BACK_KEYS floats, 128 KiB) and the head's packed operands stay in
+# L2; fewer, longer products won over blocks small enough for L1 (a loaded probe on one xl layer,
+# one thread: 32 keys 0.79, 64 keys 0.76, 128 keys 0.70 times the rows-outermost backward's time).
+# A multiple of WIDE, so that a block's last run of keys, rounded up to whole vectors, stays
+# inside the padded keys.
+BACK_KEYS = 128
+PANEL = 128
 NEG_INF = np.float32(-np.inf)
 
 
@@ -192,6 +202,14 @@ def _vectors(n: int) -> int:  # pragma: no cover
     return (n + LANES - 1) // LANES * LANES
 
 
+@numba.njit(cache=True, inline="always")
+def _flat(a: np.ndarray) -> np.ndarray:  # pragma: no cover
+    """A buffer as one row, for the products' vector loads at computed offsets; made once a chunk
+    of heads, not a block: a reshape calls into numba's runtime (about 16 ns, made per product per
+    block it was a fifth of the backward)."""
+    return a.reshape(a.size)
+
+
 @numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
 def _pack(
     qkv: np.ndarray,
@@ -217,13 +235,23 @@ def _pack(
 
 @numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
 def _scores(
-    sums: Any, a: np.ndarray, t0: int, b: np.ndarray, k0: int, wide: int, hs: int, block: np.ndarray
+    sums: Any,
+    a: np.ndarray,
+    af: np.ndarray,
+    t0: int,
+    b: np.ndarray,
+    bf: np.ndarray,
+    k0: int,
+    wide: int,
+    hs: int,
+    block: np.ndarray,
+    r: int,
 ) -> None:  # pragma: no cover
-    """block[i, s] = a[t0 + i] · b[:, k0 + s] for s < wide (b transposed, (HSP, Tp)): per tile of
-    WIDE keys, 16 vectors of sums in registers along the head's channels; a last vector of keys
-    (wide a multiple of LANES only) as a tile of ROWS × LANES."""
+    """block[r + i, s] = a[t0 + i] · b[:, k0 + s] for s < wide (b transposed, (HSP, Tp)): per tile
+    of WIDE keys, 16 vectors of sums in registers along the head's channels; a last vector of keys
+    (wide a multiple of LANES only) as a tile of ROWS × LANES. af and bf are a and b flat (see
+    ``_flat``)."""
     HSP, Tp = a.shape[1], b.shape[1]
-    af, bf = a.reshape(a.size), b.reshape(b.size)
     whole = wide // WIDE * WIDE
     for s0 in range(0, whole, WIDE):
         for x in range(SUMS):
@@ -234,7 +262,7 @@ def _scores(
                     _sum_fma(sums, i * 2 + w, BITS, af, (t0 + i) * HSP + d, bf, d * Tp + k0 + s0 + w * LANES)
         for i in range(ROWS):
             for w in range(2):
-                _sum_move(sums, i * 2 + w, BITS, block, i, s0 + w * LANES, 1)
+                _sum_move(sums, i * 2 + w, BITS, block, r + i, s0 + w * LANES, 1)
     if wide > whole:
         for i in range(ROWS):
             _sum_zero(sums, i, BITS)
@@ -242,51 +270,70 @@ def _scores(
             for i in range(ROWS):
                 _sum_fma(sums, i, BITS, af, (t0 + i) * HSP + d, bf, d * Tp + k0 + whole)
         for i in range(ROWS):
-            _sum_move(sums, i, BITS, block, i, whole, 1)
+            _sum_move(sums, i, BITS, block, r + i, whole, 1)
 
 
 @numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
 def _weighted(
-    sums: Any, block: np.ndarray, b: np.ndarray, k0: int, wide: int, acc: np.ndarray, factors: np.ndarray
+    sums: Any,
+    block: np.ndarray,
+    wf: np.ndarray,
+    r: int,
+    b: np.ndarray,
+    bf: np.ndarray,
+    k0: int,
+    wide: int,
+    acc: np.ndarray,
+    t0: int,
+    factors: np.ndarray,
 ) -> None:  # pragma: no cover
-    """acc[i, :] = acc[i, :] · factors[i] + Σ_s block[i, s] · b[k0 + s, :] (b in rows, (Tp, HSP)):
-    per WIDE channels, 16 vectors of sums in registers along the block's keys."""
+    """acc[t0 + i, :] = acc[t0 + i, :] · factors[i] + Σ_s block[r + i, s] · b[k0 + s, :] (b in rows,
+    (Tp, HSP)): per WIDE channels, 16 vectors of sums in registers along the block's keys. wf and
+    bf are block and b flat."""
     HSP, KB = b.shape[1], block.shape[1]
-    wf, bf = block.reshape(block.size), b.reshape(b.size)
     for d0 in range(0, HSP, WIDE):
         for i in range(ROWS):
             for w in range(2):
-                _sum_move(sums, i * 2 + w, BITS, acc, i, d0 + w * LANES, 0)
+                _sum_move(sums, i * 2 + w, BITS, acc, t0 + i, d0 + w * LANES, 0)
                 lane_scale(sums, i * 2 + w, BITS, factors, i)
         for s in range(wide):
             for i in range(ROWS):
                 for w in range(2):
-                    _sum_fma(sums, i * 2 + w, BITS, wf, i * KB + s, bf, (k0 + s) * HSP + d0 + w * LANES)
+                    _sum_fma(sums, i * 2 + w, BITS, wf, (r + i) * KB + s, bf, (k0 + s) * HSP + d0 + w * LANES)
         for i in range(ROWS):
             for w in range(2):
-                _sum_move(sums, i * 2 + w, BITS, acc, i, d0 + w * LANES, 1)
+                _sum_move(sums, i * 2 + w, BITS, acc, t0 + i, d0 + w * LANES, 1)
 
 
 @numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
-def _outer(
-    sums: Any, block: np.ndarray, a: np.ndarray, t0: int, k0: int, wide: int, into: np.ndarray
+def _down_rows(
+    sums: Any,
+    panel: np.ndarray,
+    pf: np.ndarray,
+    p0: int,
+    a: np.ndarray,
+    af: np.ndarray,
+    first: int,
+    end: int,
+    s0: int,
+    into: np.ndarray,
 ) -> None:  # pragma: no cover
-    """into[k0 + s, :] += Σ_i block[i, s] · a[t0 + i, :] (dK or dV in rows, (Tp, HSP)): per tile
-    of ROWS keys × WIDE channels, the block's eight rows summed in registers."""
-    HSP, KB = a.shape[1], block.shape[1]
-    wf, af = block.reshape(block.size), a.reshape(a.size)
-    for s0 in range(0, wide, ROWS):
-        for d0 in range(0, HSP, WIDE):
+    """into[s0 + j, :] += Σ_t panel[t - p0, s0 + j] · a[t, :] for t in first .. end and j < ROWS
+    (dK or dV of ROWS keys, a in rows, (Tp, HSP)): per WIDE channels, the ROWS keys' 16 vectors of
+    sums in registers down every row that sees them, loaded and stored once. pf and af are panel
+    and a flat."""
+    HSP, KB = a.shape[1], panel.shape[1]
+    for d0 in range(0, HSP, WIDE):
+        for j in range(ROWS):
+            for w in range(2):
+                _sum_move(sums, j * 2 + w, BITS, into, s0 + j, d0 + w * LANES, 0)
+        for t in range(first, end):
             for j in range(ROWS):
                 for w in range(2):
-                    _sum_move(sums, j * 2 + w, BITS, into, k0 + s0 + j, d0 + w * LANES, 0)
-            for i in range(ROWS):
-                for j in range(ROWS):
-                    for w in range(2):
-                        _sum_fma(sums, j * 2 + w, BITS, wf, i * KB + s0 + j, af, (t0 + i) * HSP + d0 + w * LANES)
-            for j in range(ROWS):
-                for w in range(2):
-                    _sum_move(sums, j * 2 + w, BITS, into, k0 + s0 + j, d0 + w * LANES, 1)
+                    _sum_fma(sums, j * 2 + w, BITS, pf, (t - p0) * KB + s0 + j, af, t * HSP + d0 + w * LANES)
+        for j in range(ROWS):
+            for w in range(2):
+                _sum_move(sums, j * 2 + w, BITS, into, s0 + j, d0 + w * LANES, 1)
 
 
 def _flash_forward(
@@ -309,6 +356,7 @@ def _flash_forward(
         q, keys = np.zeros((Tp, HSP), np.float32), np.zeros((HSP, Tp), np.float32)
         k, v = np.zeros((Tp, HSP), np.float32), np.zeros((Tp, HSP), np.float32)
         block = np.empty((ROWS, KEYS), np.float32)
+        qf, keysf, vf, blockf = _flat(q), _flat(keys), _flat(v), _flat(block)
         acc = np.empty((ROWS, HSP), np.float32)
         top = np.empty(ROWS, np.float32)
         total = np.empty(ROWS, np.float32)
@@ -336,7 +384,7 @@ def _flash_forward(
                 for k0 in range(0, end, KEYS):
                     width = min(KEYS, end - k0)
                     wide = _vectors(width)  # keys past width are masked (or padding): weight zero
-                    _scores(sums, q, t0, keys, k0, wide, hs, block)
+                    _scores(sums, q, qf, t0, keys, keysf, k0, wide, hs, block, 0)
                     # row i sees keys k0 .. t0 + i: the first min(first + i, width) of the block
                     first = t0 + 1 - k0
                     for i in range(ROWS):
@@ -356,7 +404,7 @@ def _flash_forward(
                     for i in range(ROWS):
                         total[i] = total[i] * shrink[i] + added[i]
                         top[i] = best[i]
-                    _weighted(sums, block, v, k0, wide, acc, shrink)
+                    _weighted(sums, block, blockf, 0, v, vf, k0, wide, acc, 0, shrink)
                 for i in range(ROWS):
                     t = t0 + i
                     if t < T:
@@ -377,9 +425,13 @@ def _flash_backward(
     dqkv: np.ndarray,
     chunks: int,
 ) -> None:  # pragma: no cover
-    """The weights recomputed block by block from q, k and each row's lse (exp(score - lse)),
-    then as the forward-keeping backward: dP = dy·vᵀ, dS = P·(dP - Σ dy·y), dV += Pᵀ·dy,
-    dQ += dS·k (times the scale at the end), dK += dSᵀ·q (q packed times the scale)."""
+    """Per (b, h), the keys in blocks of BACK_KEYS outermost, as flash attention 2's backward.
+    For a block of keys and a panel of up to PANEL rows that see them (t >= the block's first
+    key), per ROWS rows: the weights recomputed from q, k and each row's lse (exp(score - lse)),
+    dP = dy·vᵀ, dS = P·(dP - Σ dy·y) kept in the panel, and dQ += dS·k into the head's dQ (one
+    read and write a row a block of keys; times the scale at the end). Then down the panel, per
+    ROWS keys: dV += Pᵀ·dy and dK += dSᵀ·q (q packed times the scale), the keys' sums held in
+    registers the whole way down, so each block's dK and dV are loaded and stored once a panel."""
     B = lse.shape[0]
     C = qkv.shape[1] // 3
     hs = C // NH
@@ -389,21 +441,24 @@ def _flash_backward(
     per = (heads + parts - 1) // parts
     for part in prange(parts):
         sums = _sums(SUMS, BITS)
-        rowwise = _sums(SUMS, BITS)
         none = np.zeros((0, Tp), np.float32)
         q, keys = np.zeros((Tp, HSP), np.float32), np.zeros((HSP, Tp), np.float32)
         k, values = np.zeros((Tp, HSP), np.float32), np.zeros((HSP, Tp), np.float32)
         v, dy = np.zeros((Tp, HSP), np.float32), np.zeros((Tp, HSP), np.float32)
-        y = np.zeros((Tp, HSP), np.float32)
-        dk = np.zeros((Tp, HSP), np.float32)
-        dv = np.zeros((Tp, HSP), np.float32)
-        weights = np.empty((ROWS, KEYS), np.float32)
-        grads = np.empty((ROWS, KEYS), np.float32)
-        dq = np.empty((ROWS, HSP), np.float32)
+        dq = np.empty((Tp, HSP), np.float32)
+        dk = np.empty((BACK_KEYS, HSP), np.float32)
+        dv = np.empty((BACK_KEYS, HSP), np.float32)
+        # zeroed once: a column past a row block's last key is never written, and is read
+        # (weighing only keys past T, whose sums are never written out) by the sums down it
+        weights = np.zeros((PANEL, BACK_KEYS), np.float32)
+        grads = np.zeros((PANEL, BACK_KEYS), np.float32)
+        qf, keysf, kf, valuesf, dyf = _flat(q), _flat(keys), _flat(k), _flat(values), _flat(dy)
+        weightsf, gradsf = _flat(weights), _flat(grads)
         unscaled = np.ones(ROWS, np.float32)  # dQ's sums carry over from block to block as they are
-        both = np.empty(ROWS, np.float32)  # Σ_d dy·y of each row: softmax's backward needs no row of P
+        both = np.zeros(Tp, np.float32)  # Σ_d dy·y of each row: softmax's backward needs no row of P
         seen = np.empty(ROWS, np.int64)  # how many of the block's keys each row sees
         top = np.empty(ROWS, np.float32)  # each row's log-sum-exp
+        dots = np.empty(ROWS, np.float32)
         last = min(heads, (part + 1) * per)
         for task in range(part * per, last):
             b, h = task // NH, task % NH
@@ -414,52 +469,57 @@ def _flash_backward(
             _pack(qkv, base, T, C + h * hs, hs, ONE, k, keys)
             _pack(qkv, base, T, 2 * C + h * hs, hs, ONE, v, values)
             _pack(dout, base, T, h * hs, hs, ONE, dy, none)  # head h's output sits in columns h·hs.. of out
-            _pack(out, base, T, h * hs, hs, ONE, y, none)
-            dk[:] = ZERO
-            dv[:] = ZERO
-            for t0 in range(0, T, ROWS):
-                if following:  # the next head's rows, a block's worth at a time, while this one computes
-                    rows = min(ROWS, T - t0)
-                    _ahead(qkv, after + t0, rows, (column, C + column, 2 * C + column), hs, 0)
-                    _ahead(dout, after + t0, rows, (column,), hs, 0)
-                    _ahead(out, after + t0, rows, (column,), hs, 0)
-                    _ahead(dqkv, after + t0, rows, (column, C + column, 2 * C + column), hs, 1)
-                for i in range(ROWS):
-                    lane_fill(rowwise, i, BITS, ZERO)
-                for d0 in range(0, HSP, LANES):
-                    for i in range(ROWS):
-                        lane_dot(rowwise, i, BITS, dy, t0 + i, d0, y)
-                rows_reduced(rowwise, 0, BITS, 0, both)  # a padding row's is 0: its dy is
-                dq[:] = ZERO
-                end = t0 + ROWS
-                for k0 in range(0, end, KEYS):
-                    width = min(KEYS, end - k0)
-                    wide = _vectors(width)
-                    _scores(sums, q, t0, keys, k0, wide, hs, weights)
-                    _scores(sums, dy, t0, values, k0, wide, hs, grads)
-                    for i in range(ROWS):
-                        t = t0 + i
-                        seen[i], top[i] = (min(t + 1 - k0, width), lse[b, h, t]) if t < T else (0, ZERO)  # padding
-                    for c in range(0, wide, LANES):
-                        for i in range(ROWS):  # the rows' exps are independent: unrolled, they overlap
-                            weights_and_grads(BITS, weights, i, c, seen[i], grads, top[i], both[i])
-                    _outer(sums, weights, dy, t0, k0, wide, dv)
-                    _outer(sums, grads, q, t0, k0, wide, dk)
-                    _weighted(sums, grads, k, k0, wide, dq, unscaled)
-                for i in range(ROWS):
-                    if t0 + i < T:
-                        sums_i, row = dq[i], dqkv[base + t0 + i, h * hs : h * hs + hs]
-                        for d in range(hs):
-                            row[d] = sums_i[d] * scale
-            for s in range(T):
-                rk, rv = (
-                    dqkv[base + s, C + h * hs : C + h * hs + hs],
-                    dqkv[base + s, 2 * C + h * hs : 2 * C + h * hs + hs],
-                )
-                dks, dvs = dk[s], dv[s]
+            for t in range(T):
+                total, dyt, yt = ZERO, dy[t], out[base + t, h * hs : h * hs + hs]
                 for d in range(hs):
-                    rk[d] = dks[d]
-                    rv[d] = dvs[d]
+                    total += dyt[d] * yt[d]
+                both[t] = total
+            dq[:] = ZERO
+            for k0 in range(0, T, BACK_KEYS):
+                width = min(BACK_KEYS, T - k0)
+                dk[:] = ZERO
+                dv[:] = ZERO
+                for p0 in range(k0, T, PANEL):  # earlier rows see none of these keys
+                    end = min(T, p0 + PANEL)
+                    for t0 in range(p0, end, ROWS):
+                        if following and k0 == 0:  # the next head's rows, while this one computes
+                            rows = min(ROWS, T - t0)
+                            _ahead(qkv, after + t0, rows, (column, C + column, 2 * C + column), hs, 0)
+                            _ahead(dout, after + t0, rows, (column,), hs, 0)
+                            _ahead(out, after + t0, rows, (column,), hs, 0)
+                            _ahead(dqkv, after + t0, rows, (column, C + column, 2 * C + column), hs, 1)
+                        r = t0 - p0
+                        # keys past the block's last query are masked for all of its rows
+                        wide = _vectors(min(width, t0 + ROWS - k0))
+                        _scores(sums, q, qf, t0, keys, keysf, k0, wide, hs, weights, r)
+                        _scores(sums, dy, dyf, t0, values, valuesf, k0, wide, hs, grads, r)
+                        for i in range(ROWS):
+                            t = t0 + i
+                            if t < T:
+                                seen[i], top[i], dots[i] = min(t + 1 - k0, width), lse[b, h, t], both[t]
+                            else:  # padding: no key seen, weights and gradients zero
+                                seen[i], top[i], dots[i] = 0, ZERO, ZERO
+                        for c in range(0, wide, LANES):
+                            for i in range(ROWS):  # the rows' exps are independent: unrolled, they overlap
+                                weights_and_grads(BITS, weights, r + i, c, seen[i], grads, top[i], dots[i])
+                        _weighted(sums, grads, gradsf, r, k, kf, k0, wide, dq, t0, unscaled)
+                    for s0 in range(0, width, ROWS):
+                        first = max(p0, k0 + s0)  # rows before the keys' own see none of them
+                        _down_rows(sums, weights, weightsf, p0, dy, dyf, first, end, s0, dv)
+                        _down_rows(sums, grads, gradsf, p0, q, qf, first, end, s0, dk)
+                for s in range(width):
+                    rk, rv = (
+                        dqkv[base + k0 + s, C + h * hs : C + h * hs + hs],
+                        dqkv[base + k0 + s, 2 * C + h * hs : 2 * C + h * hs + hs],
+                    )
+                    dks, dvs = dk[s], dv[s]
+                    for d in range(hs):
+                        rk[d] = dks[d]
+                        rv[d] = dvs[d]
+            for t in range(T):
+                dqt, row = dq[t], dqkv[base + t, h * hs : h * hs + hs]
+                for d in range(hs):
+                    row[d] = dqt[d] * scale
 
 
 attention_forward = variants(_flash_forward, REASSOCIATE)

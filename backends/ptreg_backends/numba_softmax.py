@@ -1,8 +1,7 @@
 """Attention's softmax as vector code along each row of a block of scores: the running max, the
-exp, the sum, the causal mask, the backward's recomputed weights and their gradient, and each
-row's Σ dy·y, one vector of keys (or channels) at a time (``numba_attention`` calls these on its
-(ROWS, KEYS) blocks, the eight rows of a block one after the other inside each vector step, so
-their chains of work overlap).
+exp, the sum, the causal mask, and the backward's recomputed weights and their gradient, one
+vector of keys at a time (``numba_attention`` calls these on its blocks of scores, eight rows
+one after the other inside each vector step, so their chains of work overlap).
 
 Written as LLVM intrinsics for the same reason as ``numba_gemm``'s vector sums: the scalar loops
 they replace ran one key at a time (a max reduction does not vectorise without assuming no NaN,
@@ -124,30 +123,6 @@ def lane_scale(  # pragma: no cover
         return context.get_dummy_value()
 
     return types.void(sums, k, vector_bits, factors, i), codegen
-
-
-@intrinsic
-def lane_dot(  # pragma: no cover
-    typingctx: Any, sums: Any, k: Any, vector_bits: Any, a: Any, row: Any, c: Any, b: Any
-) -> tuple[Any, Any] | None:
-    """sums[k] += a[row, c : c + W] · b[row, c : c + W] lane by lane (a row's dot, before its
-    lanes are added up)."""
-    if not _literals(vector_bits):
-        return None
-    bits = vector_bits.literal_value
-
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        first = builder.load(_row_pointer(context, builder, sig, args, 3, bits), align=4)
-        i = _int(context, builder, args[4], sig.args[4])
-        c = _int(context, builder, args[5], sig.args[5])
-        at = _element(context, builder, sig.args[6], args[6], [i, c])
-        second = builder.load(builder.bitcast(at, _vector(bits).as_pointer()), align=4)
-        slot = _slot(builder, args[0], args[1], bits)
-        product = builder.fmul(first, second, flags=FUSE)
-        builder.store(builder.fadd(builder.load(slot), product, flags=FUSE), slot)
-        return context.get_dummy_value()
-
-    return types.void(sums, k, vector_bits, a, row, c, b), codegen
 
 
 @intrinsic

@@ -1,7 +1,8 @@
 """numba's attention, blocked over keys with an online softmax, against the NumPy reference on
 shapes that reach every edge of its blocking: T past one block of keys and not a multiple of it
 nor of the query block, an odd head size, one head; a row whose max grows from one key block to
-the next (the online softmax's rescaling); serial and parallel compilations."""
+the next (the online softmax's rescaling); the backward's blocks of keys and panels of rows at
+their edges; serial and parallel compilations."""
 
 from __future__ import annotations
 
@@ -143,3 +144,24 @@ def test_a_nan_a_row_sees_comes_out_of_that_row(step_ops: Any, threads: int) -> 
     head0 = np.asarray(out)[:, : C // NH]
     assert not np.isfinite(head0[key:]).all(axis=1).any()
     assert not np.isfinite(head0[query]).all()
+
+
+def _backward_lengths() -> list[int]:
+    """Sequence lengths at the edges of the backward's blocking (keys outermost): a last group of
+    eight keys one short, one block of keys exactly, one key past it (a last block of one key,
+    short of a vector), and a block of keys whose rows fill one panel and spill into a second,
+    partial one (later panels start past the block's own keys: each row of them sees them all)."""
+    from ptreg_backends.numba_attention import BACK_KEYS, PANEL
+
+    return [BACK_KEYS - 1, BACK_KEYS, BACK_KEYS + 1, BACK_KEYS + PANEL + 5]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_within_the_declared_tolerance_at_the_edges_of_the_backwards_blocks(step_ops: Any, threads: int) -> None:
+    _threads(step_ops, threads)
+    for T in _backward_lengths():
+        B, NH, C = 2, 3, 33  # hs 11
+        rng = np.random.default_rng([T, threads, 5])
+        qkv = rng.standard_normal((B * T, 3 * C), dtype=np.float32)
+        dout = rng.standard_normal((B * T, C), dtype=np.float32)
+        assert max(_both(step_ops, qkv, dout, B, T, NH)) <= step_ops.op_tolerances["attention"], T
