@@ -321,3 +321,21 @@ def test_the_backend_records_its_thresholds_and_rechooses_for_new_threads(
     backend.set_threads(2)
     assert backend.runtime_details()["numba_parallel_min"]["source"] == "default, not calibrated"
     assert backend._pick("gelu_forward", 1 << 14)[1] == 1
+
+
+@needs_numba
+def test_a_real_calibration_gives_thresholds_the_cache_accepts(tmp_path: Path) -> None:
+    """One round on the real kernels, on ops that lack some methods as the backend does (it
+    measures on ops of its own): whatever the times, each threshold is a measured size or none."""
+    from ptreg_backends import numba_op_timing
+
+    class WithoutBias(NumbaStepOps):
+        bias_forward = None  # type: ignore[assignment]
+
+    ops = WithoutBias()
+    ops.load_ops()
+    ops.threads = 2
+    found, how = numba_op_timing.calibrate(ops, rounds=1)
+    assert set(how["median_ratios"]) == set(KERNELS) and how["rounds"] == 1
+    numba_threads.remember(2, found, how, tmp_path / "numba-threads.json")
+    assert numba_threads.remembered(2, tmp_path / "numba-threads.json") == found
