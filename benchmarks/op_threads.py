@@ -10,7 +10,8 @@ Each kernel (an op's forward or backward) is called through the backend's method
 widths, serial and parallel alternating within each round (``ptreg_backends.numba_op_timing``);
 a cell is the median over rounds of the µs a call, the ratio the median of each round's
 parallel / serial (below 1: parallel is faster) with its 95% interval (``ptreg.engine.stats``,
-rounds taken in order). The thresholds under the table are what the backend would choose from
+rounds taken in order). The thresholds under the table (where the interval lies below 1 from
+that size up) are what the backend would choose from
 this measurement (``ptreg_backends.numba_threads``); ``--remember`` writes them to the cache the
 backend reads, for this machine and thread count (every op and size must have been measured).
 Errors are one line, ``op_threads: error: ...``, exit 2.
@@ -25,7 +26,7 @@ import statistics
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numba
 
@@ -33,7 +34,7 @@ from ptreg.engine.environment import cpu_model
 from ptreg.engine.stats import log_interval
 from ptreg.store.jsonio import atomic_write_text
 from ptreg_backends import numba_threads
-from ptreg_backends.numba_op_timing import PARALLEL, SERIAL, measure, median_ratios, round_ratios
+from ptreg_backends.numba_op_timing import PARALLEL, SERIAL, measure, ratios_of, round_ratios
 from ptreg_backends.numba_step import NumbaStepOps
 from ptreg_backends.numba_threads import KERNELS, SIZES
 
@@ -85,8 +86,15 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+class _OneLine(argparse.ArgumentParser):
+    """An unusable setting is one line, no usage text, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"op_threads: error: {message}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = _OneLine(
         prog="op_threads",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -115,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         layer: str | None = numba.threading_layer()
     except ValueError:
         layer = None
-    thresholds = numba_threads.decide(median_ratios(samples))
+    thresholds = numba_threads.decide(ratios_of(samples))
     rows = rows_of(samples)
     machine = cpu_model() or "an unnamed CPU"
     setting = {

@@ -155,11 +155,9 @@ def round_ratios(by_way: dict[str, list[float]]) -> list[float]:
     return [p / s for s, p in zip(by_way[SERIAL], by_way[PARALLEL], strict=True) if s > 0]
 
 
-def median_ratios(samples: Samples) -> dict[str, dict[int, float]]:
-    return {
-        kernel: {size: statistics.median(round_ratios(by_way) or [float("nan")]) for size, by_way in by_size.items()}
-        for kernel, by_size in samples.items()
-    }
+def ratios_of(samples: Samples) -> dict[str, dict[int, list[float]]]:
+    """Each kernel's per-round ratios at each size, in the order taken."""
+    return {kernel: {size: round_ratios(w) for size, w in by_size.items()} for kernel, by_size in samples.items()}
 
 
 def calibrate(ops: NumbaStepOps, rounds: int = CALIBRATION_ROUNDS) -> tuple[dict[str, int | None], dict[str, Any]]:
@@ -168,11 +166,14 @@ def calibrate(ops: NumbaStepOps, rounds: int = CALIBRATION_ROUNDS) -> tuple[dict
     probe = NumbaStepOps()
     probe._kernels, probe.threads = ops._kernels, ops.threads
     started = time.perf_counter()
-    ratios = median_ratios(measure(probe, rounds=rounds))
+    ratios = ratios_of(measure(probe, rounds=rounds))
     how = {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "rounds": rounds,
-        "median_ratios": {k: {str(s): round(r, 3) for s, r in by.items()} for k, by in ratios.items()},
+        "median_ratios": {
+            k: {str(s): round(statistics.median(r), 3) if r else None for s, r in by.items()}
+            for k, by in ratios.items()
+        },
         "seconds": round(time.perf_counter() - started, 1),
     }
     return decide(ratios), how

@@ -7,9 +7,10 @@ is a property of the machine (its cores, caches, memory, load) and of each op's 
 element (GELU's tanh pays a thread earlier than an add), so it is measured, per kernel, on the
 backend's thread count (``numba_op_timing``), as the register tile is (``numba_tiles``).
 
-Each kernel's threshold is the smallest measured size from which the parallel kernel was faster
-(median of the per-round ratios below 1) at that size and every larger one measured; None when
-it was faster at no such run of sizes: the kernel then runs serially at every size.
+Each kernel's threshold is the smallest measured size from which the parallel kernel was resolved
+faster (the 95% interval of its per-round parallel/serial ratios below 1) at that size and every
+larger one measured; None when it was not at the largest: the kernel then runs serially at
+every size. A noisy machine so gets the serial kernel wherever the gain is not clear.
 
 The choice is kept in ``numba-threads.json`` in ptreg's cache folder, one entry per key: the tile
 cache's machine key, the CPU count and the thread count. An entry is used only when its key, its
@@ -84,14 +85,19 @@ def cache_path() -> Path:
     return cache_folder() / CACHE_FILE
 
 
-def decide(ratios: dict[str, dict[int, float]]) -> Thresholds:
-    """Each kernel's threshold from its median parallel/serial ratio per size: the smallest size
-    from which every measured size has a ratio below 1; None when the largest has not."""
+def decide(ratios: dict[str, dict[int, list[float]]]) -> Thresholds:
+    """Each kernel's threshold from its per-round parallel/serial ratios per size (in the order
+    taken): the smallest size from which, at that size and every larger one, the parallel kernel
+    was resolved faster, the 95% interval of its typical ratio wholly below 1
+    (``ptreg.engine.stats.log_interval``); None when that does not hold at the largest size."""
+    from ptreg.engine.stats import log_interval  # SciPy's t quantile: not for listing backends
+
     thresholds: Thresholds = {}
     for kernel, by_size in ratios.items():
         least: int | None = None
         for size in sorted(by_size, reverse=True):
-            if not by_size[size] < 1.0:  # a NaN is no win either
+            interval = log_interval(by_size[size], in_order=True)
+            if interval is None or not interval[1] < 1.0:  # unknown (a round, a NaN) is no win either
                 break
             least = size
         thresholds[kernel] = least

@@ -30,19 +30,25 @@ def thresholds(**changes: Any) -> dict[str, int | None]:
 # --------------------------------------------------------------------------- the decision
 
 
-def test_a_threshold_is_where_parallel_wins_from_there_up() -> None:
+def test_a_threshold_is_where_parallel_is_resolved_faster_from_there_up() -> None:
+    win, loss, unclear = [0.5, 0.52, 0.49, 0.51], [1.4, 1.5, 1.3, 1.45], [0.3, 1.6, 0.4, 1.5]
     ratios = {
-        "gelu_forward": {1 << 14: 1.4, 1 << 15: 0.9, 1 << 16: 0.6, 1 << 17: 0.5},
+        "gelu_forward": {1 << 14: loss, 1 << 15: win, 1 << 16: win, 1 << 17: win},
         # a win at a small size does not count when a larger size loses again
-        "residual_add": {1 << 14: 0.8, 1 << 15: 1.3, 1 << 16: 0.9, 1 << 17: 0.7},
-        "bias_forward": {1 << 14: 3.0, 1 << 15: 2.0, 1 << 16: 1.1, 1 << 17: 1.0},  # 1.0 is no win
-        "adamw_update": {1 << 14: 0.5, 1 << 15: 0.5, 1 << 16: float("nan"), 1 << 17: 0.5},
+        "residual_add": {1 << 14: win, 1 << 15: loss, 1 << 16: win, 1 << 17: win},
+        "bias_forward": {1 << 14: loss, 1 << 15: loss, 1 << 16: loss, 1 << 17: [1.0] * 4},  # 1 is no win
+        # a median below 1 is not enough: the interval must lie below it
+        "layernorm_forward": {1 << 14: win, 1 << 15: win, 1 << 16: unclear, 1 << 17: win},
+        "adamw_update": {1 << 14: win, 1 << 15: win, 1 << 16: [0.5, float("nan"), 0.5, 0.5], 1 << 17: win},
+        "encoder_forward": {1 << 14: win, 1 << 15: [0.5]},  # one round: no interval, unknown
     }
     assert numba_threads.decide(ratios) == {
         "gelu_forward": 1 << 15,
         "residual_add": 1 << 16,
         "bias_forward": None,
+        "layernorm_forward": 1 << 17,
         "adamw_update": 1 << 17,
+        "encoder_forward": None,
     }
 
 
