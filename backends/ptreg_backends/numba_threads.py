@@ -164,7 +164,7 @@ def forced() -> int | str | None:
         return None
     if value == "default":
         return value
-    if value.isdigit() and len(value) <= 19:  # no int() of a huge or signed string
+    if value.isascii() and value.isdigit() and len(value) <= 19:  # no int() of a huge, signed or non-ASCII string
         return int(value)
     raise ValueError(f"{THRESHOLD_VARIABLE}={value!r} is neither a whole number of elements nor 'default'")
 

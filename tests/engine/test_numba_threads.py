@@ -170,7 +170,7 @@ def test_ptreg_numba_parallel_min_forces_a_number_or_the_default(
     assert numba_threads.forced() == told
 
 
-@pytest.mark.parametrize("value", ["-5", "1e6", "many", "9" * 30])
+@pytest.mark.parametrize("value", ["-5", "1e6", "many", "9" * 30, "2\u00b2", "\u0663"])
 def test_a_threshold_that_is_no_number_makes_the_backend_unavailable(
     monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
