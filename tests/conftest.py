@@ -58,9 +58,13 @@ def _test_backends(tmp_path_factory: pytest.TempPathFactory) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def _tile_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The numba backend remembers its tile in a cache folder of this session's own (the worker
-    processes inherit it): the user's cache is never read or written, and no tile is forced."""
+    processes inherit it): the user's cache is never read or written, and no tile is forced.
+    Its parallel thresholds are the fixed default, as before they were measured: measuring them
+    takes seconds a thread count, and minutes when the suite runs beside busy loops
+    (tests/engine/test_numba_threads.py measures, and unsets this where it tests the choice)."""
     os.environ["PTREG_CACHE_DIR"] = str(tmp_path_factory.mktemp("ptreg-cache"))
     os.environ.pop("PTREG_NUMBA_TILE", None)
+    os.environ["PTREG_NUMBA_PARALLEL_MIN"] = "default"
 
 
 @pytest.fixture(autouse=True)

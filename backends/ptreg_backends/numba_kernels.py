@@ -76,11 +76,13 @@ class NumbaBackend(NumbaStepOps):
             found = False
         if not found:
             return "numba is not installed (pip install 'ptreg[numba]')"
+        from ptreg_backends import numba_threads
         from ptreg_backends.numba_tiles import forced
 
         try:
             forced()
-        except ValueError as error:  # PTREG_NUMBA_TILE names no candidate
+            numba_threads.forced()
+        except ValueError as error:  # PTREG_NUMBA_TILE names no candidate, or a threshold is no number
             return str(error)
         return None
 
@@ -98,12 +100,25 @@ class NumbaBackend(NumbaStepOps):
         self.threads = numba.get_num_threads()
         self.load_ops()
         self.warm_up()
+        self._choose_parallel()
+
+    def _choose_parallel(self) -> None:
+        """The ops' parallel thresholds for the threads now set: remembered for this machine, or
+        measured now (a few seconds, once per machine and thread count; numba_threads)."""
+        from ptreg_backends import numba_op_timing
+
+        def log(message: str) -> None:
+            print(f"numba thresholds: {message}", file=sys.stderr, flush=True)
+
+        self._parallel = numba_op_timing.choose(self, log)
+        self.parallel_min, self.parallel_mins = self._parallel.least, self._parallel.per_kernel
 
     def runtime_details(self) -> dict[str, Any]:
         """For the cell's provenance: numba's threads, its threading layer (known once a parallel
         function has run), the OpenMP wait policy and GNU OpenMP spin count this process ran
-        with, and the register tile
-        (its blocking, and whether it was forced, remembered or timed just now)."""
+        with, the register tile
+        (its blocking, and whether it was forced, remembered or timed just now), and the ops'
+        parallel thresholds (and whether forced, remembered, measured just now or the default)."""
         import numba
 
         try:
@@ -116,6 +131,7 @@ class NumbaBackend(NumbaStepOps):
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
             "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),
             "numba_tile": self._choice.details(),
+            "numba_parallel_min": self._parallel.details(),
         }
 
     def warm_up(self) -> None:
@@ -132,6 +148,8 @@ class NumbaBackend(NumbaStepOps):
         used = max(1, min(int(n), int(getattr(numba.config, "NUMBA_NUM_THREADS"))))  # noqa: B009
         numba.set_num_threads(used)
         self.threads = used
+        if used != self._parallel.threads:
+            self._choose_parallel()
         return used
 
     def matmul_forward(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:

@@ -11,14 +11,17 @@ backend's ``__init__``, and listing backends reads only the class.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ptreg.engine.workloads import layers
 
-# Below this many elements an op runs serially even on several threads: on a machine whose
-# second core is often busy, waking it cost more than it saved (docs/backends.md, numba's ops).
+# Below this many elements an op runs serially even on several threads, unless thresholds
+# measured on this machine say otherwise (numba_threads): on a machine whose second core is
+# often busy, waking it cost more than it saved (docs/backends.md, numba's ops).
 PARALLEL_MIN_ELEMENTS = 1 << 21
 
 F32 = np.dtype(np.float32)
@@ -46,7 +49,9 @@ class NumbaStepOps:
         "adamw": 0.0,
     }
     threads = 1
-    parallel_min = PARALLEL_MIN_ELEMENTS
+    parallel_min = PARALLEL_MIN_ELEMENTS  # for every kernel without its own threshold
+    # each kernel's own, where measured (numba_threads); None: serial at every size
+    parallel_mins: Mapping[str, int | None] = MappingProxyType({})
     _kernels: dict[str, tuple[Any, Any]]  # set by load_ops
 
     def load_ops(self) -> None:
@@ -89,9 +94,10 @@ class NumbaStepOps:
 
     def _pick(self, name: str, elements: int) -> tuple[Any, int]:
         """The kernel to run and its number of chunks: serial (one chunk) on one thread or below
-        PARALLEL_MIN_ELEMENTS, else parallel, one chunk per thread."""
+        the kernel's threshold (its own, else parallel_min), else parallel, one chunk per thread."""
         serial, parallel = self._kernels[name]
-        if self.threads > 1 and elements >= self.parallel_min:
+        least = self.parallel_mins.get(name, self.parallel_min)
+        if self.threads > 1 and least is not None and elements >= least:
             return parallel, self.threads
         return serial, 1
 
@@ -101,15 +107,16 @@ class NumbaStepOps:
         from ptreg.engine import op_parity
         from ptreg.engine.backends import provided_ops
 
-        saved = self.threads
+        saved = self.threads, self.parallel_min, self.parallel_mins
         try:
+            self.parallel_mins = {}
             for threads, least in ((1, PARALLEL_MIN_ELEMENTS), (2, 0)):
                 self.threads, self.parallel_min = threads, least
                 rng = np.random.default_rng(0)
                 for op in provided_ops(self):
                     op_parity.RUNS[op](self, op_parity.op_inputs(op, op_parity.ODD, rng))
         finally:
-            self.threads, self.parallel_min = saved, PARALLEL_MIN_ELEMENTS
+            self.threads, self.parallel_min, self.parallel_mins = saved
 
     # ----------------------------------------------------------------------- encoder
 
