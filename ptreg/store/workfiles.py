@@ -56,6 +56,8 @@ def file_problem(path: Path) -> str | None:
         return problem_with(os.lstat(path))
     except FileNotFoundError:
         return None
+    except OSError as exc:  # a parent that is a file, or a folder we may not search
+        return f"cannot be examined ({exc.strerror})"
 
 
 def check_working_file(path: Path, advice: str) -> bool:

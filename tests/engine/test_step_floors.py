@@ -102,6 +102,15 @@ def test_a_symlinked_cache_is_neither_read_nor_written(cache: Path, tmp_path: Pa
     assert target.read_text() == before and cache.is_symlink()
 
 
+def test_a_cache_folder_whose_name_holds_a_file_is_refused_in_one_line(cache: Path) -> None:
+    cache.parent.parent.mkdir(parents=True, exist_ok=True)
+    cache.parent.write_text("not a folder")
+    assert ceilings.remembered() is None  # unknown, and no NotADirectoryError
+    with pytest.raises(UnusableInput, match="cannot be examined"):
+        ceilings.remember({1: at(240.0, 30.0)})
+    assert cache.parent.read_text() == "not a folder"
+
+
 # --------------------------------------------------------------------------- a run's floors
 
 
