@@ -100,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--threads", type=int, help="threads of the parallel kernels (default: numba's)")
-    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument(
+        "--rounds", type=int, default=15, help="interleaved rounds of serial and parallel (default: 15)"
+    )
     parser.add_argument("--op", action="append", choices=OPS, help="only this op (repeatable; default: all)")
     parser.add_argument("--json", metavar="FILE", help="also write the table and its setting as JSON")
     parser.add_argument("--remember", action="store_true", help="keep the thresholds for the backend")
