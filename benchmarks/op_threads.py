@@ -8,8 +8,8 @@ on a set thread count: from what size the parallel kernel pays on this machine.
 
 Each kernel (an op's forward or backward) is called through the backend's method at xl's row
 widths, serial and parallel alternating within each round (``ptreg_backends.numba_op_timing``);
-a cell is the median over rounds of the µs a call, the ratio the median of each round's
-parallel / serial (below 1: parallel is faster) with its 95% interval (``ptreg.engine.stats``,
+a cell is the median over rounds of the µs a call, the ratio the geometric mean of each round's
+parallel / serial (below 1: parallel is faster), the center of its 95% interval (``ptreg.engine.stats``,
 rounds taken in order). The thresholds under the table (where the interval lies below 1 from
 that size up) are what the backend would choose from
 this measurement (``ptreg_backends.numba_threads``); ``--remember`` writes them to the cache the
@@ -63,7 +63,9 @@ def rows_of(samples: dict[str, Any]) -> list[dict[str, Any]]:
                     "elements": size,
                     "serial_us": 1e6 * statistics.median(by_way[SERIAL]),
                     "parallel_us": 1e6 * statistics.median(by_way[PARALLEL]),
-                    "ratio": statistics.median(ratios) if ratios else None,
+                    # the interval's own center (the mean of the log ratios): a median of ratios
+                    # can fall outside it when the rounds are bimodal
+                    "ratio": statistics.geometric_mean(ratios) if ratios and min(ratios) > 0 else None,
                     "ratio_low": interval[0] if interval else None,
                     "ratio_high": interval[1] if interval else None,
                     "rounds": len(ratios),

@@ -54,3 +54,14 @@ def test_a_setting_it_cannot_measure_is_one_line_and_exit_2(tmp_path: Path, args
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("op_threads: error: ") and done.stderr.count("\n") == 1 and said in done.stderr
     assert not (tmp_path / "numba-threads.json").exists()
+
+
+def test_a_rows_ratio_is_the_center_of_its_interval_even_when_the_rounds_are_bimodal() -> None:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from op_threads import rows_of
+
+    from ptreg_backends.numba_op_timing import PARALLEL, SERIAL
+
+    parallel = [0.5, 1.0] * 10 + [1.0]  # a median of 1.0, a typical ratio near 0.72
+    (row,) = rows_of({"residual_add": {1 << 18: {SERIAL: [1.0] * len(parallel), PARALLEL: parallel}}})
+    assert row["ratio_low"] <= row["ratio"] <= row["ratio_high"] < 1.0
