@@ -4,6 +4,7 @@ cannot fit, and a note moves below a table rather than widening it."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -51,13 +52,16 @@ def test_the_projects_tables_fit_80_columns(cli, project: Path, monkeypatch, com
 
 
 def test_a_streak_chain_and_an_evaluators_backends_are_never_cut(cli, project: Path, monkeypatch) -> None:
+    # the longest chain the registry holds today, as the table writes it (the registry grows)
+    streaks = json.loads(cli("-r", "attempts", "streaks", "--json").out)
+    chain = max((" -> ".join(s["trailing"]) for s in streaks), key=len)
+    assert chain.count(" -> ") >= 2, chain
     monkeypatch.setenv("COLUMNS", str(WIDTH))
-    chain = "tinygpt-step-attribution -> numba-tiles-step-xl -> numba-packing-step-xl -> numba-spin-rule-step-xl"
     assert chain in _flat(cli("-r", "attempts", "streaks").out)
     assert "naive,blocked-numpy,numba,numpy-blas" in cli("-r", "attempts", "evaluator", "list").out
-    monkeypatch.setenv("COLUMNS", "200")  # room enough: one row a line, as before
+    monkeypatch.setenv("COLUMNS", "200")  # room enough: the chain on a line of its own, whole
     wide = cli("-r", "attempts", "streaks").out
-    assert any(line.startswith("ok") and chain in line for line in _lines(wide))
+    assert any(chain in line for line in _lines(wide))
 
 
 def test_a_verdict_in_a_compared_table_is_never_cut(cli, project: Path, monkeypatch) -> None:
