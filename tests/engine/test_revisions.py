@@ -146,8 +146,8 @@ def a_and_a(tmp_path: Path, runs: int) -> None:
     """Runs of one evaluator whose two revisions hold the same code: no verdict of change at a
     5% margin in any run (the acceptance of the CI gate; a flag count, not a timing). The work
     (0.3 s) outweighs the start of Python and its process tree: at 0.05 s, start-up jitter alone
-    (repeats of 0.09-0.14 s) put one quiet A/A run in about twenty at 0.85-1.12x, and one of
-    those once read as a change; at 0.3 s thirty A/A runs read 0.975-1.032x."""
+    (repeats of 0.09-0.14 s) spread about 40 quiet A/A runs over 0.85-1.12x, and one of them
+    once read as a change; at 0.3 s thirty A/A runs read 0.975-1.032x."""
     project, tmp = repository(tmp_path, 0.3, 0.3)
     heads = {"before": git(project, "rev-parse", "HEAD~1"), "after": git(project, "rev-parse", "HEAD")}
     propose(project, tmp, "same")  # one attempt, run again and again: a CI job per commit
