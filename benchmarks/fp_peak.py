@@ -41,7 +41,8 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-from ptreg_backends.numba_gemm import _literals, _slot, _sum_move, _sums, _vector, loop_counts
+from ptreg_backends.numba_gemm import loop_counts
+from ptreg_backends.numba_vectors import _literals, _slot, _sum_move, _sums, _vector
 
 # The four throughput loops: (lanes, fused).
 PEAKS = {

@@ -42,7 +42,6 @@ from numba.extending import intrinsic
 from ptreg.engine.environment import cpu_flags
 
 from .numba_cache import install_cache_locator
-from .numba_gemm import _element, _literals, _slot, _sum_move, _sum_zero, _sums, _vector
 from .numba_ops import ONE, REASSOCIATE, ZERO, exp32, variants
 from .numba_softmax import (
     INT,
@@ -55,35 +54,9 @@ from .numba_softmax import (
     rows_reduced,
     weights_and_grads,
 )
+from .numba_vectors import _element, _literals, _sum_fma, _sum_move, _sum_zero, _sums, _vector
 
 install_cache_locator()  # before any kernel is defined: its cache is filed by the package's digest
-
-
-@intrinsic
-def _sum_fma(  # pragma: no cover
-    typingctx: Any, sums: Any, k: Any, vector_bits: Any, column: Any, at: Any, strip: Any, offset: Any
-) -> tuple[Any, Any] | None:
-    """sums[k] += column[at] · strip[offset : offset + W], as numba_gemm's ``_sum_update`` but
-    free to fuse into one multiply-add (attention keeps a tolerance, not the reference's bits)."""
-    if not _literals(vector_bits):
-        return None
-    bits = vector_bits.literal_value
-
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        vector = _vector(bits)
-        lanes = vector.count
-        value = builder.load(_element(context, builder, sig.args[3], args[3], [args[4]]))
-        start = _element(context, builder, sig.args[5], args[5], [args[6]])
-        b = builder.load(builder.bitcast(start, vector.as_pointer()), align=4)
-        one = builder.insert_element(ir.Constant(vector, None), value, ir.Constant(ir.IntType(32), 0))
-        everywhere = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
-        a = builder.shuffle_vector(one, ir.Constant(vector, None), everywhere)
-        slot = _slot(builder, args[0], args[1], bits)
-        product = builder.fmul(a, b, flags=("contract",))
-        builder.store(builder.fadd(builder.load(slot), product, flags=("contract",)), slot)
-        return context.get_dummy_value()
-
-    return types.void(sums, k, vector_bits, column, at, strip, offset), codegen
 
 
 # One vector of sums: 16 float32 lanes with AVX-512, else 8 (a tile's 16 vectors of sums then

@@ -40,10 +40,8 @@ from typing import Any
 
 import numba
 import numpy as np
-from llvmlite import ir
 from numba import prange
-from numba.core import cgutils, config, types
-from numba.extending import intrinsic
+from numba.core import config
 
 from .numba_cache import install_cache_locator
 from .numba_tiles import (
@@ -59,6 +57,7 @@ from .numba_tiles import (
     remembered,
     runnable,
 )
+from .numba_vectors import _copy, _sum_fma, _sum_move, _sum_update, _sum_zero, _sums
 
 install_cache_locator()  # before any kernel is defined: its cache is filed by the package's digest
 
@@ -93,141 +92,14 @@ def slp_vectorizer() -> Iterator[None]:
 # moved into registers, and every sum went through the stack on every step.
 
 
-def _vector(bits: int) -> Any:
-    return ir.VectorType(ir.FloatType(), bits // 32)
-
-
-def _literals(*values: Any) -> bool:
-    return all(isinstance(value, types.IntegerLiteral) for value in values)
-
-
-def _slot(builder: Any, sums: Any, k: Any, bits: int) -> Any:
-    return builder.gep(builder.bitcast(sums, _vector(bits).as_pointer()), [k])
-
-
-def _element(context: Any, builder: Any, array_type: Any, array: Any, indices: list[Any]) -> Any:
-    """A pointer to array[indices], as a pointer to a vector that starts there."""
-    made = context.make_array(array_type)(context, builder, value=array)
-    return cgutils.get_item_pointer(context, builder, array_type, made, indices, wraparound=False)
-
-
-@intrinsic
-def _sums(typingctx: Any, count: Any, vector_bits: Any) -> tuple[Any, Callable[..., Any]] | None:  # pragma: no cover
-    """Stack storage for ``count`` vectors of sums (compile-time constants), which LLVM keeps in
-    registers once the loops over them are unrolled (a NumPy array would live on the heap).
-
-    It also sets the vector width LLVM prefers in the function it lands in (the parallel loop's
-    body, where the micro-kernel runs): LLVM tunes recent Intel server CPUs to prefer 256-bit
-    vectors, which would split each 512-bit sum in two and spill them.
-    """
-    if not _literals(count, vector_bits):
-        return None
-    length, bits = count.literal_value, vector_bits.literal_value
-
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        # llvmlite checks attribute names against a list without LLVM's string attributes;
-        # the set underneath takes the attribute as LLVM IR spells it
-        set.add(builder.function.attributes, f'"prefer-vector-width"="{bits}"')
-        storage = cgutils.alloca_once(builder, ir.ArrayType(_vector(bits), length))
-        return builder.bitcast(storage, ir.IntType(8).as_pointer())
-
-    return types.voidptr(count, vector_bits), codegen
-
-
-@intrinsic
-def _sum_zero(
-    typingctx: Any, sums: Any, k: Any, vector_bits: Any
-) -> tuple[Any, Callable[..., Any]] | None:  # pragma: no cover
-    """sums[k] = 0.0 in every lane."""
-    if not _literals(vector_bits):
-        return None
-    bits = vector_bits.literal_value
-
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        builder.store(ir.Constant(_vector(bits), None), _slot(builder, args[0], args[1], bits))
-        return context.get_dummy_value()
-
-    return types.void(sums, k, vector_bits), codegen
-
-
-@intrinsic
-def _sum_move(  # pragma: no cover
-    typingctx: Any, sums: Any, k: Any, vector_bits: Any, array: Any, row: Any, col: Any, to_array: Any
-) -> tuple[Any, Callable[..., Any]] | None:
-    """sums[k] = array[row, col : col + W] (to_array 0), or the other way round (to_array 1):
-    a row of a C-contiguous float32 matrix."""
-    if not _literals(vector_bits, to_array):
-        return None
-    bits, storing = vector_bits.literal_value, bool(to_array.literal_value)
-
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        start = _element(context, builder, sig.args[3], args[3], [args[4], args[5]])
-        row_vector = builder.bitcast(start, _vector(bits).as_pointer())
-        slot = _slot(builder, args[0], args[1], bits)
-        if storing:
-            builder.store(builder.load(slot), row_vector, align=4)
-        else:
-            builder.store(builder.load(row_vector, align=4), slot)
-        return context.get_dummy_value()
-
-    return types.void(sums, k, vector_bits, array, row, col, to_array), codegen
-
-
-@intrinsic
-def _sum_update(  # pragma: no cover
-    typingctx: Any, sums: Any, k: Any, vector_bits: Any, column: Any, at: Any, strip: Any, offset: Any
-) -> tuple[Any, Callable[..., Any]] | None:
-    """sums[k] = sums[k] + column[at] · strip[offset : offset + W]: a rounded multiply, then a
-    rounded add. Indices are not wrapped (numba's indexing would test each for a negative
-    value: a compare and a select per load in the innermost loop)."""
-    if not _literals(vector_bits):
-        return None
-    bits = vector_bits.literal_value
-
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        vector = _vector(bits)
-        lanes = vector.count
-        value = builder.load(_element(context, builder, sig.args[3], args[3], [args[4]]))
-        start = _element(context, builder, sig.args[5], args[5], [args[6]])
-        b = builder.load(builder.bitcast(start, vector.as_pointer()), align=4)
-        one = builder.insert_element(ir.Constant(vector, None), value, ir.Constant(ir.IntType(32), 0))
-        everywhere = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
-        a = builder.shuffle_vector(one, ir.Constant(vector, None), everywhere)
-        slot = _slot(builder, args[0], args[1], bits)
-        # no fast-math flags on either: LLVM may not contract them into a fused multiply-add
-        builder.store(builder.fadd(builder.load(slot), builder.fmul(a, b)), slot)
-        return context.get_dummy_value()
-
-    return types.void(sums, k, vector_bits, column, at, strip, offset), codegen
-
-
-@intrinsic
-def _copy(  # pragma: no cover
-    typingctx: Any, target: Any, offset: Any, count: Any, source: Any, row: Any, col: Any
-) -> tuple[Any, Callable[..., Any]] | None:
-    """target[offset : offset + count] = the ``count`` floats in memory from source[row, col]
-    on (a compile-time count; the caller knows that index of source is contiguous): one vector
-    load and store, where numba's indexing, strides unknown at compile time, copies one by one."""
-    if not _literals(count):
-        return None
-    vector = ir.VectorType(ir.FloatType(), count.literal_value).as_pointer()
-
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        start = _element(context, builder, sig.args[3], args[3], [args[4], args[5]])
-        value = builder.load(builder.bitcast(start, vector), align=4)
-        end = _element(context, builder, sig.args[0], args[0], [args[1]])
-        builder.store(value, builder.bitcast(end, vector), align=4)
-        return context.get_dummy_value()
-
-    return types.void(target, offset, count, source, row, col), codegen
-
-
-def _build(MR: int, NR: int, KC: int, MC: int, BITS: int) -> Any:
+def _build(MR: int, NR: int, KC: int, MC: int, BITS: int, FUSED: bool = False) -> Any:
     """The routine for one blocking, its sizes compile-time constants of the closure.
 
     One function, no helpers: numba's disk cache keys a closure by the values it closes over,
-    and only plain numbers give the same key in every process (a helper dispatcher would not),
-    so each candidate is compiled once per machine and loaded after that.
+    and only plain values give the same key in every process (a helper dispatcher would not),
+    so each candidate is compiled once per machine and loaded after that. ``FUSED`` builds the
+    fused twin: the same loops with each multiply and add free to become one FMA, not naive's
+    bits, which no backend uses; ``benchmarks/parity_cost.py`` times it to show what the bits cost.
     """
     VW = BITS // 32  # lanes of one vector
     NV = NR // VW  # vectors per row of the tile
@@ -341,15 +213,26 @@ def _build(MR: int, NR: int, KC: int, MC: int, BITS: int) -> Any:
                         for r in range(chunk):
                             for ii in range(MR):
                                 for v in range(NV):
-                                    _sum_update(
-                                        sums,
-                                        ii * NV + v,
-                                        BITS,
-                                        packed_lhs,
-                                        l_base + r * MR + ii,
-                                        packed_rhs,
-                                        r_base + r * NR + v * VW,
-                                    )
+                                    if FUSED:  # a constant of the closure: one branch is compiled
+                                        _sum_fma(
+                                            sums,
+                                            ii * NV + v,
+                                            BITS,
+                                            packed_lhs,
+                                            l_base + r * MR + ii,
+                                            packed_rhs,
+                                            r_base + r * NR + v * VW,
+                                        )
+                                    else:
+                                        _sum_update(
+                                            sums,
+                                            ii * NV + v,
+                                            BITS,
+                                            packed_lhs,
+                                            l_base + r * MR + ii,
+                                            packed_rhs,
+                                            r_base + r * NR + v * VW,
+                                        )
                         for ii in range(MR):
                             for v in range(NV):
                                 _sum_move(sums, ii * NV + v, BITS, target, ti + ii, tj + v * VW, 1)
@@ -364,19 +247,28 @@ def _build(MR: int, NR: int, KC: int, MC: int, BITS: int) -> Any:
 SIGNATURE = "void(float32[:, :], float32[:, :], float32[:, ::1], int64)"
 
 
+def dispatcher(tile: Tile, fused: bool = False) -> Any:
+    """The numba dispatcher of ``tile``'s routine (or its fused twin), not compiled yet (one per
+    tile per process)."""
+    return _dispatcher(tile, bool(fused))  # one cache key however it is called
+
+
 @functools.cache
-def dispatcher(tile: Tile) -> Any:
-    """The numba dispatcher of ``tile``'s routine, not compiled yet (one per tile per process)."""
+def _dispatcher(tile: Tile, fused: bool) -> Any:
     if tile.nr % (tile.vector_bits // 32):
         raise ValueError(f"tile {tile.name}: strips must be whole vectors")
-    return _build(tile.mr, tile.nr, tile.kc, tile.mc, tile.vector_bits)
+    return _build(tile.mr, tile.nr, tile.kc, tile.mc, tile.vector_bits, fused)
+
+
+def compile_gemm(tile: Tile = DEFAULT, fused: bool = False) -> Gemm:
+    """Compile (or load from numba's disk cache) ``tile``'s routine, with the SLP vectorizer on
+    (for the packing loops), once per process; ``fused``: its twin free to use FMA (``_build``)."""
+    return _compiled(tile, bool(fused))
 
 
 @functools.cache
-def compile_gemm(tile: Tile = DEFAULT) -> Gemm:
-    """Compile (or load from numba's disk cache) ``tile``'s routine, with the SLP vectorizer on
-    (for the packing loops), once per process."""
-    gemm = dispatcher(tile)
+def _compiled(tile: Tile, fused: bool) -> Gemm:
+    gemm = dispatcher(tile, fused)
     with slp_vectorizer():
         gemm.compile(SIGNATURE)
     # Any other signature would compile without the vectorizer; arrays convert to this one.

@@ -25,8 +25,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from .numba_gemm import _element, _literals, _slot, _vector
 from .numba_ops import C2, C3, C4, C5, C6, C7, EXP_CEIL, EXP_FLOOR, HALF, LN2_HI, LN2_LO, LOG2E, ONE
+from .numba_vectors import _element, _literals, _slot, _vector
 
 ROWS = 8  # the rows of a block of scores (numba_attention.ROWS)
 FUSE = ("contract",)  # a multiply and an add may become one multiply-add: attention keeps a tolerance

@@ -207,6 +207,22 @@ def cpu_model() -> str | None:
     return platform.processor() or None
 
 
+def cpu_generation() -> str | None:
+    """The CPU's family and model numbers ("family 25, model 17"): a cloud's "AMD EPYC" names
+    several generations (Zen 4 and Zen 5 have told apart only by these here); unknown off Linux."""
+    found = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            name, _, value = line.partition(":")
+            if name.strip() in ("cpu family", "model") and name.strip() not in found:
+                found[name.strip()] = value.strip()
+    except OSError:
+        return None
+    if len(found) < 2:
+        return None
+    return f"family {found['cpu family']}, model {found['model']}"
+
+
 CACHE_VARIABLE = "PTREG_CACHE_DIR"  # where ptreg keeps what it measured of this machine
 
 
