@@ -35,16 +35,17 @@ from ptreg_backends.numba_step import NumbaStepOps
 
 
 @functools.cache
-def _compiled() -> tuple[Any, Any]:
-    """The chosen tile and its compiled routine (loaded from numba's disk cache when it is
-    there); the first time on a machine, the candidates are timed first (under a minute)."""
+def _compiled(fused: bool) -> tuple[Any, Any]:
+    """The chosen tile and its compiled routine, or its fused twin (loaded from numba's disk
+    cache when it is there); the first time on a machine, the candidates are timed first (under
+    a minute)."""
     from ptreg_backends import numba_gemm
 
     def log(message: str) -> None:
         print(f"numba tiles: {message}", file=sys.stderr, flush=True)
 
     choice = numba_gemm.choose(log)
-    return choice, numba_gemm.compile_gemm(choice.tile)
+    return choice, numba_gemm.compile_gemm(choice.tile, fused=fused)
 
 
 class NumbaBackend(NumbaStepOps):
@@ -63,6 +64,7 @@ class NumbaBackend(NumbaStepOps):
         op: tolerance for op, tolerance in NumbaStepOps.op_tolerances.items() if op not in ("residual", "bias")
     }
     thread_control = "numba parallel threads (prange over output tiles), set with numba.set_num_threads"
+    fused_products = False  # the routine's fused twin instead (NumbaFmaBackend)
 
     @staticmethod
     def default_threads() -> int:
@@ -96,7 +98,7 @@ class NumbaBackend(NumbaStepOps):
     def __init__(self) -> None:
         import numba
 
-        self._choice, self._kernel = _compiled()
+        self._choice, self._kernel = _compiled(self.fused_products)
         self.threads = numba.get_num_threads()
         self.load_ops()
         self.warm_up()
@@ -131,6 +133,7 @@ class NumbaBackend(NumbaStepOps):
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
             "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),
             "numba_tile": self._choice.details(),
+            "numba_products": "fused multiply-add" if self.fused_products else "multiply, then add: naive's bits",
             "numba_parallel_min": self._parallel.details(),
         }
 
@@ -160,3 +163,18 @@ class NumbaBackend(NumbaStepOps):
 
     def matmul_backward_db(self, a: np.ndarray, dc: np.ndarray, out: np.ndarray) -> None:
         self._kernel(a.T, dc, out, self.threads)
+
+
+class NumbaFmaBackend(NumbaBackend):
+    """numba with each multiply-add of its products rounded once, as one FMA instruction where the
+    CPU has one: the same tile, packing and ops as ``numba``, without naive's bits, so held to
+    the evaluator's tolerance against float64. What those bits cost: ``benchmarks/parity_cost.py``
+    and docs/backends.md."""
+
+    name = "numba-fma"
+    description = (
+        "numba's backend with the matmuls' multiply-adds fused (one rounding each, FMA): not naive's bits, "
+        "within the evaluator's tolerance; the same tile, ops and threads as numba."
+    )
+    order_preserving = False
+    fused_products = True
