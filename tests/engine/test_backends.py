@@ -198,7 +198,7 @@ def test_numba_compiles_once_vectorised_and_a_second_process_reuses_the_cache(tm
     """
     code = (
         "import re; from ptreg_backends.numba_kernels import _compiled; from ptreg_backends import numba_gemm; "
-        "_compiled(); d = numba_gemm.dispatcher(numba_gemm.TILES['avx2-6x16']); s = d.stats; "
+        "_compiled(False); d = numba_gemm.dispatcher(numba_gemm.TILES['avx2-6x16']); s = d.stats; "
         "hits, misses = sum(s.cache_hits.values()), sum(s.cache_misses.values()); "
         "asm = '\\n'.join(d.inspect_asm().values()) if misses else ''; "
         "packed = bool(re.search(r'\\bv?mulps\\b', asm) and re.search(r'\\bv?addps\\b', asm)); "
