@@ -30,6 +30,7 @@ Importing this module imports numba.
 # mypy: disable-error-code="call-arg,var-annotated"
 from __future__ import annotations
 
+import types as pytypes
 from typing import Any
 
 import numba
@@ -54,7 +55,17 @@ from .numba_softmax import (
     rows_reduced,
     weights_and_grads,
 )
-from .numba_vectors import _element, _literals, _sum_fma, _sum_move, _sum_zero, _sums, _vector
+from .numba_vectors import (
+    _element,
+    _literals,
+    _scaled_move,
+    _store_fence,
+    _sum_fma,
+    _sum_move,
+    _sum_zero,
+    _sums,
+    _vector,
+)
 
 install_cache_locator()  # before any kernel is defined: its cache is filed by the package's digest
 
@@ -77,6 +88,11 @@ KEYS = 128
 # inside the padded keys.
 BACK_KEYS = 128
 PANEL = 128
+# The backward's dQ, dK and dV stored past the caches (non-temporal), in whole 64-byte lines:
+# through the caches each line was read in before it was written, reads that no prefetch brought
+# in time (a seventh of the backward at xl on a Zen 4). The op takes the compilation with it true
+# when dqkv, which it allocates, starts on a line and every head's columns fill whole lines.
+STREAMED = False
 NEG_INF = np.float32(-np.inf)
 
 
@@ -160,6 +176,9 @@ def _ahead(array: np.ndarray, base: int, T: int, offsets: Any, hs: int, writing:
         for offset in offsets:
             for d in range(0, hs, 16):  # a 64-byte cache line of float32s
                 _prefetch(array, base + s, offset + d, writing)
+            # and the row's last one: rows are seldom 64-byte aligned, so hs floats span a line
+            # more than hs / 16, and that line's miss had stalled each row's packing
+            _prefetch(array, base + s, offset + hs - 1, writing)
 
 
 @numba.njit(cache=True, inline="always")
@@ -184,6 +203,51 @@ def _flat(a: np.ndarray) -> np.ndarray:  # pragma: no cover
 
 
 @numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
+def _scaled_row(
+    target: np.ndarray,
+    trow: int,
+    tcol: int,
+    source: np.ndarray,
+    srow: int,
+    scol: int,
+    n: int,
+    factor: np.float32,
+) -> None:  # pragma: no cover
+    """target[trow, tcol : tcol + n] = source[srow, scol : scol + n] · factor: whole vectors,
+    then the rest one at a time (a loop over slices of a run-time length had compiled to scalar
+    code with a set-up per row, and the packs and write-backs were a fifth of attention's time)."""
+    whole = n // LANES * LANES
+    for d0 in range(0, whole, LANES):
+        _scaled_move(BITS, target, trow, tcol + d0, source, srow, scol + d0, factor, 0)
+    for d in range(whole, n):
+        target[trow, tcol + d] = source[srow, scol + d] * factor
+
+
+@numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
+def _streamed_row(
+    target: np.ndarray,
+    trow: int,
+    tcol: int,
+    source: np.ndarray,
+    srow: int,
+    scol: int,
+    n: int,
+    factor: np.float32,
+) -> None:  # pragma: no cover
+    """As ``_scaled_row``, with non-temporal stores: for n a multiple of 16 and target[trow, tcol]
+    on a 64-byte boundary (``_streams``), so only whole cache lines are written."""
+    for d0 in range(0, n, LANES):
+        _scaled_move(BITS, target, trow, tcol + d0, source, srow, scol + d0, factor, 1)
+
+
+@numba.njit(cache=True, inline="always")
+def _streams(target: np.ndarray, hs: int) -> bool:  # pragma: no cover
+    """Whether every head's columns of every row of target (C-contiguous, a multiple of hs
+    columns) start on a cache line and fill whole lines: 16 float32s to a 64-byte line."""
+    return hs % 16 == 0 and target.shape[1] % 16 == 0 and target.ctypes.data % 64 == 0
+
+
+@numba.njit(fastmath=False, error_model="numpy", cache=True, inline="always")
 def _pack(
     qkv: np.ndarray,
     base: int,
@@ -197,9 +261,7 @@ def _pack(
     """One head's (T, hs) block of qkv from column ``offset``, times ``factor``, into rows
     (Tp, HSP) and, when it has any, transposed columns (HSP, Tp); the padding stays zero."""
     for s in range(T):
-        source, row = qkv[base + s, offset : offset + hs], rows[s]
-        for d in range(hs):  # a loop of its own, with no test inside, vectorises
-            row[d] = source[d] * factor
+        _scaled_row(rows, s, 0, qkv, base + s, offset, hs, factor)
     if columns.shape[0] > 0:  # whole blocks, padding included (zero, and zero where it lands)
         for s0 in range(0, rows.shape[0], LANES):
             for d0 in range(0, rows.shape[1], LANES):
@@ -381,9 +443,7 @@ def _flash_forward(
                 for i in range(ROWS):
                     t = t0 + i
                     if t < T:
-                        inverse, sums_i, row = ONE / total[i], acc[i], out[base + t, h * hs : h * hs + hs]
-                        for d in range(hs):
-                            row[d] = sums_i[d] * inverse
+                        _scaled_row(out, base + t, h * hs, acc, i, 0, hs, ONE / total[i])
                         lse[b, h, t] = top[i] + np.log(total[i])
 
 
@@ -412,6 +472,11 @@ def _flash_backward(
     heads = B * NH
     parts = min(heads, chunks)
     per = (heads + parts - 1) // parts
+    # the streamed compilation stores dQ, dK and dV past the caches (see STREAMED); a constant,
+    # not a test of dqkv in the kernel, which had made the whole backward slower than either
+    streaming = STREAMED
+    if streaming and not _streams(dqkv, hs):
+        raise ValueError("attention_backward_streamed: dqkv not on a cache line, or hs not a multiple of 16")
     for part in prange(parts):
         sums = _sums(SUMS, BITS)
         none = np.zeros((0, Tp), np.float32)
@@ -460,7 +525,8 @@ def _flash_backward(
                             _ahead(qkv, after + t0, rows, (column, C + column, 2 * C + column), hs, 0)
                             _ahead(dout, after + t0, rows, (column,), hs, 0)
                             _ahead(out, after + t0, rows, (column,), hs, 0)
-                            _ahead(dqkv, after + t0, rows, (column, C + column, 2 * C + column), hs, 1)
+                            if not streaming:
+                                _ahead(dqkv, after + t0, rows, (column, C + column, 2 * C + column), hs, 1)
                         r = t0 - p0
                         # keys past the block's last query are masked for all of its rows
                         wide = _vectors(min(width, t0 + ROWS - k0))
@@ -481,19 +547,31 @@ def _flash_backward(
                         _down_rows(sums, weights, weightsf, p0, dy, dyf, first, end, s0, dv)
                         _down_rows(sums, grads, gradsf, p0, q, qf, first, end, s0, dk)
                 for s in range(width):
-                    rk, rv = (
-                        dqkv[base + k0 + s, C + h * hs : C + h * hs + hs],
-                        dqkv[base + k0 + s, 2 * C + h * hs : 2 * C + h * hs + hs],
-                    )
-                    dks, dvs = dk[s], dv[s]
-                    for d in range(hs):
-                        rk[d] = dks[d]
-                        rv[d] = dvs[d]
+                    if streaming:
+                        _streamed_row(dqkv, base + k0 + s, C + h * hs, dk, s, 0, hs, ONE)
+                        _streamed_row(dqkv, base + k0 + s, 2 * C + h * hs, dv, s, 0, hs, ONE)
+                    else:
+                        _scaled_row(dqkv, base + k0 + s, C + h * hs, dk, s, 0, hs, ONE)
+                        _scaled_row(dqkv, base + k0 + s, 2 * C + h * hs, dv, s, 0, hs, ONE)
             for t in range(T):
-                dqt, row = dq[t], dqkv[base + t, h * hs : h * hs + hs]
-                for d in range(hs):
-                    row[d] = dqt[d] * scale
+                if streaming:
+                    _streamed_row(dqkv, base + t, h * hs, dq, t, 0, hs, scale)
+                else:
+                    _scaled_row(dqkv, base + t, h * hs, dq, t, 0, hs, scale)
+        if streaming:
+            _store_fence()
+
+
+def _streamed(fn: Any) -> Any:
+    """fn with STREAMED true, under a name of its own (numba's disk cache files a kernel by its
+    name); numba reads a global as a constant when it compiles."""
+    copy = pytypes.FunctionType(
+        fn.__code__, {**fn.__globals__, "STREAMED": True}, fn.__name__ + "_streamed", fn.__defaults__, fn.__closure__
+    )
+    copy.__qualname__ = fn.__qualname__ + "_streamed"
+    return copy
 
 
 attention_forward = variants(_flash_forward, REASSOCIATE)
 attention_backward = variants(_flash_backward, REASSOCIATE)
+attention_backward_streamed = variants(_streamed(_flash_backward), REASSOCIATE)

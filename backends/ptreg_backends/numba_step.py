@@ -31,6 +31,15 @@ def _float32(*arrays: np.ndarray) -> bool:
     return all(a.dtype == F32 for a in arrays)
 
 
+def _on_a_line(shape: tuple[int, ...]) -> np.ndarray:
+    """An uninitialised float32 array whose data starts on a 64-byte cache line (NumPy's start on
+    16 bytes): a view into one allocation of up to 15 floats more."""
+    count = math.prod(shape)
+    raw = np.empty(count + 16, dtype=F32)
+    start = (-raw.ctypes.data % 64) // F32.itemsize
+    return raw[start : start + count].reshape(shape)
+
+
 class NumbaStepOps:
     """The ops' methods, for ``NumbaBackend`` to inherit; ``threads`` is the backend's."""
 
@@ -78,7 +87,7 @@ class NumbaStepOps:
                         "residual_add",
                     ),
                 ),
-                (numba_attention, ("attention_forward", "attention_backward")),
+                (numba_attention, ("attention_forward", "attention_backward", "attention_backward_streamed")),
                 (
                     numba_fused,
                     (
@@ -115,6 +124,11 @@ class NumbaStepOps:
                 rng = np.random.default_rng(0)
                 for op in provided_ops(self):
                     op_parity.RUNS[op](self, op_parity.op_inputs(op, op_parity.ODD, rng))
+                # attention's streamed backward, for head sizes of whole cache lines (ODD's is 20)
+                qkv = rng.standard_normal((3, 48)).astype(F32)
+                self.attention_backward(
+                    rng.standard_normal((3, 16)).astype(F32), self.attention_forward(qkv, 1, 3, 1)[1]
+                )
         finally:
             self.threads, self.parallel_min, self.parallel_mins = saved
 
@@ -238,9 +252,10 @@ class NumbaStepOps:
         if not _ours(cache):
             return layers.attention_backward(dout, cache)
         _, qkv, out, lse, T, NH, scale = cache
-        dqkv: np.ndarray = np.empty_like(qkv)
-        B = lse.shape[0]
-        kernel, chunks = self._pick("attention_backward", B * NH * T * T * (qkv.shape[1] // 3 // NH))
+        dqkv = _on_a_line(qkv.shape)  # so that the kernel can store whole lines of it past the caches
+        B, hs = lse.shape[0], qkv.shape[1] // 3 // NH
+        name = "attention_backward_streamed" if hs % 16 == 0 else "attention_backward"
+        kernel, chunks = self._pick(name, B * NH * T * T * hs)
         kernel(np.ascontiguousarray(dout, dtype=F32), qkv, out, lse, T, NH, scale, dqkv, chunks)
         return dqkv
 

@@ -173,3 +173,54 @@ def _copy(  # pragma: no cover
         return context.get_dummy_value()
 
     return types.void(target, offset, count, source, row, col), codegen
+
+
+@intrinsic
+def _scaled_move(  # pragma: no cover
+    typingctx: Any,
+    vector_bits: Any,
+    target: Any,
+    trow: Any,
+    tcol: Any,
+    source: Any,
+    srow: Any,
+    scol: Any,
+    factor: Any,
+    streaming: Any,
+) -> tuple[Any, Callable[..., Any]] | None:
+    """target[trow, tcol : tcol + W] = source[srow, scol : scol + W] · factor, one vector (W
+    lanes; both rows C-contiguous): the same rounded multiplies as a loop of elements, where a
+    loop over a slice of a run-time length compiled to scalar code and its set-up per row.
+    streaming 1: a non-temporal store, past the caches, with no read of the line first; the
+    target must be aligned to the vector, and the caller must write whole cache lines."""
+    if not _literals(vector_bits, streaming):
+        return None
+    bits, stream = vector_bits.literal_value, bool(streaming.literal_value)
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        vector = _vector(bits)
+        start = _element(context, builder, sig.args[4], args[4], [args[5], args[6]])
+        value = builder.load(builder.bitcast(start, vector.as_pointer()), align=4)
+        scalar = context.cast(builder, args[7], sig.args[7], types.float32)
+        one = builder.insert_element(ir.Constant(vector, None), scalar, ir.Constant(ir.IntType(32), 0))
+        everywhere = ir.Constant(ir.VectorType(ir.IntType(32), vector.count), [0] * vector.count)
+        product = builder.fmul(value, builder.shuffle_vector(one, ir.Constant(vector, None), everywhere))
+        end = _element(context, builder, sig.args[1], args[1], [args[2], args[3]])
+        stored = builder.store(product, builder.bitcast(end, vector.as_pointer()), align=bits // 8 if stream else 4)
+        if stream:
+            stored.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+        return context.get_dummy_value()
+
+    return types.void(vector_bits, target, trow, tcol, source, srow, scol, factor, streaming), codegen
+
+
+@intrinsic
+def _store_fence(typingctx: Any) -> tuple[Any, Callable[..., Any]] | None:  # pragma: no cover
+    """A full memory fence: non-temporal stores are weakly ordered, and this orders them before
+    anything after it (x86: mfence), so other threads see them once the kernel returns."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return types.void(), codegen

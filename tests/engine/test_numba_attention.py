@@ -165,3 +165,49 @@ def test_within_the_declared_tolerance_at_the_edges_of_the_backwards_blocks(step
         qkv = rng.standard_normal((B * T, 3 * C), dtype=np.float32)
         dout = rng.standard_normal((B * T, C), dtype=np.float32)
         assert max(_both(step_ops, qkv, dout, B, T, NH)) <= step_ops.op_tolerances["attention"], T
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("hs", [16, 32])
+def test_the_streamed_backward_at_the_edges_of_the_backwards_blocks(step_ops: Any, threads: int, hs: int) -> None:
+    """Head sizes of whole cache lines take the backward whose dQ, dK and dV are stored past the
+    caches, into a dqkv the op starts on a line: within the tolerance at the backward's block
+    edges, and bit for bit what the compilation with cached stores gives."""
+    from ptreg_backends import numba_attention
+
+    _threads(step_ops, threads)
+    for T in _backward_lengths():
+        B, NH = 2, 2
+        C = NH * hs
+        rng = np.random.default_rng([T, threads, hs])
+        qkv = rng.standard_normal((B * T, 3 * C), dtype=np.float32)
+        dout = rng.standard_normal((B * T, C), dtype=np.float32)
+        assert max(_both(step_ops, qkv, dout, B, T, NH)) <= step_ops.op_tolerances["attention"], T
+        out, cache = step_ops.attention_forward(qkv, B, T, NH)
+        dqkv = step_ops.attention_backward(dout, cache)
+        assert dqkv.ctypes.data % 64 == 0
+        _, _, out, lse, _, _, scale = cache
+        cached = np.empty_like(qkv)
+        kernel = numba_attention.attention_backward[0 if threads == 1 else 1]
+        kernel(dout, qkv, out, lse, T, NH, scale, cached, threads)
+        assert np.array_equal(dqkv, cached), T
+
+
+def test_the_streamed_backward_refuses_a_dqkv_off_a_cache_line(step_ops: Any) -> None:
+    """Its stores need the line boundary: given a dqkv that does not start on one, it raises
+    rather than fault or write past the row."""
+    from ptreg_backends import numba_attention
+
+    B, T, NH, C = 1, 9, 1, 16
+    rng = np.random.default_rng(3)
+    qkv = rng.standard_normal((B * T, 3 * C), dtype=np.float32)
+    _threads(step_ops, 1)
+    out, cache = step_ops.attention_forward(qkv, B, T, NH)
+    _, _, out, lse, _, _, scale = cache
+    raw = np.empty(qkv.size + 16, np.float32)
+    start = (-raw.ctypes.data % 64) // 4 + 1  # one float past a line
+    dqkv = raw[start : start + qkv.size].reshape(qkv.shape)
+    with pytest.raises(ValueError, match="cache line"):
+        numba_attention.attention_backward_streamed[0](
+            np.ones((B * T, C), np.float32), qkv, out, lse, T, NH, scale, dqkv, 1
+        )
