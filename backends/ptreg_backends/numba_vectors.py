@@ -98,60 +98,54 @@ def _sum_move(  # pragma: no cover
     return types.void(sums, k, vector_bits, array, row, col, to_array), codegen
 
 
+def _multiply_add(bits: int, fused: bool) -> Callable[..., Any]:
+    """The code of sums[k] += column[at] · strip[offset : offset + W] for ``_sum_update`` and
+    ``_sum_fma``: one vector of ``strip``, ``column[at]`` broadcast over it, a multiply and an add,
+    the two marked ``contract`` (free to become one FMA) only when ``fused``. Indices are not
+    wrapped (numba's indexing would test each for a negative value: a compare and a select per
+    load in the innermost loop)."""
+    flags = ("contract",) if fused else ()
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        vector = _vector(bits)
+        lanes = vector.count
+        value = builder.load(_element(context, builder, sig.args[3], args[3], [args[4]]))
+        start = _element(context, builder, sig.args[5], args[5], [args[6]])
+        b = builder.load(builder.bitcast(start, vector.as_pointer()), align=4)
+        one = builder.insert_element(ir.Constant(vector, None), value, ir.Constant(ir.IntType(32), 0))
+        everywhere = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
+        a = builder.shuffle_vector(one, ir.Constant(vector, None), everywhere)
+        slot = _slot(builder, args[0], args[1], bits)
+        product = builder.fmul(a, b, flags=flags)
+        builder.store(builder.fadd(builder.load(slot), product, flags=flags), slot)
+        return context.get_dummy_value()
+
+    return codegen
+
+
 @intrinsic
 def _sum_update(  # pragma: no cover
     typingctx: Any, sums: Any, k: Any, vector_bits: Any, column: Any, at: Any, strip: Any, offset: Any
 ) -> tuple[Any, Callable[..., Any]] | None:
     """sums[k] = sums[k] + column[at] · strip[offset : offset + W]: a rounded multiply, then a
-    rounded add. Indices are not wrapped (numba's indexing would test each for a negative
-    value: a compare and a select per load in the innermost loop)."""
+    rounded add, no fast-math flag on either, so LLVM may not fuse them (naive's bits)."""
     if not _literals(vector_bits):
         return None
-    bits = vector_bits.literal_value
-
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        vector = _vector(bits)
-        lanes = vector.count
-        value = builder.load(_element(context, builder, sig.args[3], args[3], [args[4]]))
-        start = _element(context, builder, sig.args[5], args[5], [args[6]])
-        b = builder.load(builder.bitcast(start, vector.as_pointer()), align=4)
-        one = builder.insert_element(ir.Constant(vector, None), value, ir.Constant(ir.IntType(32), 0))
-        everywhere = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
-        a = builder.shuffle_vector(one, ir.Constant(vector, None), everywhere)
-        slot = _slot(builder, args[0], args[1], bits)
-        # no fast-math flags on either: LLVM may not contract them into a fused multiply-add
-        builder.store(builder.fadd(builder.load(slot), builder.fmul(a, b)), slot)
-        return context.get_dummy_value()
-
-    return types.void(sums, k, vector_bits, column, at, strip, offset), codegen
+    signature = types.void(sums, k, vector_bits, column, at, strip, offset)
+    return signature, _multiply_add(vector_bits.literal_value, fused=False)
 
 
 @intrinsic
 def _sum_fma(  # pragma: no cover
     typingctx: Any, sums: Any, k: Any, vector_bits: Any, column: Any, at: Any, strip: Any, offset: Any
-) -> tuple[Any, Any] | None:
+) -> tuple[Any, Callable[..., Any]] | None:
     """sums[k] += column[at] · strip[offset : offset + W], as ``_sum_update`` but free to fuse
     into one multiply-add: for code held to a tolerance, not to naive's bits (attention, and the
     fused twin that measures what those bits cost, ``benchmarks/parity_cost.py``)."""
     if not _literals(vector_bits):
         return None
-    bits = vector_bits.literal_value
-
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        vector = _vector(bits)
-        lanes = vector.count
-        value = builder.load(_element(context, builder, sig.args[3], args[3], [args[4]]))
-        start = _element(context, builder, sig.args[5], args[5], [args[6]])
-        b = builder.load(builder.bitcast(start, vector.as_pointer()), align=4)
-        one = builder.insert_element(ir.Constant(vector, None), value, ir.Constant(ir.IntType(32), 0))
-        everywhere = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
-        a = builder.shuffle_vector(one, ir.Constant(vector, None), everywhere)
-        slot = _slot(builder, args[0], args[1], bits)
-        product = builder.fmul(a, b, flags=("contract",))
-        builder.store(builder.fadd(builder.load(slot), product, flags=("contract",)), slot)
-        return context.get_dummy_value()
-
-    return types.void(sums, k, vector_bits, column, at, strip, offset), codegen
+    signature = types.void(sums, k, vector_bits, column, at, strip, offset)
+    return signature, _multiply_add(vector_bits.literal_value, fused=True)
 
 
 @intrinsic
